@@ -1,0 +1,49 @@
+# forceai-runner — see README.md. Quick start: `make run`, `make check`.
+
+CC       ?= cc
+PKGS     := libmicrohttpd jansson libseccomp libcap-ng libcurl
+CFLAGS   ?= -O2 -g
+WARN     := -Wall -Wextra -Werror
+BASEFLAGS = -std=gnu11 -D_GNU_SOURCE $(WARN) $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDLIBS   := -lmicrohttpd -ljansson -lseccomp -lcap-ng -lcurl
+
+RUNNER_SRCS := $(sort $(wildcard runner/*.c))
+OBJS        := $(patsubst runner/%.c,build/obj/%.o,$(RUNNER_SRCS))
+ASAN_OBJS   := $(patsubst runner/%.c,build/asan/obj/%.o,$(RUNNER_SRCS))
+SAN_FLAGS   := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+
+.PHONY: all deps check check-fast run bench fuzz soak format format-check clean unit
+all: build/forceai-runner
+
+deps:
+	@scripts/install-deps.sh build
+
+build/obj/%.o: runner/%.c | build/obj
+	$(CC) $(BASEFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+build/forceai-runner: $(OBJS)
+	$(CC) $(CFLAGS) $(OBJS) -o $@ $(LDLIBS)
+
+build/asan/obj/%.o: runner/%.c | build/asan/obj
+	$(CC) $(BASEFLAGS) -O1 -g $(SAN_FLAGS) -MMD -MP -c $< -o $@
+
+build/asan/forceai-runner: $(ASAN_OBJS)
+	$(CC) -g $(SAN_FLAGS) $(ASAN_OBJS) -o $@ $(LDLIBS)
+
+build/obj build/asan/obj:
+	@mkdir -p $@
+
+-include $(wildcard build/obj/*.d build/asan/obj/*.d)
+
+include mk/static.mk
+include mk/image.mk
+-include mk/tests.mk
+
+format:
+	clang-format -i runner/*.c runner/*.h tests/*/*.c
+
+format-check:
+	clang-format --dry-run --Werror runner/*.c runner/*.h
+
+clean:
+	rm -rf build/obj build/asan build/forceai-runner build/tests

@@ -1,0 +1,66 @@
+#!/bin/sh
+# base-python.sh - create the local base image localhost/forceai-base-python:bookworm
+# (Debian 12 minbase + python3) without any registry: debootstrap into a
+# folder, tar it (cached: debootstrap takes a minute or more), podman import.
+#
+# Usage: image/base-python.sh [IMAGE]     (run as root)
+# Env:   ENGINE=podman|docker   CACHE_DIR=build/image-base   SUITE=bookworm
+#        MIRROR=http://deb.debian.org/debian (default: this host's apt source)
+#        REBUILD=1 (ignore the cached tarball)
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/.." && pwd)
+IMAGE=${1:-localhost/forceai-base-python:bookworm}
+ENGINE=${ENGINE:-podman}
+CACHE_DIR=${CACHE_DIR:-$top/build/image-base}
+SUITE=${SUITE:-bookworm}
+INCLUDE=${INCLUDE:-python3}
+log() { printf 'base-python: %s\n' "$*" >&2; }
+
+if [ -z "${MIRROR:-}" ]; then
+	# first URIs of a deb822 source carrying the suite, else a sources.list line
+	MIRROR=$(awk -v s="$SUITE" '
+		/^URIs:/ { u = $2 } /^Suites:/ { for (i = 2; i <= NF; i++) if ($i == s && u != "") { print u; exit } }
+		/^$/ { u = "" }' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n1)
+	[ -n "$MIRROR" ] || MIRROR=$(awk -v s="$SUITE" '$1 == "deb" && $3 == s { print $2; exit }' \
+		/etc/apt/sources.list 2>/dev/null || true)
+	MIRROR=${MIRROR:-http://deb.debian.org/debian}
+fi
+
+tarball="$CACHE_DIR/python-$SUITE.tar"
+root="$CACHE_DIR/python-$SUITE.root"
+mkdir -p "$CACHE_DIR"
+
+if [ "${REBUILD:-0}" = 1 ]; then
+	rm -f "$tarball"
+	rm -rf "$root"
+fi
+
+if [ ! -s "$tarball" ]; then
+	if [ ! -x "$root/usr/bin/python3" ] || [ ! -e "$root/.debootstrap-done" ]; then
+		command -v debootstrap >/dev/null 2>&1 || { log "debootstrap missing (apt-get install debootstrap)"; exit 1; }
+		rm -rf "$root"
+		log "debootstrap --variant=minbase --include=$INCLUDE $SUITE from $MIRROR (takes a minute or more)"
+		debootstrap --variant=minbase --include="$INCLUDE" "$SUITE" "$root" "$MIRROR" >"$CACHE_DIR/debootstrap.log" 2>&1 \
+			|| { tail -n 20 "$CACHE_DIR/debootstrap.log" >&2; exit 1; }
+		: >"$root/.debootstrap-done"
+	fi
+	# no package caches or lists in the image
+	rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* "$root"/var/log/*.log
+	log "packing $tarball"
+	tar --numeric-owner --xattrs -C "$root" --exclude=./.debootstrap-done -cf "$tarball.tmp" .
+	mv "$tarball.tmp" "$tarball"
+fi
+
+if [ "$ENGINE" = podman ] && podman image exists "$IMAGE" && [ "${REBUILD:-0}" != 1 ]; then
+	log "$IMAGE already present"
+	exit 0
+fi
+log "importing $tarball as $IMAGE"
+"$ENGINE" import \
+	--change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+	--change 'ENV LANG=C.UTF-8' \
+	--change 'CMD ["/usr/bin/python3"]' \
+	"$tarball" "$IMAGE" >/dev/null
+log "imported $IMAGE"

@@ -1,0 +1,64 @@
+#!/bin/sh
+# run-container.sh - run forceai/runtime-runner detached, published on the
+# host loopback, with a freshly generated access token; print the endpoint,
+# the token and a curl that runs a task. Used by `make run` / `make run-container`.
+#
+# Env: IMAGE_ENGINE (podman|docker), IMAGE (forceai/runtime-runner:latest),
+#      PORT (8080; the next free port is taken when busy), NAME (forceai-runner),
+#      RUN_FLAGS (extra flags for `run`)
+set -eu
+
+ENGINE=${IMAGE_ENGINE:-podman}
+IMAGE=${IMAGE:-forceai/runtime-runner:latest}
+PORT=${PORT:-8080}
+NAME=${NAME:-forceai-runner}
+RUN_FLAGS=${RUN_FLAGS:-}
+
+port_busy() {
+	# something already listening on 127.0.0.1:$1 (or on the wildcard)?
+	if command -v ss >/dev/null 2>&1; then
+		ss -Htln "sport = :$1" 2>/dev/null | grep -q .
+	else
+		curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$1/"
+		[ $? -ne 7 ]
+	fi
+}
+
+# a previous run of this target
+if "$ENGINE" container exists "$NAME" 2>/dev/null || "$ENGINE" inspect "$NAME" >/dev/null 2>&1; then
+	"$ENGINE" rm -f -t 2 "$NAME" >/dev/null 2>&1 || "$ENGINE" rm -f "$NAME" >/dev/null
+fi
+
+p=$PORT
+while port_busy "$p"; do
+	p=$((p + 1))
+	[ "$p" -lt $((PORT + 100)) ] || { echo "run-container: no free port near $PORT" >&2; exit 1; }
+done
+[ "$p" = "$PORT" ] || echo "run-container: 127.0.0.1:$PORT is busy, using $p" >&2
+
+TOKEN=$(od -An -tx1 -N24 /dev/urandom | tr -d ' \n')
+
+# shellcheck disable=SC2086
+"$ENGINE" run -d --name "$NAME" -p "127.0.0.1:$p:8080" \
+	-e EXECD_ACCESS_TOKEN="$TOKEN" $RUN_FLAGS "$IMAGE" >/dev/null
+
+i=0
+until curl -fsS -o /dev/null -H "X-EXECD-ACCESS-TOKEN: $TOKEN" "http://127.0.0.1:$p/ping" 2>/dev/null; do
+	i=$((i + 1))
+	if [ "$i" -ge 100 ] || [ "$("$ENGINE" inspect -f '{{.State.Running}}' "$NAME" 2>/dev/null)" != true ]; then
+		echo "run-container: the runner did not become ready; its log:" >&2
+		"$ENGINE" logs "$NAME" >&2 || true
+		exit 1
+	fi
+	sleep 0.1
+done
+
+cat <<EOF
+forceai-runner is running in container '$NAME' ($IMAGE)
+  endpoint: http://127.0.0.1:$p
+  token:    $TOKEN
+run a task:
+  curl -sN -H 'X-EXECD-ACCESS-TOKEN: $TOKEN' -d '{"command":"id"}' http://127.0.0.1:$p/command
+stop it:
+  $ENGINE stop $NAME && $ENGINE rm $NAME
+EOF

@@ -1,0 +1,73 @@
+# mk/image.mk - container images of forceai-runner (included by the Makefile).
+#
+#   make image            forceai/runtime-runner:latest (FROM scratch) and
+#                         forceai/runtime-runner:opensandbox-execd
+#   make image-python     forceai/runtime-runner:python on a local Debian 12 +
+#                         python3 base (debootstrap + import, no registry)
+#   make container-test   tests/container/run.sh (podman, as root)
+#   make run-container    build, run detached on 127.0.0.1, print endpoint,
+#                         token and a curl (used by `make run`)
+#
+# Needs: the `static` target (build/static/forceai-runner), podman (or docker
+# with BuildKit), root for podman here; scripts/podman-setup.sh prepares a host.
+
+IMAGE_ENGINE      ?= $(shell command -v podman >/dev/null 2>&1 && echo podman || echo docker)
+IMAGE_NAME        ?= forceai/runtime-runner
+IMAGE_TAG         ?= latest
+IMAGE_PYTHON_TAG  ?= python
+IMAGE_EXECD_TAG   ?= opensandbox-execd
+IMAGE_PYTHON_BASE ?= localhost/forceai-base-python:bookworm
+IMAGE_RUNNER_BIN  ?= build/static/forceai-runner
+IMAGE_ROOTFS      ?= build/image-rootfs
+# evaluated once (:=), unless given on the command line or in the environment
+ifeq ($(origin IMAGE_VERSION),undefined)
+IMAGE_VERSION     := $(shell sed -n 's/.*FORCEAI_RUNNER_VERSION "\(.*\)".*/\1/p' runner/version.h 2>/dev/null | head -n1)
+endif
+ifeq ($(origin IMAGE_REVISION),undefined)
+IMAGE_REVISION    := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+endif
+ifeq ($(origin IMAGE_CREATED),undefined)
+IMAGE_CREATED     := $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+endif
+IMAGE_SOURCE      ?= https://github.com/forceai/forceai-runner
+IMAGE_LICENSES    ?= NOASSERTION
+IMAGE_PORT        ?= 8080
+IMAGE_CONTAINER   ?= forceai-runner
+IMAGE_RUN_FLAGS   ?=
+
+# podman: no network for RUN steps (nothing is downloaded), one layer on top
+# of the base (vfs copies the whole rootfs for every intermediate layer)
+ifeq ($(notdir $(IMAGE_ENGINE)),podman)
+IMAGE_BUILD_FLAGS ?= --network none --layers=false
+else
+IMAGE_BUILD_FLAGS ?= --network none
+endif
+
+IMAGE_LABEL_ARGS = --build-arg VERSION=$(or $(IMAGE_VERSION),0.0.0-dev) \
+	--build-arg REVISION=$(IMAGE_REVISION) --build-arg CREATED=$(IMAGE_CREATED) \
+	--build-arg SOURCE=$(IMAGE_SOURCE) --build-arg LICENSES=$(IMAGE_LICENSES)
+
+.PHONY: image image-python container-test run-container
+
+image: static
+	image/stage-rootfs.sh $(IMAGE_ROOTFS)
+	$(IMAGE_ENGINE) build $(IMAGE_BUILD_FLAGS) $(IMAGE_LABEL_ARGS) \
+		-f Containerfile -t $(IMAGE_NAME):$(IMAGE_TAG) .
+	$(IMAGE_ENGINE) build $(IMAGE_BUILD_FLAGS) $(IMAGE_LABEL_ARGS) \
+		-f image/opensandbox/Containerfile -t $(IMAGE_NAME):$(IMAGE_EXECD_TAG) .
+	@$(IMAGE_ENGINE) image inspect --format '{{.Size}}' $(IMAGE_NAME):$(IMAGE_TAG) 2>/dev/null \
+		| awk '{ printf "image: $(IMAGE_NAME):$(IMAGE_TAG) %d bytes (%.2f MiB)\n", $$1, $$1 / 1048576 }'
+
+image-python: static
+	image/stage-rootfs.sh $(IMAGE_ROOTFS)
+	ENGINE=$(IMAGE_ENGINE) image/base-python.sh $(IMAGE_PYTHON_BASE)
+	$(IMAGE_ENGINE) build $(IMAGE_BUILD_FLAGS) $(IMAGE_LABEL_ARGS) \
+		--build-arg BASE=$(IMAGE_PYTHON_BASE) \
+		-f Containerfile -t $(IMAGE_NAME):$(IMAGE_PYTHON_TAG) .
+
+container-test: static
+	IMAGE_ENGINE=$(IMAGE_ENGINE) IMAGE_NAME=$(IMAGE_NAME) tests/container/run.sh
+
+run-container: image
+	IMAGE_ENGINE=$(IMAGE_ENGINE) IMAGE=$(IMAGE_NAME):$(IMAGE_TAG) PORT=$(IMAGE_PORT) \
+		NAME=$(IMAGE_CONTAINER) RUN_FLAGS="$(IMAGE_RUN_FLAGS)" image/run-container.sh

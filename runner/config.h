@@ -1,0 +1,34 @@
+/* Runner configuration: command-line options, each with an environment
+ * variable, validated once at start. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct runner_config {
+	char listen_host[64]; /* numeric IPv4/IPv6 address */
+	unsigned listen_port;
+	uint64_t grace_ms;
+	char *token;           /* access token (X-EXECD-ACCESS-TOKEN); NULL = none */
+	const char *state_dir; /* private dir for task output spools */
+	const char *seccomp_policy;
+	uid_t task_uid;
+	gid_t task_gid;
+	bool allow_root_tasks;
+	bool insecure_no_confine; /* test-only: benchmarks of confinement cost */
+	unsigned max_tasks;       /* concurrent running tasks; 429 beyond */
+	uint64_t max_body;        /* request body bytes; 413 beyond */
+	uint64_t task_log_max;    /* retained output per task (bytes) */
+	uint64_t stream_window;   /* bytes a live client may lag before the pipe is paused */
+	unsigned retain_count;    /* finished task records kept */
+	uint64_t retain_ms;       /* ... and for how long */
+	uint64_t header_timeout_ms; /* idle connection / slowloris timeout */
+	const char *landlock_roots; /* colon-separated writable roots */
+	uint64_t rlimit_nproc, rlimit_nofile, rlimit_as, rlimit_fsize; /* 0 = unset */
+	char **main_argv;         /* after "--"; NULL when none */
+};
+
+/* Parse argv + environment. Returns 0 to run, 1 when --help/--version was
+ * printed (exit 0), 2 on a usage error (message already printed). */
+int config_parse(struct runner_config *cfg, int argc, char **argv);
+void config_free(struct runner_config *cfg);

@@ -1,0 +1,7 @@
+/* What confinement is in force: one log line at start and GET /v1/hardening. */
+#pragma once
+#include <jansson.h>
+
+struct runner;
+json_t *hardening_report(struct runner *r);
+void hardening_log(struct runner *r);

@@ -1,0 +1,75 @@
+/* The HTTP endpoint: libmicrohttpd driven by the runner's epoll loop
+ * (external-epoll mode), request routing, auth, JSON errors, and streamed
+ * responses that suspend while they have nothing to send. */
+#pragma once
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct runner;
+
+struct http_req {
+	struct runner *r;
+	struct MHD_Connection *conn;
+	const char *method;
+	const char *path;
+	char *body;
+	size_t body_len;
+	bool body_too_big;
+	bool responded;
+	int route; /* index in the route table, -1 = none */
+	const char *param; /* the {id} segment of the path, if any */
+	char param_buf[128];
+	void *ctx; /* per-route state (e.g. an upload) */
+	void (*ctx_free)(struct http_req *req);
+};
+
+/* A streamed response body. fill() copies up to max bytes into buf and
+ * returns the count; 0 means nothing now (the connection is suspended until
+ * http_stream_wake); -1 means the end. close() runs when the connection is
+ * done with the stream, whether it finished or the client went away. */
+struct http_stream;
+struct http_stream_ops {
+	ssize_t (*fill)(struct http_stream *s, char *buf, size_t max);
+	void (*close)(struct http_stream *s);
+	/* Called from the 1 s tick: may wake the stream for a keep-alive. */
+	void (*tick)(struct http_stream *s, uint64_t now_mono_ms);
+};
+
+struct http_stream {
+	const struct http_stream_ops *ops;
+	struct runner *r;
+	struct MHD_Connection *conn;
+	bool suspended;
+	bool closed;
+	uint64_t last_send_ms; /* monotonic */
+	struct http_stream *next, *prev;
+};
+
+int http_start(struct runner *r, char *err, size_t errlen);
+unsigned http_port(struct runner *r);
+void http_quiesce(struct runner *r); /* stop accepting */
+bool http_busy(struct runner *r);    /* streams still open */
+void http_tick(struct runner *r);
+void http_stop(struct runner *r);
+
+/* Responses (each returns the MHD result to hand back from the handler). */
+enum MHD_Result http_json(struct http_req *req, unsigned status, json_t *body); /* steals body */
+enum MHD_Result http_error(struct http_req *req, unsigned status, const char *code,
+			   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+enum MHD_Result http_empty(struct http_req *req, unsigned status);
+enum MHD_Result http_text(struct http_req *req, unsigned status, const char *ctype,
+			  const char *data, size_t len, const char *hname, const char *hval);
+/* Start a streamed response with the given content type. */
+enum MHD_Result http_stream_start(struct http_req *req, struct http_stream *s,
+				  const struct http_stream_ops *ops, const char *content_type);
+void http_stream_wake(struct http_stream *s);
+
+/* The request body parsed as a JSON object; on failure responds 400 and
+ * returns NULL (check req->responded). allow_empty: empty body → {} */
+json_t *http_body_json(struct http_req *req, bool allow_empty);
+const char *http_query(struct http_req *req, const char *name);
+const char *http_header(struct http_req *req, const char *name);

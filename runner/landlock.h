@@ -1,0 +1,26 @@
+/* Landlock (DESIGN §3 step 7): tasks may read and execute everywhere but
+ * write only under the configured roots. The ruleset is built once in the
+ * parent; each task child restricts itself with it just before seccomp. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+
+struct landlock_info {
+	int abi;           /* Landlock ABI in use; 0 when not in force */
+	int ruleset_fd;    /* -1 when not in force */
+	bool scoped;       /* ABI >= 6: signals and abstract UNIX sockets stay inside the task */
+	char reason[160];  /* why Landlock is not in force ("" when it is) */
+	char roots[512];   /* writable roots in force, colon-separated */
+	char skipped[512]; /* configured roots that do not exist, colon-separated */
+};
+
+/* `roots`: colon-separated absolute directories (NULL: the default
+ * "/workspace:/tmp:/home"). A kernel without Landlock is not an error
+ * (abi 0 and a reason); a ruleset that cannot be built is (fail closed). */
+int landlock_prepare(struct landlock_info *ll, const char *roots, char *err, size_t errlen);
+
+/* Child side, async-signal-safe: landlock_restrict_self. 0 or -errno.
+ * Needs no_new_privs (or CAP_SYS_ADMIN). */
+int landlock_apply(int ruleset_fd);
+
+void landlock_info_free(struct landlock_info *ll);

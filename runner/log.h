@@ -1,0 +1,15 @@
+/* Logs: one JSON object per line on stderr. Never pass secrets. */
+#pragma once
+#include <stdint.h>
+
+/* fmt is a jansson json_pack() format for extra fields, e.g. "{s:s,s:i}",
+ * or NULL for none. */
+void log_json(const char *level, const char *msg, const char *fmt, ...);
+#define log_info(msg, ...) log_json("info", msg, __VA_ARGS__)
+#define log_warn(msg, ...) log_json("warn", msg, __VA_ARGS__)
+#define log_error(msg, ...) log_json("error", msg, __VA_ARGS__)
+/* An error from a system call: adds "errno" and "error" (strerror). */
+void log_errno(const char *msg, int err, const char *what);
+
+uint64_t now_ms(void);       /* wall clock, ms since the epoch */
+uint64_t monotonic_ms(void); /* CLOCK_MONOTONIC */

@@ -1,0 +1,64 @@
+/* The one event loop: epoll over file descriptors and timerfd timers. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+
+struct loop;
+struct loop_watch;
+typedef void (*loop_fd_cb)(struct loop *loop, struct loop_watch *w, uint32_t events);
+
+struct loop_watch {
+	int fd;
+	uint32_t events; /* EPOLLIN / EPOLLOUT; 0 = registered but paused */
+	bool added;
+	loop_fd_cb cb;
+	void *arg;
+};
+
+struct loop_timer;
+typedef void (*loop_timer_cb)(struct loop *loop, struct loop_timer *t);
+
+struct loop_timer {
+	struct loop_watch w; /* on a timerfd */
+	loop_timer_cb cb;
+	void *arg;
+	bool armed;
+};
+
+typedef void (*loop_hook_cb)(struct loop *loop, void *arg);
+
+struct loop_deferred {
+	loop_hook_cb fn;
+	void *arg;
+	struct loop_deferred *next;
+};
+
+struct loop {
+	int epfd;
+	struct loop_deferred *deferred; /* run after each dispatch batch */
+	bool stop;
+	loop_hook_cb before_wait; /* runs before every epoll_wait */
+	void *before_wait_arg;
+};
+
+int loop_init(struct loop *loop);
+void loop_close(struct loop *loop);
+/* Register fd; events may be 0 (paused). Returns 0 or -errno. */
+int loop_watch_add(struct loop *loop, struct loop_watch *w, int fd, uint32_t events, loop_fd_cb cb,
+		   void *arg);
+int loop_watch_set(struct loop *loop, struct loop_watch *w, uint32_t events);
+void loop_watch_del(struct loop *loop, struct loop_watch *w);
+
+int loop_timer_init(struct loop *loop, struct loop_timer *t, loop_timer_cb cb, void *arg);
+/* One shot after `ms` (0 = as soon as possible); `interval_ms` > 0 repeats. */
+int loop_timer_start(struct loop *loop, struct loop_timer *t, uint64_t ms, uint64_t interval_ms);
+void loop_timer_stop(struct loop *loop, struct loop_timer *t);
+void loop_timer_close(struct loop *loop, struct loop_timer *t);
+
+/* Run fn(arg) after the current dispatch batch: objects that own watches
+ * are freed this way, never while the batch may still reference them. */
+int loop_defer(struct loop *loop, loop_hook_cb fn, void *arg);
+
+/* Runs until loop_stop(); returns 0 or -errno. */
+int loop_run(struct loop *loop);
+void loop_stop(struct loop *loop);

@@ -1,0 +1,269 @@
+/* forceai-runner: init (PID 1 or subreaper) and task endpoint of a box. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "hardening.h"
+#include "http.h"
+#include "log.h"
+#include "proctree.h"
+#include "runner.h"
+#include "session.h"
+#include "signals.h"
+#include "task.h"
+#include "version.h"
+
+static void on_main_exit(void *arg, pid_t pid, int status)
+{
+	struct runner *r = arg;
+	(void)pid;
+	r->main_running = false;
+	r->main_status = status;
+	if (WIFEXITED(status))
+		r->exit_code = WEXITSTATUS(status);
+	else if (WIFSIGNALED(status))
+		r->exit_code = 128 + WTERMSIG(status);
+	log_info("main child exited", "{s:i,s:i}", "pid", (int)pid, "exit_code", r->exit_code);
+	runner_shutdown(r, "main child exited");
+}
+
+static int spawn_main(struct runner *r)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		setpgid(0, 0);
+		/* An interactive box: give the terminal to the main child's group
+		 * (SIGTTOU is still ignored here, so this cannot stop us). */
+		if (isatty(STDIN_FILENO))
+			tcsetpgrp(STDIN_FILENO, getpid());
+		signals_reset_child();
+		execvp(r->cfg.main_argv[0], r->cfg.main_argv);
+		int err = errno;
+		dprintf(STDERR_FILENO, "forceai-runner: cannot run '%s': %s\n", r->cfg.main_argv[0],
+			strerror(err));
+		_exit(err == ENOENT ? 127 : 126);
+	}
+	/* Also from the parent, so a signal forwarded right away cannot race
+	 * the child's own setpgid. */
+	if (setpgid(pid, pid) < 0 && errno != EACCES && errno != ESRCH)
+		log_errno("setpgid(main child) failed", errno, NULL);
+	r->main_pid = pid;
+	r->main_running = true;
+	int rc = reaper_watch(&r->reaper, pid, on_main_exit, r);
+	if (rc < 0)
+		return rc;
+	log_info("main child started", "{s:i,s:s}", "pid", (int)pid, "argv0", r->cfg.main_argv[0]);
+	return 0;
+}
+
+static void on_grace_expired(struct loop *loop, struct loop_timer *t)
+{
+	(void)loop;
+	struct runner *r = t->arg;
+	log_warn("grace period over: killing what remains", "{s:i}", "grace_ms",
+		 (int)r->cfg.grace_ms);
+	tasks_kill_all(r, true);
+	if (r->main_running && kill(-r->main_pid, SIGKILL) < 0 && errno != ESRCH)
+		log_errno("SIGKILL to the main child failed", errno, NULL);
+	proctree_kill_children(r->self_pid, SIGKILL, r->main_running ? r->main_pid : 0);
+	/* Leave a moment for terminal events to reach clients; never more
+	 * than a second past the grace period. */
+	r->shutdown_hard = true;
+	loop_timer_start(&r->loop, &r->shutdown_timer, 500, 0);
+	runner_maybe_exit(r);
+}
+
+static void on_final_deadline(struct runner *r)
+{
+	log_warn("shutdown deadline: exiting with work still pending", NULL);
+	loop_stop(&r->loop);
+}
+
+static void on_shutdown_timer(struct loop *loop, struct loop_timer *t)
+{
+	struct runner *r = t->arg;
+	if (!r->shutdown_hard)
+		on_grace_expired(loop, t);
+	else
+		on_final_deadline(r);
+}
+
+void runner_shutdown(struct runner *r, const char *why)
+{
+	if (r->shutting_down)
+		return;
+	r->shutting_down = true;
+	r->shutdown_started_ms = monotonic_ms();
+	log_info("shutting down", "{s:s,s:i}", "reason", why, "grace_ms", (int)r->cfg.grace_ms);
+	http_quiesce(r);
+	tasks_kill_all(r, false);
+	sessions_close_all(r);
+	if (r->main_running && kill(-r->main_pid, SIGTERM) < 0 && errno != ESRCH)
+		log_errno("SIGTERM to the main child failed", errno, NULL);
+	loop_timer_start(&r->loop, &r->shutdown_timer, r->cfg.grace_ms, 0);
+	runner_maybe_exit(r);
+}
+
+void runner_maybe_exit(struct runner *r)
+{
+	if (!r->shutting_down)
+		return;
+	if (r->main_running || tasks_running(r) > 0)
+		return;
+	if (http_busy(r) && !r->shutdown_hard) {
+		/* Terminal events are on their way: the tick re-checks. */
+		return;
+	}
+	loop_stop(&r->loop);
+}
+
+static void on_tick(struct loop *loop, struct loop_timer *t)
+{
+	(void)loop;
+	struct runner *r = t->arg;
+	tasks_tick(r);
+	http_tick(r);
+	if (r->shutting_down) {
+		/* Streams that finished flushing let us go. */
+		if (!http_busy(r) && !r->main_running && tasks_running(r) == 0)
+			loop_stop(&r->loop);
+	}
+}
+
+static int setup_state_dir(struct runner *r)
+{
+	const char *dir = r->cfg.state_dir;
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		fprintf(stderr, "forceai-runner: cannot create --state-dir '%s': %s\n", dir,
+			strerror(errno));
+		return -1;
+	}
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		fprintf(stderr, "forceai-runner: cannot open --state-dir '%s': %s\n", dir,
+			strerror(errno));
+		return -1;
+	}
+	/* Task output is kept here: it must be ours alone, or a task could
+	 * plant links or read other tasks' output. */
+	if (st.st_uid != geteuid() || (st.st_mode & 077)) {
+		if (st.st_uid == geteuid() && fchmod(fd, 0700) == 0) {
+			log_warn("state dir permissions tightened to 0700", "{s:s}", "dir", dir);
+		} else {
+			fprintf(stderr,
+				"forceai-runner: --state-dir '%s' must be owned by uid %d with mode 0700\n",
+				dir, (int)geteuid());
+			close(fd);
+			return -1;
+		}
+	}
+	r->state_dir_fd = fd;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static struct runner runner; /* the one instance; passed explicitly from here on */
+	struct runner *r = &runner;
+	r->state_dir_fd = -1;
+	r->signal_fd = -1;
+
+	int pr = config_parse(&r->cfg, argc, argv);
+	if (pr == 1)
+		return 0;
+	if (pr)
+		return pr;
+
+	/* Tasks must not read our memory or environment through /proc. */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) {
+		fprintf(stderr, "forceai-runner: prctl(PR_SET_DUMPABLE): %s\n", strerror(errno));
+		return 1;
+	}
+	r->self_pid = getpid();
+	if (r->self_pid == 1) {
+		r->init_mode = INIT_PID1;
+	} else {
+		if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) {
+			fprintf(stderr, "forceai-runner: prctl(PR_SET_CHILD_SUBREAPER): %s\n",
+				strerror(errno));
+			return 1;
+		}
+		r->init_mode = INIT_SUBREAPER;
+	}
+
+	char err[512];
+	if (confine_policy_init(&r->policy, &r->cfg, err, sizeof(err)) < 0) {
+		fprintf(stderr, "forceai-runner: %s\n", err);
+		return 1;
+	}
+	if (setup_state_dir(r) < 0)
+		return 1;
+
+	int rc = loop_init(&r->loop);
+	if (rc < 0) {
+		fprintf(stderr, "forceai-runner: epoll_create1: %s\n", strerror(-rc));
+		return 1;
+	}
+	reaper_init(&r->reaper);
+	rc = signals_init(r);
+	if (rc < 0) {
+		fprintf(stderr, "forceai-runner: signal setup: %s\n", strerror(-rc));
+		return 1;
+	}
+	if (loop_timer_init(&r->loop, &r->shutdown_timer, on_shutdown_timer, r) < 0 ||
+	    loop_timer_init(&r->loop, &r->tick, on_tick, r) < 0) {
+		fprintf(stderr, "forceai-runner: timerfd_create: %s\n", strerror(errno));
+		return 1;
+	}
+	if (tasks_init(r) < 0 || sessions_init(r) < 0) {
+		fprintf(stderr, "forceai-runner: out of memory\n");
+		return 1;
+	}
+	if (http_start(r, err, sizeof(err)) < 0) {
+		fprintf(stderr, "forceai-runner: %s\n", err);
+		return 1;
+	}
+	if (r->cfg.main_argv) {
+		rc = spawn_main(r);
+		if (rc < 0) {
+			fprintf(stderr, "forceai-runner: fork(main child): %s\n", strerror(-rc));
+			return 1;
+		}
+	}
+	loop_timer_start(&r->loop, &r->tick, 1000, 1000);
+
+	log_info("ready", "{s:s,s:s,s:i,s:s,s:b,s:i}", "version", FORCEAI_RUNNER_VERSION, "listen",
+		 r->cfg.listen_host, "port", (int)http_port(r), "init_mode",
+		 r->init_mode == INIT_PID1 ? "pid1" : "subreaper", "token_required",
+		 r->cfg.token != NULL, "pid", (int)r->self_pid);
+	if (r->init_mode == INIT_SUBREAPER)
+		log_info("not PID 1: running as child subreaper", "{s:i}", "pid", (int)r->self_pid);
+	hardening_log(r);
+
+	rc = loop_run(&r->loop);
+	if (rc < 0)
+		log_errno("event loop failed", -rc, NULL);
+
+	/* Whatever still runs was ours: leave nothing behind. */
+	tasks_kill_all(r, true);
+	proctree_kill_children(r->self_pid, SIGKILL, 0);
+	reaper_reap(&r->reaper);
+	http_stop(r);
+	sessions_free_all(r);
+	tasks_free_all(r);
+	log_info("exited", "{s:i,s:i}", "exit_code", r->exit_code, "orphans_reaped",
+		 (int)r->reaper.orphans_reaped);
+	confine_policy_free(&r->policy);
+	config_free(&r->cfg);
+	loop_close(&r->loop);
+	return r->exit_code;
+}

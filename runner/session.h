@@ -1,0 +1,32 @@
+/* execd bash sessions: each run is a fresh confined shell; exported
+ * variables and the working directory carry over through a saved state
+ * (`export -p`) handed to the next run on fd 3 and collected from fd 4. */
+#pragma once
+#include <stdbool.h>
+
+struct runner;
+struct task;
+
+struct session {
+	char id[33];
+	char *cwd;     /* NULL = the default task cwd */
+	int state_fd;  /* memfd holding the last saved state, or -1 */
+	struct task *running;
+	struct session *next;
+};
+
+struct session_table {
+	struct session *head;
+	unsigned count;
+};
+
+int sessions_init(struct runner *r);
+void sessions_free_all(struct runner *r);
+void sessions_close_all(struct runner *r);
+struct session *session_find(struct runner *r, const char *id);
+struct session *session_create(struct runner *r, const char *cwd);
+void session_delete(struct runner *r, struct session *s);
+/* Builds the wrapper script for one run (malloc'd). */
+char *session_wrap_command(const char *command, bool explicit_cwd);
+/* Called by the task engine when a session run ends. */
+void session_run_finished(struct session *s, struct task *t, int state_out_fd);

@@ -1,0 +1,59 @@
+/* A task's output log: records appended to unlinked files in the private
+ * state dir, so memory stays small whatever a task prints. At most two
+ * segments of cap/2 bytes are kept; the oldest is dropped when a third would
+ * start. Readers hold cursors; a cursor left behind a dropped segment jumps
+ * to the oldest retained record. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SPOOL_MAX_REC 65536u
+
+enum spool_type { SPOOL_STDOUT = 1, SPOOL_STDERR = 2, SPOOL_EVENT = 3 /* JSON event */ };
+
+struct spool_rec {
+	uint64_t seq; /* 0, 1, 2, ... */
+	uint64_t off; /* offset of this payload among all output (stdout+stderr) bytes */
+	uint64_t ts_ms; /* wall clock when the bytes were read */
+	uint32_t len;
+	uint16_t type;
+	uint16_t pad;
+};
+
+struct spool_seg {
+	int fd;
+	uint64_t gen;
+	uint64_t first_seq, first_off;
+	uint64_t size; /* bytes in the file */
+};
+
+struct spool {
+	int dirfd;
+	uint64_t cap;
+	struct spool_seg seg[2];
+	int nseg;
+	uint64_t next_seq, next_off, next_gen;
+	uint64_t dropped_bytes; /* payload bytes no longer retained */
+};
+
+struct spool_cursor {
+	uint64_t gen, pos; /* segment and file position of the next record */
+	uint64_t seq;      /* seq of the next record */
+};
+
+int spool_open(struct spool *s, int dirfd, uint64_t cap);
+void spool_close(struct spool *s);
+int spool_append(struct spool *s, uint16_t type, const void *data, uint32_t len);
+/* Cursor at the oldest retained record. */
+void spool_cursor_start(const struct spool *s, struct spool_cursor *c);
+/* Next record into rec/buf (buf holds SPOOL_MAX_REC). 1 = got one, 0 = none
+ * yet, -errno on I/O error. Sets *skipped when records were lost. */
+int spool_next(struct spool *s, struct spool_cursor *c, struct spool_rec *rec, void *buf,
+	       bool *skipped);
+/* Position c at the first record with seq >= seq. */
+void spool_seek_seq(struct spool *s, struct spool_cursor *c, uint64_t seq);
+uint64_t spool_first_off(const struct spool *s);
+/* Position c at the record holding output byte `off` (or the first one
+ * after it); *skip gets the bytes of that record before `off`. */
+void spool_seek_off(struct spool *s, struct spool_cursor *c, uint64_t off, uint32_t *skip);

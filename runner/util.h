@@ -1,0 +1,35 @@
+/* Small helpers: growable buffers, JSON string escaping, UTF-8, base64,
+ * random ids. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct buf {
+	char *data;
+	size_t len, cap, off; /* off: consumed prefix */
+};
+
+int buf_reserve(struct buf *b, size_t extra);
+int buf_append(struct buf *b, const void *data, size_t len);
+int buf_appendf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int buf_append_str(struct buf *b, const char *s);
+/* A JSON string literal (quotes included). Invalid UTF-8 bytes become
+ * U+FFFD, as Go's encoder does. */
+int buf_append_json_str(struct buf *b, const char *s, size_t len);
+int buf_append_base64(struct buf *b, const unsigned char *s, size_t len);
+void buf_reset(struct buf *b);
+void buf_free(struct buf *b);
+static inline size_t buf_avail(const struct buf *b) { return b->len - b->off; }
+
+bool utf8_valid(const unsigned char *s, size_t len);
+/* Length (0-3) of a trailing incomplete but so-far valid UTF-8 sequence. */
+size_t utf8_incomplete_tail(const unsigned char *s, size_t len);
+
+/* 32 lowercase hex chars + NUL from getrandom(). 0 or -errno. */
+int random_id(char out[33]);
+/* Constant-time comparison of two strings (length leaks only). */
+bool secret_equal(const char *a, const char *b);
+bool is_hex_id(const char *s);
+/* "SIGTERM" etc.; "SIG?" for unknown numbers. */
+const char *signal_name(int sig);

@@ -1,0 +1,868 @@
+#!/usr/bin/env python3
+"""Container tests of forceai/runtime-runner (issue 7), with podman as root.
+
+Builds the images from a clean copy of the repository with no network at all
+(unshare --net), runs them as real containers and checks, through the
+endpoint published on a loopback port:
+  - the runner is PID 1; no zombie after a task double-forks 100 orphans, nor
+    after 100 orphans are reparented to PID 1 from outside a task;
+  - tasks run as the unprivileged user with seccomp, no_new_privs and no
+    capabilities, and /v1/hardening says so;
+  - `podman stop` with a running task: the task tree gets SIGTERM, the
+    container exits within the grace period with exit code 0;
+  - the BASE-built Python variant runs python3 -c "print(6*7)" and streams 42;
+  - the OpenSandbox drop-in: the runner as child of a bootstrap-like PID 1
+    wrapper (subreaper mode), and the replacement execd image (/execd +
+    /bootstrap.sh) installed the way OpenSandbox's Docker and Kubernetes
+    runtimes install it, with the runner as PID 1 on port 44772;
+and prints figures: image sizes, start-to-ready median of 10, idle RSS.
+
+Environment: IMAGE_ENGINE (podman), IMAGE_NAME (forceai/runtime-runner),
+RUNNER_BIN (build/static/forceai-runner), CT_REUSE_IMAGES=1 (skip the builds
+when the images exist), CT_KEEP=1 (keep containers for debugging).
+Prints one line per check and last `N passed, N failed`; exits 1 on failure.
+"""
+
+import hashlib
+import json
+import re
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+ENGINE = os.environ.get("IMAGE_ENGINE", "podman")
+NAME = os.environ.get("IMAGE_NAME", "forceai/runtime-runner")
+IMG = NAME + ":latest"
+IMG_PY = NAME + ":python"
+IMG_EXECD = NAME + ":opensandbox-execd"
+BASE_PY = "localhost/forceai-base-python:bookworm"
+RUNNER_BIN = os.environ.get("RUNNER_BIN", os.path.join(ROOT, "build/static/forceai-runner"))
+TOKEN = "ct-" + os.urandom(12).hex()
+GRACE_S = 5.0  # the runner's default --grace-ms
+PREFIX = "forceai-ct-%d-" % os.getpid()
+
+passed = 0
+failed = 0
+figures = []
+containers = []
+tmpdirs = []
+
+
+def check(name, ok, detail=""):
+    global passed, failed
+    if ok:
+        passed += 1
+        print("ok   - %s%s" % (name, (": " + detail) if detail else ""), flush=True)
+    else:
+        failed += 1
+        print("FAIL - %s%s" % (name, (": " + detail) if detail else ""), flush=True)
+    return ok
+
+
+def figure(name, value):
+    figures.append((name, value))
+    print("     # %s: %s" % (name, value), flush=True)
+
+
+def sh(cmd, timeout=600, input=None, env=None):
+    """Run a command (list); return CompletedProcess (text, never raises)."""
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              input=input, env=env)
+    except subprocess.TimeoutExpired as e:
+        return subprocess.CompletedProcess(cmd, 124, e.stdout or "", "timeout: %s" % e)
+    except OSError as e:
+        return subprocess.CompletedProcess(cmd, 127, "", str(e))
+
+
+def eng(*args, timeout=600):
+    return sh([ENGINE] + list(args), timeout=timeout)
+
+
+def tail(s, n=600):
+    s = (s or "").strip()
+    return s[-n:]
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def image_size(ref):
+    r = eng("image", "inspect", "--format", "{{.Size}}", ref)
+    try:
+        return int(r.stdout.strip())
+    except ValueError:
+        return None
+
+
+def mib(n):
+    return "%d bytes (%.2f MiB)" % (n, n / 1048576.0)
+
+
+# --- HTTP ------------------------------------------------------------------------------
+
+def http(method, url, body=None, token=TOKEN, timeout=30, headers=None):
+    """Returns (status, headers, body bytes); status 0 on connection errors."""
+    h = dict(headers or {})
+    if token:
+        h["X-EXECD-ACCESS-TOKEN"] = token
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode() if not isinstance(body, bytes) else body
+        h.setdefault("Content-Type", "application/json")
+    req = urllib.request.Request(url, data=data, method=method, headers=h)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, dict(resp.headers), resp.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers or {}), e.read()
+    except (urllib.error.URLError, OSError, ConnectionError) as e:
+        return 0, {}, str(e).encode()
+
+
+def frames(body):
+    """execd /command stream: JSON objects separated by blank lines."""
+    out = []
+    for chunk in body.decode("utf-8", "replace").replace("\r\n", "\n").split("\n\n"):
+        chunk = chunk.strip()
+        if not chunk:
+            continue
+        if chunk.startswith("data:"):  # tolerate an SSE-style prefix
+            chunk = chunk[5:].strip()
+        try:
+            out.append(json.loads(chunk))
+        except ValueError:
+            out.append({"type": "?unparsed", "text": chunk})
+    return out
+
+
+def sse(body):
+    """Standard SSE: list of (event, data-json-or-text)."""
+    out = []
+    for block in body.decode("utf-8", "replace").replace("\r\n", "\n").split("\n\n"):
+        ev, data = "message", []
+        for line in block.split("\n"):
+            if line.startswith(":") or not line:
+                continue
+            k, _, v = line.partition(":")
+            v = v[1:] if v.startswith(" ") else v
+            if k == "event":
+                ev = v
+            elif k == "data":
+                data.append(v)
+        if data:
+            d = "\n".join(data)
+            try:
+                d = json.loads(d)
+            except ValueError:
+                pass
+            out.append((ev, d))
+    return out
+
+
+def run_command(port, command, timeout=60, **extra):
+    body = {"command": command}
+    body.update(extra)
+    st, _, raw = http("POST", "http://127.0.0.1:%d/command" % port, body, timeout=timeout)
+    return st, frames(raw) if st == 200 else raw
+
+
+def stdout_lines(events):
+    return [e.get("text", "").rstrip("\n") for e in events if e.get("type") == "stdout"]
+
+
+def terminal(events):
+    for e in events:
+        if e.get("type") in ("execution_complete", "error"):
+            return e
+    return None
+
+
+def wait_ping(port, deadline_s=15.0, token=TOKEN):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < deadline_s:
+        st, _, _ = http("GET", "http://127.0.0.1:%d/ping" % port, token=token, timeout=1)
+        if st == 200:
+            return time.monotonic() - t0
+        time.sleep(0.01)
+    return None
+
+
+# --- containers ----------------------------------------------------------------------
+
+def run_container(suffix, image, args=(), run_flags=(), port=None, cport=8080, env=None):
+    name = PREFIX + suffix
+    containers.append(name)
+    cmd = ["run", "-d", "--name", name]
+    if port:
+        cmd += ["-p", "127.0.0.1:%d:%d" % (port, cport)]
+    for k, v in (env or {"EXECD_ACCESS_TOKEN": TOKEN}).items():
+        cmd += ["-e", "%s=%s" % (k, v)]
+    cmd += list(run_flags) + [image] + list(args)
+    r = eng(*cmd, timeout=120)
+    return name, r
+
+
+def logs(name):
+    r = eng("logs", name, timeout=30)
+    return (r.stdout or "") + (r.stderr or "")
+
+
+def proc_table(name):
+    """[(pid, ppid, state, comm)] of every process in the container, from
+    /proc (works in images without ps)."""
+    r = eng("exec", name, "sh", "-c", "cat /proc/[0-9]*/stat 2>/dev/null", timeout=60)
+    rows = []
+    for line in r.stdout.splitlines():
+        try:
+            lp, rp = line.index("("), line.rindex(")")
+            pid = int(line[:lp])
+            comm = line[lp + 1:rp]
+            rest = line[rp + 2:].split()
+            rows.append((pid, int(rest[1]), rest[0], comm))
+        except (ValueError, IndexError):
+            continue
+    return rows
+
+
+def busybox_ps(name):
+    r = eng("exec", name, "ps", "-o", "pid,ppid,stat,comm", timeout=60)
+    rows = []
+    for line in r.stdout.splitlines()[1:]:
+        f = line.split(None, 3)
+        if len(f) == 4:
+            rows.append((int(f[0]), int(f[1]), f[2], f[3]))
+    return rows, r
+
+
+def wait_gone(name, comm, timeout=15.0, table=proc_table):
+    t0 = time.monotonic()
+    rows = []
+    while time.monotonic() - t0 < timeout:
+        rows = table(name)
+        if isinstance(rows, tuple):
+            rows = rows[0]
+        if not [r for r in rows if r[3] == comm and r[2] != "Z"]:
+            return rows
+        time.sleep(0.2)
+    return rows
+
+
+def stop_and_measure(name, timeout=20):
+    t0 = time.monotonic()
+    r = eng("stop", "-t", str(timeout), name, timeout=timeout + 30)
+    dt = time.monotonic() - t0
+    code = eng("inspect", "--format", "{{.State.ExitCode}}", name).stdout.strip()
+    return dt, code, r
+
+
+# --- the tests -------------------------------------------------------------------------
+
+def t_prereqs():
+    ok = check("running as root", os.geteuid() == 0, "podman here needs root")
+    ok &= check("%s available" % ENGINE, shutil.which(ENGINE) is not None)
+    have = os.path.isfile(RUNNER_BIN) and os.access(RUNNER_BIN, os.X_OK)
+    ok &= check("runner binary present", have, RUNNER_BIN + ("" if have else " (run `make static`)"))
+    if have:
+        f = sh(["file", "-L", RUNNER_BIN])
+        if f.returncode == 0:
+            check("runner binary is static", "statically linked" in f.stdout or "static-pie" in f.stdout,
+                  f.stdout.strip().split(":", 1)[-1].strip()[:120])
+    return ok
+
+
+def clean_copy():
+    """The repository's sources (tracked + untracked, not ignored, no build/),
+    plus the static binary: what a clean checkout has after `make static`."""
+    dst = tempfile.mkdtemp(prefix="forceai-ct-src-")
+    tmpdirs.append(dst)
+    r = sh(["git", "-C", ROOT, "ls-files", "-co", "--exclude-standard", "-z"])
+    files = [f for f in r.stdout.split("\0") if f] if r.returncode == 0 else []
+    if not files:
+        for dp, dn, fn in os.walk(ROOT):
+            rel = os.path.relpath(dp, ROOT)
+            dn[:] = [d for d in dn if not (rel == "." and d in (".git", "build"))]
+            files += [os.path.normpath(os.path.join(rel, f)) for f in fn]
+    for f in files:
+        if f.startswith("build/") or "/node_modules/" in f or f.startswith(".git/"):
+            continue
+        src = os.path.join(ROOT, f)
+        if not os.path.lexists(src):
+            continue
+        d = os.path.join(dst, f)
+        os.makedirs(os.path.dirname(d), exist_ok=True)
+        if os.path.islink(src):
+            os.symlink(os.readlink(src), d)
+        elif os.path.isfile(src):
+            shutil.copy2(src, d)
+    os.makedirs(os.path.join(dst, "build/static"))
+    shutil.copy2(RUNNER_BIN, os.path.join(dst, "build/static/forceai-runner"))
+    return dst
+
+
+def offline(cmd):
+    """Run a command with no network at all (a new empty net namespace)."""
+    if shutil.which("unshare") and sh(["unshare", "--net", "true"]).returncode == 0:
+        return ["unshare", "--net", "--"] + cmd, True
+    return cmd, False
+
+
+def build_args():
+    ver = "0.0.0-dev"
+    try:
+        with open(os.path.join(ROOT, "runner/version.h")) as f:
+            for line in f:
+                if "FORCEAI_RUNNER_VERSION \"" in line:
+                    ver = line.split('"')[1]
+    except OSError:
+        pass
+    return ["--build-arg", "VERSION=" + ver, "--build-arg", "REVISION=container-test"]
+
+
+def t_build():
+    if os.environ.get("CT_REUSE_IMAGES") == "1" and image_size(IMG) and image_size(IMG_EXECD):
+        check("image build skipped (CT_REUSE_IMAGES=1)", True)
+        return True
+    src = clean_copy()
+    r = sh([os.path.join(src, "image/stage-rootfs.sh")], timeout=120)
+    if not check("stage-rootfs.sh in a clean copy", r.returncode == 0, tail(r.stderr + r.stdout, 300)):
+        return False
+    flags = ["--pull=never", "--network", "none", "--layers=false"]
+    t0 = time.monotonic()
+    cmd, isolated = offline([ENGINE, "build"] + flags + build_args() +
+                            ["-f", "Containerfile", "-t", IMG, src])
+    r = sh(cmd, timeout=600)
+    dt = time.monotonic() - t0
+    check("default image builds offline%s" % (" (no network namespace)" if isolated else ""),
+          r.returncode == 0, tail(r.stderr, 800) if r.returncode else "%.1f s" % dt)
+    if r.returncode == 0:
+        figure("default image build time (offline, vfs)", "%.1f s" % dt)
+    cmd, _ = offline([ENGINE, "build"] + flags + build_args() +
+                     ["-f", "image/opensandbox/Containerfile", "-t", IMG_EXECD, src])
+    r2 = sh(cmd, timeout=600)
+    check("OpenSandbox execd image builds offline", r2.returncode == 0, tail(r2.stderr, 800))
+    return r.returncode == 0
+
+
+def t_image_contents():
+    r = eng("image", "inspect", IMG)
+    try:
+        cfg = json.loads(r.stdout)[0]["Config"]
+    except (ValueError, IndexError, KeyError):
+        check("image inspect", False, tail(r.stderr))
+        return
+    check("ENTRYPOINT is /sbin/forceai-runner", cfg.get("Entrypoint") == ["/sbin/forceai-runner"],
+          str(cfg.get("Entrypoint")))
+    check("no CMD (no stray runner arguments)", not cfg.get("Cmd"), str(cfg.get("Cmd")))
+    check("EXPOSE 8080", "8080/tcp" in (cfg.get("ExposedPorts") or {}))
+    check("STOPSIGNAL SIGTERM", cfg.get("StopSignal") in ("SIGTERM", "15"), str(cfg.get("StopSignal")))
+    labels = cfg.get("Labels") or {}
+    want = ["title", "description", "source", "licenses", "version"]
+    miss = [k for k in want if not labels.get("org.opencontainers.image." + k)]
+    check("OCI labels org.opencontainers.image.*", not miss, "missing %s" % miss if miss else
+          "version=%s" % labels.get("org.opencontainers.image.version"))
+
+    script = r"""
+set -e
+stat -c '%u:%g %a %n' /workspace /tmp /run /home/agent /sbin/forceai-runner
+grep -E '^(root|agent):' /etc/passwd
+grep -E '^agent:' /etc/group
+test -s /etc/ssl/certs/ca-certificates.crt && echo ca-ok
+sha256sum /etc/forceai-runner/seccomp.json
+readlink /bin/sh
+"""
+    r = eng("run", "--rm", "--network", "none", "--entrypoint", "/bin/sh", IMG, "-c", script, timeout=60)
+    out = r.stdout
+    check("layout: /workspace 1000:1000, /tmp 1777, /run 755",
+          "1000:1000 755 /workspace" in out and "0:0 1777 /tmp" in out and "0:0 755 /run" in out,
+          tail(out + r.stderr, 400))
+    check("layout: agent user 1000:1000 home /home/agent",
+          "agent:x:1000:1000:" in out and ":/home/agent:" in out and "agent:x:1000:" in out
+          and "1000:1000 750 /home/agent" in out)
+    check("layout: CA certificates", "ca-ok" in out)
+    try:
+        with open(os.path.join(ROOT, "seccomp/default.json"), "rb") as f:
+            want_sum = hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        want_sum = "?"
+    check("layout: seccomp policy = seccomp/default.json", want_sum in out)
+    check("layout: static busybox shell userland", out.strip().endswith("busybox"))
+
+
+def t_size():
+    n = image_size(IMG)
+    if n is None:
+        check("default image size", False, "no image")
+        return
+    figure("default image size (uncompressed)", mib(n))
+    check("default image <= 6 MiB", n <= 6 * 1048576, mib(n))
+    n2 = image_size(IMG_EXECD)
+    if n2:
+        figure("OpenSandbox execd image size", mib(n2))
+
+
+def t_main():
+    port = free_port()
+    name, r = run_container("main", IMG, port=port)
+    if not check("container starts, published on 127.0.0.1:%d" % port, r.returncode == 0, tail(r.stderr)):
+        return
+    dt = wait_ping(port)
+    if not check("GET /ping through the published loopback port", dt is not None,
+                 "%.0f ms" % (dt * 1000) if dt is not None else tail(logs(name))):
+        return
+    time.sleep(0.5)
+    st = eng("exec", name, "cat", "/proc/1/status").stdout
+    rss = [l.split(":", 1)[1].strip() for l in st.splitlines() if l.startswith("VmRSS:")]
+    figure("runner RSS, idle, in the container", rss[0] if rss else "?")
+
+    comm = eng("exec", name, "cat", "/proc/1/comm").stdout.strip()
+    cmdline = eng("exec", name, "cat", "/proc/1/cmdline").stdout.split("\0")[0]
+    check("runner is PID 1", comm == "forceai-runner" and cmdline == "/sbin/forceai-runner",
+          "comm=%r argv0=%r" % (comm, cmdline))
+
+    st, _, _ = http("POST", "http://127.0.0.1:%d/command" % port, {"command": "id"}, token=None)
+    check("a request without the token is refused", st in (401, 403), "HTTP %s" % st)
+
+    st, ev = run_command(port, "id -u; id -g; id -un; "
+                         "grep -E '^(Seccomp|NoNewPrivs|CapInh|CapPrm|CapEff|CapBnd|CapAmb):' /proc/self/status")
+    lines = stdout_lines(ev) if st == 200 else []
+    kv = {}
+    for l in lines:
+        if ":" in l:
+            k, v = l.split(":", 1)
+            kv[k.strip()] = v.strip()
+    term = terminal(ev) if st == 200 else None
+    check("task runs through the endpoint (POST /command)", st == 200 and term is not None
+          and term.get("type") == "execution_complete", "HTTP %s %s" % (st, tail(str(ev), 300)))
+    check("task runs as the unprivileged user 1000:1000",
+          lines[:3] == ["1000", "1000", "agent"], str(lines[:3]))
+    caps = [kv.get(k) for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")]
+    check("task has no capabilities (all five sets empty)",
+          all(c is not None and int(c, 16) == 0 for c in caps), str(caps))
+    check("task is under seccomp (Seccomp: 2) with no_new_privs",
+          kv.get("Seccomp") == "2" and kv.get("NoNewPrivs") == "1",
+          "Seccomp=%s NoNewPrivs=%s" % (kv.get("Seccomp"), kv.get("NoNewPrivs")))
+
+    st, _, raw = http("GET", "http://127.0.0.1:%d/v1/hardening" % port)
+    try:
+        rep = json.loads(raw)
+    except ValueError:
+        rep = None
+    check("GET /v1/hardening returns JSON", st == 200 and isinstance(rep, dict), "HTTP %s" % st)
+    if isinstance(rep, dict):
+        ok_s, why_s = hardening_seccomp(rep)
+        check("hardening report: seccomp in force", ok_s, why_s)
+        ok_c, why_c = hardening_no_caps(rep)
+        check("hardening report: tasks have no capabilities", ok_c, why_c)
+        check("hardening report: init_mode pid1", rep.get("init_mode") == "pid1", str(rep.get("init_mode")))
+        print("     # hardening report: %s" % json.dumps(rep, sort_keys=True)[:1500])
+
+    st, _, raw = http("POST", "http://127.0.0.1:%d/v1/tasks" % port,
+                      {"task": "echo native-$((6*7))", "capability": "exec"}, timeout=60)
+    evs = sse(raw) if st == 200 else []
+    out = "".join(d.get("data", "") if isinstance(d, dict) else "" for e, d in evs if e == "stdout")
+    ex = [d for e, d in evs if e == "exit"]
+    check("native POST /v1/tasks streams stdout and exit 0",
+          st == 200 and "native-42" in out and ex and ex[0].get("exit_code") == 0,
+          "HTTP %s %s" % (st, tail(raw.decode("utf-8", "replace"), 300)))
+
+    t_zombies(name, port, pid1_comm="forceai-runner")
+    return name, port
+
+
+def hardening_seccomp(rep):
+    """Find the seccomp entry of the report and decide whether it is in force."""
+    for k, v in walk(rep):
+        if "seccomp" in k.lower():
+            if v is True or (isinstance(v, str) and v.lower() in ("enabled", "filter", "on", "active", "2")):
+                return True, "%s=%s" % (k, v)
+            if isinstance(v, dict):
+                for kk in ("enabled", "active", "loaded", "in_force", "enforced"):
+                    if v.get(kk) is True:
+                        return True, "%s.%s=true" % (k, kk)
+                if v.get("mode") in ("filter", 2, "2"):
+                    return True, "%s.mode=%s" % (k, v.get("mode"))
+                if v.get("syscalls") or v.get("rules") or v.get("default_action") or v.get("defaultAction"):
+                    return True, "%s (policy loaded)" % k
+    return False, "no seccomp entry in force"
+
+
+def hardening_no_caps(rep):
+    none_vals = (None, 0, "0", "", "none", "0000000000000000", [], {}, False)
+    seen = []
+    for k, v in walk(rep):
+        kl = k.lower().rsplit(".", 1)[-1]
+        if re.search(r"(^|_)(cap|caps|capabilities)($|_)", kl) or kl.startswith("cap"):
+            if isinstance(v, dict):
+                if all(vv in none_vals or vv in ("empty", "cleared", "dropped") for vv in v.values()):
+                    seen.append(k)
+                    continue
+                return False, "%s=%s" % (k, v)
+            if v in none_vals or v in ("empty", "cleared", "dropped", "all dropped") or v is True and "drop" in kl:
+                seen.append(k)
+                continue
+            return False, "%s=%s" % (k, v)
+    return (True, "keys: %s" % ", ".join(seen)) if seen else (False, "no capability entry in the report")
+
+
+def walk(o, prefix=""):
+    if isinstance(o, dict):
+        for k, v in o.items():
+            key = prefix + "." + k if prefix else k
+            yield key, v
+            if isinstance(v, dict):
+                yield from walk(v, key)
+
+
+def t_zombies(name, port, pid1_comm, use_busybox_ps=True, label=""):
+    # 1. a task double-forks 100 orphans that outlive it
+    st, ev = run_command(port, "for i in $(seq 100); do (sleep 1 &); done; echo spawned", timeout=60)
+    check("%stask double-forks 100 orphans" % label, st == 200 and "spawned" in stdout_lines(ev),
+          "HTTP %s" % st)
+    rows = proc_table(name)
+    sleeps = [r for r in rows if r[3] == "sleep"]
+    parents = {}
+    for r in sleeps:
+        pc = [x[3] for x in rows if x[0] == r[1]]
+        parents[(r[1], pc[0] if pc else "?")] = parents.get((r[1], pc[0] if pc else "?"), 0) + 1
+    print("     # %sorphans alive right after the task: %d, parents: %s" % (
+        label, len(sleeps), ", ".join("pid %d (%s) x%d" % (p, c, n) for (p, c), n in parents.items())))
+    rows = wait_gone(name, "sleep", 20)
+    z = [r for r in rows if r[2] == "Z"]
+    check("%sno zombie after the orphans exit (/proc)" % label, not z and rows,
+          "%d zombies: %s" % (len(z), z[:5]) if z else "%d processes left" % len(rows))
+    if use_busybox_ps:
+        bx, r = busybox_ps(name)
+        zb = [x for x in bx if "Z" in x[2]]
+        check("%s`ps` in the container shows no Z" % label, r.returncode == 0 and not zb,
+              (r.stdout.strip().replace("\n", " | ")[:300]) if zb or r.returncode else
+              "%d processes" % len(bx))
+
+    # 2. 100 orphans reparented to PID 1 from outside any task
+    r = eng("exec", name, "sh", "-c", "for i in $(seq 100); do (sleep 1 &); done", timeout=60)
+    rows = proc_table(name)
+    to1 = [x for x in rows if x[3] == "sleep" and x[1] == 1]
+    rows = wait_gone(name, "sleep", 20)
+    z = [x for x in rows if x[2] == "Z"]
+    check("%s100 orphans reparented to PID 1 (%s) are reaped" % (label, pid1_comm),
+          r.returncode == 0 and not z, "%d were children of PID 1; %d zombies left" % (len(to1), len(z)))
+
+
+def t_stop():
+    port = free_port()
+    name, r = run_container("stop", IMG, port=port)
+    if not check("stop test: container starts", r.returncode == 0 and wait_ping(port) is not None,
+                 tail(r.stderr)):
+        return
+    script = ("trap 'echo parent-TERM >> /workspace/term.log; exit 0' TERM; "
+              "(trap 'echo child-TERM >> /workspace/term.log; exit 0' TERM; "
+              "while :; do sleep 0.1; done) & "
+              "(setsid sh -c \"trap 'echo setsid-TERM >> /workspace/term.log; exit 0' TERM; "
+              "while :; do sleep 0.1; done\" &); "
+              "echo started; while :; do sleep 0.1; done")
+    got = {"events": [], "started": threading.Event()}
+
+    def stream():
+        req = urllib.request.Request("http://127.0.0.1:%d/command" % port, method="POST",
+                                     data=json.dumps({"command": script}).encode(),
+                                     headers={"X-EXECD-ACCESS-TOKEN": TOKEN,
+                                              "Content-Type": "application/json"})
+        buf = b""
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                while True:
+                    chunk = resp.read1(65536) if hasattr(resp, "read1") else resp.read(1)
+                    if not chunk:
+                        break
+                    buf += chunk
+                    if b"started" in buf:
+                        got["started"].set()
+        except Exception as e:  # the connection ends with the container
+            got["error"] = str(e)
+        got["events"] = frames(buf)
+        got["started"].set()
+
+    th = threading.Thread(target=stream, daemon=True)
+    th.start()
+    got["started"].wait(20)
+    time.sleep(0.5)
+    dt, code, r = stop_and_measure(name, timeout=20)
+    th.join(10)
+    figure("podman stop with a running task", "%.2f s, ExitCode %s" % (dt, code))
+    check("podman stop: container exits within the grace period (%.0f s)" % GRACE_S,
+          r.returncode == 0 and dt <= GRACE_S + 1.5, "%.2f s" % dt)
+    check("podman stop: exit code 0 (runner's clean SIGTERM shutdown)", code == "0", "ExitCode %s" % code)
+    out_dir = tempfile.mkdtemp(prefix="forceai-ct-stop-")
+    tmpdirs.append(out_dir)
+    cp = eng("cp", name + ":/workspace/term.log", os.path.join(out_dir, "term.log"))
+    txt = ""
+    if cp.returncode == 0:
+        with open(os.path.join(out_dir, "term.log")) as f:
+            txt = f.read()
+    check("podman stop: the task's shell got SIGTERM", "parent-TERM" in txt, repr(txt) or tail(cp.stderr))
+    check("podman stop: the task's child got SIGTERM", "child-TERM" in txt, repr(txt))
+    check("podman stop: the task's setsid() grandchild got SIGTERM", "setsid-TERM" in txt, repr(txt))
+    last = got["events"][-1] if got["events"] else None
+    print("     # last event of the interrupted task stream: %s" % json.dumps(last)[:300])
+    print("     # runner log tail: %s" % tail(logs(name), 400).replace("\n", " | "))
+
+
+def t_start_latency():
+    times = []
+    for i in range(10):
+        port = free_port()
+        name = PREFIX + "lat%d" % i
+        containers.append(name)
+        t0 = time.monotonic()
+        r = eng("run", "-d", "--name", name, "-p", "127.0.0.1:%d:8080" % port,
+                "-e", "EXECD_ACCESS_TOKEN=" + TOKEN, IMG)
+        if r.returncode != 0:
+            break
+        dt = wait_ping(port, 15)
+        if dt is None:
+            break
+        times.append(time.monotonic() - t0)
+        eng("rm", "-f", "-t", "0", name)
+    ok = check("start to /ping ready, 10 containers", len(times) == 10, "%d/10" % len(times))
+    if times:
+        figure("container start (podman run -d) to /ping ready, median of %d" % len(times),
+               "%.0f ms (min %.0f, max %.0f)" % (statistics.median(times) * 1000,
+                                                 min(times) * 1000, max(times) * 1000))
+    return ok
+
+
+def t_python():
+    if not (os.environ.get("CT_REUSE_IMAGES") == "1" and image_size(IMG_PY)):
+        r = sh([os.path.join(ROOT, "image/base-python.sh"), BASE_PY], timeout=900,
+               env=dict(os.environ, ENGINE=ENGINE))
+        if not check("local Python base (debootstrap cache + import)", r.returncode == 0,
+                     tail(r.stderr, 400)):
+            return
+        src = clean_copy()
+        r = sh([os.path.join(src, "image/stage-rootfs.sh")], timeout=120)
+        cmd, isolated = offline([ENGINE, "build", "--pull=never", "--network", "none", "--layers=false"]
+                                + build_args() + ["--build-arg", "BASE=" + BASE_PY,
+                                                  "-f", "Containerfile", "-t", IMG_PY, src])
+        t0 = time.monotonic()
+        r = sh(cmd, timeout=900)
+        if not check("BASE=%s variant builds offline" % BASE_PY, r.returncode == 0,
+                     tail(r.stderr, 600) if r.returncode else "%.1f s" % (time.monotonic() - t0)):
+            return
+    n, b = image_size(IMG_PY), image_size(BASE_PY)
+    if n and b:
+        figure("Python variant size / its base / extra layer", "%s / %s / %s" % (mib(n), mib(b), mib(n - b)))
+    r = eng("run", "--rm", "--network", "none", "--entrypoint", "/bin/sh", IMG_PY, "-c",
+            "readlink -f /bin/sh; grep -c '^agent:x:1000:1000:' /etc/passwd; stat -c '%u:%g' /workspace")
+    check("BASE variant keeps the base's shell and adds the agent user",
+          r.stdout.split() == ["/usr/bin/dash", "1", "1000:1000"], tail(r.stdout + r.stderr, 200))
+    port = free_port()
+    name, r = run_container("py", IMG_PY, port=port)
+    if not check("Python variant: container starts", r.returncode == 0 and wait_ping(port) is not None,
+                 tail(r.stderr) or tail(logs(name))):
+        return
+    st, ev = run_command(port, 'python3 -c "print(6*7)"')
+    lines = stdout_lines(ev) if st == 200 else []
+    term = terminal(ev) if st == 200 else None
+    check('Python variant: python3 -c "print(6*7)" streams 42 (/command)',
+          lines == ["42"] and term and term.get("type") == "execution_complete",
+          "HTTP %s %s" % (st, tail(str(ev), 300)))
+    st, _, raw = http("POST", "http://127.0.0.1:%d/v1/tasks" % port,
+                      {"task": 'python3 -c "print(6*7)"', "capability": "exec"}, timeout=60)
+    evs = sse(raw) if st == 200 else []
+    out = "".join(d.get("data", "") if isinstance(d, dict) else "" for e, d in evs if e == "stdout")
+    check('Python variant: python3 -c "print(6*7)" streams 42 (/v1/tasks)', out.strip() == "42",
+          "HTTP %s %r" % (st, tail(raw.decode("utf-8", "replace"), 300)))
+    comm = eng("exec", name, "cat", "/proc/1/comm").stdout.strip()
+    check("Python variant: runner is PID 1", comm == "forceai-runner", comm)
+
+
+def t_dropin_wrapper():
+    """(a) OpenSandbox classic topology: a bootstrap-like wrapper is PID 1 and
+    the runner is its child (the sandbox entrypoint)."""
+    port = free_port()
+    wrapper = os.path.join(ROOT, "image/opensandbox/classic-bootstrap.sh")
+    name, r = run_container("wrap", IMG, port=port,
+                            run_flags=["-v", wrapper + ":/opt/opensandbox/bootstrap.sh:ro",
+                                       "--entrypoint", "/opt/opensandbox/bootstrap.sh"],
+                            args=["/sbin/forceai-runner"])
+    if not check("drop-in (wrapper PID 1): container starts", r.returncode == 0 and wait_ping(port) is not None,
+                 tail(r.stderr) or tail(logs(name))):
+        return
+    rows = proc_table(name)
+    pid1 = [x for x in rows if x[0] == 1]
+    runner = [x for x in rows if x[3] == "forceai-runner"]
+    check("drop-in: the wrapper is PID 1, the runner its child",
+          pid1 and pid1[0][3] != "forceai-runner" and runner and runner[0][1] == 1,
+          "pid1=%s runner=%s" % (pid1[:1], runner[:1]))
+    st, _, raw = http("GET", "http://127.0.0.1:%d/v1/hardening" % port)
+    try:
+        mode = json.loads(raw).get("init_mode")
+    except (ValueError, AttributeError):
+        mode = None
+    check("drop-in: hardening report says subreaper", mode == "subreaper", str(mode))
+    st, ev = run_command(port, "id -u")
+    check("drop-in: serves tasks as uid 1000", st == 200 and stdout_lines(ev) == ["1000"],
+          "HTTP %s %s" % (st, tail(str(ev), 200)))
+    # orphans of a task must stay with the runner (subreaper), not go to PID 1
+    st, ev = run_command(port, "for i in $(seq 100); do (sleep 1 &); done; echo spawned")
+    rows = proc_table(name)
+    sleeps = [x for x in rows if x[3] == "sleep"]
+    on_wrapper = [x for x in sleeps if x[1] == 1]
+    check("drop-in: a task's 100 orphans are not reparented to the wrapper",
+          st == 200 and not on_wrapper, "%d sleeping, %d under PID 1" % (len(sleeps), len(on_wrapper)))
+    rows = wait_gone(name, "sleep", 20)
+    z = [x for x in rows if x[2] == "Z"]
+    check("drop-in: no zombie after the orphans exit", not z, "%d zombies" % len(z))
+    dt, code, r = stop_and_measure(name)
+    check("drop-in: podman stop exits 0 within the grace period", code == "0" and dt <= GRACE_S + 1.5,
+          "%.2f s, ExitCode %s" % (dt, code))
+
+
+K8S_INIT = ("cp ./execd /opt/opensandbox/execd && cp ./bootstrap.sh /opt/opensandbox/bootstrap.sh && "
+            "chmod +x /opt/opensandbox/execd && chmod +x /opt/opensandbox/bootstrap.sh && "
+            "(cp /usr/local/bin/bwrap /opt/opensandbox/bwrap && chmod +x /opt/opensandbox/bwrap || true) && "
+            "(test ! -e /usr/local/libexec/opensandbox-session-gate || true) && "
+            "(test ! -e /usr/local/libexec/opensandbox-launcher || true)")
+
+
+def t_execd_image():
+    """(b) the replacement execd image, installed as OpenSandbox installs execd:
+    Kubernetes (init container copies into a shared volume) into the plain
+    Python base (no runner, no policy, no CA bundle), and Docker (files copied
+    out of/into containers) into the default busybox image; the sandbox starts
+    with /opt/opensandbox/bootstrap.sh ENTRYPOINT..., the runner becomes PID 1."""
+    if not image_size(IMG_EXECD):
+        check("execd image present", False)
+        return
+    fake_ca = "-----BEGIN CERTIFICATE-----\nZm9yY2VhaS10ZXN0LWNh\n-----END CERTIFICATE-----\n"
+
+    # Kubernetes path
+    vol = tempfile.mkdtemp(prefix="forceai-ct-osb-")
+    tmpdirs.append(vol)
+    r = eng("run", "--rm", "--network", "none", "-v", vol + ":/opt/opensandbox", "--entrypoint", "/bin/sh",
+            IMG_EXECD, "-c", K8S_INIT, timeout=120)
+    check("execd image: Kubernetes init-container script installs /execd and /bootstrap.sh",
+          r.returncode == 0 and os.access(os.path.join(vol, "execd"), os.X_OK)
+          and os.access(os.path.join(vol, "bootstrap.sh"), os.X_OK), tail(r.stderr))
+    with open(os.path.join(vol, "mitmproxy-ca-cert.pem"), "w") as f:
+        f.write(fake_ca)
+    if image_size(BASE_PY):
+        port = free_port()
+        name, r = run_container("osb-k8s", BASE_PY, port=port, cport=44772,
+                                env={"EXECD_ACCESS_TOKEN": TOKEN, "EXECD": "/opt/opensandbox/execd",
+                                     "OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT": "true"},
+                                run_flags=["-v", vol + ":/opt/opensandbox",
+                                           "--entrypoint", "/opt/opensandbox/bootstrap.sh"],
+                                args=["tail", "-f", "/dev/null"])
+        ready = r.returncode == 0 and wait_ping(port) is not None
+        if check("execd image (k8s layout, plain python base): serves on 44772", ready,
+                 tail(r.stderr) or tail(logs(name))):
+            comm = eng("exec", name, "cat", "/proc/1/comm").stdout.strip()
+            check("execd image: runner (/opt/opensandbox/execd) is PID 1", comm == "execd", comm)
+            rows = proc_table(name)
+            main = [x for x in rows if x[3] == "tail"]
+            check("execd image: the entrypoint is the runner's main child", main and main[0][1] == 1,
+                  str(main[:1]))
+            st, ev = run_command(port, 'python3 -c "print(6*7)"; id -u; '
+                                 "grep -E '^(Seccomp|CapEff):' /proc/self/status")
+            lines = stdout_lines(ev) if st == 200 else []
+            seccomp_on = any(l.startswith("Seccomp:") and l.split(":", 1)[1].strip() == "2" for l in lines)
+            check("execd image: task runs confined with the embedded policy (42, uid 1000, seccomp)",
+                  lines[:2] == ["42", "1000"] and seccomp_on, str(lines))
+            check("execd image: embedded seccomp policy written",
+                  os.path.getsize(os.path.join(vol, "forceai-seccomp.json")) > 0
+                  if os.path.exists(os.path.join(vol, "forceai-seccomp.json")) else False)
+            lg = logs(name)
+            check("execd image: egress MITM CA picked up", "mitm CA ready at /opt/opensandbox/mitmproxy-ca-cert.pem" in lg,
+                  tail(lg, 300))
+            t_zombies(name, port, pid1_comm="execd", use_busybox_ps=False, label="execd image: ")
+            dt, code, r = stop_and_measure(name)
+            figure("execd image: podman stop (main child tail -f)", "%.2f s, ExitCode %s" % (dt, code))
+            check("execd image: podman stop exits within the grace period", dt <= GRACE_S + 1.5,
+                  "%.2f s, ExitCode %s" % (dt, code))
+    else:
+        check("execd image (k8s layout): python base present", False, "run `make image-python`")
+
+    # Docker path: files copied out of an execd-image container, into the sandbox
+    tmp = tempfile.mkdtemp(prefix="forceai-ct-osbd-")
+    tmpdirs.append(tmp)
+    src = PREFIX + "osb-src"
+    containers.append(src)
+    eng("create", "--name", src, IMG_EXECD, "tail", "-f", "/dev/null")
+    c1 = eng("cp", src + ":/execd", os.path.join(tmp, "execd"))
+    c2 = eng("cp", src + ":/bootstrap.sh", os.path.join(tmp, "bootstrap.sh"))
+    with open(os.path.join(tmp, "mitmproxy-ca-cert.pem"), "w") as f:
+        f.write(fake_ca)
+    port = free_port()
+    name = PREFIX + "osb-docker"
+    containers.append(name)
+    cr = eng("create", "--name", name, "-p", "127.0.0.1:%d:44772" % port, "-e", "EXECD_ACCESS_TOKEN=" + TOKEN,
+             "-e", "EXECD=/opt/opensandbox/execd", "-e", "OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT=true",
+             "--entrypoint", "/opt/opensandbox/bootstrap.sh", IMG, "tail", "-f", "/dev/null")
+    ok = c1.returncode == 0 and c2.returncode == 0 and cr.returncode == 0
+    eng("cp", tmp + "/.", name + ":/opt/opensandbox/")
+    s = eng("start", name)
+    ready = ok and s.returncode == 0 and wait_ping(port) is not None
+    if check("execd image (docker layout, busybox image): serves on 44772", ready,
+             tail(c1.stderr + c2.stderr + cr.stderr + s.stderr) or tail(logs(name))):
+        comm = eng("exec", name, "cat", "/proc/1/comm").stdout.strip()
+        check("execd image (docker layout): runner is PID 1", comm == "execd", comm)
+        r = eng("exec", name, "sh", "-c", "tail -c 200 /opt/opensandbox/merged-ca-certificates.pem; "
+                "head -c 27 /opt/opensandbox/merged-ca-certificates.pem")
+        check("execd image: merged CA bundle = system bundle + MITM CA",
+              "Zm9yY2VhaS10ZXN0LWNh" in r.stdout and "BEGIN CERTIFICATE" in r.stdout, tail(r.stdout + r.stderr, 200))
+        st, ev = run_command(port, "id -u")
+        check("execd image (docker layout): serves tasks", st == 200 and stdout_lines(ev) == ["1000"],
+              "HTTP %s %s" % (st, tail(str(ev), 200)))
+        dt, code, r = stop_and_measure(name)
+        check("execd image (docker layout): podman stop within the grace period", dt <= GRACE_S + 1.5,
+              "%.2f s, ExitCode %s" % (dt, code))
+
+
+def cleanup():
+    if os.environ.get("CT_KEEP") == "1":
+        print("     # kept containers: %s" % " ".join(containers))
+        return
+    for c in containers:
+        eng("rm", "-f", "-t", "0", c, timeout=60)
+    for d in tmpdirs:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def main():
+    try:
+        if t_prereqs() and t_build():
+            t_image_contents()
+            t_size()
+            t_main()
+            t_stop()
+            t_start_latency()
+            t_python()
+            t_dropin_wrapper()
+            t_execd_image()
+    finally:
+        cleanup()
+    if figures:
+        print("figures:")
+        for k, v in figures:
+            print("  %s: %s" % (k, v))
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed or not passed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""Native task API (DESIGN §5b): standard SSE, raw chunks, re-attach."""
+import base64
+import hashlib
+import json
+import os
+import re
+import socket
+import subprocess
+import time
+import unittest
+
+from harness import Runner, RunnerTest, parse_sse
+
+
+def raw_post(port, path, body, headers=""):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(("POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n%s"
+               "Content-Length: %d\r\n\r\n%s" % (path, headers, len(body), body)).encode())
+    return s
+
+
+def dechunk_events(raw):
+    """Strip the HTTP head and chunked framing; return the SSE body bytes."""
+    head, _, rest = raw.partition(b"\r\n\r\n")
+    out = b""
+    while rest:
+        line, _, rest = rest.partition(b"\r\n")
+        if not line:
+            break
+        n = int(line.split(b";")[0], 16)
+        if n == 0:
+            break
+        out += rest[:n]
+        rest = rest[n + 2:]
+    return head, out
+
+
+def iter_sse_events(sock):
+    """Incremental chunked-transfer + SSE decoder over a socket."""
+    f = sock.makefile("rb")
+    while f.readline() not in (b"\r\n", b""):
+        pass  # response head
+    pending = b""
+    while True:
+        size = int(f.readline().split(b";")[0], 16)
+        if size == 0:
+            return
+        pending += f.read(size)
+        f.read(2)
+        while b"\n\n" in pending:
+            block, _, pending = pending.partition(b"\n\n")
+            for ev in parse_sse(block + b"\n\n"):
+                yield ev
+
+
+class NativeTasks(RunnerTest):
+    def output(self, events, kind="stdout"):
+        b = b""
+        for e in events:
+            if e.get("event") == kind:
+                d = e["data"]
+                b += d["text"].encode() if "text" in d else base64.b64decode(d["data_b64"])
+        return b
+
+    def test_sse_sequence_and_exit(self):
+        ev = self.r.native({"task": "echo hi; echo there >&2; exit 3", "capability": "exec"})
+        names = [e["event"] for e in ev]
+        self.assertEqual(names[0], "started")
+        self.assertEqual(names[-1], "exit")
+        self.assertEqual(names.count("exit"), 1)
+        ids = [int(e["id"]) for e in ev]
+        self.assertEqual(ids, list(range(1, len(ev) + 1)))
+        self.assertEqual(self.output(ev), b"hi\n")
+        self.assertEqual(self.output(ev, "stderr"), b"there\n")
+        x = ev[-1]["data"]
+        self.assertEqual(x["exit_code"], 3)
+        self.assertEqual(x["status"], "failed")
+        self.assertIsInstance(x["duration_ms"], int)
+        tid = ev[0]["data"]["task_id"]
+        st, b = self.r.json("GET", "/v1/tasks/" + tid)
+        self.assertEqual(st, 200)
+        self.assertEqual(b["status"], "failed")
+        self.assertEqual(b["exit_code"], 3)
+
+    def test_raw_chunks_and_non_utf8_base64(self):
+        ev = self.r.native({"task": r"printf 'ok\n'; printf '\377\376bin'; printf 'caf\303\251'"})
+        self.assertEqual(self.output(ev), b"ok\n\xff\xfebincaf\xc3\xa9")
+        self.assertTrue(any("data_b64" in e["data"] for e in ev if e.get("event") == "stdout"))
+
+    def test_utf8_split_across_writes_stays_text(self):
+        # The two bytes of é arrive in separate writes.
+        ev = self.r.native({"task": r"printf 'caf\303'; sleep 0.2; printf '\251!'"})
+        outs = [e["data"] for e in ev if e.get("event") == "stdout"]
+        self.assertTrue(all("text" in d for d in outs), outs)
+        self.assertEqual(self.output(ev), "café!".encode())
+
+    def test_timeout_status_and_code(self):
+        ev = self.r.native({"task": "sleep 30", "timeout_ms": 300})
+        x = ev[-1]["data"]
+        self.assertEqual(x["status"], "timeout")
+        self.assertEqual(x["exit_code"], 124)
+        self.assertEqual(x.get("signal"), 15)
+
+    def test_cancel(self):
+        s = raw_post(self.r.port, "/v1/tasks", json.dumps({"task": "sleep 30"}))
+        data = b""
+        while b"task_id" not in data:
+            data += s.recv(4096)
+        tid = re.search(rb'"task_id":"([0-9a-f]{32})"', data).group(1).decode()
+        st, b = self.r.json("DELETE", "/v1/tasks/" + tid)
+        self.assertEqual(st, 202)
+        s.settimeout(10)
+        while b"event: exit" not in data or not data.endswith(b"0\r\n\r\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        s.close()
+        _, body = dechunk_events(data)
+        ev = parse_sse(body)
+        self.assertEqual(ev[-1]["event"], "exit")
+        self.assertEqual(ev[-1]["data"]["status"], "cancelled")
+        st, b = self.r.json("DELETE", "/v1/tasks/" + tid)
+        self.assertEqual(st, 200)
+        self.assertEqual(b["status"], "cancelled")
+
+    def test_reattach_with_last_event_id(self):
+        task = "for i in $(seq 1 30); do echo line$i; sleep 0.05; done"
+        s = raw_post(self.r.port, "/v1/tasks", json.dumps({"task": task}))
+        data = b""
+        while data.count(b"event: stdout") < 5:
+            data += s.recv(4096)
+        s.close()  # the client dies mid-stream
+        _, body = dechunk_events(data + b"\r\n")
+        # keep only complete events
+        body = body[:body.rfind(b"\n\n") + 2]
+        first = parse_sse(body)
+        tid = first[0]["data"]["task_id"]
+        last_id = first[-1]["id"]
+        r = self.r.curl("-H", "Last-Event-ID: " + last_id, self.r.url + "/v1/tasks/%s/events" % tid)
+        rest = parse_sse(r.stdout)
+        self.assertEqual(int(rest[0]["id"]), int(last_id) + 1)
+        self.assertEqual(rest[-1]["event"], "exit")
+        got = self.output(first) + self.output(rest)
+        self.assertEqual(got, "".join("line%d\n" % i for i in range(1, 31)).encode())
+        # A full replay from the start works too, after the end.
+        r = self.r.curl(self.r.url + "/v1/tasks/%s/events" % tid)
+        self.assertEqual(self.output(parse_sse(r.stdout)), got)
+
+    def test_bad_last_event_id(self):
+        ev = self.r.native({"task": "true"})
+        tid = ev[0]["data"]["task_id"]
+        st, b = self.r.json("GET", "/v1/tasks/%s/events" % tid, headers={"Last-Event-ID": "abc"})
+        self.assertEqual(st, 400)
+
+    def test_byte_exact_large_output(self):
+        ev = self.r.native({"task": "head -c 3000000 /dev/urandom | base64 -w 77"})
+        out = self.output(ev)
+        self.assertEqual(ev[-1]["data"]["exit_code"], 0)
+        self.assertEqual(len(out), 4000000 + 4000000 // 77 + 1)
+
+
+class Backpressure(RunnerTest):
+    runner_args = ("--stream-window", "262144")
+
+    def test_slow_client_pauses_task_and_memory_stays_bounded(self):
+        total = 400 << 20
+        marker = "/tmp/forceai-bp-%d" % os.getpid()
+        task = "head -c %d /dev/zero | tr '\\0' x; touch %s" % (total, marker)
+        s = raw_post(self.r.port, "/v1/tasks", json.dumps({"task": task}))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        time.sleep(2.0)  # we read nothing
+        rss = self.r.rss_kib()
+        self.assertLess(rss, 32 * 1024, "runner RSS %d KiB" % rss)
+        self.assertFalse(os.path.exists(marker), "task was not held back")
+        s.settimeout(30)
+        got = 0
+        for ev in iter_sse_events(s):
+            if ev.get("event") == "stdout":
+                got += len(ev["data"]["text"])
+        s.close()
+        self.assertEqual(got, total)
+        self.assertTrue(os.path.exists(marker))
+        os.unlink(marker)
+        self.assertLess(self.r.rss_kib(), 32 * 1024)
+
+
+class Retention(RunnerTest):
+    runner_args = ("--retain-count", "2")
+
+    def test_finished_records_bounded_by_count(self):
+        ids = [self.r.native({"task": "echo %d" % i})[0]["data"]["task_id"] for i in range(4)]
+        time.sleep(1.5)  # expiry runs on the 1 s tick
+        st0, _ = self.r.json("GET", "/v1/tasks/" + ids[0])
+        st3, _ = self.r.json("GET", "/v1/tasks/" + ids[3])
+        self.assertEqual(st0, 404)
+        self.assertEqual(st3, 200)
+
+
+if __name__ == "__main__":
+    unittest.main()

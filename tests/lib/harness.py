@@ -1,0 +1,235 @@
+"""Test harness: start the real runner, talk to it over HTTP (curl and raw
+sockets), parse both event-stream formats. Python standard library only."""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RUNNER = os.environ.get("RUNNER_BIN", os.path.join(ROOT, "build", "forceai-runner"))
+POLICY = os.path.join(ROOT, "seccomp", "default.json")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Runner:
+    """One runner process on a loopback port with a private state dir."""
+
+    def __init__(self, args=(), env=None, main=None, pid1=False, token=None, wrap=None):
+        self.port = free_port()
+        self.tmp = tempfile.mkdtemp(prefix="forceai-test-")
+        os.chmod(self.tmp, 0o755)
+        self.state = os.path.join(self.tmp, "state")
+        self.work = os.path.join(self.tmp, "work")
+        os.mkdir(self.work)
+        os.chmod(self.work, 0o777)
+        self.token = token
+        cmd = [RUNNER, "--listen", "127.0.0.1:%d" % self.port, "--state-dir", self.state,
+               "--seccomp-policy", POLICY, "--landlock-roots", "/tmp:" + self.tmp]
+        cmd += list(args)
+        if main:
+            cmd += ["--"] + list(main)
+        if pid1:
+            cmd = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"] + cmd
+        if wrap:
+            cmd = list(wrap) + cmd
+        e = dict(os.environ)
+        if env:
+            e.update(env)
+        if token:
+            e["EXECD_ACCESS_TOKEN"] = token
+        self.log_path = os.path.join(self.tmp, "runner.log")
+        self.log = open(self.log_path, "wb")
+        self.t0 = time.monotonic()
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.log, env=e,
+                                     start_new_session=True)
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.wait_ready()
+
+    def wait_ready(self, timeout=10):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("runner exited %s:\n%s" % (self.proc.returncode, self.logtext()))
+            try:
+                st, _, _ = self.request("GET", "/ping", timeout=1)
+                if st == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.01)
+        raise RuntimeError("runner not ready:\n" + self.logtext())
+
+    def logtext(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def loglines(self):
+        out = []
+        for line in self.logtext().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+        return out
+
+    def runner_pid(self):
+        """The runner's own pid (differs from proc.pid under unshare)."""
+        for l in self.loglines():
+            if l.get("msg") == "ready":
+                return l["pid"]
+        return None
+
+    def headers(self, extra=None):
+        h = {}
+        if self.token:
+            h["X-EXECD-ACCESS-TOKEN"] = self.token
+        if extra:
+            h.update(extra)
+        return h
+
+    def request(self, method, path, body=None, headers=None, timeout=30):
+        """Plain request over a raw socket; returns (status, headers, body bytes)."""
+        import http.client
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body)
+        c.request(method, path, body=body, headers=self.headers(headers))
+        r = c.getresponse()
+        data = r.read()
+        hdrs = {k.lower(): v for k, v in r.getheaders()}
+        c.close()
+        return r.status, hdrs, data
+
+    def json(self, method, path, body=None, headers=None):
+        st, h, data = self.request(method, path, body, headers)
+        return st, (json.loads(data) if data else None)
+
+    def curl(self, *args, timeout=60, input=None):
+        """Run curl against the runner; returns CompletedProcess (bytes)."""
+        cmd = ["curl", "-sS", "-N", "--max-time", str(timeout)]
+        for k, v in self.headers().items():
+            cmd += ["-H", "%s: %s" % (k, v)]
+        cmd += list(args)
+        return subprocess.run(cmd, capture_output=True, timeout=timeout + 10, input=input)
+
+    def execd(self, body, path="/command", timeout=60):
+        """POST a command; returns the list of execd events (raw JSON frames)."""
+        r = self.curl("-H", "Content-Type: application/json", "-d", json.dumps(body),
+                      self.url + path, timeout=timeout)
+        return parse_execd(r.stdout)
+
+    def native(self, body, timeout=60):
+        r = self.curl("-H", "Content-Type: application/json", "-d", json.dumps(body),
+                      self.url + "/v1/tasks", timeout=timeout)
+        return parse_sse(r.stdout)
+
+    def rss_kib(self, pid=None):
+        pid = pid or self.host_pid()
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return None
+
+    def host_pid(self):
+        """Pid of the runner process in our pid namespace."""
+        if os.path.basename(self.proc.args[0]) != "unshare":
+            return self.proc.pid
+        # unshare --fork: the runner is unshare's only child.
+        kids = open("/proc/%d/task/%d/children" % (self.proc.pid, self.proc.pid)).read().split()
+        return int(kids[0])
+
+    def stop(self, sig=signal.SIGTERM, timeout=15):
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(sig)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+    def close(self):
+        self.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def parse_execd(data):
+    """execd framing: JSON object + blank line, no data: prefix."""
+    events = []
+    text = data.decode("utf-8", errors="strict")
+    assert text == "" or text.endswith("\n\n"), "stream does not end with a blank line: %r" % text[-80:]
+    for frame in text.split("\n\n"):
+        if frame.strip():
+            events.append(json.loads(frame))
+    return events
+
+
+def parse_sse(data):
+    """Standard SSE: returns list of dicts {id, event, data(parsed JSON)}; comments dropped."""
+    events = []
+    for block in data.decode("utf-8").split("\n\n"):
+        ev = {}
+        datalines = []
+        for line in block.split("\n"):
+            if not line or line.startswith(":"):
+                continue
+            k, _, v = line.partition(":")
+            v = v[1:] if v.startswith(" ") else v
+            if k == "data":
+                datalines.append(v)
+            else:
+                ev[k] = v
+        if datalines:
+            ev["data"] = json.loads("\n".join(datalines))
+        if ev:
+            events.append(ev)
+    return events
+
+
+def zombies():
+    """Pids in Z state visible to us."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    st = f.read()
+                if st[st.rindex(")") + 2] == "Z":
+                    out.append(int(d))
+            except (OSError, ValueError):
+                pass
+    return out
+
+
+class RunnerTest(unittest.TestCase):
+    """Base class: self.r is a fresh runner for each test class."""
+    runner_args = ()
+    runner_kwargs = {}
+
+    @classmethod
+    def setUpClass(cls):
+        cls.r = Runner(cls.runner_args, **cls.runner_kwargs)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.r.close()

@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""Runs test suites (directories under tests/ holding test_*.py) and prints
+'N passed, N failed' as the last line; exits non-zero on any failure."""
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "lib"))
+
+
+def main():
+    suites = sys.argv[1:] or ["unit", "pid1", "integration", "security"]
+    loader = unittest.TestLoader()
+    all_tests = unittest.TestSuite()
+    for s in suites:
+        path = os.path.join(HERE, s)
+        if os.path.isdir(path):
+            all_tests.addTests(loader.discover(path, pattern="test_*.py", top_level_dir=path))
+    pattern = os.environ.get("TEST_FILTER")
+    if pattern:
+        flat = []
+
+        def walk(t):
+            if isinstance(t, unittest.TestSuite):
+                for x in t:
+                    walk(x)
+            else:
+                flat.append(t)
+        walk(all_tests)
+        all_tests = unittest.TestSuite([t for t in flat if pattern in t.id()])
+    result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout).run(all_tests)
+    failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
+    passed = result.testsRun - failed - len(result.skipped)
+    line = "%d passed, %d failed" % (passed, failed)
+    if result.skipped:
+        line += ", %d skipped" % len(result.skipped)
+    print(line)
+    sys.exit(1 if failed or result.testsRun == 0 else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,326 @@
+/* Unit test of runner/seccomp.c: policy parsing errors, and the compiled
+ * default policy applied to a forked child.
+ *
+ * Build and run from the repository root:
+ *   cc -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -Irunner \
+ *      tests/unit/test_seccomp.c runner/seccomp.c -ljansson -lseccomp -o test_seccomp
+ *   ./test_seccomp [path/to/seccomp/default.json]
+ * Exits non-zero when any check fails. */
+#include "seccomp.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/personality.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef AF_ALG
+#define AF_ALG 38
+#endif
+#ifndef AF_VSOCK
+#define AF_VSOCK 40
+#endif
+
+static int passed, failed;
+
+static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void check(int ok, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "%s: ", ok ? "ok  " : "FAIL");
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	if (ok)
+		passed++;
+	else
+		failed++;
+}
+
+static char tmpdir[] = "/tmp/test_seccomp.XXXXXX";
+
+static const char *write_policy(const char *name, const char *text)
+{
+	static char path[256];
+	snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
+	FILE *f = fopen(path, "w");
+	if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
+		perror(path);
+		exit(2);
+	}
+	return path;
+}
+
+/* Loading `text` must fail with a message containing the file path and `want`. */
+static void expect_error(const char *name, const char *text, const char *want)
+{
+	char err[512];
+	struct seccomp_policy p;
+	const char *path = write_policy(name, text);
+	int rc = seccomp_policy_load(path, &p, err, sizeof(err));
+	check(rc < 0 && strstr(err, path) && strstr(err, want), "%s: error names the file and "
+	      "says \"%s\" (got rc %d: %s)", name, want, rc, rc < 0 ? err : "");
+	if (rc == 0)
+		seccomp_policy_free(&p);
+}
+
+#define HEAD "{\"defaultAction\":\"SCMP_ACT_ERRNO\",\"architectures\":[\"SCMP_ARCH_X86_64\"," \
+	     "\"SCMP_ARCH_AARCH64\"],"
+
+static void test_errors(void)
+{
+	char err[512];
+	struct seccomp_policy p;
+
+	expect_error("notjson.json", "{\"defaultAction\": \"SCMP_ACT_ERRNO\",\n  syscalls: []}\n",
+		     "invalid JSON at line 2, column");
+	expect_error("action.json", HEAD "\"syscalls\":[{\"names\":[\"read\"],"
+		     "\"action\":\"SCMP_ACT_FOO\"}]}", "unknown action \"SCMP_ACT_FOO\"");
+	expect_error("defaction.json", "{\"defaultAction\":\"ALLOW\",\"syscalls\":[{\"names\":"
+		     "[\"read\"],\"action\":\"SCMP_ACT_ALLOW\"}]}", "unknown action \"ALLOW\"");
+	expect_error("op.json", HEAD "\"syscalls\":[{\"names\":[\"socket\"],\"action\":"
+		     "\"SCMP_ACT_ALLOW\",\"args\":[{\"index\":0,\"value\":1,\"op\":\"SCMP_CMP_XX\"}]}]}",
+		     "syscalls[0].args[0]: unknown op \"SCMP_CMP_XX\"");
+	expect_error("index.json", HEAD "\"syscalls\":[{\"names\":[\"socket\"],\"action\":"
+		     "\"SCMP_ACT_ALLOW\",\"args\":[{\"index\":6,\"value\":1,\"op\":\"SCMP_CMP_EQ\"}]}]}",
+		     "bad arg index");
+	expect_error("dupindex.json", HEAD "\"syscalls\":[{\"names\":[\"socket\"],\"action\":"
+		     "\"SCMP_ACT_ALLOW\",\"args\":[{\"index\":0,\"value\":1,\"op\":\"SCMP_CMP_EQ\"},"
+		     "{\"index\":0,\"value\":2,\"op\":\"SCMP_CMP_EQ\"}]}]}", "used twice");
+	expect_error("empty.json", HEAD "\"syscalls\":[]}", "\"syscalls\" is missing or empty");
+	expect_error("nosyscalls.json", "{\"defaultAction\":\"SCMP_ACT_ERRNO\"}",
+		     "\"syscalls\" is missing or empty");
+	expect_error("typo.json", HEAD "\"syscalls\":[{\"names\":[\"socket\"],\"action\":"
+		     "\"SCMP_ACT_ALLOW\",\"arg\":[]}]}", "unknown key \"arg\"");
+	expect_error("arch.json", "{\"defaultAction\":\"SCMP_ACT_ERRNO\",\"architectures\":"
+		     "[\"SCMP_ARCH_S390X\"],\"syscalls\":[{\"names\":[\"read\"],\"action\":"
+		     "\"SCMP_ACT_ALLOW\"}]}", "does not list this machine's architecture");
+	expect_error("badarch.json", "{\"defaultAction\":\"SCMP_ACT_ERRNO\",\"architectures\":"
+		     "[\"SCMP_ARCH_VAX\"],\"syscalls\":[{\"names\":[\"read\"],\"action\":"
+		     "\"SCMP_ACT_ALLOW\"}]}", "unknown architecture SCMP_ARCH_VAX");
+	expect_error("notify.json", HEAD "\"syscalls\":[{\"names\":[\"read\"],\"action\":"
+		     "\"SCMP_ACT_NOTIFY\"}]}", "SCMP_ACT_NOTIFY is not supported");
+	/* A deny rule for an unknown name under a default-allow policy would
+	 * be a hole: error. */
+	expect_error("holes.json", "{\"defaultAction\":\"SCMP_ACT_ALLOW\",\"syscalls\":[{\"names\":"
+		     "[\"no_such_syscall\"],\"action\":\"SCMP_ACT_ERRNO\"}]}",
+		     "\"no_such_syscall\" is unknown to libseccomp");
+
+	/* Under default-deny it is only a warning: the call stays denied. */
+	const char *path = write_policy("unknown.json", HEAD "\"syscalls\":[{\"names\":[\"read\","
+					"\"no_such_syscall\",\"open\"],\"action\":\"SCMP_ACT_ALLOW\"}]}");
+	int rc = seccomp_policy_load(path, &p, err, sizeof(err));
+	check(rc == 0 && p.n_unknown == 1 && strstr(p.warning, "no_such_syscall") &&
+		      strcmp(p.name, "unknown.json") == 0,
+	      "unknown name under default-deny: loads with a warning (rc %d, %s%s)", rc,
+	      rc == 0 ? p.warning : err, "");
+	if (rc == 0)
+		seccomp_policy_free(&p);
+
+	char missing[300];
+	snprintf(missing, sizeof(missing), "%s/missing.json", tmpdir);
+	rc = seccomp_policy_load(missing, &p, err, sizeof(err));
+	check(rc < 0 && strstr(err, missing) && strstr(err, "cannot open: No such file"),
+	      "missing file: %s", err);
+
+	rc = seccomp_policy_load(tmpdir, &p, err, sizeof(err));
+	check(rc < 0 && strstr(err, tmpdir) && strstr(err, "cannot read"), "directory: %s", err);
+
+	if (geteuid() != 0) { /* root reads mode-000 files anyway */
+		path = write_policy("unreadable.json", "{}");
+		chmod(path, 0);
+		rc = seccomp_policy_load(path, &p, err, sizeof(err));
+		check(rc < 0 && strstr(err, "cannot open: Permission denied"),
+		      "unreadable file: %s", err);
+	}
+}
+
+/* Run in a child under the filter: one byte per check on `out`. */
+static void child_checks(const struct seccomp_policy *p, int out)
+{
+#define EXPECT(cond, what)                                                                   \
+	do {                                                                                 \
+		int ok_ = (cond);                                                            \
+		if (!ok_)                                                                    \
+			fprintf(stderr, "FAIL: child: %s (errno %d %s)\n", what, errno,      \
+				strerror(errno));                                            \
+		else                                                                         \
+			fprintf(stderr, "ok  : child: %s\n", what);                          \
+		char c_ = (char)ok_;                                                         \
+		if (write(out, &c_, 1) != 1)                                                 \
+			_exit(3);                                                            \
+	} while (0)
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		_exit(4);
+	int rc = seccomp_policy_apply(p);
+	EXPECT(rc == 0, "filter installed");
+	if (rc < 0)
+		_exit(5);
+	long r;
+	EXPECT(getpid() > 0, "getpid works");
+	errno = 0;
+	r = syscall(SYS_keyctl, 0 /* KEYCTL_GET_KEYRING_ID */, -3, 0, 0, 0);
+	EXPECT(r == -1 && errno == EPERM, "keyctl -> EPERM");
+	errno = 0;
+	r = syscall(SYS_add_key, "user", "k", "v", 1, -3);
+	EXPECT(r == -1 && errno == EPERM, "add_key -> EPERM");
+#ifdef SYS_clone3
+	errno = 0;
+	r = syscall(SYS_clone3, NULL, 0);
+	EXPECT(r == -1 && errno == ENOSYS, "clone3 -> ENOSYS");
+#endif
+	errno = 0;
+	r = socket(AF_ALG, SOCK_SEQPACKET, 0);
+	EXPECT(r == -1 && errno == EPERM, "socket(AF_ALG) -> EPERM");
+	errno = 0;
+	r = socket(AF_VSOCK, SOCK_STREAM, 0);
+	EXPECT(r == -1 && errno == EPERM, "socket(AF_VSOCK) -> EPERM");
+	errno = 0;
+	r = socket(AF_PACKET, SOCK_RAW, 0);
+	EXPECT(r == -1 && errno == EPERM, "socket(AF_PACKET) -> EPERM");
+	r = socket(AF_INET, SOCK_STREAM, 0);
+	EXPECT(r >= 0, "socket(AF_INET) works");
+	if (r >= 0)
+		close((int)r);
+	r = socket(AF_UNIX, SOCK_STREAM, 0);
+	EXPECT(r >= 0, "socket(AF_UNIX) works");
+	if (r >= 0)
+		close((int)r);
+	errno = 0;
+	r = unshare(CLONE_NEWUSER);
+	EXPECT(r == -1 && errno == EPERM, "unshare(CLONE_NEWUSER) -> EPERM");
+	errno = 0;
+	r = unshare(CLONE_NEWNS);
+	EXPECT(r == -1 && errno == EPERM, "unshare(CLONE_NEWNS) -> EPERM");
+	errno = 0;
+	r = syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0);
+	if (r == 0)
+		_exit(0);
+	EXPECT(r == -1 && errno == EPERM, "clone(CLONE_NEWUSER) -> EPERM");
+	errno = 0;
+	r = mount("none", tmpdir, "tmpfs", 0, "");
+	if (r == 0)
+		umount(tmpdir);
+	EXPECT(r == -1 && errno == EPERM, "mount -> EPERM");
+	errno = 0;
+	r = ptrace(PTRACE_TRACEME, 0, 0, 0);
+	EXPECT(r == -1 && errno == EPERM, "ptrace -> EPERM");
+	errno = 0;
+	r = syscall(SYS_bpf, 0, NULL, 0);
+	EXPECT(r == -1 && errno == EPERM, "bpf -> EPERM");
+#ifdef SYS_io_uring_setup
+	errno = 0;
+	r = syscall(SYS_io_uring_setup, 1, NULL);
+	EXPECT(r == -1 && errno == EPERM, "io_uring_setup -> EPERM");
+#endif
+	EXPECT(personality(0xffffffff) != -1, "personality(query) works");
+	errno = 0;
+	r = personality(ADDR_NO_RANDOMIZE);
+	EXPECT(r == -1 && errno == EPERM, "personality(ADDR_NO_RANDOMIZE) -> EPERM");
+
+	/* fork (clone without namespace flags) works. */
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(42);
+	int st = 0;
+	EXPECT(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 42,
+	       "fork works");
+#ifdef __x86_64__
+	/* An x32 system call hits the bad-architecture action: killed. */
+	pid = fork();
+	if (pid == 0) {
+		syscall(0x40000000L | SYS_getpid);
+		_exit(0);
+	}
+	EXPECT(pid > 0 && waitpid(pid, &st, 0) == pid && WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS,
+	       "x32 syscall -> killed by SIGSYS");
+#endif
+	/* execve is allowed. */
+	pid = fork();
+	if (pid == 0) {
+		execl("/bin/true", "true", (char *)NULL);
+		_exit(127);
+	}
+	EXPECT(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	       "execve(/bin/true) works");
+	_exit(0);
+#undef EXPECT
+}
+
+static void test_default(const char *path)
+{
+	char err[512];
+	struct seccomp_policy p;
+	int rc = seccomp_policy_load(path, &p, err, sizeof(err));
+	check(rc == 0, "default policy %s loads (%s)", path, rc == 0 ? "" : err);
+	if (rc < 0)
+		return;
+	check(p.n_allowed > 200 && p.prog.len > 0 && p.n_unknown == 0 && p.warning[0] == '\0',
+	      "default policy: %u syscalls allowed, %u instructions, no warning (%s)", p.n_allowed,
+	      (unsigned)p.prog.len, p.warning);
+	check(strcmp(p.name, "default.json") == 0, "policy name is the basename (%s)", p.name);
+
+	int fds[2];
+	if (pipe(fds) < 0) {
+		perror("pipe");
+		exit(2);
+	}
+	fflush(stderr);
+	pid_t pid = fork();
+	if (pid < 0) {
+		perror("fork");
+		exit(2);
+	}
+	if (pid == 0) {
+		close(fds[0]);
+		child_checks(&p, fds[1]);
+	}
+	close(fds[1]);
+	char c;
+	ssize_t n;
+	while ((n = read(fds[0], &c, 1)) == 1) {
+		if (c)
+			passed++;
+		else
+			failed++;
+	}
+	close(fds[0]);
+	int st = 0;
+	pid_t w = waitpid(pid, &st, 0);
+	check(w == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	      "filtered child exited cleanly (status 0x%x)", st);
+	seccomp_policy_free(&p);
+}
+
+int main(int argc, char **argv)
+{
+	const char *policy = argc > 1 ? argv[1] : "seccomp/default.json";
+	if (!mkdtemp(tmpdir)) {
+		perror("mkdtemp");
+		return 2;
+	}
+	test_errors();
+	test_default(policy);
+
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "warning: could not remove %s\n", tmpdir);
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
