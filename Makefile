@@ -37,7 +37,8 @@ build/obj build/asan/obj:
 
 include mk/static.mk
 include mk/image.mk
--include mk/tests.mk
+.SECONDEXPANSION:
+include mk/tests.mk
 
 format:
 	clang-format -i runner/*.c runner/*.h tests/*/*.c

@@ -19,25 +19,26 @@
 struct route {
 	const char *method;
 	const char *pattern; /* '*' matches one non-empty path segment */
-	route_fn fn;
+	route_fn fn;         /* once the body is complete */
+	body_fn body;        /* if set: each body chunk as it arrives (no buffering, no max-body) */
 };
 
 static const struct route routes[] = {
-	{"GET", "/ping", api_ping},
-	{"POST", "/command", api_command_run},
-	{"DELETE", "/command", api_command_interrupt},
-	{"GET", "/command/status/*", api_command_status},
-	{"GET", "/command/*/logs", api_command_logs},
-	{"POST", "/session", api_session_create},
-	{"POST", "/session/*/run", api_session_run},
-	{"DELETE", "/session/*", api_session_delete},
-	{"GET", "/metrics", api_metrics},
-	{"GET", "/metrics/watch", api_metrics_watch},
-	{"POST", "/v1/tasks", api_task_create},
-	{"GET", "/v1/tasks/*", api_task_get},
-	{"DELETE", "/v1/tasks/*", api_task_delete},
-	{"GET", "/v1/tasks/*/events", api_task_events},
-	{"GET", "/v1/hardening", api_hardening},
+	{"GET", "/ping", api_ping, NULL},
+	{"POST", "/command", api_command_run, NULL},
+	{"DELETE", "/command", api_command_interrupt, NULL},
+	{"GET", "/command/status/*", api_command_status, NULL},
+	{"GET", "/command/*/logs", api_command_logs, NULL},
+	{"POST", "/session", api_session_create, NULL},
+	{"POST", "/session/*/run", api_session_run, NULL},
+	{"DELETE", "/session/*", api_session_delete, NULL},
+	{"GET", "/metrics", api_metrics, NULL},
+	{"GET", "/metrics/watch", api_metrics_watch, NULL},
+	{"POST", "/v1/tasks", api_task_create, NULL},
+	{"GET", "/v1/tasks/*", api_task_get, NULL},
+	{"DELETE", "/v1/tasks/*", api_task_delete, NULL},
+	{"GET", "/v1/tasks/*/events", api_task_events, NULL},
+	{"GET", "/v1/hardening", api_hardening, NULL},
 };
 #define N_ROUTES (sizeof(routes) / sizeof(routes[0]))
 
@@ -203,9 +204,12 @@ static void stream_unlink(struct http_server *h, struct http_stream *s)
 static void stream_free_cb(void *cls)
 {
 	struct http_stream *s = cls;
+	struct runner *r = s->r;
 	s->closed = true;
-	stream_unlink(s->r->http, s);
+	stream_unlink(r->http, s);
 	s->ops->close(s);
+	if (r->shutting_down)
+		runner_maybe_exit(r); /* the last stream may have been what we waited for */
 }
 
 enum MHD_Result http_stream_start(struct http_req *req, struct http_stream *s,
@@ -299,7 +303,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 					  url);
 		}
 		const char *cl = http_header(req, "Content-Length");
-		if (cl && strtoull(cl, NULL, 10) > r->cfg.max_body)
+		if (cl && !routes[req->route].body && strtoull(cl, NULL, 10) > r->cfg.max_body)
 			return http_error(req, 413, "PAYLOAD_TOO_LARGE",
 					  "request body over %llu bytes",
 					  (unsigned long long)r->cfg.max_body);
@@ -308,6 +312,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (req->responded) {
 		*upload_size = 0; /* discard the rest of a refused body */
 		return MHD_YES;
+	}
+	if (*upload_size && routes[req->route].body) {
+		size_t n = *upload_size;
+		*upload_size = 0;
+		return routes[req->route].body(req, upload_data, n);
 	}
 	if (*upload_size) {
 		if (req->body_len + *upload_size > r->cfg.max_body) {
@@ -334,10 +343,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
 	(void)cls;
 	(void)conn;
-	(void)toe;
 	struct http_req *req = *con_cls;
 	if (!req)
 		return;
+	req->completed_ok = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
 	if (req->ctx_free)
 		req->ctx_free(req);
 	free(req->body);
@@ -481,6 +490,9 @@ void http_quiesce(struct runner *r)
 	if (!h || !h->d || h->quiesced)
 		return;
 	h->quiesced = true;
+	/* Streams with nothing more to say (metrics/watch) end now. */
+	for (struct http_stream *s = h->streams; s; s = s->next)
+		http_stream_wake(s);
 	MHD_socket fd = MHD_quiesce_daemon(h->d);
 	if (fd != MHD_INVALID_SOCKET)
 		close(fd);

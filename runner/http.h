@@ -24,6 +24,7 @@ struct http_req {
 	const char *param; /* the {id} segment of the path, if any */
 	char param_buf[128];
 	void *ctx; /* per-route state (e.g. an upload) */
+	bool completed_ok; /* set before ctx_free: false when the client went away */
 	void (*ctx_free)(struct http_req *req);
 };
 

@@ -24,8 +24,10 @@ static int emit(struct linesplit *ls, const char *start, size_t len, linesplit_c
 
 int linesplit_feed(struct linesplit *ls, const char *data, size_t len, linesplit_cb cb, void *arg)
 {
+	if (len == 0)
+		return 0; /* an empty read must not forget a pending '\r' */
 	size_t i = 0;
-	if (len && ls->last_cr && data[0] == '\n')
+	if (ls->last_cr && data[0] == '\n')
 		i = 1; /* the second half of a "\r\n" */
 	ls->last_cr = false;
 	size_t start = i;

@@ -26,7 +26,8 @@ def free_port():
 class Runner:
     """One runner process on a loopback port with a private state dir."""
 
-    def __init__(self, args=(), env=None, main=None, pid1=False, token=None, wrap=None):
+    def __init__(self, args=(), env=None, main=None, pid1=False, token=None, wrap=None,
+                 ready=True):
         self.port = free_port()
         self.tmp = tempfile.mkdtemp(prefix="forceai-test-")
         os.chmod(self.tmp, 0o755)
@@ -44,6 +45,9 @@ class Runner:
             cmd = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"] + cmd
         if wrap:
             cmd = list(wrap) + cmd
+        if os.environ.get("RUNNER_WRAP") and not pid1:
+            # e.g. valgrind: it runs the runner itself, not unshare
+            cmd = os.environ["RUNNER_WRAP"].split() + cmd
         e = dict(os.environ)
         if env:
             e.update(env)
@@ -55,9 +59,12 @@ class Runner:
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.log, env=e,
                                      start_new_session=True)
         self.url = "http://127.0.0.1:%d" % self.port
-        self.wait_ready()
+        self.wrap = list(wrap) if wrap else None
+        self._host_pid = None
+        if ready:  # ready=False: the caller waits (e.g. a main child that exits at once)
+            self.wait_ready()
 
-    def wait_ready(self, timeout=10):
+    def wait_ready(self, timeout=60 if os.environ.get("RUNNER_WRAP") else 10):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -148,11 +155,67 @@ class Runner:
 
     def host_pid(self):
         """Pid of the runner process in our pid namespace."""
+        if getattr(self, "wrap", None):
+            return self._wrapped_host_pid()
         if os.path.basename(self.proc.args[0]) != "unshare":
             return self.proc.pid
         # unshare --fork: the runner is unshare's only child.
         kids = open("/proc/%d/task/%d/children" % (self.proc.pid, self.proc.pid)).read().split()
         return int(kids[0])
+
+    def _wrapped_host_pid(self, timeout=5):
+        """With wrap=[...] the runner is a descendant of the wrapper (maybe
+        under unshare too): the shallowest descendant running RUNNER."""
+        if self._host_pid:
+            return self._host_pid
+        exe = os.path.realpath(RUNNER)
+        deadline = time.monotonic() + timeout
+        while True:
+            level = [self.proc.pid]
+            while level:
+                nxt = []
+                for pid in level:
+                    try:
+                        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+                            kids = [int(k) for k in f.read().split()]
+                    except OSError:
+                        kids = []
+                    for k in kids:
+                        try:
+                            if os.readlink("/proc/%d/exe" % k) == exe:
+                                self._host_pid = k
+                                return k
+                        except OSError:
+                            pass
+                    nxt += kids
+                level = nxt
+            if time.monotonic() > deadline:
+                raise RuntimeError("runner process not found under the wrapper")
+            time.sleep(0.01)
+
+    def signal_runner(self, sig):
+        """Send sig to the runner itself. Under pid1=True, Runner.proc is
+        unshare, which blocks SIGTERM/SIGINT; under wrap it is the wrapper."""
+        os.kill(self.host_pid(), sig)
+
+    def shutdown(self, sig=signal.SIGTERM, timeout=15):
+        """Signal the runner itself and wait; returns the exit status of the
+        top process (unshare and the wrappers pass the runner's status on)."""
+        if self.proc.poll() is None:
+            try:
+                self.signal_runner(sig)
+                self.proc.wait(timeout)
+            except (subprocess.TimeoutExpired, ProcessLookupError, RuntimeError):
+                pass
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.host_pid(), signal.SIGKILL)
+            except (OSError, RuntimeError):
+                pass
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
 
     def stop(self, sig=signal.SIGTERM, timeout=15):
         if self.proc.poll() is None:

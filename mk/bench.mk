@@ -1,0 +1,60 @@
+# mk/bench.mk - `make bench`: the benchmarks of tests/bench (included by the Makefile).
+#
+#   make bench                     full run (about 3-6 minutes on 2 cores)
+#   make bench BENCH_QUICK=1       smoke run with small sizes (< 1 minute), for `make check`
+#   make bench BENCH_RUNNER=/path/to/forceai-runner   measure another build (not rebuilt)
+#   make bench BENCH_ONLY=4,7      only some benchmarks (numbers as in tests/bench/bench.py)
+#   make bench BENCH_STRICT=1      also fail when a goal is missed (default: only on errors)
+#
+# Writes build/bench/results.json and build/bench/results.md and prints the table.
+# Sizes: BENCH_READY_RUNS BENCH_RTT_N BENCH_SANDBOX_N BENCH_ROUNDS BENCH_TPUT_MIB
+# BENCH_TPUT_REPS BENCH_CONC_TASKS BENCH_CONC_KIB (empty = defaults of the mode).
+# Every variable here is prefixed BENCH_.
+
+BENCH_OUT      ?= build/bench
+BENCH_RUNNER   ?= build/forceai-runner
+BENCH_STATIC   ?= build/static/forceai-runner
+BENCH_POLICY   ?= seccomp/default.json
+BENCH_CC       ?= $(CC)
+BENCH_CFLAGS   ?= -std=gnu11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE
+BENCH_PYTHON   ?= python3
+BENCH_QUICK    ?=
+BENCH_ONLY     ?=
+BENCH_STRICT   ?=
+BENCH_RUNNER_ARGS ?=
+BENCH_READY_RUNS  ?=
+BENCH_RTT_N       ?=
+BENCH_SANDBOX_N   ?=
+BENCH_ROUNDS      ?=
+BENCH_TPUT_MIB    ?=
+BENCH_TPUT_REPS   ?=
+BENCH_CONC_TASKS  ?=
+BENCH_CONC_KIB    ?=
+
+BENCH_TOOLS := $(BENCH_OUT)/ready $(BENCH_OUT)/rawspawn $(BENCH_OUT)/rtt
+# The dev build is (re)built by this Makefile; any other BENCH_RUNNER is taken as it is.
+BENCH_BUILD := $(filter build/forceai-runner,$(BENCH_RUNNER))
+
+BENCH_OPTS = --runner $(BENCH_RUNNER) --static $(BENCH_STATIC) --policy $(BENCH_POLICY) \
+	--tools $(BENCH_OUT) --out $(BENCH_OUT) \
+	$(if $(BENCH_QUICK),--quick) $(if $(BENCH_STRICT),--strict) \
+	$(if $(BENCH_ONLY),--only $(BENCH_ONLY)) \
+	$(foreach a,$(BENCH_RUNNER_ARGS),--runner-arg=$(a)) \
+	$(if $(BENCH_READY_RUNS),--ready-runs $(BENCH_READY_RUNS)) \
+	$(if $(BENCH_RTT_N),--rtt-n $(BENCH_RTT_N)) \
+	$(if $(BENCH_SANDBOX_N),--sandbox-n $(BENCH_SANDBOX_N)) \
+	$(if $(BENCH_ROUNDS),--rounds $(BENCH_ROUNDS)) \
+	$(if $(BENCH_TPUT_MIB),--tput-mib $(BENCH_TPUT_MIB)) \
+	$(if $(BENCH_TPUT_REPS),--tput-reps $(BENCH_TPUT_REPS)) \
+	$(if $(BENCH_CONC_TASKS),--conc-tasks $(BENCH_CONC_TASKS)) \
+	$(if $(BENCH_CONC_KIB),--conc-kib $(BENCH_CONC_KIB))
+
+$(BENCH_TOOLS): $(BENCH_OUT)/%: tests/bench/%.c tests/bench/bench.h
+	@command -v $(firstword $(BENCH_CC)) >/dev/null 2>&1 || scripts/install-deps.sh build
+	@mkdir -p $(@D)
+	$(BENCH_CC) $(BENCH_CFLAGS) $< -o $@
+
+.PHONY: bench
+bench: $(BENCH_TOOLS) $(BENCH_BUILD)
+	@scripts/install-deps.sh bench
+	$(BENCH_PYTHON) tests/bench/bench.py $(BENCH_OPTS)

@@ -1,0 +1,37 @@
+# mk/tests.mk — unit tests and the `check` driver (included by the Makefile).
+
+UNIT_TESTS        := linesplit util spool seccomp
+UNIT_SRCS_linesplit := runner/linesplit.c runner/util.c
+UNIT_SRCS_util      := runner/util.c
+UNIT_SRCS_spool     := runner/spool.c runner/log.c
+UNIT_SRCS_seccomp   := runner/seccomp.c
+UNIT_CFLAGS := -std=gnu11 -D_GNU_SOURCE $(WARN) -g -Irunner
+UNIT_LIBS   := -ljansson -lseccomp
+
+build/tests/asan/test_%: tests/unit/test_%.c tests/unit/unit.h $$(UNIT_SRCS_$$*) | build/tests/asan
+	$(CC) $(UNIT_CFLAGS) -O1 $(SAN_FLAGS) $< $(UNIT_SRCS_$*) -o $@ $(UNIT_LIBS)
+
+build/tests/plain/test_%: tests/unit/test_%.c tests/unit/unit.h $$(UNIT_SRCS_$$*) | build/tests/plain
+	$(CC) $(UNIT_CFLAGS) -O1 $< $(UNIT_SRCS_$*) -o $@ $(UNIT_LIBS)
+
+build/tests/asan build/tests/plain:
+	@mkdir -p $@
+
+build/tests/probe: tests/security/probe.c | build/tests/plain
+	@mkdir -p build/tests
+	$(CC) -std=gnu11 -D_GNU_SOURCE -O1 -g -Wall -Wextra $< -o $@
+
+UNIT_BINS := $(foreach t,$(UNIT_TESTS),build/tests/asan/test_$(t) build/tests/plain/test_$(t))
+
+test-bins: all build/asan/forceai-runner $(UNIT_BINS) build/tests/probe
+
+unit: $(UNIT_BINS)
+	@tests/unit/run.sh
+
+check:
+	@scripts/install-deps.sh check
+	@$(MAKE) --no-print-directory test-bins
+	@tests/check.sh
+
+check-fast: test-bins
+	@CHECK_FAST=1 tests/check.sh

@@ -1,0 +1,756 @@
+#!/usr/bin/env python3
+"""forceai-runner benchmarks (`make bench`).
+
+Every figure is measured beside a baseline taken in the same run (the machine
+is shared and noisy), and reported as value, baseline and ratio. Latency
+figures come from the C drivers built from tests/bench/*.c (CLOCK_MONOTONIC);
+this script only starts processes, merges samples and writes the report:
+build/bench/results.json and build/bench/results.md, and a table on stdout.
+
+  1 start-to-ready    fork+exec of the runner until GET /ping answers 200 (median)
+                      vs fork+exec+exit of /bin/true, from the same driver (ready.c)
+  2 idle RSS          runner VmRSS after start vs Debian's tini (tini -- sleep 100)
+  3 binary size       stripped static runner vs stripped tini-static
+  4 round trip        POST /command {"command":"true"} until the terminal event
+                      (rtt.c, keep-alive) vs fork+exec+wait of /bin/sh -c true
+                      (rawspawn.c); p50 and p99
+  5 throughput        1 GiB of 100-byte lines through POST /v1/tasks read by
+                      curl -sN -o /dev/null vs the same generator | cat > /dev/null
+  6 concurrency       N tasks each printing M bytes at once, every stream checked
+                      byte for byte; runner VmHWM vs its idle RSS
+  7 confinement       round trip with confinement vs --insecure-no-confine, and
+                      bwrap / firejail launching /bin/true vs plain /bin/true
+
+Exit status: 1 when a benchmark could not run correctly (a task failed, a
+stream was not byte-exact, a driver failed); missed goals only fail with
+--strict.
+"""
+import argparse
+import asyncio
+import base64
+import hashlib
+import json
+import math
+import os
+import platform
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MIB = 1024 * 1024
+
+
+# ---------------------------------------------------------------- helpers
+
+class BenchError(Exception):
+    pass
+
+
+def log(msg):
+    print("bench: " + msg, file=sys.stderr, flush=True)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def pct(samples, p):
+    """Nearest-rank percentile (p in 0..100) of a non-empty list."""
+    s = sorted(samples)
+    k = max(0, min(len(s) - 1, int(math.ceil(p / 100.0 * len(s))) - 1))
+    return s[k]
+
+
+def proc_status(pid):
+    out = {}
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if v.strip().endswith("kB"):
+                    out[k] = int(v.split()[0])
+    except OSError:
+        pass
+    try:
+        with open("/proc/%d/smaps_rollup" % pid) as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    out["Pss"] = int(line.split()[1])
+    except OSError:
+        pass
+    return out
+
+
+def run_tool(argv, what):
+    """Runs a C driver; returns its stdout lines split in fields of ints."""
+    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        raise BenchError("%s failed (exit %d): %s\n  command: %s" % (
+            what, r.returncode, r.stderr.strip()[-2000:], " ".join(argv)))
+    if r.stderr.strip():
+        log("%s: %s" % (what, r.stderr.strip()))
+    return [[int(x) for x in line.split()] for line in r.stdout.splitlines() if line.strip()]
+
+
+def http(port, method, path, body=None, timeout=10):
+    import http.client
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    hdrs = {"Content-Type": "application/json"} if body is not None else {}
+    c.request(method, path, body=json.dumps(body) if body is not None else None, headers=hdrs)
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r.status, data
+
+
+class Runner:
+    """One runner on a loopback port with a private state dir, started by us."""
+
+    def __init__(self, binary, cfg, extra=(), name="runner"):
+        self.name = name
+        self.port = free_port()
+        self.tmp = tempfile.mkdtemp(prefix="forceai-bench-")
+        os.chmod(self.tmp, 0o755)
+        self.log_path = os.path.join(self.tmp, "runner.log")
+        self.argv = [binary] + runner_args(cfg, self.port, os.path.join(self.tmp, "state")) + list(extra)
+        self.logf = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(self.argv, stdout=self.logf, stderr=self.logf,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        self.pid = self.proc.pid
+        deadline = time.monotonic() + 15
+        while True:
+            if self.proc.poll() is not None:
+                raise BenchError("%s exited %s at start:\n%s\n  command: %s" % (
+                    name, self.proc.returncode, self.logtext()[-2000:], " ".join(self.argv)))
+            try:
+                if http(self.port, "GET", "/ping", timeout=2)[0] == 200:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                self.close()
+                raise BenchError("%s not ready after 15 s:\n%s" % (name, self.logtext()[-2000:]))
+            time.sleep(0.01)
+
+    def logtext(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def loglines(self):
+        out = []
+        for line in self.logtext().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+        return out
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                log("%s ignored SIGTERM for 15 s; SIGKILL to its group %d" % (self.name, self.pid))
+                os.killpg(self.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.logf.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def runner_args(cfg, port, state):
+    a = ["--listen", "127.0.0.1:%d" % port, "--state-dir", state]
+    if cfg.policy:
+        a += ["--seccomp-policy", cfg.policy]
+    return a + list(cfg.runner_arg)
+
+
+# ---------------------------------------------------------------- results
+
+class Results:
+    def __init__(self):
+        self.rows = []
+        self.errors = []
+        self.notes = []
+
+    def add(self, bench, measure, value, unit, baseline=None, baseline_value=None,
+            ratio=None, goal=None, ok=None, extra=None):
+        if ratio is None and baseline_value and baseline_value > 0 and value >= 0:
+            ratio = value / baseline_value
+        row = {"bench": bench, "measure": measure, "value": value, "unit": unit,
+               "baseline": baseline, "baseline_value": baseline_value, "ratio": ratio,
+               "goal": goal, "ok": ok}
+        if extra:
+            row["extra"] = extra
+        self.rows.append(row)
+        return row
+
+    def error(self, bench, msg):
+        log("ERROR in %s: %s" % (bench, msg))
+        self.errors.append({"bench": bench, "error": msg})
+
+    def note(self, msg):
+        self.notes.append(msg)
+
+
+def fmt(v, unit=""):
+    if v is None:
+        return "-"
+    if isinstance(v, str):
+        return v
+    if isinstance(v, int) and not unit:
+        return str(v)
+    a = abs(v)
+    s = "%.0f" % v if a >= 100 else "%.1f" % v if a >= 10 else "%.2f" % v if a >= 0.1 else "%.3f" % v
+    return s + (" " + unit if unit else "")
+
+
+def table(res):
+    head = ["#", "measure", "value", "baseline (same run)", "baseline", "ratio", "goal", ""]
+    lines = []
+    for r in sorted(res.rows, key=lambda r: int(r["bench"])):
+        status = {True: "ok", False: "MISS", None: ""}[r["ok"]]
+        lines.append([r["bench"], r["measure"], fmt(r["value"], r["unit"]), r["baseline"] or "-",
+                      fmt(r["baseline_value"], r["unit"]) if r["baseline_value"] is not None else "-",
+                      ("%.2fx" % r["ratio"]) if r["ratio"] is not None else "-", r["goal"] or "-", status])
+    return head, lines
+
+
+def write_reports(res, meta, out):
+    os.makedirs(out, exist_ok=True)
+    doc = {"meta": meta, "results": res.rows, "errors": res.errors, "notes": res.notes}
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(doc, f, indent=2)
+        f.write("\n")
+    head, lines = table(res)
+    md = ["# forceai-runner benchmarks", ""]
+    md.append("Run %s on `%s` (%s CPUs, kernel %s), load average %s before / %s after; %s mode." % (
+        meta["date"], meta["host"], meta["cpus"], meta["kernel"], meta["loadavg_before"],
+        meta["loadavg_after"], "quick" if meta["quick"] else "full"))
+    md.append("")
+    for k in ("runner", "runner_version", "static", "confinement"):
+        if meta.get(k):
+            md.append("- %s: `%s`" % (k, meta[k]))
+    md.append("")
+    md.append("Every baseline was measured in the same run, interleaved with the figure it is "
+              "compared with; ratio = value / baseline.")
+    md.append("")
+    md.append("| " + " | ".join(head) + " |")
+    md.append("|" + "|".join("---" for _ in head) + "|")
+    for l in lines:
+        md.append("| " + " | ".join(x.replace("|", "\\|") for x in l) + " |")
+    if res.notes:
+        md += ["", "Notes:", ""] + ["- " + n for n in res.notes]
+    if res.errors:
+        md += ["", "Errors:", ""] + ["- %s: %s" % (e["bench"], e["error"]) for e in res.errors]
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+
+
+def print_table(res):
+    head, lines = table(res)
+    w = [max(len(str(x)) for x in col) for col in zip(head, *lines)] if lines else [len(h) for h in head]
+    def row(cells):
+        return "  ".join(str(c).ljust(w[i]) for i, c in enumerate(cells)).rstrip()
+    print(row(head))
+    print("  ".join("-" * x for x in w))
+    for l in lines:
+        print(row(l))
+    for n in res.notes:
+        print("note: " + n)
+    for e in res.errors:
+        print("ERROR %s: %s" % (e["bench"], e["error"]))
+
+
+# ---------------------------------------------------------------- benchmarks
+
+def bench_ready(cfg, res, binaries):
+    """1: start-to-ready, interleaved in rounds with the /bin/true floor."""
+    ready = os.path.join(cfg.tools, "ready")
+    rounds = max(1, min(cfg.ready_runs, 4))
+    per = [cfg.ready_runs // rounds + (1 if i < cfg.ready_runs % rounds else 0) for i in range(rounds)]
+    floor, samples, stops = [], {n: [] for n, _ in binaries}, {n: [] for n, _ in binaries}
+    tmp = tempfile.mkdtemp(prefix="forceai-bench-ready-")
+    try:
+        for n in per:
+            floor += [x[0] for x in run_tool([ready, "-x", "-n", str(n), "--", "/bin/true"], "ready -x")]
+            for name, binary in binaries:
+                port = free_port()
+                logp = os.path.join(tmp, name + ".log")
+                argv = [ready, "-n", str(n), "-p", str(port), "-l", logp, "--", binary] + \
+                    runner_args(cfg, port, os.path.join(tmp, "state-" + name))
+                try:
+                    rows = run_tool(argv, "ready (%s)" % name)
+                except BenchError as e:
+                    try:
+                        with open(logp) as f:
+                            e.args = (e.args[0] + "\n  runner log: " + f.read()[-1500:],)
+                    except OSError:
+                        pass
+                    raise
+                samples[name] += [x[0] for x in rows]
+                stops[name] += [x[1] for x in rows]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    fmed = statistics.median(floor) / 1e6
+    for name, _ in binaries:
+        med = statistics.median(samples[name]) / 1e6
+        res.add("1", "start-to-ready, %s (median of %d)" % (name, len(samples[name])), med, "ms",
+                "exec+exit /bin/true", fmed, goal="<= 5 ms", ok=med <= 5.0,
+                extra={"min_ms": min(samples[name]) / 1e6, "max_ms": max(samples[name]) / 1e6,
+                       "stop_median_ms": statistics.median(stops[name]) / 1e6})
+    for name, _ in binaries:
+        res.add("1", "SIGTERM-to-exit when idle, %s (median)" % name,
+                statistics.median(stops[name]) / 1e6, "ms")
+
+
+def idle_rss(argv, settle, pid_of=None):
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        time.sleep(settle)
+        if p.poll() is not None:
+            raise BenchError("%s exited %s" % (argv[0], p.returncode))
+        return proc_status(p.pid)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+def bench_rss(cfg, res, binaries):
+    """2: idle RSS of each runner build beside tini (and tini-static)."""
+    tinis = [(t, shutil.which(t)) for t in ("tini", "tini-static")]
+    tinis = [(t, p) for t, p in tinis if p]
+    ref = {}
+    for t, p in tinis:
+        ref[t] = idle_rss([p, "--", "sleep", "100"], 0.5)
+    if not tinis:
+        res.note("tini not installed: idle RSS has no baseline")
+    for name, binary in binaries:
+        r = Runner(binary, cfg, name=name)
+        try:
+            http(r.port, "GET", "/ping")
+            time.sleep(0.5)
+            st = proc_status(r.pid)
+        finally:
+            r.close()
+        base = "tini-static" if name == "static" and "tini-static" in ref else "tini" if "tini" in ref else None
+        rss = st.get("VmRSS", 0) / 1024.0
+        shipped = name == "static" or len(binaries) == 1
+        res.add("2", "idle RSS, %s (VmRSS)" % name, rss, "MiB",
+                ("%s -- sleep 100" % base) if base else None,
+                ref[base]["VmRSS"] / 1024.0 if base else None,
+                goal="<= 2 MiB" if shipped else "(goal: static)",
+                ok=(rss <= 2.0) if shipped else None,
+                extra={"pss_mib": st.get("Pss", 0) / 1024.0, "rss_anon_mib": st.get("RssAnon", 0) / 1024.0,
+                       "rss_file_mib": st.get("RssFile", 0) / 1024.0,
+                       "baseline_pss_mib": ref[base].get("Pss", 0) / 1024.0 if base else None})
+        if base:
+            res.add("2", "idle PSS, %s" % name, st.get("Pss", 0) / 1024.0, "MiB",
+                    "%s PSS" % base, ref[base].get("Pss", 0) / 1024.0)
+
+
+def stripped_size(path, tmpdir):
+    out = os.path.join(tmpdir, os.path.basename(path) + ".stripped")
+    subprocess.run(["strip", "--strip-all", "-o", out, path], check=True)
+    return os.stat(out).st_size
+
+
+def bench_size(cfg, res, tmpdir):
+    """3: stripped size of the static binary."""
+    if not cfg.static or not os.path.exists(cfg.static):
+        res.note("3: no static binary at %s (run `make static`): size not measured" % cfg.static)
+        return
+    size = stripped_size(cfg.static, tmpdir)
+    ts = shutil.which("tini-static")
+    base = stripped_size(ts, tmpdir) if ts else None
+    res.add("3", "static binary, stripped", size / MIB, "MiB", "tini-static, stripped" if ts else None,
+            base / MIB if base else None, goal="<= 2 MiB", ok=size <= 2 * MIB,
+            extra={"bytes": size, "baseline_bytes": base})
+
+
+def bench_latency(cfg, res, binary):
+    """4 + 7: round trips, interleaved with their raw baselines."""
+    rtt = os.path.join(cfg.tools, "rtt")
+    raw = os.path.join(cfg.tools, "rawspawn")
+    on = Runner(binary, cfg, name="confined")
+    off = None
+    try:
+        off = Runner(binary, cfg, extra=["--insecure-no-confine"], name="unconfined")
+        hard = None
+        try:
+            st, body = http(on.port, "GET", "/v1/hardening")
+            if st == 200:
+                hard = json.loads(body)
+        except (OSError, ValueError):
+            pass
+        cfg.meta["confinement"] = json.dumps(hard, sort_keys=True) if hard else "no /v1/hardening report"
+        bw = shutil.which("bwrap")
+        fj = shutil.which("firejail")
+        series = {
+            "rtt_on": lambda n, w: [x[0] for x in run_tool([rtt, "-p", str(on.port), "-n", str(n), "-w", str(w)], "rtt confined")],
+            "rtt_off": lambda n, w: [x[0] for x in run_tool([rtt, "-p", str(off.port), "-n", str(n), "-w", str(w)], "rtt unconfined")],
+            "rtt_native": lambda n, w: [x[0] for x in run_tool(
+                [rtt, "-p", str(on.port), "-n", str(n), "-w", str(w), "-P", "/v1/tasks",
+                 "-b", '{"task":"true","capability":"exec"}'], "rtt native")],
+            "raw_sh": lambda n, w: [x[0] for x in run_tool([raw, "-n", str(n), "-w", str(w), "--", "/bin/sh", "-c", "true"], "rawspawn sh")],
+            "raw_bash": lambda n, w: [x[0] for x in run_tool([raw, "-n", str(n), "-w", str(w), "--", "/bin/bash", "-c", "true"], "rawspawn bash")],
+            "raw_true": lambda n, w: [x[0] for x in run_tool([raw, "-n", str(n), "-w", str(w), "--", "/bin/true"], "rawspawn true")],
+        }
+        counts = {"rtt_on": cfg.rtt_n, "rtt_off": cfg.rtt_n, "rtt_native": cfg.rtt_n,
+                  "raw_sh": cfg.rtt_n, "raw_bash": cfg.rtt_n, "raw_true": cfg.rtt_n}
+        if bw:
+            series["bwrap"] = lambda n, w: [x[0] for x in run_tool(
+                [raw, "-n", str(n), "-w", str(w), "--", bw, "--unshare-all", "--die-with-parent",
+                 "--ro-bind", "/", "/", "/bin/true"], "rawspawn bwrap")]
+            counts["bwrap"] = cfg.sandbox_n
+        else:
+            res.note("7: bwrap not installed (scripts/install-deps.sh bench installs bubblewrap)")
+        if fj:
+            series["firejail"] = lambda n, w: [x[0] for x in run_tool(
+                [raw, "-n", str(n), "-w", str(w), "--", fj, "--quiet", "/bin/true"], "rawspawn firejail")]
+            counts["firejail"] = cfg.sandbox_n
+        else:
+            res.note("7: firejail not installed (scripts/install-deps.sh bench installs firejail)")
+        samples = {k: [] for k in series}
+        rounds = cfg.rounds
+        for r in range(rounds):
+            for k, fn in series.items():
+                n = counts[k] // rounds + (1 if r < counts[k] % rounds else 0)
+                if n:
+                    samples[k] += fn(n, (20 if k.startswith("rtt") else 5) if r == 0 else 2)
+    finally:
+        on.close()
+        if off:
+            off.close()
+    ms = {k: {"p50": pct(v, 50) / 1e6, "p99": pct(v, 99) / 1e6, "n": len(v),
+              "mean": statistics.fmean(v) / 1e6} for k, v in samples.items() if v}
+    on50, on99 = ms["rtt_on"]["p50"], ms["rtt_on"]["p99"]
+    res.add("4", "round trip `true`, POST /command, p50 (n=%d)" % ms["rtt_on"]["n"], on50, "ms",
+            "fork+exec+wait /bin/sh -c true, p50", ms["raw_sh"]["p50"], goal="<= 3x raw",
+            ok=on50 <= 3 * ms["raw_sh"]["p50"])
+    res.add("4", "round trip `true`, POST /command, p99", on99, "ms",
+            "fork+exec+wait /bin/sh -c true, p99", ms["raw_sh"]["p99"])
+    res.add("4", "round trip `true`, POST /command, p50 vs bash", on50, "ms",
+            "fork+exec+wait /bin/bash -c true, p50 (the runner's shell)", ms["raw_bash"]["p50"])
+    res.add("4", "round trip `true`, POST /v1/tasks, p50", ms["rtt_native"]["p50"], "ms",
+            "fork+exec+wait /bin/sh -c true, p50", ms["raw_sh"]["p50"],
+            extra={"p99_ms": ms["rtt_native"]["p99"]})
+    off50 = ms["rtt_off"]["p50"]
+    res.add("7", "round trip `true`, confinement on, p50", on50, "ms",
+            "same, --insecure-no-confine, p50", off50,
+            extra={"overhead_ms": on50 - off50, "p99_on_ms": on99, "p99_off_ms": ms["rtt_off"]["p99"]})
+    res.add("7", "confinement cost per task (on - off), p50", on50 - off50, "ms")
+    t50 = ms["raw_true"]["p50"]
+    for k, label in (("bwrap", "bwrap --unshare-all --die-with-parent --ro-bind / / /bin/true"),
+                     ("firejail", "firejail --quiet /bin/true")):
+        if k in ms:
+            res.add("7", "%s, p50 (n=%d)" % (label, ms[k]["n"]), ms[k]["p50"], "ms",
+                    "fork+exec+wait /bin/true, p50", t50,
+                    extra={"overhead_ms": ms[k]["p50"] - t50, "p99_ms": ms[k]["p99"]})
+            res.add("7", "runner confinement cost vs %s cost (p50 deltas)" % k, on50 - off50, "ms",
+                    "%s - /bin/true" % k, ms[k]["p50"] - t50)
+    res.note("7: bwrap needs a root filesystem to run /bin/true: `--ro-bind / /` is added to the "
+             "brief's `bwrap --unshare-all --die-with-parent /bin/true`")
+    cfg.meta["latency_ms"] = ms
+
+
+def bench_throughput(cfg, res, binary):
+    """5: streaming throughput of the native API vs a plain pipe."""
+    gen = "yes \"$(printf '%%099d' 0)\" | head -c %d" % cfg.tput_bytes
+    body = json.dumps({"task": gen, "capability": "exec"})
+    r = Runner(binary, cfg, name="throughput")
+    try:
+        url = "http://127.0.0.1:%d/v1/tasks" % r.port
+        t_run, t_pipe, wire = [], [], []
+        for i in range(cfg.tput_reps):
+            t0 = time.monotonic()
+            c = subprocess.run(["curl", "-sN", "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
+                                "-H", "Content-Type: application/json", "-d", body, url],
+                               stdout=subprocess.PIPE, text=True)
+            t1 = time.monotonic()
+            code, size = (c.stdout.split() + ["0", "0"])[:2]
+            if c.returncode != 0 or code != "200" or int(size) < cfg.tput_bytes:
+                raise BenchError("curl: exit %d, HTTP %s, %s bytes received (want >= %d)" % (
+                    c.returncode, code, size, cfg.tput_bytes))
+            fin = [l for l in r.loglines() if l.get("msg") == "task finished"]
+            if not fin or fin[-1].get("status") != "succeeded":
+                raise BenchError("throughput task did not succeed: %s" % (fin[-1] if fin else "no 'task finished' log line"))
+            t_run.append(t1 - t0)
+            wire.append(int(size))
+            t0 = time.monotonic()
+            p = subprocess.run(["/bin/sh", "-c", gen + " | cat > /dev/null"])
+            t1 = time.monotonic()
+            if p.returncode != 0:
+                raise BenchError("pipe baseline failed: exit %d" % p.returncode)
+            t_pipe.append(t1 - t0)
+    finally:
+        r.close()
+    run_mbs = cfg.tput_bytes / statistics.median(t_run) / 1e6
+    pipe_mbs = cfg.tput_bytes / statistics.median(t_pipe) / 1e6
+    res.add("5", "stream %d MiB of 100-byte lines, /v1/tasks -> curl (median of %d)" % (
+        cfg.tput_bytes // MIB, len(t_run)), run_mbs, "MB/s",
+        "same generator | cat > /dev/null", pipe_mbs,
+        extra={"seconds": t_run, "baseline_seconds": t_pipe, "wire_bytes": wire,
+               "wire_overhead": wire[0] / cfg.tput_bytes})
+
+
+def expected_output(i, size):
+    line = ("task%04d-" % i).ljust(99, "abcdefghij"[i % 10]) + "\n"
+    reps = size // len(line) + 1
+    return line, (line * reps).encode()[:size]
+
+
+def dechunk(raw):
+    out = bytearray()
+    pos = 0
+    while True:
+        eol = raw.index(b"\r\n", pos)
+        n = int(raw[pos:eol].split(b";")[0], 16)
+        pos = eol + 2
+        if n == 0:
+            return bytes(out)
+        out += raw[pos:pos + n]
+        pos += n + 2
+
+
+def parse_native(raw):
+    """Returns (stdout bytes, exit event data) from a raw HTTP response."""
+    head, _, body = raw.partition(b"\r\n\r\n")
+    status = head.split(b"\r\n")[0]
+    if b" 200 " not in status + b" ":
+        raise BenchError("HTTP status %r: %r" % (status, body[:300]))
+    if b"chunked" in head.lower():
+        body = dechunk(body)
+    out = bytearray()
+    exit_ev = None
+    for frame in body.split(b"\n\n"):
+        ev, data = None, []
+        for line in frame.split(b"\n"):
+            if line.startswith(b"event:"):
+                ev = line[6:].strip().decode()
+            elif line.startswith(b"data:"):
+                data.append(line[5:].lstrip(b" "))
+        if not data:
+            continue
+        d = json.loads(b"\n".join(data))
+        if ev == "stdout":
+            out += d["text"].encode() if "text" in d else base64.b64decode(d["data_b64"])
+        elif ev in ("exit", "error"):
+            exit_ev = dict(d, event=ev)
+    return bytes(out), exit_ev
+
+
+async def native_task(port, task):
+    r, w = await asyncio.open_connection("127.0.0.1", port)
+    body = json.dumps({"task": task, "capability": "exec"}).encode()
+    w.write(b"POST /v1/tasks HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    await w.drain()
+    chunks = []
+    while True:
+        b = await r.read(262144)
+        if not b:
+            break
+        chunks.append(b)
+    w.close()
+    return b"".join(chunks), time.monotonic()
+
+
+async def direct_task(task):
+    p = await asyncio.create_subprocess_exec("/bin/sh", "-c", task, stdout=asyncio.subprocess.PIPE,
+                                             stdin=asyncio.subprocess.DEVNULL)
+    out = await p.stdout.read()
+    rc = await p.wait()
+    return out, rc, time.monotonic()
+
+
+async def sample_rss(pid, box, stop):
+    while not stop.is_set():
+        box[0] = max(box[0], proc_status(pid).get("VmRSS", 0))
+        try:
+            await asyncio.wait_for(stop.wait(), 0.02)
+        except asyncio.TimeoutError:
+            pass
+
+
+def bench_concurrency(cfg, res, name, binary):
+    """6: N concurrent tasks of M bytes each, byte-exact, runner peak RSS."""
+    n, size = cfg.conc_tasks, cfg.conc_bytes
+    tasks = []
+    for i in range(n):
+        line, exp = expected_output(i, size)
+        tasks.append(("yes '%s' | head -c %d" % (line[:-1], size), hashlib.sha256(exp).hexdigest()))
+
+    r = Runner(binary, cfg, extra=["--max-tasks", str(max(n + 44, 64))], name="concurrency-" + name)
+    try:
+        http(r.port, "GET", "/ping")
+        time.sleep(0.3)
+        idle = proc_status(r.pid)
+
+        async def go():
+            stop = asyncio.Event()
+            box = [0]
+            sampler = asyncio.ensure_future(sample_rss(r.pid, box, stop))
+            t0 = time.monotonic()
+            outs = await asyncio.gather(*(native_task(r.port, t) for t, _ in tasks), return_exceptions=True)
+            stop.set()
+            await sampler
+            return t0, outs, box[0]
+
+        t0, outs, sampled_peak = asyncio.run(go())
+        after = proc_status(r.pid)
+    finally:
+        r.close()
+    bad, t_end = [], t0
+    for i, o in enumerate(outs):
+        if isinstance(o, BaseException):
+            bad.append("task %d: %r" % (i, o))
+            continue
+        raw, t = o
+        t_end = max(t_end, t)
+        try:
+            out, ex = parse_native(raw)
+        except (BenchError, ValueError, KeyError) as e:
+            bad.append("task %d: %s" % (i, e))
+            continue
+        if not ex or ex.get("event") != "exit" or ex.get("exit_code") != 0:
+            bad.append("task %d: terminal event %s" % (i, ex))
+        elif hashlib.sha256(out).hexdigest() != tasks[i][1]:
+            bad.append("task %d: %d bytes received, checksum differs" % (i, len(out)))
+    outs = None
+    wall = t_end - t0
+
+    async def go_direct():
+        t0 = time.monotonic()
+        o = await asyncio.gather(*(direct_task(t) for t, _ in tasks))
+        return t0, o
+
+    d0, douts = asyncio.run(go_direct())
+    dbad = sum(1 for i, (out, rc, _) in enumerate(douts) if rc != 0 or hashlib.sha256(out).hexdigest() != tasks[i][1])
+    dwall = max(t for _, _, t in douts) - d0
+    douts = None
+    if dbad:
+        res.error("6", "direct baseline: %d streams not byte-exact (generator problem?)" % dbad)
+
+    hwm = after.get("VmHWM", 0) / 1024.0
+    res.add("6", "%d x %d KiB tasks, streams byte-exact, %s" % (n, size // 1024, name),
+            n - len(bad), "", "tasks started", n, goal="all", ok=not bad)
+    res.add("6", "runner peak RSS (VmHWM) under %d tasks, %s" % (n, name), hwm, "MiB",
+            "same runner idle VmRSS", idle.get("VmRSS", 0) / 1024.0, goal="<= 32 MiB", ok=hwm <= 32,
+            extra={"sampled_peak_rss_mib": sampled_peak / 1024.0})
+    res.add("6", "aggregate stream rate, %d tasks, %s" % (n, name), n * size / wall / 1e6, "MB/s",
+            "same commands on direct pipes", n * size / dwall / 1e6,
+            extra={"seconds": wall, "baseline_seconds": dwall})
+    if bad:
+        res.error("6", "%d of %d streams wrong (%s): %s" % (len(bad), n, name, "; ".join(bad[:5])))
+
+
+# ---------------------------------------------------------------- main
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runner", default=os.path.join(ROOT, "build", "forceai-runner"))
+    ap.add_argument("--static", default=os.path.join(ROOT, "build", "static", "forceai-runner"),
+                    help="static build, measured too when the file exists")
+    ap.add_argument("--policy", default=os.path.join(ROOT, "seccomp", "default.json"))
+    ap.add_argument("--runner-arg", action="append", default=[], help="extra runner argument (repeatable)")
+    ap.add_argument("--tools", default=os.path.join(ROOT, "build", "bench"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench"))
+    ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run of the bench code")
+    ap.add_argument("--only", default="", help="comma-separated benchmark numbers (default: all)")
+    ap.add_argument("--strict", action="store_true", help="exit 1 when a goal is missed")
+    ap.add_argument("--ready-runs", type=int)
+    ap.add_argument("--rtt-n", type=int)
+    ap.add_argument("--sandbox-n", type=int)
+    ap.add_argument("--rounds", type=int)
+    ap.add_argument("--tput-mib", type=int)
+    ap.add_argument("--tput-reps", type=int)
+    ap.add_argument("--conc-tasks", type=int)
+    ap.add_argument("--conc-kib", type=int)
+    cfg = ap.parse_args()
+    q = cfg.quick
+    defaults = dict(ready_runs=(5, 20), rtt_n=(50, 1000), sandbox_n=(10, 200), rounds=(2, 10),
+                    tput_mib=(32, 1024), tput_reps=(1, 3), conc_tasks=(16, 256), conc_kib=(256, 1024))
+    for k, (quick, full) in defaults.items():
+        if getattr(cfg, k) is None:
+            setattr(cfg, k, quick if q else full)
+    cfg.tput_bytes = cfg.tput_mib * MIB
+    cfg.conc_bytes = cfg.conc_kib * 1024
+    cfg.rounds = max(1, cfg.rounds)
+    only = set(x.strip() for x in cfg.only.split(",") if x.strip())
+    cfg.runner = os.path.abspath(cfg.runner)
+    if not os.access(cfg.runner, os.X_OK):
+        sys.exit("bench: runner %s is missing or not executable (make, or BENCH_RUNNER=...)" % cfg.runner)
+    static = os.path.abspath(cfg.static) if cfg.static and os.path.exists(cfg.static) else None
+    binaries = [("dev", cfg.runner)] + ([("static", static)] if static and static != cfg.runner else [])
+    for t in ("ready", "rawspawn", "rtt"):
+        if not os.access(os.path.join(cfg.tools, t), os.X_OK):
+            sys.exit("bench: driver %s missing (make bench builds it)" % os.path.join(cfg.tools, t))
+    if os.geteuid() != 0:
+        log("not root: the runner cannot switch tasks to uid 1000; results may be errors")
+
+    ver = subprocess.run([cfg.runner, "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    cfg.meta = {
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host": platform.node(),
+        "cpus": os.cpu_count(), "kernel": platform.release(), "quick": q,
+        "loadavg_before": " ".join(open("/proc/loadavg").read().split()[:3]),
+        "runner": cfg.runner, "runner_version": ver.stdout.strip(), "static": static,
+        "params": {k: getattr(cfg, k) for k in defaults},
+    }
+    res = Results()
+    tmpdir = tempfile.mkdtemp(prefix="forceai-bench-")
+    t_start = time.monotonic()
+    steps = [
+        ("1", "start-to-ready", lambda: bench_ready(cfg, res, binaries)),
+        ("2", "idle RSS", lambda: bench_rss(cfg, res, binaries)),
+        ("3", "binary size", lambda: bench_size(cfg, res, tmpdir)),
+        ("4", "round trip + 7 confinement", lambda: bench_latency(cfg, res, cfg.runner)),
+        ("5", "throughput", lambda: bench_throughput(cfg, res, cfg.runner)),
+        ("6", "concurrency", lambda: [bench_concurrency(cfg, res, n, b) for n, b in binaries]),
+    ]
+    try:
+        for num, label, fn in steps:
+            if only and num not in only and not (num == "4" and "7" in only):
+                continue
+            t0 = time.monotonic()
+            log("%s %s ..." % (num, label))
+            try:
+                fn()
+            except (BenchError, OSError, subprocess.SubprocessError) as e:
+                res.error(num, str(e))
+            log("%s %s done in %.1f s" % (num, label, time.monotonic() - t0))
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    cfg.meta["loadavg_after"] = " ".join(open("/proc/loadavg").read().split()[:3])
+    cfg.meta["seconds"] = round(time.monotonic() - t_start, 1)
+    write_reports(res, cfg.meta, cfg.out)
+    print_table(res)
+    print("results: %s, %s (%.0f s)" % (os.path.join(cfg.out, "results.json"),
+                                       os.path.join(cfg.out, "results.md"), cfg.meta["seconds"]))
+    missed = [r for r in res.rows if r["ok"] is False]
+    if res.errors:
+        sys.exit(1)
+    if cfg.strict and missed:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

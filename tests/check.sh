@@ -1,0 +1,54 @@
+#!/bin/bash
+# `make check`: every suite in turn; prints each suite's summary and a total.
+# CHECK_FAST=1 skips the slow stages (sanitizer/valgrind reruns, containers).
+set -u
+cd "$(dirname "$0")/.."
+export PYTHONDONTWRITEBYTECODE=1
+total_pass=0 total_fail=0 failed_stages=()
+log_dir=build/check-logs
+mkdir -p "$log_dir"
+
+stage() {
+	local name=$1
+	shift
+	echo "=== $name: $*"
+	local t0=$SECONDS
+	"$@" >"$log_dir/$name.log" 2>&1
+	local rc=$?
+	local line
+	line=$(grep -E '^([a-z]+: )?[0-9]+ passed, [0-9]+ failed' "$log_dir/$name.log" | tail -1)
+	local p f
+	p=$(sed -E 's/^([a-z]+: )?([0-9]+) passed.*/\2/' <<<"$line")
+	f=$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")
+	[ -z "$line" ] && p=0 f=1
+	[ $rc -ne 0 ] && [ "${f:-0}" -eq 0 ] && f=1
+	total_pass=$((total_pass + p))
+	total_fail=$((total_fail + f))
+	echo "    $name: ${line:-no summary (exit $rc)} [$((SECONDS - t0))s]"
+	if [ $rc -ne 0 ]; then
+		failed_stages+=("$name")
+		echo "    --- last lines of $log_dir/$name.log:"
+		grep -E 'FAIL|ERROR|Error|error|Traceback|assert' "$log_dir/$name.log" | tail -30 | sed 's/^/    /'
+		tail -15 "$log_dir/$name.log" | sed 's/^/    /'
+	fi
+}
+
+stage unit tests/unit/run.sh
+stage pid1 python3 tests/run.py pid1
+stage integration python3 tests/run.py integration
+stage security python3 tests/run.py security
+stage sdk python3 tests/sdk/run_sdk.py
+if [ -z "${CHECK_FAST:-}" ]; then
+	stage integration-asan env RUNNER_BIN=build/asan/forceai-runner python3 tests/run.py integration
+	stage integration-valgrind env RUNNER_WRAP="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite" \
+		RUNNER_SLOW=1 python3 tests/run.py integration
+	[ -x tests/container/run.sh ] && stage container tests/container/run.sh
+	[ -f mk/bench.mk ] && stage bench-smoke make --no-print-directory bench BENCH_QUICK=1
+fi
+
+echo
+if [ ${#failed_stages[@]} -gt 0 ]; then
+	echo "failed stages: ${failed_stages[*]} (logs in $log_dir/)"
+fi
+echo "total: $total_pass passed, $total_fail failed"
+[ $total_fail -eq 0 ] && [ ${#failed_stages[@]} -eq 0 ]

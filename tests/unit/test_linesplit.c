@@ -1,0 +1,72 @@
+#include "../../runner/linesplit.h"
+
+#include <stdlib.h>
+
+#include "unit.h"
+
+struct collect {
+	char lines[64][64];
+	int n;
+};
+
+static int cb(void *arg, const char *line, size_t len)
+{
+	struct collect *c = arg;
+	if (c->n < 64) {
+		snprintf(c->lines[c->n], 64, "%.*s", (int)len, line);
+		c->n++;
+	}
+	return 0;
+}
+
+/* Feed `in` split at every possible position pair; the lines must not
+ * depend on how reads were cut. */
+static void check_all_splits(const char *in, const char *const *want, int nwant)
+{
+	size_t len = strlen(in);
+	for (size_t a = 0; a <= len; a++) {
+		for (size_t b = a; b <= len; b++) {
+			struct linesplit ls;
+			struct collect c = {.n = 0};
+			linesplit_init(&ls, 16);
+			linesplit_feed(&ls, in, a, cb, &c);
+			linesplit_feed(&ls, in + a, b - a, cb, &c);
+			linesplit_feed(&ls, in + b, len - b, cb, &c);
+			linesplit_flush(&ls, cb, &c);
+			linesplit_free(&ls);
+			int ok = c.n == nwant;
+			for (int i = 0; ok && i < nwant; i++)
+				ok = strcmp(c.lines[i], want[i]) == 0;
+			CHECK(ok);
+			if (!ok) {
+				fprintf(stderr, "  input %s split %zu/%zu gave %d lines\n", in, a, b, c.n);
+				return;
+			}
+		}
+	}
+}
+
+int main(void)
+{
+	const char *w1[] = {"a", "b", "c", "", "d", "", "e"};
+	check_all_splits("a\r\nb\rc\n\nd\r\r\ne", w1, 7);
+	const char *w2[] = {"", "", ""};
+	check_all_splits("\n\r\n\r", w2, 3);
+	const char *w3[] = {"no newline"};
+	check_all_splits("no newline", w3, 1);
+	/* max_line 16: a long line is cut into 16-byte pieces */
+	const char *w4[] = {"0123456789abcdef", "0123456789abcdef", "xy"};
+	check_all_splits("0123456789abcdef0123456789abcdefxy\n", w4, 3);
+	/* "\r" then "\n" in a later feed counts once */
+	struct linesplit ls;
+	struct collect c = {.n = 0};
+	linesplit_init(&ls, 0);
+	linesplit_feed(&ls, "x\r", 2, cb, &c);
+	linesplit_feed(&ls, "\ny\n", 3, cb, &c);
+	linesplit_flush(&ls, cb, &c);
+	linesplit_free(&ls);
+	CHECK(c.n == 2);
+	CHECK_STR(c.lines[0], "x");
+	CHECK_STR(c.lines[1], "y");
+	return unit_done();
+}
