@@ -12,7 +12,7 @@ OBJS        := $(patsubst runner/%.c,build/obj/%.o,$(RUNNER_SRCS))
 ASAN_OBJS   := $(patsubst runner/%.c,build/asan/obj/%.o,$(RUNNER_SRCS))
 SAN_FLAGS   := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-.PHONY: all deps check check-fast run bench fuzz soak format format-check clean unit
+.PHONY: all deps check check-fast run run-local bench fuzz soak format format-check clean unit test-bins
 all: build/forceai-runner
 
 deps:
@@ -39,6 +39,7 @@ include mk/static.mk
 include mk/image.mk
 .SECONDEXPANSION:
 include mk/tests.mk
+include mk/fuzz.mk
 
 format:
 	clang-format -i runner/*.c runner/*.h tests/*/*.c
@@ -48,3 +49,13 @@ format-check:
 
 clean:
 	rm -rf build/obj build/asan build/forceai-runner build/tests
+
+# `make run`: the real thing — the image built from the Containerfile, run
+# with podman (or docker), endpoint + token + a curl printed.
+run:
+	@scripts/install-deps.sh run
+	@$(MAKE) --no-print-directory run-container
+
+# The dev build as PID 1 of a fresh PID namespace, in the foreground.
+run-local: all
+	@scripts/run-local.sh

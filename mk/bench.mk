@@ -6,7 +6,8 @@
 #   make bench BENCH_ONLY=4,7      only some benchmarks (numbers as in tests/bench/bench.py)
 #   make bench BENCH_STRICT=1      also fail when a goal is missed (default: only on errors)
 #
-# Writes build/bench/results.json and build/bench/results.md and prints the table.
+# Writes build/bench/results.json and build/bench/results.md (quick runs: build/bench/quick/)
+# and prints the table. Exits non-zero when a benchmark could not run correctly.
 # Sizes: BENCH_READY_RUNS BENCH_RTT_N BENCH_SANDBOX_N BENCH_ROUNDS BENCH_TPUT_MIB
 # BENCH_TPUT_REPS BENCH_CONC_TASKS BENCH_CONC_KIB (empty = defaults of the mode).
 # Every variable here is prefixed BENCH_.
@@ -36,7 +37,7 @@ BENCH_TOOLS := $(BENCH_OUT)/ready $(BENCH_OUT)/rawspawn $(BENCH_OUT)/rtt
 BENCH_BUILD := $(filter build/forceai-runner,$(BENCH_RUNNER))
 
 BENCH_OPTS = --runner $(BENCH_RUNNER) --static $(BENCH_STATIC) --policy $(BENCH_POLICY) \
-	--tools $(BENCH_OUT) --out $(BENCH_OUT) \
+	--tools $(BENCH_OUT) --out $(BENCH_OUT)$(if $(BENCH_QUICK),/quick) \
 	$(if $(BENCH_QUICK),--quick) $(if $(BENCH_STRICT),--strict) \
 	$(if $(BENCH_ONLY),--only $(BENCH_ONLY)) \
 	$(foreach a,$(BENCH_RUNNER_ARGS),--runner-arg=$(a)) \

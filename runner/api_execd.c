@@ -215,33 +215,34 @@ static enum MHD_Result start_stream(struct http_req *req, struct task *t, bool s
 	return http_stream_start(req, &es->hs, &execd_ops, "text/event-stream");
 }
 
-/* Typed field access with clear errors. */
-static int get_str(struct http_req *req, json_t *body, const char *key, bool required,
-		   const char **out)
+/* Typed field access with clear errors (into err; the handlers answer 400
+ * INVALID_REQUEST_BODY with the message). */
+static int get_str(json_t *body, const char *key, bool required, const char **out, char *err,
+		   size_t errlen)
 {
 	json_t *v = json_object_get(body, key);
 	*out = NULL;
 	if (!v || json_is_null(v)) {
 		if (required) {
-			http_error(req, 400, "INVALID_REQUEST_BODY", "field '%s' is required", key);
+			snprintf(err, errlen, "field '%s' is required", key);
 			return -1;
 		}
 		return 0;
 	}
 	if (!json_is_string(v)) {
-		http_error(req, 400, "INVALID_REQUEST_BODY", "field '%s' must be a string", key);
+		snprintf(err, errlen, "field '%s' must be a string", key);
 		return -1;
 	}
 	if (strlen(json_string_value(v)) != json_string_length(v)) {
-		http_error(req, 400, "INVALID_REQUEST_BODY", "field '%s' contains a NUL byte", key);
+		snprintf(err, errlen, "field '%s' contains a NUL byte", key);
 		return -1;
 	}
 	*out = json_string_value(v);
 	return 0;
 }
 
-static int get_uint(struct http_req *req, json_t *body, const char *key, uint64_t max, bool *has,
-		    uint64_t *out)
+static int get_uint(json_t *body, const char *key, uint64_t max, bool *has, uint64_t *out,
+		    char *err, size_t errlen)
 {
 	json_t *v = json_object_get(body, key);
 	*has = false;
@@ -249,9 +250,8 @@ static int get_uint(struct http_req *req, json_t *body, const char *key, uint64_
 		return 0;
 	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
 	    (uint64_t)json_integer_value(v) > max) {
-		http_error(req, 400, "INVALID_REQUEST_BODY",
-			   "field '%s' must be an integer between 0 and %llu", key,
-			   (unsigned long long)max);
+		snprintf(err, errlen, "field '%s' must be an integer between 0 and %llu", key,
+			 (unsigned long long)max);
 		return -1;
 	}
 	*has = true;
@@ -259,21 +259,74 @@ static int get_uint(struct http_req *req, json_t *body, const char *key, uint64_
 	return 0;
 }
 
-int api_read_spec(struct http_req *req, json_t *body, const char *cmd_key, struct task_spec *spec);
-int api_read_spec(struct http_req *req, json_t *body, const char *cmd_key, struct task_spec *spec)
+int api_read_spec(json_t *body, const char *cmd_key, struct task_spec *spec, char *err,
+		  size_t errlen)
 {
 	memset(spec, 0, sizeof(*spec));
 	spec->state_in_fd = spec->state_out_fd = -1;
-	if (get_str(req, body, cmd_key, true, &spec->command) < 0)
+	if (get_str(body, cmd_key, true, &spec->command, err, errlen) < 0)
 		return -1;
 	if (!*spec->command) {
-		http_error(req, 400, "INVALID_REQUEST_BODY", "field '%s' must not be empty", cmd_key);
+		snprintf(err, errlen, "field '%s' must not be empty", cmd_key);
 		return -1;
 	}
-	if (get_str(req, body, "cwd", false, &spec->cwd) < 0)
+	if (get_str(body, "cwd", false, &spec->cwd, err, errlen) < 0)
 		return -1;
 	if (spec->cwd && !*spec->cwd)
 		spec->cwd = NULL;
+	return 0;
+}
+
+int api_parse_command(json_t *body, struct task_spec *spec, char *err, size_t errlen)
+{
+	bool has;
+	uint64_t v;
+	if (api_read_spec(body, "command", spec, err, errlen) < 0)
+		return -1;
+	spec->api = TASK_API_EXECD;
+	json_t *bg = json_object_get(body, "background");
+	if (bg && !json_is_null(bg) && !json_is_boolean(bg)) {
+		snprintf(err, errlen, "field 'background' must be a boolean");
+		return -1;
+	}
+	spec->background = bg && json_is_true(bg);
+	if (get_uint(body, "timeout", 7ULL * 24 * 3600 * 1000, &has, &v, err, errlen) < 0)
+		return -1;
+	spec->timeout_ms = has ? v : 0;
+	if (get_uint(body, "uid", 0xfffffffe, &has, &v, err, errlen) < 0)
+		return -1;
+	spec->has_uid = has;
+	spec->uid = (uid_t)v;
+	if (get_uint(body, "gid", 0xfffffffe, &has, &v, err, errlen) < 0)
+		return -1;
+	spec->has_gid = has;
+	spec->gid = (gid_t)v;
+	spec->env = json_object_get(body, "envs");
+	return 0;
+}
+
+int api_parse_session_create(json_t *body, const char **cwd, char *err, size_t errlen)
+{
+	if (get_str(body, "cwd", false, cwd, err, errlen) < 0)
+		return -1;
+	if (*cwd && **cwd && (*cwd)[0] != '/') {
+		snprintf(err, errlen, "cwd must be an absolute path");
+		return -1;
+	}
+	if (*cwd && !**cwd)
+		*cwd = NULL;
+	return 0;
+}
+
+int api_parse_session_run(json_t *body, struct task_spec *spec, char *err, size_t errlen)
+{
+	bool has;
+	uint64_t v;
+	if (api_read_spec(body, "command", spec, err, errlen) < 0)
+		return -1;
+	if (get_uint(body, "timeout", 7ULL * 24 * 3600 * 1000, &has, &v, err, errlen) < 0)
+		return -1;
+	spec->timeout_ms = has ? v : 0;
 	return 0;
 }
 
@@ -289,32 +342,13 @@ enum MHD_Result api_command_run(struct http_req *req)
 		return req->responded ? MHD_YES : MHD_NO;
 	struct task_spec spec;
 	enum MHD_Result res = MHD_YES;
-	bool has;
-	uint64_t v;
-	if (api_read_spec(req, body, "command", &spec) < 0)
-		goto out;
-	spec.api = TASK_API_EXECD;
-	json_t *bg = json_object_get(body, "background");
-	if (bg && !json_is_null(bg) && !json_is_boolean(bg)) {
-		res = http_error(req, 400, "INVALID_REQUEST_BODY", "field 'background' must be a boolean");
-		goto out;
-	}
-	spec.background = bg && json_is_true(bg);
-	if (get_uint(req, body, "timeout", 7ULL * 24 * 3600 * 1000, &has, &v) < 0)
-		goto out;
-	spec.timeout_ms = has ? v : 0;
-	if (get_uint(req, body, "uid", 0xfffffffe, &has, &v) < 0)
-		goto out;
-	spec.has_uid = has;
-	spec.uid = (uid_t)v;
-	if (get_uint(req, body, "gid", 0xfffffffe, &has, &v) < 0)
-		goto out;
-	spec.has_gid = has;
-	spec.gid = (gid_t)v;
-	spec.env = json_object_get(body, "envs");
 	int status;
 	const char *code;
 	char err[512];
+	if (api_parse_command(body, &spec, err, sizeof(err)) < 0) {
+		res = http_error(req, 400, "INVALID_REQUEST_BODY", "%s", err);
+		goto out;
+	}
 	struct task *t = task_start(req->r, &spec, &status, &code, err, sizeof(err));
 	if (!t) {
 		res = http_error(req, (unsigned)status, code, "%s", err);
@@ -438,14 +472,11 @@ enum MHD_Result api_session_create(struct http_req *req)
 		return req->responded ? MHD_YES : MHD_NO;
 	const char *cwd = NULL;
 	enum MHD_Result res;
-	if (get_str(req, body, "cwd", false, &cwd) < 0) {
-		json_decref(body);
-		return MHD_YES;
-	}
-	if (cwd && *cwd && cwd[0] != '/') {
-		res = http_error(req, 400, "INVALID_REQUEST_BODY", "cwd must be an absolute path");
+	char err[512];
+	if (api_parse_session_create(body, &cwd, err, sizeof(err)) < 0) {
+		res = http_error(req, 400, "INVALID_REQUEST_BODY", "%s", err);
 	} else {
-		struct session *s = session_create(req->r, cwd && *cwd ? cwd : NULL);
+		struct session *s = session_create(req->r, cwd);
 		if (!s)
 			res = http_error(req, 429, "TOO_MANY_SESSIONS", "cannot create more sessions");
 		else
@@ -473,15 +504,15 @@ enum MHD_Result api_session_run(struct http_req *req)
 		return req->responded ? MHD_YES : MHD_NO;
 	enum MHD_Result res = MHD_YES;
 	struct task_spec spec;
-	bool has;
-	uint64_t v;
 	char *wrapped = NULL;
 	int in_fd = -1, out_fd = -1;
-	if (api_read_spec(req, body, "command", &spec) < 0)
+	int status;
+	const char *code;
+	char err[512];
+	if (api_parse_session_run(body, &spec, err, sizeof(err)) < 0) {
+		res = http_error(req, 400, "INVALID_REQUEST_BODY", "%s", err);
 		goto out;
-	if (get_uint(req, body, "timeout", 7ULL * 24 * 3600 * 1000, &has, &v) < 0)
-		goto out;
-	spec.timeout_ms = has ? v : 0;
+	}
 	if (s->running) {
 		res = http_error(req, 409, "SESSION_BUSY", "session %s is already running a command",
 				 s->id);
@@ -502,9 +533,6 @@ enum MHD_Result api_session_run(struct http_req *req)
 	spec.session = s;
 	spec.state_in_fd = in_fd;
 	spec.state_out_fd = out_fd;
-	int status;
-	const char *code;
-	char err[512];
 	struct task *t = task_start(req->r, &spec, &status, &code, err, sizeof(err));
 	if (!t) {
 		res = http_error(req, (unsigned)status, code, "%s", err);

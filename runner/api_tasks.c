@@ -13,8 +13,6 @@
 
 #define KEEPALIVE_MS 5000 /* well inside the idle timeout of proxies and of our own server */
 
-int api_read_spec(struct http_req *req, json_t *body, const char *cmd_key, struct task_spec *spec);
-
 struct native_stream {
 	struct http_stream hs;
 	struct task_reader rd;
@@ -143,6 +141,51 @@ static struct task *find_task(struct http_req *req)
 	return t && t->api == TASK_API_NATIVE ? t : NULL;
 }
 
+int api_parse_task(json_t *body, struct task_spec *spec, unsigned *status, const char **code,
+		   char *err, size_t errlen)
+{
+	*status = 400;
+	*code = "INVALID_REQUEST_BODY";
+	if (api_read_spec(body, "task", spec, err, errlen) < 0)
+		return -1;
+	spec->api = TASK_API_NATIVE;
+	json_t *cap = json_object_get(body, "capability");
+	const char *capability = "exec";
+	if (cap && !json_is_null(cap)) {
+		if (!json_is_string(cap)) {
+			snprintf(err, errlen, "field 'capability' must be a string");
+			return -1;
+		}
+		capability = json_string_value(cap);
+	}
+	if (!strcmp(capability, "chat") || !strcmp(capability, "agent")) {
+		*status = 501;
+		*code = "CAPABILITY_UNAVAILABLE";
+		snprintf(err, errlen,
+			 "capability '%s' needs a configured gateway (not available in this build)",
+			 capability);
+		return -1;
+	}
+	if (strcmp(capability, "exec") != 0) {
+		*code = "UNKNOWN_CAPABILITY";
+		snprintf(err, errlen, "unknown capability '%.32s' (expected exec, chat or agent)",
+			 capability);
+		return -1;
+	}
+	spec->capability = capability;
+	json_t *to = json_object_get(body, "timeout_ms");
+	if (to && !json_is_null(to)) {
+		if (!json_is_integer(to) || json_integer_value(to) < 0 ||
+		    json_integer_value(to) > 7LL * 24 * 3600 * 1000) {
+			snprintf(err, errlen, "field 'timeout_ms' must be a non-negative integer (ms)");
+			return -1;
+		}
+		spec->timeout_ms = (uint64_t)json_integer_value(to);
+	}
+	spec->env = json_object_get(body, "env");
+	return 0;
+}
+
 enum MHD_Result api_task_create(struct http_req *req)
 {
 	json_t *body = http_body_json(req, false);
@@ -150,45 +193,14 @@ enum MHD_Result api_task_create(struct http_req *req)
 		return req->responded ? MHD_YES : MHD_NO;
 	enum MHD_Result res = MHD_YES;
 	struct task_spec spec;
-	if (api_read_spec(req, body, "task", &spec) < 0)
-		goto out;
-	spec.api = TASK_API_NATIVE;
-	json_t *cap = json_object_get(body, "capability");
-	const char *capability = "exec";
-	if (cap && !json_is_null(cap)) {
-		if (!json_is_string(cap)) {
-			res = http_error(req, 400, "INVALID_REQUEST_BODY",
-					 "field 'capability' must be a string");
-			goto out;
-		}
-		capability = json_string_value(cap);
-	}
-	if (!strcmp(capability, "chat") || !strcmp(capability, "agent")) {
-		res = http_error(req, 501, "CAPABILITY_UNAVAILABLE",
-				 "capability '%s' needs a configured gateway (not available in this build)",
-				 capability);
-		goto out;
-	}
-	if (strcmp(capability, "exec") != 0) {
-		res = http_error(req, 400, "UNKNOWN_CAPABILITY",
-				 "unknown capability '%.32s' (expected exec, chat or agent)", capability);
-		goto out;
-	}
-	spec.capability = capability;
-	json_t *to = json_object_get(body, "timeout_ms");
-	if (to && !json_is_null(to)) {
-		if (!json_is_integer(to) || json_integer_value(to) < 0 ||
-		    json_integer_value(to) > 7LL * 24 * 3600 * 1000) {
-			res = http_error(req, 400, "INVALID_REQUEST_BODY",
-					 "field 'timeout_ms' must be a non-negative integer (ms)");
-			goto out;
-		}
-		spec.timeout_ms = (uint64_t)json_integer_value(to);
-	}
-	spec.env = json_object_get(body, "env");
+	unsigned ustatus;
 	int status;
 	const char *code;
 	char err[512];
+	if (api_parse_task(body, &spec, &ustatus, &code, err, sizeof(err)) < 0) {
+		res = http_error(req, ustatus, code, "%s", err);
+		goto out;
+	}
 	struct task *t = task_start(req->r, &spec, &status, &code, err, sizeof(err));
 	if (!t) {
 		res = http_error(req, (unsigned)status, code, "%s", err);

@@ -91,7 +91,9 @@ static bool has_word(const char *list, const char *word)
 static enum cgroup_mode none(const char *fmt, const char *a, const char *b)
 {
 	char why[256];
-	snprintf(why, sizeof(why), fmt, a, b);
+	/* A cut message is still a good reason; using the result tells gcc so. */
+	if (snprintf(why, sizeof(why), fmt, a, b) >= (int)sizeof(why))
+		why[sizeof(why) - 2] = '~';
 	snprintf(cg.reason, sizeof(cg.reason),
 		 "%s; per-task memory/pids/cpu limits are off, tasks get rlimits and the "
 		 "process-tree kill", why);
@@ -103,8 +105,9 @@ static enum cgroup_mode none(const char *fmt, const char *a, const char *b)
 static int move_procs(const char *from, const char *to)
 {
 	char src[PATH_MAX], dst[PATH_MAX];
-	snprintf(src, sizeof(src), "%s/cgroup.procs", from);
-	snprintf(dst, sizeof(dst), "%s/cgroup.procs", to);
+	if (snprintf(src, sizeof(src), "%s/cgroup.procs", from) >= (int)sizeof(src) ||
+	    snprintf(dst, sizeof(dst), "%s/cgroup.procs", to) >= (int)sizeof(dst))
+		return -ENAMETOOLONG;
 	for (int round = 0; round < 10; round++) {
 		FILE *f = fopen(src, "re");
 		if (!f)

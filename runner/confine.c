@@ -23,6 +23,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -34,6 +36,10 @@
  * and thread of the task's real uid, across all tasks of that uid. */
 #define DEFAULT_NPROC 1024
 #define DEFAULT_NOFILE 4096
+
+#ifndef PIPEFS_MAGIC
+#define PIPEFS_MAGIC 0x50495045
+#endif
 
 /* ---- child side: async-signal-safe helpers ---------------------------- */
 
@@ -120,12 +126,17 @@ static int close_range_or_loop(unsigned lo, unsigned hi)
 	return 0;
 }
 
-/* Close every fd >= lowfd except keep_a and keep_b (-1: none). */
-static int close_fds_except(int lowfd, int keep_a, int keep_b)
+/* Close every fd >= lowfd except those in keep[] (-1: none). */
+static int close_fds_except(int lowfd, int *keep, int nkeep)
 {
-	int keep[2] = {keep_a < keep_b ? keep_a : keep_b, keep_a < keep_b ? keep_b : keep_a};
+	for (int i = 1; i < nkeep; i++) /* insertion sort: at most a handful */
+		for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+			int t = keep[j];
+			keep[j] = keep[j - 1];
+			keep[j - 1] = t;
+		}
 	unsigned next = lowfd > 0 ? (unsigned)lowfd : 0;
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < nkeep; i++) {
 		if (keep[i] < 0 || (unsigned)keep[i] < next)
 			continue; /* none, below the range, or the same fd twice */
 		if ((unsigned)keep[i] > next) {
@@ -140,8 +151,35 @@ static int close_fds_except(int lowfd, int keep_a, int keep_b)
 
 int confine_close_fds(const struct confine_policy *pol, int lowfd, int keep)
 {
-	int rfd = pol->enabled ? pol->landlock_ruleset_fd : -1;
-	return close_fds_except(lowfd, rfd, keep);
+	int k[3] = {pol->enabled ? pol->landlock.ruleset_fd : -1,
+		    pol->enabled ? pol->landlock.root_ruleset_fd : -1, keep};
+	return close_fds_except(lowfd, k, 3);
+}
+
+/* The runner's pipes belong to root with mode 0600, so a task could not
+ * reopen its own stdio through /dev/stdout or /proc/self/fd (a common
+ * idiom: echo >/dev/stderr). Hand the anonymous pipes among the kept fds
+ * to the task user; never anything with a name in the filesystem. */
+static int give_pipes(int nfds, uid_t uid, gid_t gid)
+{
+	for (int fd = 0; fd < nfds; fd++) {
+		struct stat st;
+		struct statfs sfs;
+		if (fstat(fd, &st) < 0) {
+			if (errno == EBADF)
+				continue;
+			return -errno;
+		}
+		if (!S_ISFIFO(st.st_mode) || st.st_uid == uid)
+			continue;
+		if (fstatfs(fd, &sfs) < 0)
+			return -errno;
+		if (sfs.f_type != PIPEFS_MAGIC)
+			continue;
+		if (fchown(fd, uid, gid) < 0)
+			return -errno;
+	}
+	return 0;
 }
 
 _Noreturn void confine_exec(const struct confine_plan *plan)
@@ -164,8 +202,13 @@ _Noreturn void confine_exec(const struct confine_plan *plan)
 	/* 1. Own session and process group; nothing of the runner's fds. */
 	if (setsid() < 0)
 		die("setsid", NULL, errno, 126);
-	rc = close_fds_except(plan->nkeep_fds, confine ? pol->landlock_ruleset_fd : -1,
-			      plan->cgroup_procs_fd);
+	/* Root tasks get the ruleset that also scopes signals (landlock.h). */
+	const int ll_fd = !confine ? -1
+			  : plan->uid == 0 && pol->landlock.root_ruleset_fd >= 0
+				  ? pol->landlock.root_ruleset_fd
+				  : pol->landlock_ruleset_fd;
+	int keep[2] = {ll_fd, plan->cgroup_procs_fd};
+	rc = close_fds_except(plan->nkeep_fds, keep, 2);
 	if (rc < 0)
 		die("close_range", NULL, -rc, 126);
 
@@ -192,6 +235,8 @@ _Noreturn void confine_exec(const struct confine_plan *plan)
 	/* 5. Identity, then the capability sets (NO_SETUID_FIXUP: the kernel
 	 * kept them across the uid change). */
 	if (priv) {
+		if ((rc = give_pipes(plan->nkeep_fds, plan->uid, plan->gid)) < 0)
+			die("fchown", "(stdio pipes)", -rc, 126);
 		if (setgroups(0, NULL) < 0)
 			die("setgroups", NULL, errno, 126);
 		if (setresgid(plan->gid, plan->gid, plan->gid) < 0)
@@ -225,10 +270,10 @@ _Noreturn void confine_exec(const struct confine_plan *plan)
 		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 			die("no_new_privs", NULL, errno, 126);
 		/* 7. */
-		if (pol->landlock_ruleset_fd >= 0) {
-			if ((rc = landlock_apply(pol->landlock_ruleset_fd)) < 0)
+		if (ll_fd >= 0) {
+			if ((rc = landlock_apply(ll_fd)) < 0)
 				die("landlock", NULL, -rc, 126);
-			close(pol->landlock_ruleset_fd);
+			close(ll_fd);
 		}
 		/* 8. Last: from here on only the policy's system calls. */
 		if ((rc = seccomp_policy_apply(&pol->seccomp)) < 0)
@@ -287,6 +332,7 @@ int confine_policy_init(struct confine_policy *pol, const struct runner_config *
 	memset(pol, 0, sizeof(*pol));
 	pol->landlock_ruleset_fd = -1;
 	pol->landlock.ruleset_fd = -1;
+	pol->landlock.root_ruleset_fd = -1;
 	pol->enabled = !cfg->insecure_no_confine;
 	pol->allow_root_tasks = cfg->allow_root_tasks;
 	pol->task_uid = cfg->task_uid;
@@ -412,8 +458,9 @@ json_t *confine_report(const struct confine_policy *pol)
 					      "random, urandom, tty, ptmx)", "/dev/pts"));
 		json_object_set_new(ll, "skipped_roots", split_roots(pol->landlock.skipped));
 		json_object_set_new(ll, "scoped",
-				    json_string(pol->landlock.scoped
-							? "signals and abstract UNIX sockets"
+				    json_string(pol->landlock.root_ruleset_fd >= 0
+							? "root tasks: signals and abstract UNIX "
+							  "sockets stay inside the task"
 							: "none (ABI < 6)"));
 	} else {
 		json_object_set_new(ll, "reason",

@@ -58,16 +58,17 @@ struct confine_plan {
 /* Child side: every step of DESIGN §3 in order, then execve. Never returns.
  * Also resets signal dispositions and unblocks every signal (the runner
  * blocks the ones it reads through a signalfd). The cwd is entered after
- * the identity change, with the task's own rights. Keeps
- * policy->landlock_ruleset_fd and plan->cgroup_procs_fd open across the
- * fd sweep until used. On failure writes one line naming the step and errno
+ * the identity change, with the task's own rights. Keeps the Landlock
+ * ruleset fd it needs and plan->cgroup_procs_fd open across the fd sweep
+ * until used. Stdio pipes (anonymous, among the kept fds) are handed to the
+ * task uid so /dev/stdout and /proc/self/fd/N can be reopened. On failure writes one line naming the step and errno
  * to fd 2 ("forceai-runner: confine: <step>: <ERRNO> (errno N)") and exits
  * 126 (confinement failed); execve failing exits 127 for ENOENT/ENOTDIR
  * (not found) and 126 otherwise (found but not runnable). */
 _Noreturn void confine_exec(const struct confine_plan *plan);
 
 /* Async-signal-safe: close every fd >= lowfd except the policy's Landlock
- * ruleset fd (the task child still needs it) and `keep` (-1: none). For an
+ * ruleset fds (the task child still needs one) and `keep` (-1: none). For an
  * intermediate process between the runner and confine_exec (spawn's shim).
  * Returns 0 or -errno. */
 int confine_close_fds(const struct confine_policy *pol, int lowfd, int keep);

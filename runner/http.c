@@ -39,6 +39,17 @@ static const struct route routes[] = {
 	{"DELETE", "/v1/tasks/*", api_task_delete, NULL},
 	{"GET", "/v1/tasks/*/events", api_task_events, NULL},
 	{"GET", "/v1/hardening", api_hardening, NULL},
+	{"GET", "/files/info", api_files_info, NULL},
+	{"DELETE", "/files", api_files_delete, NULL},
+	{"POST", "/files/mv", api_files_mv, NULL},
+	{"POST", "/files/permissions", api_files_permissions, NULL},
+	{"GET", "/files/search", api_files_search, NULL},
+	{"POST", "/files/replace", api_files_replace, NULL},
+	{"POST", "/files/upload", api_files_upload, api_files_upload_body},
+	{"GET", "/files/download", api_files_download, NULL},
+	{"GET", "/directories/list", api_dirs_list, NULL},
+	{"POST", "/directories", api_dirs_create, NULL},
+	{"DELETE", "/directories", api_dirs_delete, NULL},
 };
 #define N_ROUTES (sizeof(routes) / sizeof(routes[0]))
 
@@ -144,29 +155,38 @@ const char *http_header(struct http_req *req, const char *name)
 	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
 }
 
-json_t *http_body_json(struct http_req *req, bool allow_empty)
+json_t *http_parse_json_object(const char *data, size_t len, bool allow_empty, char *err,
+				size_t errlen)
 {
-	if (req->body_len == 0) {
+	if (len == 0) {
 		if (allow_empty)
 			return json_object();
-		http_error(req, 400, "INVALID_REQUEST_BODY", "the request body must be a JSON object");
+		snprintf(err, errlen, "the request body must be a JSON object");
 		return NULL;
 	}
 	json_error_t jerr;
 	/* Depth is bounded by jansson (JSON_PARSER_MAX_DEPTH); NUL bytes in
 	 * strings are refused unless asked for, which we never do. */
-	json_t *j = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
+	json_t *j = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!j) {
-		http_error(req, 400, "INVALID_REQUEST_BODY",
-			   "invalid JSON at line %d column %d: %s", jerr.line, jerr.column,
-			   jerr.text);
+		snprintf(err, errlen, "invalid JSON at line %d column %d: %s", jerr.line,
+			 jerr.column, jerr.text);
 		return NULL;
 	}
 	if (!json_is_object(j)) {
 		json_decref(j);
-		http_error(req, 400, "INVALID_REQUEST_BODY", "the request body must be a JSON object");
+		snprintf(err, errlen, "the request body must be a JSON object");
 		return NULL;
 	}
+	return j;
+}
+
+json_t *http_body_json(struct http_req *req, bool allow_empty)
+{
+	char err[512];
+	json_t *j = http_parse_json_object(req->body, req->body_len, allow_empty, err, sizeof(err));
+	if (!j)
+		http_error(req, 400, "INVALID_REQUEST_BODY", "%s", err);
 	return j;
 }
 

@@ -72,5 +72,9 @@ void http_stream_wake(struct http_stream *s);
 /* The request body parsed as a JSON object; on failure responds 400 and
  * returns NULL (check req->responded). allow_empty: empty body → {} */
 json_t *http_body_json(struct http_req *req, bool allow_empty);
+/* The same check without a request (no I/O): the object, or NULL with a
+ * message in err. */
+json_t *http_parse_json_object(const char *data, size_t len, bool allow_empty, char *err,
+				size_t errlen);
 const char *http_query(struct http_req *req, const char *name);
 const char *http_header(struct http_req *req, const char *name);

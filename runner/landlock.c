@@ -9,9 +9,9 @@
  * - the harmless character devices (/dev/null, zero, full, random,
  *   urandom, tty, ptmx) and /dev/pts: read, write, truncate, device ioctl.
  * ABI 1 is not used: it forbids every cross-directory rename and link,
- * which breaks git and most package managers. ABI 6 scoping is used when
- * present: a task cannot signal, or connect to abstract UNIX sockets of,
- * processes outside its own domain (the runner, other tasks). */
+ * which breaks git and most package managers. ABI 6 scoping (no signals
+ * to, no abstract UNIX sockets of, processes outside the task) goes into a
+ * second ruleset, for root tasks only (see landlock.h). */
 #include "landlock.h"
 
 #include <errno.h>
@@ -125,35 +125,15 @@ static int add_path(int rfd, const char *path, __u64 access, bool dir_only, char
 	return 1;
 }
 
-int landlock_prepare(struct landlock_info *ll, const char *roots, char *err, size_t errlen)
+/* One ruleset with every rule; `scoped` adds ABI 6 scoping. Returns the
+ * ruleset fd or -1 with err set; fills the root lists when `ll` is given. */
+static int build_ruleset(int abi, bool scoped, const char *roots, struct landlock_info *ll,
+			 char *err, size_t errlen)
 {
-	memset(ll, 0, sizeof(*ll));
-	ll->ruleset_fd = -1;
-	if (errlen)
-		err[0] = '\0';
-	int abi = (int)syscall(SYS_landlock_create_ruleset, NULL, 0, LL_CREATE_RULESET_VERSION);
-	if (abi < 0) {
-		const char *why = errno == ENOSYS       ? "the kernel has no Landlock"
-				  : errno == EOPNOTSUPP ? "Landlock is disabled at boot (lsm=)"
-				  : errno == EPERM      ? "Landlock calls are refused (an outer "
-							  "seccomp profile?)"
-							: strerror(errno);
-		snprintf(ll->reason, sizeof(ll->reason), "%s", why);
-		return 0;
-	}
-	if (abi < 2) {
-		snprintf(ll->reason, sizeof(ll->reason),
-			 "Landlock ABI %d forbids cross-directory renames (breaks git); not used",
-			 abi);
-		return 0;
-	}
-
 	__u64 all = fs_rights(abi);
 	struct ll_ruleset_attr attr = {.handled_access_fs = all};
 	size_t attr_size = sizeof(attr.handled_access_fs);
-	if (abi >= 4)
-		attr_size = offsetof(struct ll_ruleset_attr, scoped);
-	if (abi >= 6) {
+	if (scoped) {
 		attr.scoped = LL_SCOPE_ABSTRACT_UNIX_SOCKET | LL_SCOPE_SIGNAL;
 		attr_size = sizeof(attr);
 	}
@@ -169,9 +149,10 @@ int landlock_prepare(struct landlock_info *ll, const char *roots, char *err, siz
 	static const char *const devices[] = {"/dev/null", "/dev/zero", "/dev/full",
 					      "/dev/random", "/dev/urandom", "/dev/tty",
 					      "/dev/ptmx", "/dev/pts", NULL};
-	if (add_path(rfd, "/", read_rights, true, err, errlen) <= 0) {
-		if (!*err)
-			snprintf(err, errlen, "landlock: / does not exist?");
+	int rc = add_path(rfd, "/", read_rights, true, err, errlen);
+	if (rc <= 0) {
+		if (rc == 0)
+			snprintf(err, errlen, "landlock: cannot open /");
 		goto fail;
 	}
 	for (const char *const *d = devices; *d; d++)
@@ -193,22 +174,60 @@ int landlock_prepare(struct landlock_info *ll, const char *roots, char *err, siz
 			free(list);
 			goto fail;
 		}
-		int rc = add_path(rfd, r, all, true, err, errlen);
+		rc = add_path(rfd, r, all, true, err, errlen);
 		if (rc < 0) {
 			free(list);
 			goto fail;
 		}
-		append(rc ? ll->roots : ll->skipped, rc ? sizeof(ll->roots) : sizeof(ll->skipped),
-		       r);
+		if (ll && rc)
+			append(ll->roots, sizeof(ll->roots), r);
+		else if (ll)
+			append(ll->skipped, sizeof(ll->skipped), r);
 	}
 	free(list);
-	ll->abi = abi;
-	ll->ruleset_fd = rfd;
-	ll->scoped = abi >= 6;
-	return 0;
+	return rfd;
 fail:
 	close(rfd);
 	return -1;
+}
+
+int landlock_prepare(struct landlock_info *ll, const char *roots, char *err, size_t errlen)
+{
+	memset(ll, 0, sizeof(*ll));
+	ll->ruleset_fd = -1;
+	ll->root_ruleset_fd = -1;
+	if (errlen)
+		err[0] = '\0';
+	int abi = (int)syscall(SYS_landlock_create_ruleset, NULL, 0, LL_CREATE_RULESET_VERSION);
+	if (abi < 0) {
+		const char *why = errno == ENOSYS       ? "the kernel has no Landlock"
+				  : errno == EOPNOTSUPP ? "Landlock is disabled at boot (lsm=)"
+				  : errno == EPERM      ? "Landlock calls are refused (an outer "
+							  "seccomp profile?)"
+							: strerror(errno);
+		snprintf(ll->reason, sizeof(ll->reason), "%s", why);
+		return 0;
+	}
+	if (abi < 2) {
+		snprintf(ll->reason, sizeof(ll->reason),
+			 "Landlock ABI %d forbids cross-directory renames (breaks git); not used",
+			 abi);
+		return 0;
+	}
+	int fd = build_ruleset(abi, false, roots, ll, err, errlen);
+	if (fd < 0)
+		return -1;
+	if (abi >= 6) {
+		int rfd = build_ruleset(abi, true, roots, NULL, err, errlen);
+		if (rfd < 0) {
+			close(fd);
+			return -1;
+		}
+		ll->root_ruleset_fd = rfd;
+	}
+	ll->abi = abi;
+	ll->ruleset_fd = fd;
+	return 0;
 }
 
 int landlock_apply(int ruleset_fd)
@@ -222,5 +241,8 @@ void landlock_info_free(struct landlock_info *ll)
 {
 	if (ll->ruleset_fd >= 0)
 		close(ll->ruleset_fd);
+	if (ll->root_ruleset_fd >= 0)
+		close(ll->root_ruleset_fd);
 	ll->ruleset_fd = -1;
+	ll->root_ruleset_fd = -1;
 }

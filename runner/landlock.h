@@ -8,7 +8,13 @@
 struct landlock_info {
 	int abi;           /* Landlock ABI in use; 0 when not in force */
 	int ruleset_fd;    /* -1 when not in force */
-	bool scoped;       /* ABI >= 6: signals and abstract UNIX sockets stay inside the task */
+	/* The same rules, plus (ABI >= 6) scoping: no signal to, and no
+	 * abstract UNIX socket of, a process outside the task. For root
+	 * tasks, which the kernel's uid check would otherwise let signal the
+	 * runner and the shims (uid 0 too). Not for ordinary tasks: agents
+	 * stop servers started by an earlier command, and their uid already
+	 * keeps them off the runner. -1 when the ABI has no scoping. */
+	int root_ruleset_fd;
 	char reason[160];  /* why Landlock is not in force ("" when it is) */
 	char roots[512];   /* writable roots in force, colon-separated */
 	char skipped[512]; /* configured roots that do not exist, colon-separated */

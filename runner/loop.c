@@ -148,29 +148,34 @@ static void loop_run_deferred(struct loop *loop)
 	}
 }
 
-int loop_run(struct loop *loop)
+int loop_run_once(struct loop *loop, int timeout_ms)
 {
 	struct epoll_event evs[64];
+	if (loop->before_wait)
+		loop->before_wait(loop, loop->before_wait_arg);
+	if (loop->stop)
+		return 0;
+	int n = epoll_wait(loop->epfd, evs, 64, timeout_ms);
+	if (n < 0)
+		return errno == EINTR ? 0 : -errno;
+	for (int i = 0; i < n; i++) {
+		struct loop_watch *w = evs[i].data.ptr;
+		/* A callback earlier in this batch may have paused or
+		 * removed this watch. */
+		if (!w->added || w->events == 0)
+			continue;
+		w->cb(loop, w, evs[i].events);
+	}
+	loop_run_deferred(loop);
+	return n;
+}
+
+int loop_run(struct loop *loop)
+{
 	while (!loop->stop) {
-		if (loop->before_wait)
-			loop->before_wait(loop, loop->before_wait_arg);
-		if (loop->stop)
-			break;
-		int n = epoll_wait(loop->epfd, evs, 64, -1);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		for (int i = 0; i < n; i++) {
-			struct loop_watch *w = evs[i].data.ptr;
-			/* A callback earlier in this batch may have paused or
-			 * removed this watch. */
-			if (!w->added || w->events == 0)
-				continue;
-			w->cb(loop, w, evs[i].events);
-		}
-		loop_run_deferred(loop);
+		int rc = loop_run_once(loop, -1);
+		if (rc < 0)
+			return rc;
 	}
 	return 0;
 }

@@ -61,4 +61,9 @@ int loop_defer(struct loop *loop, loop_hook_cb fn, void *arg);
 
 /* Runs until loop_stop(); returns 0 or -errno. */
 int loop_run(struct loop *loop);
+/* One round of loop_run: the before_wait hook, one epoll_wait of at most
+ * timeout_ms (-1 = no limit), the callbacks, the deferred work. Returns the
+ * number of events (0 on timeout or EINTR) or -errno. For tests and fuzzing
+ * that drive the loop step by step. */
+int loop_run_once(struct loop *loop, int timeout_ms);
 void loop_stop(struct loop *loop);

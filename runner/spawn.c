@@ -87,7 +87,9 @@ static _Noreturn void shim_main(struct confine_plan *plan, const struct spawn_io
 	int n = place_fds(io);
 	if (n < 0)
 		_exit(126);
-	close_from(n);
+	/* The Landlock ruleset stays open: the task applies it last. */
+	if (confine_close_fds(plan->policy, n, -1) < 0)
+		close_from(n);
 	plan->nkeep_fds = n;
 
 	pid_t task = fork();

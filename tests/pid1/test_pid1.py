@@ -23,10 +23,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 from harness import POLICY, RUNNER, Runner
 
-# The subreaper-mode parent: runs the runner as its child and passes its status
-# on, re-raising a fatal signal so a crashed runner is never mistaken for an
-# exit code.  It is not a subreaper itself, so without PR_SET_CHILD_SUBREAPER
-# in the runner the orphans would go past it to our own init.
+# The subreaper-mode parent (C, or Python without a compiler): runs the runner
+# as its child and passes its status on, re-raising a fatal signal so a crashed
+# runner is never mistaken for an exit code.  It is not a subreaper itself, so
+# without PR_SET_CHILD_SUBREAPER in the runner the orphans would go past it to
+# our own init.
 WRAPPER = r"""
 import os, signal, subprocess, sys
 rc = subprocess.call(sys.argv[1:])
@@ -35,27 +36,54 @@ if rc < 0:
     os.kill(os.getpid(), -rc)
 sys.exit(rc)
 """
-WRAP = [sys.executable, "-c", WRAPPER]
+WRAPPER_C = r"""
+#include <signal.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(int argc, char **argv)
+{
+	(void)argc;
+	pid_t p = fork();
+	if (p < 0) { perror("fork"); return 125; }
+	if (p == 0) { execvp(argv[1], argv + 1); perror(argv[1]); _exit(127); }
+	int st;
+	while (waitpid(p, &st, 0) < 0) {}
+	if (WIFSIGNALED(st)) {
+		signal(WTERMSIG(st), SIG_DFL);
+		raise(WTERMSIG(st));
+		return 128 + WTERMSIG(st);
+	}
+	return WEXITSTATUS(st);
+}
+"""
 
 FORWARDED = ("SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGWINCH")
 
 # Main child recording every forwarded signal it gets, as does a child of it in
-# the same process group (the runner signals the group).  Exits 42 on SIGTERM.
+# the same process group (the runner signals the group).  Exits 42 on SIGTERM,
+# a moment later: Python runs pending handlers in signal-number order, so a
+# SIGINT arriving just before SIGTERM could otherwise go unrecorded.
 RECORDER = r"""
-import os, signal, sys
+import os, signal, sys, time
 fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 role = "main"
+term = False
 def on_signal(sig, frame):
+    global term
     os.write(fd, ("%s %s\n" % (role, signal.Signals(sig).name)).encode())
-    if sig == signal.SIGTERM:
-        os._exit(42 if role == "main" else 0)
+    term = term or sig == signal.SIGTERM
 for s in ("SIGHUP", "SIGINT", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGWINCH", "SIGTERM"):
     signal.signal(getattr(signal, s), on_signal)
 if os.fork() == 0:
     role = "kid"
 os.write(fd, ("%s ready\n" % role).encode())
-while True:
-    signal.pause()
+while not term:  # not signal.pause(): a signal right before it would be lost
+    time.sleep(0.05)
+deadline = time.monotonic() + 0.3
+while time.monotonic() < deadline:
+    time.sleep(0.05)
+os._exit(42 if role == "main" else 0)
 """
 
 # Makes N orphans: an intermediate child forks a batch of grandchildren and
@@ -106,25 +134,27 @@ for b in range(0, n, 100):
 _tools = None
 
 
+def _build(d, name, c_src, py_src):
+    """Compile a helper when a C compiler exists, else use its Python twin."""
+    src = os.path.join(d, name + ".c")
+    with open(src, "w") as f:
+        f.write(c_src)
+    exe = os.path.join(d, name)
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc and subprocess.run([cc, "-O2", "-o", exe, src]).returncode == 0:
+        return [exe]
+    return [sys.executable, "-c", py_src]
+
+
 def tools():
-    """A private dir with the orphan maker (compiled C when a compiler exists)."""
+    """Private helpers: the orphan maker and the subreaper-mode wrapper."""
     global _tools
     if _tools is None:
         d = tempfile.mkdtemp(prefix="forceai-pid1-tools-")
         os.chmod(d, 0o755)
-        src = os.path.join(d, "orphans.c")
-        with open(src, "w") as f:
-            f.write(ORPHANS_C)
-        exe = os.path.join(d, "orphans")
-        cc = shutil.which("cc") or shutil.which("gcc")
-        if cc and subprocess.run([cc, "-O2", "-o", exe, src]).returncode == 0:
-            cmd = [exe]
-        else:
-            py = os.path.join(d, "orphans.py")
-            with open(py, "w") as f:
-                f.write(ORPHANS_PY)
-            cmd = [sys.executable, py]
-        _tools = {"dir": d, "orphans": cmd}
+        _tools = {"dir": d,
+                  "orphans": _build(d, "orphans", ORPHANS_C, ORPHANS_PY),
+                  "wrap": _build(d, "wrapper", WRAPPER_C, WRAPPER)}
     return _tools
 
 
@@ -216,10 +246,15 @@ def read(path):
 class Pid1Duties:
     """Mixin: the duties, run by a TestCase subclass per mode."""
     mode = None          # "pid1" | "subreaper"
-    mode_kwargs = {}
     grace_by_env = False
 
     # ---- plumbing --------------------------------------------------------
+
+    @property
+    def mode_kwargs(self):
+        if self.mode == "pid1":
+            return {"pid1": True}
+        return {"wrap": tools()["wrap"]}
 
     def start(self, **kw):
         args = dict(self.mode_kwargs)
@@ -521,12 +556,10 @@ exec sleep 1000
 
 class TestAsPid1(Pid1Duties, unittest.TestCase):
     mode = "pid1"
-    mode_kwargs = {"pid1": True}
 
 
 class TestAsSubreaper(Pid1Duties, unittest.TestCase):
     mode = "subreaper"
-    mode_kwargs = {"wrap": WRAP}
     grace_by_env = True
 
 
@@ -542,7 +575,7 @@ class TestBadConfiguration(unittest.TestCase):
         e = dict(os.environ)
         e.update(env or {})
         cmd = list(prefix) + [RUNNER, "--state-dir", os.path.join(self.tmp, "state"),
-                              "--seccomp-policy", POLICY] + list(args)
+                              "--seccomp-policy", POLICY, "--landlock-roots", "/tmp"] + list(args)
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e,
                              start_new_session=True)
         try:

@@ -38,6 +38,9 @@ function execdStack() {
 }
 
 const texts = (msgs) => msgs.map((m) => m.text);
+// What the command printed and how it ended, for assertion messages.
+const diag = (exec) =>
+  JSON.stringify({ stdout: texts(exec.logs.stdout), stderr: texts(exec.logs.stderr), error: exec.error ?? null });
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function waitUntilFinished(commands, id, deadlineMs) {
@@ -57,7 +60,7 @@ test("run `echo hello`: one stdout line, no stderr, exit code 0", { timeout: PER
   const exec = await commands.run("echo hello", { workingDirectory: "/tmp" });
 
   assert.match(exec.id ?? "", ID_RE, "init event carries a 32-hex command id");
-  assert.deepEqual(texts(exec.logs.stdout), ["hello"]);
+  assert.deepEqual(texts(exec.logs.stdout), ["hello"], diag(exec));
   assert.deepEqual(texts(exec.logs.stderr), []);
   assert.equal(exec.error, undefined);
   assert.ok(exec.complete, "execution_complete event received");
@@ -69,7 +72,7 @@ test("run `exit 7`: error event, exit code 7", { timeout: PER_TEST_TIMEOUT_MS },
   const { commands } = execdStack();
   const exec = await commands.run("echo out; echo err >&2; exit 7", { workingDirectory: "/tmp" });
 
-  assert.deepEqual(texts(exec.logs.stdout), ["out"]);
+  assert.deepEqual(texts(exec.logs.stdout), ["out"], diag(exec));
   assert.deepEqual(texts(exec.logs.stderr), ["err"]);
   assert.ok(exec.error, "error event received");
   assert.equal(exec.error.name, "CommandExecError");
@@ -96,7 +99,7 @@ test("background run: status running→finished, logs contain the output", { tim
 
   const running = await commands.getCommandStatus(exec.id);
   assert.equal(running.id, exec.id);
-  assert.equal(running.running, true);
+  assert.equal(running.running, true, `still running: ${JSON.stringify(running)}`);
   assert.equal(running.exitCode, null);
   assert.equal(running.content, "sleep 2; echo done");
   assert.ok(running.startedAt instanceof Date && !Number.isNaN(running.startedAt.getTime()));
@@ -136,7 +139,7 @@ test("interrupt a running `sleep 30`: the run ends promptly and is not running",
   assert.match(id, ID_RE);
 
   const before = await commands.getCommandStatus(id);
-  assert.equal(before.running, true);
+  assert.equal(before.running, true, `still running before the interrupt: ${JSON.stringify(before)}`);
 
   await commands.interrupt(id);
   const exec = await runPromise;
@@ -157,7 +160,7 @@ test("interrupt a running `sleep 30`: the run ends promptly and is not running",
 test("env injection: envs {FOO: bar} → `echo $FOO` prints bar", { timeout: PER_TEST_TIMEOUT_MS }, async () => {
   const { commands } = execdStack();
   const exec = await commands.run("echo $FOO", { workingDirectory: "/tmp", envs: { FOO: "bar" } });
-  assert.deepEqual(texts(exec.logs.stdout), ["bar"]);
+  assert.deepEqual(texts(exec.logs.stdout), ["bar"], diag(exec));
   assert.deepEqual(texts(exec.logs.stderr), []);
   assert.equal(exec.exitCode, 0);
 });
@@ -169,12 +172,12 @@ test("bash session keeps cwd and exported variables between runs", { timeout: PE
   assert.ok(sessionId.length > 0);
   try {
     const first = await commands.runInSession(sessionId, "cd /tmp && export X=42");
-    assert.equal(first.error, undefined);
+    assert.equal(first.error, undefined, diag(first));
     assert.equal(first.exitCode, 0);
     assert.deepEqual(texts(first.logs.stdout), []);
 
     const second = await commands.runInSession(sessionId, "pwd; echo $X");
-    assert.deepEqual(texts(second.logs.stdout), ["/tmp", "42"]);
+    assert.deepEqual(texts(second.logs.stdout), ["/tmp", "42"], diag(second));
     assert.equal(second.exitCode, 0);
 
     const third = await commands.runInSession(sessionId, "exit 3");

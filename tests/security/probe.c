@@ -98,6 +98,8 @@ static const char *errname(int e)
 	case EAFNOSUPPORT: return "EAFNOSUPPORT";
 	case EXDEV: return "EXDEV";
 	case ENODEV: return "ENODEV";
+	case ESTALE: return "ESTALE";
+	case ENOKEY: return "ENOKEY";
 	default: return "other";
 	}
 }
@@ -251,7 +253,13 @@ static long t_clone3(void)
 }
 static long t_ptrace_attach(void)
 {
-	return ptrace(PTRACE_ATTACH, target_pid, 0, 0);
+	long r = ptrace(PTRACE_ATTACH, target_pid, 0, 0);
+	if (r == 0) { /* confinement broken: at least do not leave it stopped */
+		waitpid(target_pid, NULL, __WALL);
+		ptrace(PTRACE_DETACH, target_pid, 0, 0);
+		errno = 0;
+	}
+	return r;
 }
 static long t_process_vm_readv(void)
 {

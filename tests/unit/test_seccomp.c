@@ -275,6 +275,14 @@ static void test_default(const char *path)
 	      (unsigned)p.prog.len, p.warning);
 	check(strcmp(p.name, "default.json") == 0, "policy name is the basename (%s)", p.name);
 
+	/* Valgrind does not model seccomp (and its own system calls would hit
+	 * the filter): the parsing checks above still ran under it. */
+	const char *preload = getenv("LD_PRELOAD");
+	if (preload && strstr(preload, "vgpreload")) {
+		fprintf(stderr, "skip: filtered child checks under valgrind\n");
+		seccomp_policy_free(&p);
+		return;
+	}
 	int fds[2];
 	if (pipe(fds) < 0) {
 		perror("pipe");

@@ -1,0 +1,77 @@
+# mk/fuzz.mk — libFuzzer targets (tests/fuzz/, clang + ASan + UBSan), and the
+# fault/load suite at full size (included by the Makefile).
+#
+#   make fuzz         each target for FUZZ_TIME seconds (default 300)
+#   make fuzz-smoke   each target for FUZZ_SMOKE_TIME seconds (default 30;
+#                     part of `make check`); fails on any crash, leak,
+#                     timeout or out-of-memory
+#   make fuzz-build   just the binaries (build/fuzz/fuzz_<target>)
+#   make soak         tests/fault at full size (SOAK=1)
+#
+# FUZZ_TARGETS=http,... picks targets; FUZZ_ARGS adds libFuzzer flags.
+# New inputs go to build/fuzz/corpus/<target> (not the committed seeds in
+# tests/fuzz/corpus/<target>); crashes to build/fuzz/artifacts/.
+
+FUZZ_CC         ?= clang
+FUZZ_TIME       ?= 300
+FUZZ_SMOKE_TIME ?= 30
+FUZZ_TIMEOUT    ?= 10
+FUZZ_RSS_MB     ?= 2048
+FUZZ_ARGS       ?=
+FUZZ_DIR        := build/fuzz
+FUZZ_ALL        := http json_bodies linesplit seccomp $(if $(wildcard runner/multipart.c),multipart)
+FUZZ_TARGETS    ?= $(FUZZ_ALL)
+FUZZ_SAN        := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+		   -fno-omit-frame-pointer
+FUZZ_BASE       := -std=gnu11 -D_GNU_SOURCE -g -O1 $(FUZZ_SAN) \
+		   $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+# Runner sources are other people's code under change: warnings, not errors.
+FUZZ_OBJ_CFLAGS := $(FUZZ_BASE) -Wall -Wextra -fsanitize=fuzzer-no-link
+FUZZ_CFLAGS     := $(FUZZ_BASE) -Wall -Wextra -Werror -Irunner
+FUZZ_LIBS       := -lmicrohttpd -ljansson -lseccomp -lcap-ng -lcurl
+
+# Every runner object but main.c (libFuzzer has main()).
+FUZZ_RUNNER := $(filter-out runner/main.c,$(RUNNER_SRCS))
+fuzz_objs = $(patsubst runner/%.c,$(FUZZ_DIR)/obj/%.o,$(1))
+
+# Per target: the runner sources it links, extra harness sources, link flags.
+FUZZ_SRCS_http        := $(FUZZ_RUNNER)
+FUZZ_SRCS_json_bodies := $(FUZZ_RUNNER)
+FUZZ_SRCS_linesplit   := runner/linesplit.c runner/util.c
+FUZZ_SRCS_seccomp     := runner/seccomp.c
+FUZZ_SRCS_multipart   := runner/multipart.c
+FUZZ_EXTRA_http        := tests/fuzz/fuzz_hooks.c
+FUZZ_EXTRA_json_bodies := tests/fuzz/fuzz_hooks.c
+FUZZ_LD_http          := -Wl,--wrap=spawn_task -Wl,--wrap=random_id
+FUZZ_LD_json_bodies   := -Wl,--wrap=spawn_task
+
+$(FUZZ_DIR)/obj/%.o: runner/%.c | $(FUZZ_DIR)/obj
+	$(FUZZ_CC) $(FUZZ_OBJ_CFLAGS) -MMD -MP -c $< -o $@
+
+$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $$(call fuzz_objs,$$(FUZZ_SRCS_$$*)) $$(FUZZ_EXTRA_$$*) \
+		| $(FUZZ_DIR)/obj
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(call fuzz_objs,$(FUZZ_SRCS_$*)) \
+		$(FUZZ_EXTRA_$*) $(FUZZ_LD_$*) -o $@ $(FUZZ_LIBS)
+
+$(FUZZ_DIR)/obj:
+	@mkdir -p $@
+
+.PRECIOUS: $(FUZZ_DIR)/obj/%.o
+
+-include $(wildcard $(FUZZ_DIR)/obj/*.d)
+
+FUZZ_BINS = $(patsubst %,$(FUZZ_DIR)/fuzz_%,$(FUZZ_TARGETS))
+
+.PHONY: fuzz fuzz-smoke fuzz-build soak
+fuzz-build: $(FUZZ_BINS)
+
+fuzz: fuzz-build
+	@FUZZ_TIMEOUT=$(FUZZ_TIMEOUT) FUZZ_RSS_MB=$(FUZZ_RSS_MB) FUZZ_ARGS="$(FUZZ_ARGS)" \
+		tests/fuzz/run.sh $(FUZZ_TIME) $(FUZZ_TARGETS)
+
+fuzz-smoke: fuzz-build
+	@FUZZ_TIMEOUT=$(FUZZ_TIMEOUT) FUZZ_RSS_MB=$(FUZZ_RSS_MB) FUZZ_ARGS="$(FUZZ_ARGS)" \
+		tests/fuzz/run.sh $(FUZZ_SMOKE_TIME) $(FUZZ_TARGETS)
+
+soak: all
+	SOAK=1 python3 tests/run.py fault

@@ -1,0 +1,34 @@
+/* Linked into the fuzz targets that take the runner's objects without
+ * main.c (libFuzzer brings main()): main.c's two lifecycle hooks, and a
+ * spawn_task that must never be reached (-Wl,--wrap=spawn_task) unless the
+ * target says so (fuzz_http's fake tasks, made before fuzzing starts). */
+#include <stdbool.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "runner.h"
+#include "spawn.h"
+
+void runner_shutdown(struct runner *r, const char *why)
+{
+	(void)why;
+	r->shutting_down = true;
+}
+
+void runner_maybe_exit(struct runner *r)
+{
+	(void)r;
+}
+
+/* Set by a target that installs its own fake spawner. */
+pid_t (*fuzz_spawn_hook)(struct confine_plan *plan, const struct spawn_io *io);
+
+pid_t __wrap_spawn_task(struct confine_plan *plan, const struct spawn_io *io);
+pid_t __wrap_spawn_task(struct confine_plan *plan, const struct spawn_io *io)
+{
+	if (fuzz_spawn_hook)
+		return fuzz_spawn_hook(plan, io);
+	static const char msg[] = "fuzz: a request reached spawn_task: no process may be spawned\n";
+	(void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
+	abort();
+}

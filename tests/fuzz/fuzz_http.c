@@ -1,0 +1,279 @@
+/* fuzz_http: HTTP request handling end to end, through libmicrohttpd's
+ * callbacks and the runner's own routing, auth, body handling and handlers.
+ *
+ * One runner is set up in-process (config_parse with a fake argv, loop,
+ * task and session tables, http_start on 127.0.0.1:0). Each input is raw
+ * bytes written to a fresh loopback TCP connection; the write side is then
+ * shut down and the runner's loop is stepped until the server closes the
+ * connection or goes idle; the response is read and thrown away.
+ *
+ * Nothing may be spawned: --max-tasks is forced to 0 after start, so every
+ * route that would run a task answers 429 before reaching the spawner, and
+ * spawn_task is wrapped (-Wl,--wrap=spawn_task, fuzz_hooks.c) to abort if it
+ * is ever reached. The only processes are made once, before fuzzing starts: two
+ * fake tasks whose "shim" is a forked child that writes fixed bytes to its
+ * stdout/stderr pipes and _exit()s (no execve), so that the status, logs,
+ * events and delete routes have a finished task of each API to work on.
+ *
+ * Ids are predictable (-Wl,--wrap=random_id) so seeds can name them:
+ *   execd task   00000000000000000000000000000001
+ *   native task  00000000000000000000000000000002
+ *   session      00000000000000000000000000000003 (re-created for every input)
+ * The access token is "fuzz-token" (X-EXECD-ACCESS-TOKEN).
+ *
+ * Invariants checked after every input (abort = finding): the connection is
+ * released and no stream stays open once the client is gone; every 512
+ * inputs, the process's open fd count has not grown. */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "http.h"
+#include "runner.h"
+#include "session.h"
+#include "spawn.h"
+#include "task.h"
+
+static struct runner R;
+static char state_dir[64];
+static unsigned long long id_counter;
+static int fd_baseline = -1;
+static unsigned long long n_inputs;
+
+#define FAKE_STDOUT "line one\nline two\r\n\r\nthird\rno newline at the end"
+#define FAKE_STDERR "err \xff\xfe not utf-8\n\xe2\x82"
+
+/* tests/fuzz/fuzz_hooks.c: the wrapped spawn_task calls this, or aborts
+ * when it is NULL (always, once fuzzing has started). */
+extern pid_t (*fuzz_spawn_hook)(struct confine_plan *plan, const struct spawn_io *io);
+
+static pid_t fake_spawn(struct confine_plan *plan, const struct spawn_io *io)
+{
+	(void)plan;
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* The fake task: fixed output, no execve. */
+		(void)!write(io->out_fd, FAKE_STDOUT, sizeof(FAKE_STDOUT) - 1);
+		(void)!write(io->err_fd, FAKE_STDERR, sizeof(FAKE_STDERR) - 1);
+		_exit(3);
+	}
+	return pid < 0 ? -errno : pid;
+}
+
+int __wrap_random_id(char out[33]);
+int __wrap_random_id(char out[33])
+{
+	snprintf(out, 33, "%016llx%016llx", 0ULL, ++id_counter);
+	return 0;
+}
+
+static void die(const char *what)
+{
+	fprintf(stderr, "fuzz_http: %s\n", what);
+	abort();
+}
+
+static void cleanup(void)
+{
+	if (state_dir[0])
+		rmdir(state_dir);
+}
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return -1;
+	int n = 0;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+static void fake_task(enum task_api api)
+{
+	struct task_spec spec = {
+		.api = api,
+		.command = "fake",
+		.cwd = "/",
+		.capability = api == TASK_API_NATIVE ? "exec" : NULL,
+		.state_in_fd = -1,
+		.state_out_fd = -1,
+	};
+	int status;
+	const char *code;
+	char err[256];
+	fuzz_spawn_hook = fake_spawn;
+	struct task *t = task_start(&R, &spec, &status, &code, err, sizeof(err));
+	fuzz_spawn_hook = NULL;
+	if (!t) {
+		fprintf(stderr, "fuzz_http: fake task: %d %s %s\n", status, code, err);
+		abort();
+	}
+	for (int i = 0; i < 1000 && !t->finished; i++) {
+		loop_run_once(&R.loop, 10);
+		reaper_reap(&R.reaper);
+	}
+	if (!t->finished)
+		die("fake task did not finish");
+}
+
+static void reset_sessions(void)
+{
+	sessions_free_all(&R);
+	if (sessions_init(&R) < 0)
+		die("sessions_init");
+	id_counter = 2;
+	if (!session_create(&R, NULL))
+		die("session_create");
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc;
+	(void)argv;
+	snprintf(state_dir, sizeof(state_dir), "/tmp/fuzz_http.XXXXXX");
+	if (!mkdtemp(state_dir))
+		die("mkdtemp");
+	atexit(cleanup);
+	char *av[] = {"fuzz_http",      "--listen",     "127.0.0.1:0",     "--state-dir",
+		      state_dir,        "--max-body",   "4096",            "--idle-timeout-ms",
+		      "1000",           "--task-log-max", "65536",         "--stream-window",
+		      "16384",          "--grace-ms",   "100",             NULL};
+	optind = 1;
+	if (config_parse(&R.cfg, (int)(sizeof(av) / sizeof(av[0])) - 1, av) != 0)
+		die("config_parse");
+	R.cfg.token = strdup("fuzz-token");
+	R.self_pid = getpid();
+	R.init_mode = INIT_SUBREAPER;
+	R.signal_fd = -1;
+	R.policy.landlock_ruleset_fd = -1;
+	R.policy.landlock.ruleset_fd = -1;
+	R.state_dir_fd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (R.state_dir_fd < 0)
+		die("open state dir");
+	if (loop_init(&R.loop) < 0)
+		die("loop_init");
+	reaper_init(&R.reaper);
+	if (tasks_init(&R) < 0 || sessions_init(&R) < 0)
+		die("tables");
+	char err[512];
+	if (http_start(&R, err, sizeof(err)) < 0) {
+		fprintf(stderr, "fuzz_http: http_start: %s\n", err);
+		abort();
+	}
+	id_counter = 0;
+	fake_task(TASK_API_EXECD);
+	fake_task(TASK_API_NATIVE);
+	/* From here on no route can start a task. */
+	R.cfg.max_tasks = 0;
+	return 0;
+}
+
+/* Step the loop until it has been idle for a few rounds; wake streams that
+ * sleep (as the 1 s tick would) when they hold a connection. */
+static void settle(void)
+{
+	int idle = 0;
+	for (int i = 0; i < 400; i++) {
+		int n = loop_run_once(&R.loop, 0);
+		if (n < 0)
+			die("loop_run_once failed");
+		if (n > 0) {
+			idle = 0;
+			continue;
+		}
+		if (++idle < 3)
+			continue;
+		if (!http_busy(&R))
+			return;
+		http_tick(&R);
+		idle = 0;
+	}
+	die("a stream stayed open after its client went away");
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	reset_sessions();
+
+	int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c < 0)
+		die("socket");
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)http_port(&R))};
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(c, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		die("connect");
+	fcntl(c, F_SETFL, O_NONBLOCK);
+
+	size_t off = 0;
+	bool wr_closed = false, eof = false;
+	int idle = 0;
+	static char sink[65536];
+	for (int it = 0; it < 2000 && !eof; it++) {
+		if (!wr_closed) {
+			if (off < size) {
+				ssize_t n = send(c, data + off, size - off, MSG_NOSIGNAL);
+				if (n > 0)
+					off += (size_t)n;
+				else if (n < 0 && errno != EAGAIN && errno != EINTR)
+					wr_closed = true; /* the server closed on us */
+			}
+			if (off == size && !wr_closed) {
+				shutdown(c, SHUT_WR);
+				wr_closed = true;
+			}
+		}
+		int n = loop_run_once(&R.loop, wr_closed ? 2 : 0);
+		if (n < 0)
+			die("loop_run_once failed");
+		bool got = false;
+		for (;;) {
+			ssize_t r = recv(c, sink, sizeof(sink), 0);
+			if (r > 0) {
+				got = true;
+				continue;
+			}
+			if (r == 0 || (errno != EAGAIN && errno != EINTR))
+				eof = true;
+			break;
+		}
+		/* The server waits for something that will not come (a
+		 * suspended stream): stop, as a client would time out. */
+		if (wr_closed && n == 0 && !got) {
+			if (++idle >= 3)
+				break;
+		} else {
+			idle = 0;
+		}
+	}
+	/* Abortive close: no TIME_WAIT pile-up over millions of inputs. */
+	struct linger lg = {.l_onoff = 1, .l_linger = 0};
+	setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	close(c);
+	settle();
+
+	if (++n_inputs % 512 == 0) {
+		int fds = count_fds();
+		if (fd_baseline < 0)
+			fd_baseline = fds;
+		else if (fds > fd_baseline + 4) {
+			fprintf(stderr, "fuzz_http: open fds grew from %d to %d\n", fd_baseline, fds);
+			abort();
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,138 @@
+/* fuzz_json_bodies: the JSON request bodies of every route, through the
+ * same pure functions the handlers use (no HTTP, no I/O):
+ *   http_parse_json_object  (every JSON route)
+ *   api_parse_command       POST /command
+ *   api_parse_task          POST /v1/tasks
+ *   api_parse_session_create POST /session
+ *   api_parse_session_run   POST /session/{id}/run (+ session_wrap_command)
+ *   env_validate, env_build the "envs"/"env" object of a task
+ * (The files API gets its entries when its body parsers land.)
+ *
+ * Input layout: byte 0 selects the route (value % number of routes), the
+ * rest is the body. Checked: an accepted body yields a spec the task engine
+ * can rely on (a non-empty command without NUL, a cwd that is NULL or
+ * non-empty, bounded timeouts, an environment of NAME=value strings with
+ * valid names); a refused body comes with a message. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "env.h"
+#include "http.h"
+#include "session.h"
+#include "task.h"
+
+#define MAX_TIMEOUT (7ULL * 24 * 3600 * 1000)
+
+static void fail(const char *what, const char *detail)
+{
+	fprintf(stderr, "fuzz_json_bodies: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
+	abort();
+}
+
+static void check_spec(const struct task_spec *spec, json_t *body, const char *key)
+{
+	if (!spec->command || !*spec->command)
+		fail("accepted without a command", NULL);
+	json_t *v = json_object_get(body, key);
+	if (!json_is_string(v) || strlen(spec->command) != json_string_length(v))
+		fail("command does not match the body", NULL);
+	if (spec->cwd && !*spec->cwd)
+		fail("empty cwd kept", NULL);
+	if (spec->timeout_ms > MAX_TIMEOUT)
+		fail("timeout over the bound", NULL);
+}
+
+static void check_env(const struct task_spec *spec)
+{
+	char err[512] = "";
+	if (env_validate(spec->env, err, sizeof(err)) < 0) {
+		if (!err[0])
+			fail("env refused without a message", NULL);
+		return;
+	}
+	char **envp = env_build(1000, spec->cwd ? spec->cwd : "/", spec->env, err, sizeof(err));
+	if (!envp)
+		fail("env_build failed after env_validate accepted", err);
+	for (char **e = envp; *e; e++) {
+		const char *eq = strchr(*e, '=');
+		if (!eq || eq == *e)
+			fail("environment entry without NAME=", *e);
+		for (const char *p = *e; p < eq; p++)
+			if (!(*p == '_' || (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+			      (p > *e && *p >= '0' && *p <= '9')))
+				fail("invalid variable name reached the environment", *e);
+	}
+	env_free(envp);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size < 1)
+		return 0;
+	unsigned route = data[0] % 4;
+	const char *body_data = (const char *)data + 1;
+	size_t body_len = size - 1;
+	char err[512] = "";
+	json_t *body = http_parse_json_object(body_data, body_len, route == 2, err, sizeof(err));
+	if (!body) {
+		if (!err[0])
+			fail("JSON refused without a message", NULL);
+		return 0;
+	}
+	if (!json_is_object(body))
+		fail("parsed body is not an object", NULL);
+	struct task_spec spec;
+	int rc;
+	switch (route) {
+	case 0:
+		rc = api_parse_command(body, &spec, err, sizeof(err));
+		if (rc == 0) {
+			check_spec(&spec, body, "command");
+			if (spec.api != TASK_API_EXECD)
+				fail("wrong api", NULL);
+			if (spec.has_uid && spec.uid > 0xfffffffeu)
+				fail("uid out of range", NULL);
+			check_env(&spec);
+		}
+		break;
+	case 1: {
+		unsigned status = 0;
+		const char *code = NULL;
+		rc = api_parse_task(body, &spec, &status, &code, err, sizeof(err));
+		if (rc == 0) {
+			check_spec(&spec, body, "task");
+			if (!spec.capability || strcmp(spec.capability, "exec") != 0)
+				fail("capability other than exec accepted", NULL);
+			check_env(&spec);
+		} else if ((status != 400 && status != 501) || !code || !*code) {
+			fail("refused with an odd status or no code", NULL);
+		}
+		break;
+	}
+	case 2: {
+		const char *cwd = NULL;
+		rc = api_parse_session_create(body, &cwd, err, sizeof(err));
+		if (rc == 0 && cwd && cwd[0] != '/')
+			fail("relative session cwd accepted", cwd);
+		break;
+	}
+	default:
+		rc = api_parse_session_run(body, &spec, err, sizeof(err));
+		if (rc == 0) {
+			check_spec(&spec, body, "command");
+			char *w = session_wrap_command(spec.command, spec.cwd != NULL);
+			if (!w || !strstr(w, spec.command))
+				fail("session wrapper lost the command", NULL);
+			free(w);
+		}
+		break;
+	}
+	if (rc < 0 && !err[0])
+		fail("refused without a message", NULL);
+	json_decref(body);
+	return 0;
+}

@@ -1,0 +1,47 @@
+#!/bin/bash
+# Run libFuzzer targets: tests/fuzz/run.sh SECONDS TARGET...
+# Each target runs for SECONDS from its committed seeds (tests/fuzz/corpus/T)
+# plus what earlier runs found (build/fuzz/corpus/T, where new inputs go).
+# A crash, leak, timeout (FUZZ_TIMEOUT s for one input) or RSS over
+# FUZZ_RSS_MB fails the target; the reproducer is in build/fuzz/artifacts/.
+# Last line: "fuzz: N passed, N failed".
+set -u
+cd "$(dirname "$0")/../.."
+secs=$1
+shift
+timeout_s=${FUZZ_TIMEOUT:-10}
+rss=${FUZZ_RSS_MB:-2048}
+pass=0 fail=0
+mkdir -p build/fuzz/artifacts build/fuzz/logs
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+for t in "$@"; do
+	bin=build/fuzz/fuzz_$t
+	seeds=tests/fuzz/corpus/$t
+	work=build/fuzz/corpus/$t
+	mkdir -p "$work"
+	args=(-max_total_time="$secs" -timeout="$timeout_s" -rss_limit_mb="$rss"
+	      -malloc_limit_mb="$rss" -detect_leaks=1 -print_final_stats=1
+	      -artifact_prefix=build/fuzz/artifacts/"$t"-)
+	[ -f tests/fuzz/$t.dict ] && args+=(-dict=tests/fuzz/$t.dict)
+	[ -f tests/fuzz/$t.options ] && read -r -a extra <tests/fuzz/$t.options && args+=("${extra[@]}")
+	log=build/fuzz/logs/$t.log
+	echo "--- fuzz_$t: ${secs}s (seeds: $(ls "$seeds" 2>/dev/null | wc -l), log: $log)"
+	t0=$SECONDS
+	# shellcheck disable=SC2086
+	"$bin" "${args[@]}" ${FUZZ_ARGS:-} "$work" "$seeds" >"$log" 2>&1
+	rc=$?
+	stats=$(grep -E '^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb|new_units_added)' "$log" |
+		sed 's/^stat:://' | tr -s ' ' | tr '\n' ' ')
+	cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$log" | tail -1)
+	if [ $rc -eq 0 ]; then
+		pass=$((pass + 1))
+		echo "    ok   fuzz_$t [$((SECONDS - t0))s] $cov $stats"
+	else
+		fail=$((fail + 1))
+		echo "    FAIL fuzz_$t (exit $rc) [$((SECONDS - t0))s] $cov"
+		grep -E 'ERROR|SUMMARY|==[0-9]+==|Test unit written|fuzz_[a-z_]+: |runtime error' "$log" | head -20 | sed 's/^/      /'
+	fi
+done
+echo "fuzz: $pass passed, $fail failed"
+[ $fail -eq 0 ]
