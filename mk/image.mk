@@ -55,6 +55,7 @@ image: static
 		-f Containerfile -t $(IMAGE_NAME):$(IMAGE_TAG) .
 	$(IMAGE_ENGINE) build $(IMAGE_BUILD_FLAGS) $(IMAGE_LABEL_ARGS) \
 		-f image/opensandbox/Containerfile -t $(IMAGE_NAME):$(IMAGE_EXECD_TAG) .
+	-@$(IMAGE_ENGINE) image prune -f --filter label=io.forceai.runner.image >/dev/null 2>&1
 	@$(IMAGE_ENGINE) image inspect --format '{{.Size}}' $(IMAGE_NAME):$(IMAGE_TAG) 2>/dev/null \
 		| awk '{ printf "image: $(IMAGE_NAME):$(IMAGE_TAG) %d bytes (%.2f MiB)\n", $$1, $$1 / 1048576 }'
 
@@ -64,6 +65,7 @@ image-python: static
 	$(IMAGE_ENGINE) build $(IMAGE_BUILD_FLAGS) $(IMAGE_LABEL_ARGS) \
 		--build-arg BASE=$(IMAGE_PYTHON_BASE) \
 		-f Containerfile -t $(IMAGE_NAME):$(IMAGE_PYTHON_TAG) .
+	-@$(IMAGE_ENGINE) image prune -f --filter label=io.forceai.runner.image >/dev/null 2>&1
 
 container-test: static
 	IMAGE_ENGINE=$(IMAGE_ENGINE) IMAGE_NAME=$(IMAGE_NAME) tests/container/run.sh

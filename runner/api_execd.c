@@ -363,7 +363,7 @@ out:
 static struct task *find_command(struct http_req *req, const char *id)
 {
 	struct task *t = (id && is_hex_id(id)) ? task_find(req->r, id) : NULL;
-	if (t && t->api == TASK_API_NATIVE)
+	if (t && (t->api == TASK_API_NATIVE || t->api == TASK_API_TOOL))
 		t = NULL;
 	return t;
 }

@@ -484,6 +484,7 @@ static int do_move(const struct files_ident *id, const char *src, const char *ds
 	char ddir[PATH_MAX];
 	int sfd = -1, dfd = -1, rc;
 	bool created;
+	size_t first_new;
 	struct stat st;
 	*op = "move";
 	if ((rc = files_enter(id)) < 0)
@@ -507,7 +508,7 @@ static int do_move(const struct files_ident *id, const char *src, const char *ds
 	}
 	dbase = strrchr(dst, '/') + 1;
 	/* Missing destination parents are made, as execd does (0755). */
-	dfd = files_mkdirs(id, ddir, 0755, (uid_t)-1, (gid_t)-1, false, &created);
+	dfd = files_mkdirs(id, ddir, 0755, &created, &first_new);
 	if (dfd < 0) {
 		rc = dfd;
 		*op = "move (destination directory)";
@@ -695,15 +696,17 @@ enum MHD_Result api_dirs_create(struct http_req *req)
 	for (size_t i = 0; i < pr.n; i++) {
 		const struct perm *p = &pr.perms[i];
 		bool created;
+		size_t first_new;
 		int rc = files_enter(&id);
 		if (rc == 0) {
 			/* execd: a new directory gets mode (default 755) and owner;
 			 * an existing one is left as it is. */
-			rc = files_mkdirs(&id, pr.paths[i], p->has_mode ? p->mode : 0755, p->uid,
-					  p->gid, p->as_root, &created);
+			rc = files_mkdirs(&id, pr.paths[i], p->has_mode ? p->mode : 0755, &created,
+					  &first_new);
 			if (rc >= 0) {
 				close(rc);
-				rc = 0;
+				rc = files_chown_new(&id, pr.paths[i], first_new, p->uid, p->gid,
+						     p->as_root);
 			}
 			files_leave();
 		}
@@ -1174,6 +1177,7 @@ struct up_item {
 	struct files_tmp tmp;
 	bool keep_mode; /* no mode given: keep the replaced file's */
 	mode_t old_mode;
+	size_t first_new; /* parents made for it (chowned once it is in place) */
 };
 
 struct upload {
@@ -1288,8 +1292,7 @@ static int up_file_begin(struct upload *u, struct up_item *it)
 	bool created;
 	struct stat st;
 	/* Parents as execd makes them: 0755, with the metadata's owner. */
-	it->dirfd = files_mkdirs(&u->id, dir, 0755, it->perm.uid, it->perm.gid, it->perm.as_root,
-				 &created);
+	it->dirfd = files_mkdirs(&u->id, dir, 0755, &created, &it->first_new);
 	if (it->dirfd < 0) {
 		rc = it->dirfd;
 		it->dirfd = -1;
@@ -1432,14 +1435,22 @@ enum MHD_Result api_files_upload(struct http_req *req)
 		const char *op = "upload";
 		if (rc == 0 && fchmod(it->tmp.fd, mode) < 0)
 			rc = -errno;
+		if (rc == 0)
+			rc = files_tmp_commit(&it->tmp, it->base);
+		/* Owner last: a file given away can no longer be linked into
+		 * place by the user (protected_hardlinks). */
 		if (rc == 0) {
 			op = "chown";
-			rc = files_chown(&u->id, it->tmp.fd, NULL, it->perm.uid, it->perm.gid,
+			rc = files_chown(&u->id, it->dirfd, it->base, it->perm.uid, it->perm.gid,
 					 it->perm.as_root);
 		}
 		if (rc == 0) {
-			op = "upload";
-			rc = files_tmp_commit(&it->tmp, it->base);
+			/* Parents made for it get the metadata's owner, as in execd. */
+			char dir[PATH_MAX];
+			dirname_of(it->path, dir);
+			op = "chown";
+			rc = files_chown_new(&u->id, dir, it->first_new, it->perm.uid, it->perm.gid,
+					     it->perm.as_root);
 		}
 		files_leave();
 		if (rc < 0)

@@ -5,8 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent.h"
 #include "api.h"
+#include "gateway.h"
 #include "log.h"
+#include "modelproxy.h"
 #include "runner.h"
 #include "task.h"
 #include "util.h"
@@ -34,8 +37,9 @@ static void encode_record(struct native_stream *ns, const struct spool_rec *rec,
 			    data);
 		buf_append(o, nl + 1, rec->len - nlen - 1);
 		buf_append_str(o, "\n\n");
-		if (nlen == 4 && !memcmp(data, "exit", 4))
-			ns->done = true;
+		if ((nlen == 4 && !memcmp(data, "exit", 4)) ||
+		    (nlen == 5 && !memcmp(data, "error", 5)))
+			ns->done = true; /* the terminal event */
 		return;
 	}
 	buf_appendf(o, "id: %llu\nevent: %s\ndata: {", (unsigned long long)id,
@@ -158,15 +162,7 @@ int api_parse_task(json_t *body, struct task_spec *spec, unsigned *status, const
 		}
 		capability = json_string_value(cap);
 	}
-	if (!strcmp(capability, "chat") || !strcmp(capability, "agent")) {
-		*status = 501;
-		*code = "CAPABILITY_UNAVAILABLE";
-		snprintf(err, errlen,
-			 "capability '%s' needs a configured gateway (not available in this build)",
-			 capability);
-		return -1;
-	}
-	if (strcmp(capability, "exec") != 0) {
+	if (strcmp(capability, "exec") && strcmp(capability, "chat") && strcmp(capability, "agent")) {
 		*code = "UNKNOWN_CAPABILITY";
 		snprintf(err, errlen, "unknown capability '%.32s' (expected exec, chat or agent)",
 			 capability);
@@ -181,8 +177,31 @@ int api_parse_task(json_t *body, struct task_spec *spec, unsigned *status, const
 			return -1;
 		}
 		spec->timeout_ms = (uint64_t)json_integer_value(to);
+		spec->has_timeout = true;
 	}
 	spec->env = json_object_get(body, "env");
+	json_t *model = json_object_get(body, "model");
+	if (model && !json_is_null(model)) {
+		if (!json_is_string(model) || !json_string_length(model) ||
+		    json_string_length(model) > 256 ||
+		    strlen(json_string_value(model)) != json_string_length(model)) {
+			snprintf(err, errlen, "field 'model' must be a non-empty string");
+			return -1;
+		}
+		spec->model = json_string_value(model);
+	}
+	static const char *const limits[] = {"max_steps", "max_tokens"};
+	for (int i = 0; i < 2; i++) {
+		json_t *v = json_object_get(body, limits[i]);
+		if (!v || json_is_null(v))
+			continue;
+		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		    json_integer_value(v) > 1000000000) {
+			snprintf(err, errlen, "field '%s' must be a positive integer", limits[i]);
+			return -1;
+		}
+		*(i == 0 ? &spec->max_steps : &spec->max_tokens) = (uint64_t)json_integer_value(v);
+	}
 	return 0;
 }
 
@@ -201,7 +220,19 @@ enum MHD_Result api_task_create(struct http_req *req)
 		res = http_error(req, ustatus, code, "%s", err);
 		goto out;
 	}
-	struct task *t = task_start(req->r, &spec, &status, &code, err, sizeof(err));
+	struct task *t;
+	if (strcmp(spec.capability, "exec") && !gateway_enabled(req->r)) {
+		res = http_error(req, 501, "CAPABILITY_UNAVAILABLE",
+				 "capability '%s' needs a model gateway (FORCEAI_GATEWAY_URL is not set)",
+				 spec.capability);
+		goto out;
+	}
+	if (!strcmp(spec.capability, "agent"))
+		t = agent_start(req->r, &spec, &status, &code, err, sizeof(err));
+	else if (!strcmp(spec.capability, "chat"))
+		t = modelproxy_start_task(req->r, &spec, &status, &code, err, sizeof(err));
+	else
+		t = task_start(req->r, &spec, &status, &code, err, sizeof(err));
 	if (!t) {
 		res = http_error(req, (unsigned)status, code, "%s", err);
 		goto out;

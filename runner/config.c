@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -16,7 +17,17 @@
 
 #include "version.h"
 
-enum opt_type { OPT_STR, OPT_U64, OPT_UINT, OPT_BOOL, OPT_LISTEN, OPT_USER, OPT_TOKEN_FILE };
+enum opt_type {
+	OPT_STR,
+	OPT_U64,
+	OPT_UINT,
+	OPT_BOOL,
+	OPT_LISTEN,
+	OPT_USER,
+	OPT_TOKEN_FILE,
+	OPT_KEY_FILE,
+	OPT_PORT,
+};
 
 struct opt_def {
 	const char *name; /* long option */
@@ -68,6 +79,36 @@ static const struct opt_def opts[] = {
 	 "RLIMIT_AS of tasks in bytes (0 = unlimited)"},
 	{"limit-fsize", "FORCEAI_LIMIT_FSIZE", OPT_U64, OFF(rlimit_fsize), "0",
 	 "RLIMIT_FSIZE of tasks in bytes (0 = unlimited)"},
+	{"gateway-url", "FORCEAI_GATEWAY_URL", OPT_STR, OFF(gateway_url), NULL,
+	 "OpenAI-compatible base URL of the model gateway (http/https), e.g. https://gw/v1"},
+	{"gateway-key-file", "FORCEAI_GATEWAY_KEY_FILE", OPT_KEY_FILE, 0, NULL,
+	 "file holding the gateway key (or FORCEAI_GATEWAY_KEY); none = vault mode"},
+	{"gateway-ca", "FORCEAI_GATEWAY_CA", OPT_STR, OFF(gateway_ca), NULL,
+	 "CA bundle trusted for the gateway (else SSL_CERT_FILE, CURL_CA_BUNDLE, system)"},
+	{"gateway-proxy", "FORCEAI_GATEWAY_PROXY", OPT_STR, OFF(gateway_proxy), NULL,
+	 "HTTP proxy for gateway calls (proxy environment variables are ignored)"},
+	{"gateway-connect-timeout-ms", "FORCEAI_GATEWAY_CONNECT_TIMEOUT_MS", OPT_U64,
+	 OFF(gateway_connect_timeout_ms), "10000", "connect timeout of gateway calls (ms)"},
+	{"gateway-timeout-ms", "FORCEAI_GATEWAY_TIMEOUT_MS", OPT_U64, OFF(gateway_timeout_ms),
+	 "600000", "overall timeout of one gateway call (ms, 0 = none)"},
+	{"model", "FORCEAI_MODEL", OPT_STR, OFF(model), NULL,
+	 "default model of agent tasks (a request's \"model\" wins)"},
+	{"model-proxy-port", "FORCEAI_MODEL_PROXY_PORT", OPT_PORT, OFF(model_proxy_port), "0",
+	 "port of the loopback model proxy for chat tasks (0 = ephemeral)"},
+	{"agent-max-steps", "FORCEAI_AGENT_MAX_STEPS", OPT_U64, OFF(agent_max_steps), "20",
+	 "default model turns of an agent task"},
+	{"agent-timeout-ms", "FORCEAI_AGENT_TIMEOUT_MS", OPT_U64, OFF(agent_timeout_ms), "1800000",
+	 "default time limit of an agent task (ms, 0 = none)"},
+	{"agent-max-tokens", "FORCEAI_AGENT_MAX_TOKENS", OPT_U64, OFF(agent_max_tokens), "0",
+	 "default total-token limit of an agent task (0 = none)"},
+	{"agent-output-max", "FORCEAI_AGENT_OUTPUT_MAX", OPT_U64, OFF(agent_output_max), "16384",
+	 "tool output fed back to the model per call (bytes; head and tail kept)"},
+	{"task-memory-max", "FORCEAI_TASK_MEMORY_MAX", OPT_U64, OFF(task_memory_max), "0",
+	 "memory.max of each task's cgroup where cgroup v2 is delegated (bytes; 0 = max)"},
+	{"task-pids-max", "FORCEAI_TASK_PIDS_MAX", OPT_U64, OFF(task_pids_max), "4096",
+	 "pids.max of each task's cgroup where cgroup v2 is delegated (0 = max)"},
+	{"task-cpu-max", "FORCEAI_TASK_CPU_MAX", OPT_STR, OFF(task_cpu_max), "max",
+	 "cpu.max of each task's cgroup where cgroup v2 is delegated (\"QUOTA PERIOD\" or max)"},
 	{"insecure-no-confine", "FORCEAI_INSECURE_NO_CONFINE", OPT_BOOL, OFF(insecure_no_confine),
 	 "0", "TEST ONLY: run tasks without seccomp/capability/Landlock confinement"},
 };
@@ -166,11 +207,11 @@ static int parse_user(struct runner_config *cfg, const char *val)
 }
 
 /* Read a secret from a file: first line, surrounding whitespace stripped. */
-static int read_token_file(struct runner_config *cfg, const char *path)
+static int read_secret_file(char **dst, const char *opt, const char *path)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		fprintf(stderr, "forceai-runner: cannot read --token-file '%s': %s\n", path,
+		fprintf(stderr, "forceai-runner: cannot read --%s '%s': %s\n", opt, path,
 			strerror(errno));
 		return 2;
 	}
@@ -179,7 +220,7 @@ static int read_token_file(struct runner_config *cfg, const char *path)
 	int err = errno;
 	close(fd);
 	if (n < 0) {
-		fprintf(stderr, "forceai-runner: cannot read --token-file '%s': %s\n", path,
+		fprintf(stderr, "forceai-runner: cannot read --%s '%s': %s\n", opt, path,
 			strerror(err));
 		return 2;
 	}
@@ -191,13 +232,16 @@ static int read_token_file(struct runner_config *cfg, const char *path)
 	while (len && (s[len - 1] == ' ' || s[len - 1] == '\t'))
 		len--;
 	if (len == 0) {
-		fprintf(stderr, "forceai-runner: --token-file '%s' is empty\n", path);
+		fprintf(stderr, "forceai-runner: --%s '%s' is empty\n", opt, path);
 		return 2;
 	}
-	free(cfg->token);
-	cfg->token = strndup(s, len);
+	if (*dst) {
+		explicit_bzero(*dst, strlen(*dst));
+		free(*dst);
+	}
+	*dst = strndup(s, len);
 	explicit_bzero(buf, sizeof(buf));
-	return cfg->token ? 0 : 2;
+	return *dst ? 0 : 2;
 }
 
 static int apply_opt(struct runner_config *cfg, const struct opt_def *o, const char *val)
@@ -236,7 +280,16 @@ static int apply_opt(struct runner_config *cfg, const struct opt_def *o, const c
 	case OPT_USER:
 		return parse_user(cfg, val);
 	case OPT_TOKEN_FILE:
-		return read_token_file(cfg, val);
+		return read_secret_file(&cfg->token, o->name, val);
+	case OPT_KEY_FILE:
+		return read_secret_file(&cfg->gateway_key, o->name, val);
+	case OPT_PORT: {
+		uint64_t v;
+		if (parse_u64(val, &v) < 0 || v > 65535)
+			return bad(o->name, val, "not a port number 0-65535");
+		*(unsigned *)(base + o->off) = (unsigned)v;
+		return 0;
+	}
 	}
 	return 2;
 }
@@ -260,6 +313,42 @@ static char *take_secret_env(const char *name)
 	return copy;
 }
 
+/* The gateway URL: http or https, a host, no credentials, no query or
+ * fragment (paths are appended to it). */
+static int validate_gateway_url(const char *url)
+{
+	CURLU *u = curl_url();
+	if (!u)
+		return bad("gateway-url", url, "out of memory");
+	int rc = 0;
+	char *scheme = NULL, *host = NULL, *user = NULL, *query = NULL, *frag = NULL;
+	if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK) {
+		rc = bad("gateway-url", url, "not a valid absolute URL");
+		goto out;
+	}
+	curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
+	curl_url_get(u, CURLUPART_HOST, &host, 0);
+	curl_url_get(u, CURLUPART_USER, &user, 0);
+	curl_url_get(u, CURLUPART_QUERY, &query, 0);
+	curl_url_get(u, CURLUPART_FRAGMENT, &frag, 0);
+	if (!scheme || (strcmp(scheme, "http") && strcmp(scheme, "https")))
+		rc = bad("gateway-url", url, "the scheme must be http or https");
+	else if (!host || !*host)
+		rc = bad("gateway-url", url, "no host");
+	else if (user)
+		rc = bad("gateway-url", "(redacted)", "credentials in the URL are not allowed (use FORCEAI_GATEWAY_KEY)");
+	else if (query || frag)
+		rc = bad("gateway-url", url, "no query or fragment allowed");
+out:
+	curl_free(scheme);
+	curl_free(host);
+	curl_free(user);
+	curl_free(query);
+	curl_free(frag);
+	curl_url_cleanup(u);
+	return rc;
+}
+
 int config_parse(struct runner_config *cfg, int argc, char **argv)
 {
 	memset(cfg, 0, sizeof(*cfg));
@@ -280,6 +369,15 @@ int config_parse(struct runner_config *cfg, int argc, char **argv)
 		cfg->token = tok;
 	else
 		free(tok);
+	/* The gateway key: read once, then gone from the environment (tasks
+	 * get a clean environment anyway; /proc/1/environ must not show it). */
+	char *key = take_secret_env("FORCEAI_GATEWAY_KEY");
+	if (key && *key && !cfg->gateway_key) {
+		cfg->gateway_key = key;
+	} else if (key) {
+		explicit_bzero(key, strlen(key));
+		free(key);
+	}
 
 	struct option lopts[N_OPTS + 3];
 	for (size_t i = 0; i < N_OPTS; i++) {
@@ -338,11 +436,24 @@ int config_parse(struct runner_config *cfg, int argc, char **argv)
 		return bad("stream-window", "(value)", "must be 4096 .. task-log-max/4");
 	if (cfg->max_body < 1024)
 		return bad("max-body", "(value)", "must be at least 1024");
+	if (cfg->gateway_url && validate_gateway_url(cfg->gateway_url) != 0)
+		return 2;
+	if (cfg->gateway_key && !cfg->gateway_url)
+		fprintf(stderr, "forceai-runner: warning: a gateway key is set but no --gateway-url\n");
+	if (cfg->agent_max_steps == 0 || cfg->agent_max_steps > 10000)
+		return bad("agent-max-steps", "(value)", "must be 1..10000");
+	if (cfg->agent_output_max < 256 || cfg->agent_output_max > 1048576)
+		return bad("agent-output-max", "(value)", "must be 256..1048576");
 	return 0;
 }
 
 void config_free(struct runner_config *cfg)
 {
+	if (cfg->gateway_key) {
+		explicit_bzero(cfg->gateway_key, strlen(cfg->gateway_key));
+		free(cfg->gateway_key);
+		cfg->gateway_key = NULL;
+	}
 	if (cfg->token) {
 		explicit_bzero(cfg->token, strlen(cfg->token));
 		free(cfg->token);

@@ -25,7 +25,24 @@ struct runner_config {
 	uint64_t header_timeout_ms; /* idle connection / slowloris timeout */
 	const char *landlock_roots; /* colon-separated writable roots */
 	uint64_t rlimit_nproc, rlimit_nofile, rlimit_as, rlimit_fsize; /* 0 = unset */
+	uint64_t task_memory_max; /* cgroup v2 memory.max per task; 0 = max */
+	uint64_t task_pids_max;   /* cgroup v2 pids.max per task; 0 = max */
+	const char *task_cpu_max; /* cgroup v2 cpu.max per task, e.g. "100000 100000" */
 	char **main_argv;         /* after "--"; NULL when none */
+
+	/* Model calls (DESIGN §6). gateway_url NULL = no model access. */
+	const char *gateway_url;
+	char *gateway_key;        /* NULL = vault mode: no Authorization sent */
+	const char *gateway_ca;   /* NULL = SSL_CERT_FILE / CURL_CA_BUNDLE / system */
+	const char *gateway_proxy; /* NULL = no proxy (proxy env vars ignored) */
+	uint64_t gateway_connect_timeout_ms;
+	uint64_t gateway_timeout_ms;
+	const char *model;        /* default model of agent tasks */
+	unsigned model_proxy_port; /* loopback model proxy (0 = ephemeral) */
+	uint64_t agent_max_steps;
+	uint64_t agent_timeout_ms;  /* 0 = none */
+	uint64_t agent_max_tokens;  /* 0 = none */
+	uint64_t agent_output_max;  /* tool output fed back to the model (bytes) */
 };
 
 /* Parse argv + environment. Returns 0 to run, 1 when --help/--version was

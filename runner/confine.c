@@ -151,7 +151,7 @@ static int close_fds_except(int lowfd, int *keep, int nkeep)
 
 int confine_close_fds(const struct confine_policy *pol, int lowfd, int keep)
 {
-	int k[3] = {pol->enabled ? pol->landlock.ruleset_fd : -1,
+	int k[3] = {pol->enabled ? pol->landlock_ruleset_fd : -1,
 		    pol->enabled ? pol->landlock.root_ruleset_fd : -1, keep};
 	return close_fds_except(lowfd, k, 3);
 }
@@ -395,6 +395,8 @@ fail:
 void confine_policy_free(struct confine_policy *pol)
 {
 	seccomp_policy_free(&pol->seccomp);
+	/* landlock_ruleset_fd is the public copy (the caller may have moved it). */
+	pol->landlock.ruleset_fd = pol->landlock_ruleset_fd;
 	landlock_info_free(&pol->landlock);
 	pol->landlock_ruleset_fd = -1;
 }

@@ -13,7 +13,7 @@
 #include "caps.h"
 #include "cgroup.h"
 #include "landlock.h"
-#include "seccomp.h"
+#include "seccomp_policy.h"
 
 struct confine_rlimit {
 	int resource;        /* RLIMIT_* */

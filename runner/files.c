@@ -965,10 +965,42 @@ int files_chown(const struct files_ident *id, int dirfd, const char *base, uid_t
 	return rc;
 }
 
-int files_mkdirs(const struct files_ident *id, const char *path, mode_t mode, uid_t uid,
-		 gid_t gid, bool chown_as_root, bool *created)
+int files_chown_new(const struct files_ident *id, const char *path, size_t first_new, uid_t uid,
+		    gid_t gid, bool as_root)
+{
+	if (!first_new || (uid == (uid_t)-1 && gid == (gid_t)-1))
+		return 0;
+	char p[PATH_MAX];
+	size_t len = strlen(path);
+	if (len >= sizeof(p) || first_new > len)
+		return -ENAMETOOLONG;
+	memcpy(p, path, len + 1);
+	if (as_root)
+		files_leave();
+	int rc = 0;
+	/* Top down, each prefix ending at a component boundary. */
+	for (size_t end = first_new; rc == 0 && end <= len; end++) {
+		if (end < len && p[end] != '/')
+			continue;
+		char c = p[end];
+		p[end] = 0;
+		if (fchownat(AT_FDCWD, p, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
+			rc = -errno;
+		p[end] = c;
+	}
+	if (as_root) {
+		int r2 = files_enter(id);
+		if (r2 < 0 && rc == 0)
+			rc = r2;
+	}
+	return rc;
+}
+
+int files_mkdirs(const struct files_ident *id, const char *path, mode_t mode, bool *created,
+		 size_t *first_new)
 {
 	*created = false;
+	*first_new = 0;
 	int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
@@ -993,14 +1025,14 @@ int files_mkdirs(const struct files_ident *id, const char *path, mode_t mode, ui
 		if (nfd < 0 && errno == ENOENT) {
 			mode_t m = last ? mode : 0755;
 			rc = files_check_writable(id, fd);
-			if (rc == 0 && mkdirat(fd, comp, m) < 0 && errno != EEXIST)
+			if (rc == 0 && mkdirat(fd, comp, m) < 0 && errno != EEXIST) {
 				rc = -errno;
-			else if (rc == 0) {
-				/* Exact mode whatever the umask; then ownership. */
+			} else if (rc == 0) {
+				/* Exact mode whatever the umask. */
 				if (fchmodat(fd, comp, m, 0) < 0)
 					rc = -errno;
-				if (rc == 0)
-					rc = files_chown(id, fd, comp, uid, gid, chown_as_root);
+				if (!*first_new)
+					*first_new = (size_t)(p - path);
 				if (last)
 					*created = true;
 			}

@@ -106,11 +106,16 @@ int files_walk(struct files_walk *w, int dirfd, const char *path);
 int files_rmrf(int dirfd, const char *name);
 
 /* mkdir -p of a clean path. Missing directories are created 0755, the last
- * one `mode`; each created one is chowned to uid/gid unless both are -1
- * (as root when chown_as_root). Returns an O_PATH fd of the final directory
- * (or -errno); *created tells whether the last component was made. */
-int files_mkdirs(const struct files_ident *id, const char *path, mode_t mode, uid_t uid,
-		 gid_t gid, bool chown_as_root, bool *created);
+ * one `mode`. Returns an O_PATH fd of the final directory (or -errno);
+ * *created tells whether the last component was made, *first_new the length
+ * of the prefix of path naming the first directory made (0: none). */
+int files_mkdirs(const struct files_ident *id, const char *path, mode_t mode, bool *created,
+		 size_t *first_new);
+/* chown (not following a last link) of the directories files_mkdirs made:
+ * each prefix of path from first_new on. Done after the contents are in
+ * place, since a directory given away may no longer be writable. */
+int files_chown_new(const struct files_ident *id, const char *path, size_t first_new, uid_t uid,
+		    gid_t gid, bool as_root);
 /* chown of base in dirfd (following links), or of dirfd itself when base
  * is NULL; as root when as_root. */
 int files_chown(const struct files_ident *id, int dirfd, const char *base, uid_t uid, gid_t gid,

@@ -125,6 +125,20 @@ static int add_path(int rfd, const char *path, __u64 access, bool dir_only, char
 	return 1;
 }
 
+/* Move fd to >= 64: the task's stdio (and extra fds) are placed at 0..4 by
+ * dup2 after fork, which must never land on a ruleset. */
+static int move_high(int fd, char *err, size_t errlen)
+{
+	if (fd >= 64)
+		return fd;
+	int high = fcntl(fd, F_DUPFD_CLOEXEC, 64);
+	int e = errno;
+	close(fd);
+	if (high < 0)
+		snprintf(err, errlen, "landlock: fcntl(F_DUPFD_CLOEXEC): %s", strerror(e));
+	return high;
+}
+
 /* One ruleset with every rule; `scoped` adds ABI 6 scoping. Returns the
  * ruleset fd or -1 with err set; fills the root lists when `ll` is given. */
 static int build_ruleset(int abi, bool scoped, const char *roots, struct landlock_info *ll,
@@ -185,7 +199,7 @@ static int build_ruleset(int abi, bool scoped, const char *roots, struct landloc
 			append(ll->skipped, sizeof(ll->skipped), r);
 	}
 	free(list);
-	return rfd;
+	return move_high(rfd, err, errlen);
 fail:
 	close(rfd);
 	return -1;

@@ -205,17 +205,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "forceai-runner: %s\n", err);
 		return 1;
 	}
-	/* Task fds 0..4 are placed by dup2 in the shim: keep the ruleset
-	 * far above them so it is never overwritten. */
-	if (r->policy.landlock_ruleset_fd >= 0 && r->policy.landlock_ruleset_fd < 64) {
-		int high = fcntl(r->policy.landlock_ruleset_fd, F_DUPFD_CLOEXEC, 64);
-		if (high < 0) {
-			fprintf(stderr, "forceai-runner: fcntl(F_DUPFD): %s\n", strerror(errno));
-			return 1;
-		}
-		close(r->policy.landlock_ruleset_fd);
-		r->policy.landlock_ruleset_fd = high;
-	}
 	if (setup_state_dir(r) < 0)
 		return 1;
 

@@ -13,6 +13,8 @@
 struct http_server;
 struct task_table;
 struct session_table;
+struct gateway;
+struct modelproxy;
 
 enum init_mode { INIT_PID1, INIT_SUBREAPER };
 
@@ -45,6 +47,8 @@ struct runner {
 	struct http_server *http;
 	struct task_table *tasks;
 	struct session_table *sessions;
+	struct gateway *gateway;       /* NULL: no FORCEAI_GATEWAY_URL */
+	struct modelproxy *modelproxy; /* loopback model proxy for chat tasks */
 };
 
 /* Start a graceful shutdown (idempotent). */

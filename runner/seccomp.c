@@ -23,12 +23,9 @@
  *
  * This file is self-contained (no runner logging): every problem goes into
  * the caller's err buffer or the policy's warning string. */
-#include "seccomp.h"
+#include "seccomp_policy.h"
 
-/* runner/seccomp.h shadows libseccomp's <seccomp.h> when runner/ is on the
- * include path (the unit test builds with -Irunner), so name libseccomp's
- * header through its include directory. */
-#include <../include/seccomp.h>
+#include <seccomp.h> /* libseccomp */
 
 #include <ctype.h>
 #include <errno.h>
@@ -121,6 +118,33 @@ static int get_uint(struct loader *ld, json_t *obj, const char *key, const char 
 			    (unsigned long long)max);
 	*out = (uint64_t)json_integer_value(v);
 	return 0;
+}
+
+/* errnoRet / defaultErrnoRet, or the errno name podman's format writes
+ * beside it ("errno" / "defaultErrno"); the number wins when both are set. */
+static int get_errno(struct loader *ld, json_t *obj, const char *numkey, const char *namekey,
+		     const char *where, uint64_t *out)
+{
+	static const struct {
+		const char *name;
+		int value;
+	} names[] = {
+		{"EPERM", EPERM},   {"ENOENT", ENOENT},   {"EACCES", EACCES},
+		{"EINVAL", EINVAL}, {"ENOSYS", ENOSYS},   {"EOPNOTSUPP", EOPNOTSUPP},
+		{"ENOTSUP", ENOTSUP}, {"EAFNOSUPPORT", EAFNOSUPPORT}, {"EPROTONOSUPPORT",
+		EPROTONOSUPPORT}, {"ENODEV", ENODEV}, {"EFAULT", EFAULT},
+	};
+	json_t *num = json_object_get(obj, numkey);
+	json_t *name = json_object_get(obj, namekey);
+	if ((num && !json_is_null(num)) || !name || json_is_null(name))
+		return get_uint(ld, obj, numkey, where, 4095, EPERM, out);
+	if (json_is_string(name))
+		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+			if (strcmp(json_string_value(name), names[i].name) == 0) {
+				*out = (uint64_t)names[i].value;
+				return 0;
+			}
+	return fail(ld, "%s: unknown \"%s\" (use \"%s\" with a number)", where, namekey, numkey);
 }
 
 static int parse_action(struct loader *ld, json_t *jact, uint64_t errno_ret, const char *where,
@@ -361,8 +385,8 @@ static void note_unknown(struct loader *ld, const char *name)
 
 static int add_rule(struct loader *ld, json_t *rule, size_t ri)
 {
-	static const char *const keys[] = {"names", "name", "action", "errnoRet", "args",
-					   "comment", "includes", "excludes", NULL};
+	static const char *const keys[] = {"names", "name", "action", "errnoRet", "errno",
+					   "args", "comment", "includes", "excludes", NULL};
 	char where[32];
 	snprintf(where, sizeof(where), "syscalls[%zu]", ri);
 	if (!json_is_object(rule))
@@ -370,7 +394,7 @@ static int add_rule(struct loader *ld, json_t *rule, size_t ri)
 	if (check_keys(ld, rule, where, keys) < 0)
 		return -1;
 	uint64_t eret;
-	if (get_uint(ld, rule, "errnoRet", where, 4095, EPERM, &eret) < 0)
+	if (get_errno(ld, rule, "errnoRet", "errno", where, &eret) < 0)
 		return -1;
 	uint32_t action;
 	json_t *jact = json_object_get(rule, "action");
@@ -513,9 +537,9 @@ static int export_bpf(struct loader *ld, struct sock_fprog *prog)
 
 static int compile(struct loader *ld, json_t *root, struct seccomp_policy *out)
 {
-	static const char *const keys[] = {"defaultAction", "defaultErrnoRet", "architectures",
-					   "archMap", "syscalls", "flags", "listenerPath",
-					   "listenerMetadata", "comment", NULL};
+	static const char *const keys[] = {"defaultAction", "defaultErrnoRet", "defaultErrno",
+					   "architectures", "archMap", "syscalls", "flags",
+					   "listenerPath", "listenerMetadata", "comment", NULL};
 	if (!json_is_object(root))
 		return fail(ld, "the top level must be a JSON object");
 	if (check_keys(ld, root, "top level", keys) < 0)
@@ -524,7 +548,7 @@ static int compile(struct loader *ld, json_t *root, struct seccomp_policy *out)
 	if (json_is_string(lp) && json_string_length(lp) > 0)
 		return fail(ld, "\"listenerPath\" is not supported (no seccomp agent)");
 	uint64_t def_errno;
-	if (get_uint(ld, root, "defaultErrnoRet", "top level", 4095, EPERM, &def_errno) < 0)
+	if (get_errno(ld, root, "defaultErrnoRet", "defaultErrno", "top level", &def_errno) < 0)
 		return -1;
 	json_t *jdef = json_object_get(root, "defaultAction");
 	if (!jdef)

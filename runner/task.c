@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "env.h"
 #include "log.h"
 #include "runner.h"
@@ -42,6 +43,12 @@ const char *task_status_name(enum task_status s)
 		return "killed";
 	case TS_CANCELLED:
 		return "cancelled";
+	case TS_MAX_STEPS:
+		return "max_steps";
+	case TS_MAX_TOKENS:
+		return "max_tokens";
+	case TS_ERROR:
+		return "error";
 	}
 	return "unknown";
 }
@@ -142,7 +149,7 @@ static void task_finalize(struct task *t);
 
 static void maybe_finalize(struct task *t)
 {
-	if (!t->finished && !t->proc_running && t->out_fd < 0 && t->err_fd < 0)
+	if (!t->driver && !t->finished && !t->proc_running && t->out_fd < 0 && t->err_fd < 0)
 		task_finalize(t);
 }
 
@@ -197,6 +204,12 @@ static void on_task_timer(struct loop *loop, struct loop_timer *timer)
 {
 	(void)loop;
 	struct task *t = timer->arg;
+	if (t->driver && !t->finished) {
+		log_info("task timed out", "{s:s,s:i}", "task", t->id, "timeout_ms",
+			 (int)t->timeout_ms);
+		t->driver->cancel(t, TS_TIMEOUT);
+		return;
+	}
 	if (!t->proc_running)
 		return;
 	if (t->kill_phase == 0) {
@@ -206,11 +219,17 @@ static void on_task_timer(struct loop *loop, struct loop_timer *timer)
 	} else if (t->kill_phase == 1) {
 		t->kill_phase = 2;
 		task_signal_shim(t, SHIM_SIG_KILL);
+		if (t->cgroup)
+			cgroup_task_kill(t->id);
 	}
 }
 
 void task_kill(struct task *t, enum task_status why)
 {
+	if (t->driver && !t->finished) {
+		t->driver->cancel(t, why);
+		return;
+	}
 	if (!t->proc_running || t->kill_phase >= 1)
 		return;
 	t->kill_reason = why;
@@ -223,7 +242,12 @@ void tasks_kill_all(struct runner *r, bool hard)
 {
 	if (!r->tasks)
 		return;
-	for (struct task *t = r->tasks->head; t; t = t->next) {
+	for (struct task *t = r->tasks->head, *next; t; t = next) {
+		next = t->next;
+		if (t->driver && !t->finished) {
+			t->driver->cancel(t, TS_KILLED);
+			continue;
+		}
 		if (!t->proc_running)
 			continue;
 		if (hard) {
@@ -231,6 +255,8 @@ void tasks_kill_all(struct runner *r, bool hard)
 				t->kill_reason = TS_KILLED;
 			t->kill_phase = 2;
 			task_signal_shim(t, SHIM_SIG_KILL);
+			if (t->cgroup)
+				cgroup_task_kill(t->id);
 		} else {
 			task_kill(t, TS_KILLED);
 		}
@@ -246,6 +272,12 @@ static void on_task_exit(void *arg, pid_t pid, int status)
 	t->finished_mono = monotonic_ms();
 	t->r->tasks->running--;
 	loop_timer_stop(&t->r->loop, &t->timer);
+	if (t->cgroup) {
+		/* Whatever of the tree escaped the shim goes with the leaf. */
+		cgroup_task_kill(t->id);
+		cgroup_task_remove(t->id);
+		t->cgroup = false;
+	}
 	/* Drain what is already in the pipes; EOF follows since the shim
 	 * killed the rest of the tree. */
 	maybe_finalize(t);
@@ -281,6 +313,10 @@ static void task_finalize(struct task *t)
 	if (t->status == TS_TIMEOUT && t->api == TASK_API_NATIVE)
 		t->exit_code = 124; /* as timeout(1) reports it */
 	json_t *ev = exit_json(t);
+	if (t->on_finish) {
+		t->on_finish(t, ev);
+		t->on_finish = NULL;
+	}
 	append_event(t, "exit", ev);
 	json_decref(ev);
 	t->r->tasks->finished++;
@@ -320,6 +356,16 @@ static void task_free(struct task *t)
 {
 	struct runner *r = t->r;
 	task_unlink(t);
+	if (t->driver && t->driver->release)
+		t->driver->release(t);
+	t->driver = NULL;
+	if (t->on_finish) {
+		/* Never finished (runner exit): let the owner drop its state. */
+		json_t *ev = json_object();
+		t->on_finish(t, ev);
+		json_decref(ev);
+		t->on_finish = NULL;
+	}
 	loop_timer_close(&r->loop, &t->timer);
 	for (int i = 0; i < 2; i++)
 		close_pipe(t, i);
@@ -371,7 +417,8 @@ void tasks_tick(struct runner *r)
 	for (struct task *t = r->tasks->head; t; t = t->next) {
 		/* A process that escaped its shim could hold a pipe open:
 		 * after the shim is gone, two seconds is all it gets. */
-		if (!t->finished && !t->proc_running && now - t->finished_mono > 2000) {
+		if (!t->driver && !t->finished && !t->proc_running &&
+		    now - t->finished_mono > 2000) {
 			close_pipe(t, 0);
 			close_pipe(t, 1);
 			maybe_finalize(t);
@@ -520,7 +567,20 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, int *htt
 		.uid = uid,
 		.gid = gid,
 		.cgroup_procs_fd = -1,
+		/* The uid change clears the shim's death signal: re-armed in
+		 * the task so it dies if the shim does. */
+		.pdeath_signal = SIGKILL,
 	};
+	if (r->policy.cgroup_mode == CGROUP_V2) {
+		/* Limits are part of the confinement: no leaf, no task. */
+		rc = cgroup_task_create(t->id, r->cfg.task_memory_max, r->cfg.task_pids_max,
+					r->cfg.task_cpu_max, &plan.cgroup_procs_fd);
+		if (rc < 0) {
+			errno = -rc;
+			goto fail_errno;
+		}
+		t->cgroup = true;
+	}
 	struct spawn_io io = {.in_fd = devnull, .out_fd = outp[1], .err_fd = errp[1]};
 	if (spec->state_in_fd >= 0 && spec->state_out_fd >= 0) {
 		io.extra[0] = spec->state_in_fd;
@@ -530,6 +590,8 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, int *htt
 	t->started_ms = now_ms();
 	t->started_mono = monotonic_ms();
 	pid_t pid = spawn_task(&plan, &io);
+	if (plan.cgroup_procs_fd >= 0)
+		close(plan.cgroup_procs_fd);
 	if (pid < 0) {
 		errno = -pid;
 		goto fail_errno;
@@ -581,6 +643,8 @@ fail_errno:
 		close(devnull);
 	env_free(envp);
 	if (t) {
+		if (t->cgroup)
+			cgroup_task_remove(t->id);
 		loop_timer_close(&r->loop, &t->timer);
 		if (t->spool.nseg)
 			spool_close(&t->spool);
@@ -641,4 +705,155 @@ bool task_reader_at_end(struct task_reader *rd)
 {
 	struct task *t = rd->task;
 	return t->finished && rd->cur.seq >= t->spool.next_seq;
+}
+
+/* ---- driven tasks (agent) ---- */
+
+void task_emit(struct task *t, const char *name, json_t *data)
+{
+	append_event(t, name, data);
+	wake_readers(t);
+}
+
+struct task *task_start_driven(struct runner *r, const struct task_spec *spec,
+			       const struct task_driver_ops *ops, void *arg, int *http_status,
+			       const char **code, char *err, size_t errlen)
+{
+	*code = "INVALID_REQUEST_BODY";
+	*http_status = 400;
+	if (r->shutting_down) {
+		*http_status = 503;
+		*code = "SERVICE_UNAVAILABLE";
+		snprintf(err, errlen, "the runner is shutting down");
+		return NULL;
+	}
+	if (r->tasks->running >= r->cfg.max_tasks) {
+		*http_status = 429;
+		*code = "TOO_MANY_TASKS";
+		snprintf(err, errlen, "%u tasks are running, the configured maximum (--max-tasks)",
+			 r->tasks->running);
+		return NULL;
+	}
+	const char *cwd = spec->cwd;
+	struct stat st;
+	if (!cwd)
+		cwd = (stat("/workspace", &st) == 0 && S_ISDIR(st.st_mode)) ? "/workspace" : "/";
+	if (cwd[0] != '/') {
+		snprintf(err, errlen, "cwd '%.200s' must be an absolute path", cwd);
+		return NULL;
+	}
+	if (stat(cwd, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "cwd '%.200s' does not exist or is not a directory", cwd);
+		return NULL;
+	}
+	*http_status = 500;
+	*code = "RUNTIME_ERROR";
+	struct task *t = calloc(1, sizeof(*t));
+	if (!t)
+		goto fail_errno;
+	t->r = r;
+	t->out_fd = t->err_fd = -1;
+	t->state_out_fd = -1;
+	t->exit_code = -1;
+	t->api = spec->api;
+	t->uid = r->cfg.task_uid;
+	t->gid = r->cfg.task_gid;
+	t->timeout_ms = spec->timeout_ms;
+	if (random_id(t->id) < 0)
+		goto fail_errno;
+	t->command = strdup(spec->command);
+	t->cwd = strdup(cwd);
+	t->capability = strdup(spec->capability ? spec->capability : "agent");
+	if (!t->command || !t->cwd || !t->capability)
+		goto fail_errno;
+	int rc = spool_open(&t->spool, r->state_dir_fd, r->cfg.task_log_max);
+	if (rc < 0) {
+		errno = -rc;
+		goto fail_errno;
+	}
+	if (loop_timer_init(&r->loop, &t->timer, on_task_timer, t) < 0)
+		goto fail_errno;
+	t->started_ms = now_ms();
+	t->started_mono = monotonic_ms();
+	t->driver = ops;
+	t->driver_arg = arg;
+	r->tasks->running++;
+	if (spec->timeout_ms)
+		loop_timer_start(&r->loop, &t->timer, spec->timeout_ms, 0);
+	json_t *started = json_pack("{s:s,s:I,s:s}", "task_id", t->id, "started_at",
+				    (json_int_t)t->started_ms, "capability", t->capability);
+	append_event(t, "started", started);
+	json_decref(started);
+	t->next = r->tasks->head;
+	if (t->next)
+		t->next->prev = t;
+	r->tasks->head = t;
+	t->linked = true;
+	log_info("task started", "{s:s,s:s}", "task", t->id, "capability", t->capability);
+	return t;
+
+fail_errno:
+	snprintf(err, errlen, "cannot start the task: %s", strerror(errno));
+	log_errno("task start failed", errno, NULL);
+	if (t) {
+		if (t->cgroup)
+			cgroup_task_remove(t->id);
+		loop_timer_close(&r->loop, &t->timer);
+		if (t->spool.nseg)
+			spool_close(&t->spool);
+		free(t->command);
+		free(t->cwd);
+		free(t->capability);
+		free(t);
+	}
+	return NULL;
+}
+
+static void driven_end(struct task *t, enum task_status st, int exit_code)
+{
+	t->finished = true;
+	t->finished_ms = now_ms();
+	t->finished_mono = monotonic_ms();
+	t->status = st;
+	t->exit_code = exit_code;
+	t->driver = NULL;
+	t->r->tasks->running--;
+	t->r->tasks->finished++;
+	loop_timer_stop(&t->r->loop, &t->timer);
+}
+
+static void driven_log(struct task *t)
+{
+	log_info("task finished", "{s:s,s:s,s:i,s:I}", "task", t->id, "status",
+		 task_status_name(t->status), "exit_code", t->exit_code, "duration_ms",
+		 (json_int_t)(t->finished_ms - t->started_ms));
+	wake_readers(t);
+	runner_maybe_exit(t->r);
+}
+
+void task_driven_finish(struct task *t, enum task_status st, int exit_code, json_t *extra)
+{
+	if (t->finished)
+		return;
+	driven_end(t, st, exit_code);
+	json_t *ev = exit_json(t);
+	if (extra)
+		json_object_update(ev, extra);
+	append_event(t, "exit", ev);
+	json_decref(ev);
+	driven_log(t);
+}
+
+void task_driven_fail(struct task *t, const char *code, const char *message, json_t *extra)
+{
+	if (t->finished)
+		return;
+	driven_end(t, TS_ERROR, 1);
+	json_t *ev = json_pack("{s:s,s:s,s:I}", "code", code, "message", message, "duration_ms",
+			       (json_int_t)(t->finished_ms - t->started_ms));
+	if (extra)
+		json_object_update(ev, extra);
+	append_event(t, "error", ev);
+	json_decref(ev);
+	driven_log(t);
 }

@@ -12,7 +12,12 @@
 struct runner;
 struct session;
 
-enum task_api { TASK_API_EXECD, TASK_API_NATIVE, TASK_API_SESSION };
+enum task_api {
+	TASK_API_EXECD,
+	TASK_API_NATIVE,
+	TASK_API_SESSION,
+	TASK_API_TOOL, /* a command run by an agent task: not visible in any API */
+};
 
 enum task_status {
 	TS_RUNNING,
@@ -21,6 +26,9 @@ enum task_status {
 	TS_TIMEOUT,
 	TS_KILLED,    /* runner shutdown */
 	TS_CANCELLED, /* DELETE by a client */
+	TS_MAX_STEPS,  /* agent: step limit reached */
+	TS_MAX_TOKENS, /* agent: token limit reached */
+	TS_ERROR,      /* agent: ended with a terminal `error` event */
 };
 const char *task_status_name(enum task_status s);
 
@@ -34,7 +42,11 @@ struct task_spec {
 	uid_t uid;
 	gid_t gid;
 	bool background;
-	const char *capability; /* native API: "exec" */
+	const char *capability; /* native API: "exec", "chat" or "agent" */
+	const char *model;      /* agent: model (NULL = the configured default) */
+	uint64_t max_steps;     /* agent: 0 = the configured default */
+	uint64_t max_tokens;    /* agent: 0 = the configured default */
+	bool has_timeout;       /* timeout_ms was given (agent: 0 = none) */
 	struct session *session;
 	int state_in_fd;  /* session: memfd with the saved shell state, or -1 */
 	int state_out_fd; /* session: memfd the wrapper writes the new state to, or -1 */
@@ -47,6 +59,17 @@ struct task_reader {
 	bool live;         /* a connected client: it holds the pipe back when slow */
 	void (*wake)(struct task_reader *rd);
 	struct task_reader *next, *prev;
+};
+
+struct task;
+/* A task without a process of its own (an agent): its events are produced
+ * by a driver, which finishes it with task_driven_finish/_fail. */
+struct task_driver_ops {
+	/* Stop now (DELETE, timeout, shutdown); the driver finishes the task
+	 * with this status soon after. */
+	void (*cancel)(struct task *t, enum task_status why);
+	/* The record is freed while the driver is still attached. */
+	void (*release)(struct task *t);
 };
 
 struct task {
@@ -68,6 +91,7 @@ struct task {
 	unsigned char carry[2][4];
 	size_t carry_len[2];
 	bool paused;
+	bool cgroup; /* has a cgroup v2 leaf named after its id */
 
 	struct spool spool;
 	struct task_reader *readers;
@@ -87,6 +111,13 @@ struct task {
 
 	struct session *session;
 	int state_out_fd;
+
+	const struct task_driver_ops *driver; /* NULL for process tasks */
+	void *driver_arg;
+	/* Process tasks: runs just before the terminal exit event is written
+	 * (may add fields to it); the model proxy uses it for chat tasks. */
+	void (*on_finish)(struct task *t, json_t *exit_ev);
+	void *finish_arg;
 
 	struct task *next, *prev; /* in the table */
 	bool linked;
@@ -109,6 +140,18 @@ void tasks_tick(struct runner *r);
 struct task *task_start(struct runner *r, const struct task_spec *spec, int *http_status,
 			const char **code, char *err, size_t errlen);
 struct task *task_find(struct runner *r, const char *id);
+
+/* A driven task (see struct task_driver_ops): a record, a spool, a timer
+ * (spec->timeout_ms calls cancel(TS_TIMEOUT)), the `started` event. */
+struct task *task_start_driven(struct runner *r, const struct task_spec *spec,
+			       const struct task_driver_ops *ops, void *arg, int *http_status,
+			       const char **code, char *err, size_t errlen);
+/* Append an event (name + JSON object, borrowed) and wake readers. */
+void task_emit(struct task *t, const char *name, json_t *data);
+/* Terminal `exit` {exit_code, status, duration_ms} + the fields of extra. */
+void task_driven_finish(struct task *t, enum task_status st, int exit_code, json_t *extra);
+/* Terminal `error` {code, message} + the fields of extra. */
+void task_driven_fail(struct task *t, const char *code, const char *message, json_t *extra);
 /* SIGTERM the tree now, SIGKILL after the grace period. */
 void task_kill(struct task *t, enum task_status why);
 

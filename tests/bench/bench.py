@@ -387,6 +387,20 @@ def bench_size(cfg, res, tmpdir):
             extra={"bytes": size, "baseline_bytes": base})
 
 
+def hardening_summary(h):
+    if not h:
+        return "no /v1/hardening report"
+    if not h.get("enabled"):
+        return "confinement disabled"
+    sc = h.get("seccomp") or {}
+    ll = h.get("landlock") or {}
+    cg = h.get("cgroup") or {}
+    return "seccomp %s (%s syscalls allowed), Landlock ABI %s, capabilities: %s, no_new_privs %s, " \
+        "cgroup %s, tasks as %s:%s" % (
+            sc.get("policy"), sc.get("allowed_syscalls"), ll.get("abi"), h.get("capabilities"),
+            h.get("no_new_privs"), cg.get("mode"), h.get("task_uid"), h.get("task_gid"))
+
+
 def bench_latency(cfg, res, binary):
     """4 + 7: round trips, interleaved with their raw baselines."""
     rtt = os.path.join(cfg.tools, "rtt")
@@ -405,7 +419,11 @@ def bench_latency(cfg, res, binary):
                 hard = json.loads(body)
         except (OSError, ValueError):
             pass
-        cfg.meta["confinement"] = json.dumps(hard, sort_keys=True) if hard else "no /v1/hardening report"
+        cfg.meta["hardening"] = hard
+        cfg.meta["confinement"] = hardening_summary(hard)
+        if not (hard or {}).get("enabled"):
+            res.note("the runner under test reports no confinement in force (%s): figures 4-7 "
+                     "are for unconfined tasks" % cfg.meta["confinement"])
         bw = shutil.which("bwrap")
         fj = shutil.which("firejail")
         series = {

@@ -15,6 +15,14 @@
  * stdout/stderr pipes and _exit()s (no execve), so that the status, logs,
  * events and delete routes have a finished task of each API to work on.
  *
+ * The files API acts on the filesystem (as the task user, through
+ * setfsuid), so the fuzzer confines what it can touch: the task user is
+ * 65533:65533 (owns nothing; the process drops its supplementary groups),
+ * writes are allowed only beneath /tmp/forceai-fuzz-files (the write roots,
+ * emptied after every input), and when the process may, it enters a private
+ * mount namespace with fresh tmpfs on /tmp, /var/tmp and /dev/shm, so what
+ * is written there vanishes with the fuzzer.
+ *
  * Ids are predictable (-Wl,--wrap=random_id) so seeds can name them:
  *   execd task   00000000000000000000000000000001
  *   native task  00000000000000000000000000000002
@@ -37,6 +45,11 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <ftw.h>
+#include <grp.h>
+#include <sched.h>
+#include <sys/mount.h>
 
 #include "http.h"
 #include "runner.h"
@@ -129,6 +142,54 @@ static void fake_task(enum task_api api)
 		die("fake task did not finish");
 }
 
+#define SANDBOX "/tmp/forceai-fuzz-files"
+#define TASK_UID 65533
+
+static void private_tmp(void)
+{
+	if (setgroups(0, NULL) < 0)
+		die("setgroups");
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+		fprintf(stderr, "fuzz_http: no private mount namespace (%s): the files API "
+				"writes only beneath " SANDBOX " (write roots)\n",
+			strerror(errno));
+		return;
+	}
+	static const char *const dirs[] = {"/tmp", "/var/tmp", "/dev/shm"};
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+		if (mount("fuzz-tmp", dirs[i], "tmpfs", MS_NOSUID | MS_NODEV,
+			  "size=256m,mode=1777") < 0 &&
+		    errno != ENOENT) {
+			fprintf(stderr, "fuzz_http: tmpfs on %s: %s\n", dirs[i], strerror(errno));
+			abort();
+		}
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	if (ftw->level > 0 && remove(path) < 0)
+		fprintf(stderr, "fuzz_http: cannot remove %s: %s\n", path, strerror(errno));
+	return 0;
+}
+
+/* Empty the sandbox (only when something is in it: one readdir). */
+static void clean_sandbox(void)
+{
+	DIR *d = opendir(SANDBOX);
+	if (!d)
+		die("sandbox vanished");
+	int n = 0;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	if (n > 2)
+		nftw(SANDBOX, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+	if (chmod(SANDBOX, 0755) < 0 || chown(SANDBOX, TASK_UID, TASK_UID) < 0)
+		die("sandbox chmod/chown");
+}
+
 static void reset_sessions(void)
 {
 	sessions_free_all(&R);
@@ -144,6 +205,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
+	private_tmp();
+	if (mkdir(SANDBOX, 0755) < 0 && errno != EEXIST)
+		die("mkdir sandbox");
+	struct stat sst;
+	if (lstat(SANDBOX, &sst) < 0 || !S_ISDIR(sst.st_mode))
+		die(SANDBOX " is not a directory");
+	clean_sandbox();
 	snprintf(state_dir, sizeof(state_dir), "/tmp/fuzz_http.XXXXXX");
 	if (!mkdtemp(state_dir))
 		die("mkdtemp");
@@ -151,7 +219,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	char *av[] = {"fuzz_http",      "--listen",     "127.0.0.1:0",     "--state-dir",
 		      state_dir,        "--max-body",   "4096",            "--idle-timeout-ms",
 		      "1000",           "--task-log-max", "65536",         "--stream-window",
-		      "16384",          "--grace-ms",   "100",             NULL};
+		      "16384",          "--grace-ms",   "100",             "--task-user",
+		      "65533:65533",    "--landlock-roots", SANDBOX,       NULL};
 	optind = 1;
 	if (config_parse(&R.cfg, (int)(sizeof(av) / sizeof(av[0])) - 1, av) != 0)
 		die("config_parse");
@@ -159,8 +228,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	R.self_pid = getpid();
 	R.init_mode = INIT_SUBREAPER;
 	R.signal_fd = -1;
+	/* Confinement "in force" as far as the files API looks: writes only
+	 * beneath the write roots. Nothing is ever spawned. */
+	R.policy.enabled = true;
 	R.policy.landlock_ruleset_fd = -1;
 	R.policy.landlock.ruleset_fd = -1;
+	R.policy.landlock.root_ruleset_fd = -1;
+	R.policy.landlock.abi = 1;
+	snprintf(R.policy.landlock.roots, sizeof(R.policy.landlock.roots), "%s", SANDBOX);
 	R.state_dir_fd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (R.state_dir_fd < 0)
 		die("open state dir");
@@ -237,7 +312,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				wr_closed = true;
 			}
 		}
-		int n = loop_run_once(&R.loop, wr_closed ? 2 : 0);
+		int n = loop_run_once(&R.loop, 0);
 		if (n < 0)
 			die("loop_run_once failed");
 		bool got = false;
@@ -265,6 +340,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	close(c);
 	settle();
+	clean_sandbox();
 
 	if (++n_inputs % 512 == 0) {
 		int fds = count_fds();

@@ -105,8 +105,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		rc = api_parse_task(body, &spec, &status, &code, err, sizeof(err));
 		if (rc == 0) {
 			check_spec(&spec, body, "task");
-			if (!spec.capability || strcmp(spec.capability, "exec") != 0)
-				fail("capability other than exec accepted", NULL);
+			if (!spec.capability || (strcmp(spec.capability, "exec") != 0 &&
+						 strcmp(spec.capability, "chat") != 0 &&
+						 strcmp(spec.capability, "agent") != 0))
+				fail("unknown capability accepted", NULL);
 			check_env(&spec);
 		} else if ((status != 400 && status != 501) || !code || !*code) {
 			fail("refused with an odd status or no code", NULL);

@@ -16,6 +16,7 @@ TOKEN = "X-EXECD-ACCESS-TOKEN: fuzz-token\r\n"
 EXECD_ID = "%032x" % 1    # fuzz_http's finished execd task
 NATIVE_ID = "%032x" % 2   # ... and native task
 SESSION_ID = "%032x" % 3  # ... and the session re-created for every input
+SANDBOX = "/tmp/forceai-fuzz-files"  # fuzz_http's only writable root
 
 
 def req(method, path, body=None, headers="", token=True, version="HTTP/1.1", ctype=True):
@@ -84,11 +85,27 @@ def http_seeds():
     s["task_delete"] = req("DELETE", "/v1/tasks/" + NATIVE_ID)
     s["files_info"] = req("GET", "/files/info?path=/tmp")
     mp = (b"--XyZ\r\nContent-Disposition: form-data; name=\"metadata\"\r\n\r\n"
-          b"{\"path\":\"/tmp/fuzz-never\"}\r\n--XyZ\r\nContent-Disposition: form-data; "
+          b"{\"path\":\"/tmp/forceai-fuzz-files/up.txt\"}\r\n--XyZ\r\nContent-Disposition: form-data; "
           b"name=\"file\"; filename=\"a\"\r\n\r\nhi\r\n--XyZ--\r\n")
     s["files_upload"] = (b"POST /files/upload HTTP/1.1\r\nHost: x\r\n" + TOKEN.encode() +
                          b"Content-Type: multipart/form-data; boundary=XyZ\r\n"
                          b"Content-Length: %d\r\n\r\n" % len(mp) + mp)
+    q = "?path=" + SANDBOX
+    s["files_info2"] = req("GET", "/files/info?path=/etc/hostname&path=" + SANDBOX)
+    s["files_delete"] = req("DELETE", "/files" + q + "/a")
+    s["files_mv"] = req("POST", "/files/mv", [{"src": SANDBOX + "/a", "dest": SANDBOX + "/b"}])
+    s["files_permissions"] = req("POST", "/files/permissions",
+                                 {SANDBOX + "/a": {"mode": 644, "owner": "", "group": ""}})
+    s["files_search"] = req("GET", "/files/search" + q + "&pattern=**/*.txt")
+    s["files_replace"] = req("POST", "/files/replace", {SANDBOX + "/a": {"old": "x", "new": "y"}})
+    s["files_download"] = req("GET", "/files/download?path=/etc/hostname",
+                              headers="Range: bytes=1-3\r\n")
+    s["files_download_lines"] = req("GET", "/files/download?path=/etc/passwd&offset=2&limit=3")
+    s["dirs_list"] = req("GET", "/directories/list?path=/etc&depth=2")
+    s["dirs_create"] = req("POST", "/directories", {SANDBOX + "/d/e": {"mode": 755}})
+    s["dirs_delete"] = req("DELETE", "/directories" + q + "/d")
+    s["mkdir_upload_list"] = (req("POST", "/directories", {SANDBOX + "/d": {"mode": 700}}) +
+                              s["files_upload"] + req("GET", "/directories/list" + q))
     s["unknown_route"] = req("GET", "/nope")
     s["wrong_method"] = req("PUT", "/command", {"command": "true"})
     s["bad_method"] = b"BREW /ping HTTP/1.1\r\nHost: x\r\n\r\n"

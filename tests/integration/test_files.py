@@ -539,6 +539,9 @@ class Directories(FilesBase):
             os.makedirs(os.path.dirname(full), exist_ok=True)
             with open(full, "w") as f:
                 f.write(p)
+        for root, dirs, files in os.walk(self.d):
+            for n in dirs + files:
+                os.lchown(os.path.join(root, n), TASK_UID, TASK_GID)
 
     def test_list_depth_and_order(self):
         self.tree()

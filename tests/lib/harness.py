@@ -39,6 +39,8 @@ class Runner:
         cmd = [RUNNER, "--listen", "127.0.0.1:%d" % self.port, "--state-dir", self.state,
                "--seccomp-policy", POLICY, "--landlock-roots", "/tmp:" + self.tmp]
         cmd += list(args)
+        if os.environ.get("RUNNER_EXTRA_ARGS"):
+            cmd += os.environ["RUNNER_EXTRA_ARGS"].split()
         if main:
             cmd += ["--"] + list(main)
         if pid1:
@@ -220,8 +222,13 @@ class Runner:
     def stop(self, sig=signal.SIGTERM, timeout=15):
         if self.proc.poll() is None:
             try:
-                self.proc.send_signal(sig)
-            except ProcessLookupError:
+                # Under unshare the runner is unshare's child: signal it
+                # directly (unshare does not forward).
+                if os.path.basename(self.proc.args[0]) == "unshare":
+                    os.kill(self.host_pid(), sig)
+                else:
+                    self.proc.send_signal(sig)
+            except (ProcessLookupError, OSError, IndexError, ValueError):
                 pass
             try:
                 self.proc.wait(timeout)
@@ -295,4 +302,10 @@ class RunnerTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
+        # A clean SIGTERM shutdown exits 0. Under ASan (leaks) or valgrind
+        # (--error-exitcode) a memory error shows here as another code.
+        rc = cls.r.stop()
+        log = cls.r.logtext()
         cls.r.close()
+        if rc != 0:
+            raise AssertionError("runner exited %s after SIGTERM; log tail:\n%s" % (rc, log[-4000:]))

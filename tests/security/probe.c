@@ -23,7 +23,9 @@
  *                the task may write by file permissions (so only Landlock
  *                can refuse), default /var/tmp/forceai-probe-outside
  * Build: cc -O2 -o probe tests/security/probe.c (no other dependency). */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>

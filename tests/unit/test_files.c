@@ -219,9 +219,11 @@ int main(void)
 		struct files_ident id = {.uid = getuid(), .gid = getgid(), .write_roots = NULL};
 		char p[PATH_MAX];
 		bool created;
+		size_t first_new;
 		snprintf(p, sizeof(p), "%s/x/y/z", dir);
-		int fd = files_mkdirs(&id, p, 0700, (uid_t)-1, (gid_t)-1, false, &created);
-		CHECK(fd >= 0 && created);
+		int fd = files_mkdirs(&id, p, 0700, &created, &first_new);
+		CHECK(fd >= 0 && created && first_new == strlen(dir) + 2);
+		CHECK(files_chown_new(&id, p, first_new, getuid(), (gid_t)-1, false) == 0);
 		struct stat st;
 		CHECK(stat(p, &st) == 0 && (st.st_mode & 07777) == 0700);
 		snprintf(p, sizeof(p), "%s/x", dir);

@@ -6,7 +6,7 @@
  *      tests/unit/test_seccomp.c runner/seccomp.c -ljansson -lseccomp -o test_seccomp
  *   ./test_seccomp [path/to/seccomp/default.json]
  * Exits non-zero when any check fails. */
-#include "seccomp.h"
+#include "seccomp_policy.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -130,6 +130,23 @@ static void test_errors(void)
 	      rc == 0 ? p.warning : err, "");
 	if (rc == 0)
 		seccomp_policy_free(&p);
+
+	/* Docker's conditional rules: a rule needing a capability is skipped
+	 * (tasks hold none); one for another architecture too. */
+	path = write_policy("docker.json", HEAD "\"syscalls\":[{\"names\":[\"read\"],\"action\":"
+			    "\"SCMP_ACT_ALLOW\"},{\"names\":[\"write\"],\"action\":\"SCMP_ACT_ALLOW\","
+			    "\"includes\":{\"caps\":[\"CAP_SYS_ADMIN\"]}},{\"names\":[\"close\"],"
+			    "\"action\":\"SCMP_ACT_ALLOW\",\"includes\":{\"arches\":[\"s390x\"]}},"
+			    "{\"names\":[\"dup\"],\"action\":\"SCMP_ACT_ALLOW\",\"excludes\":"
+			    "{\"caps\":[\"CAP_SYS_ADMIN\"]}},{\"names\":[\"clone3\"],\"action\":"
+			    "\"SCMP_ACT_ERRNO\",\"errno\":\"ENOSYS\"}]}");
+	rc = seccomp_policy_load(path, &p, err, sizeof(err));
+	check(rc == 0 && p.n_allowed == 2, "includes/excludes: only read and dup allowed (rc %d, "
+	      "%u allowed%s%s)", rc, rc == 0 ? p.n_allowed : 0, rc ? ": " : "", rc ? err : "");
+	if (rc == 0)
+		seccomp_policy_free(&p);
+	expect_error("errnoname.json", HEAD "\"syscalls\":[{\"names\":[\"read\"],\"action\":"
+		     "\"SCMP_ACT_ERRNO\",\"errno\":\"EBOGUS\"}]}", "unknown \"errno\"");
 
 	char missing[300];
 	snprintf(missing, sizeof(missing), "%s/missing.json", tmpdir);
