@@ -19,7 +19,7 @@ FUZZ_TIMEOUT    ?= 10
 FUZZ_RSS_MB     ?= 2048
 FUZZ_ARGS       ?=
 FUZZ_DIR        := build/fuzz
-FUZZ_ALL        := http json_bodies linesplit seccomp $(if $(wildcard runner/multipart.c),multipart)
+FUZZ_ALL        := http json_bodies linesplit seccomp $(if $(wildcard runner/multipart.c),multipart) chatstream
 FUZZ_TARGETS    ?= $(FUZZ_ALL)
 FUZZ_SAN        := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 		   -fno-omit-frame-pointer
@@ -40,6 +40,7 @@ FUZZ_SRCS_json_bodies := $(FUZZ_RUNNER)
 FUZZ_SRCS_linesplit   := runner/linesplit.c runner/util.c
 FUZZ_SRCS_seccomp     := runner/seccomp.c
 FUZZ_SRCS_multipart   := runner/multipart.c
+FUZZ_SRCS_chatstream  := runner/chatstream.c runner/util.c
 FUZZ_EXTRA_http        := tests/fuzz/fuzz_hooks.c
 FUZZ_EXTRA_json_bodies := tests/fuzz/fuzz_hooks.c
 FUZZ_LD_http          := -Wl,--wrap=spawn_task -Wl,--wrap=random_id

@@ -289,6 +289,8 @@ static bool usage_from_json(json_t *obj, struct cs_usage *u)
 static int append_str(struct chatstream *cs, struct buf *b, json_t *s)
 {
 	size_t n = json_string_length(s);
+	if (n == 0)
+		return 0;
 	if (b->len + n > CS_MAX_TEXT) {
 		fail(cs, CS_ERR_MALFORMED, "the model's response is over %u bytes", CS_MAX_TEXT);
 		return -1;
@@ -302,8 +304,12 @@ static int append_str(struct chatstream *cs, struct buf *b, json_t *s)
 
 static int take_tool_calls(struct chatstream *cs, json_t *arr)
 {
-	if (!json_is_array(arr))
-		return json_is_null(arr) ? 0 : (fail(cs, CS_ERR_MALFORMED, "tool_calls is not an array"), -1);
+	if (!arr || json_is_null(arr))
+		return 0;
+	if (!json_is_array(arr)) {
+		fail(cs, CS_ERR_MALFORMED, "tool_calls is not an array");
+		return -1;
+	}
 	size_t i;
 	json_t *tc;
 	json_array_foreach(arr, i, tc)
@@ -483,7 +489,7 @@ static void on_line(struct chatstream *cs, const char *l, size_t n)
 		fail(cs, CS_ERR_MALFORMED, "a stream event is over %u bytes", CS_MAX_LINE);
 		return;
 	}
-	if (buf_append(&cs->data, v, vlen) < 0)
+	if (vlen && buf_append(&cs->data, v, vlen) < 0)
 		fail(cs, CS_ERR_MALFORMED, "out of memory");
 	cs->have_data = true;
 }

@@ -131,10 +131,27 @@ static void usage(FILE *out)
 		"print this help and exit");
 }
 
+/* Where the value being applied came from, for messages: an environment
+ * variable name, or NULL for the command line. */
+static const char *value_source;
+static bool quiet; /* while trying environment values the CLI may replace */
+
 static int bad(const char *opt, const char *val, const char *why)
 {
-	fprintf(stderr, "forceai-runner: invalid --%s '%s': %s\n", opt, val, why);
+	if (quiet)
+		return 2;
+	if (value_source)
+		fprintf(stderr, "forceai-runner: invalid %s '%s': %s\n", value_source, val, why);
+	else
+		fprintf(stderr, "forceai-runner: invalid --%s '%s': %s\n", opt, val, why);
 	return 2;
+}
+
+static int bad_num(const char *opt, uint64_t val, const char *why)
+{
+	char buf[32];
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)val);
+	return bad(opt, buf, why);
 }
 
 static int parse_u64(const char *s, uint64_t *out)
@@ -210,20 +227,14 @@ static int parse_user(struct runner_config *cfg, const char *val)
 static int read_secret_file(char **dst, const char *opt, const char *path)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		fprintf(stderr, "forceai-runner: cannot read --%s '%s': %s\n", opt, path,
-			strerror(errno));
-		return 2;
-	}
+	if (fd < 0)
+		return bad(opt, path, strerror(errno));
 	char buf[512];
 	ssize_t n = read(fd, buf, sizeof(buf) - 1);
 	int err = errno;
 	close(fd);
-	if (n < 0) {
-		fprintf(stderr, "forceai-runner: cannot read --%s '%s': %s\n", opt, path,
-			strerror(err));
-		return 2;
-	}
+	if (n < 0)
+		return bad(opt, path, strerror(err));
 	buf[n] = 0;
 	char *s = buf;
 	while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
@@ -231,10 +242,8 @@ static int read_secret_file(char **dst, const char *opt, const char *path)
 	size_t len = strcspn(s, "\r\n");
 	while (len && (s[len - 1] == ' ' || s[len - 1] == '\t'))
 		len--;
-	if (len == 0) {
-		fprintf(stderr, "forceai-runner: --%s '%s' is empty\n", opt, path);
-		return 2;
-	}
+	if (len == 0)
+		return bad(opt, path, "the file is empty");
 	if (*dst) {
 		explicit_bzero(*dst, strlen(*dst));
 		free(*dst);
@@ -352,17 +361,35 @@ out:
 int config_parse(struct runner_config *cfg, int argc, char **argv)
 {
 	memset(cfg, 0, sizeof(*cfg));
-	/* Defaults first, then the environment, then the command line. */
-	for (int pass = 0; pass < 2; pass++) {
-		for (size_t i = 0; i < N_OPTS; i++) {
-			const struct opt_def *o = &opts[i];
-			const char *val = pass == 0 ? o->def : getenv(o->env);
-			if (!val)
-				continue;
-			int r = apply_opt(cfg, o, val);
-			if (r)
-				return r;
+	/* --help and --version work whatever the environment holds. */
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			usage(stdout);
+			return 1;
 		}
+		if (!strcmp(argv[i], "--version") || !strcmp(argv[i], "-V")) {
+			printf("forceai-runner %s\n", FORCEAI_RUNNER_VERSION);
+			return 1;
+		}
+	}
+	/* Defaults first, then the environment, then the command line. A bad
+	 * environment value only counts if the command line does not replace
+	 * it. */
+	bool env_bad[N_OPTS] = {false};
+	for (size_t i = 0; i < N_OPTS; i++) {
+		if (opts[i].def && apply_opt(cfg, &opts[i], opts[i].def))
+			return 2;
+	}
+	for (size_t i = 0; i < N_OPTS; i++) {
+		const char *val = getenv(opts[i].env);
+		if (!val)
+			continue;
+		/* Messages are held back until we know the CLI does not win. */
+		quiet = true;
+		int r = apply_opt(cfg, &opts[i], val);
+		quiet = false;
+		if (r)
+			env_bad[i] = true;
 	}
 	char *tok = take_secret_env("EXECD_ACCESS_TOKEN");
 	if (tok && *tok && !cfg->token)
@@ -418,6 +445,15 @@ int config_parse(struct runner_config *cfg, int argc, char **argv)
 		int r = apply_opt(cfg, o, o->type == OPT_BOOL ? "1" : optarg);
 		if (r)
 			return r;
+		env_bad[c - 1000] = false;
+	}
+	for (size_t i = 0; i < N_OPTS; i++) {
+		if (env_bad[i]) {
+			value_source = opts[i].env;
+			int r = apply_opt(cfg, &opts[i], getenv(opts[i].env)); /* prints the message */
+			value_source = NULL;
+			return r ? r : 2;
+		}
 	}
 	if (optind < argc) {
 		if (strcmp(argv[optind - 1], "--") != 0) {
@@ -429,13 +465,13 @@ int config_parse(struct runner_config *cfg, int argc, char **argv)
 		cfg->main_argv = &argv[optind];
 	}
 	if (cfg->grace_ms > 3600000)
-		return bad("grace-ms", "(value)", "must be at most 3600000");
+		return bad_num("grace-ms", cfg->grace_ms, "must be at most 3600000");
 	if (cfg->task_log_max < 65536)
-		return bad("task-log-max", "(value)", "must be at least 65536");
+		return bad_num("task-log-max", cfg->task_log_max, "must be at least 65536");
 	if (cfg->stream_window < 4096 || cfg->stream_window > cfg->task_log_max / 4)
-		return bad("stream-window", "(value)", "must be 4096 .. task-log-max/4");
+		return bad_num("stream-window", cfg->stream_window, "must be 4096 .. task-log-max/4");
 	if (cfg->max_body < 1024)
-		return bad("max-body", "(value)", "must be at least 1024");
+		return bad_num("max-body", cfg->max_body, "must be at least 1024");
 	if (cfg->gateway_url && validate_gateway_url(cfg->gateway_url) != 0)
 		return 2;
 	if (cfg->gateway_key && !cfg->gateway_url)

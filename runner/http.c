@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -281,6 +282,74 @@ static bool authorized(struct http_req *req)
 	return got && secret_equal(got, want);
 }
 
+/* Message framing the runner refuses even where libmicrohttpd 0.9.75 lets
+ * it through (RFC 9112 §6.1, §6.3, §3.2, §5.1): both Content-Length and
+ * Transfer-Encoding (request smuggling), repeated Content-Length,
+ * Transfer-Encoding or Host, a transfer coding other than chunked, white
+ * space in a header name. The connection is closed after the 400, so
+ * nothing after the ambiguous request is read as another one. */
+struct framing {
+	unsigned host, cl, te;
+	bool te_other, bad_name;
+};
+
+static enum MHD_Result framing_it(void *cls, enum MHD_ValueKind kind, const char *key,
+				  const char *value)
+{
+	(void)kind;
+	struct framing *f = cls;
+	if (!*key || strpbrk(key, " \t"))
+		f->bad_name = true;
+	if (!strcasecmp(key, "Host"))
+		f->host++;
+	else if (!strcasecmp(key, "Content-Length"))
+		f->cl++;
+	else if (!strcasecmp(key, "Transfer-Encoding")) {
+		f->te++;
+		value += strspn(value, " \t");
+		size_t n = strcspn(value, " \t");
+		if (n != 7 || strncasecmp(value, "chunked", 7) || value[n + strspn(value + n, " \t")])
+			f->te_other = true;
+	}
+	return MHD_YES;
+}
+
+static const char *framing_problem(struct MHD_Connection *conn)
+{
+	struct framing f = {0};
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, framing_it, &f);
+	if (f.cl && f.te)
+		return "both Content-Length and Transfer-Encoding";
+	if (f.cl > 1 || f.te > 1 || f.host > 1)
+		return "a repeated Content-Length, Transfer-Encoding or Host header";
+	if (f.te_other)
+		return "a transfer coding other than chunked";
+	if (f.bad_name)
+		return "white space in a header name";
+	return NULL;
+}
+
+static enum MHD_Result framing_error(struct http_req *req, const char *problem)
+{
+	char *s = NULL;
+	json_t *j = json_pack("{s:s,s:s+}", "code", "BAD_REQUEST_FRAMING", "message",
+			      "request refused: ", problem);
+	if (j)
+		s = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	if (!s)
+		return MHD_NO;
+	struct MHD_Response *resp =
+		MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(s);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, "Content-Type", "application/json");
+	MHD_add_response_header(resp, "Connection", "close");
+	return queue(req, 400, resp);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version,
 				  const char *upload_data, size_t *upload_size, void **con_cls)
@@ -298,6 +367,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		req->method = method;
 		req->path = url;
 		req->route = -1;
+		const char *problem = framing_problem(conn);
+		if (problem)
+			return framing_error(req, problem);
 		bool path_known = false;
 		for (size_t i = 0; i < N_ROUTES; i++) {
 			if (!match(routes[i].pattern, url, req->param_buf, sizeof(req->param_buf)))
@@ -449,8 +521,9 @@ static int open_listener(struct runner *r, char *err, size_t errlen)
 	int one = 1;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(fd, (struct sockaddr *)&ss, slen) < 0 || listen(fd, 256) < 0) {
-		snprintf(err, errlen, "cannot listen on %s:%u: %s", r->cfg.listen_host,
-			 r->cfg.listen_port, strerror(errno));
+		bool v6 = family == AF_INET6;
+		snprintf(err, errlen, "cannot listen on %s%s%s:%u: %s", v6 ? "[" : "",
+			 r->cfg.listen_host, v6 ? "]" : "", r->cfg.listen_port, strerror(errno));
 		close(fd);
 		return -1;
 	}

@@ -9,9 +9,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "gateway.h"
 #include "hardening.h"
 #include "http.h"
 #include "log.h"
+#include "modelproxy.h"
 #include "proctree.h"
 #include "runner.h"
 #include "session.h"
@@ -47,8 +49,8 @@ static int spawn_main(struct runner *r)
 		signals_reset_child();
 		execvp(r->cfg.main_argv[0], r->cfg.main_argv);
 		int err = errno;
-		dprintf(STDERR_FILENO, "forceai-runner: cannot run '%s': %s\n", r->cfg.main_argv[0],
-			strerror(err));
+		log_error("cannot run the main command", "{s:s,s:s}", "argv0", r->cfg.main_argv[0],
+			  "error", strerror(err));
 		_exit(err == ENOENT ? 127 : 126);
 	}
 	/* Also from the parent, so a signal forwarded right away cannot race
@@ -232,6 +234,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "forceai-runner: %s\n", err);
 		return 1;
 	}
+	if (gateway_init(r, err, sizeof(err)) < 0 || modelproxy_start(r, err, sizeof(err)) < 0) {
+		fprintf(stderr, "forceai-runner: %s\n", err);
+		return 1;
+	}
 	if (r->cfg.main_argv) {
 		rc = spawn_main(r);
 		if (rc < 0) {
@@ -241,10 +247,11 @@ int main(int argc, char **argv)
 	}
 	loop_timer_start(&r->loop, &r->tick, 1000, 1000);
 
-	log_info("ready", "{s:s,s:s,s:i,s:s,s:b,s:i}", "version", FORCEAI_RUNNER_VERSION, "listen",
+	log_info("ready", "{s:s,s:s,s:i,s:s,s:b,s:i,s:i}", "version", FORCEAI_RUNNER_VERSION, "listen",
 		 r->cfg.listen_host, "port", (int)http_port(r), "init_mode",
 		 r->init_mode == INIT_PID1 ? "pid1" : "subreaper", "token_required",
-		 r->cfg.token != NULL, "pid", (int)r->self_pid);
+		 r->cfg.token != NULL, "pid", (int)r->self_pid, "model_proxy_port",
+		 (int)modelproxy_port(r));
 	if (r->init_mode == INIT_SUBREAPER)
 		log_info("not PID 1: running as child subreaper", "{s:i}", "pid", (int)r->self_pid);
 	hardening_log(r);
@@ -260,6 +267,8 @@ int main(int argc, char **argv)
 	http_stop(r);
 	sessions_free_all(r);
 	tasks_free_all(r);
+	modelproxy_stop(r); /* after the tasks: chat tasks hold proxy tokens */
+	gateway_stop(r);    /* last: agents and the proxy hold gateway calls */
 	log_info("exited", "{s:i,s:i}", "exit_code", r->exit_code, "orphans_reaped",
 		 (int)r->reaper.orphans_reaped);
 	confine_policy_free(&r->policy);

@@ -216,11 +216,14 @@ static int emit(struct multipart *m, const char *data, size_t len)
 }
 
 /* Scan for the delimiter, passing data on (in the body) or dropping it (in
- * the preamble). Returns 1 when a delimiter was consumed, 0 when the input
- * ran out, or a callback's value. */
+ * the preamble), in as few callbacks as possible: one run of data per
+ * chunk, cut only where a delimiter or a carried match interrupts it.
+ * Returns 1 when a delimiter was consumed, 0 when the input ran out, or a
+ * callback's value. */
 static int scan(struct multipart *m, const char **pp, const char *end)
 {
-	const char *p = *pp;
+	const char *start = *pp, *p = start, *run = start;
+	const char *mstart = NULL; /* where the current match began; NULL: in an earlier chunk */
 	int rc;
 	while (p < end) {
 		if (m->match) {
@@ -231,31 +234,35 @@ static int scan(struct multipart *m, const char **pp, const char *end)
 				p += n;
 				if (m->match == m->dlen) {
 					m->match = 0;
+					if ((rc = emit(m, run, (size_t)((mstart ? mstart : start) - run))))
+						return rc;
 					*pp = p;
 					return 1;
 				}
 				continue; /* input ended inside a possible delimiter */
 			}
-			/* Not a delimiter: the carried bytes were data. */
-			size_t carried = m->match;
-			m->match = 0;
-			if ((rc = emit(m, m->delim, carried)))
+			/* Not a delimiter. Begun in this chunk, its bytes simply stay
+			 * in the run; carried from an earlier one, they come first. */
+			if (!mstart && (rc = emit(m, m->delim, m->match)))
 				return rc;
+			m->match = 0;
+			mstart = NULL;
 			continue;
 		}
 		const char *cr = memchr(p, '\r', (size_t)(end - p));
 		if (!cr) {
-			if ((rc = emit(m, p, (size_t)(end - p))))
-				return rc;
 			p = end;
 			break;
 		}
-		if ((rc = emit(m, p, (size_t)(cr - p))))
-			return rc;
-		p = cr + 1;
+		mstart = cr;
 		m->match = 1;
+		p = cr + 1;
 	}
-	*pp = p;
+	/* Hold back a possible delimiter start; the rest of the run is data. */
+	const char *upto = m->match ? (mstart ? mstart : start) : end;
+	if ((rc = emit(m, run, (size_t)(upto - run))))
+		return rc;
+	*pp = end;
 	return 0;
 }
 

@@ -38,6 +38,7 @@ stage pid1 python3 tests/run.py pid1
 stage integration python3 tests/run.py integration
 stage security python3 tests/run.py security
 stage sdk python3 tests/sdk/run_sdk.py
+stage gateway python3 tests/run.py gateway
 if [ -z "${CHECK_FAST:-}" ]; then
 	stage integration-asan env RUNNER_BIN=build/asan/forceai-runner python3 tests/run.py integration
 	# valgrind cannot emulate Landlock, and refuses the rlimit changes of

@@ -19,10 +19,14 @@ import time
 import unittest
 from urllib.parse import quote
 
-from harness import Runner, RunnerTest
+from harness import RUNNER, Runner, RunnerTest
 
 TASK_UID = 1000
 TASK_GID = 1000
+# Under valgrind or the sanitizers memory figures mean nothing and big
+# transfers crawl.
+WRAPPED = bool(os.environ.get("RUNNER_WRAP"))
+SANITIZED = WRAPPED or "asan" in RUNNER
 RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z$")
 
 
@@ -124,7 +128,7 @@ class FilesBase(RunnerTest):
 
 class Upload(FilesBase):
     def test_roundtrip_random_binary_by_sha256(self):
-        for size in (0, 1, 64 * 1024 + 1, 100 * 1024 * 1024):
+        for size in (0, 1, 64 * 1024 + 1, (8 if WRAPPED else 100) * 1024 * 1024):
             with self.subTest(size=size):
                 src = os.path.join(self.scratch, "src-%d" % size)
                 with open(src, "wb") as f:
@@ -736,7 +740,8 @@ class Identity(FilesBase):
     def test_outside_writable_roots(self):
         """Tasks may only write beneath the Landlock roots; neither may the API."""
         st, _, data = self.call("GET", "/v1/hardening")
-        if st != 200 or not json.loads(data).get("landlock", {}).get("abi"):
+        rep = json.loads(data) if st == 200 else {}
+        if not rep.get("confinement_enabled") or not rep.get("landlock", {}).get("abi"):
             self.skipTest("Landlock not in force")
         outside = tempfile.mkdtemp(prefix="forceai-outside-", dir="/var/tmp")
         try:
@@ -784,6 +789,7 @@ def _rss_sampler(runner, stop, out):
         time.sleep(0.02)
 
 
+@unittest.skipIf(SANITIZED, "RSS is only meaningful for the plain build")
 class Memory(FilesBase):
     """A 2 GiB upload and download each keep the runner under 16 MiB RSS."""
     SIZE = 2 << 30

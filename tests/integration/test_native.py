@@ -9,7 +9,7 @@ import subprocess
 import time
 import unittest
 
-from harness import Runner, RunnerTest, parse_sse
+from harness import Runner, RunnerTest, parse_sse, rss_is_meaningful
 
 
 def raw_post(port, path, body, headers=""):
@@ -171,7 +171,8 @@ class Backpressure(RunnerTest):
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
         time.sleep(2.0)  # we read nothing
         rss = self.r.rss_kib()
-        self.assertLess(rss, 32 * 1024, "runner RSS %d KiB" % rss)
+        if rss_is_meaningful():
+            self.assertLess(rss, 32 * 1024, "runner RSS %d KiB" % rss)
         self.assertFalse(os.path.exists(marker), "task was not held back")
         s.settimeout(30)
         got = 0
@@ -182,7 +183,8 @@ class Backpressure(RunnerTest):
         self.assertEqual(got, total)
         self.assertTrue(os.path.exists(marker))
         os.unlink(marker)
-        self.assertLess(self.r.rss_kib(), 32 * 1024)
+        if rss_is_meaningful():
+            self.assertLess(self.r.rss_kib(), 32 * 1024)
 
 
 class Retention(RunnerTest):

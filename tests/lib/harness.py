@@ -15,6 +15,13 @@ RUNNER = os.environ.get("RUNNER_BIN", os.path.join(ROOT, "build", "forceai-runne
 POLICY = os.path.join(ROOT, "seccomp", "default.json")
 
 
+def rss_is_meaningful():
+    """RSS bounds hold for the real build; ASan's shadow memory and
+    valgrind's own heap make the figure meaningless, so memory-bound
+    assertions are checked in the plain stage of make check."""
+    return not os.environ.get("RUNNER_WRAP") and "asan" not in RUNNER
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -207,12 +214,12 @@ class Runner:
             try:
                 self.signal_runner(sig)
                 self.proc.wait(timeout)
-            except (subprocess.TimeoutExpired, ProcessLookupError, RuntimeError):
-                pass
+            except (subprocess.TimeoutExpired, OSError, RuntimeError, IndexError, ValueError):
+                pass  # (it may have exited meanwhile: no pid to find)
         if self.proc.poll() is None:
             try:
                 os.kill(self.host_pid(), signal.SIGKILL)
-            except (OSError, RuntimeError):
+            except (OSError, RuntimeError, IndexError, ValueError):
                 pass
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()

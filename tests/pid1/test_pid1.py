@@ -378,6 +378,7 @@ exec sleep 1000
         # The orphans came to the runner (not to our own init).
         long_pid = self.nspid_to_host(r, int(read(os.path.join(d, "long"))))
         self.assertIsNotNone(long_pid)
+        self.addCleanup(lambda: alive(long_pid) and os.kill(long_pid, signal.SIGKILL))
         self.assertEqual(proc_table()[long_pid][0], hp, "orphan not re-parented to the runner")
 
         def live_sleeps():
@@ -522,6 +523,30 @@ exec sleep 1000
         self.assertLessEqual(took, 2.0, "shutdown took longer than grace + 1 s")
         # Its own session, ignoring SIGTERM: still part of what the runner stops.
         self.assertTrue(wait_for(lambda: not alive(stray), 2), "setsid'd child survived")
+
+    def test_main_child_exit_leaves_nothing_behind(self):
+        """When the main child exits, the runner exits with its status and no
+        orphan outlives it, even one in its own session that ignores SIGTERM
+        (in pid1 mode the kernel would see to that; not in subreaper mode)."""
+        d = self.scratch()
+        script = r"""
+d=$1
+(trap '' TERM; setsid sleep 1000 & echo $! > "$d/orphan.tmp"; mv "$d/orphan.tmp" "$d/orphan")
+while [ ! -e "$d/go" ]; do sleep 0.02; done
+exit 3
+"""
+        r = self.start(main=["sh", "-c", script, "sh", d], args=["--grace-ms", "1000"])
+        self.wait_file(os.path.join(d, "orphan"))
+        orphan = self.nspid_to_host(r, int(read(os.path.join(d, "orphan"))))
+        self.assertTrue(orphan and alive(orphan))
+        self.addCleanup(lambda: alive(orphan) and os.kill(orphan, signal.SIGKILL))
+        self.assertEqual(proc_table()[orphan][0], r.host_pid())
+        t0 = time.monotonic()
+        open(os.path.join(d, "go"), "w").close()
+        rc = self.exited_status(r, timeout=10)
+        figure("%s: main child exit -> runner exit in %.3f s" % (self.mode, time.monotonic() - t0))
+        self.assertEqual(rc, 3, r.logtext())
+        self.assertTrue(wait_for(lambda: not alive(orphan), 2), "orphan outlived the runner")
 
     def test_sigterm_without_main_child_exits_0(self):
         r = self.start()

@@ -1,0 +1,161 @@
+"""Capability `chat`: the loopback model proxy, per-task tokens, usage in the
+exit event, and key isolation (DESIGN §5b, §6)."""
+import base64
+import json
+import os
+import re
+import unittest
+import urllib.request
+import urllib.error
+
+from harness import Runner
+from test_gateway import TestGateway, text
+
+KEY = "sk-REAL-gateway-key-7f3a9c"
+
+
+def out(ev, kind="stdout"):
+    b = b""
+    for e in ev:
+        if e.get("event") == kind:
+            d = e["data"]
+            b += d["text"].encode() if "text" in d else base64.b64decode(d["data_b64"])
+    return b
+
+
+CURL_CHAT = ("curl -sS -N -H \"Authorization: Bearer $OPENAI_API_KEY\" "
+             "-H 'Content-Type: application/json' "
+             "-d '{\"model\":\"test-model\",\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+             "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}' "
+             "\"$OPENAI_BASE_URL/chat/completions\"")
+
+
+class ChatBase(unittest.TestCase):
+    key = KEY
+
+    @classmethod
+    def setUpClass(cls):
+        cls.gw = TestGateway(key=cls.key)
+        cls.keyfile = None
+        env = {"FORCEAI_GATEWAY_URL": cls.gw.url}
+        if cls.key:
+            env["FORCEAI_GATEWAY_KEY"] = cls.key
+        cls.r = Runner(env=env)
+        cls.proxy_port = [l for l in cls.r.loglines() if l.get("msg") == "ready"][0]["model_proxy_port"]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.r.close()
+        cls.gw.close()
+
+    def setUp(self):
+        self.gw.turns.clear()
+        self.gw.requests.clear()
+        self.gw.errors.clear()
+
+    def chat(self, cmd, **kw):
+        body = {"task": cmd, "capability": "chat", "cwd": self.r.work}
+        body.update(kw)
+        ev = self.r.native(body)
+        self.assertEqual(ev[-1]["event"], "exit", ev)
+        return ev
+
+    def proxy(self, path, token, body=None):
+        req = urllib.request.Request("http://127.0.0.1:%d%s" % (self.proxy_port, path),
+                                     data=json.dumps(body).encode() if body else None,
+                                     headers={"Authorization": "Bearer " + token,
+                                              "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+
+class Chat(ChatBase):
+    def test_streamed_completion_through_the_proxy(self):
+        self.gw.script(text("hello from the model", usage=(11, 4), frag=2))
+        ev = self.chat(CURL_CHAT)
+        body = out(ev).decode()
+        self.assertIn("data: [DONE]", body)
+        content = "".join(
+            c["delta"].get("content") or "" for l in body.split("\n") if l.startswith("data: {")
+            for c in json.loads(l[6:])["choices"])
+        self.assertEqual(content, "hello from the model")
+        x = ev[-1]["data"]
+        self.assertEqual(x["status"], "succeeded")
+        self.assertEqual(x["usage"], {"prompt_tokens": 11, "completion_tokens": 4,
+                                      "total_tokens": 15, "requests": 1})
+        reqs = self.gw.chat_requests()
+        self.assertEqual(len(reqs), 1)
+        self.assertEqual(reqs[0]["headers"]["authorization"], "Bearer " + KEY)
+        self.assertEqual(self.gw.errors, [])
+
+    def test_usage_summed_over_calls_and_embeddings(self):
+        self.gw.script(text("a", usage=(1, 2)), text("b", usage=(3, 4), usage_mode="in_last"))
+        emb = ("curl -sS -H \"Authorization: Bearer $OPENAI_API_KEY\" -H 'Content-Type: application/json' "
+               "-d '{\"model\":\"e\",\"input\":\"x\"}' \"$OPENAI_BASE_URL/embeddings\"")
+        ev = self.chat("%s >/dev/null; %s >/dev/null; %s; curl -sS -H \"Authorization: Bearer "
+                       "$OPENAI_API_KEY\" \"$OPENAI_BASE_URL/models\"" % (CURL_CHAT, CURL_CHAT, emb))
+        self.assertEqual(ev[-1]["data"]["usage"], {"prompt_tokens": 7, "completion_tokens": 6,
+                                                   "total_tokens": 13, "requests": 4})
+        self.assertIn(b"test-model", out(ev))
+
+    def test_token_refused_after_the_task_and_for_exec(self):
+        ev = self.chat("echo $OPENAI_API_KEY; echo $OPENAI_BASE_URL")
+        tok, base = out(ev).decode().split()
+        self.assertTrue(re.fullmatch(r"fai-[0-9a-f]{64}", tok), tok)
+        self.assertEqual(base, "http://127.0.0.1:%d/v1" % self.proxy_port)
+        st, b = self.proxy("/v1/models", tok)
+        self.assertEqual(st, 401)
+        self.assertEqual(json.loads(b)["error"]["code"], "invalid_api_key")
+        ev = self.r.native({"task": "echo key=${OPENAI_API_KEY:-none}", "capability": "exec"})
+        self.assertEqual(out(ev), b"key=none\n")
+        st, _ = self.proxy("/v1/models", "")
+        self.assertEqual(st, 401)
+        self.assertEqual(self.gw.requests, [])
+
+    def test_only_allowlisted_paths(self):
+        ev = self.chat("for p in files fine_tuning/jobs ../admin chat/completions/x; do "
+                       "curl -s -o /dev/null -w '%{http_code} ' -H \"Authorization: Bearer $OPENAI_API_KEY\" "
+                       "\"$OPENAI_BASE_URL/$p\"; done")
+        self.assertEqual(out(ev).decode().split(), ["404", "404", "404", "404"])
+        self.assertEqual(self.gw.requests, [])
+
+    def test_key_isolation(self):
+        self.gw.script(text("x"))
+        pid = self.r.runner_pid()
+        script = (
+            "%s > /tmp/chat-out.$$; cat /tmp/chat-out.$$; rm -f /tmp/chat-out.$$; "
+            "env; cat /proc/%d/environ /proc/%d/cmdline /proc/1/environ 2>&1; "
+            "cat /proc/%d/maps 2>&1 | head -1; "
+            "grep -rs %s /proc/self/environ /tmp %s /etc 2>/dev/null | head -5; echo END"
+            % (CURL_CHAT, pid, pid, pid, KEY, self.r.tmp))
+        ev = self.chat(script)
+        everything = json.dumps(ev).encode()
+        self.assertIn(b"END", out(ev))
+        self.assertNotIn(KEY.encode(), everything)
+        self.assertNotIn(b"REAL-gateway", everything)
+        # ... while the gateway got it on the proxied call
+        self.assertEqual(self.gw.chat_requests()[0]["headers"]["authorization"], "Bearer " + KEY)
+        # and the runner's own environment block no longer holds it
+        with open("/proc/%d/environ" % self.r.host_pid(), "rb") as f:
+            self.assertNotIn(KEY.encode(), f.read())
+
+
+class ChatVault(ChatBase):
+    key = None  # vault mode: the gateway (a sidecar) must receive no Authorization
+
+    def test_no_authorization_in_vault_mode(self):
+        self.gw.script(text("vault ok"))
+        ev = self.chat(CURL_CHAT)
+        self.assertIn(b'"vau"', out(ev))
+        self.assertIn(b"data: [DONE]", out(ev))
+        reqs = self.gw.chat_requests()
+        self.assertEqual(len(reqs), 1)
+        self.assertNotIn("authorization", reqs[0]["headers"])
+        self.assertEqual(self.gw.errors, [])
+
+
+if __name__ == "__main__":
+    unittest.main()
