@@ -78,7 +78,9 @@ static void ev_terminal(struct execd_stream *es, struct task *t)
 		es->cur_ts = ts;
 		linesplit_flush(&es->ls[i], on_line, es);
 	}
-	if (t->exit_code == 0 && t->status == TS_SUCCEEDED) {
+	/* A command that ended cleanly (even on our request) succeeded; a
+	 * timeout never does, whatever the exit code. */
+	if (t->exit_code == 0 && t->status != TS_TIMEOUT) {
 		ev_begin(es, "execution_complete", ts);
 		buf_appendf(&es->out, "\"execution_time\":%llu,",
 			    (unsigned long long)(t->finished_ms - t->started_ms));
@@ -96,7 +98,7 @@ static void ev_terminal(struct execd_stream *es, struct task *t)
 	ev_begin(es, "error", ts);
 	buf_appendf(&es->out,
 		    "\"error\":{\"ename\":\"CommandExecError\",\"evalue\":\"%d\",\"traceback\":[",
-		    t->exit_code);
+		    t->exit_code ? t->exit_code : 124);
 	buf_append_json_str(&es->out, trace, strlen(trace));
 	buf_append_str(&es->out, "]},");
 	ev_end(es, ts);

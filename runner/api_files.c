@@ -517,18 +517,7 @@ static int do_move(const struct files_ident *id, const char *src, const char *ds
 	if ((rc = files_check_writable(id, dfd)) < 0)
 		goto out;
 	/* Never replace: a destination that exists is an error (execd). */
-	if (renameat2(sfd, sbase, dfd, dbase, RENAME_NOREPLACE) < 0) {
-		rc = -errno;
-		if (rc == -EINVAL || rc == -ENOSYS) {
-			/* Filesystem without RENAME_NOREPLACE: check, then rename. */
-			if (fstatat(dfd, dbase, &st, AT_SYMLINK_NOFOLLOW) == 0)
-				rc = -EEXIST;
-			else if (renameat(sfd, sbase, dfd, dbase) < 0)
-				rc = -errno;
-			else
-				rc = 0;
-		}
-	}
+	rc = files_rename_noreplace(sfd, sbase, dfd, dbase);
 out:
 	if (sfd >= 0)
 		close(sfd);

@@ -6,8 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const passthrough[] = {"PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE",
-					  "TZ",   "TERM", NULL};
+/* Not secrets, and tasks need them: locale, terminal, and the CA bundle an
+ * egress MITM proxy installs (OpenSandbox's bootstrap exports these). */
+static const char *const passthrough[] = {
+	"PATH",          "LANG",           "LANGUAGE",          "LC_ALL",
+	"LC_CTYPE",      "TZ",             "TERM",              "SSL_CERT_FILE",
+	"SSL_CERT_DIR",  "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
+	"GIT_SSL_CAINFO", NULL};
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 static bool valid_name(const char *s)

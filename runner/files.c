@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/fsuid.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -803,7 +804,9 @@ static int walk_dir(struct files_walk *w, int dirfd, struct buf *path, size_t re
 		return rc;
 	}
 	if (rc < 0)
-		return rc;
+		/* Below the root a directory that cannot be read (permissions,
+		 * /proc oddities) is skipped, as a task's find would go on. */
+		return depth > 0 && rc != -ENOMEM ? 0 : rc;
 	size_t base_len = path->len;
 	for (size_t i = 0; i < nm.n && rc == 0; i++) {
 		const char *name = nm.v[i];
@@ -815,21 +818,19 @@ static int walk_dir(struct files_walk *w, int dirfd, struct buf *path, size_t re
 			break;
 		}
 		path->len = base_len;
-		if (base_len > 1)
-			buf_append(path, "/", 1);
-		buf_append(path, name, strlen(name));
-		buf_append(path, "", 1); /* NUL, not counted */
-		path->len--;
-		if (!path->data) {
+		if ((base_len > 1 && buf_append(path, "/", 1) < 0) ||
+		    buf_append(path, name, strlen(name)) < 0 || buf_append(path, "", 1) < 0) {
 			rc = -ENOMEM;
 			break;
 		}
+		path->len--; /* the NUL stays, uncounted */
 		struct stat st;
 		if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-			if (errno == ENOENT)
-				continue; /* removed meanwhile */
-			rc = -errno;
-			break;
+			if (errno == ENOMEM) {
+				rc = -errno;
+				break;
+			}
+			continue; /* removed meanwhile, or not stat-able: not listed */
 		}
 		bool is_dir = S_ISDIR(st.st_mode);
 		bool take;
@@ -862,11 +863,11 @@ static int walk_dir(struct files_walk *w, int dirfd, struct buf *path, size_t re
 			if (sub < 0) {
 				/* A directory the user may not read is skipped, like any
 				 * directory a task could not look into. */
-				if (errno == EACCES || errno == ENOENT || errno == ENOTDIR ||
-				    errno == ELOOP)
-					continue;
-				rc = -errno;
-				break;
+				if (errno == EMFILE || errno == ENFILE || errno == ENOMEM) {
+					rc = -errno;
+					break;
+				}
+				continue;
 			}
 			rc = walk_dir(w, sub, path, rel_off, depth + 1);
 			close(sub);
@@ -1053,6 +1054,28 @@ int files_mkdirs(const struct files_ident *id, const char *path, mode_t mode, bo
 		fd = nfd;
 	}
 	return fd;
+}
+
+/* ---- rename ---- */
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE 1 /* ABI; musl 1.2.3 has no renameat2 wrapper */
+#endif
+
+int files_rename_noreplace(int sfd, const char *sname, int dfd, const char *dname)
+{
+	if (syscall(SYS_renameat2, sfd, sname, dfd, dname, RENAME_NOREPLACE) == 0)
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS)
+		return -errno;
+	/* A filesystem without RENAME_NOREPLACE: check, then rename (the
+	 * user could race itself here, nobody else). */
+	struct stat st;
+	if (fstatat(dfd, dname, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return -EEXIST;
+	if (errno != ENOENT)
+		return -errno;
+	return renameat(sfd, sname, dfd, dname) < 0 ? -errno : 0;
 }
 
 /* ---- temp files ---- */

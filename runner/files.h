@@ -121,6 +121,9 @@ int files_chown_new(const struct files_ident *id, const char *path, size_t first
 int files_chown(const struct files_ident *id, int dirfd, const char *base, uid_t uid, gid_t gid,
 		bool as_root);
 
+/* rename that never replaces an existing destination (-EEXIST). */
+int files_rename_noreplace(int sfd, const char *sname, int dfd, const char *dname);
+
 /* A file written in its target directory and renamed into place only when
  * complete: O_TMPFILE when the filesystem has it (nothing is left behind
  * even if the runner dies), else a hidden named temp removed on discard. */

@@ -352,6 +352,15 @@ static size_t on_write(char *p, size_t size, size_t nmemb, void *userp)
 	return n;
 }
 
+static bool slist_add(struct curl_slist **h, const char *s)
+{
+	struct curl_slist *n = curl_slist_append(*h, s);
+	if (!n)
+		return false;
+	*h = n;
+	return true;
+}
+
 struct gw_call *gw_call_start(struct runner *r, const struct gw_request *rq,
 			      const struct gw_call_ops *ops, void *arg)
 {
@@ -375,27 +384,18 @@ struct gw_call *gw_call_start(struct runner *r, const struct gw_request *rq,
 	char hdr[256];
 	snprintf(hdr, sizeof(hdr), "Content-Type: %.200s",
 		 rq->content_type ? rq->content_type : "application/json");
-	struct curl_slist *h = NULL;
+	bool ok = true;
 	if (!strcmp(rq->method, "POST"))
-		h = curl_slist_append(h, hdr);
+		ok &= slist_add(&c->hdrs, hdr);
 	if (rq->accept) {
 		snprintf(hdr, sizeof(hdr), "Accept: %.200s", rq->accept);
-		h = h ? (curl_slist_append(h, hdr) ? h : NULL) : curl_slist_append(NULL, hdr);
+		ok &= slist_add(&c->hdrs, hdr);
 	}
-	/* No 100-continue round trip. */
-	struct curl_slist *h2 = curl_slist_append(h, "Expect:");
-	if (!h2)
+	ok &= slist_add(&c->hdrs, "Expect:"); /* no 100-continue round trip */
+	if (gw->auth)
+		ok &= slist_add(&c->hdrs, gw->auth);
+	if (!ok)
 		goto fail;
-	h = h2;
-	if (gw->auth) {
-		h2 = curl_slist_append(h, gw->auth);
-		if (!h2) {
-			c->hdrs = h;
-			goto fail;
-		}
-		h = h2;
-	}
-	c->hdrs = h;
 	int bad = 0;
 	bad |= curl_easy_setopt(e, CURLOPT_URL, url.data);
 	bad |= curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -449,6 +449,8 @@ fail:
 	buf_free(&url);
 	if (c->easy)
 		curl_easy_cleanup(c->easy);
+	for (struct curl_slist *h = c->hdrs; h; h = h->next)
+		explicit_bzero(h->data, strlen(h->data));
 	curl_slist_free_all(c->hdrs);
 	free(c);
 	return NULL;

@@ -62,6 +62,7 @@ struct http_server {
 	struct loop_timer timer; /* MHD's own timeouts */
 	bool need_run;
 	bool quiesced;
+	bool stopping; /* http_stop: streams end instead of suspending */
 	struct http_stream *streams;
 	unsigned n_streams;
 };
@@ -204,6 +205,10 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 	}
 	if (n < 0)
 		return MHD_CONTENT_READER_END_OF_STREAM;
+	/* Stopping: MHD_stop_daemon() aborts the process if a connection is
+	 * still suspended, so a stream with nothing more to send now ends. */
+	if (s->r->http->stopping)
+		return MHD_CONTENT_READER_END_WITH_ERROR;
 	/* Nothing to send: sleep until the producer wakes us (no polling). */
 	MHD_suspend_connection(s->conn);
 	s->suspended = true;
@@ -618,10 +623,21 @@ void http_stop(struct runner *r)
 	if (!h)
 		return;
 	if (h->d) {
-		/* MHD must not be stopped with suspended connections. */
-		for (struct http_stream *s = h->streams; s; s = s->next)
-			http_stream_wake(s);
-		MHD_run(h->d);
+		/* MHD must not be stopped with suspended connections: wake them
+		 * and run MHD until none is left suspended (a resumed connection
+		 * leaves MHD's suspended list only inside MHD_run, and with
+		 * `stopping` set a stream cannot suspend again). */
+		h->stopping = true;
+		for (int i = 0; i < 4; i++) {
+			bool any = false;
+			for (struct http_stream *s = h->streams; s; s = s->next) {
+				any |= s->suspended;
+				http_stream_wake(s);
+			}
+			if (!any && i > 0)
+				break;
+			MHD_run(h->d);
+		}
 		loop_watch_del(&r->loop, &h->epoll_watch);
 		MHD_stop_daemon(h->d);
 		h->d = NULL;

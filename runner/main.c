@@ -120,8 +120,10 @@ void runner_maybe_exit(struct runner *r)
 		return;
 	if (r->main_running || tasks_running(r) > 0)
 		return;
-	if (http_busy(r) && !r->shutdown_hard) {
-		/* Terminal events are on their way: the tick re-checks. */
+	if (http_busy(r)) {
+		/* Terminal events are on their way (the last stream to close
+		 * re-checks); the final deadline bounds the wait, also after the
+		 * grace period, when killed tasks still have output to drain. */
 		return;
 	}
 	loop_stop(&r->loop);

@@ -62,7 +62,15 @@ static _Noreturn void exit_like(int st)
 		int sig = WTERMSIG(st);
 		struct rlimit nocore = {0, 0};
 		setrlimit(RLIMIT_CORE, &nocore);
-		signals_reset_child();
+		/* Only `sig` is unblocked: a control signal still pending (the
+		 * runner's SIGTERM or a second SIGUSR1) must not kill us first
+		 * and be reported as the task's signal. */
+		struct sigaction dfl = {.sa_handler = SIG_DFL};
+		sigaction(sig, &dfl, NULL);
+		sigset_t only;
+		sigfillset(&only);
+		sigdelset(&only, sig);
+		sigprocmask(SIG_SETMASK, &only, NULL);
 		raise(sig);
 		/* A signal whose default is to ignore cannot have killed it. */
 	}
@@ -113,7 +121,7 @@ static _Noreturn void shim_main(struct confine_plan *plan, const struct spawn_io
 			close(devnull);
 	}
 
-	bool done = false;
+	bool done = false, terminating = false;
 	int status = 0;
 	for (;;) {
 		siginfo_t si;
@@ -123,13 +131,21 @@ static _Noreturn void shim_main(struct confine_plan *plan, const struct spawn_io
 		if (sig == SIGCHLD) {
 			reap_all(task, &done, &status);
 		} else if (sig == SHIM_SIG_TERM || sig == SIGINT) {
+			terminating = true;
 			kill(-task, SIGTERM);
 			proctree_kill_descendants(getpid(), SIGTERM);
 		} else if (sig == SHIM_SIG_KILL) {
 			kill(-task, SIGKILL);
 			proctree_kill_descendants(getpid(), SIGKILL);
+			terminating = false; /* no more patience */
+			if (done)
+				break;
 		}
-		if (done)
+		if (done && !terminating)
+			break;
+		/* Being terminated, the rest of the tree keeps its grace period
+		 * after the main process is gone: wait for it, or for KILL. */
+		if (done && waitpid(-1, NULL, WNOHANG | __WALL) < 0 && errno == ECHILD)
 			break;
 	}
 	/* The main process is gone: nothing of its tree may outlive it. */

@@ -68,7 +68,7 @@ runroot = "/run/containers/storage"
 graphroot = "/var/lib/containers/storage"
 EOF
 	log "wrote $STORAGE (driver vfs)"
-	if [ -d /var/lib/containers/storage ] && ls /var/lib/containers/storage 2>/dev/null | grep -q overlay; then
+	if [ -d /var/lib/containers/storage/overlay ]; then
 		log "note: existing overlay storage under /var/lib/containers/storage is ignored by vfs; 'podman system reset' cleans it"
 	fi
 fi

@@ -140,7 +140,7 @@ install_mitm_ca_jdk() {
 	if command -v java >/dev/null 2>&1; then
 		j=$(command -v java)
 		while [ -L "$j" ]; do
-			t=$(ls -l "$j" 2>/dev/null | sed 's/.* -> //')
+			t=$(readlink "$j" 2>/dev/null) || break
 			case "$t" in /*) j="$t" ;; *) j="$(dirname "$j")/$t" ;; esac
 		done
 		import_jdk "$(dirname "$(dirname "$j")")" "$ca"

@@ -1,13 +1,15 @@
 /* rawspawn: the baseline for task round trips - fork + execv + waitpid of a
  * command line, with no runner in between.
  *
- *   rawspawn [-n RUNS] [-w WARMUP] [-p] -- CMD [ARG...]
+ *   rawspawn [-n RUNS] [-w WARMUP] [-p] [-e ERRLOG] -- CMD [ARG...]
  *
  * Prints the duration of each measured run in nanoseconds, one per line
  * (fork -> child reaped, CLOCK_MONOTONIC). The child's stdin is /dev/null; its
  * stdout and stderr are /dev/null, or with -p a pipe that the driver reads to
- * EOF (as the runner does with a task's output). Exit status 1 if any run
- * exited non-zero. */
+ * EOF (as the runner does with a task's output). With -e the child's stderr
+ * is appended to ERRLOG instead. Runs that exit non-zero are not sampled;
+ * they are counted on stderr and make the exit status 1 (the samples of the
+ * other runs are still printed). */
 #include "bench.h"
 
 #include <fcntl.h>
@@ -20,13 +22,15 @@ int main(int argc, char **argv)
 {
 	long runs = 1000, warmup = 10;
 	int use_pipe = 0, opt;
-	while ((opt = getopt(argc, argv, "+n:w:p")) != -1) {
+	const char *errlog = NULL;
+	while ((opt = getopt(argc, argv, "+n:w:pe:")) != -1) {
 		switch (opt) {
 		case 'n': runs = bench_atol(prog, "-n", optarg); break;
 		case 'w': warmup = bench_atol(prog, "-w", optarg); break;
 		case 'p': use_pipe = 1; break;
+		case 'e': errlog = optarg; break;
 		default:
-			fprintf(stderr, "usage: rawspawn [-n RUNS] [-w WARMUP] [-p] -- CMD [ARG...]\n");
+			fprintf(stderr, "usage: rawspawn [-n RUNS] [-w WARMUP] [-p] [-e ERRLOG] -- CMD [ARG...]\n");
 			return 2;
 		}
 	}
@@ -36,11 +40,14 @@ int main(int argc, char **argv)
 	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (devnull < 0)
 		bench_die(prog, "/dev/null: %s", strerror(errno));
+	int errfd = devnull;
+	if (errlog && (errfd = open(errlog, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0)
+		bench_die(prog, "%s: %s", errlog, strerror(errno));
 	uint64_t *s = calloc((size_t)runs + 1, sizeof *s);
 	if (!s)
 		bench_die(prog, "out of memory");
 	size_t n = 0;
-	int failed = 0;
+	long failed = 0;
 	for (long i = 0; i < warmup + runs; i++) {
 		int pfd[2] = { -1, -1 };
 		uint64_t t0 = bench_now_ns();
@@ -52,7 +59,7 @@ int main(int argc, char **argv)
 		if (pid == 0) {
 			dup2(devnull, 0);
 			dup2(use_pipe ? pfd[1] : devnull, 1);
-			dup2(use_pipe ? pfd[1] : devnull, 2);
+			dup2(use_pipe ? pfd[1] : errfd, 2);
 			execv(cmd[0], cmd);
 			_exit(127);
 		}
@@ -73,7 +80,7 @@ int main(int argc, char **argv)
 		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
 			if (!failed)
 				fprintf(stderr, "%s: %s exited with status 0x%x\n", prog, cmd[0], st);
-			failed = 1;
+			failed++;
 			continue;
 		}
 		if (i >= warmup)
@@ -81,5 +88,7 @@ int main(int argc, char **argv)
 	}
 	bench_print_samples(s, n);
 	free(s);
-	return failed;
+	if (failed)
+		fprintf(stderr, "%s: %ld of %ld runs failed\n", prog, failed, warmup + runs);
+	return failed ? 1 : 0;
 }

@@ -137,7 +137,7 @@ class Stall(unittest.TestCase):
         st, _, _ = self.r.request("DELETE", "/command?id=" + cid)
         self.assertEqual(st, 200)
         # Resume reading: a prefix of the output, then the terminal event.
-        got = b""
+        parts = []
         terminal = None
         while terminal is None:
             data = s.read_some()
@@ -145,10 +145,11 @@ class Stall(unittest.TestCase):
                 break
             for ev in parser.feed(data):
                 if ev["type"] in ("stdout", "stderr"):
-                    got += ev["text"].encode() + b"\n"
+                    parts.append(ev["text"].encode() + b"\n")
                 elif ev["type"] in ("error", "execution_complete"):
                     terminal = ev
         t1 = time.monotonic()
+        got = b"".join(parts)
         self.assertEqual(s.read_all(), b"")
         s.close()
         self.assertIsNotNone(terminal, "no terminal event after DELETE")

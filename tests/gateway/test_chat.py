@@ -143,6 +143,30 @@ class Chat(ChatBase):
             self.assertNotIn(KEY.encode(), f.read())
 
 
+class ChatShutdown(unittest.TestCase):
+    def test_sigterm_with_a_proxied_stream_in_flight(self):
+        """Regression: MHD_stop_daemon() aborted on a suspended proxy stream."""
+        import threading
+        import time
+        gw = TestGateway(key=None)
+        r = Runner(env={"FORCEAI_GATEWAY_URL": gw.url})
+        try:
+            gw.script(text("slow answer", frag=1, drip=0.5))
+            out = []
+            th = threading.Thread(target=lambda: out.append(r.native(
+                {"task": CURL_CHAT, "capability": "chat"})))
+            th.start()
+            self.assertTrue(gw.wait_requests(1))
+            time.sleep(0.7)
+            rc = r.shutdown()
+            th.join(10)
+            self.assertEqual(rc, 0, r.logtext()[-2000:])
+            self.assertEqual(out[0][-1]["data"]["status"], "killed")
+        finally:
+            r.close()
+            gw.close()
+
+
 class ChatVault(ChatBase):
     key = None  # vault mode: the gateway (a sidecar) must receive no Authorization
 

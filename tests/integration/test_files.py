@@ -726,16 +726,6 @@ class Identity(FilesBase):
         self.assertEqual(st, 200, body)
         self.assertEqual((body[self.secret]["owner"], body[self.secret]["mode"]), ("root", 600))
 
-    def test_group_of_runner_does_not_leak(self):
-        """A file readable only by group root: the runner (root) is in group
-        0, the task user is not."""
-        g = os.path.join(self.d, "grp")
-        with open(g, "w") as f:
-            f.write("group")
-        os.chown(g, 0, 0)
-        os.chmod(g, 0o040)
-        st, _, data = self.call("GET", "/files/download?path=" + q(g))
-        self.assertEqual(st, 403, data)
 
     def test_outside_writable_roots(self):
         """Tasks may only write beneath the Landlock roots; neither may the API."""
@@ -760,6 +750,30 @@ class Identity(FilesBase):
             self.assertEqual((st, data), (200, b"readable"))
         finally:
             shutil.rmtree(outside)
+
+
+@unittest.skipUnless(shutil.which("setpriv"), "needs setpriv (util-linux)")
+class SupplementaryGroups(FilesBase):
+    """The runner started with a supplementary group the task user does not
+    have: files readable only by that group stay unreadable through the API."""
+    runner_kwargs = {"wrap": ["setpriv", "--groups", "4242", "--"]}
+
+    def test_runner_groups_do_not_leak(self):
+        g = os.path.join(self.d, "grp")
+        with open(g, "w") as f:
+            f.write("group only")
+        os.chown(g, 0, 4242)
+        os.chmod(g, 0o040)
+        st, _, data = self.call("GET", "/files/download?path=" + q(g))
+        self.assertEqual(st, 403, data)
+        # ... nor writable into a directory only that group may write.
+        d = os.path.join(self.d, "grpdir")
+        os.mkdir(d)
+        os.chown(d, 0, 4242)
+        os.chmod(d, 0o070)
+        st, body = self.upload(os.path.join(d, "x"), b"x")
+        self.assertEqual(st, 403, body)
+        self.assertEqual(os.listdir(d), [])
 
 
 class RootTasksAllowed(FilesBase):
