@@ -125,9 +125,11 @@ static enum MHD_Result qvals_it(void *cls, enum MHD_ValueKind kind, const char *
 }
 
 /* Every path=... of the query (at least one), each checked and cleaned
- * into out[i] (PATH_MAX each). Responds and returns -1 on bad input. */
-static int query_paths(struct http_req *req, struct qvals *q, char (*out)[PATH_MAX])
+ * into (*out)[i], an array the caller frees. Responds and returns -1 on
+ * bad input. */
+static int query_paths(struct http_req *req, struct qvals *q, char (**outp)[PATH_MAX])
 {
+	*outp = NULL;
 	memset(q, 0, sizeof(*q));
 	q->name = "path";
 	q->nlen = 4;
@@ -141,6 +143,12 @@ static int query_paths(struct http_req *req, struct qvals *q, char (*out)[PATH_M
 		http_error(req, 400, "MISSING_QUERY", "missing query parameter 'path'");
 		return -1;
 	}
+	char (*out)[PATH_MAX] = malloc(sizeof(char[1][PATH_MAX]) * q->n);
+	if (!out) {
+		http_error(req, 500, "RUNTIME_ERROR", "out of memory");
+		return -1;
+	}
+	*outp = out;
 	for (size_t i = 0; i < q->n; i++) {
 		int rc = files_clean_path(q->v[i], q->len[i], out[i], PATH_MAX);
 		if (rc < 0) {
@@ -171,11 +179,11 @@ static const char *query_n(struct http_req *req, const char *name, size_t *len)
 static int query_path(struct http_req *req, char out[PATH_MAX])
 {
 	struct qvals *q = malloc(sizeof(*q));
-	char (*paths)[PATH_MAX] = malloc(sizeof(char[1][PATH_MAX]) * MAX_QUERY_PATHS);
+	char (*paths)[PATH_MAX] = NULL;
 	int rc = -1;
-	if (!q || !paths) {
+	if (!q) {
 		http_error(req, 500, "RUNTIME_ERROR", "out of memory");
-	} else if (query_paths(req, q, paths) == 0) {
+	} else if (query_paths(req, q, &paths) == 0) {
 		if (q->n > 1) {
 			http_error(req, 400, "INVALID_REQUEST_BODY",
 				   "exactly one 'path' parameter is expected");
@@ -355,15 +363,15 @@ enum MHD_Result api_files_info(struct http_req *req)
 	struct files_ident id;
 	ident_of(req->r, &id);
 	struct qvals *q = malloc(sizeof(*q));
-	char (*paths)[PATH_MAX] = malloc(sizeof(char[1][PATH_MAX]) * MAX_QUERY_PATHS);
+	char (*paths)[PATH_MAX] = NULL;
 	struct buf out = {0};
 	struct files_names names = {0};
 	enum MHD_Result res = MHD_YES;
-	if (!q || !paths) {
+	if (!q) {
 		res = http_error(req, 500, "RUNTIME_ERROR", "out of memory");
 		goto done;
 	}
-	if (query_paths(req, q, paths) < 0)
+	if (query_paths(req, q, &paths) < 0)
 		goto done;
 	buf_append_str(&out, "{");
 	for (size_t i = 0; i < q->n; i++) {
@@ -406,13 +414,13 @@ static enum MHD_Result delete_paths(struct http_req *req, bool dirs)
 	struct files_ident id;
 	ident_of(req->r, &id);
 	struct qvals *q = malloc(sizeof(*q));
-	char (*paths)[PATH_MAX] = malloc(sizeof(char[1][PATH_MAX]) * MAX_QUERY_PATHS);
+	char (*paths)[PATH_MAX] = NULL;
 	enum MHD_Result res = MHD_YES;
-	if (!q || !paths) {
+	if (!q) {
 		res = http_error(req, 500, "RUNTIME_ERROR", "out of memory");
 		goto done;
 	}
-	if (query_paths(req, q, paths) < 0)
+	if (query_paths(req, q, &paths) < 0)
 		goto done;
 	for (size_t i = 0; i < q->n; i++) {
 		const char *path = paths[i], *base;
