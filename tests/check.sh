@@ -46,7 +46,7 @@ if [ -z "${CHECK_FAST:-}" ]; then
 	# checks here, so tasks run unconfined in this one stage.
 	stage integration-valgrind env RUNNER_WRAP="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite" \
 		RUNNER_EXTRA_ARGS=--insecure-no-confine RUNNER_SLOW=1 python3 tests/run.py integration
-	[ -x tests/container/run.sh ] && stage container tests/container/run.sh
+	stage container sh -c 'scripts/podman-setup.sh && make --no-print-directory static static-verify && tests/container/run.sh'
 	[ -f mk/bench.mk ] && stage bench-smoke make --no-print-directory bench BENCH_QUICK=1
 fi
 
