@@ -1367,7 +1367,9 @@ static void up_free(struct http_req *req)
 	if (!u)
 		return;
 	/* Whatever was not committed goes: an O_TMPFILE vanishes on close, a
-	 * named temp is unlinked. The old files were never touched. */
+	 * named temp is unlinked (as the user: the directory is the user's).
+	 * The old files were never touched. */
+	bool entered = files_enter(&u->id) == 0;
 	for (unsigned i = 0; i < u->n_file; i++) {
 		struct up_item *it = &u->items[i];
 		if (it->tmp.fd >= 0)
@@ -1375,6 +1377,8 @@ static void up_free(struct http_req *req)
 		if (it->dirfd >= 0)
 			close(it->dirfd);
 	}
+	if (entered)
+		files_leave();
 	buf_free(&u->meta);
 	free(u);
 	req->ctx = NULL;

@@ -556,6 +556,8 @@ int http_start(struct runner *r, char *err, size_t errlen)
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, r, MHD_OPTION_CONNECTION_TIMEOUT,
 		timeout_s ? timeout_s : 1, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
 		MHD_OPTION_CONNECTION_LIMIT, 1024u, MHD_OPTION_STRICT_FOR_CLIENT, 1,
+		/* SIGPIPE is ignored (signals.c): lets MHD use sendfile for downloads. */
+		MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1,
 		MHD_OPTION_END);
 	if (!h->d) {
 		snprintf(err, errlen, "cannot start the HTTP server (libmicrohttpd)");

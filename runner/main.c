@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "gateway.h"
+#include "files.h"
 #include "hardening.h"
 #include "http.h"
 #include "log.h"
@@ -207,6 +208,13 @@ int main(int argc, char **argv)
 	char err[512];
 	if (confine_policy_init(&r->policy, &r->cfg, err, sizeof(err)) < 0) {
 		fprintf(stderr, "forceai-runner: %s\n", err);
+		return 1;
+	}
+	/* The files API acts with the task user's file-system identity; our own
+	 * supplementary groups must not widen it. */
+	if (files_init() < 0) {
+		fprintf(stderr, "forceai-runner: cannot drop supplementary groups: %s\n",
+			strerror(errno));
 		return 1;
 	}
 	if (setup_state_dir(r) < 0)
