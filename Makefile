@@ -40,6 +40,7 @@ include mk/image.mk
 .SECONDEXPANSION:
 include mk/tests.mk
 include mk/fuzz.mk
+include mk/bench.mk
 
 format:
 	clang-format -i runner/*.c runner/*.h tests/*/*.c

@@ -123,7 +123,7 @@ static void produce(struct execd_stream *es)
 		return;
 	struct task *t = es->rd.task;
 	/* Bound one batch so a fast task cannot grow the buffer without end. */
-	while (buf_avail(&es->out) < 64 * 1024) {
+	while (buf_avail(&es->out) < 16 * 1024) {
 		struct spool_rec rec;
 		int rc = task_reader_next(&es->rd, &rec, rbuf);
 		if (rc < 0) {

@@ -59,7 +59,7 @@ static void produce(struct native_stream *ns)
 {
 	static char rbuf[SPOOL_MAX_REC];
 	struct task *t = ns->rd.task;
-	while (!ns->done && buf_avail(&ns->out) < 64 * 1024) {
+	while (!ns->done && buf_avail(&ns->out) < 16 * 1024) {
 		struct spool_rec rec;
 		int rc = task_reader_next(&ns->rd, &rec, rbuf);
 		if (rc < 0) {

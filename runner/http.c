@@ -61,6 +61,7 @@ struct http_server {
 	struct loop_watch epoll_watch;
 	struct loop_timer timer; /* MHD's own timeouts */
 	bool need_run;
+	uint64_t deadline; /* of the armed MHD timer, monotonic ms */
 	bool quiesced;
 	bool stopping; /* http_stop: streams end instead of suspending */
 	struct http_stream *streams;
@@ -249,7 +250,7 @@ enum MHD_Result http_stream_start(struct http_req *req, struct http_stream *s,
 	s->closed = false;
 	s->last_send_ms = monotonic_ms();
 	struct MHD_Response *resp =
-		MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, stream_reader, s,
+		MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_reader, s,
 						  stream_free_cb);
 	if (!resp) {
 		ops->close(s);
@@ -493,10 +494,18 @@ static void before_wait(struct loop *loop, void *arg)
 	if (h->need_run)
 		run_mhd(r);
 	MHD_UNSIGNED_LONG_LONG ms;
-	if (MHD_get_timeout(h->d, &ms) == MHD_YES)
-		loop_timer_start(loop, &h->timer, ms, 0);
-	else
+	if (MHD_get_timeout(h->d, &ms) == MHD_YES) {
+		/* Re-arm only when the deadline really moves: one syscall per
+		 * loop turn adds up when output streams fast. */
+		uint64_t deadline = monotonic_ms() + ms;
+		if (!h->timer.armed || ms == 0 || deadline + 50 < h->deadline ||
+		    deadline > h->deadline + 50) {
+			loop_timer_start(loop, &h->timer, ms, 0);
+			h->deadline = deadline;
+		}
+	} else if (h->timer.armed) {
 		loop_timer_stop(loop, &h->timer);
+	}
 }
 
 static int open_listener(struct runner *r, char *err, size_t errlen)
@@ -554,7 +563,7 @@ int http_start(struct runner *r, char *err, size_t errlen)
 		on_request, r, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
 		MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, r, MHD_OPTION_CONNECTION_TIMEOUT,
-		timeout_s ? timeout_s : 1, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
+		timeout_s ? timeout_s : 1, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024,
 		MHD_OPTION_CONNECTION_LIMIT, 1024u, MHD_OPTION_STRICT_FOR_CLIENT, 1,
 		/* SIGPIPE is ignored (signals.c): lets MHD use sendfile for downloads. */
 		MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1,

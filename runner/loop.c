@@ -69,6 +69,8 @@ static void timer_fired(struct loop *loop, struct loop_watch *w, uint32_t events
 	uint64_t expirations;
 	if (read(t->w.fd, &expirations, sizeof(expirations)) < 0)
 		return; /* EAGAIN: re-armed or stopped meanwhile */
+	if (!t->repeating)
+		t->armed = false;
 	t->cb(loop, t);
 }
 
@@ -102,6 +104,7 @@ int loop_timer_start(struct loop *loop, struct loop_timer *t, uint64_t ms, uint6
 	if (timerfd_settime(t->w.fd, 0, &its, NULL) < 0)
 		return -errno;
 	t->armed = true;
+	t->repeating = interval_ms > 0;
 	return 0;
 }
 

@@ -23,6 +23,7 @@ struct loop_timer {
 	loop_timer_cb cb;
 	void *arg;
 	bool armed;
+	bool repeating;
 };
 
 typedef void (*loop_hook_cb)(struct loop *loop, void *arg);

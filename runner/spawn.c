@@ -150,13 +150,15 @@ static _Noreturn void shim_main(struct confine_plan *plan, const struct spawn_io
 	}
 	/* The main process is gone: nothing of its tree may outlive it. */
 	for (;;) {
-		proctree_kill_descendants(getpid(), SIGKILL);
 		bool dummy = false;
 		int st;
 		reap_all(-1, &dummy, &st);
+		/* As subreaper, no child means no descendant at all: the common
+		 * case ends here without walking /proc. */
 		pid_t p = waitpid(-1, &st, WNOHANG | __WALL);
 		if (p < 0 && errno == ECHILD)
 			break;
+		proctree_kill_descendants(getpid(), SIGKILL);
 		struct timespec ts = {0, 1000000};
 		nanosleep(&ts, NULL);
 	}

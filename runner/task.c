@@ -159,7 +159,9 @@ static void on_output(struct loop *loop, struct loop_watch *w, uint32_t events)
 	struct task *t = w->arg;
 	int which = w == &t->out_w ? 0 : 1;
 	int fd = which == 0 ? t->out_fd : t->err_fd;
-	unsigned char buf[SPOOL_MAX_REC];
+	/* 32 KiB per read keeps each stream's encoded batch small (memory
+	 * with hundreds of streams) while a read still moves a lot. */
+	unsigned char buf[32 * 1024 + 4];
 	size_t carry = t->carry_len[which];
 	memcpy(buf, t->carry[which], carry);
 	ssize_t n = read(fd, buf + carry, sizeof(buf) - carry);
@@ -171,6 +173,7 @@ static void on_output(struct loop *loop, struct loop_watch *w, uint32_t events)
 		maybe_finalize(t);
 		return;
 	}
+	t->last_read_mono = monotonic_ms();
 	if (n == 0) {
 		close_pipe(t, which);
 		wake_readers(t);
@@ -417,8 +420,10 @@ void tasks_tick(struct runner *r)
 	for (struct task *t = r->tasks->head; t; t = t->next) {
 		/* A process that escaped its shim could hold a pipe open:
 		 * after the shim is gone, two seconds is all it gets. */
-		if (!t->driver && !t->finished && !t->proc_running &&
-		    now - t->finished_mono > 2000) {
+		uint64_t quiet_since = t->last_read_mono > t->finished_mono ? t->last_read_mono
+									    : t->finished_mono;
+		if (!t->driver && !t->finished && !t->proc_running && !t->paused &&
+		    now - quiet_since > 2000) {
 			close_pipe(t, 0);
 			close_pipe(t, 1);
 			maybe_finalize(t);

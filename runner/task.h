@@ -91,6 +91,7 @@ struct task {
 	unsigned char carry[2][4];
 	size_t carry_len[2];
 	bool paused;
+	uint64_t last_read_mono; /* a paused or busy pipe is never cut off */
 	bool cgroup; /* has a cgroup v2 leaf named after its id */
 
 	struct spool spool;

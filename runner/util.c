@@ -111,6 +111,15 @@ bool utf8_valid(const unsigned char *s, size_t len)
 {
 	size_t i = 0;
 	while (i < len) {
+		/* Eight ASCII bytes at a time. */
+		if (i + 8 <= len) {
+			uint64_t w;
+			memcpy(&w, s + i, 8);
+			if (!(w & 0x8080808080808080ULL)) {
+				i += 8;
+				continue;
+			}
+		}
 		if (s[i] < 0x80) {
 			i++;
 			continue;
@@ -149,6 +158,16 @@ int buf_append_json_str(struct buf *b, const char *str, size_t len)
 	*o++ = '"';
 	size_t i = 0;
 	while (i < len) {
+		/* Runs of plain printable ASCII are copied in one go. */
+		size_t run = i;
+		while (run < len && s[run] >= 0x20 && s[run] < 0x7f && s[run] != '"' && s[run] != '\\')
+			run++;
+		if (run > i) {
+			memcpy(o, s + i, run - i);
+			o += run - i;
+			i = run;
+			continue;
+		}
 		unsigned char c = s[i];
 		if (c >= 0x80) {
 			size_t n = utf8_seq(s + i, len - i);

@@ -37,7 +37,9 @@ class SigtermWithStreams(unittest.TestCase):
             for s in streams:
                 s.events = []
                 while not any(self.is_output(s, e) for e in s.events):
-                    s.events += s.parser.feed(s.read_some())
+                    data = s.read_some()
+                    self.assertTrue(data, "stream ended before any output: %s" % s.events)
+                    s.events += s.parser.feed(data)
             tree = descendants(pid)
             self.assertGreaterEqual(len(tree), 2 * TASKS)  # shims + shells (+ sleeps)
             results = {}
