@@ -59,3 +59,6 @@ $(BENCH_TOOLS): $(BENCH_OUT)/%: tests/bench/%.c tests/bench/bench.h
 bench: $(BENCH_TOOLS) $(BENCH_BUILD)
 	@scripts/install-deps.sh bench
 	$(BENCH_PYTHON) tests/bench/bench.py $(BENCH_OPTS)
+	$(BENCH_PYTHON) tests/bench/files_bench.py --runner $(BENCH_RUNNER) \
+	    $(if $(BENCH_QUICK),--size-mib 32 --rounds 1,--size-mib 1024 --rounds 3) \
+	    --json $(BENCH_OUT)$(if $(BENCH_QUICK),/quick)/files.json
