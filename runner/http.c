@@ -289,23 +289,42 @@ static bool authorized(struct http_req *req)
 }
 
 /* Message framing the runner refuses even where libmicrohttpd 0.9.75 lets
- * it through (RFC 9112 §6.1, §6.3, §3.2, §5.1): both Content-Length and
- * Transfer-Encoding (request smuggling), repeated Content-Length,
- * Transfer-Encoding or Host, a transfer coding other than chunked, white
- * space in a header name. The connection is closed after the 400, so
- * nothing after the ambiguous request is read as another one. */
+ * it through (RFC 9112 §6.1, §6.3, §3.2, §5.1, RFC 9110 §5.5): both
+ * Content-Length and Transfer-Encoding (request smuggling), repeated
+ * Content-Length, Transfer-Encoding or Host, a transfer coding other than
+ * chunked, a header name that is not a token (white space before the
+ * colon), a NUL or other control character in a header value (which would
+ * silently cut the value short here but not in a proxy in front). The
+ * connection is closed after the 400, so nothing after the ambiguous
+ * request is read as another one. */
 struct framing {
 	unsigned host, cl, te;
-	bool te_other, bad_name;
+	bool te_other, bad_name, bad_value;
 };
 
+static bool is_tchar(unsigned char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
 static enum MHD_Result framing_it(void *cls, enum MHD_ValueKind kind, const char *key,
-				  const char *value)
+				  size_t key_size, const char *value, size_t value_size)
 {
 	(void)kind;
 	struct framing *f = cls;
-	if (!*key || strpbrk(key, " \t"))
+	if (!key_size)
 		f->bad_name = true;
+	for (size_t i = 0; i < key_size; i++)
+		if (!is_tchar((unsigned char)key[i]))
+			f->bad_name = true;
+	for (size_t i = 0; value && i < value_size; i++) {
+		unsigned char c = (unsigned char)value[i];
+		if ((c < 0x20 && c != '\t') || c == 0x7f)
+			f->bad_value = true;
+	}
+	if (!value)
+		value = "";
 	if (!strcasecmp(key, "Host"))
 		f->host++;
 	else if (!strcasecmp(key, "Content-Length"))
@@ -323,7 +342,7 @@ static enum MHD_Result framing_it(void *cls, enum MHD_ValueKind kind, const char
 static const char *framing_problem(struct MHD_Connection *conn)
 {
 	struct framing f = {0};
-	MHD_get_connection_values(conn, MHD_HEADER_KIND, framing_it, &f);
+	MHD_get_connection_values_n(conn, MHD_HEADER_KIND, framing_it, &f);
 	if (f.cl && f.te)
 		return "both Content-Length and Transfer-Encoding";
 	if (f.cl > 1 || f.te > 1 || f.host > 1)
@@ -331,7 +350,9 @@ static const char *framing_problem(struct MHD_Connection *conn)
 	if (f.te_other)
 		return "a transfer coding other than chunked";
 	if (f.bad_name)
-		return "white space in a header name";
+		return "a header name that is not a token";
+	if (f.bad_value)
+		return "a control character in a header value";
 	return NULL;
 }
 
@@ -417,11 +438,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return routes[req->route].body(req, upload_data, n);
 	}
 	if (*upload_size) {
-		if (req->body_len + *upload_size > r->cfg.max_body) {
+		if (req->body_too_big || req->body_len + *upload_size > r->cfg.max_body) {
+			/* A body without Content-Length (chunked) grew too big:
+			 * libmicrohttpd takes a response only once the body is in,
+			 * so drop the rest and answer 413 then. */
+			req->body_too_big = true;
 			*upload_size = 0;
-			return http_error(req, 413, "PAYLOAD_TOO_LARGE",
-					  "request body over %llu bytes",
-					  (unsigned long long)r->cfg.max_body);
+			return MHD_YES;
 		}
 		char *nb = realloc(req->body, req->body_len + *upload_size + 1);
 		if (!nb)
@@ -433,6 +456,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*upload_size = 0;
 		return MHD_YES;
 	}
+	if (req->body_too_big)
+		return http_error(req, 413, "PAYLOAD_TOO_LARGE", "request body over %llu bytes",
+				  (unsigned long long)r->cfg.max_body);
 	return routes[req->route].fn(req);
 }
 

@@ -8,7 +8,7 @@ import unittest
 from harness import Runner, free_port
 from test_gateway import (TestGateway, budget_error, raw, status, text, tool)
 
-KEY = "sk-agent-test-0123456789"
+KEY = "sk-agent-test-" + os.urandom(8).hex()
 
 
 class AgentBase(unittest.TestCase):
