@@ -1,6 +1,6 @@
 # mk/bench.mk - `make bench`: the benchmarks of tests/bench (included by the Makefile).
 #
-#   make bench                     full run (about 3-6 minutes on 2 cores)
+#   make bench                     full run (about 5-8 minutes on 2 cores; 8 alone is 2 x 60 s)
 #   make bench BENCH_QUICK=1       smoke run with small sizes (< 1 minute), for `make check`
 #   make bench BENCH_RUNNER=/path/to/forceai-runner   measure another build (not rebuilt)
 #   make bench BENCH_ONLY=4,7      only some benchmarks (numbers as in tests/bench/bench.py)
@@ -9,7 +9,8 @@
 # Writes build/bench/results.json and build/bench/results.md (quick runs: build/bench/quick/)
 # and prints the table. Exits non-zero when a benchmark could not run correctly.
 # Sizes: BENCH_READY_RUNS BENCH_RTT_N BENCH_SANDBOX_N BENCH_ROUNDS BENCH_TPUT_MIB
-# BENCH_TPUT_REPS BENCH_CONC_TASKS BENCH_CONC_KIB (empty = defaults of the mode).
+# BENCH_TPUT_REPS BENCH_CONC_TASKS BENCH_CONC_KIB BENCH_LOAD_SECONDS BENCH_LOAD_CLIENTS
+# (empty = defaults of the mode).
 # Every variable here is prefixed BENCH_.
 
 BENCH_OUT      ?= build/bench
@@ -17,7 +18,7 @@ BENCH_RUNNER   ?= build/forceai-runner
 BENCH_STATIC   ?= build/static/forceai-runner
 BENCH_POLICY   ?= seccomp/default.json
 BENCH_CC       ?= $(CC)
-BENCH_CFLAGS   ?= -std=gnu11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE
+BENCH_CFLAGS   ?= -std=gnu11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -pthread
 BENCH_PYTHON   ?= python3
 BENCH_QUICK    ?=
 BENCH_ONLY     ?=
@@ -31,6 +32,8 @@ BENCH_TPUT_MIB    ?=
 BENCH_TPUT_REPS   ?=
 BENCH_CONC_TASKS  ?=
 BENCH_CONC_KIB    ?=
+BENCH_LOAD_SECONDS ?=
+BENCH_LOAD_CLIENTS ?=
 
 BENCH_TOOLS := $(BENCH_OUT)/ready $(BENCH_OUT)/rawspawn $(BENCH_OUT)/rtt
 # The dev build is (re)built by this Makefile; any other BENCH_RUNNER is taken as it is.
@@ -48,7 +51,9 @@ BENCH_OPTS = --runner $(BENCH_RUNNER) --static $(BENCH_STATIC) --policy $(BENCH_
 	$(if $(BENCH_TPUT_MIB),--tput-mib $(BENCH_TPUT_MIB)) \
 	$(if $(BENCH_TPUT_REPS),--tput-reps $(BENCH_TPUT_REPS)) \
 	$(if $(BENCH_CONC_TASKS),--conc-tasks $(BENCH_CONC_TASKS)) \
-	$(if $(BENCH_CONC_KIB),--conc-kib $(BENCH_CONC_KIB))
+	$(if $(BENCH_CONC_KIB),--conc-kib $(BENCH_CONC_KIB)) \
+	$(if $(BENCH_LOAD_SECONDS),--load-seconds $(BENCH_LOAD_SECONDS)) \
+	$(if $(BENCH_LOAD_CLIENTS),--load-clients $(BENCH_LOAD_CLIENTS))
 
 $(BENCH_TOOLS): $(BENCH_OUT)/%: tests/bench/%.c tests/bench/bench.h
 	@command -v $(firstword $(BENCH_CC)) >/dev/null 2>&1 || scripts/install-deps.sh build
@@ -62,3 +67,5 @@ bench: $(BENCH_TOOLS) $(BENCH_BUILD)
 	$(BENCH_PYTHON) tests/bench/files_bench.py --runner $(BENCH_RUNNER) \
 	    $(if $(BENCH_QUICK),--size-mib 32 --rounds 1,--size-mib 1024 --rounds 3) \
 	    --json $(BENCH_OUT)$(if $(BENCH_QUICK),/quick)/files.json
+	$(BENCH_PYTHON) tests/bench/proxy_bench.py --runner $(BENCH_RUNNER) $(if $(BENCH_QUICK),--quick) \
+	    --json $(BENCH_OUT)$(if $(BENCH_QUICK),/quick)/proxy.json

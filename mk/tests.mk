@@ -26,7 +26,7 @@ build/tests/probe: tests/security/probe.c | build/tests/plain
 
 UNIT_BINS := $(foreach t,$(UNIT_TESTS),build/tests/asan/test_$(t) build/tests/plain/test_$(t))
 
-test-bins: all build/asan/forceai-runner $(UNIT_BINS) build/tests/probe
+test-bins: all build/asan/forceai-runner static $(UNIT_BINS) build/tests/probe
 
 unit: $(UNIT_BINS)
 	@tests/unit/run.sh

@@ -402,7 +402,11 @@ struct gw_call *gw_call_start(struct runner *r, const struct gw_request *rq,
 	bad |= curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
 	bad |= curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
 	bad |= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-	bad |= curl_easy_setopt(e, CURLOPT_NETRC, (long)CURL_NETRC_IGNORED);
+	/* A libcurl built without netrc support (the static one) already
+	 * ignores it and refuses the option: that is the state we want. */
+	CURLcode nrc = curl_easy_setopt(e, CURLOPT_NETRC, (long)CURL_NETRC_IGNORED);
+	if (nrc != CURLE_OK && nrc != CURLE_UNKNOWN_OPTION && nrc != CURLE_NOT_BUILT_IN)
+		bad = 1;
 	/* "" = no proxy at all: http_proxy/HTTPS_PROXY/ALL_PROXY are ignored. */
 	bad |= curl_easy_setopt(e, CURLOPT_PROXY,
 				r->cfg.gateway_proxy ? r->cfg.gateway_proxy : "");

@@ -3,6 +3,8 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -308,6 +310,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*con_cls = q;
 		q->p = p;
 		q->conn = conn;
+		/* Streamed completions are many small writes: never let Nagle
+		 * hold one back waiting for an ACK. */
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		int one = 1;
+		if (ci && setsockopt(ci->connect_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
+			log_errno("setsockopt(TCP_NODELAY) failed", errno, "model proxy");
 		q->next = p->reqs;
 		if (p->reqs)
 			p->reqs->prev = q;

@@ -50,6 +50,10 @@ if [ -z "${CHECK_FAST:-}" ]; then
 	# The benchmarks at a small size: their code must not rot, and every
 	# stream they check must be byte-exact (bench.py exits 1 otherwise).
 	stage bench-smoke sh -c 'make --no-print-directory bench BENCH_QUICK=1 && echo "bench: 1 passed, 0 failed"'
+	# Fault and load suite at CI size (`make soak`: full size).
+	stage fault python3 tests/run.py fault
+	# Every fuzz target for 30 s; a crash, leak, timeout or OOM fails.
+	stage fuzz-smoke make --no-print-directory fuzz-smoke
 fi
 
 echo

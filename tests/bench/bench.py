@@ -20,6 +20,10 @@ build/bench/results.json and build/bench/results.md, and a table on stdout.
                       byte for byte; runner VmHWM vs its idle RSS
   7 confinement       round trip with confinement vs --insecure-no-confine, and
                       bwrap / firejail launching /bin/true vs plain /bin/true
+  8 load              16 clients (keep-alive, rtt.c -c) looping POST /command
+                      {"command":"true"} for 60 s: tasks/s, latency p50/p99, runner
+                      CPU time per task (/proc/PID/stat) vs 16 threads looping
+                      fork+exec+wait of /bin/sh -c true for 60 s (rawspawn.c -c)
 
 Exit status: 1 when a benchmark could not run correctly (a task failed, a
 stream was not byte-exact, a driver failed); missed goals only fail with
@@ -713,6 +717,92 @@ def bench_concurrency(cfg, res, name, binary):
         res.error("6", "%d of %d streams wrong (%s): %s" % (len(bad), n, name, "; ".join(bad[:5])))
 
 
+def proc_cpu(pid):
+    """(utime+stime, cutime+cstime) of a process in seconds, from /proc/PID/stat."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rpartition(")")[2].split()
+    tck = os.sysconf("SC_CLK_TCK")
+    ut, st, cut, cst = (int(x) for x in fields[11:15])
+    return (ut + st) / tck, (cut + cst) / tck
+
+
+def count_fds(pid):
+    try:
+        return len(os.listdir("/proc/%d/fd" % pid))
+    except OSError:
+        return None
+
+
+def load_json(argv, what):
+    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        raise BenchError("%s failed (exit %d): %s\n  command: %s" % (
+            what, r.returncode, r.stderr.strip()[-2000:], " ".join(argv)))
+    if r.stderr.strip():
+        log("%s: %s" % (what, r.stderr.strip()))
+    try:
+        return json.loads(r.stdout)
+    except ValueError:
+        raise BenchError("%s printed no JSON: %r" % (what, r.stdout[:300]))
+
+
+def bench_load(cfg, res, binary):
+    """8: sustained load, 16 keep-alive clients looping `true`, vs 16 raw spawn loops."""
+    rtt = os.path.join(cfg.tools, "rtt")
+    raw = os.path.join(cfg.tools, "rawspawn")
+    n, secs = cfg.load_clients, cfg.load_seconds
+    base = load_json([raw, "-c", str(n), "-d", str(secs), "--", "/bin/sh", "-c", "true"],
+                     "rawspawn -c (load baseline)")
+    r = Runner(binary, cfg, extra=["--max-tasks", str(max(64, 4 * n))], name="load")
+    try:
+        http(r.port, "GET", "/ping")
+        fd0 = count_fds(r.pid)
+        cpu0 = proc_cpu(r.pid)
+        run = load_json([rtt, "-p", str(r.port), "-c", str(n), "-d", str(secs)], "rtt -c (load)")
+        cpu1 = proc_cpu(r.pid)
+        time.sleep(0.2)
+        fd1 = count_fds(r.pid)
+        st = proc_status(r.pid)
+        fin = [l for l in r.loglines() if l.get("msg") == "task finished"]
+    finally:
+        r.close()
+    tasks = run["tasks"]
+    if run["failed"] or not tasks:
+        raise BenchError("load: %d of %d requests failed" % (run["failed"], run["failed"] + tasks))
+    bad = [l for l in fin if l.get("status") != "succeeded"]
+    if bad:
+        raise BenchError("load: %d tasks did not succeed in the runner log: %s" % (len(bad), bad[0]))
+    self_cpu, kids_cpu = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
+    btasks = base["tasks"]
+    label = "%d clients x %d s" % (n, secs)
+    blabel = "%d loops fork+exec+wait /bin/sh -c true" % n
+    res.add("8", "load: tasks/s, %s, POST /command `true` (keep-alive; %d tasks)" % (label, tasks),
+            run["tasks_per_s"], "tasks/s", blabel + ", runs/s", base["tasks_per_s"],
+            extra={"driver": run, "baseline_driver": base,
+                   "runner_fds_before": fd0, "runner_fds_after": fd1,
+                   "runner_vmhwm_mib": st.get("VmHWM", 0) / 1024.0,
+                   "runner_vmrss_mib": st.get("VmRSS", 0) / 1024.0})
+    res.add("8", "load: latency p50 during the run", run["p50_ns"] / 1e6, "ms",
+            blabel + ", p50", base["p50_ns"] / 1e6)
+    res.add("8", "load: latency p99 during the run", run["p99_ns"] / 1e6, "ms",
+            blabel + ", p99", base["p99_ns"] / 1e6, extra={"max_ms": run["max_ns"] / 1e6,
+                                                           "baseline_max_ms": base["max_ns"] / 1e6})
+    res.add("8", "load: runner CPU per task (utime+stime / tasks)", self_cpu / tasks * 1e3, "ms",
+            "raw loops' own CPU per spawn (fork+wait)", base["self_cpu_s"] / btasks * 1e3,
+            extra={"runner_cpu_s": self_cpu, "tasks": tasks,
+                   "client_cpu_per_task_ms": run["self_cpu_s"] / tasks * 1e3})
+    res.add("8", "load: task-side CPU per task (runner cutime+cstime / tasks)", kids_cpu / tasks * 1e3, "ms",
+            "raw loops' children CPU per spawn", base["children_cpu_s"] / btasks * 1e3,
+            extra={"runner_children_cpu_s": kids_cpu})
+    if fd0 is not None and fd1 is not None and fd1 > fd0:
+        res.note("8: runner open fds %d before the load, %d 0.2 s after it (finished task records, "
+                 "each with a spool file and a timerfd, are kept up to --retain-count)" % (fd0, fd1))
+    res.note("8: CPU from /proc/PID/stat (clock ticks of 1/%d s) read around the load run; "
+             "cutime+cstime is the CPU of the task processes the runner reaped (confinement "
+             "setup in the child included); the driver's own CPU is %.3f ms per request" % (
+                 os.sysconf("SC_CLK_TCK"), run["self_cpu_s"] / tasks * 1e3))
+
+
 # ---------------------------------------------------------------- main
 
 def main():
@@ -735,10 +825,13 @@ def main():
     ap.add_argument("--tput-reps", type=int)
     ap.add_argument("--conc-tasks", type=int)
     ap.add_argument("--conc-kib", type=int)
+    ap.add_argument("--load-seconds", type=int, help="duration of the load run (8)")
+    ap.add_argument("--load-clients", type=int, help="concurrent clients of the load run (8)")
     cfg = ap.parse_args()
     q = cfg.quick
     defaults = dict(ready_runs=(5, 20), rtt_n=(50, 1000), sandbox_n=(10, 200), rounds=(2, 10),
-                    tput_mib=(32, 1024), tput_reps=(1, 3), conc_tasks=(16, 256), conc_kib=(256, 1024))
+                    tput_mib=(32, 1024), tput_reps=(1, 3), conc_tasks=(16, 256), conc_kib=(256, 1024),
+                    load_seconds=(3, 60), load_clients=(16, 16))
     for k, (quick, full) in defaults.items():
         if getattr(cfg, k) is None:
             setattr(cfg, k, quick if q else full)
@@ -776,6 +869,7 @@ def main():
         ("4", "round trip + 7 confinement", lambda: bench_latency(cfg, res, cfg.runner)),
         ("5", "throughput", lambda: bench_throughput(cfg, res, cfg.runner)),
         ("6", "concurrency", lambda: [bench_concurrency(cfg, res, n, b) for n, b in binaries]),
+        ("8", "load", lambda: bench_load(cfg, res, cfg.runner)),
     ]
     try:
         for num, label, fn in steps:

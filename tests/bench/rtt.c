@@ -10,15 +10,25 @@
  * and {"type":"error"} (failed); native SSE "event: exit" (ok when it says
  * "status":"succeeded") and "event: error" (failed). The rest of the response
  * (end of the chunked body) is read before the next request is sent, outside
- * the timed window. Exit status 1 if any request failed. */
+ * the timed window. Exit status 1 if any request failed.
+ *
+ *   rtt -p PORT -c CLIENTS -d SECONDS [-P PATH] [-b JSON] [-H HDR]...
+ *
+ * Load mode: CLIENTS threads, each with its own keep-alive connection, loop
+ * the request back to back for SECONDS; prints one JSON object (tasks done,
+ * wall time from the common start to the last response, tasks per second,
+ * latency percentiles over every request, in ns). Exit status 1 if any
+ * request failed. */
 #include "bench.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -192,13 +202,194 @@ static int parse_headers(struct resp *r, struct buf *raw)
 	return 1;
 }
 
+/* One request on *fd (reopened when the server closes it). Returns 0 when the
+ * task succeeded, with its round trip in *lat; 1 when it failed. */
+static int one_request(int *fd, const char *req, int reqlen, long i, uint64_t *lat, long *reconnects)
+{
+	struct buf raw = { 0 };
+	struct resp r;
+	memset(&r, 0, sizeof r);
+	int failed = 0;
+	uint64_t t0 = bench_now_ns(), t1 = 0;
+	if (write(*fd, req, (size_t)reqlen) != reqlen)
+		bench_die(prog, "write: %s", strerror(errno));
+	int eof = 0, got_headers = 0;
+	for (;;) {
+		if (!got_headers)
+			got_headers = parse_headers(&r, &raw);
+		if (got_headers) {
+			int done = decode(&r, &raw);
+			if (r.status == 200) {
+				scan_frames(&r);
+				if (r.terminal && !t1)
+					t1 = bench_now_ns();
+			}
+			if (done)
+				break;
+		}
+		if (eof) {
+			if (got_headers && !r.chunked && r.clen < 0)
+				break; /* body delimited by the end of the connection */
+			bench_die(prog, "request %ld: connection closed mid-response", i);
+		}
+		int f = fill(*fd, &raw);
+		if (f < 0)
+			bench_die(prog, "request %ld: read failed (%s)", i, strerror(errno));
+		if (f == 0)
+			eof = 1;
+	}
+	if (r.status != 200) {
+		fprintf(stderr, "%s: request %ld: HTTP %d: %.300s\n", prog, i, r.status,
+			r.body.p ? r.body.p : "");
+		failed = 1;
+	} else if (!t1) {
+		fprintf(stderr, "%s: request %ld: response ended without a terminal event\n", prog, i);
+		failed = 1;
+	} else if (r.terminal != 1) {
+		fprintf(stderr, "%s: request %ld: task failed: %s\n", prog, i, r.detail);
+		failed = 1;
+	} else {
+		*lat = t1 - t0;
+	}
+	if (r.close || eof) {
+		close(*fd);
+		*fd = conn_open();
+		(*reconnects)++;
+	}
+	free(r.body.p);
+	free(raw.p);
+	return failed;
+}
+
+/* Load mode (-c CLIENTS -d SECONDS): CLIENTS threads, each with its own
+ * keep-alive connection, send requests back to back until SECONDS have passed
+ * since they all started; a request under way at the deadline is finished
+ * and counted. */
+struct client {
+	pthread_t th;
+	const char *req;
+	int reqlen;
+	uint64_t deadline;
+	uint64_t *lat;
+	size_t n, cap;
+	long failed, reconnects;
+	uint64_t end;
+};
+
+static pthread_barrier_t start_barrier;
+static uint64_t load_t0;
+static uint64_t load_ns;
+
+static void *client_main(void *arg)
+{
+	struct client *c = arg;
+	int fd = conn_open();
+	pthread_barrier_wait(&start_barrier);
+	uint64_t deadline = load_t0 + load_ns;
+	for (long i = 0; bench_now_ns() < deadline; i++) {
+		uint64_t lat = 0;
+		if (one_request(&fd, c->req, c->reqlen, i, &lat, &c->reconnects)) {
+			c->failed++;
+			continue;
+		}
+		if (c->n == c->cap) {
+			c->cap = c->cap ? c->cap * 2 : 4096;
+			c->lat = realloc(c->lat, c->cap * sizeof *c->lat);
+			if (!c->lat)
+				bench_die(prog, "out of memory");
+		}
+		c->lat[c->n++] = lat;
+	}
+	c->end = bench_now_ns();
+	close(fd);
+	return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile of sorted samples, as bench.py computes it. */
+static uint64_t pctl(const uint64_t *s, size_t n, double p)
+{
+	if (!n)
+		return 0;
+	double k = p / 100.0 * (double)n;
+	size_t i = (size_t)k;
+	if ((double)i < k)
+		i++;
+	return s[i ? i - 1 : 0];
+}
+
+static int run_load(long clients, long seconds, const char *req, int reqlen)
+{
+	struct client *c = calloc((size_t)clients, sizeof *c);
+	if (!c)
+		bench_die(prog, "out of memory");
+	load_ns = (uint64_t)seconds * 1000000000ull;
+	pthread_barrier_init(&start_barrier, NULL, (unsigned)clients + 1);
+	for (long i = 0; i < clients; i++) {
+		c[i].req = req;
+		c[i].reqlen = reqlen;
+		int e = pthread_create(&c[i].th, NULL, client_main, &c[i]);
+		if (e)
+			bench_die(prog, "pthread_create: %s", strerror(e));
+	}
+	load_t0 = bench_now_ns();
+	pthread_barrier_wait(&start_barrier);
+	size_t total = 0;
+	long failed = 0, reconnects = 0;
+	uint64_t end = load_t0;
+	for (long i = 0; i < clients; i++) {
+		pthread_join(c[i].th, NULL);
+		total += c[i].n;
+		failed += c[i].failed;
+		reconnects += c[i].reconnects;
+		if (c[i].end > end)
+			end = c[i].end;
+	}
+	uint64_t *all = malloc((total + 1) * sizeof *all);
+	if (!all)
+		bench_die(prog, "out of memory");
+	size_t k = 0;
+	double sum = 0;
+	for (long i = 0; i < clients; i++) {
+		memcpy(all + k, c[i].lat, c[i].n * sizeof *all);
+		k += c[i].n;
+		free(c[i].lat);
+	}
+	for (size_t i = 0; i < total; i++)
+		sum += (double)all[i];
+	qsort(all, total, sizeof *all, cmp_u64);
+	struct rusage self;
+	getrusage(RUSAGE_SELF, &self);
+	double wall = (double)(end - load_t0) / 1e9;
+	printf("{\"clients\":%ld,\"seconds\":%ld,\"wall_s\":%.6f,\"tasks\":%zu,\"failed\":%ld,"
+	       "\"reconnects\":%ld,\"tasks_per_s\":%.3f,\"p50_ns\":%llu,\"p90_ns\":%llu,\"p99_ns\":%llu,"
+	       "\"max_ns\":%llu,\"mean_ns\":%.0f,\"self_cpu_s\":%.6f}\n",
+	       clients, seconds, wall, total, failed, reconnects, wall > 0 ? (double)total / wall : 0.0,
+	       (unsigned long long)pctl(all, total, 50), (unsigned long long)pctl(all, total, 90),
+	       (unsigned long long)pctl(all, total, 99),
+	       (unsigned long long)(total ? all[total - 1] : 0), total ? sum / (double)total : 0.0,
+	       (double)self.ru_utime.tv_sec + (double)self.ru_utime.tv_usec / 1e6 +
+		       (double)self.ru_stime.tv_sec + (double)self.ru_stime.tv_usec / 1e6);
+	fflush(stdout);
+	if (failed)
+		fprintf(stderr, "%s: %ld of %zu requests failed\n", prog, failed, total + (size_t)failed);
+	free(all);
+	free(c);
+	return failed ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
-	long runs = 1000, warmup = 20;
+	long runs = 1000, warmup = 20, clients = 0, seconds = 10;
 	const char *path = "/command", *body = "{\"command\":\"true\"}";
 	struct buf extra = { 0 };
 	int opt;
-	while ((opt = getopt(argc, argv, "p:n:w:P:b:H:T:")) != -1) {
+	while ((opt = getopt(argc, argv, "p:n:w:P:b:H:T:c:d:")) != -1) {
 		switch (opt) {
 		case 'p': port = (int)bench_atol(prog, "-p", optarg); break;
 		case 'n': runs = bench_atol(prog, "-n", optarg); break;
@@ -210,8 +401,11 @@ int main(int argc, char **argv)
 			buf_add(&extra, "\r\n", 2);
 			break;
 		case 'T': timeout_ms = (int)bench_atol(prog, "-T", optarg); break;
+		case 'c': clients = bench_atol(prog, "-c", optarg); break;
+		case 'd': seconds = bench_atol(prog, "-d", optarg); break;
 		default:
-			fprintf(stderr, "usage: rtt -p PORT [-n RUNS] [-w WARMUP] [-P PATH] [-b JSON] [-H HDR]... [-T MS]\n");
+			fprintf(stderr, "usage: rtt -p PORT [-n RUNS] [-w WARMUP] [-P PATH] [-b JSON] [-H HDR]... [-T MS]\n"
+					"       rtt -p PORT -c CLIENTS -d SECONDS [-P PATH] [-b JSON] [-H HDR]... [-T MS]\n");
 			return 2;
 		}
 	}
@@ -226,6 +420,11 @@ int main(int argc, char **argv)
 			      path, port, strlen(body), extra.p ? extra.p : "", body);
 	if (reqlen < 0 || reqlen >= (int)sizeof req)
 		bench_die(prog, "request too long");
+	if (clients > 0) {
+		if (seconds <= 0)
+			bench_die(prog, "-d SECONDS must be positive");
+		return run_load(clients, seconds, req, reqlen);
+	}
 
 	uint64_t *s = calloc((size_t)runs + 1, sizeof *s);
 	if (!s)
@@ -233,61 +432,12 @@ int main(int argc, char **argv)
 	size_t n = 0;
 	int failed = 0, fd = conn_open();
 	long reconnects = 0;
-	struct buf raw = { 0 };
-	struct resp r;
-	memset(&r, 0, sizeof r);
-
 	for (long i = 0; i < warmup + runs; i++) {
-		free(r.body.p);
-		memset(&r, 0, sizeof r);
-		raw.len = 0;
-		uint64_t t0 = bench_now_ns(), t1 = 0;
-		if (write(fd, req, (size_t)reqlen) != reqlen)
-			bench_die(prog, "write: %s", strerror(errno));
-		int eof = 0, got_headers = 0;
-		for (;;) {
-			if (!got_headers)
-				got_headers = parse_headers(&r, &raw);
-			if (got_headers) {
-				int done = decode(&r, &raw);
-				if (r.status == 200) {
-					scan_frames(&r);
-					if (r.terminal && !t1)
-						t1 = bench_now_ns();
-				}
-				if (done)
-					break;
-			}
-			if (eof) {
-				if (got_headers && !r.chunked && r.clen < 0)
-					break; /* body delimited by the end of the connection */
-				bench_die(prog, "request %ld: connection closed mid-response", i);
-			}
-			int f = fill(fd, &raw);
-			if (f < 0)
-				bench_die(prog, "request %ld: read failed (%s)", i, strerror(errno));
-			if (f == 0)
-				eof = 1;
-		}
-		if (r.status != 200) {
-			fprintf(stderr, "%s: request %ld: HTTP %d: %.300s\n", prog, i, r.status,
-				r.body.p ? r.body.p : "");
+		uint64_t lat = 0;
+		if (one_request(&fd, req, reqlen, i, &lat, &reconnects))
 			failed = 1;
-		} else if (!t1) {
-			fprintf(stderr, "%s: request %ld: response ended without a terminal event\n", prog, i);
-			failed = 1;
-		} else if (r.terminal != 1) {
-			if (!failed)
-				fprintf(stderr, "%s: request %ld: task failed: %s\n", prog, i, r.detail);
-			failed = 1;
-		} else if (i >= warmup) {
-			s[n++] = t1 - t0;
-		}
-		if (r.close || eof) {
-			close(fd);
-			fd = conn_open();
-			reconnects++;
-		}
+		else if (i >= warmup)
+			s[n++] = lat;
 	}
 	close(fd);
 	bench_print_samples(s, n);

@@ -290,8 +290,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		die("socket");
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)http_port(&R))};
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (connect(c, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		die("connect");
+	if (connect(c, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		fprintf(stderr, "fuzz_http: connect: %s\n", strerror(errno));
+		abort();
+	}
 	fcntl(c, F_SETFL, O_NONBLOCK);
 
 	size_t off = 0;
