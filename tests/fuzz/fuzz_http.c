@@ -38,6 +38,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,9 +91,15 @@ int __wrap_random_id(char out[33])
 	return 0;
 }
 
+/* The runner logs a line per request to stderr, so the target runs with
+ * -close_fd_mask=2 (tests/fuzz/http.options): libFuzzer then keeps its own
+ * and the sanitizers' reports on a copy of stderr. The harness keeps one
+ * too (taken before libFuzzer closes fd 2) for its own findings. */
+static int diag_fd = STDERR_FILENO;
+
 static void die(const char *what)
 {
-	fprintf(stderr, "fuzz_http: %s\n", what);
+	dprintf(diag_fd, "fuzz_http: %s (errno: %s)\n", what, strerror(errno));
 	abort();
 }
 
@@ -131,7 +138,7 @@ static void fake_task(enum task_api api)
 	struct task *t = task_start(&R, &spec, &status, &code, err, sizeof(err));
 	fuzz_spawn_hook = NULL;
 	if (!t) {
-		fprintf(stderr, "fuzz_http: fake task: %d %s %s\n", status, code, err);
+		dprintf(diag_fd, "fuzz_http: fake task: %d %s %s\n", status, code, err);
 		abort();
 	}
 	for (int i = 0; i < 1000 && !t->finished; i++) {
@@ -150,7 +157,7 @@ static void private_tmp(void)
 	if (setgroups(0, NULL) < 0)
 		die("setgroups");
 	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
-		fprintf(stderr, "fuzz_http: no private mount namespace (%s): the files API "
+		dprintf(diag_fd, "fuzz_http: no private mount namespace (%s): the files API "
 				"writes only beneath " SANDBOX " (write roots)\n",
 			strerror(errno));
 		return;
@@ -160,7 +167,7 @@ static void private_tmp(void)
 		if (mount("fuzz-tmp", dirs[i], "tmpfs", MS_NOSUID | MS_NODEV,
 			  "size=256m,mode=1777") < 0 &&
 		    errno != ENOENT) {
-			fprintf(stderr, "fuzz_http: tmpfs on %s: %s\n", dirs[i], strerror(errno));
+			dprintf(diag_fd, "fuzz_http: tmpfs on %s: %s\n", dirs[i], strerror(errno));
 			abort();
 		}
 }
@@ -170,7 +177,7 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 	(void)st;
 	(void)flag;
 	if (ftw->level > 0 && remove(path) < 0)
-		fprintf(stderr, "fuzz_http: cannot remove %s: %s\n", path, strerror(errno));
+		dprintf(diag_fd, "fuzz_http: cannot remove %s: %s\n", path, strerror(errno));
 	return 0;
 }
 
@@ -205,6 +212,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
+	diag_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 100);
+	if (diag_fd < 0)
+		diag_fd = STDERR_FILENO;
 	private_tmp();
 	if (mkdir(SANDBOX, 0755) < 0 && errno != EEXIST)
 		die("mkdir sandbox");
@@ -246,7 +256,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		die("tables");
 	char err[512];
 	if (http_start(&R, err, sizeof(err)) < 0) {
-		fprintf(stderr, "fuzz_http: http_start: %s\n", err);
+		dprintf(diag_fd, "fuzz_http: http_start: %s\n", err);
 		abort();
 	}
 	id_counter = 0;
@@ -285,16 +295,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	reset_sessions();
 
-	int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int c = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (c < 0)
 		die("socket");
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)http_port(&R))};
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	/* Non-blocking: libFuzzer's SIGALRM may interrupt a blocking connect. */
 	if (connect(c, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		fprintf(stderr, "fuzz_http: connect: %s\n", strerror(errno));
-		abort();
+		if (errno != EINPROGRESS && errno != EINTR)
+			die("connect");
+		struct pollfd pfd = {.fd = c, .events = POLLOUT};
+		int soerr = 0;
+		socklen_t sl = sizeof(soerr);
+		while (poll(&pfd, 1, 1000) < 0 && errno == EINTR)
+			;
+		if (getsockopt(c, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr) {
+			errno = soerr;
+			die("connect");
+		}
 	}
-	fcntl(c, F_SETFL, O_NONBLOCK);
 
 	size_t off = 0;
 	bool wr_closed = false, eof = false;
@@ -349,7 +368,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (fd_baseline < 0)
 			fd_baseline = fds;
 		else if (fds > fd_baseline + 4) {
-			fprintf(stderr, "fuzz_http: open fds grew from %d to %d\n", fd_baseline, fds);
+			dprintf(diag_fd, "fuzz_http: open fds grew from %d to %d\n", fd_baseline, fds);
 			abort();
 		}
 	}
