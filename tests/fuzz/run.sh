@@ -13,7 +13,7 @@ timeout_s=${FUZZ_TIMEOUT:-10}
 rss=${FUZZ_RSS_MB:-2048}
 pass=0 fail=0
 mkdir -p build/fuzz/artifacts build/fuzz/logs
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1:quarantine_size_mb=64}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 for t in "$@"; do
 	bin=build/fuzz/fuzz_$t

@@ -169,6 +169,9 @@ def validate_chat(body):
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     gateway = None
+    # Real gateways (uvicorn, nginx) send each SSE event at once; without
+    # this, Nagle holds an event back until the previous segment is ACKed.
+    disable_nagle_algorithm = True
 
     def log_message(self, *a):
         pass
