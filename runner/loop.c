@@ -77,6 +77,7 @@ static void timer_fired(struct loop *loop, struct loop_watch *w, uint32_t events
 int loop_timer_init(struct loop *loop, struct loop_timer *t, loop_timer_cb cb, void *arg)
 {
 	memset(t, 0, sizeof(*t));
+	t->w.fd = -1; /* so a failed init is safe to close */
 	t->cb = cb;
 	t->arg = arg;
 	int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);

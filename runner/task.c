@@ -481,8 +481,12 @@ static int resolve_identity(struct runner *r, const struct task_spec *spec, uid_
 	return 0;
 }
 
-struct task *task_start(struct runner *r, const struct task_spec *spec, int *http_status,
-			const char **code, char *err, size_t errlen)
+static void task_discard(struct task *t);
+
+/* What every kind of task must pass before anything is allocated: the
+ * runner accepts work, the cap, a cwd that exists. Returns the cwd. */
+static const char *task_admit(struct runner *r, const struct task_spec *spec, int *http_status,
+			      const char **code, char *err, size_t errlen)
 {
 	*code = "INVALID_REQUEST_BODY";
 	*http_status = 400;
@@ -511,6 +515,87 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, int *htt
 		snprintf(err, errlen, "cwd '%.200s' does not exist or is not a directory", cwd);
 		return NULL;
 	}
+	return cwd;
+}
+
+/* A task record with its id, strings, spool and timer; not yet in the
+ * table. NULL with errno set. */
+static struct task *task_alloc(struct runner *r, const struct task_spec *spec, const char *cwd,
+			       const char *capability)
+{
+	struct task *t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	t->r = r;
+	t->out_fd = t->err_fd = -1;
+	t->state_out_fd = -1;
+	t->timer.w.fd = -1;
+	t->exit_code = -1;
+	t->api = spec->api;
+	t->background = spec->background;
+	t->timeout_ms = spec->timeout_ms;
+	int rc = random_id(t->id);
+	if (rc < 0) {
+		errno = -rc;
+		goto fail;
+	}
+	t->command = strdup(spec->command);
+	t->cwd = strdup(cwd);
+	t->capability = capability ? strdup(capability) : NULL;
+	if (!t->command || !t->cwd || (capability && !t->capability)) {
+		errno = ENOMEM;
+		goto fail;
+	}
+	rc = spool_open(&t->spool, r->state_dir_fd, r->cfg.task_log_max);
+	if (rc < 0) {
+		errno = -rc;
+		goto fail;
+	}
+	rc = loop_timer_init(&r->loop, &t->timer, on_task_timer, t);
+	if (rc < 0) {
+		errno = -rc;
+		goto fail;
+	}
+	return t;
+fail:;
+	int e = errno;
+	task_discard(t);
+	errno = e;
+	return NULL;
+}
+
+/* Undo task_alloc (and a cgroup leaf) for a task that never started. */
+static void task_discard(struct task *t)
+{
+	if (!t)
+		return;
+	if (t->cgroup)
+		cgroup_task_remove(t->id);
+	loop_timer_close(&t->r->loop, &t->timer);
+	if (t->spool.nseg)
+		spool_close(&t->spool);
+	free(t->command);
+	free(t->cwd);
+	free(t->capability);
+	free(t);
+}
+
+static void task_link(struct task *t)
+{
+	struct runner *r = t->r;
+	t->next = r->tasks->head;
+	if (t->next)
+		t->next->prev = t;
+	r->tasks->head = t;
+	t->linked = true;
+}
+
+struct task *task_start(struct runner *r, const struct task_spec *spec, int *http_status,
+			const char **code, char *err, size_t errlen)
+{
+	const char *cwd = task_admit(r, spec, http_status, code, err, errlen);
+	if (!cwd)
+		return NULL;
 	uid_t uid;
 	gid_t gid;
 	int rc = resolve_identity(r, spec, &uid, &gid, err, errlen);
@@ -526,34 +611,13 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, int *htt
 
 	*http_status = 500;
 	*code = "RUNTIME_ERROR";
-	struct task *t = calloc(1, sizeof(*t));
 	int outp[2] = {-1, -1}, errp[2] = {-1, -1};
 	int devnull = -1;
+	struct task *t = task_alloc(r, spec, cwd, spec->capability);
 	if (!t)
 		goto fail_errno;
-	t->r = r;
-	t->out_fd = t->err_fd = -1;
-	t->state_out_fd = -1;
-	t->exit_code = -1;
-	t->api = spec->api;
-	t->background = spec->background;
 	t->uid = uid;
 	t->gid = gid;
-	t->timeout_ms = spec->timeout_ms;
-	if (random_id(t->id) < 0)
-		goto fail_errno;
-	t->command = strdup(spec->command);
-	t->cwd = strdup(cwd);
-	t->capability = spec->capability ? strdup(spec->capability) : NULL;
-	if (!t->command || !t->cwd)
-		goto fail_errno;
-	rc = spool_open(&t->spool, r->state_dir_fd, r->cfg.task_log_max);
-	if (rc < 0) {
-		errno = -rc;
-		goto fail_errno;
-	}
-	if (loop_timer_init(&r->loop, &t->timer, on_task_timer, t) < 0)
-		goto fail_errno;
 	if ((rc = make_pipe(outp)) < 0 || (rc = make_pipe(errp)) < 0) {
 		errno = -rc;
 		goto fail_errno;
@@ -626,11 +690,7 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, int *htt
 	append_event(t, "started", started);
 	json_decref(started);
 
-	t->next = r->tasks->head;
-	if (t->next)
-		t->next->prev = t;
-	r->tasks->head = t;
-	t->linked = true;
+	task_link(t);
 	log_info("task started", "{s:s,s:i,s:i,s:i,s:b}", "task", t->id, "pid", (int)pid, "uid",
 		 (int)uid, "gid", (int)gid, "background", spec->background);
 	return t;
@@ -647,17 +707,7 @@ fail_errno:
 	if (devnull >= 0)
 		close(devnull);
 	env_free(envp);
-	if (t) {
-		if (t->cgroup)
-			cgroup_task_remove(t->id);
-		loop_timer_close(&r->loop, &t->timer);
-		if (t->spool.nseg)
-			spool_close(&t->spool);
-		free(t->command);
-		free(t->cwd);
-		free(t->capability);
-		free(t);
-	}
+	task_discard(t);
 	return NULL;
 }
 
@@ -724,60 +774,16 @@ struct task *task_start_driven(struct runner *r, const struct task_spec *spec,
 			       const struct task_driver_ops *ops, void *arg, int *http_status,
 			       const char **code, char *err, size_t errlen)
 {
-	*code = "INVALID_REQUEST_BODY";
-	*http_status = 400;
-	if (r->shutting_down) {
-		*http_status = 503;
-		*code = "SERVICE_UNAVAILABLE";
-		snprintf(err, errlen, "the runner is shutting down");
-		return NULL;
-	}
-	if (r->tasks->running >= r->cfg.max_tasks) {
-		*http_status = 429;
-		*code = "TOO_MANY_TASKS";
-		snprintf(err, errlen, "%u tasks are running, the configured maximum (--max-tasks)",
-			 r->tasks->running);
-		return NULL;
-	}
-	const char *cwd = spec->cwd;
-	struct stat st;
+	const char *cwd = task_admit(r, spec, http_status, code, err, errlen);
 	if (!cwd)
-		cwd = (stat("/workspace", &st) == 0 && S_ISDIR(st.st_mode)) ? "/workspace" : "/";
-	if (cwd[0] != '/') {
-		snprintf(err, errlen, "cwd '%.200s' must be an absolute path", cwd);
 		return NULL;
-	}
-	if (stat(cwd, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		snprintf(err, errlen, "cwd '%.200s' does not exist or is not a directory", cwd);
-		return NULL;
-	}
 	*http_status = 500;
 	*code = "RUNTIME_ERROR";
-	struct task *t = calloc(1, sizeof(*t));
+	struct task *t = task_alloc(r, spec, cwd, spec->capability ? spec->capability : "agent");
 	if (!t)
 		goto fail_errno;
-	t->r = r;
-	t->out_fd = t->err_fd = -1;
-	t->state_out_fd = -1;
-	t->exit_code = -1;
-	t->api = spec->api;
 	t->uid = r->cfg.task_uid;
 	t->gid = r->cfg.task_gid;
-	t->timeout_ms = spec->timeout_ms;
-	if (random_id(t->id) < 0)
-		goto fail_errno;
-	t->command = strdup(spec->command);
-	t->cwd = strdup(cwd);
-	t->capability = strdup(spec->capability ? spec->capability : "agent");
-	if (!t->command || !t->cwd || !t->capability)
-		goto fail_errno;
-	int rc = spool_open(&t->spool, r->state_dir_fd, r->cfg.task_log_max);
-	if (rc < 0) {
-		errno = -rc;
-		goto fail_errno;
-	}
-	if (loop_timer_init(&r->loop, &t->timer, on_task_timer, t) < 0)
-		goto fail_errno;
 	t->started_ms = now_ms();
 	t->started_mono = monotonic_ms();
 	t->driver = ops;
@@ -789,28 +795,14 @@ struct task *task_start_driven(struct runner *r, const struct task_spec *spec,
 				    (json_int_t)t->started_ms, "capability", t->capability);
 	append_event(t, "started", started);
 	json_decref(started);
-	t->next = r->tasks->head;
-	if (t->next)
-		t->next->prev = t;
-	r->tasks->head = t;
-	t->linked = true;
+	task_link(t);
 	log_info("task started", "{s:s,s:s}", "task", t->id, "capability", t->capability);
 	return t;
 
 fail_errno:
 	snprintf(err, errlen, "cannot start the task: %s", strerror(errno));
 	log_errno("task start failed", errno, NULL);
-	if (t) {
-		if (t->cgroup)
-			cgroup_task_remove(t->id);
-		loop_timer_close(&r->loop, &t->timer);
-		if (t->spool.nseg)
-			spool_close(&t->spool);
-		free(t->command);
-		free(t->cwd);
-		free(t->capability);
-		free(t);
-	}
+	task_discard(t);
 	return NULL;
 }
 
