@@ -478,15 +478,15 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	*con_cls = NULL;
 }
 
-static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+void http_mhd_log(void *cls, const char *fmt, va_list ap)
 {
-	(void)cls;
+	const char *who = cls ? cls : "http";
 	char msg[512];
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	size_t n = strlen(msg);
 	while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
 		msg[--n] = 0;
-	log_warn("http", "{s:s}", "detail", msg);
+	log_warn(who, "{s:s}", "detail", msg);
 }
 
 static void run_mhd(struct runner *r)
@@ -586,7 +586,7 @@ int http_start(struct runner *r, char *err, size_t errlen)
 	unsigned timeout_s = (unsigned)((r->cfg.header_timeout_ms + 999) / 1000);
 	h->d = MHD_start_daemon(
 		MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-		on_request, r, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+		on_request, r, MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log, (void *)"http",
 		MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, r, MHD_OPTION_CONNECTION_TIMEOUT,
 		timeout_s ? timeout_s : 1, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024,

@@ -4,6 +4,7 @@
 #pragma once
 #include <jansson.h>
 #include <microhttpd.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -51,6 +52,9 @@ struct http_stream {
 };
 
 int http_start(struct runner *r, char *err, size_t errlen);
+/* libmicrohttpd's error logger for any of our daemons: one JSON log line;
+ * cls names the daemon ("http", "model proxy"). */
+void http_mhd_log(void *cls, const char *fmt, va_list ap);
 unsigned http_port(struct runner *r);
 void http_quiesce(struct runner *r); /* stop accepting */
 bool http_busy(struct runner *r);    /* streams still open */

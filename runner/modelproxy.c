@@ -19,6 +19,7 @@
 #include "chatstream.h"
 #include "env.h"
 #include "gateway.h"
+#include "http.h"
 #include "log.h"
 #include "runner.h"
 #include "util.h"
@@ -404,17 +405,6 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	free(q);
 }
 
-static void on_mhd_log(void *cls, const char *fmt, va_list ap)
-{
-	(void)cls;
-	char msg[512];
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	size_t n = strlen(msg);
-	while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
-		msg[--n] = 0;
-	log_warn("model proxy", "{s:s}", "detail", msg);
-}
-
 int modelproxy_start(struct runner *r, char *err, size_t errlen)
 {
 	if (!r->gateway)
@@ -449,8 +439,8 @@ int modelproxy_start(struct runner *r, char *err, size_t errlen)
 	p->port = ntohs(sa.sin_port);
 	p->listen_fd = fd;
 	p->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
-				NULL, NULL, on_request, p, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
-				NULL, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED,
+				NULL, NULL, on_request, p, MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log,
+				(void *)"model proxy", MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED,
 				on_completed, p, MHD_OPTION_CONNECTION_TIMEOUT, 900u,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
 				MHD_OPTION_CONNECTION_LIMIT, 512u, MHD_OPTION_END);
