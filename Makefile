@@ -4,10 +4,10 @@ CC       ?= cc
 PKGS     := libmicrohttpd jansson libseccomp libcap-ng libcurl
 CFLAGS   ?= -O2 -g
 WARN     := -Wall -Wextra -Werror
-BASEFLAGS = -std=gnu11 -D_GNU_SOURCE $(WARN) $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+BASEFLAGS = -std=gnu11 -D_GNU_SOURCE $(WARN) -Irunner $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS   := -lmicrohttpd -ljansson -lseccomp -lcap-ng -lcurl
 
-RUNNER_SRCS := $(sort $(wildcard runner/*.c))
+RUNNER_SRCS := $(sort $(wildcard runner/*.c runner/*/*.c))
 OBJS        := $(patsubst runner/%.c,build/obj/%.o,$(RUNNER_SRCS))
 ASAN_OBJS   := $(patsubst runner/%.c,build/asan/obj/%.o,$(RUNNER_SRCS))
 SAN_FLAGS   := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -18,13 +18,15 @@ all: build/forceai-runner
 deps:
 	@scripts/install-deps.sh build
 
-build/obj/%.o: runner/%.c | build/obj
+build/obj/%.o: runner/%.c
+	@mkdir -p $(@D)
 	$(CC) $(BASEFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
 build/forceai-runner: $(OBJS)
 	$(CC) $(CFLAGS) $(OBJS) -o $@ $(LDLIBS)
 
-build/asan/obj/%.o: runner/%.c | build/asan/obj
+build/asan/obj/%.o: runner/%.c
+	@mkdir -p $(@D)
 	$(CC) $(BASEFLAGS) -O1 -g $(SAN_FLAGS) -MMD -MP -c $< -o $@
 
 build/asan/forceai-runner: $(ASAN_OBJS)
@@ -33,7 +35,7 @@ build/asan/forceai-runner: $(ASAN_OBJS)
 build/obj build/asan/obj:
 	@mkdir -p $@
 
--include $(wildcard build/obj/*.d build/asan/obj/*.d)
+-include $(wildcard build/obj/*.d build/obj/*/*.d build/asan/obj/*.d build/asan/obj/*/*.d)
 
 include mk/static.mk
 include mk/image.mk
@@ -43,10 +45,10 @@ include mk/fuzz.mk
 include mk/bench.mk
 
 format:
-	clang-format -i runner/*.c runner/*.h tests/*/*.c
+	clang-format -i runner/*.c runner/*/*.[ch] tests/*/*.c
 
 format-check:
-	clang-format --dry-run --Werror runner/*.c runner/*.h
+	clang-format --dry-run --Werror runner/*.c runner/*/*.[ch]
 
 clean:
 	rm -rf build/obj build/asan build/forceai-runner build/tests

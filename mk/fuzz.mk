@@ -19,14 +19,14 @@ FUZZ_TIMEOUT    ?= 10
 FUZZ_RSS_MB     ?= 2048
 FUZZ_ARGS       ?=
 FUZZ_DIR        := build/fuzz
-FUZZ_ALL        := http json_bodies linesplit seccomp $(if $(wildcard runner/multipart.c),multipart) chatstream
+FUZZ_ALL        := http json_bodies linesplit seccomp $(if $(wildcard runner/files/multipart.c),multipart) chatstream
 FUZZ_TARGETS    ?= $(FUZZ_ALL)
 FUZZ_SAN        := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 		   -fno-omit-frame-pointer
 FUZZ_BASE       := -std=gnu11 -D_GNU_SOURCE -g -O1 $(FUZZ_SAN) \
 		   $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 # Runner sources are other people's code under change: warnings, not errors.
-FUZZ_OBJ_CFLAGS := $(FUZZ_BASE) -Wall -Wextra -fsanitize=fuzzer-no-link
+FUZZ_OBJ_CFLAGS := $(FUZZ_BASE) -Irunner -Wall -Wextra -fsanitize=fuzzer-no-link
 FUZZ_CFLAGS     := $(FUZZ_BASE) -Wall -Wextra -Werror -Irunner
 FUZZ_LIBS       := -lmicrohttpd -ljansson -lseccomp -lcap-ng -lcurl
 
@@ -37,16 +37,17 @@ fuzz_objs = $(patsubst runner/%.c,$(FUZZ_DIR)/obj/%.o,$(1))
 # Per target: the runner sources it links, extra harness sources, link flags.
 FUZZ_SRCS_http        := $(FUZZ_RUNNER)
 FUZZ_SRCS_json_bodies := $(FUZZ_RUNNER)
-FUZZ_SRCS_linesplit   := runner/linesplit.c runner/util.c
-FUZZ_SRCS_seccomp     := runner/seccomp.c
-FUZZ_SRCS_multipart   := runner/multipart.c
-FUZZ_SRCS_chatstream  := runner/chatstream.c runner/util.c
+FUZZ_SRCS_linesplit   := runner/task/linesplit.c runner/core/util.c
+FUZZ_SRCS_seccomp     := runner/confine/seccomp.c
+FUZZ_SRCS_multipart   := runner/files/multipart.c
+FUZZ_SRCS_chatstream  := runner/model/chatstream.c runner/core/util.c
 FUZZ_EXTRA_http        := tests/fuzz/fuzz_hooks.c
 FUZZ_EXTRA_json_bodies := tests/fuzz/fuzz_hooks.c
 FUZZ_LD_http          := -Wl,--wrap=spawn_task -Wl,--wrap=random_id
 FUZZ_LD_json_bodies   := -Wl,--wrap=spawn_task
 
-$(FUZZ_DIR)/obj/%.o: runner/%.c | $(FUZZ_DIR)/obj
+$(FUZZ_DIR)/obj/%.o: runner/%.c
+	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_OBJ_CFLAGS) -MMD -MP -c $< -o $@
 
 $(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $$(call fuzz_objs,$$(FUZZ_SRCS_$$*)) $$(FUZZ_EXTRA_$$*) \
@@ -59,7 +60,7 @@ $(FUZZ_DIR)/obj:
 
 .PRECIOUS: $(FUZZ_DIR)/obj/%.o
 
--include $(wildcard $(FUZZ_DIR)/obj/*.d)
+-include $(wildcard $(FUZZ_DIR)/obj/*.d $(FUZZ_DIR)/obj/*/*.d)
 
 FUZZ_BINS = $(patsubst %,$(FUZZ_DIR)/fuzz_%,$(FUZZ_TARGETS))
 

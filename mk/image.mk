@@ -21,7 +21,7 @@ IMAGE_RUNNER_BIN  ?= build/static/forceai-runner
 IMAGE_ROOTFS      ?= build/image-rootfs
 # evaluated once (:=), unless given on the command line or in the environment
 ifeq ($(origin IMAGE_VERSION),undefined)
-IMAGE_VERSION     := $(shell sed -n 's/.*FORCEAI_RUNNER_VERSION "\(.*\)".*/\1/p' runner/version.h 2>/dev/null | head -n1)
+IMAGE_VERSION     := $(shell sed -n 's/.*FORCEAI_RUNNER_VERSION "\(.*\)".*/\1/p' runner/core/version.h 2>/dev/null | head -n1)
 endif
 ifeq ($(origin IMAGE_REVISION),undefined)
 IMAGE_REVISION    := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)

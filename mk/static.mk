@@ -16,7 +16,7 @@ STATIC_MK          := $(lastword $(MAKEFILE_LIST))
 # Including this file must not change the including Makefile's default goal.
 STATIC_SAVED_GOAL  := $(.DEFAULT_GOAL)
 
-RUNNER_SRCS ?= $(wildcard runner/*.c)
+RUNNER_SRCS ?= $(wildcard runner/*.c runner/*/*.c)
 STATIC_OUT         ?= build/static
 STATIC_DEPS_DIR    := $(STATIC_OUT)/deps
 STATIC_DEPS_STAMP  := $(STATIC_OUT)/deps.stamp
@@ -34,7 +34,7 @@ STATIC_STRIP    ?= strip
 STATIC_READELF  ?= readelf
 STATIC_CFLAGS   := -std=gnu11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -static \
                    -g -fstack-protector-strong -ffunction-sections -fdata-sections
-STATIC_CPPFLAGS := -isystem $(STATIC_DEPS_DIR)/include -isystem $(STATIC_KINC)
+STATIC_CPPFLAGS := -Irunner -isystem $(STATIC_DEPS_DIR)/include -isystem $(STATIC_KINC)
 STATIC_LDFLAGS  := -static -L$(STATIC_DEPS_DIR)/lib -Wl,--gc-sections
 # Dependents before what they use: curl needs mbedTLS (ssl -> x509 -> crypto).
 STATIC_LDLIBS   := -lmicrohttpd -lcurl -lmbedtls -lmbedx509 -lmbedcrypto \
@@ -42,7 +42,7 @@ STATIC_LDLIBS   := -lmicrohttpd -lcurl -lmbedtls -lmbedx509 -lmbedcrypto \
 STATIC_EXTRA_CFLAGS  ?=
 STATIC_EXTRA_LDFLAGS ?=
 
-STATIC_OBJS := $(addprefix $(STATIC_OBJDIR)/,$(notdir $(RUNNER_SRCS:.c=.o)))
+STATIC_OBJS := $(patsubst runner/%.c,$(STATIC_OBJDIR)/%.o,$(RUNNER_SRCS))
 
 # The deps script must not see the outer make's flags or command-line variables.
 STATIC_RUN_SCRIPT = env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u MAKEOVERRIDES \
@@ -59,7 +59,8 @@ static-deps:
 $(STATIC_DEPS_STAMP): $(STATIC_DEPS_SCRIPT)
 	@$(STATIC_RUN_SCRIPT)
 
-$(STATIC_OBJDIR)/%.o: runner/%.c $(STATIC_DEPS_STAMP) $(STATIC_MK) | $(STATIC_OBJDIR)
+$(STATIC_OBJDIR)/%.o: runner/%.c $(STATIC_DEPS_STAMP) $(STATIC_MK)
+	@mkdir -p $(@D)
 	$(STATIC_CC) $(STATIC_CFLAGS) $(STATIC_EXTRA_CFLAGS) $(STATIC_CPPFLAGS) -MMD -MP -c $< -o $@
 
 $(STATIC_OBJDIR):
@@ -95,6 +96,6 @@ static-clean:
 static-distclean:
 	rm -rf $(STATIC_OUT)
 
--include $(wildcard $(STATIC_OBJDIR)/*.d)
+-include $(wildcard $(STATIC_OBJDIR)/*.d $(STATIC_OBJDIR)/*/*.d)
 
 .DEFAULT_GOAL := $(STATIC_SAVED_GOAL)

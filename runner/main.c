@@ -9,18 +9,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "gateway.h"
-#include "files.h"
-#include "hardening.h"
-#include "http.h"
-#include "log.h"
-#include "modelproxy.h"
-#include "proctree.h"
-#include "runner.h"
-#include "session.h"
-#include "signals.h"
-#include "task.h"
-#include "version.h"
+#include "model/gateway.h"
+#include "files/files.h"
+#include "api/hardening.h"
+#include "http/http.h"
+#include "core/log.h"
+#include "model/modelproxy.h"
+#include "task/proctree.h"
+#include "core/runner.h"
+#include "task/session.h"
+#include "core/signals.h"
+#include "task/task.h"
+#include "core/version.h"
 
 static void on_main_exit(void *arg, pid_t pid, int status)
 {

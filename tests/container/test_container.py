@@ -327,7 +327,7 @@ def offline(cmd):
 def build_args():
     ver = "0.0.0-dev"
     try:
-        with open(os.path.join(ROOT, "runner/version.h")) as f:
+        with open(os.path.join(ROOT, "runner/core/version.h")) as f:
             for line in f:
                 if "FORCEAI_RUNNER_VERSION \"" in line:
                     ver = line.split('"')[1]

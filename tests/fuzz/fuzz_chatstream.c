@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chatstream.h"
+#include "model/chatstream.h"
 
 struct acc {
 	struct buf b;

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "runner.h"
-#include "spawn.h"
+#include "core/runner.h"
+#include "task/spawn.h"
 
 void runner_shutdown(struct runner *r, const char *why)
 {

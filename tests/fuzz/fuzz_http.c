@@ -52,11 +52,11 @@
 #include <sched.h>
 #include <sys/mount.h>
 
-#include "http.h"
-#include "runner.h"
-#include "session.h"
-#include "spawn.h"
-#include "task.h"
+#include "http/http.h"
+#include "core/runner.h"
+#include "task/session.h"
+#include "task/spawn.h"
+#include "task/task.h"
 
 static struct runner R;
 static char state_dir[64];

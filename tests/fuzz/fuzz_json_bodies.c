@@ -18,11 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.h"
-#include "env.h"
-#include "http.h"
-#include "session.h"
-#include "task.h"
+#include "api/api.h"
+#include "task/env.h"
+#include "http/http.h"
+#include "task/session.h"
+#include "task/task.h"
 
 #define MAX_TIMEOUT (7ULL * 24 * 3600 * 1000)
 

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "linesplit.h"
+#include "task/linesplit.h"
 
 struct lines {
 	char *data; /* concatenated line bytes */

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "multipart.h"
+#include "files/multipart.h"
 
 struct log {
 	char *data;

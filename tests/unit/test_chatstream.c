@@ -1,5 +1,5 @@
 /* Unit tests of the Chat Completions stream parser (runner/chatstream.c). */
-#include "chatstream.h"
+#include "model/chatstream.h"
 
 #include <stdlib.h>
 

@@ -1,4 +1,4 @@
-#include "../../runner/files.h"
+#include "files/files.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "../../runner/linesplit.h"
+#include "task/linesplit.h"
 
 #include <stdlib.h>
 

@@ -1,4 +1,4 @@
-#include "../../runner/multipart.h"
+#include "files/multipart.h"
 
 #include <stdlib.h>
 

@@ -6,7 +6,7 @@
  *      tests/unit/test_seccomp.c runner/seccomp.c -ljansson -lseccomp -o test_seccomp
  *   ./test_seccomp [path/to/seccomp/default.json]
  * Exits non-zero when any check fails. */
-#include "seccomp_policy.h"
+#include "confine/seccomp_policy.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "../../runner/spool.h"
+#include "task/spool.h"
 
 #include <fcntl.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-#include "../../runner/util.h"
+#include "core/util.h"
 
 #include <stdlib.h>
 

@@ -1,0 +1,562 @@
+/* OpenSandbox execd-compatible command API (DESIGN §5a): events are raw
+ * JSON objects each followed by a blank line, every one with a timestamp. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/api.h"
+#include "task/linesplit.h"
+#include "core/log.h"
+#include "core/runner.h"
+#include "task/session.h"
+#include "task/task.h"
+#include "core/util.h"
+
+#define PING_INTERVAL_MS 2000 /* the contract says at least every 3 s */
+#define LOGS_MAX (4u << 20)
+
+struct execd_stream {
+	struct http_stream hs;
+	struct task_reader rd;
+	struct buf out;
+	struct linesplit ls[2];
+	enum { ES_INIT, ES_BODY, ES_DONE } state;
+	bool session_mode; /* stderr into stdout, empty lines dropped, like execd sessions */
+	bool ping_due;
+	bool background;
+	uint64_t last_event_ms;
+	char init_text[33];
+	uint64_t cur_ts; /* timestamp of the record being split */
+	int cur_type;
+};
+
+static void ev_begin(struct execd_stream *es, const char *type, uint64_t ts)
+{
+	buf_appendf(&es->out, "{\"type\":\"%s\",", type);
+	(void)ts;
+}
+
+static void ev_end(struct execd_stream *es, uint64_t ts)
+{
+	buf_appendf(&es->out, "\"timestamp\":%llu}\n\n", (unsigned long long)ts);
+	es->last_event_ms = monotonic_ms();
+}
+
+static void ev_text(struct execd_stream *es, const char *type, const char *text, size_t len,
+		    uint64_t ts)
+{
+	ev_begin(es, type, ts);
+	buf_append_str(&es->out, "\"text\":");
+	buf_append_json_str(&es->out, text, len);
+	buf_append_str(&es->out, ",");
+	ev_end(es, ts);
+}
+
+static int on_line(void *arg, const char *line, size_t len)
+{
+	struct execd_stream *es = arg;
+	const char *type = es->cur_type == SPOOL_STDERR && !es->session_mode ? "stderr" : "stdout";
+	if (len == 0) {
+		if (es->session_mode)
+			return 0;
+		ev_text(es, type, "\n", 1, es->cur_ts);
+	} else {
+		ev_text(es, type, line, len, es->cur_ts);
+	}
+	return 0;
+}
+
+static void ev_terminal(struct execd_stream *es, struct task *t)
+{
+	uint64_t ts = now_ms();
+	for (int i = 0; i < 2; i++) {
+		es->cur_type = i == 0 ? SPOOL_STDOUT : SPOOL_STDERR;
+		es->cur_ts = ts;
+		linesplit_flush(&es->ls[i], on_line, es);
+	}
+	/* A command that ended cleanly (even on our request) succeeded; a
+	 * timeout never does, whatever the exit code. */
+	if (t->exit_code == 0 && t->status != TS_TIMEOUT) {
+		ev_begin(es, "execution_complete", ts);
+		buf_appendf(&es->out, "\"execution_time\":%llu,",
+			    (unsigned long long)(t->finished_ms - t->started_ms));
+		ev_end(es, ts);
+		return;
+	}
+	char trace[128];
+	if (t->term_signal) {
+		snprintf(trace, sizeof(trace), "signal: %s%s", signal_name(t->term_signal),
+			 t->status == TS_TIMEOUT ? " (timeout)" : "");
+	} else {
+		snprintf(trace, sizeof(trace), "exit status %d%s", t->exit_code,
+			 t->status == TS_TIMEOUT ? " (timeout)" : "");
+	}
+	ev_begin(es, "error", ts);
+	buf_appendf(&es->out,
+		    "\"error\":{\"ename\":\"CommandExecError\",\"evalue\":\"%d\",\"traceback\":[",
+		    t->exit_code ? t->exit_code : 124);
+	buf_append_json_str(&es->out, trace, strlen(trace));
+	buf_append_str(&es->out, "]},");
+	ev_end(es, ts);
+}
+
+/* Produce more events into es->out. */
+static void produce(struct execd_stream *es)
+{
+	static char rbuf[SPOOL_MAX_REC];
+	if (es->state == ES_INIT) {
+		ev_text(es, "init", es->init_text, strlen(es->init_text), now_ms());
+		es->state = ES_BODY;
+		if (es->background) {
+			ev_begin(es, "execution_complete", now_ms());
+			buf_append_str(&es->out, "\"execution_time\":0,");
+			ev_end(es, now_ms());
+			es->state = ES_DONE;
+		}
+		return;
+	}
+	if (es->state != ES_BODY)
+		return;
+	struct task *t = es->rd.task;
+	/* Bound one batch so a fast task cannot grow the buffer without end. */
+	while (buf_avail(&es->out) < 16 * 1024) {
+		struct spool_rec rec;
+		int rc = task_reader_next(&es->rd, &rec, rbuf);
+		if (rc < 0) {
+			log_errno("reading the task log failed", -rc, t->id);
+			break;
+		}
+		if (rc == 0) {
+			if (t->finished && task_reader_at_end(&es->rd)) {
+				ev_terminal(es, t);
+				es->state = ES_DONE;
+			}
+			break;
+		}
+		if (rec.type == SPOOL_EVENT) {
+			if (rec.len >= 5 && !memcmp(rbuf, "exit\n", 5)) {
+				ev_terminal(es, t);
+				es->state = ES_DONE;
+				break;
+			}
+			continue;
+		}
+		int i = rec.type == SPOOL_STDOUT ? 0 : 1;
+		if (es->session_mode)
+			i = 0;
+		es->cur_type = rec.type;
+		es->cur_ts = rec.ts_ms;
+		linesplit_feed(&es->ls[i], rbuf, rec.len, on_line, es);
+	}
+	if (es->state == ES_BODY && es->ping_due && !buf_avail(&es->out)) {
+		ev_text(es, "ping", "pong", 4, now_ms());
+	}
+	es->ping_due = false;
+}
+
+static ssize_t es_fill(struct http_stream *hs, char *dst, size_t max)
+{
+	struct execd_stream *es = (struct execd_stream *)hs;
+	if (!buf_avail(&es->out))
+		produce(es);
+	size_t n = buf_avail(&es->out);
+	if (n == 0)
+		return es->state == ES_DONE ? -1 : 0;
+	if (n > max)
+		n = max;
+	memcpy(dst, es->out.data + es->out.off, n);
+	es->out.off += n;
+	return (ssize_t)n;
+}
+
+static void es_close(struct http_stream *hs)
+{
+	struct execd_stream *es = (struct execd_stream *)hs;
+	task_reader_detach(&es->rd);
+	buf_free(&es->out);
+	linesplit_free(&es->ls[0]);
+	linesplit_free(&es->ls[1]);
+	free(es);
+}
+
+static void es_tick(struct http_stream *hs, uint64_t now)
+{
+	struct execd_stream *es = (struct execd_stream *)hs;
+	if (es->state == ES_BODY && now - es->last_event_ms >= PING_INTERVAL_MS) {
+		es->ping_due = true;
+		http_stream_wake(hs);
+	}
+}
+
+static void es_wake(struct task_reader *rd)
+{
+	struct execd_stream *es = (struct execd_stream *)((char *)rd - offsetof(struct execd_stream, rd));
+	http_stream_wake(&es->hs);
+}
+
+static const struct http_stream_ops execd_ops = {es_fill, es_close, es_tick};
+
+static enum MHD_Result start_stream(struct http_req *req, struct task *t, bool session_mode,
+				    const char *init_text)
+{
+	struct execd_stream *es = calloc(1, sizeof(*es));
+	if (!es)
+		return MHD_NO;
+	es->session_mode = session_mode;
+	es->background = t->background;
+	es->last_event_ms = monotonic_ms();
+	linesplit_init(&es->ls[0], 64 * 1024);
+	linesplit_init(&es->ls[1], 64 * 1024);
+	snprintf(es->init_text, sizeof(es->init_text), "%s", init_text);
+	es->rd.wake = es_wake;
+	task_reader_attach(t, &es->rd, !t->background);
+	return http_stream_start(req, &es->hs, &execd_ops, "text/event-stream");
+}
+
+/* Typed field access with clear errors (into err; the handlers answer 400
+ * INVALID_REQUEST_BODY with the message). */
+static int get_str(json_t *body, const char *key, bool required, const char **out, char *err,
+		   size_t errlen)
+{
+	json_t *v = json_object_get(body, key);
+	*out = NULL;
+	if (!v || json_is_null(v)) {
+		if (required) {
+			snprintf(err, errlen, "field '%s' is required", key);
+			return -1;
+		}
+		return 0;
+	}
+	if (!json_is_string(v)) {
+		snprintf(err, errlen, "field '%s' must be a string", key);
+		return -1;
+	}
+	if (strlen(json_string_value(v)) != json_string_length(v)) {
+		snprintf(err, errlen, "field '%s' contains a NUL byte", key);
+		return -1;
+	}
+	*out = json_string_value(v);
+	return 0;
+}
+
+static int get_uint(json_t *body, const char *key, uint64_t max, bool *has, uint64_t *out,
+		    char *err, size_t errlen)
+{
+	json_t *v = json_object_get(body, key);
+	*has = false;
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    (uint64_t)json_integer_value(v) > max) {
+		snprintf(err, errlen, "field '%s' must be an integer between 0 and %llu", key,
+			 (unsigned long long)max);
+		return -1;
+	}
+	*has = true;
+	*out = (uint64_t)json_integer_value(v);
+	return 0;
+}
+
+int api_read_spec(json_t *body, const char *cmd_key, struct task_spec *spec, char *err,
+		  size_t errlen)
+{
+	memset(spec, 0, sizeof(*spec));
+	spec->state_in_fd = spec->state_out_fd = -1;
+	if (get_str(body, cmd_key, true, &spec->command, err, errlen) < 0)
+		return -1;
+	if (!*spec->command) {
+		snprintf(err, errlen, "field '%s' must not be empty", cmd_key);
+		return -1;
+	}
+	if (get_str(body, "cwd", false, &spec->cwd, err, errlen) < 0)
+		return -1;
+	if (spec->cwd && !*spec->cwd)
+		spec->cwd = NULL;
+	return 0;
+}
+
+int api_parse_command(json_t *body, struct task_spec *spec, char *err, size_t errlen)
+{
+	bool has;
+	uint64_t v;
+	if (api_read_spec(body, "command", spec, err, errlen) < 0)
+		return -1;
+	spec->api = TASK_API_EXECD;
+	json_t *bg = json_object_get(body, "background");
+	if (bg && !json_is_null(bg) && !json_is_boolean(bg)) {
+		snprintf(err, errlen, "field 'background' must be a boolean");
+		return -1;
+	}
+	spec->background = bg && json_is_true(bg);
+	if (get_uint(body, "timeout", 7ULL * 24 * 3600 * 1000, &has, &v, err, errlen) < 0)
+		return -1;
+	spec->timeout_ms = has ? v : 0;
+	if (get_uint(body, "uid", 0xfffffffe, &has, &v, err, errlen) < 0)
+		return -1;
+	spec->has_uid = has;
+	spec->uid = (uid_t)v;
+	if (get_uint(body, "gid", 0xfffffffe, &has, &v, err, errlen) < 0)
+		return -1;
+	spec->has_gid = has;
+	spec->gid = (gid_t)v;
+	spec->env = json_object_get(body, "envs");
+	return 0;
+}
+
+int api_parse_session_create(json_t *body, const char **cwd, char *err, size_t errlen)
+{
+	if (get_str(body, "cwd", false, cwd, err, errlen) < 0)
+		return -1;
+	if (*cwd && **cwd && (*cwd)[0] != '/') {
+		snprintf(err, errlen, "cwd must be an absolute path");
+		return -1;
+	}
+	if (*cwd && !**cwd)
+		*cwd = NULL;
+	return 0;
+}
+
+int api_parse_session_run(json_t *body, struct task_spec *spec, char *err, size_t errlen)
+{
+	bool has;
+	uint64_t v;
+	if (api_read_spec(body, "command", spec, err, errlen) < 0)
+		return -1;
+	if (get_uint(body, "timeout", 7ULL * 24 * 3600 * 1000, &has, &v, err, errlen) < 0)
+		return -1;
+	spec->timeout_ms = has ? v : 0;
+	return 0;
+}
+
+enum MHD_Result api_ping(struct http_req *req)
+{
+	return http_empty(req, 200);
+}
+
+enum MHD_Result api_command_run(struct http_req *req)
+{
+	json_t *body = http_body_json(req, false);
+	if (!body)
+		return req->responded ? MHD_YES : MHD_NO;
+	struct task_spec spec;
+	enum MHD_Result res = MHD_YES;
+	int status;
+	const char *code;
+	char err[512];
+	if (api_parse_command(body, &spec, err, sizeof(err)) < 0) {
+		res = http_error(req, 400, "INVALID_REQUEST_BODY", "%s", err);
+		goto out;
+	}
+	struct task *t = task_start(req->r, &spec, &status, &code, err, sizeof(err));
+	if (!t) {
+		res = http_error(req, (unsigned)status, code, "%s", err);
+		goto out;
+	}
+	res = start_stream(req, t, false, t->id);
+out:
+	json_decref(body);
+	return res;
+}
+
+static struct task *find_command(struct http_req *req, const char *id)
+{
+	struct task *t = (id && is_hex_id(id)) ? task_find(req->r, id) : NULL;
+	if (t && (t->api == TASK_API_NATIVE || t->api == TASK_API_TOOL))
+		t = NULL;
+	return t;
+}
+
+enum MHD_Result api_command_interrupt(struct http_req *req)
+{
+	const char *id = http_query(req, "id");
+	if (!id || !*id)
+		return http_error(req, 400, "MISSING_QUERY", "missing query parameter 'id'");
+	struct task *t = find_command(req, id);
+	if (!t) {
+		struct session *s = is_hex_id(id) ? session_find(req->r, id) : NULL;
+		if (s) {
+			session_delete(req->r, s);
+			return http_empty(req, 200);
+		}
+		return http_error(req, 404, "NOT_FOUND", "command not found: %.64s", id);
+	}
+	task_kill(t, TS_CANCELLED);
+	return http_empty(req, 200);
+}
+
+static void iso_time(char *out, size_t len, uint64_t ms)
+{
+	time_t s = (time_t)(ms / 1000);
+	struct tm tm;
+	gmtime_r(&s, &tm);
+	size_t n = strftime(out, len, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(out + n, len - n, ".%03uZ", (unsigned)(ms % 1000));
+}
+
+enum MHD_Result api_command_status(struct http_req *req)
+{
+	struct task *t = find_command(req, req->param);
+	if (!t)
+		return http_error(req, 404, "NOT_FOUND", "command not found: %.64s", req->param);
+	char started[40], finished[40];
+	iso_time(started, sizeof(started), t->started_ms);
+	json_t *o = json_pack("{s:s,s:s,s:b,s:s}", "id", t->id, "content", t->command, "running",
+			      !t->finished, "started_at", started);
+	if (t->finished) {
+		iso_time(finished, sizeof(finished), t->finished_ms);
+		json_object_set_new(o, "exit_code", json_integer(t->exit_code));
+		json_object_set_new(o, "finished_at", json_string(finished));
+		if (t->exit_code != 0) {
+			char e[64];
+			if (t->term_signal)
+				snprintf(e, sizeof(e), "signal: %s", signal_name(t->term_signal));
+			else
+				snprintf(e, sizeof(e), "exit status %d", t->exit_code);
+			json_object_set_new(o, "error", json_string(e));
+		}
+	}
+	return http_json(req, 200, o);
+}
+
+enum MHD_Result api_command_logs(struct http_req *req)
+{
+	struct task *t = find_command(req, req->param);
+	if (!t)
+		return http_error(req, 404, "NOT_FOUND", "command not found: %.64s", req->param);
+	uint64_t cursor = 0;
+	const char *c = http_query(req, "cursor");
+	if (c && *c) {
+		char *end;
+		errno = 0;
+		unsigned long long v = strtoull(c, &end, 10);
+		if (*c == '-' || *end || errno)
+			return http_error(req, 400, "INVALID_REQUEST_BODY",
+					  "cursor must be a non-negative byte offset");
+		cursor = v;
+	}
+	if (cursor > t->spool.next_off)
+		cursor = t->spool.next_off;
+	if (cursor < spool_first_off(&t->spool))
+		cursor = spool_first_off(&t->spool); /* older output was not retained */
+	struct spool_cursor cur;
+	uint32_t skip;
+	spool_seek_off(&t->spool, &cur, cursor, &skip);
+	struct buf out = {0};
+	static char rbuf[SPOOL_MAX_REC];
+	uint64_t next = cursor;
+	while (out.len < LOGS_MAX) {
+		struct spool_rec rec;
+		int rc = spool_next(&t->spool, &cur, &rec, rbuf, NULL);
+		if (rc <= 0)
+			break;
+		if (rec.type == SPOOL_EVENT)
+			continue;
+		buf_append(&out, rbuf + skip, rec.len - skip);
+		next = rec.off + rec.len;
+		skip = 0;
+	}
+	char hv[32];
+	snprintf(hv, sizeof(hv), "%llu", (unsigned long long)next);
+	enum MHD_Result res = http_text(req, 200, "text/plain; charset=utf-8", out.data ? out.data : "",
+					out.len, "EXECD-COMMANDS-TAIL-CURSOR", hv);
+	buf_free(&out);
+	return res;
+}
+
+enum MHD_Result api_session_create(struct http_req *req)
+{
+	json_t *body = http_body_json(req, true);
+	if (!body)
+		return req->responded ? MHD_YES : MHD_NO;
+	const char *cwd = NULL;
+	enum MHD_Result res;
+	char err[512];
+	if (api_parse_session_create(body, &cwd, err, sizeof(err)) < 0) {
+		res = http_error(req, 400, "INVALID_REQUEST_BODY", "%s", err);
+	} else {
+		struct session *s = session_create(req->r, cwd);
+		if (!s)
+			res = http_error(req, 429, "TOO_MANY_SESSIONS", "cannot create more sessions");
+		else
+			res = http_json(req, 200, json_pack("{s:s}", "session_id", s->id));
+	}
+	json_decref(body);
+	return res;
+}
+
+static int make_memfd(const char *name)
+{
+	int fd = memfd_create(name, MFD_CLOEXEC);
+	if (fd < 0)
+		log_errno("memfd_create failed", errno, name);
+	return fd;
+}
+
+enum MHD_Result api_session_run(struct http_req *req)
+{
+	struct session *s = is_hex_id(req->param) ? session_find(req->r, req->param) : NULL;
+	if (!s)
+		return http_error(req, 404, "SESSION_NOT_FOUND", "session %.64s not found", req->param);
+	json_t *body = http_body_json(req, false);
+	if (!body)
+		return req->responded ? MHD_YES : MHD_NO;
+	enum MHD_Result res = MHD_YES;
+	struct task_spec spec;
+	char *wrapped = NULL;
+	int in_fd = -1, out_fd = -1;
+	int status;
+	const char *code;
+	char err[512];
+	if (api_parse_session_run(body, &spec, err, sizeof(err)) < 0) {
+		res = http_error(req, 400, "INVALID_REQUEST_BODY", "%s", err);
+		goto out;
+	}
+	if (s->running) {
+		res = http_error(req, 409, "SESSION_BUSY", "session %s is already running a command",
+				 s->id);
+		goto out;
+	}
+	bool explicit_cwd = spec.cwd != NULL;
+	if (!spec.cwd)
+		spec.cwd = s->cwd;
+	wrapped = session_wrap_command(spec.command, explicit_cwd);
+	in_fd = s->state_fd >= 0 ? dup(s->state_fd) : make_memfd("session-state");
+	out_fd = make_memfd("session-state-out");
+	if (!wrapped || in_fd < 0 || out_fd < 0) {
+		res = http_error(req, 500, "RUNTIME_ERROR", "cannot prepare the session run");
+		goto out;
+	}
+	spec.command = wrapped;
+	spec.api = TASK_API_SESSION;
+	spec.session = s;
+	spec.state_in_fd = in_fd;
+	spec.state_out_fd = out_fd;
+	struct task *t = task_start(req->r, &spec, &status, &code, err, sizeof(err));
+	if (!t) {
+		res = http_error(req, (unsigned)status, code, "%s", err);
+		goto out;
+	}
+	s->running = t;
+	res = start_stream(req, t, true, s->id);
+out:
+	if (in_fd >= 0)
+		close(in_fd);
+	if (out_fd >= 0)
+		close(out_fd);
+	free(wrapped);
+	json_decref(body);
+	return res;
+}
+
+enum MHD_Result api_session_delete(struct http_req *req)
+{
+	struct session *s = is_hex_id(req->param) ? session_find(req->r, req->param) : NULL;
+	if (!s)
+		return http_error(req, 404, "CONTEXT_NOT_FOUND", "session %.64s not found", req->param);
+	session_delete(req->r, s);
+	return http_empty(req, 200);
+}

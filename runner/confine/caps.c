@@ -1,0 +1,134 @@
+/* Capabilities and securebits (DESIGN §3 steps 4-5). See caps.h. */
+#include "confine/caps.h"
+
+#include <cap-ng.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/securebits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef PR_CAP_AMBIENT
+#define PR_CAP_AMBIENT 47
+#define PR_CAP_AMBIENT_CLEAR_ALL 4
+#endif
+
+unsigned caps_task_securebits(void)
+{
+	return SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+	       SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+	       SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+}
+
+/* /proc/sys/kernel/cap_last_cap, or probe the bounding set when /proc is
+ * not there (PR_CAPBSET_READ fails with EINVAL past the last one). */
+static int read_last_cap(void)
+{
+	int fd = open("/proc/sys/kernel/cap_last_cap", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		char buf[16];
+		ssize_t n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n > 0) {
+			buf[n] = '\0';
+			char *end;
+			long v = strtol(buf, &end, 10);
+			if (end != buf && v >= 0 && v < 64)
+				return (int)v;
+		}
+	}
+	int c = 0;
+	while (c < 63 && prctl(PR_CAPBSET_READ, (unsigned long)(c + 1), 0, 0, 0) >= 0)
+		c++;
+	return c;
+}
+
+int caps_init(struct caps_state *st, char *err, size_t errlen)
+{
+	memset(st, 0, sizeof(*st));
+	st->last_cap = read_last_cap();
+	for (int c = 0; c <= st->last_cap; c++)
+		if (prctl(PR_CAPBSET_READ, (unsigned long)c, 0, 0, 0) == 1)
+			st->bounding |= 1ULL << c;
+	int sb = prctl(PR_GET_SECUREBITS, 0, 0, 0, 0);
+	if (sb < 0) {
+		snprintf(err, errlen, "prctl(PR_GET_SECUREBITS): %s", strerror(errno));
+		return -1;
+	}
+	st->securebits = (unsigned)sb;
+
+	if (capng_get_caps_process() < 0) {
+		snprintf(err, errlen, "cannot read the runner's capabilities (libcap-ng)");
+		return -1;
+	}
+	bool setuid_ = capng_have_capability(CAPNG_EFFECTIVE, CAP_SETUID);
+	bool setgid_ = capng_have_capability(CAPNG_EFFECTIVE, CAP_SETGID);
+	bool setpcap = capng_have_capability(CAPNG_EFFECTIVE, CAP_SETPCAP);
+	st->sys_resource = capng_have_capability(CAPNG_EFFECTIVE, CAP_SYS_RESOURCE);
+	st->privileged = setuid_ && setgid_ && setpcap;
+	if (geteuid() == 0 && !st->privileged) {
+		snprintf(err, errlen,
+			 "the runner runs as root without%s%s%s: it could not drop the tasks' "
+			 "identity and capabilities; grant these capabilities to the container "
+			 "or run the runner as the task user",
+			 setuid_ ? "" : " CAP_SETUID", setgid_ ? "" : " CAP_SETGID",
+			 setpcap ? "" : " CAP_SETPCAP");
+		return -1;
+	}
+	/* The task securebits must be settable: a bit locked the other way
+	 * by whoever started us would make every task fail. */
+	unsigned want = caps_task_securebits();
+	unsigned locked = (st->securebits & 0xaau) >> 1; /* lock bits -> the bits they lock */
+	if (st->privileged && ((st->securebits ^ want) & locked & 0x55u)) {
+		snprintf(err, errlen, "the runner's securebits 0x%x are locked against the "
+			 "task securebits 0x%x", st->securebits, want);
+		return -1;
+	}
+	return 0;
+}
+
+int caps_drop_bounding(const struct caps_state *st)
+{
+	/* Dropping one that is already gone succeeds, so drop them all. */
+	for (int c = 0; c <= st->last_cap; c++)
+		if (prctl(PR_CAPBSET_DROP, (unsigned long)c, 0, 0, 0) < 0)
+			return -errno;
+	return 0;
+}
+
+int caps_lock_securebits(const struct caps_state *st)
+{
+	/* Bits this runner does not manage (newer kernels define more) are
+	 * kept as the runner had them. */
+	unsigned bits = caps_task_securebits() | (st->securebits & ~0xffu);
+	if (prctl(PR_SET_SECUREBITS, (unsigned long)bits, 0, 0, 0) < 0)
+		return -errno;
+	return 0;
+}
+
+int caps_clear_all(void)
+{
+	/* EINVAL: a kernel before 4.3 has no ambient set to clear. */
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+		return -errno;
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+	memset(data, 0, sizeof(data));
+	if (syscall(SYS_capset, &hdr, data) < 0)
+		return -errno;
+	/* Read back: with NO_SETUID_FIXUP the kernel clears nothing for us,
+	 * so make sure the sets really are empty. */
+	hdr.version = _LINUX_CAPABILITY_VERSION_3;
+	hdr.pid = 0;
+	if (syscall(SYS_capget, &hdr, data) < 0)
+		return -errno;
+	for (int i = 0; i < _LINUX_CAPABILITY_U32S_3; i++)
+		if (data[i].effective || data[i].permitted || data[i].inheritable)
+			return -EPERM;
+	return 0;
+}

@@ -1,0 +1,491 @@
+/* Confinement of one task process (DESIGN §3). See confine.h.
+ *
+ * Parent side (confine_policy_init): everything that needs memory, files
+ * or libraries is done once at start: the seccomp policy is compiled, the
+ * Landlock ruleset built, capabilities inspected (libcap-ng), cgroup mode
+ * detected, rlimits computed and checked against what we may set.
+ *
+ * Child side (confine_exec): only system calls, no allocation, no stdio;
+ * failures are formatted by hand onto fd 2. Order:
+ *   1 setsid, close fds        2 join cgroup leaf, rlimits
+ *   4 empty bounding set, lock securebits (needs CAP_SETPCAP: still root)
+ *   5 setgroups/setresgid/setresuid, then clear the capability sets
+ *   3 chdir (after 5, so the cwd is entered with the task's own rights)
+ *   6 no_new_privs   7 Landlock   8 seccomp, execve
+ * A runner that is not privileged (development, as an ordinary user) may
+ * only run tasks as its own uid/gid; steps that need privilege are then
+ * skipped, everything else still applies (fail closed otherwise). */
+#include "confine/confine.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "core/config.h"
+#include "core/log.h"
+
+/* Built-in limits; see README (design). RLIMIT_NPROC counts every process
+ * and thread of the task's real uid, across all tasks of that uid. */
+#define DEFAULT_NPROC 1024
+#define DEFAULT_NOFILE 4096
+
+#ifndef PIPEFS_MAGIC
+#define PIPEFS_MAGIC 0x50495045
+#endif
+
+/* ---- child side: async-signal-safe helpers ---------------------------- */
+
+static const char *const errnames[] = {
+	[EPERM] = "EPERM",     [ENOENT] = "ENOENT",   [ESRCH] = "ESRCH",
+	[EINTR] = "EINTR",     [EIO] = "EIO",         [ENXIO] = "ENXIO",
+	[E2BIG] = "E2BIG",     [ENOEXEC] = "ENOEXEC", [EBADF] = "EBADF",
+	[ECHILD] = "ECHILD",   [EAGAIN] = "EAGAIN",   [ENOMEM] = "ENOMEM",
+	[EACCES] = "EACCES",   [EFAULT] = "EFAULT",   [EBUSY] = "EBUSY",
+	[EEXIST] = "EEXIST",   [ENODEV] = "ENODEV",   [ENOTDIR] = "ENOTDIR",
+	[EISDIR] = "EISDIR",   [EINVAL] = "EINVAL",   [ENFILE] = "ENFILE",
+	[EMFILE] = "EMFILE",   [ETXTBSY] = "ETXTBSY", [EFBIG] = "EFBIG",
+	[ENOSPC] = "ENOSPC",   [EROFS] = "EROFS",     [ELOOP] = "ELOOP",
+	[ENAMETOOLONG] = "ENAMETOOLONG",              [ENOSYS] = "ENOSYS",
+	[EOPNOTSUPP] = "EOPNOTSUPP",                  [ELIBBAD] = "ELIBBAD",
+};
+
+struct msg {
+	char buf[256];
+	size_t len;
+};
+
+static void msg_put(struct msg *m, const char *s)
+{
+	while (*s && m->len < sizeof(m->buf) - 1)
+		m->buf[m->len++] = *s++;
+}
+
+static void msg_num(struct msg *m, long v)
+{
+	char tmp[24];
+	int i = 0;
+	unsigned long u = v < 0 ? (unsigned long)-v : (unsigned long)v;
+	do
+		tmp[i++] = (char)('0' + u % 10);
+	while ((u /= 10) && i < (int)sizeof(tmp));
+	if (v < 0 && m->len < sizeof(m->buf) - 1)
+		m->buf[m->len++] = '-';
+	while (i > 0 && m->len < sizeof(m->buf) - 1)
+		m->buf[m->len++] = tmp[--i];
+}
+
+/* "forceai-runner: confine: <step>[ <what>]: <ENAME> (errno N)\n", then exit. */
+static _Noreturn void die(const char *step, const char *what, int err, int code)
+{
+	struct msg m = {.len = 0};
+	msg_put(&m, "forceai-runner: confine: ");
+	msg_put(&m, step);
+	if (what) {
+		msg_put(&m, " ");
+		msg_put(&m, what);
+	}
+	msg_put(&m, ": ");
+	if (err > 0 && (size_t)err < sizeof(errnames) / sizeof(errnames[0]) && errnames[err])
+		msg_put(&m, errnames[err]);
+	else
+		msg_put(&m, "error");
+	msg_put(&m, " (errno ");
+	msg_num(&m, err);
+	msg_put(&m, ")\n");
+	ssize_t n = write(STDERR_FILENO, m.buf, m.len);
+	(void)n;
+	_exit(code);
+}
+
+static int close_range_or_loop(unsigned lo, unsigned hi)
+{
+	if (lo > hi)
+		return 0;
+#ifdef SYS_close_range
+	if (syscall(SYS_close_range, lo, hi, 0) == 0)
+		return 0;
+	if (errno != ENOSYS)
+		return -errno;
+#endif
+	/* Kernel before 5.9: close one by one up to the fd limit. */
+	struct rlimit rl;
+	unsigned long max = 65536;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur < (1UL << 20))
+		max = rl.rlim_cur;
+	for (unsigned long fd = lo; fd <= hi && fd < max; fd++)
+		close((int)fd);
+	return 0;
+}
+
+/* Close every fd >= lowfd except those in keep[] (-1: none). */
+static int close_fds_except(int lowfd, int *keep, int nkeep)
+{
+	for (int i = 1; i < nkeep; i++) /* insertion sort: at most a handful */
+		for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+			int t = keep[j];
+			keep[j] = keep[j - 1];
+			keep[j - 1] = t;
+		}
+	unsigned next = lowfd > 0 ? (unsigned)lowfd : 0;
+	for (int i = 0; i < nkeep; i++) {
+		if (keep[i] < 0 || (unsigned)keep[i] < next)
+			continue; /* none, below the range, or the same fd twice */
+		if ((unsigned)keep[i] > next) {
+			int rc = close_range_or_loop(next, (unsigned)keep[i] - 1);
+			if (rc < 0)
+				return rc;
+		}
+		next = (unsigned)keep[i] + 1;
+	}
+	return close_range_or_loop(next, ~0U);
+}
+
+int confine_close_fds(const struct confine_policy *pol, int lowfd, int keep)
+{
+	int k[3] = {pol->enabled ? pol->landlock_ruleset_fd : -1,
+		    pol->enabled ? pol->landlock.root_ruleset_fd : -1, keep};
+	return close_fds_except(lowfd, k, 3);
+}
+
+/* The runner's pipes belong to root with mode 0600, so a task could not
+ * reopen its own stdio through /dev/stdout or /proc/self/fd (a common
+ * idiom: echo >/dev/stderr). Hand the anonymous pipes among the kept fds
+ * to the task user; never anything with a name in the filesystem. */
+static int give_pipes(int nfds, uid_t uid, gid_t gid)
+{
+	for (int fd = 0; fd < nfds; fd++) {
+		struct stat st;
+		struct statfs sfs;
+		if (fstat(fd, &st) < 0) {
+			if (errno == EBADF)
+				continue;
+			return -errno;
+		}
+		if (!S_ISFIFO(st.st_mode) || st.st_uid == uid)
+			continue;
+		if (fstatfs(fd, &sfs) < 0)
+			return -errno;
+		if (sfs.f_type != PIPEFS_MAGIC)
+			continue;
+		if (fchown(fd, uid, gid) < 0)
+			return -errno;
+	}
+	return 0;
+}
+
+_Noreturn void confine_exec(const struct confine_plan *plan)
+{
+	const struct confine_policy *pol = plan->policy;
+	const bool confine = pol->enabled;
+	const bool priv = pol->caps.privileged;
+	const pid_t parent = getppid();
+	int rc;
+
+	if (plan->uid == 0 && !pol->allow_root_tasks)
+		die("identity", "(root tasks are not allowed)", EPERM, 126);
+	/* Without privilege we cannot change identity: only a task that runs
+	 * as ourselves is possible. */
+	if (!priv && (getuid() != plan->uid || geteuid() != plan->uid ||
+		      getgid() != plan->gid || getegid() != plan->gid))
+		die("identity", "(runner not privileged: tasks must run as its own uid/gid)",
+		    EPERM, 126);
+
+	/* 1. Own session and process group; nothing of the runner's fds. */
+	if (setsid() < 0)
+		die("setsid", NULL, errno, 126);
+	/* Root tasks get the ruleset that also scopes signals (landlock.h). */
+	const int ll_fd = !confine ? -1
+			  : plan->uid == 0 && pol->landlock.root_ruleset_fd >= 0
+				  ? pol->landlock.root_ruleset_fd
+				  : pol->landlock_ruleset_fd;
+	int keep[2] = {ll_fd, plan->cgroup_procs_fd};
+	rc = close_fds_except(plan->nkeep_fds, keep, 2);
+	if (rc < 0)
+		die("close_range", NULL, -rc, 126);
+
+	/* 2. Cgroup leaf, limits. */
+	if (plan->cgroup_procs_fd >= 0) {
+		if (write(plan->cgroup_procs_fd, "0", 1) != 1)
+			die("cgroup", "(join the task's leaf)", errno, 126);
+		close(plan->cgroup_procs_fd);
+	}
+	if (confine) {
+		for (size_t i = 0; i < pol->n_rlimits; i++)
+			if (setrlimit(pol->rlimits[i].resource, &pol->rlimits[i].value) < 0)
+				die("setrlimit", NULL, errno, 126);
+	}
+
+	/* 4. While still root: bounding set, securebits. */
+	if (confine && priv) {
+		if ((rc = caps_drop_bounding(&pol->caps)) < 0)
+			die("capabilities", "(bounding set)", -rc, 126);
+		if ((rc = caps_lock_securebits(&pol->caps)) < 0)
+			die("securebits", NULL, -rc, 126);
+	}
+
+	/* 5. Identity, then the capability sets (NO_SETUID_FIXUP: the kernel
+	 * kept them across the uid change). */
+	if (priv) {
+		if ((rc = give_pipes(plan->nkeep_fds, plan->uid, plan->gid)) < 0)
+			die("fchown", "(stdio pipes)", -rc, 126);
+		if (setgroups(0, NULL) < 0)
+			die("setgroups", NULL, errno, 126);
+		if (setresgid(plan->gid, plan->gid, plan->gid) < 0)
+			die("setresgid", NULL, errno, 126);
+		if (setresuid(plan->uid, plan->uid, plan->uid) < 0)
+			die("setresuid", NULL, errno, 126);
+	}
+	uid_t ru, eu, su;
+	gid_t rg, eg, sg;
+	if (getresuid(&ru, &eu, &su) < 0 || getresgid(&rg, &eg, &sg) < 0 || ru != plan->uid ||
+	    eu != plan->uid || su != plan->uid || rg != plan->gid || eg != plan->gid ||
+	    sg != plan->gid)
+		die("identity", "(check)", EPERM, 126);
+	if (confine && (rc = caps_clear_all()) < 0)
+		die("capabilities", "(clear effective/permitted/inheritable/ambient)", -rc, 126);
+	if (plan->pdeath_signal) {
+		/* The credential change cleared it: arm it again, and do not
+		 * outlive a parent that died in between. */
+		if (prctl(PR_SET_PDEATHSIG, (unsigned long)plan->pdeath_signal, 0, 0, 0) < 0)
+			die("prctl", "(PR_SET_PDEATHSIG)", errno, 126);
+		if (getppid() != parent)
+			_exit(126);
+	}
+
+	/* 3. Working directory, with the task's rights. */
+	if (plan->cwd && chdir(plan->cwd) < 0)
+		die("chdir", plan->cwd, errno, 126);
+
+	if (confine) {
+		/* 6. */
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+			die("no_new_privs", NULL, errno, 126);
+		/* 7. */
+		if (ll_fd >= 0) {
+			if ((rc = landlock_apply(ll_fd)) < 0)
+				die("landlock", NULL, -rc, 126);
+			close(ll_fd);
+		}
+		/* 8. Last: from here on only the policy's system calls. */
+		if ((rc = seccomp_policy_apply(&pol->seccomp)) < 0)
+			die("seccomp", NULL, -rc, 126);
+	}
+	execve(plan->path, plan->argv, plan->envp);
+	int e = errno;
+	die("execve", plan->path, e, e == ENOENT || e == ENOTDIR ? 127 : 126);
+}
+
+/* ---- parent side ------------------------------------------------------ */
+
+static const char *rlimit_name(int res)
+{
+	switch (res) {
+	case RLIMIT_CORE: return "core";
+	case RLIMIT_NPROC: return "nproc";
+	case RLIMIT_NOFILE: return "nofile";
+	case RLIMIT_AS: return "as";
+	case RLIMIT_FSIZE: return "fsize";
+	default: return "other";
+	}
+}
+
+/* Add soft = hard = want. A built-in default above what we may set is
+ * lowered to our hard limit; an explicit setting is an error instead. */
+static int add_rlimit(struct confine_policy *pol, int res, rlim_t want, bool is_explicit,
+		      const char *option, char *err, size_t errlen)
+{
+	struct rlimit cur;
+	if (getrlimit(res, &cur) < 0) {
+		snprintf(err, errlen, "getrlimit(%s): %s", rlimit_name(res), strerror(errno));
+		return -1;
+	}
+	if (cur.rlim_max != RLIM_INFINITY && want > cur.rlim_max && !pol->caps.sys_resource) {
+		if (is_explicit) {
+			snprintf(err, errlen, "--%s %llu exceeds the runner's own hard limit %llu "
+				 "(raising it needs CAP_SYS_RESOURCE)", option,
+				 (unsigned long long)want, (unsigned long long)cur.rlim_max);
+			return -1;
+		}
+		want = cur.rlim_max;
+	}
+	if (pol->n_rlimits >= sizeof(pol->rlimits) / sizeof(pol->rlimits[0])) {
+		snprintf(err, errlen, "too many rlimits");
+		return -1;
+	}
+	pol->rlimits[pol->n_rlimits++] =
+		(struct confine_rlimit){.resource = res, .value = {.rlim_cur = want, .rlim_max = want}};
+	return 0;
+}
+
+int confine_policy_init(struct confine_policy *pol, const struct runner_config *cfg, char *err,
+			size_t errlen)
+{
+	memset(pol, 0, sizeof(*pol));
+	pol->landlock_ruleset_fd = -1;
+	pol->landlock.ruleset_fd = -1;
+	pol->landlock.root_ruleset_fd = -1;
+	pol->enabled = !cfg->insecure_no_confine;
+	pol->allow_root_tasks = cfg->allow_root_tasks;
+	pol->task_uid = cfg->task_uid;
+	pol->task_gid = cfg->task_gid;
+
+	if (caps_init(&pol->caps, err, errlen) < 0)
+		return -1;
+	if (cfg->task_uid == 0 && !cfg->allow_root_tasks) {
+		snprintf(err, errlen, "the task uid is 0 but root tasks are not allowed "
+			 "(--allow-root-tasks)");
+		return -1;
+	}
+	if (!pol->caps.privileged && (cfg->task_uid != getuid() || cfg->task_gid != getgid())) {
+		snprintf(err, errlen, "the runner is not privileged (uid %u): tasks can only run as "
+			 "uid %u gid %u, not %u:%u; set the task uid/gid to match or run the "
+			 "runner as root", (unsigned)getuid(), (unsigned)getuid(),
+			 (unsigned)getgid(), (unsigned)cfg->task_uid, (unsigned)cfg->task_gid);
+		return -1;
+	}
+
+	pol->cgroup_mode = cgroup_init();
+	if (!pol->enabled) {
+		log_warn("task confinement is DISABLED (--insecure-no-confine, test only)", NULL);
+		return 0;
+	}
+
+	if (seccomp_policy_load(cfg->seccomp_policy, &pol->seccomp, err, errlen) < 0)
+		return -1;
+	if (pol->seccomp.warning[0])
+		log_warn("seccomp policy", "{s:s,s:s}", "policy", cfg->seccomp_policy, "warning",
+			 pol->seccomp.warning);
+
+	if (add_rlimit(pol, RLIMIT_CORE, 0, false, "", err, errlen) < 0 ||
+	    add_rlimit(pol, RLIMIT_NPROC, cfg->rlimit_nproc ? cfg->rlimit_nproc : DEFAULT_NPROC,
+		       cfg->rlimit_nproc != 0, "limit-nproc", err, errlen) < 0 ||
+	    add_rlimit(pol, RLIMIT_NOFILE,
+		       cfg->rlimit_nofile ? cfg->rlimit_nofile : DEFAULT_NOFILE,
+		       cfg->rlimit_nofile != 0, "limit-nofile", err, errlen) < 0 ||
+	    (cfg->rlimit_as &&
+	     add_rlimit(pol, RLIMIT_AS, cfg->rlimit_as, true, "limit-as", err, errlen) < 0) ||
+	    (cfg->rlimit_fsize &&
+	     add_rlimit(pol, RLIMIT_FSIZE, cfg->rlimit_fsize, true, "limit-fsize", err, errlen) < 0))
+		goto fail;
+
+	if (landlock_prepare(&pol->landlock, cfg->landlock_roots, err, errlen) < 0)
+		goto fail;
+	pol->landlock_ruleset_fd = pol->landlock.ruleset_fd;
+	pol->landlock_abi = pol->landlock.abi;
+	if (pol->landlock.abi == 0)
+		log_warn("Landlock not in force", "{s:s}", "reason", pol->landlock.reason);
+	if (pol->landlock.skipped[0])
+		log_warn("Landlock: writable roots that do not exist were skipped", "{s:s}",
+			 "roots", pol->landlock.skipped);
+	return 0;
+fail:
+	confine_policy_free(pol);
+	return -1;
+}
+
+void confine_policy_free(struct confine_policy *pol)
+{
+	seccomp_policy_free(&pol->seccomp);
+	/* landlock_ruleset_fd is the public copy (the caller may have moved it). */
+	pol->landlock.ruleset_fd = pol->landlock_ruleset_fd;
+	landlock_info_free(&pol->landlock);
+	pol->landlock_ruleset_fd = -1;
+}
+
+static json_t *split_roots(const char *list)
+{
+	json_t *a = json_array();
+	const char *p = list;
+	while (p && *p) {
+		size_t n = strcspn(p, ":");
+		if (n)
+			json_array_append_new(a, json_stringn(p, n));
+		p += n;
+		if (*p == ':')
+			p++;
+	}
+	return a;
+}
+
+json_t *confine_report(const struct confine_policy *pol)
+{
+	const bool on = pol->enabled, priv = pol->caps.privileged;
+	json_t *o = json_object();
+	json_object_set_new(o, "enabled", json_boolean(on));
+
+	if (on) {
+		struct utsname uts;
+		json_t *sc = json_pack("{s:s,s:i,s:s,s:s}", "policy", pol->seccomp.name,
+				       "allowed_syscalls", (int)pol->seccomp.n_allowed,
+				       "architecture", uname(&uts) == 0 ? uts.machine : "?",
+				       "other_architectures", "killed (x32 and 32-bit compat)");
+		if (pol->seccomp.warning[0])
+			json_object_set_new(sc, "warning", json_string(pol->seccomp.warning));
+		json_object_set_new(o, "seccomp", sc);
+	} else {
+		json_object_set_new(o, "seccomp", json_null());
+	}
+
+	json_object_set_new(
+		o, "capabilities",
+		json_string(!on ? "not dropped (confinement disabled)"
+			    : priv ? "all dropped (bounding, effective, permitted, inheritable, "
+				     "ambient)"
+				   : "effective, permitted, inheritable, ambient cleared; bounding "
+				     "set inherited (runner not privileged)"));
+	json_object_set_new(o, "securebits",
+			    json_string(on && priv ? "noroot, no_setuid_fixup, "
+						     "no_cap_ambient_raise set; keep_caps "
+						     "clear; all locked"
+						   : "unchanged"));
+	json_object_set_new(o, "no_new_privs", json_boolean(on));
+
+	json_t *ll = json_object();
+	bool ll_on = on && pol->landlock.abi > 0;
+	json_object_set_new(ll, "abi", ll_on ? json_integer(pol->landlock.abi) : json_null());
+	json_object_set_new(ll, "writable_roots",
+			    ll_on ? split_roots(pol->landlock.roots) : json_array());
+	if (ll_on) {
+		json_object_set_new(ll, "always_writable",
+				    json_pack("[s,s,s]", "/dev/shm", "/dev/null (and zero, full, "
+					      "random, urandom, tty, ptmx)", "/dev/pts"));
+		json_object_set_new(ll, "skipped_roots", split_roots(pol->landlock.skipped));
+		json_object_set_new(ll, "scoped",
+				    json_string(pol->landlock.root_ruleset_fd >= 0
+							? "root tasks: signals and abstract UNIX "
+							  "sockets stay inside the task"
+							: "none (ABI < 6)"));
+	} else {
+		json_object_set_new(ll, "reason",
+				    json_string(on ? pol->landlock.reason
+						   : "confinement disabled"));
+	}
+	json_object_set_new(o, "landlock", ll);
+
+	json_object_set_new(o, "cgroup",
+			    json_pack("{s:s,s:s}", "mode",
+				      pol->cgroup_mode == CGROUP_V2 ? "v2" : "none", "reason",
+				      cgroup_mode_reason()));
+
+	json_t *rl = json_object();
+	for (size_t i = 0; on && i < pol->n_rlimits; i++) {
+		rlim_t v = pol->rlimits[i].value.rlim_max;
+		json_object_set_new(rl, rlimit_name(pol->rlimits[i].resource),
+				    v == RLIM_INFINITY ? json_string("unlimited")
+						       : json_integer((json_int_t)v));
+	}
+	json_object_set_new(o, "rlimits", rl);
+	json_object_set_new(o, "task_uid", json_integer(pol->task_uid));
+	json_object_set_new(o, "task_gid", json_integer(pol->task_gid));
+	json_object_set_new(o, "root_tasks_allowed", json_boolean(pol->allow_root_tasks));
+	return o;
+}

@@ -1,0 +1,498 @@
+/* Command line and environment: every option has an environment variable,
+ * the command line wins. Usage errors exit 2 with one line naming the
+ * problem. */
+#include "core/config.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/version.h"
+
+enum opt_type {
+	OPT_STR,
+	OPT_U64,
+	OPT_UINT,
+	OPT_BOOL,
+	OPT_LISTEN,
+	OPT_USER,
+	OPT_TOKEN_FILE,
+	OPT_KEY_FILE,
+	OPT_PORT,
+};
+
+struct opt_def {
+	const char *name; /* long option */
+	const char *env;
+	enum opt_type type;
+	size_t off; /* into struct runner_config */
+	const char *def;
+	const char *help;
+};
+
+#define OFF(f) offsetof(struct runner_config, f)
+
+static const struct opt_def opts[] = {
+	{"listen", "FORCEAI_RUNNER_LISTEN", OPT_LISTEN, 0, "0.0.0.0:8080",
+	 "address and port of the HTTP endpoint (IPv4 or [IPv6])"},
+	{"grace-ms", "FORCEAI_RUNNER_GRACE_MS", OPT_U64, OFF(grace_ms), "5000",
+	 "time between SIGTERM and SIGKILL when stopping task trees and the main child"},
+	{"token-file", "FORCEAI_RUNNER_TOKEN_FILE", OPT_TOKEN_FILE, 0, NULL,
+	 "file holding the access token required in X-EXECD-ACCESS-TOKEN (or EXECD_ACCESS_TOKEN)"},
+	{"state-dir", "FORCEAI_RUNNER_STATE_DIR", OPT_STR, OFF(state_dir), "/run/forceai-runner",
+	 "private directory (0700) for task output spools"},
+	{"seccomp-policy", "FORCEAI_SECCOMP_POLICY", OPT_STR, OFF(seccomp_policy),
+	 "/etc/forceai-runner/seccomp.json", "OCI seccomp JSON policy applied to every task"},
+	{"task-user", "FORCEAI_TASK_USER", OPT_USER, 0, "1000:1000",
+	 "UID:GID tasks run as"},
+	{"allow-root-tasks", "FORCEAI_ALLOW_ROOT_TASKS", OPT_BOOL, OFF(allow_root_tasks), "0",
+	 "honour uid/gid 0 in requests (root tasks still have no capabilities)"},
+	{"max-tasks", "FORCEAI_MAX_TASKS", OPT_UINT, OFF(max_tasks), "64",
+	 "running tasks at once; more get 429"},
+	{"max-body", "FORCEAI_MAX_BODY", OPT_U64, OFF(max_body), "1048576",
+	 "largest JSON request body in bytes; larger get 413"},
+	{"task-log-max", "FORCEAI_TASK_LOG_MAX", OPT_U64, OFF(task_log_max), "16777216",
+	 "output retained per task for re-attach and logs (bytes; oldest dropped beyond)"},
+	{"stream-window", "FORCEAI_STREAM_WINDOW", OPT_U64, OFF(stream_window), "1048576",
+	 "bytes a connected client may lag before the task's pipe is paused"},
+	{"retain-count", "FORCEAI_RETAIN_COUNT", OPT_UINT, OFF(retain_count), "256",
+	 "finished task records kept"},
+	{"retain-ms", "FORCEAI_RETAIN_MS", OPT_U64, OFF(retain_ms), "900000",
+	 "how long finished task records are kept (ms)"},
+	{"idle-timeout-ms", "FORCEAI_IDLE_TIMEOUT_MS", OPT_U64, OFF(header_timeout_ms), "15000",
+	 "a connection idle this long (e.g. headers never finished) is closed"},
+	{"landlock-roots", "FORCEAI_LANDLOCK_ROOTS", OPT_STR, OFF(landlock_roots),
+	 "/workspace:/tmp:/home", "colon-separated roots tasks may write under (Landlock)"},
+	{"limit-nproc", "FORCEAI_LIMIT_NPROC", OPT_U64, OFF(rlimit_nproc), "0",
+	 "RLIMIT_NPROC of tasks (0 = built-in default)"},
+	{"limit-nofile", "FORCEAI_LIMIT_NOFILE", OPT_U64, OFF(rlimit_nofile), "0",
+	 "RLIMIT_NOFILE of tasks (0 = built-in default)"},
+	{"limit-as", "FORCEAI_LIMIT_AS", OPT_U64, OFF(rlimit_as), "0",
+	 "RLIMIT_AS of tasks in bytes (0 = unlimited)"},
+	{"limit-fsize", "FORCEAI_LIMIT_FSIZE", OPT_U64, OFF(rlimit_fsize), "0",
+	 "RLIMIT_FSIZE of tasks in bytes (0 = unlimited)"},
+	{"gateway-url", "FORCEAI_GATEWAY_URL", OPT_STR, OFF(gateway_url), NULL,
+	 "OpenAI-compatible base URL of the model gateway (http/https), e.g. https://gw/v1"},
+	{"gateway-key-file", "FORCEAI_GATEWAY_KEY_FILE", OPT_KEY_FILE, 0, NULL,
+	 "file holding the gateway key (or FORCEAI_GATEWAY_KEY); none = vault mode"},
+	{"gateway-ca", "FORCEAI_GATEWAY_CA", OPT_STR, OFF(gateway_ca), NULL,
+	 "CA bundle trusted for the gateway (else SSL_CERT_FILE, CURL_CA_BUNDLE, system)"},
+	{"gateway-proxy", "FORCEAI_GATEWAY_PROXY", OPT_STR, OFF(gateway_proxy), NULL,
+	 "HTTP proxy for gateway calls (proxy environment variables are ignored)"},
+	{"gateway-connect-timeout-ms", "FORCEAI_GATEWAY_CONNECT_TIMEOUT_MS", OPT_U64,
+	 OFF(gateway_connect_timeout_ms), "10000", "connect timeout of gateway calls (ms)"},
+	{"gateway-timeout-ms", "FORCEAI_GATEWAY_TIMEOUT_MS", OPT_U64, OFF(gateway_timeout_ms),
+	 "600000", "overall timeout of one gateway call (ms, 0 = none)"},
+	{"model", "FORCEAI_MODEL", OPT_STR, OFF(model), NULL,
+	 "default model of agent tasks (a request's \"model\" wins)"},
+	{"model-proxy-port", "FORCEAI_MODEL_PROXY_PORT", OPT_PORT, OFF(model_proxy_port), "0",
+	 "port of the loopback model proxy for chat tasks (0 = ephemeral)"},
+	{"agent-max-steps", "FORCEAI_AGENT_MAX_STEPS", OPT_U64, OFF(agent_max_steps), "20",
+	 "default model turns of an agent task"},
+	{"agent-timeout-ms", "FORCEAI_AGENT_TIMEOUT_MS", OPT_U64, OFF(agent_timeout_ms), "1800000",
+	 "default time limit of an agent task (ms, 0 = none)"},
+	{"agent-max-tokens", "FORCEAI_AGENT_MAX_TOKENS", OPT_U64, OFF(agent_max_tokens), "0",
+	 "default total-token limit of an agent task (0 = none)"},
+	{"agent-output-max", "FORCEAI_AGENT_OUTPUT_MAX", OPT_U64, OFF(agent_output_max), "16384",
+	 "tool output fed back to the model per call (bytes; head and tail kept)"},
+	{"task-memory-max", "FORCEAI_TASK_MEMORY_MAX", OPT_U64, OFF(task_memory_max), "0",
+	 "memory.max of each task's cgroup where cgroup v2 is delegated (bytes; 0 = max)"},
+	{"task-pids-max", "FORCEAI_TASK_PIDS_MAX", OPT_U64, OFF(task_pids_max), "4096",
+	 "pids.max of each task's cgroup where cgroup v2 is delegated (0 = max)"},
+	{"task-cpu-max", "FORCEAI_TASK_CPU_MAX", OPT_STR, OFF(task_cpu_max), "max",
+	 "cpu.max of each task's cgroup where cgroup v2 is delegated (\"QUOTA PERIOD\" or max)"},
+	{"insecure-no-confine", "FORCEAI_INSECURE_NO_CONFINE", OPT_BOOL, OFF(insecure_no_confine),
+	 "0", "TEST ONLY: run tasks without seccomp/capability/Landlock confinement"},
+};
+#define N_OPTS (sizeof(opts) / sizeof(opts[0]))
+
+static void usage(FILE *out)
+{
+	fprintf(out, "usage: forceai-runner [OPTIONS] [-- CMD [ARG...]]\n\n"
+		     "Init (PID 1) and task endpoint of a forceai sandbox box.\n"
+		     "With -- CMD, CMD is the box's main process and the runner exits with its status.\n\n"
+		     "options (each also read from the environment variable shown):\n");
+	for (size_t i = 0; i < N_OPTS; i++) {
+		const struct opt_def *o = &opts[i];
+		char left[64];
+		snprintf(left, sizeof(left), "--%s%s", o->name, o->type == OPT_BOOL ? "" : " V");
+		fprintf(out, "  %-24s %s\n  %-24s [%s%s%s]\n", left, o->help, "", o->env,
+			o->def ? ", default " : "", o->def ? o->def : "");
+	}
+	fprintf(out, "  %-24s %s\n  %-24s %s\n", "--version", "print the version and exit", "--help",
+		"print this help and exit");
+}
+
+/* Where the value being applied came from, for messages: an environment
+ * variable name, or NULL for the command line. */
+static const char *value_source;
+static bool quiet; /* while trying environment values the CLI may replace */
+
+static int bad(const char *opt, const char *val, const char *why)
+{
+	if (quiet)
+		return 2;
+	if (value_source)
+		fprintf(stderr, "forceai-runner: invalid %s '%s': %s\n", value_source, val, why);
+	else
+		fprintf(stderr, "forceai-runner: invalid --%s '%s': %s\n", opt, val, why);
+	return 2;
+}
+
+static int bad_num(const char *opt, uint64_t val, const char *why)
+{
+	char buf[32];
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)val);
+	return bad(opt, buf, why);
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+	if (!s || !*s || *s == '-' || *s == '+')
+		return -1;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int parse_listen(struct runner_config *cfg, const char *val)
+{
+	const char *colon;
+	char host[64];
+	if (val[0] == '[') {
+		const char *close = strchr(val, ']');
+		if (!close || close[1] != ':')
+			return bad("listen", val, "expected [IPv6]:PORT");
+		size_t n = (size_t)(close - val - 1);
+		if (n >= sizeof(host))
+			return bad("listen", val, "address too long");
+		memcpy(host, val + 1, n);
+		host[n] = 0;
+		colon = close + 1;
+		struct in6_addr a6;
+		if (inet_pton(AF_INET6, host, &a6) != 1)
+			return bad("listen", val, "not a numeric IPv6 address");
+	} else {
+		colon = strrchr(val, ':');
+		if (!colon)
+			return bad("listen", val, "expected ADDR:PORT");
+		size_t n = (size_t)(colon - val);
+		if (n == 0 || n >= sizeof(host))
+			return bad("listen", val, "missing or too long address");
+		memcpy(host, val, n);
+		host[n] = 0;
+		struct in_addr a4;
+		if (inet_pton(AF_INET, host, &a4) != 1)
+			return bad("listen", val, "not a numeric IPv4 address");
+	}
+	uint64_t port;
+	if (parse_u64(colon + 1, &port) < 0 || port > 65535)
+		return bad("listen", val, "port must be a number 0-65535");
+	snprintf(cfg->listen_host, sizeof(cfg->listen_host), "%s", host);
+	cfg->listen_port = (unsigned)port;
+	return 0;
+}
+
+static int parse_user(struct runner_config *cfg, const char *val)
+{
+	char buf[64];
+	snprintf(buf, sizeof(buf), "%s", val);
+	char *colon = strchr(buf, ':');
+	uint64_t uid, gid;
+	if (colon)
+		*colon = 0;
+	if (parse_u64(buf, &uid) < 0 || uid > 0xfffffffe)
+		return bad("task-user", val, "expected numeric UID[:GID]");
+	gid = uid;
+	if (colon && (parse_u64(colon + 1, &gid) < 0 || gid > 0xfffffffe))
+		return bad("task-user", val, "expected numeric UID[:GID]");
+	cfg->task_uid = (uid_t)uid;
+	cfg->task_gid = (gid_t)gid;
+	return 0;
+}
+
+/* Read a secret from a file: first line, surrounding whitespace stripped. */
+static int read_secret_file(char **dst, const char *opt, const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return bad(opt, path, strerror(errno));
+	char buf[512];
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	int err = errno;
+	close(fd);
+	if (n < 0)
+		return bad(opt, path, strerror(err));
+	buf[n] = 0;
+	char *s = buf;
+	while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
+		s++;
+	size_t len = strcspn(s, "\r\n");
+	while (len && (s[len - 1] == ' ' || s[len - 1] == '\t'))
+		len--;
+	if (len == 0)
+		return bad(opt, path, "the file is empty");
+	if (*dst) {
+		explicit_bzero(*dst, strlen(*dst));
+		free(*dst);
+	}
+	*dst = strndup(s, len);
+	explicit_bzero(buf, sizeof(buf));
+	return *dst ? 0 : 2;
+}
+
+static int apply_opt(struct runner_config *cfg, const struct opt_def *o, const char *val)
+{
+	char *base = (char *)cfg;
+	switch (o->type) {
+	case OPT_STR:
+		if (!*val)
+			return bad(o->name, val, "must not be empty");
+		*(const char **)(base + o->off) = val;
+		return 0;
+	case OPT_U64: {
+		uint64_t v;
+		if (parse_u64(val, &v) < 0)
+			return bad(o->name, val, "not a non-negative integer");
+		*(uint64_t *)(base + o->off) = v;
+		return 0;
+	}
+	case OPT_UINT: {
+		uint64_t v;
+		if (parse_u64(val, &v) < 0 || v == 0 || v > 1000000)
+			return bad(o->name, val, "not an integer in 1..1000000");
+		*(unsigned *)(base + o->off) = (unsigned)v;
+		return 0;
+	}
+	case OPT_BOOL:
+		if (!strcmp(val, "1") || !strcmp(val, "true") || !strcmp(val, "yes"))
+			*(bool *)(base + o->off) = true;
+		else if (!strcmp(val, "0") || !strcmp(val, "false") || !strcmp(val, "no") || !*val)
+			*(bool *)(base + o->off) = false;
+		else
+			return bad(o->name, val, "expected 1/0, true/false or yes/no");
+		return 0;
+	case OPT_LISTEN:
+		return parse_listen(cfg, val);
+	case OPT_USER:
+		return parse_user(cfg, val);
+	case OPT_TOKEN_FILE:
+		return read_secret_file(&cfg->token, o->name, val);
+	case OPT_KEY_FILE:
+		return read_secret_file(&cfg->gateway_key, o->name, val);
+	case OPT_PORT: {
+		uint64_t v;
+		if (parse_u64(val, &v) < 0 || v > 65535)
+			return bad(o->name, val, "not a port number 0-65535");
+		*(unsigned *)(base + o->off) = (unsigned)v;
+		return 0;
+	}
+	}
+	return 2;
+}
+
+/* Remove a secret from this process's environment, including the bytes of
+ * the initial environment block that /proc/PID/environ shows. */
+static char *take_secret_env(const char *name)
+{
+	extern char **environ;
+	size_t nlen = strlen(name);
+	char *copy = NULL;
+	for (char **e = environ; e && *e; e++) {
+		if (!strncmp(*e, name, nlen) && (*e)[nlen] == '=') {
+			char *v = *e + nlen + 1;
+			if (!copy)
+				copy = strdup(v);
+			explicit_bzero(v, strlen(v));
+		}
+	}
+	unsetenv(name);
+	return copy;
+}
+
+/* The gateway URL: http or https, a host, no credentials, no query or
+ * fragment (paths are appended to it). */
+static int validate_gateway_url(const char *url)
+{
+	CURLU *u = curl_url();
+	if (!u)
+		return bad("gateway-url", url, "out of memory");
+	int rc = 0;
+	char *scheme = NULL, *host = NULL, *user = NULL, *query = NULL, *frag = NULL;
+	if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK) {
+		rc = bad("gateway-url", url, "not a valid absolute URL");
+		goto out;
+	}
+	curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
+	curl_url_get(u, CURLUPART_HOST, &host, 0);
+	curl_url_get(u, CURLUPART_USER, &user, 0);
+	curl_url_get(u, CURLUPART_QUERY, &query, 0);
+	curl_url_get(u, CURLUPART_FRAGMENT, &frag, 0);
+	if (!scheme || (strcmp(scheme, "http") && strcmp(scheme, "https")))
+		rc = bad("gateway-url", url, "the scheme must be http or https");
+	else if (!host || !*host)
+		rc = bad("gateway-url", url, "no host");
+	else if (user)
+		rc = bad("gateway-url", "(redacted)", "credentials in the URL are not allowed (use FORCEAI_GATEWAY_KEY)");
+	else if (query || frag)
+		rc = bad("gateway-url", url, "no query or fragment allowed");
+out:
+	curl_free(scheme);
+	curl_free(host);
+	curl_free(user);
+	curl_free(query);
+	curl_free(frag);
+	curl_url_cleanup(u);
+	return rc;
+}
+
+int config_parse(struct runner_config *cfg, int argc, char **argv)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	/* --help and --version work whatever the environment holds. */
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			usage(stdout);
+			return 1;
+		}
+		if (!strcmp(argv[i], "--version") || !strcmp(argv[i], "-V")) {
+			printf("forceai-runner %s\n", FORCEAI_RUNNER_VERSION);
+			return 1;
+		}
+	}
+	/* Defaults first, then the environment, then the command line. A bad
+	 * environment value only counts if the command line does not replace
+	 * it. */
+	bool env_bad[N_OPTS] = {false};
+	for (size_t i = 0; i < N_OPTS; i++) {
+		if (opts[i].def && apply_opt(cfg, &opts[i], opts[i].def))
+			return 2;
+	}
+	for (size_t i = 0; i < N_OPTS; i++) {
+		const char *val = getenv(opts[i].env);
+		if (!val)
+			continue;
+		/* Messages are held back until we know the CLI does not win. */
+		quiet = true;
+		int r = apply_opt(cfg, &opts[i], val);
+		quiet = false;
+		if (r)
+			env_bad[i] = true;
+	}
+	char *tok = take_secret_env("EXECD_ACCESS_TOKEN");
+	if (tok && *tok && !cfg->token)
+		cfg->token = tok;
+	else
+		free(tok);
+	/* The gateway key: read once, then gone from the environment (tasks
+	 * get a clean environment anyway; /proc/1/environ must not show it). */
+	char *key = take_secret_env("FORCEAI_GATEWAY_KEY");
+	if (key && *key && !cfg->gateway_key) {
+		cfg->gateway_key = key;
+	} else if (key) {
+		explicit_bzero(key, strlen(key));
+		free(key);
+	}
+
+	struct option lopts[N_OPTS + 3];
+	for (size_t i = 0; i < N_OPTS; i++) {
+		lopts[i].name = opts[i].name;
+		lopts[i].has_arg = opts[i].type == OPT_BOOL ? no_argument : required_argument;
+		lopts[i].flag = NULL;
+		lopts[i].val = 1000 + (int)i;
+	}
+	lopts[N_OPTS] = (struct option){"help", no_argument, NULL, 'h'};
+	lopts[N_OPTS + 1] = (struct option){"version", no_argument, NULL, 'V'};
+	lopts[N_OPTS + 2] = (struct option){0};
+
+	opterr = 0;
+	int c;
+	/* "+" stops at the first non-option, so "-- CMD -x" reaches CMD. */
+	while ((c = getopt_long(argc, argv, "+hV", lopts, NULL)) != -1) {
+		if (c == 'h') {
+			usage(stdout);
+			return 1;
+		}
+		if (c == 'V') {
+			printf("forceai-runner %s\n", FORCEAI_RUNNER_VERSION);
+			return 1;
+		}
+		if (c == '?' || c == ':') {
+			const char *arg = argv[optind - 1];
+			if (optopt && optopt < 1000)
+				fprintf(stderr, "forceai-runner: unknown option '-%c' (see --help)\n",
+					optopt);
+			else if (c == ':' || (optopt >= 1000))
+				fprintf(stderr, "forceai-runner: option '%s' needs a value\n", arg);
+			else
+				fprintf(stderr, "forceai-runner: unknown option '%s' (see --help)\n",
+					arg);
+			return 2;
+		}
+		const struct opt_def *o = &opts[c - 1000];
+		int r = apply_opt(cfg, o, o->type == OPT_BOOL ? "1" : optarg);
+		if (r)
+			return r;
+		env_bad[c - 1000] = false;
+	}
+	for (size_t i = 0; i < N_OPTS; i++) {
+		if (env_bad[i]) {
+			value_source = opts[i].env;
+			int r = apply_opt(cfg, &opts[i], getenv(opts[i].env)); /* prints the message */
+			value_source = NULL;
+			return r ? r : 2;
+		}
+	}
+	if (optind < argc) {
+		if (strcmp(argv[optind - 1], "--") != 0) {
+			fprintf(stderr,
+				"forceai-runner: unexpected argument '%s' (put the main command after --)\n",
+				argv[optind]);
+			return 2;
+		}
+		cfg->main_argv = &argv[optind];
+	}
+	if (cfg->grace_ms > 3600000)
+		return bad_num("grace-ms", cfg->grace_ms, "must be at most 3600000");
+	if (cfg->task_log_max < 65536)
+		return bad_num("task-log-max", cfg->task_log_max, "must be at least 65536");
+	if (cfg->stream_window < 4096 || cfg->stream_window > cfg->task_log_max / 4)
+		return bad_num("stream-window", cfg->stream_window, "must be 4096 .. task-log-max/4");
+	if (cfg->max_body < 1024)
+		return bad_num("max-body", cfg->max_body, "must be at least 1024");
+	if (cfg->gateway_url && validate_gateway_url(cfg->gateway_url) != 0)
+		return 2;
+	if (cfg->gateway_key && !cfg->gateway_url)
+		fprintf(stderr, "forceai-runner: warning: a gateway key is set but no --gateway-url\n");
+	if (cfg->agent_max_steps == 0 || cfg->agent_max_steps > 10000)
+		return bad("agent-max-steps", "(value)", "must be 1..10000");
+	if (cfg->agent_output_max < 256 || cfg->agent_output_max > 1048576)
+		return bad("agent-output-max", "(value)", "must be 256..1048576");
+	return 0;
+}
+
+void config_free(struct runner_config *cfg)
+{
+	if (cfg->gateway_key) {
+		explicit_bzero(cfg->gateway_key, strlen(cfg->gateway_key));
+		free(cfg->gateway_key);
+		cfg->gateway_key = NULL;
+	}
+	if (cfg->token) {
+		explicit_bzero(cfg->token, strlen(cfg->token));
+		free(cfg->token);
+		cfg->token = NULL;
+	}
+}

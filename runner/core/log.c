@@ -1,0 +1,75 @@
+#include "core/log.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint64_t monotonic_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void log_emit(json_t *obj)
+{
+	char *line = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	if (!line)
+		return;
+	size_t len = strlen(line);
+	line[len] = '\n'; /* json_dumps leaves room for the NUL we overwrite */
+	/* One write per line so concurrent writers never interleave a line. */
+	ssize_t n = write(STDERR_FILENO, line, len + 1);
+	(void)n;
+	free(line);
+}
+
+static json_t *log_head(const char *level, const char *msg)
+{
+	json_t *obj = json_object();
+	json_object_set_new(obj, "ts", json_integer((json_int_t)now_ms()));
+	json_object_set_new(obj, "level", json_string(level));
+	json_object_set_new(obj, "msg", json_string(msg));
+	return obj;
+}
+
+void log_json(const char *level, const char *msg, const char *fmt, ...)
+{
+	json_t *obj = log_head(level, msg);
+	if (fmt) {
+		va_list ap;
+		va_start(ap, fmt);
+		json_error_t jerr;
+		json_t *extra = json_vpack_ex(&jerr, 0, fmt, ap);
+		va_end(ap);
+		if (extra) {
+			json_object_update(obj, extra);
+			json_decref(extra);
+		}
+	}
+	log_emit(obj);
+	json_decref(obj);
+}
+
+void log_errno(const char *msg, int err, const char *what)
+{
+	json_t *obj = log_head("error", msg);
+	if (what)
+		json_object_set_new(obj, "what", json_string(what));
+	json_object_set_new(obj, "errno", json_integer(err));
+	json_object_set_new(obj, "error", json_string(strerror(err)));
+	log_emit(obj);
+	json_decref(obj);
+}

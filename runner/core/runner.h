@@ -1,0 +1,57 @@
+/* The runner: the state shared by every part of the process, passed around
+ * explicitly (no scattered globals). */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core/config.h"
+#include "confine/confine.h"
+#include "core/loop.h"
+#include "core/reaper.h"
+
+struct http_server;
+struct task_table;
+struct session_table;
+struct gateway;
+struct modelproxy;
+
+enum init_mode { INIT_PID1, INIT_SUBREAPER };
+
+struct runner {
+	struct runner_config cfg;
+	struct loop loop;
+	struct reaper reaper;
+	struct confine_policy policy;
+	enum init_mode init_mode;
+	pid_t self_pid;
+
+	int signal_fd;
+	struct loop_watch signal_watch;
+
+	/* The box's main process (-- CMD), if any. */
+	pid_t main_pid;
+	bool main_running;
+	int main_status; /* raw wait status once exited */
+
+	/* Graceful shutdown. */
+	bool shutting_down;
+	bool shutdown_hard; /* grace over: SIGKILL sent */
+	uint64_t shutdown_started_ms;
+	struct loop_timer shutdown_timer;
+	int exit_code;
+
+	int state_dir_fd;
+	struct loop_timer tick; /* 1 s housekeeping: keep-alives, record expiry */
+
+	struct http_server *http;
+	struct task_table *tasks;
+	struct session_table *sessions;
+	struct gateway *gateway;       /* NULL: no FORCEAI_GATEWAY_URL */
+	struct modelproxy *modelproxy; /* loopback model proxy for chat tasks */
+};
+
+/* Start a graceful shutdown (idempotent). */
+void runner_shutdown(struct runner *r, const char *why);
+/* Re-check whether everything has stopped and the loop can end. */
+void runner_maybe_exit(struct runner *r);

@@ -1,0 +1,310 @@
+#include "core/util.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
+#include <sys/random.h>
+
+int buf_reserve(struct buf *b, size_t extra)
+{
+	if (b->off && b->off == b->len) {
+		b->off = b->len = 0;
+	}
+	if (b->len + extra <= b->cap)
+		return 0;
+	if (b->off) {
+		/* Reuse the consumed prefix before growing. */
+		memmove(b->data, b->data + b->off, b->len - b->off);
+		b->len -= b->off;
+		b->off = 0;
+		if (b->len + extra <= b->cap)
+			return 0;
+	}
+	size_t cap = b->cap ? b->cap : 256;
+	while (cap < b->len + extra)
+		cap *= 2;
+	char *d = realloc(b->data, cap);
+	if (!d)
+		return -ENOMEM;
+	b->data = d;
+	b->cap = cap;
+	return 0;
+}
+
+int buf_append(struct buf *b, const void *data, size_t len)
+{
+	if (buf_reserve(b, len) < 0)
+		return -ENOMEM;
+	memcpy(b->data + b->len, data, len);
+	b->len += len;
+	return 0;
+}
+
+int buf_append_str(struct buf *b, const char *s)
+{
+	return buf_append(b, s, strlen(s));
+}
+
+int buf_appendf(struct buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0 || buf_reserve(b, (size_t)n + 1) < 0)
+		return -ENOMEM;
+	va_start(ap, fmt);
+	vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+	return 0;
+}
+
+void buf_reset(struct buf *b)
+{
+	b->len = b->off = 0;
+}
+
+void buf_free(struct buf *b)
+{
+	free(b->data);
+	memset(b, 0, sizeof(*b));
+}
+
+/* Length of the valid UTF-8 sequence at s (1-4), or 0 if invalid. */
+static size_t utf8_seq(const unsigned char *s, size_t len)
+{
+	unsigned char c = s[0];
+	if (c < 0x80)
+		return 1;
+	size_t n;
+	uint32_t cp;
+	if (c >= 0xc2 && c <= 0xdf) {
+		n = 2;
+		cp = c & 0x1f;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		n = 3;
+		cp = c & 0x0f;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		n = 4;
+		cp = c & 0x07;
+	} else {
+		return 0;
+	}
+	if (len < n)
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[i] & 0x3f);
+	}
+	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+bool utf8_valid(const unsigned char *s, size_t len)
+{
+	size_t i = 0;
+	while (i < len) {
+		/* Eight ASCII bytes at a time. */
+		if (i + 8 <= len) {
+			uint64_t w;
+			memcpy(&w, s + i, 8);
+			if (!(w & 0x8080808080808080ULL)) {
+				i += 8;
+				continue;
+			}
+		}
+		if (s[i] < 0x80) {
+			i++;
+			continue;
+		}
+		size_t n = utf8_seq(s + i, len - i);
+		if (!n)
+			return false;
+		i += n;
+	}
+	return true;
+}
+
+size_t utf8_incomplete_tail(const unsigned char *s, size_t len)
+{
+	/* Look back at most 3 bytes for a lead byte whose sequence is cut. */
+	for (size_t k = 1; k <= 3 && k <= len; k++) {
+		unsigned char c = s[len - k];
+		if ((c & 0xc0) == 0x80)
+			continue; /* continuation: keep looking for the lead */
+		size_t need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+		if (need > k && c >= 0xc2 && c <= 0xf4)
+			return k;
+		return 0;
+	}
+	return 0;
+}
+
+int buf_append_json_str(struct buf *b, const char *str, size_t len)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	/* Worst case 6 bytes per input byte (\u00XX), plus quotes. */
+	if (buf_reserve(b, len * 6 + 2) < 0)
+		return -ENOMEM;
+	char *o = b->data + b->len;
+	static const char hex[] = "0123456789abcdef";
+	*o++ = '"';
+	size_t i = 0;
+	while (i < len) {
+		/* Runs of plain printable ASCII are copied in one go. */
+		size_t run = i;
+		while (run < len && s[run] >= 0x20 && s[run] < 0x7f && s[run] != '"' && s[run] != '\\')
+			run++;
+		if (run > i) {
+			memcpy(o, s + i, run - i);
+			o += run - i;
+			i = run;
+			continue;
+		}
+		unsigned char c = s[i];
+		if (c >= 0x80) {
+			size_t n = utf8_seq(s + i, len - i);
+			if (n) {
+				memcpy(o, s + i, n);
+				o += n;
+				i += n;
+			} else {
+				memcpy(o, "\xef\xbf\xbd", 3); /* U+FFFD */
+				o += 3;
+				i++;
+			}
+			continue;
+		}
+		i++;
+		switch (c) {
+		case '"':
+			*o++ = '\\';
+			*o++ = '"';
+			break;
+		case '\\':
+			*o++ = '\\';
+			*o++ = '\\';
+			break;
+		case '\n':
+			*o++ = '\\';
+			*o++ = 'n';
+			break;
+		case '\r':
+			*o++ = '\\';
+			*o++ = 'r';
+			break;
+		case '\t':
+			*o++ = '\\';
+			*o++ = 't';
+			break;
+		default:
+			if (c < 0x20 || c == 0x7f) {
+				memcpy(o, "\\u00", 4);
+				o[4] = hex[c >> 4];
+				o[5] = hex[c & 15];
+				o += 6;
+			} else {
+				*o++ = (char)c;
+			}
+		}
+	}
+	*o++ = '"';
+	b->len = (size_t)(o - b->data);
+	return 0;
+}
+
+int buf_append_base64(struct buf *b, const unsigned char *s, size_t len)
+{
+	static const char tbl[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	if (buf_reserve(b, (len + 2) / 3 * 4) < 0)
+		return -ENOMEM;
+	char *o = b->data + b->len;
+	size_t i = 0;
+	for (; i + 2 < len; i += 3) {
+		uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
+		*o++ = tbl[v >> 18];
+		*o++ = tbl[(v >> 12) & 63];
+		*o++ = tbl[(v >> 6) & 63];
+		*o++ = tbl[v & 63];
+	}
+	if (i < len) {
+		uint32_t v = (uint32_t)s[i] << 16 | (i + 1 < len ? (uint32_t)s[i + 1] << 8 : 0);
+		*o++ = tbl[v >> 18];
+		*o++ = tbl[(v >> 12) & 63];
+		*o++ = i + 1 < len ? tbl[(v >> 6) & 63] : '=';
+		*o++ = '=';
+	}
+	b->len = (size_t)(o - b->data);
+	return 0;
+}
+
+int random_id(char out[33])
+{
+	unsigned char raw[16];
+	size_t got = 0;
+	while (got < sizeof(raw)) {
+		ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		got += (size_t)n;
+	}
+	static const char hex[] = "0123456789abcdef";
+	for (size_t i = 0; i < 16; i++) {
+		out[2 * i] = hex[raw[i] >> 4];
+		out[2 * i + 1] = hex[raw[i] & 15];
+	}
+	out[32] = 0;
+	return 0;
+}
+
+bool secret_equal(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	unsigned char diff = (unsigned char)(la != lb);
+	/* Walk the expected secret's length whatever the input. */
+	for (size_t i = 0; i < lb; i++)
+		diff |= (unsigned char)((i < la ? a[i] : 0) ^ b[i]);
+	return diff == 0;
+}
+
+bool is_hex_id(const char *s)
+{
+	size_t n = 0;
+	for (; s[n]; n++)
+		if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
+			return false;
+	return n == 32;
+}
+
+const char *signal_name(int sig)
+{
+	/* strsignal() texts differ between libcs; names do not. */
+	static const struct {
+		int sig;
+		const char *name;
+	} names[] = {
+		{SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},
+		{SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},
+		{SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
+		{SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}, {SIGCHLD, "SIGCHLD"},
+		{SIGCONT, "SIGCONT"}, {SIGSTOP, "SIGSTOP"}, {SIGTSTP, "SIGTSTP"}, {SIGTTIN, "SIGTTIN"},
+		{SIGTTOU, "SIGTTOU"}, {SIGURG, "SIGURG"},   {SIGXCPU, "SIGXCPU"}, {SIGXFSZ, "SIGXFSZ"},
+		{SIGVTALRM, "SIGVTALRM"}, {SIGPROF, "SIGPROF"}, {SIGWINCH, "SIGWINCH"}, {SIGIO, "SIGIO"},
+		{SIGPWR, "SIGPWR"},   {SIGSYS, "SIGSYS"},
+	};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (names[i].sig == sig)
+			return names[i].name;
+	return "SIG?";
+}

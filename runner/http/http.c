@@ -1,0 +1,687 @@
+#include "http/http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "api/api.h"
+#include "core/log.h"
+#include "core/runner.h"
+#include "core/util.h"
+
+struct route {
+	const char *method;
+	const char *pattern; /* '*' matches one non-empty path segment */
+	route_fn fn;         /* once the body is complete */
+	body_fn body;        /* if set: each body chunk as it arrives (no buffering, no max-body) */
+};
+
+static const struct route routes[] = {
+	{"GET", "/ping", api_ping, NULL},
+	{"POST", "/command", api_command_run, NULL},
+	{"DELETE", "/command", api_command_interrupt, NULL},
+	{"GET", "/command/status/*", api_command_status, NULL},
+	{"GET", "/command/*/logs", api_command_logs, NULL},
+	{"POST", "/session", api_session_create, NULL},
+	{"POST", "/session/*/run", api_session_run, NULL},
+	{"DELETE", "/session/*", api_session_delete, NULL},
+	{"GET", "/metrics", api_metrics, NULL},
+	{"GET", "/metrics/watch", api_metrics_watch, NULL},
+	{"POST", "/v1/tasks", api_task_create, NULL},
+	{"GET", "/v1/tasks/*", api_task_get, NULL},
+	{"DELETE", "/v1/tasks/*", api_task_delete, NULL},
+	{"GET", "/v1/tasks/*/events", api_task_events, NULL},
+	{"GET", "/v1/hardening", api_hardening, NULL},
+	{"GET", "/files/info", api_files_info, NULL},
+	{"DELETE", "/files", api_files_delete, NULL},
+	{"POST", "/files/mv", api_files_mv, NULL},
+	{"POST", "/files/permissions", api_files_permissions, NULL},
+	{"GET", "/files/search", api_files_search, NULL},
+	{"POST", "/files/replace", api_files_replace, NULL},
+	{"POST", "/files/upload", api_files_upload, api_files_upload_body},
+	{"GET", "/files/download", api_files_download, NULL},
+	{"GET", "/directories/list", api_dirs_list, NULL},
+	{"POST", "/directories", api_dirs_create, NULL},
+	{"DELETE", "/directories", api_dirs_delete, NULL},
+};
+#define N_ROUTES (sizeof(routes) / sizeof(routes[0]))
+
+struct http_server {
+	struct MHD_Daemon *d;
+	int listen_fd;
+	unsigned port;
+	struct loop_watch epoll_watch;
+	struct loop_timer timer; /* MHD's own timeouts */
+	bool need_run;
+	uint64_t deadline; /* of the armed MHD timer, monotonic ms */
+	bool quiesced;
+	bool stopping; /* http_stop: streams end instead of suspending */
+	struct http_stream *streams;
+	unsigned n_streams;
+};
+
+/* Does path match pattern? Captures the '*' segment into out. */
+static bool match(const char *pattern, const char *path, char *out, size_t outlen)
+{
+	while (*pattern && *path) {
+		if (*pattern == '*') {
+			size_t n = strcspn(path, "/");
+			if (n == 0 || n >= outlen)
+				return false;
+			memcpy(out, path, n);
+			out[n] = 0;
+			path += n;
+			pattern++;
+			continue;
+		}
+		if (*pattern != *path)
+			return false;
+		pattern++;
+		path++;
+	}
+	return *pattern == 0 && *path == 0;
+}
+
+static enum MHD_Result queue(struct http_req *req, unsigned status, struct MHD_Response *resp)
+{
+	if (!resp)
+		return MHD_NO;
+	req->responded = true;
+	enum MHD_Result rc = MHD_queue_response(req->conn, status, resp);
+	MHD_destroy_response(resp);
+	return rc;
+}
+
+enum MHD_Result http_json(struct http_req *req, unsigned status, json_t *body)
+{
+	char *s = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	if (!s)
+		return MHD_NO;
+	size_t len = strlen(s);
+	struct MHD_Response *resp =
+		MHD_create_response_from_buffer(len, s, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(s);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, "Content-Type", "application/json");
+	return queue(req, status, resp);
+}
+
+enum MHD_Result http_error(struct http_req *req, unsigned status, const char *code,
+			   const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return http_json(req, status, json_pack("{s:s,s:s}", "code", code, "message", msg));
+}
+
+enum MHD_Result http_empty(struct http_req *req, unsigned status)
+{
+	/* An explicit Content-Length: 0 — clients (openapi-fetch) rely on it. */
+	struct MHD_Response *resp = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+	return queue(req, status, resp);
+}
+
+enum MHD_Result http_text(struct http_req *req, unsigned status, const char *ctype,
+			  const char *data, size_t len, const char *hname, const char *hval)
+{
+	struct MHD_Response *resp =
+		MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_MUST_COPY);
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, "Content-Type", ctype);
+	if (hname)
+		MHD_add_response_header(resp, hname, hval);
+	return queue(req, status, resp);
+}
+
+const char *http_query(struct http_req *req, const char *name)
+{
+	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+const char *http_header(struct http_req *req, const char *name)
+{
+	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+json_t *http_parse_json_object(const char *data, size_t len, bool allow_empty, char *err,
+				size_t errlen)
+{
+	if (len == 0) {
+		if (allow_empty)
+			return json_object();
+		snprintf(err, errlen, "the request body must be a JSON object");
+		return NULL;
+	}
+	json_error_t jerr;
+	/* Depth is bounded by jansson (JSON_PARSER_MAX_DEPTH); NUL bytes in
+	 * strings are refused unless asked for, which we never do. */
+	json_t *j = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!j) {
+		snprintf(err, errlen, "invalid JSON at line %d column %d: %s", jerr.line,
+			 jerr.column, jerr.text);
+		return NULL;
+	}
+	if (!json_is_object(j)) {
+		json_decref(j);
+		snprintf(err, errlen, "the request body must be a JSON object");
+		return NULL;
+	}
+	return j;
+}
+
+json_t *http_body_json(struct http_req *req, bool allow_empty)
+{
+	char err[512];
+	json_t *j = http_parse_json_object(req->body, req->body_len, allow_empty, err, sizeof(err));
+	if (!j)
+		http_error(req, 400, "INVALID_REQUEST_BODY", "%s", err);
+	return j;
+}
+
+/* ---- streams ---- */
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	(void)pos;
+	struct http_stream *s = cls;
+	ssize_t n = s->ops->fill(s, buf, max);
+	if (n > 0) {
+		s->last_send_ms = monotonic_ms();
+		return n;
+	}
+	if (n < 0)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	/* Stopping: MHD_stop_daemon() aborts the process if a connection is
+	 * still suspended, so a stream with nothing more to send now ends. */
+	if (s->r->http->stopping)
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	/* Nothing to send: sleep until the producer wakes us (no polling). */
+	MHD_suspend_connection(s->conn);
+	s->suspended = true;
+	return 0;
+}
+
+static void stream_unlink(struct http_server *h, struct http_stream *s)
+{
+	if (s->prev)
+		s->prev->next = s->next;
+	else if (h->streams == s)
+		h->streams = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	s->next = s->prev = NULL;
+	h->n_streams--;
+}
+
+static void stream_free_cb(void *cls)
+{
+	struct http_stream *s = cls;
+	struct runner *r = s->r;
+	s->closed = true;
+	stream_unlink(r->http, s);
+	s->ops->close(s);
+	if (r->shutting_down)
+		runner_maybe_exit(r); /* the last stream may have been what we waited for */
+}
+
+enum MHD_Result http_stream_start(struct http_req *req, struct http_stream *s,
+				  const struct http_stream_ops *ops, const char *content_type)
+{
+	struct http_server *h = req->r->http;
+	s->ops = ops;
+	s->r = req->r;
+	s->conn = req->conn;
+	s->suspended = false;
+	s->closed = false;
+	s->last_send_ms = monotonic_ms();
+	struct MHD_Response *resp =
+		MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_reader, s,
+						  stream_free_cb);
+	if (!resp) {
+		ops->close(s);
+		return MHD_NO;
+	}
+	s->next = h->streams;
+	s->prev = NULL;
+	if (h->streams)
+		h->streams->prev = s;
+	h->streams = s;
+	h->n_streams++;
+	MHD_add_response_header(resp, "Content-Type", content_type);
+	MHD_add_response_header(resp, "Cache-Control", "no-cache");
+	MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+	return queue(req, 200, resp);
+}
+
+void http_stream_wake(struct http_stream *s)
+{
+	if (!s->suspended || s->closed)
+		return;
+	s->suspended = false;
+	MHD_resume_connection(s->conn);
+	s->r->http->need_run = true;
+}
+
+/* ---- request dispatch ---- */
+
+static bool authorized(struct http_req *req)
+{
+	const char *want = req->r->cfg.token;
+	if (!want)
+		return true;
+	const char *got = http_header(req, "X-EXECD-ACCESS-TOKEN");
+	return got && secret_equal(got, want);
+}
+
+/* Message framing the runner refuses even where libmicrohttpd 0.9.75 lets
+ * it through (RFC 9112 §6.1, §6.3, §3.2, §5.1, RFC 9110 §5.5): both
+ * Content-Length and Transfer-Encoding (request smuggling), repeated
+ * Content-Length, Transfer-Encoding or Host, a transfer coding other than
+ * chunked, a header name that is not a token (white space before the
+ * colon), a NUL or other control character in a header value (which would
+ * silently cut the value short here but not in a proxy in front). The
+ * connection is closed after the 400, so nothing after the ambiguous
+ * request is read as another one. */
+struct framing {
+	unsigned host, cl, te;
+	bool te_other, bad_name, bad_value;
+};
+
+static bool is_tchar(unsigned char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+static enum MHD_Result framing_it(void *cls, enum MHD_ValueKind kind, const char *key,
+				  size_t key_size, const char *value, size_t value_size)
+{
+	(void)kind;
+	struct framing *f = cls;
+	if (!key_size)
+		f->bad_name = true;
+	for (size_t i = 0; i < key_size; i++)
+		if (!is_tchar((unsigned char)key[i]))
+			f->bad_name = true;
+	for (size_t i = 0; value && i < value_size; i++) {
+		unsigned char c = (unsigned char)value[i];
+		if ((c < 0x20 && c != '\t') || c == 0x7f)
+			f->bad_value = true;
+	}
+	if (!value)
+		value = "";
+	if (!strcasecmp(key, "Host"))
+		f->host++;
+	else if (!strcasecmp(key, "Content-Length"))
+		f->cl++;
+	else if (!strcasecmp(key, "Transfer-Encoding")) {
+		f->te++;
+		value += strspn(value, " \t");
+		size_t n = strcspn(value, " \t");
+		if (n != 7 || strncasecmp(value, "chunked", 7) || value[n + strspn(value + n, " \t")])
+			f->te_other = true;
+	}
+	return MHD_YES;
+}
+
+static const char *framing_problem(struct MHD_Connection *conn)
+{
+	struct framing f = {0};
+	MHD_get_connection_values_n(conn, MHD_HEADER_KIND, framing_it, &f);
+	if (f.cl && f.te)
+		return "both Content-Length and Transfer-Encoding";
+	if (f.cl > 1 || f.te > 1 || f.host > 1)
+		return "a repeated Content-Length, Transfer-Encoding or Host header";
+	if (f.te_other)
+		return "a transfer coding other than chunked";
+	if (f.bad_name)
+		return "a header name that is not a token";
+	if (f.bad_value)
+		return "a control character in a header value";
+	return NULL;
+}
+
+static enum MHD_Result framing_error(struct http_req *req, const char *problem)
+{
+	char *s = NULL;
+	json_t *j = json_pack("{s:s,s:s+}", "code", "BAD_REQUEST_FRAMING", "message",
+			      "request refused: ", problem);
+	if (j)
+		s = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	if (!s)
+		return MHD_NO;
+	struct MHD_Response *resp =
+		MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(s);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, "Content-Type", "application/json");
+	MHD_add_response_header(resp, "Connection", "close");
+	return queue(req, 400, resp);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+				  const char *method, const char *version,
+				  const char *upload_data, size_t *upload_size, void **con_cls)
+{
+	(void)version;
+	struct runner *r = cls;
+	struct http_req *req = *con_cls;
+	if (!req) {
+		req = calloc(1, sizeof(*req));
+		if (!req)
+			return MHD_NO;
+		*con_cls = req;
+		req->r = r;
+		req->conn = conn;
+		req->method = method;
+		req->path = url;
+		req->route = -1;
+		const char *problem = framing_problem(conn);
+		if (problem)
+			return framing_error(req, problem);
+		bool path_known = false;
+		for (size_t i = 0; i < N_ROUTES; i++) {
+			if (!match(routes[i].pattern, url, req->param_buf, sizeof(req->param_buf)))
+				continue;
+			path_known = true;
+			if (!strcmp(routes[i].method, method)) {
+				req->route = (int)i;
+				req->param = req->param_buf;
+				break;
+			}
+		}
+		if (!authorized(req))
+			return http_json(req, 401,
+					 json_pack("{s:s,s:s,s:s}", "code", "UNAUTHORIZED", "message",
+						   "invalid or missing header X-EXECD-ACCESS-TOKEN",
+						   "error",
+						   "Unauthorized: invalid or missing header X-EXECD-ACCESS-TOKEN"));
+		if (req->route < 0) {
+			if (path_known)
+				return http_error(req, 405, "METHOD_NOT_ALLOWED",
+						  "method %.16s is not allowed on %.200s", method, url);
+			return http_error(req, 404, "NOT_FOUND", "no route %.16s %.200s", method,
+					  url);
+		}
+		const char *cl = http_header(req, "Content-Length");
+		if (cl && !routes[req->route].body && strtoull(cl, NULL, 10) > r->cfg.max_body)
+			return http_error(req, 413, "PAYLOAD_TOO_LARGE",
+					  "request body over %llu bytes",
+					  (unsigned long long)r->cfg.max_body);
+		return MHD_YES;
+	}
+	if (req->responded) {
+		*upload_size = 0; /* discard the rest of a refused body */
+		return MHD_YES;
+	}
+	if (*upload_size && routes[req->route].body) {
+		size_t n = *upload_size;
+		*upload_size = 0;
+		return routes[req->route].body(req, upload_data, n);
+	}
+	if (*upload_size) {
+		if (req->body_too_big || req->body_len + *upload_size > r->cfg.max_body) {
+			/* A body without Content-Length (chunked) grew too big:
+			 * libmicrohttpd takes a response only once the body is in,
+			 * so drop the rest and answer 413 then. */
+			req->body_too_big = true;
+			*upload_size = 0;
+			return MHD_YES;
+		}
+		char *nb = realloc(req->body, req->body_len + *upload_size + 1);
+		if (!nb)
+			return MHD_NO;
+		memcpy(nb + req->body_len, upload_data, *upload_size);
+		req->body = nb;
+		req->body_len += *upload_size;
+		req->body[req->body_len] = 0;
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (req->body_too_big)
+		return http_error(req, 413, "PAYLOAD_TOO_LARGE", "request body over %llu bytes",
+				  (unsigned long long)r->cfg.max_body);
+	return routes[req->route].fn(req);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	(void)cls;
+	(void)conn;
+	struct http_req *req = *con_cls;
+	if (!req)
+		return;
+	req->completed_ok = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
+	if (req->ctx_free)
+		req->ctx_free(req);
+	free(req->body);
+	free(req);
+	*con_cls = NULL;
+}
+
+void http_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	const char *who = cls ? cls : "http";
+	char msg[512];
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	size_t n = strlen(msg);
+	while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+		msg[--n] = 0;
+	log_warn(who, "{s:s}", "detail", msg);
+}
+
+static void run_mhd(struct runner *r)
+{
+	struct http_server *h = r->http;
+	h->need_run = false;
+	MHD_run(h->d);
+}
+
+static void on_mhd_epoll(struct loop *loop, struct loop_watch *w, uint32_t events)
+{
+	(void)loop;
+	(void)events;
+	run_mhd(w->arg);
+}
+
+static void on_mhd_timer(struct loop *loop, struct loop_timer *t)
+{
+	(void)loop;
+	run_mhd(t->arg);
+}
+
+/* Before every wait: run MHD if a stream was resumed, then arm the timer
+ * for MHD's next own deadline (idle timeouts). */
+static void before_wait(struct loop *loop, void *arg)
+{
+	struct runner *r = arg;
+	struct http_server *h = r->http;
+	if (!h || !h->d)
+		return;
+	if (h->need_run)
+		run_mhd(r);
+	MHD_UNSIGNED_LONG_LONG ms;
+	if (MHD_get_timeout(h->d, &ms) == MHD_YES) {
+		/* Re-arm only when the deadline really moves: one syscall per
+		 * loop turn adds up when output streams fast. */
+		uint64_t deadline = monotonic_ms() + ms;
+		if (!h->timer.armed || ms == 0 || deadline + 50 < h->deadline ||
+		    deadline > h->deadline + 50) {
+			loop_timer_start(loop, &h->timer, ms, 0);
+			h->deadline = deadline;
+		}
+	} else if (h->timer.armed) {
+		loop_timer_stop(loop, &h->timer);
+	}
+}
+
+static int open_listener(struct runner *r, char *err, size_t errlen)
+{
+	struct sockaddr_storage ss = {0};
+	socklen_t slen;
+	int family;
+	struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+	if (inet_pton(AF_INET, r->cfg.listen_host, &s4->sin_addr) == 1) {
+		family = AF_INET;
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons((uint16_t)r->cfg.listen_port);
+		slen = sizeof(*s4);
+	} else {
+		family = AF_INET6;
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons((uint16_t)r->cfg.listen_port);
+		inet_pton(AF_INET6, r->cfg.listen_host, &s6->sin6_addr);
+		slen = sizeof(*s6);
+	}
+	int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		snprintf(err, errlen, "socket: %s", strerror(errno));
+		return -1;
+	}
+	int one = 1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&ss, slen) < 0 || listen(fd, 256) < 0) {
+		bool v6 = family == AF_INET6;
+		snprintf(err, errlen, "cannot listen on %s%s%s:%u: %s", v6 ? "[" : "",
+			 r->cfg.listen_host, v6 ? "]" : "", r->cfg.listen_port, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if (getsockname(fd, (struct sockaddr *)&ss, &slen) == 0)
+		r->http->port = ntohs(family == AF_INET ? s4->sin_port : s6->sin6_port);
+	return fd;
+}
+
+int http_start(struct runner *r, char *err, size_t errlen)
+{
+	struct http_server *h = calloc(1, sizeof(*h));
+	if (!h) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	r->http = h;
+	h->listen_fd = open_listener(r, err, errlen);
+	if (h->listen_fd < 0)
+		return -1;
+	unsigned timeout_s = (unsigned)((r->cfg.header_timeout_ms + 999) / 1000);
+	h->d = MHD_start_daemon(
+		MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+		on_request, r, MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log, (void *)"http",
+		MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, r, MHD_OPTION_CONNECTION_TIMEOUT,
+		timeout_s ? timeout_s : 1, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024,
+		MHD_OPTION_CONNECTION_LIMIT, 1024u, MHD_OPTION_STRICT_FOR_CLIENT, 1,
+		/* SIGPIPE is ignored (signals.c): lets MHD use sendfile for downloads. */
+		MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1,
+		MHD_OPTION_END);
+	if (!h->d) {
+		snprintf(err, errlen, "cannot start the HTTP server (libmicrohttpd)");
+		return -1;
+	}
+	const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_EPOLL_FD);
+	if (!info) {
+		snprintf(err, errlen, "libmicrohttpd has no epoll support");
+		return -1;
+	}
+	if (loop_watch_add(&r->loop, &h->epoll_watch, info->epoll_fd, EPOLLIN, on_mhd_epoll, r) <
+		    0 ||
+	    loop_timer_init(&r->loop, &h->timer, on_mhd_timer, r) < 0) {
+		snprintf(err, errlen, "cannot watch the HTTP server: %s", strerror(errno));
+		return -1;
+	}
+	r->loop.before_wait = before_wait;
+	r->loop.before_wait_arg = r;
+	return 0;
+}
+
+unsigned http_port(struct runner *r)
+{
+	return r->http ? r->http->port : 0;
+}
+
+void http_quiesce(struct runner *r)
+{
+	struct http_server *h = r->http;
+	if (!h || !h->d || h->quiesced)
+		return;
+	h->quiesced = true;
+	/* Streams with nothing more to say (metrics/watch) end now. */
+	for (struct http_stream *s = h->streams; s; s = s->next)
+		http_stream_wake(s);
+	MHD_socket fd = MHD_quiesce_daemon(h->d);
+	if (fd != MHD_INVALID_SOCKET)
+		close(fd);
+	else
+		log_warn("could not stop accepting connections", NULL);
+}
+
+bool http_busy(struct runner *r)
+{
+	return r->http && r->http->n_streams > 0;
+}
+
+void http_tick(struct runner *r)
+{
+	struct http_server *h = r->http;
+	if (!h)
+		return;
+	uint64_t now = monotonic_ms();
+	for (struct http_stream *s = h->streams; s;) {
+		struct http_stream *next = s->next;
+		if (s->ops->tick)
+			s->ops->tick(s, now);
+		s = next;
+	}
+}
+
+void http_stop(struct runner *r)
+{
+	struct http_server *h = r->http;
+	if (!h)
+		return;
+	if (h->d) {
+		/* MHD must not be stopped with suspended connections: wake them
+		 * and run MHD until none is left suspended (a resumed connection
+		 * leaves MHD's suspended list only inside MHD_run, and with
+		 * `stopping` set a stream cannot suspend again). */
+		h->stopping = true;
+		for (int i = 0; i < 4; i++) {
+			bool any = false;
+			for (struct http_stream *s = h->streams; s; s = s->next) {
+				any |= s->suspended;
+				http_stream_wake(s);
+			}
+			if (!any && i > 0)
+				break;
+			MHD_run(h->d);
+		}
+		loop_watch_del(&r->loop, &h->epoll_watch);
+		MHD_stop_daemon(h->d);
+		h->d = NULL;
+	}
+	/* MHD closed the listening socket (or quiesce handed it to us). */
+	loop_timer_close(&r->loop, &h->timer);
+	r->loop.before_wait = NULL;
+	free(h);
+	r->http = NULL;
+}

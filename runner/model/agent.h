@@ -1,0 +1,13 @@
+/* Capability `agent` (DESIGN §5b): a goal in natural language; the runner
+ * asks the model (through the gateway) with one `bash` tool, runs each tool
+ * call as a confined task in the task's working directory, feeds the result
+ * back, and repeats until the model answers without a tool call or a limit
+ * is hit. Events: message.delta, tool.call, tool.result, usage, then exit
+ * or error. */
+#pragma once
+#include "task/task.h"
+
+struct runner;
+
+struct task *agent_start(struct runner *r, const struct task_spec *spec, int *http_status,
+			 const char **code, char *err, size_t errlen);

@@ -1,0 +1,581 @@
+/* Loopback model proxy: see modelproxy.h. */
+#include "model/modelproxy.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "model/chatstream.h"
+#include "task/env.h"
+#include "model/gateway.h"
+#include "http/http.h"
+#include "core/log.h"
+#include "core/runner.h"
+#include "core/util.h"
+
+#define MP_MAX_BODY (8u << 20)   /* request bodies (long conversations) */
+#define MP_HIGH_WATER (256u << 10) /* response bytes buffered before curl pauses */
+
+struct mp_token {
+	char value[72];
+	struct task *t; /* NULL once the task finished: the token is dead */
+	struct cs_usage usage;
+	unsigned requests;
+	unsigned refs; /* the task + requests in flight */
+	struct mp_token *next, *prev;
+};
+
+struct modelproxy {
+	struct runner *r;
+	struct MHD_Daemon *d;
+	int listen_fd;
+	unsigned port;
+	struct loop_watch ew;
+	struct loop_timer timer;
+	bool need_run;
+	struct mp_token *tokens;
+	struct mp_req *reqs;
+};
+
+enum mp_state { MP_RECV, MP_WAIT_HEAD, MP_STREAM };
+
+struct mp_req {
+	struct modelproxy *p;
+	struct MHD_Connection *conn;
+	struct mp_token *tok;
+	bool post;
+	char path[64]; /* gateway path: the request path without "/v1" */
+	char accept[128];
+	struct buf body;
+	enum mp_state state;
+	bool responded;
+	struct gw_call *call;
+	bool head;
+	long status;
+	char ctype[128];
+	char retry_after[32];
+	struct buf out;
+	bool eof;
+	enum gw_err err;
+	char errmsg[256];
+	bool upstream_paused;
+	bool suspended;
+	struct usage_scan us;
+	struct mp_req *next, *prev;
+};
+
+static const char *const allowed[] = {"/v1/chat/completions", "/v1/completions", "/v1/embeddings",
+				      "/v1/models", "/v1/responses", NULL};
+
+static void kick(struct modelproxy *p)
+{
+	p->need_run = true;
+	loop_timer_start(&p->r->loop, &p->timer, 0, 0);
+}
+
+static void run(struct modelproxy *p)
+{
+	p->need_run = false;
+	MHD_run(p->d);
+	if (p->need_run) {
+		loop_timer_start(&p->r->loop, &p->timer, 0, 0);
+		return;
+	}
+	MHD_UNSIGNED_LONG_LONG ms;
+	if (MHD_get_timeout(p->d, &ms) == MHD_YES)
+		loop_timer_start(&p->r->loop, &p->timer, ms, 0);
+	else
+		loop_timer_stop(&p->r->loop, &p->timer);
+}
+
+static void on_epoll(struct loop *loop, struct loop_watch *w, uint32_t events)
+{
+	(void)loop;
+	(void)events;
+	run(w->arg);
+}
+
+static void on_timer(struct loop *loop, struct loop_timer *t)
+{
+	(void)loop;
+	run(t->arg);
+}
+
+static void token_put(struct modelproxy *p, struct mp_token *k)
+{
+	if (--k->refs)
+		return;
+	if (k->prev)
+		k->prev->next = k->next;
+	else
+		p->tokens = k->next;
+	if (k->next)
+		k->next->prev = k->prev;
+	explicit_bzero(k->value, sizeof(k->value));
+	free(k);
+}
+
+static struct mp_token *token_find(struct modelproxy *p, const char *v)
+{
+	struct mp_token *found = NULL;
+	/* Every live token is compared, in constant time each. */
+	for (struct mp_token *k = p->tokens; k; k = k->next)
+		if (k->t && secret_equal(k->value, v))
+			found = k;
+	return found;
+}
+
+static enum MHD_Result respond_json(struct mp_req *q, unsigned status, const char *type,
+				    const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+static enum MHD_Result respond_json(struct mp_req *q, unsigned status, const char *type,
+				    const char *code, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	/* OpenAI's error shape, so SDKs in the task report it properly. */
+	json_t *j = json_pack("{s:{s:s,s:s,s:s}}", "error", "message", msg, "type", type, "code",
+			      code);
+	char *s = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	if (!s)
+		return MHD_NO;
+	struct MHD_Response *resp =
+		MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(s);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, "Content-Type", "application/json");
+	q->responded = true;
+	enum MHD_Result rc = MHD_queue_response(q->conn, status, resp);
+	MHD_destroy_response(resp);
+	return rc;
+}
+
+static void wake(struct mp_req *q)
+{
+	if (q->suspended) {
+		q->suspended = false;
+		MHD_resume_connection(q->conn);
+	}
+	kick(q->p);
+}
+
+/* ---- the upstream call ---- */
+
+static void up_head(struct gw_call *c, void *arg, long status, const char *ctype,
+		    const char *retry_after)
+{
+	(void)c;
+	struct mp_req *q = arg;
+	q->head = true;
+	q->status = status;
+	snprintf(q->ctype, sizeof(q->ctype), "%s", ctype);
+	snprintf(q->retry_after, sizeof(q->retry_after), "%s", retry_after);
+	wake(q);
+}
+
+static int up_data(struct gw_call *c, void *arg, const char *p, size_t n)
+{
+	(void)c;
+	struct mp_req *q = arg;
+	if (buf_avail(&q->out) >= MP_HIGH_WATER) {
+		q->upstream_paused = true;
+		return 1; /* the client reads slowly: hold the gateway back */
+	}
+	if (n && buf_append(&q->out, p, n) < 0)
+		return -1;
+	if (q->status == 200)
+		usage_scan_feed(&q->us, p, n);
+	wake(q);
+	return 0;
+}
+
+static void up_done(struct gw_call *c, void *arg, enum gw_err err, const char *msg)
+{
+	(void)c;
+	struct mp_req *q = arg;
+	q->call = NULL;
+	q->eof = true;
+	q->err = err;
+	snprintf(q->errmsg, sizeof(q->errmsg), "%s", msg ? msg : "");
+	if (err == GW_OK && q->status == 200) {
+		usage_scan_eof(&q->us);
+		struct mp_token *k = q->tok;
+		if (q->us.has_usage && k && k->t) {
+			k->usage.prompt_tokens += q->us.usage.prompt_tokens;
+			k->usage.completion_tokens += q->us.usage.completion_tokens;
+			k->usage.total_tokens += q->us.usage.total_tokens;
+		}
+	}
+	wake(q);
+}
+
+static const struct gw_call_ops up_ops = {up_head, up_data, up_done};
+
+static ssize_t body_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	(void)pos;
+	struct mp_req *q = cls;
+	size_t n = buf_avail(&q->out);
+	if (n) {
+		if (n > max)
+			n = max;
+		memcpy(buf, q->out.data + q->out.off, n);
+		q->out.off += n;
+		if (q->upstream_paused && buf_avail(&q->out) < MP_HIGH_WATER / 2) {
+			q->upstream_paused = false;
+			gw_call_resume(q->call);
+		}
+		return (ssize_t)n;
+	}
+	if (q->eof)
+		return q->err == GW_OK ? MHD_CONTENT_READER_END_OF_STREAM
+				       : MHD_CONTENT_READER_END_WITH_ERROR;
+	MHD_suspend_connection(q->conn);
+	q->suspended = true;
+	return 0;
+}
+
+static enum MHD_Result start_upstream(struct mp_req *q)
+{
+	struct gw_request rq = {.method = q->post ? "POST" : "GET",
+				.path = q->path,
+				.body = q->body.data,
+				.body_len = q->body.len,
+				.accept = q->accept[0] ? q->accept : NULL};
+	q->call = gw_call_start(q->p->r, &rq, &up_ops, q);
+	buf_free(&q->body);
+	if (!q->call)
+		return respond_json(q, 502, "gateway_error", "gateway_unavailable",
+				    "the runner could not start a gateway call");
+	q->tok->requests++;
+	q->state = MP_WAIT_HEAD;
+	q->suspended = true;
+	MHD_suspend_connection(q->conn);
+	return MHD_YES;
+}
+
+static enum MHD_Result queue_head(struct mp_req *q)
+{
+	if (!q->head) {
+		/* Failed before any response: the gateway was not reached. */
+		return respond_json(q, q->err == GW_TIMEOUT ? 504 : 502, "gateway_error",
+				    gw_err_code(q->err), "model gateway: %s", q->errmsg);
+	}
+	struct MHD_Response *resp =
+		MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, body_reader, q, NULL);
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, "Content-Type",
+				q->ctype[0] ? q->ctype : "application/octet-stream");
+	if (q->retry_after[0])
+		MHD_add_response_header(resp, "Retry-After", q->retry_after);
+	MHD_add_response_header(resp, "Cache-Control", "no-cache");
+	MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+	q->state = MP_STREAM;
+	q->responded = true;
+	enum MHD_Result rc = MHD_queue_response(q->conn, (unsigned)q->status, resp);
+	MHD_destroy_response(resp);
+	return rc;
+}
+
+/* ---- MHD ---- */
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+				  const char *method, const char *version,
+				  const char *upload_data, size_t *upload_size, void **con_cls)
+{
+	(void)version;
+	struct modelproxy *p = cls;
+	struct mp_req *q = *con_cls;
+	if (!q) {
+		q = calloc(1, sizeof(*q));
+		if (!q)
+			return MHD_NO;
+		*con_cls = q;
+		q->p = p;
+		q->conn = conn;
+		/* Streamed completions are many small writes: never let Nagle
+		 * hold one back waiting for an ACK. */
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		int one = 1;
+		if (ci && setsockopt(ci->connect_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
+			log_errno("setsockopt(TCP_NODELAY) failed", errno, "model proxy");
+		q->next = p->reqs;
+		if (p->reqs)
+			p->reqs->prev = q;
+		p->reqs = q;
+		const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+							       "Authorization");
+		struct mp_token *k = NULL;
+		if (auth && !strncasecmp(auth, "Bearer ", 7))
+			k = token_find(p, auth + 7);
+		if (!k)
+			return respond_json(q, 401, "invalid_request_error", "invalid_api_key",
+					    "invalid or expired task token (only a live chat "
+					    "task's OPENAI_API_KEY is accepted)");
+		q->tok = k;
+		k->refs++;
+		bool ok = false;
+		for (const char *const *a = allowed; *a; a++)
+			if (!strcmp(url, *a))
+				ok = true;
+		if (!ok)
+			return respond_json(q, 404, "invalid_request_error", "not_allowed",
+					    "path %.200s is not forwarded by the runner's model proxy",
+					    url);
+		q->post = !strcmp(method, "POST");
+		if (!q->post && strcmp(method, "GET"))
+			return respond_json(q, 405, "invalid_request_error", "method_not_allowed",
+					    "method %.16s is not allowed", method);
+		snprintf(q->path, sizeof(q->path), "%s", url + 3); /* strip "/v1" */
+		const char *acc = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
+		if (acc && strlen(acc) < sizeof(q->accept))
+			snprintf(q->accept, sizeof(q->accept), "%s", acc);
+		return MHD_YES;
+	}
+	if (q->responded && q->state != MP_WAIT_HEAD) {
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		if (q->body.len + *upload_size > MP_MAX_BODY) {
+			*upload_size = 0;
+			return respond_json(q, 413, "invalid_request_error", "request_too_large",
+					    "request body over %u bytes", MP_MAX_BODY);
+		}
+		if (buf_append(&q->body, upload_data, *upload_size) < 0)
+			return MHD_NO;
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (q->state == MP_RECV)
+		return start_upstream(q);
+	if (q->state == MP_WAIT_HEAD) {
+		if (!q->head && !q->eof) {
+			q->suspended = true;
+			MHD_suspend_connection(conn);
+			return MHD_YES;
+		}
+		return queue_head(q);
+	}
+	return MHD_YES;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	(void)conn;
+	(void)toe;
+	struct modelproxy *p = cls;
+	struct mp_req *q = *con_cls;
+	if (!q)
+		return;
+	*con_cls = NULL;
+	if (q->call)
+		gw_call_cancel(q->call);
+	if (q->tok)
+		token_put(p, q->tok);
+	if (q->prev)
+		q->prev->next = q->next;
+	else
+		p->reqs = q->next;
+	if (q->next)
+		q->next->prev = q->prev;
+	buf_free(&q->body);
+	buf_free(&q->out);
+	usage_scan_free(&q->us);
+	free(q);
+}
+
+int modelproxy_start(struct runner *r, char *err, size_t errlen)
+{
+	if (!r->gateway)
+		return 0;
+	struct modelproxy *p = calloc(1, sizeof(*p));
+	if (!p) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	p->r = r;
+	p->listen_fd = -1;
+	r->modelproxy = p;
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_port = htons((uint16_t)r->cfg.model_proxy_port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		snprintf(err, errlen, "model proxy socket: %s", strerror(errno));
+		return -1;
+	}
+	int one = 1;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
+		log_errno("setsockopt(SO_REUSEADDR) failed", errno, "model proxy");
+	socklen_t slen = sizeof(sa);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&sa, &slen) < 0) {
+		snprintf(err, errlen, "model proxy cannot listen on 127.0.0.1:%u: %s",
+			 r->cfg.model_proxy_port, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	p->port = ntohs(sa.sin_port);
+	p->listen_fd = fd;
+	p->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
+				NULL, NULL, on_request, p, MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log,
+				(void *)"model proxy", MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED,
+				on_completed, p, MHD_OPTION_CONNECTION_TIMEOUT, 900u,
+				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
+				MHD_OPTION_CONNECTION_LIMIT, 512u, MHD_OPTION_END);
+	if (!p->d) {
+		snprintf(err, errlen, "cannot start the model proxy (libmicrohttpd)");
+		return -1;
+	}
+	const union MHD_DaemonInfo *info = MHD_get_daemon_info(p->d, MHD_DAEMON_INFO_EPOLL_FD);
+	if (!info) {
+		snprintf(err, errlen, "libmicrohttpd has no epoll support");
+		return -1;
+	}
+	int rc = loop_watch_add(&r->loop, &p->ew, info->epoll_fd, EPOLLIN, on_epoll, p);
+	if (rc < 0 || loop_timer_init(&r->loop, &p->timer, on_timer, p) < 0) {
+		snprintf(err, errlen, "cannot watch the model proxy: %s",
+			 strerror(rc < 0 ? -rc : errno));
+		return -1;
+	}
+	log_info("model proxy listening", "{s:s,s:i}", "address", "127.0.0.1", "port",
+		 (int)p->port);
+	return 0;
+}
+
+unsigned modelproxy_port(struct runner *r)
+{
+	return r->modelproxy ? r->modelproxy->port : 0;
+}
+
+void modelproxy_stop(struct runner *r)
+{
+	struct modelproxy *p = r->modelproxy;
+	if (!p)
+		return;
+	if (p->d) {
+		/* End every upstream call first, or a resumed stream would
+		 * suspend again: MHD must not be stopped with suspended
+		 * connections. */
+		for (struct mp_req *q = p->reqs; q; q = q->next) {
+			if (q->call) {
+				gw_call_cancel(q->call);
+				q->call = NULL;
+			}
+			if (!q->eof) {
+				q->eof = true;
+				q->err = GW_ABORTED;
+				snprintf(q->errmsg, sizeof(q->errmsg), "the runner is shutting down");
+			}
+			if (q->suspended) {
+				q->suspended = false;
+				MHD_resume_connection(q->conn);
+			}
+		}
+		MHD_run(p->d);
+		loop_watch_del(&r->loop, &p->ew);
+		MHD_stop_daemon(p->d);
+	} else if (p->listen_fd >= 0) {
+		close(p->listen_fd);
+	}
+	loop_timer_close(&r->loop, &p->timer);
+	while (p->tokens) {
+		p->tokens->refs = 1;
+		token_put(p, p->tokens);
+	}
+	free(p);
+	r->modelproxy = NULL;
+}
+
+/* The chat task ended: its token dies, its usage goes into the exit event. */
+static void on_task_finish(struct task *t, json_t *exit_ev)
+{
+	struct modelproxy *p = t->r->modelproxy;
+	struct mp_token *k = t->finish_arg;
+	json_t *u = json_pack("{s:I,s:I,s:I,s:i}", "prompt_tokens",
+			      (json_int_t)k->usage.prompt_tokens, "completion_tokens",
+			      (json_int_t)k->usage.completion_tokens, "total_tokens",
+			      (json_int_t)k->usage.total_tokens, "requests", (int)k->requests);
+	json_object_set_new(exit_ev, "usage", u);
+	k->t = NULL;
+	t->finish_arg = NULL;
+	if (p)
+		token_put(p, k);
+}
+
+struct task *modelproxy_start_task(struct runner *r, const struct task_spec *spec,
+				   int *http_status, const char **code, char *err, size_t errlen)
+{
+	struct modelproxy *p = r->modelproxy;
+	*http_status = 500;
+	*code = "RUNTIME_ERROR";
+	if (!p) {
+		*http_status = 501;
+		*code = "CAPABILITY_UNAVAILABLE";
+		snprintf(err, errlen, "the model proxy is not running");
+		return NULL;
+	}
+	if (spec->env && env_validate(spec->env, err, errlen) < 0) {
+		*http_status = 400;
+		*code = "INVALID_REQUEST_BODY";
+		return NULL;
+	}
+	struct mp_token *k = calloc(1, sizeof(*k));
+	char a[33], b[33];
+	if (!k || random_id(a) < 0 || random_id(b) < 0) {
+		free(k);
+		snprintf(err, errlen, "cannot make a task token");
+		return NULL;
+	}
+	snprintf(k->value, sizeof(k->value), "fai-%s%s", a, b);
+	explicit_bzero(a, sizeof(a));
+	explicit_bzero(b, sizeof(b));
+	char base[64];
+	snprintf(base, sizeof(base), "http://127.0.0.1:%u/v1", p->port);
+	/* The request's variables, then ours (they win). */
+	json_t *env = spec->env && json_is_object(spec->env) ? json_deep_copy(spec->env)
+							       : json_object();
+	json_object_set_new(env, "OPENAI_BASE_URL", json_string(base));
+	json_object_set_new(env, "OPENAI_API_BASE", json_string(base));
+	json_object_set_new(env, "OPENAI_API_KEY", json_string(k->value));
+	struct task_spec s = *spec;
+	s.env = env;
+	struct task *t = task_start(r, &s, http_status, code, err, errlen);
+	json_object_clear(env);
+	json_decref(env);
+	if (!t) {
+		explicit_bzero(k->value, sizeof(k->value));
+		free(k);
+		return NULL;
+	}
+	k->t = t;
+	k->refs = 1;
+	k->next = p->tokens;
+	if (p->tokens)
+		p->tokens->prev = k;
+	p->tokens = k;
+	t->on_finish = on_task_finish;
+	t->finish_arg = k;
+	return t;
+}

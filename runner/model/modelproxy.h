@@ -1,0 +1,18 @@
+/* The loopback model proxy for `chat` tasks (DESIGN §5b, §6): a second
+ * libmicrohttpd daemon on 127.0.0.1, driven by the same loop. A chat task
+ * gets OPENAI_BASE_URL=http://127.0.0.1:PORT/v1 and OPENAI_API_KEY=<a fresh
+ * per-task token>; the proxy accepts only live tokens, forwards only the
+ * allowlisted OpenAI paths to the gateway with the real key (or none in
+ * vault mode), streams responses through unbuffered, and adds the task's
+ * token usage to its exit event. The token dies with the task. */
+#pragma once
+#include "task/task.h"
+
+struct runner;
+
+int modelproxy_start(struct runner *r, char *err, size_t errlen);
+unsigned modelproxy_port(struct runner *r);
+void modelproxy_stop(struct runner *r);
+/* Start a chat task: task_start with the token in its environment. */
+struct task *modelproxy_start_task(struct runner *r, const struct task_spec *spec,
+				   int *http_status, const char **code, char *err, size_t errlen);

@@ -1,0 +1,130 @@
+#include "task/env.h"
+
+#include <pwd.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Not secrets, and tasks need them: locale, terminal, and the CA bundle an
+ * egress MITM proxy installs (OpenSandbox's bootstrap exports these). */
+static const char *const passthrough[] = {
+	"PATH",          "LANG",           "LANGUAGE",          "LC_ALL",
+	"LC_CTYPE",      "TZ",             "TERM",              "SSL_CERT_FILE",
+	"SSL_CERT_DIR",  "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
+	"GIT_SSL_CAINFO", NULL};
+#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+static bool valid_name(const char *s)
+{
+	if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))
+		return false;
+	for (s++; *s; s++)
+		if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') ||
+		      (*s >= '0' && *s <= '9') || *s == '_'))
+			return false;
+	return true;
+}
+
+int env_validate(json_t *req_env, char *err, size_t errlen)
+{
+	if (!req_env || json_is_null(req_env))
+		return 0;
+	if (!json_is_object(req_env)) {
+		snprintf(err, errlen, "env must be an object of strings");
+		return -1;
+	}
+	const char *k;
+	json_t *v;
+	json_object_foreach(req_env, k, v)
+	{
+		if (!valid_name(k) || strlen(k) > 256) {
+			snprintf(err, errlen, "env name '%.64s' is not a valid variable name", k);
+			return -1;
+		}
+		if (!json_is_string(v)) {
+			snprintf(err, errlen, "env value of '%s' must be a string", k);
+			return -1;
+		}
+		if (strlen(json_string_value(v)) != json_string_length(v)) {
+			snprintf(err, errlen, "env value of '%s' contains a NUL byte", k);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+struct envb {
+	char **v;
+	size_t n, cap;
+};
+
+static int envb_set(struct envb *e, const char *name, const char *value)
+{
+	size_t nl = strlen(name);
+	char *s;
+	if (asprintf(&s, "%s=%s", name, value) < 0)
+		return -1;
+	for (size_t i = 0; i < e->n; i++) {
+		if (!strncmp(e->v[i], name, nl) && e->v[i][nl] == '=') {
+			free(e->v[i]);
+			e->v[i] = s;
+			return 0;
+		}
+	}
+	if (e->n + 2 > e->cap) {
+		size_t cap = e->cap ? e->cap * 2 : 32;
+		char **nv = realloc(e->v, cap * sizeof(*nv));
+		if (!nv) {
+			free(s);
+			return -1;
+		}
+		e->v = nv;
+		e->cap = cap;
+	}
+	e->v[e->n++] = s;
+	e->v[e->n] = NULL;
+	return 0;
+}
+
+char **env_build(uid_t uid, const char *cwd, json_t *req_env, char *err, size_t errlen)
+{
+	if (env_validate(req_env, err, errlen) < 0)
+		return NULL;
+	struct envb e = {0};
+	int rc = 0;
+	for (const char *const *p = passthrough; *p; p++) {
+		const char *v = getenv(*p);
+		if (v)
+			rc |= envb_set(&e, *p, v);
+	}
+	if (!getenv("PATH"))
+		rc |= envb_set(&e, "PATH", DEFAULT_PATH);
+	struct passwd *pw = getpwuid(uid);
+	char uidbuf[16];
+	snprintf(uidbuf, sizeof(uidbuf), "%u", (unsigned)uid);
+	rc |= envb_set(&e, "HOME", pw && pw->pw_dir && *pw->pw_dir ? pw->pw_dir : "/tmp");
+	rc |= envb_set(&e, "USER", pw ? pw->pw_name : uidbuf);
+	rc |= envb_set(&e, "LOGNAME", pw ? pw->pw_name : uidbuf);
+	rc |= envb_set(&e, "PWD", cwd);
+	if (req_env && json_is_object(req_env)) {
+		const char *k;
+		json_t *v;
+		json_object_foreach(req_env, k, v) rc |= envb_set(&e, k, json_string_value(v));
+	}
+	if (rc || !e.v) {
+		env_free(e.v);
+		snprintf(err, errlen, "out of memory building the environment");
+		return NULL;
+	}
+	return e.v;
+}
+
+void env_free(char **env)
+{
+	if (!env)
+		return;
+	for (char **p = env; *p; p++)
+		free(*p);
+	free(env);
+}

@@ -1,0 +1,138 @@
+#include "task/session.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "core/runner.h"
+#include "task/task.h"
+#include "core/util.h"
+
+#define SESSION_MAX 256
+#define STATE_MAX (1024 * 1024)
+
+int sessions_init(struct runner *r)
+{
+	r->sessions = calloc(1, sizeof(*r->sessions));
+	return r->sessions ? 0 : -1;
+}
+
+struct session *session_find(struct runner *r, const char *id)
+{
+	for (struct session *s = r->sessions->head; s; s = s->next)
+		if (!strcmp(s->id, id))
+			return s;
+	return NULL;
+}
+
+struct session *session_create(struct runner *r, const char *cwd)
+{
+	if (r->sessions->count >= SESSION_MAX)
+		return NULL;
+	struct session *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->state_fd = -1;
+	if (random_id(s->id) < 0 || (cwd && !(s->cwd = strdup(cwd)))) {
+		free(s);
+		return NULL;
+	}
+	s->next = r->sessions->head;
+	r->sessions->head = s;
+	r->sessions->count++;
+	log_info("session created", "{s:s}", "session", s->id);
+	return s;
+}
+
+static void session_free(struct session *s)
+{
+	if (s->state_fd >= 0)
+		close(s->state_fd);
+	free(s->cwd);
+	free(s);
+}
+
+void session_delete(struct runner *r, struct session *s)
+{
+	for (struct session **p = &r->sessions->head; *p; p = &(*p)->next) {
+		if (*p == s) {
+			*p = s->next;
+			break;
+		}
+	}
+	r->sessions->count--;
+	if (s->running) {
+		/* The run goes on being reported, but no longer saves state. */
+		s->running->session = NULL;
+		task_kill(s->running, TS_CANCELLED);
+	}
+	log_info("session deleted", "{s:s}", "session", s->id);
+	session_free(s);
+}
+
+void sessions_close_all(struct runner *r)
+{
+	if (!r->sessions)
+		return;
+	for (struct session *s = r->sessions->head; s; s = s->next)
+		if (s->running)
+			task_kill(s->running, TS_KILLED);
+}
+
+void sessions_free_all(struct runner *r)
+{
+	if (!r->sessions)
+		return;
+	while (r->sessions->head) {
+		struct session *s = r->sessions->head;
+		r->sessions->head = s->next;
+		if (s->running)
+			s->running->session = NULL;
+		session_free(s);
+	}
+	free(r->sessions);
+	r->sessions = NULL;
+}
+
+char *session_wrap_command(const char *command, bool explicit_cwd)
+{
+	/* fd 3: the state saved by the previous run (may be empty).
+	 * fd 4: where this run saves its state on exit, whatever the exit. */
+	char *out;
+	if (asprintf(&out,
+		     "if [ -s /proc/self/fd/3 ]; then . /proc/self/fd/3 2>/dev/null; fi\n"
+		     "%s"
+		     "trap '__forceai_rc=$?; export -p >&4 2>/dev/null; exit $__forceai_rc' EXIT\n"
+		     "exec 2>&1\n"
+		     "%s\n",
+		     explicit_cwd ? "" : "if [ -n \"$PWD\" ]; then cd -- \"$PWD\" 2>/dev/null; fi\n",
+		     command) < 0)
+		return NULL;
+	return out;
+}
+
+void session_run_finished(struct session *s, struct task *t, int state_out_fd)
+{
+	(void)t;
+	s->running = NULL;
+	if (state_out_fd < 0)
+		return;
+	struct stat st;
+	if (fstat(state_out_fd, &st) < 0 || st.st_size == 0 || st.st_size > STATE_MAX) {
+		/* The run exec'd away or wrote junk: keep the previous state. */
+		return;
+	}
+	int fd = dup(state_out_fd);
+	if (fd < 0) {
+		log_errno("dup(session state) failed", errno, s->id);
+		return;
+	}
+	if (s->state_fd >= 0)
+		close(s->state_fd);
+	s->state_fd = fd;
+}

@@ -1,0 +1,223 @@
+#include "task/spool.h"
+
+#include "core/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int tmpfile_in(int dirfd)
+{
+	int fd = openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL))
+		return fd < 0 ? -errno : fd;
+	/* Filesystems without O_TMPFILE: create, then unlink at once. */
+	static unsigned long counter;
+	char name[64];
+	for (int tries = 0; tries < 100; tries++) {
+		snprintf(name, sizeof(name), ".spool-%d-%lu", (int)getpid(), ++counter);
+		fd = openat(dirfd, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd >= 0) {
+			unlinkat(dirfd, name, 0);
+			return fd;
+		}
+		if (errno != EEXIST)
+			return -errno;
+	}
+	return -EEXIST;
+}
+
+static int new_segment(struct spool *s)
+{
+	int fd = tmpfile_in(s->dirfd);
+	if (fd < 0)
+		return fd;
+	if (s->nseg == 2) {
+		s->dropped_bytes = s->seg[1].first_off;
+		close(s->seg[0].fd);
+		s->seg[0] = s->seg[1];
+		s->nseg = 1;
+	}
+	struct spool_seg *g = &s->seg[s->nseg++];
+	g->fd = fd;
+	g->gen = s->next_gen++;
+	g->first_seq = s->next_seq;
+	g->first_off = s->next_off;
+	g->size = 0;
+	return 0;
+}
+
+int spool_open(struct spool *s, int dirfd, uint64_t cap)
+{
+	memset(s, 0, sizeof(*s));
+	s->dirfd = dirfd;
+	s->cap = cap;
+	s->seg[0].fd = s->seg[1].fd = -1;
+	return new_segment(s);
+}
+
+void spool_close(struct spool *s)
+{
+	for (int i = 0; i < s->nseg; i++)
+		if (s->seg[i].fd >= 0)
+			close(s->seg[i].fd);
+	s->nseg = 0;
+}
+
+static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
+{
+	const char *p = buf;
+	while (len) {
+		ssize_t n = pwrite(fd, p, len, (off_t)off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+static int pread_all(int fd, void *buf, size_t len, uint64_t off)
+{
+	char *p = buf;
+	while (len) {
+		ssize_t n = pread(fd, p, len, (off_t)off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EIO;
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+int spool_append(struct spool *s, uint16_t type, const void *data, uint32_t len)
+{
+	if (len > SPOOL_MAX_REC)
+		return -EMSGSIZE;
+	struct spool_seg *g = &s->seg[s->nseg - 1];
+	if (g->size > 0 && g->size + sizeof(struct spool_rec) + len > s->cap / 2) {
+		int r = new_segment(s);
+		if (r < 0)
+			return r;
+		g = &s->seg[s->nseg - 1];
+	}
+	struct spool_rec rec = {
+		.seq = s->next_seq, .off = s->next_off, .ts_ms = now_ms(), .len = len, .type = type};
+	/* Header then payload; only this process reads the file back. */
+	char hdr[sizeof(rec)];
+	memcpy(hdr, &rec, sizeof(rec));
+	int r = pwrite_all(g->fd, hdr, sizeof(hdr), g->size);
+	if (r == 0 && len)
+		r = pwrite_all(g->fd, data, len, g->size + sizeof(hdr));
+	if (r < 0)
+		return r;
+	g->size += sizeof(hdr) + len;
+	s->next_seq++;
+	if (type != SPOOL_EVENT)
+		s->next_off += len; /* offsets count output bytes only */
+	return 0;
+}
+
+void spool_cursor_start(const struct spool *s, struct spool_cursor *c)
+{
+	c->gen = s->seg[0].gen;
+	c->pos = 0;
+	c->seq = s->seg[0].first_seq;
+}
+
+static struct spool_seg *seg_of(struct spool *s, uint64_t gen)
+{
+	for (int i = 0; i < s->nseg; i++)
+		if (s->seg[i].gen == gen)
+			return &s->seg[i];
+	return NULL;
+}
+
+int spool_next(struct spool *s, struct spool_cursor *c, struct spool_rec *rec, void *buf,
+	       bool *skipped)
+{
+	if (skipped)
+		*skipped = false;
+	struct spool_seg *g = seg_of(s, c->gen);
+	if (!g) {
+		/* Our segment was dropped: continue from the oldest kept. */
+		spool_cursor_start(s, c);
+		if (skipped)
+			*skipped = true;
+		g = &s->seg[0];
+	}
+	while (c->pos >= g->size) {
+		if (g == &s->seg[s->nseg - 1])
+			return 0;
+		g++;
+		c->gen = g->gen;
+		c->pos = 0;
+	}
+	int r = pread_all(g->fd, rec, sizeof(*rec), c->pos);
+	if (r == 0 && rec->len)
+		r = pread_all(g->fd, buf, rec->len, c->pos + sizeof(*rec));
+	if (r < 0)
+		return r;
+	c->pos += sizeof(*rec) + rec->len;
+	c->seq = rec->seq + 1;
+	return 1;
+}
+
+void spool_seek_seq(struct spool *s, struct spool_cursor *c, uint64_t seq)
+{
+	spool_cursor_start(s, c);
+	int i = 0;
+	if (s->nseg == 2 && seq >= s->seg[1].first_seq)
+		i = 1;
+	struct spool_seg *g = &s->seg[i];
+	c->gen = g->gen;
+	c->pos = 0;
+	c->seq = g->first_seq;
+	while (c->seq < seq && c->pos < g->size) {
+		struct spool_rec rec;
+		if (pread_all(g->fd, &rec, sizeof(rec), c->pos) < 0)
+			return;
+		c->pos += sizeof(rec) + rec.len;
+		c->seq = rec.seq + 1;
+	}
+}
+
+uint64_t spool_first_off(const struct spool *s)
+{
+	return s->seg[0].first_off;
+}
+
+void spool_seek_off(struct spool *s, struct spool_cursor *c, uint64_t off, uint32_t *skip)
+{
+	*skip = 0;
+	int i = (s->nseg == 2 && off >= s->seg[1].first_off) ? 1 : 0;
+	struct spool_seg *g = &s->seg[i];
+	c->gen = g->gen;
+	c->pos = 0;
+	c->seq = g->first_seq;
+	while (c->pos < g->size) {
+		struct spool_rec rec;
+		if (pread_all(g->fd, &rec, sizeof(rec), c->pos) < 0)
+			return;
+		if (rec.type != SPOOL_EVENT && off < rec.off + rec.len) {
+			if (off > rec.off)
+				*skip = (uint32_t)(off - rec.off);
+			return;
+		}
+		c->pos += sizeof(rec) + rec.len;
+		c->seq = rec.seq + 1;
+	}
+}

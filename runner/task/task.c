@@ -1,0 +1,856 @@
+#include "task/task.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "confine/cgroup.h"
+#include "task/env.h"
+#include "core/log.h"
+#include "core/runner.h"
+#include "task/session.h"
+#include "task/spawn.h"
+#include "core/util.h"
+
+static const char *shell_path(void)
+{
+	static const char *shell;
+	if (!shell)
+		shell = access("/bin/bash", X_OK) == 0 ? "/bin/bash" : "/bin/sh";
+	return shell;
+}
+
+const char *task_status_name(enum task_status s)
+{
+	switch (s) {
+	case TS_RUNNING:
+		return "running";
+	case TS_SUCCEEDED:
+		return "succeeded";
+	case TS_FAILED:
+		return "failed";
+	case TS_TIMEOUT:
+		return "timeout";
+	case TS_KILLED:
+		return "killed";
+	case TS_CANCELLED:
+		return "cancelled";
+	case TS_MAX_STEPS:
+		return "max_steps";
+	case TS_MAX_TOKENS:
+		return "max_tokens";
+	case TS_ERROR:
+		return "error";
+	}
+	return "unknown";
+}
+
+int tasks_init(struct runner *r)
+{
+	r->tasks = calloc(1, sizeof(*r->tasks));
+	return r->tasks ? 0 : -1;
+}
+
+unsigned tasks_running(struct runner *r)
+{
+	return r->tasks ? r->tasks->running : 0;
+}
+
+struct task *task_find(struct runner *r, const char *id)
+{
+	for (struct task *t = r->tasks->head; t; t = t->next)
+		if (!strcmp(t->id, id))
+			return t;
+	return NULL;
+}
+
+static void wake_readers(struct task *t)
+{
+	for (struct task_reader *rd = t->readers; rd;) {
+		struct task_reader *next = rd->next; /* wake may detach */
+		if (rd->wake)
+			rd->wake(rd);
+		rd = next;
+	}
+}
+
+static void set_paused(struct task *t, bool paused)
+{
+	if (t->paused == paused)
+		return;
+	t->paused = paused;
+	uint32_t ev = paused ? 0 : EPOLLIN;
+	if (t->out_fd >= 0)
+		loop_watch_set(&t->r->loop, &t->out_w, ev);
+	if (t->err_fd >= 0)
+		loop_watch_set(&t->r->loop, &t->err_w, ev);
+}
+
+/* Backpressure: the slowest connected client decides whether we read. */
+static void update_backpressure(struct task *t)
+{
+	uint64_t window = t->r->cfg.stream_window;
+	uint64_t max_lag = 0;
+	for (struct task_reader *rd = t->readers; rd; rd = rd->next) {
+		if (!rd->live)
+			continue;
+		uint64_t lag = t->spool.next_off - rd->off_read;
+		if (lag > max_lag)
+			max_lag = lag;
+	}
+	if (!t->paused && max_lag > window)
+		set_paused(t, true);
+	else if (t->paused && max_lag <= window / 2)
+		set_paused(t, false);
+}
+
+static void append_event(struct task *t, const char *name, json_t *data)
+{
+	char *json = json_dumps(data, JSON_COMPACT);
+	if (!json)
+		return;
+	struct buf b = {0};
+	buf_appendf(&b, "%s\n%s", name, json);
+	int rc = spool_append(&t->spool, SPOOL_EVENT, b.data, (uint32_t)b.len);
+	if (rc < 0)
+		log_errno("task log write failed", -rc, t->id);
+	free(json);
+	buf_free(&b);
+}
+
+static void close_pipe(struct task *t, int which)
+{
+	int *fd = which == 0 ? &t->out_fd : &t->err_fd;
+	struct loop_watch *w = which == 0 ? &t->out_w : &t->err_w;
+	if (*fd < 0)
+		return;
+	/* Whatever is left of a cut UTF-8 sequence goes out as it is. */
+	if (t->carry_len[which]) {
+		spool_append(&t->spool, which == 0 ? SPOOL_STDOUT : SPOOL_STDERR, t->carry[which],
+			     (uint32_t)t->carry_len[which]);
+		t->carry_len[which] = 0;
+	}
+	loop_watch_del(&t->r->loop, w);
+	close(*fd);
+	*fd = -1;
+	if (t->out_fd < 0 && t->err_fd < 0)
+		t->pipes_closed_mono = monotonic_ms();
+}
+
+static void task_finalize(struct task *t);
+
+static void maybe_finalize(struct task *t)
+{
+	if (!t->driver && !t->finished && !t->proc_running && t->out_fd < 0 && t->err_fd < 0)
+		task_finalize(t);
+}
+
+static void on_output(struct loop *loop, struct loop_watch *w, uint32_t events)
+{
+	(void)loop;
+	struct task *t = w->arg;
+	int which = w == &t->out_w ? 0 : 1;
+	int fd = which == 0 ? t->out_fd : t->err_fd;
+	/* 32 KiB per read keeps each stream's encoded batch small (memory
+	 * with hundreds of streams) while a read still moves a lot. */
+	unsigned char buf[32 * 1024 + 4];
+	size_t carry = t->carry_len[which];
+	memcpy(buf, t->carry[which], carry);
+	ssize_t n = read(fd, buf + carry, sizeof(buf) - carry);
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EINTR)
+			return;
+		log_errno("read from task pipe failed", errno, t->id);
+		close_pipe(t, which);
+		maybe_finalize(t);
+		return;
+	}
+	t->last_read_mono = monotonic_ms();
+	if (n == 0) {
+		close_pipe(t, which);
+		wake_readers(t);
+		maybe_finalize(t);
+		return;
+	}
+	(void)events;
+	size_t total = carry + (size_t)n;
+	/* Keep a multi-byte character whole across reads, so chunks stay
+	 * valid UTF-8 where the task wrote valid UTF-8. */
+	size_t tail = utf8_incomplete_tail(buf, total);
+	if (tail == total)
+		tail = 0;
+	memcpy(t->carry[which], buf + total - tail, tail);
+	t->carry_len[which] = tail;
+	int rc = spool_append(&t->spool, which == 0 ? SPOOL_STDOUT : SPOOL_STDERR, buf,
+			      (uint32_t)(total - tail));
+	if (rc < 0)
+		log_errno("task log write failed", -rc, t->id);
+	update_backpressure(t);
+	wake_readers(t);
+}
+
+static void task_signal_shim(struct task *t, int sig)
+{
+	if (t->proc_running && kill(t->shim_pid, sig) < 0 && errno != ESRCH)
+		log_errno("signalling a task failed", errno, t->id);
+}
+
+static void on_task_timer(struct loop *loop, struct loop_timer *timer)
+{
+	(void)loop;
+	struct task *t = timer->arg;
+	if (t->driver && !t->finished) {
+		log_info("task timed out", "{s:s,s:i}", "task", t->id, "timeout_ms",
+			 (int)t->timeout_ms);
+		t->driver->cancel(t, TS_TIMEOUT);
+		return;
+	}
+	if (!t->proc_running)
+		return;
+	if (t->kill_phase == 0) {
+		log_info("task timed out", "{s:s,s:i}", "task", t->id, "timeout_ms",
+			 (int)t->timeout_ms);
+		task_kill(t, TS_TIMEOUT);
+	} else if (t->kill_phase == 1) {
+		t->kill_phase = 2;
+		task_signal_shim(t, SHIM_SIG_KILL);
+		if (t->cgroup)
+			cgroup_task_kill(t->id);
+	}
+}
+
+void task_kill(struct task *t, enum task_status why)
+{
+	if (t->driver && !t->finished) {
+		t->driver->cancel(t, why);
+		return;
+	}
+	if (!t->proc_running || t->kill_phase >= 1)
+		return;
+	t->kill_reason = why;
+	t->kill_phase = 1;
+	task_signal_shim(t, SHIM_SIG_TERM);
+	loop_timer_start(&t->r->loop, &t->timer, t->r->cfg.grace_ms, 0);
+}
+
+void tasks_kill_all(struct runner *r, bool hard)
+{
+	if (!r->tasks)
+		return;
+	for (struct task *t = r->tasks->head, *next; t; t = next) {
+		next = t->next;
+		if (t->driver && !t->finished) {
+			t->driver->cancel(t, TS_KILLED);
+			continue;
+		}
+		if (!t->proc_running)
+			continue;
+		if (hard) {
+			if (!t->kill_reason)
+				t->kill_reason = TS_KILLED;
+			t->kill_phase = 2;
+			task_signal_shim(t, SHIM_SIG_KILL);
+			if (t->cgroup)
+				cgroup_task_kill(t->id);
+		} else {
+			task_kill(t, TS_KILLED);
+		}
+	}
+}
+
+static void on_task_exit(void *arg, pid_t pid, int status)
+{
+	(void)pid;
+	struct task *t = arg;
+	t->proc_running = false;
+	t->wait_status = status;
+	t->finished_mono = monotonic_ms();
+	t->r->tasks->running--;
+	loop_timer_stop(&t->r->loop, &t->timer);
+	if (t->cgroup) {
+		/* Whatever of the tree escaped the shim goes with the leaf. */
+		cgroup_task_kill(t->id);
+		cgroup_task_remove(t->id);
+		t->cgroup = false;
+	}
+	/* Drain what is already in the pipes; EOF follows since the shim
+	 * killed the rest of the tree. */
+	maybe_finalize(t);
+}
+
+static json_t *exit_json(struct task *t)
+{
+	json_t *o = json_pack("{s:i,s:s,s:I}", "exit_code", t->exit_code, "status",
+			      task_status_name(t->status), "duration_ms",
+			      (json_int_t)(t->finished_ms - t->started_ms));
+	if (t->term_signal) {
+		json_object_set_new(o, "signal", json_integer(t->term_signal));
+		json_object_set_new(o, "signal_name", json_string(signal_name(t->term_signal)));
+	}
+	return o;
+}
+
+static void task_finalize(struct task *t)
+{
+	int st = t->wait_status;
+	t->finished = true;
+	t->finished_ms = now_ms();
+	if (WIFEXITED(st)) {
+		t->exit_code = WEXITSTATUS(st);
+	} else if (WIFSIGNALED(st)) {
+		t->term_signal = WTERMSIG(st);
+		t->exit_code = 128 + t->term_signal;
+	}
+	if (t->kill_reason)
+		t->status = t->kill_reason;
+	else
+		t->status = t->exit_code == 0 ? TS_SUCCEEDED : TS_FAILED;
+	if (t->status == TS_TIMEOUT && t->api == TASK_API_NATIVE)
+		t->exit_code = 124; /* as timeout(1) reports it */
+	json_t *ev = exit_json(t);
+	if (t->on_finish) {
+		t->on_finish(t, ev);
+		t->on_finish = NULL;
+	}
+	append_event(t, "exit", ev);
+	json_decref(ev);
+	t->r->tasks->finished++;
+	log_info("task finished", "{s:s,s:s,s:i,s:I}", "task", t->id, "status",
+		 task_status_name(t->status), "exit_code", t->exit_code, "duration_ms",
+		 (json_int_t)(t->finished_ms - t->started_ms));
+	if (t->session) {
+		session_run_finished(t->session, t, t->state_out_fd);
+		t->session = NULL;
+	}
+	if (t->state_out_fd >= 0) {
+		close(t->state_out_fd);
+		t->state_out_fd = -1;
+	}
+	wake_readers(t);
+	runner_maybe_exit(t->r);
+}
+
+static void task_unlink(struct task *t)
+{
+	struct runner *r = t->r;
+	if (!t->linked)
+		return;
+	if (t->prev)
+		t->prev->next = t->next;
+	else
+		r->tasks->head = t->next;
+	if (t->next)
+		t->next->prev = t->prev;
+	t->prev = t->next = NULL;
+	t->linked = false;
+	if (t->finished)
+		r->tasks->finished--;
+}
+
+static void task_free(struct task *t)
+{
+	struct runner *r = t->r;
+	task_unlink(t);
+	if (t->driver && t->driver->release)
+		t->driver->release(t);
+	t->driver = NULL;
+	if (t->on_finish) {
+		/* Never finished (runner exit): let the owner drop its state. */
+		json_t *ev = json_object();
+		t->on_finish(t, ev);
+		json_decref(ev);
+		t->on_finish = NULL;
+	}
+	loop_timer_close(&r->loop, &t->timer);
+	for (int i = 0; i < 2; i++)
+		close_pipe(t, i);
+	if (t->proc_running)
+		reaper_forget(&r->reaper, t->shim_pid);
+	if (t->state_out_fd >= 0)
+		close(t->state_out_fd);
+	spool_close(&t->spool);
+	free(t->command);
+	free(t->cwd);
+	free(t->capability);
+	free(t);
+}
+
+static void task_free_deferred(struct loop *loop, void *arg)
+{
+	(void)loop;
+	task_free(arg);
+}
+
+/* Finished records are kept for a bounded time and count; ones a client
+ * still reads from stay until it lets go. */
+static void expire_records(struct runner *r)
+{
+	uint64_t now = monotonic_ms();
+	unsigned finished = r->tasks->finished;
+	/* Oldest are at the tail: new tasks go to the head. */
+	struct task *t = r->tasks->head;
+	while (t && t->next)
+		t = t->next;
+	for (struct task *prev; t; t = prev) {
+		prev = t->prev;
+		if (!t->finished || t->n_readers || t->session)
+			continue;
+		bool too_many = finished > r->cfg.retain_count;
+		bool too_old = now - t->finished_mono > r->cfg.retain_ms;
+		if (!too_many && !too_old)
+			continue;
+		finished--;
+		/* Unlink now so it is not found again, free after the batch. */
+		task_unlink(t);
+		loop_defer(&r->loop, task_free_deferred, t);
+	}
+}
+
+void tasks_tick(struct runner *r)
+{
+	uint64_t now = monotonic_ms();
+	for (struct task *t = r->tasks->head; t; t = t->next) {
+		/* A process that escaped its shim could hold a pipe open:
+		 * after the shim is gone, two seconds is all it gets. */
+		uint64_t quiet_since = t->last_read_mono > t->finished_mono ? t->last_read_mono
+									    : t->finished_mono;
+		if (!t->driver && !t->finished && !t->proc_running && !t->paused &&
+		    now - quiet_since > 2000) {
+			close_pipe(t, 0);
+			close_pipe(t, 1);
+			maybe_finalize(t);
+		}
+	}
+	expire_records(r);
+}
+
+void tasks_free_all(struct runner *r)
+{
+	if (!r->tasks)
+		return;
+	while (r->tasks->head) {
+		struct task *t = r->tasks->head;
+		while (t->readers)
+			task_reader_detach(t->readers);
+		task_free(t);
+	}
+	free(r->tasks);
+	r->tasks = NULL;
+}
+
+static int make_pipe(int fds[2])
+{
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return -errno;
+	if (fcntl(fds[0], F_SETFL, O_NONBLOCK) < 0) {
+		int e = errno;
+		close(fds[0]);
+		close(fds[1]);
+		return -e;
+	}
+	return 0;
+}
+
+static int resolve_identity(struct runner *r, const struct task_spec *spec, uid_t *uid, gid_t *gid,
+			    char *err, size_t errlen)
+{
+	*uid = r->cfg.task_uid;
+	*gid = r->cfg.task_gid;
+	if (spec->has_gid && !spec->has_uid) {
+		snprintf(err, errlen, "uid is required when gid is provided");
+		return 400;
+	}
+	if (spec->has_uid) {
+		*uid = spec->uid;
+		struct passwd *pw = getpwuid(spec->uid);
+		*gid = spec->has_gid ? spec->gid : pw ? pw->pw_gid : (gid_t)spec->uid;
+	}
+	if ((*uid == 0 || *gid == 0) && !r->cfg.allow_root_tasks) {
+		snprintf(err, errlen,
+			 "tasks may not run as uid/gid 0 (the runner was started without --allow-root-tasks)");
+		return 403;
+	}
+	return 0;
+}
+
+static void task_discard(struct task *t);
+
+/* What every kind of task must pass before anything is allocated: the
+ * runner accepts work, the cap, a cwd that exists. Returns the cwd. */
+static const char *task_admit(struct runner *r, const struct task_spec *spec, int *http_status,
+			      const char **code, char *err, size_t errlen)
+{
+	*code = "INVALID_REQUEST_BODY";
+	*http_status = 400;
+	if (r->shutting_down) {
+		*http_status = 503;
+		*code = "SERVICE_UNAVAILABLE";
+		snprintf(err, errlen, "the runner is shutting down");
+		return NULL;
+	}
+	if (r->tasks->running >= r->cfg.max_tasks) {
+		*http_status = 429;
+		*code = "TOO_MANY_TASKS";
+		snprintf(err, errlen, "%u tasks are running, the configured maximum (--max-tasks)",
+			 r->tasks->running);
+		return NULL;
+	}
+	const char *cwd = spec->cwd;
+	struct stat st;
+	if (!cwd)
+		cwd = (stat("/workspace", &st) == 0 && S_ISDIR(st.st_mode)) ? "/workspace" : "/";
+	if (cwd[0] != '/') {
+		snprintf(err, errlen, "cwd '%.200s' must be an absolute path", cwd);
+		return NULL;
+	}
+	if (stat(cwd, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "cwd '%.200s' does not exist or is not a directory", cwd);
+		return NULL;
+	}
+	return cwd;
+}
+
+/* A task record with its id, strings, spool and timer; not yet in the
+ * table. NULL with errno set. */
+static struct task *task_alloc(struct runner *r, const struct task_spec *spec, const char *cwd,
+			       const char *capability)
+{
+	struct task *t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	t->r = r;
+	t->out_fd = t->err_fd = -1;
+	t->state_out_fd = -1;
+	t->timer.w.fd = -1;
+	t->exit_code = -1;
+	t->api = spec->api;
+	t->background = spec->background;
+	t->timeout_ms = spec->timeout_ms;
+	int rc = random_id(t->id);
+	if (rc < 0) {
+		errno = -rc;
+		goto fail;
+	}
+	t->command = strdup(spec->command);
+	t->cwd = strdup(cwd);
+	t->capability = capability ? strdup(capability) : NULL;
+	if (!t->command || !t->cwd || (capability && !t->capability)) {
+		errno = ENOMEM;
+		goto fail;
+	}
+	rc = spool_open(&t->spool, r->state_dir_fd, r->cfg.task_log_max);
+	if (rc < 0) {
+		errno = -rc;
+		goto fail;
+	}
+	rc = loop_timer_init(&r->loop, &t->timer, on_task_timer, t);
+	if (rc < 0) {
+		errno = -rc;
+		goto fail;
+	}
+	return t;
+fail:;
+	int e = errno;
+	task_discard(t);
+	errno = e;
+	return NULL;
+}
+
+/* Undo task_alloc (and a cgroup leaf) for a task that never started. */
+static void task_discard(struct task *t)
+{
+	if (!t)
+		return;
+	if (t->cgroup)
+		cgroup_task_remove(t->id);
+	loop_timer_close(&t->r->loop, &t->timer);
+	if (t->spool.nseg)
+		spool_close(&t->spool);
+	free(t->command);
+	free(t->cwd);
+	free(t->capability);
+	free(t);
+}
+
+static void task_link(struct task *t)
+{
+	struct runner *r = t->r;
+	t->next = r->tasks->head;
+	if (t->next)
+		t->next->prev = t;
+	r->tasks->head = t;
+	t->linked = true;
+}
+
+struct task *task_start(struct runner *r, const struct task_spec *spec, int *http_status,
+			const char **code, char *err, size_t errlen)
+{
+	const char *cwd = task_admit(r, spec, http_status, code, err, errlen);
+	if (!cwd)
+		return NULL;
+	uid_t uid;
+	gid_t gid;
+	int rc = resolve_identity(r, spec, &uid, &gid, err, errlen);
+	if (rc) {
+		*http_status = rc;
+		if (rc == 403)
+			*code = "FORBIDDEN";
+		return NULL;
+	}
+	char **envp = env_build(uid, cwd, spec->env, err, errlen);
+	if (!envp)
+		return NULL;
+
+	*http_status = 500;
+	*code = "RUNTIME_ERROR";
+	int outp[2] = {-1, -1}, errp[2] = {-1, -1};
+	int devnull = -1;
+	struct task *t = task_alloc(r, spec, cwd, spec->capability);
+	if (!t)
+		goto fail_errno;
+	t->uid = uid;
+	t->gid = gid;
+	if ((rc = make_pipe(outp)) < 0 || (rc = make_pipe(errp)) < 0) {
+		errno = -rc;
+		goto fail_errno;
+	}
+	devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (devnull < 0)
+		goto fail_errno;
+
+	char *argv[] = {(char *)shell_path(), "-c", t->command, NULL};
+	struct confine_plan plan = {
+		.policy = &r->policy,
+		.path = argv[0],
+		.argv = argv,
+		.envp = envp,
+		.cwd = t->cwd,
+		.uid = uid,
+		.gid = gid,
+		.cgroup_procs_fd = -1,
+		/* The uid change clears the shim's death signal: re-armed in
+		 * the task so it dies if the shim does. */
+		.pdeath_signal = SIGKILL,
+	};
+	if (r->policy.cgroup_mode == CGROUP_V2) {
+		/* Limits are part of the confinement: no leaf, no task. */
+		rc = cgroup_task_create(t->id, r->cfg.task_memory_max, r->cfg.task_pids_max,
+					r->cfg.task_cpu_max, &plan.cgroup_procs_fd);
+		if (rc < 0) {
+			errno = -rc;
+			goto fail_errno;
+		}
+		t->cgroup = true;
+	}
+	struct spawn_io io = {.in_fd = devnull, .out_fd = outp[1], .err_fd = errp[1]};
+	if (spec->state_in_fd >= 0 && spec->state_out_fd >= 0) {
+		io.extra[0] = spec->state_in_fd;
+		io.extra[1] = spec->state_out_fd;
+		io.n_extra = 2;
+	}
+	t->started_ms = now_ms();
+	t->started_mono = monotonic_ms();
+	pid_t pid = spawn_task(&plan, &io);
+	if (plan.cgroup_procs_fd >= 0)
+		close(plan.cgroup_procs_fd);
+	if (pid < 0) {
+		errno = -pid;
+		goto fail_errno;
+	}
+	t->shim_pid = pid;
+	t->proc_running = true;
+	r->tasks->running++;
+	if (reaper_watch(&r->reaper, pid, on_task_exit, t) < 0)
+		log_error("out of memory watching a task", NULL);
+	close(outp[1]);
+	close(errp[1]);
+	close(devnull);
+	env_free(envp);
+	t->out_fd = outp[0];
+	t->err_fd = errp[0];
+	loop_watch_add(&r->loop, &t->out_w, t->out_fd, EPOLLIN, on_output, t);
+	loop_watch_add(&r->loop, &t->err_w, t->err_fd, EPOLLIN, on_output, t);
+	if (spec->timeout_ms)
+		loop_timer_start(&r->loop, &t->timer, spec->timeout_ms, 0);
+	if (spec->state_out_fd >= 0) {
+		t->state_out_fd = dup(spec->state_out_fd);
+		t->session = spec->session;
+	}
+	json_t *started = json_pack("{s:s,s:i,s:I,s:s}", "task_id", t->id, "pid", (int)pid,
+				    "started_at", (json_int_t)t->started_ms, "capability",
+				    spec->capability ? spec->capability : "exec");
+	append_event(t, "started", started);
+	json_decref(started);
+
+	task_link(t);
+	log_info("task started", "{s:s,s:i,s:i,s:i,s:b}", "task", t->id, "pid", (int)pid, "uid",
+		 (int)uid, "gid", (int)gid, "background", spec->background);
+	return t;
+
+fail_errno:
+	snprintf(err, errlen, "cannot start the task: %s", strerror(errno));
+	log_errno("task start failed", errno, NULL);
+	for (int i = 0; i < 2; i++) {
+		if (outp[i] >= 0)
+			close(outp[i]);
+		if (errp[i] >= 0)
+			close(errp[i]);
+	}
+	if (devnull >= 0)
+		close(devnull);
+	env_free(envp);
+	task_discard(t);
+	return NULL;
+}
+
+void task_reader_attach(struct task *t, struct task_reader *rd, bool live)
+{
+	rd->task = t;
+	rd->live = live;
+	rd->prev = NULL;
+	rd->next = t->readers;
+	if (t->readers)
+		t->readers->prev = rd;
+	t->readers = rd;
+	t->n_readers++;
+	if (!rd->cur.gen && !rd->cur.pos && !rd->cur.seq)
+		spool_cursor_start(&t->spool, &rd->cur);
+	rd->off_read = spool_first_off(&t->spool);
+}
+
+void task_reader_detach(struct task_reader *rd)
+{
+	struct task *t = rd->task;
+	if (!t)
+		return;
+	if (rd->prev)
+		rd->prev->next = rd->next;
+	else
+		t->readers = rd->next;
+	if (rd->next)
+		rd->next->prev = rd->prev;
+	rd->task = NULL;
+	t->n_readers--;
+	update_backpressure(t);
+}
+
+int task_reader_next(struct task_reader *rd, struct spool_rec *rec, void *buf)
+{
+	struct task *t = rd->task;
+	bool skipped;
+	int rc = spool_next(&t->spool, &rd->cur, rec, buf, &skipped);
+	if (rc == 1) {
+		if (rec->type != SPOOL_EVENT)
+			rd->off_read = rec->off + rec->len;
+		if (t->paused)
+			update_backpressure(t);
+	}
+	return rc;
+}
+
+bool task_reader_at_end(struct task_reader *rd)
+{
+	struct task *t = rd->task;
+	return t->finished && rd->cur.seq >= t->spool.next_seq;
+}
+
+/* ---- driven tasks (agent) ---- */
+
+void task_emit(struct task *t, const char *name, json_t *data)
+{
+	append_event(t, name, data);
+	wake_readers(t);
+}
+
+struct task *task_start_driven(struct runner *r, const struct task_spec *spec,
+			       const struct task_driver_ops *ops, void *arg, int *http_status,
+			       const char **code, char *err, size_t errlen)
+{
+	const char *cwd = task_admit(r, spec, http_status, code, err, errlen);
+	if (!cwd)
+		return NULL;
+	*http_status = 500;
+	*code = "RUNTIME_ERROR";
+	struct task *t = task_alloc(r, spec, cwd, spec->capability ? spec->capability : "agent");
+	if (!t)
+		goto fail_errno;
+	t->uid = r->cfg.task_uid;
+	t->gid = r->cfg.task_gid;
+	t->started_ms = now_ms();
+	t->started_mono = monotonic_ms();
+	t->driver = ops;
+	t->driver_arg = arg;
+	r->tasks->running++;
+	if (spec->timeout_ms)
+		loop_timer_start(&r->loop, &t->timer, spec->timeout_ms, 0);
+	json_t *started = json_pack("{s:s,s:I,s:s}", "task_id", t->id, "started_at",
+				    (json_int_t)t->started_ms, "capability", t->capability);
+	append_event(t, "started", started);
+	json_decref(started);
+	task_link(t);
+	log_info("task started", "{s:s,s:s}", "task", t->id, "capability", t->capability);
+	return t;
+
+fail_errno:
+	snprintf(err, errlen, "cannot start the task: %s", strerror(errno));
+	log_errno("task start failed", errno, NULL);
+	task_discard(t);
+	return NULL;
+}
+
+static void driven_end(struct task *t, enum task_status st, int exit_code)
+{
+	t->finished = true;
+	t->finished_ms = now_ms();
+	t->finished_mono = monotonic_ms();
+	t->status = st;
+	t->exit_code = exit_code;
+	t->driver = NULL;
+	t->r->tasks->running--;
+	t->r->tasks->finished++;
+	loop_timer_stop(&t->r->loop, &t->timer);
+}
+
+static void driven_log(struct task *t)
+{
+	log_info("task finished", "{s:s,s:s,s:i,s:I}", "task", t->id, "status",
+		 task_status_name(t->status), "exit_code", t->exit_code, "duration_ms",
+		 (json_int_t)(t->finished_ms - t->started_ms));
+	wake_readers(t);
+	runner_maybe_exit(t->r);
+}
+
+void task_driven_finish(struct task *t, enum task_status st, int exit_code, json_t *extra)
+{
+	if (t->finished)
+		return;
+	driven_end(t, st, exit_code);
+	json_t *ev = exit_json(t);
+	if (extra)
+		json_object_update(ev, extra);
+	append_event(t, "exit", ev);
+	json_decref(ev);
+	driven_log(t);
+}
+
+void task_driven_fail(struct task *t, const char *code, const char *message, json_t *extra)
+{
+	if (t->finished)
+		return;
+	driven_end(t, TS_ERROR, 1);
+	json_t *ev = json_pack("{s:s,s:s,s:I}", "code", code, "message", message, "duration_ms",
+			       (json_int_t)(t->finished_ms - t->started_ms));
+	if (extra)
+		json_object_update(ev, extra);
+	append_event(t, "error", ev);
+	json_decref(ev);
+	driven_log(t);
+}

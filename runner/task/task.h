@@ -1,0 +1,164 @@
+/* The task engine shared by every API: one place that spawns, one that
+ * streams (readers over the task's spool), one that kills. */
+#pragma once
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core/loop.h"
+#include "task/spool.h"
+
+struct runner;
+struct session;
+
+enum task_api {
+	TASK_API_EXECD,
+	TASK_API_NATIVE,
+	TASK_API_SESSION,
+	TASK_API_TOOL, /* a command run by an agent task: not visible in any API */
+};
+
+enum task_status {
+	TS_RUNNING,
+	TS_SUCCEEDED,
+	TS_FAILED,
+	TS_TIMEOUT,
+	TS_KILLED,    /* runner shutdown */
+	TS_CANCELLED, /* DELETE by a client */
+	TS_MAX_STEPS,  /* agent: step limit reached */
+	TS_MAX_TOKENS, /* agent: token limit reached */
+	TS_ERROR,      /* agent: ended with a terminal `error` event */
+};
+const char *task_status_name(enum task_status s);
+
+struct task_spec {
+	enum task_api api;
+	const char *command;
+	const char *cwd;    /* NULL = default (/workspace if present, else /) */
+	json_t *env;        /* object of strings, or NULL */
+	uint64_t timeout_ms; /* 0 = none */
+	bool has_uid, has_gid;
+	uid_t uid;
+	gid_t gid;
+	bool background;
+	const char *capability; /* native API: "exec", "chat" or "agent" */
+	const char *model;      /* agent: model (NULL = the configured default) */
+	uint64_t max_steps;     /* agent: 0 = the configured default */
+	uint64_t max_tokens;    /* agent: 0 = the configured default */
+	bool has_timeout;       /* timeout_ms was given (agent: 0 = none) */
+	struct session *session;
+	int state_in_fd;  /* session: memfd with the saved shell state, or -1 */
+	int state_out_fd; /* session: memfd the wrapper writes the new state to, or -1 */
+};
+
+struct task_reader {
+	struct task *task;
+	struct spool_cursor cur;
+	uint64_t off_read; /* output bytes this reader has been given */
+	bool live;         /* a connected client: it holds the pipe back when slow */
+	void (*wake)(struct task_reader *rd);
+	struct task_reader *next, *prev;
+};
+
+struct task;
+/* A task without a process of its own (an agent): its events are produced
+ * by a driver, which finishes it with task_driven_finish/_fail. */
+struct task_driver_ops {
+	/* Stop now (DELETE, timeout, shutdown); the driver finishes the task
+	 * with this status soon after. */
+	void (*cancel)(struct task *t, enum task_status why);
+	/* The record is freed while the driver is still attached. */
+	void (*release)(struct task *t);
+};
+
+struct task {
+	struct runner *r;
+	char id[33];
+	enum task_api api;
+	char *command;
+	char *cwd;
+	char *capability;
+	bool background;
+	uid_t uid;
+	gid_t gid;
+
+	pid_t shim_pid;
+	bool proc_running;
+	int wait_status;
+	int out_fd, err_fd;
+	struct loop_watch out_w, err_w;
+	unsigned char carry[2][4];
+	size_t carry_len[2];
+	bool paused;
+	uint64_t last_read_mono; /* a paused or busy pipe is never cut off */
+	bool cgroup; /* has a cgroup v2 leaf named after its id */
+
+	struct spool spool;
+	struct task_reader *readers;
+	unsigned n_readers;
+
+	uint64_t started_ms, started_mono, finished_ms, finished_mono;
+	uint64_t pipes_closed_mono;
+	uint64_t timeout_ms;
+	struct loop_timer timer; /* timeout, then the grace before SIGKILL */
+	int kill_phase;          /* 0 none, 1 SIGTERM sent, 2 SIGKILL sent */
+	enum task_status kill_reason;
+
+	bool finished;
+	enum task_status status;
+	int exit_code; /* -1 while running */
+	int term_signal;
+
+	struct session *session;
+	int state_out_fd;
+
+	const struct task_driver_ops *driver; /* NULL for process tasks */
+	void *driver_arg;
+	/* Process tasks: runs just before the terminal exit event is written
+	 * (may add fields to it); the model proxy uses it for chat tasks. */
+	void (*on_finish)(struct task *t, json_t *exit_ev);
+	void *finish_arg;
+
+	struct task *next, *prev; /* in the table */
+	bool linked;
+};
+
+struct task_table {
+	struct task *head;
+	unsigned running;
+	unsigned finished;
+};
+
+int tasks_init(struct runner *r);
+void tasks_free_all(struct runner *r);
+unsigned tasks_running(struct runner *r);
+/* hard=false: SIGTERM every tree (grace timer follows); hard=true: SIGKILL. */
+void tasks_kill_all(struct runner *r, bool hard);
+void tasks_tick(struct runner *r);
+
+/* Spawn; on failure returns NULL with *http_status and a message. */
+struct task *task_start(struct runner *r, const struct task_spec *spec, int *http_status,
+			const char **code, char *err, size_t errlen);
+struct task *task_find(struct runner *r, const char *id);
+
+/* A driven task (see struct task_driver_ops): a record, a spool, a timer
+ * (spec->timeout_ms calls cancel(TS_TIMEOUT)), the `started` event. */
+struct task *task_start_driven(struct runner *r, const struct task_spec *spec,
+			       const struct task_driver_ops *ops, void *arg, int *http_status,
+			       const char **code, char *err, size_t errlen);
+/* Append an event (name + JSON object, borrowed) and wake readers. */
+void task_emit(struct task *t, const char *name, json_t *data);
+/* Terminal `exit` {exit_code, status, duration_ms} + the fields of extra. */
+void task_driven_finish(struct task *t, enum task_status st, int exit_code, json_t *extra);
+/* Terminal `error` {code, message} + the fields of extra. */
+void task_driven_fail(struct task *t, const char *code, const char *message, json_t *extra);
+/* SIGTERM the tree now, SIGKILL after the grace period. */
+void task_kill(struct task *t, enum task_status why);
+
+void task_reader_attach(struct task *t, struct task_reader *rd, bool live);
+void task_reader_detach(struct task_reader *rd);
+/* 1 = a record, 0 = nothing yet, <0 = -errno. buf holds SPOOL_MAX_REC. */
+int task_reader_next(struct task_reader *rd, struct spool_rec *rec, void *buf);
+/* All records read and the task is finished. */
+bool task_reader_at_end(struct task_reader *rd);
