@@ -1,0 +1,112 @@
+#include "core/error.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+int error_set(struct error *e, int errnum, const char *code, const char *fmt, ...)
+{
+	if (!e)
+		return -1;
+	e->errnum = errnum;
+	e->code = code;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+	va_end(ap);
+	if (errnum && n >= 0 && (size_t)n < sizeof e->msg)
+		snprintf(e->msg + n, sizeof e->msg - (size_t)n, ": %s", strerror(errnum));
+	return -1;
+}
+
+int error_wrap(struct error *e, const char *fmt, ...)
+{
+	if (!e)
+		return -1;
+	char prefix[ERROR_MSG_MAX], old[ERROR_MSG_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(prefix, sizeof prefix, fmt, ap);
+	va_end(ap);
+	memcpy(old, e->msg, sizeof old);
+	snprintf(e->msg, sizeof e->msg, "%s: %s", prefix, old);
+	return -1;
+}
+
+void error_clear(struct error *e)
+{
+	if (!e)
+		return;
+	e->errnum = 0;
+	e->code = NULL;
+	e->msg[0] = '\0';
+}
+
+const char *error_code(const struct error *e)
+{
+	return e && e->code ? e->code : "RUNTIME_ERROR";
+}
+
+static const struct {
+	const char *code;
+	unsigned status;
+} code_status[] = {
+	{"INVALID_REQUEST_BODY", 400},
+	{"INVALID_FILE", 400},
+	{"MISSING_QUERY", 400},
+	{"INVALID_QUERY", 400},
+	{"INVALID_LAST_EVENT_ID", 400},
+	{"UNAUTHORIZED", 401},
+	{"PERMISSION_DENIED", 403},
+	{"FORBIDDEN", 403},
+	{"NOT_FOUND", 404},
+	{"FILE_NOT_FOUND", 404},
+	{"SESSION_NOT_FOUND", 404},
+	{"CONTEXT_NOT_FOUND", 404},
+	{"METHOD_NOT_ALLOWED", 405},
+	{"FILE_EXISTS", 409},
+	{"SESSION_BUSY", 409},
+	{"CONFLICT", 409},
+	{"PAYLOAD_TOO_LARGE", 413},
+	{"FILE_TOO_LARGE", 413},
+	{"RANGE_NOT_SATISFIABLE", 416},
+	{"TOO_MANY_TASKS", 429},
+	{"TOO_MANY_SESSIONS", 429},
+	{"RUNTIME_ERROR", 500},
+	{"CAPABILITY_UNAVAILABLE", 501},
+	{"UNAVAILABLE", 503},
+	{"INSUFFICIENT_STORAGE", 507},
+};
+
+unsigned error_http_status(const struct error *e)
+{
+	const char *code = error_code(e);
+	for (size_t i = 0; i < sizeof code_status / sizeof code_status[0]; i++)
+		if (strcmp(code_status[i].code, code) == 0)
+			return code_status[i].status;
+	switch (e ? e->errnum : 0) {
+	case ENOENT:
+	case ENOTDIR:
+		return 404;
+	case EACCES:
+	case EPERM:
+	case EROFS:
+		return 403;
+	case EEXIST:
+	case ENOTEMPTY:
+	case EBUSY:
+		return 409;
+	case EINVAL:
+	case ENAMETOOLONG:
+	case ELOOP:
+		return 400;
+	case EFBIG:
+		return 413;
+	case ENOSPC:
+	case EDQUOT:
+		return 507;
+	default:
+		return 500;
+	}
+}
