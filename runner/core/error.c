@@ -30,7 +30,15 @@ int error_wrap(struct error *e, const char *fmt, ...)
 	vsnprintf(prefix, sizeof prefix, fmt, ap);
 	va_end(ap);
 	memcpy(old, e->msg, sizeof old);
-	snprintf(e->msg, sizeof e->msg, "%s: %s", prefix, old);
+	/* Truncation is fine: the context comes first, the tail may go. */
+	size_t n = strnlen(prefix, sizeof e->msg - 3);
+	memcpy(e->msg, prefix, n);
+	memcpy(e->msg + n, ": ", 2);
+	n += 2;
+	size_t rest = sizeof e->msg - 1 - n;
+	size_t olen = strnlen(old, rest);
+	memcpy(e->msg + n, old, olen);
+	e->msg[n + olen] = '\0';
 	return -1;
 }
 
