@@ -1,4 +1,5 @@
 #include "http/http.h"
+#include "core/error.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -126,6 +127,12 @@ enum MHD_Result http_error(struct http_req *req, unsigned status, const char *co
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	return http_json(req, status, json_pack("{s:s,s:s}", "code", code, "message", msg));
+}
+
+enum MHD_Result http_fail(struct http_req *req, const struct error *e)
+{
+	return http_json(req, error_http_status(e),
+			 json_pack("{s:s,s:s}", "code", error_code(e), "message", e->msg));
 }
 
 enum MHD_Result http_empty(struct http_req *req, unsigned status)

@@ -65,6 +65,10 @@ void http_stop(struct runner *r);
 enum MHD_Result http_json(struct http_req *req, unsigned status, json_t *body); /* steals body */
 enum MHD_Result http_error(struct http_req *req, unsigned status, const char *code,
 			   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* The error as a JSON {code, message} response, its status from
+ * error_http_status(): the one way an error becomes a response. */
+struct error;
+enum MHD_Result http_fail(struct http_req *req, const struct error *e);
 enum MHD_Result http_empty(struct http_req *req, unsigned status);
 enum MHD_Result http_text(struct http_req *req, unsigned status, const char *ctype,
 			  const char *data, size_t len, const char *hname, const char *hval);
