@@ -1,4 +1,4 @@
-/* OpenSandbox execd-compatible command API (DESIGN §5a): events are raw
+/* OpenSandbox execd-compatible command API (docs/design.md §3.2): events are raw
  * JSON objects each followed by a blank line, every one with a timestamp. */
 #include <errno.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* Files API (DESIGN §5a): execd's /files and /directories routes. Every
+/* Files API (docs/design.md §3.4): execd's /files and /directories routes. Every
  * filesystem operation runs as the task user (files.c); bodies stream both
  * ways (uploads are parsed chunk by chunk into a temporary file, downloads
  * are served from the file descriptor), so memory does not grow with file

@@ -1,4 +1,4 @@
-/* Native task API (DESIGN §5b): standard SSE with id/event/data, raw output
+/* Native task API (docs/design.md §3.3): standard SSE with id/event/data, raw output
  * chunks, re-attach with Last-Event-ID. */
 #include <errno.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* Capabilities and securebits (DESIGN §3 steps 4-5). See caps.h. */
+/* Capabilities and securebits (docs/design.md §5.2 steps 4-5). See caps.h. */
 #include "confine/caps.h"
 
 #include <cap-ng.h>

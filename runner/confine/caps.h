@@ -1,4 +1,4 @@
-/* Capabilities and securebits of a task (DESIGN §3 steps 4-5). The parent
+/* Capabilities and securebits of a task (docs/design.md §5.2 steps 4-5). The parent
  * inspects the runner once at start (libcap-ng); the task child then uses
  * only prctl and the raw capset system call, which are async-signal-safe
  * (libcap-ng's capng_apply reads /proc and may allocate, so it is not used

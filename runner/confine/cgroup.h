@@ -1,4 +1,4 @@
-/* Per-task cgroup v2 leaves (DESIGN §3 step 2): memory.max, pids.max and
+/* Per-task cgroup v2 leaves (docs/design.md §5.2 step 2): memory.max, pids.max and
  * cpu.max per task, and cgroup.kill to end a whole task tree, used where
  * the box's cgroup v2 hierarchy is delegated to the runner. Elsewhere (e.g.
  * hybrid v1/v2 hosts like the development machine) the mode is CGROUP_NONE

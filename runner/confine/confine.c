@@ -1,4 +1,4 @@
-/* Confinement of one task process (DESIGN §3). See confine.h.
+/* Confinement of one task process (docs/design.md §5). See confine.h.
  *
  * Parent side (confine_policy_init): everything that needs memory, files
  * or libraries is done once at start: the seccomp policy is compiled, the
@@ -32,7 +32,7 @@
 #include "core/config.h"
 #include "core/log.h"
 
-/* Built-in limits; see README (design). RLIMIT_NPROC counts every process
+/* Built-in limits; see docs/design.md §5.1. RLIMIT_NPROC counts every process
  * and thread of the task's real uid, across all tasks of that uid. */
 #define DEFAULT_NPROC 1024
 #define DEFAULT_NOFILE 4096

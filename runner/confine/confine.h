@@ -1,4 +1,4 @@
-/* Confinement of one task process (DESIGN §3). The parent prepares a
+/* Confinement of one task process (docs/design.md §5). The parent prepares a
  * confine_policy once at start and a confine_plan per task; the child calls
  * confine_exec() between fork and execve and uses only async-signal-safe
  * calls there. */
@@ -55,7 +55,7 @@ struct confine_plan {
 			      * parent is already gone by then */
 };
 
-/* Child side: every step of DESIGN §3 in order, then execve. Never returns.
+/* Child side: every step of docs/design.md §5.2 in order, then execve. Never returns.
  * Also resets signal dispositions and unblocks every signal (the runner
  * blocks the ones it reads through a signalfd). The cwd is entered after
  * the identity change, with the task's own rights. Keeps the Landlock

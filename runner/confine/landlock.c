@@ -1,4 +1,4 @@
-/* Landlock ruleset for tasks (DESIGN §3 step 7). See landlock.h.
+/* Landlock ruleset for tasks (docs/design.md §5.2 step 7, §5.3). See landlock.h.
  *
  * Rights handled: every filesystem right the kernel's ABI knows (network
  * rights are not handled: egress is the sandbox network policy's job, and

@@ -1,4 +1,4 @@
-/* Landlock (DESIGN §3 step 7): tasks may read and execute everywhere but
+/* Landlock (docs/design.md §5.3): tasks may read and execute everywhere but
  * write only under the configured roots. The ruleset is built once in the
  * parent; each task child restricts itself with it just before seccomp. */
 #pragma once

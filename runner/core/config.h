@@ -30,7 +30,7 @@ struct runner_config {
 	const char *task_cpu_max; /* cgroup v2 cpu.max per task, e.g. "100000 100000" */
 	char **main_argv;         /* after "--"; NULL when none */
 
-	/* Model calls (DESIGN §6). gateway_url NULL = no model access. */
+	/* Model calls (docs/design.md §7). gateway_url NULL = no model access. */
 	const char *gateway_url;
 	char *gateway_key;        /* NULL = vault mode: no Authorization sent */
 	const char *gateway_ca;   /* NULL = SSL_CERT_FILE / CURL_CA_BUNDLE / system */

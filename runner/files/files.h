@@ -1,4 +1,4 @@
-/* The files API's filesystem layer (DESIGN §5a): every operation runs with
+/* The files API's filesystem layer (docs/design.md §3.4): every operation runs with
  * the task user's rights. The runner is single-threaded, so switching the
  * thread's filesystem uid/gid (setfsuid/setfsgid) around each operation is
  * exact: while the fsuid is not 0 the kernel also drops CAP_DAC_OVERRIDE,
@@ -15,7 +15,7 @@
 
 #include "core/util.h"
 
-/* Bounds (README "Files API"): a request that would exceed them is refused
+/* Bounds (docs/design.md §3.4): a request that would exceed them is refused
  * with 400 instead of blocking the single-threaded runner for long. */
 #define FILES_MAX_RESULTS 10000          /* entries in one list/search response */
 #define FILES_MAX_VISITED 200000         /* entries one list/search may look at */

@@ -1,5 +1,5 @@
 /* A pure, incremental parser of one OpenAI Chat Completions response
- * (DESIGN §6): feed the HTTP status, then the body bytes in any pieces,
+ * (docs/design.md §7.2): feed the HTTP status, then the body bytes in any pieces,
  * then EOF; get content deltas by callback and, at the end, the assembled
  * message (text, tool calls by index, usage) or a classified error.
  * No I/O, no clock: the caller owns retries and timing (see

@@ -1,4 +1,4 @@
-/* The one road to a model (DESIGN §6): HTTP calls to FORCEAI_GATEWAY_URL
+/* The one road to a model (docs/design.md §7.1): HTTP calls to FORCEAI_GATEWAY_URL
  * with libcurl's multi interface driven by the runner's event loop, so a
  * model call never blocks task streaming or other requests. Protocols
  * http/https only, no redirects, proxy environment ignored, the key

@@ -1,5 +1,5 @@
 """Capability `agent` end to end against scripted model turns: the exact event
-sequence, each limit, each error status (DESIGN §5b, §6)."""
+sequence, each limit, each error status (docs/design.md §3.3, §7.3)."""
 import json
 import os
 import time

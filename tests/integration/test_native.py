@@ -1,4 +1,4 @@
-"""Native task API (DESIGN §5b): standard SSE, raw chunks, re-attach."""
+"""Native task API (docs/design.md §3.3): standard SSE, raw chunks, re-attach."""
 import base64
 import hashlib
 import json

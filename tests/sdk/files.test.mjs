@@ -1,4 +1,4 @@
-// The files API (DESIGN §5a) driven through OpenSandbox's own JavaScript SDK (`sandbox.files`),
+// The files API (docs/design.md §3.4) through OpenSandbox's own JavaScript SDK (`sandbox.files`),
 // unchanged: the same connection setup as execd-compat.test.mjs.
 //
 //   RUNNER_URL    base URL of a running runner, e.g. http://127.0.0.1:18080 (required)
