@@ -95,8 +95,10 @@ static _Noreturn void shim_main(struct confine_plan *plan, const struct spawn_io
 	int n = place_fds(io);
 	if (n < 0)
 		_exit(126);
-	/* The Landlock ruleset stays open: the task applies it last. */
-	if (confine_close_fds(plan->policy, n, -1) < 0)
+	/* The Landlock ruleset and the cgroup leaf's procs file stay open:
+	 * the task uses both (a closed procs file would fail every task with
+	 * EBADF where cgroup v2 is delegated). */
+	if (confine_close_fds(plan->policy, n, plan->cgroup_procs_fd) < 0)
 		close_from(n);
 	plan->nkeep_fds = n;
 
