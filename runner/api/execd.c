@@ -276,6 +276,17 @@ int api_read_spec(json_t *body, const char *cmd_key, struct task_spec *spec, cha
 		return -1;
 	if (spec->cwd && !*spec->cwd)
 		spec->cwd = NULL;
+	const char *net;
+	if (get_str(body, "network", false, &net, err, errlen) < 0)
+		return -1;
+	if (net && !strcmp(net, "none"))
+		spec->network = TASK_NET_NONE;
+	else if (net && !strcmp(net, "full"))
+		spec->network = TASK_NET_FULL;
+	else if (net) {
+		snprintf(err, errlen, "field 'network' must be \"none\" or \"full\"");
+		return -1;
+	}
 	return 0;
 }
 
@@ -488,14 +499,6 @@ enum MHD_Result api_session_create(struct http_req *req)
 	return res;
 }
 
-static int make_memfd(const char *name)
-{
-	int fd = memfd_create(name, MFD_CLOEXEC);
-	if (fd < 0)
-		log_errno("memfd_create failed", errno, name);
-	return fd;
-}
-
 enum MHD_Result api_session_run(struct http_req *req)
 {
 	struct session *s = is_hex_id(req->param) ? session_find(req->r, req->param) : NULL;
@@ -524,8 +527,13 @@ enum MHD_Result api_session_run(struct http_req *req)
 	if (!spec.cwd)
 		spec.cwd = s->cwd;
 	wrapped = session_wrap_command(spec.command, explicit_cwd);
-	in_fd = s->state_fd >= 0 ? dup(s->state_fd) : make_memfd("session-state");
-	out_fd = make_memfd("session-state-out");
+	in_fd = s->state_fd >= 0 ? dup(s->state_fd) : session_memfd("session-state");
+	/* The run reads the state through this descriptor (shared offset). */
+	if (in_fd >= 0 && lseek(in_fd, 0, SEEK_SET) < 0) {
+		close(in_fd);
+		in_fd = -1;
+	}
+	out_fd = session_memfd("session-state-out");
 	if (!wrapped || in_fd < 0 || out_fd < 0) {
 		res = http_error(req, 500, "RUNTIME_ERROR", "cannot prepare the session run");
 		goto out;

@@ -1,6 +1,7 @@
 #include "api/hardening.h"
 
 #include "api/api.h"
+#include "core/ids.h"
 #include "core/log.h"
 #include "core/runner.h"
 
@@ -16,6 +17,13 @@ json_t *hardening_report(struct runner *r)
 	json_object_set_new(o, "task_uid", json_integer(r->cfg.task_uid));
 	json_object_set_new(o, "task_gid", json_integer(r->cfg.task_gid));
 	json_object_set_new(o, "allow_root_tasks", json_boolean(r->cfg.allow_root_tasks));
+	json_object_set_new(o, "task_identities", ids_report(&r->cfg));
+	json_object_set_new(
+		o, "network",
+		json_pack("{s:s,s:s,s:s}", "exec_default", r->cfg.exec_network_none ? "none" : "full",
+			  "per_task", "request field \"network\": \"none\" or \"full\" (chat tasks: "
+			  "full)", "none", "socket(AF_INET, AF_INET6) fails with EACCES (seccomp); "
+			  "AF_UNIX and the rest as the policy says"));
 	json_object_set_new(o, "tree_kill",
 			    json_string(r->policy.cgroup_mode == CGROUP_V2
 						? "cgroup.kill"

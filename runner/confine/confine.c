@@ -265,10 +265,17 @@ _Noreturn void confine_exec(const struct confine_plan *plan)
 	if (plan->cwd && chdir(plan->cwd) < 0)
 		die("chdir", plan->cwd, errno, 126);
 
-	if (confine) {
-		/* 6. */
+	if (confine || plan->deny_inet) {
+		/* 6. (also without confinement when the network policy needs a
+		 * filter: seccomp requires it) */
 		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 			die("no_new_privs", NULL, errno, 126);
+	}
+	/* 8a. The network policy, before the main filter (which may not
+	 * allow seccomp() itself). */
+	if (plan->deny_inet && (rc = netdeny_apply(&pol->netdeny)) < 0)
+		die("seccomp", "(network none)", -rc, 126);
+	if (confine) {
 		/* 7. */
 		if (ll_fd >= 0) {
 			if ((rc = landlock_apply(ll_fd)) < 0)
@@ -353,6 +360,10 @@ int confine_policy_init(struct confine_policy *pol, const struct runner_config *
 		return -1;
 	}
 
+	if (netdeny_build(&pol->netdeny) < 0) {
+		snprintf(err, errlen, "libseccomp knows no native architecture");
+		return -1;
+	}
 	pol->cgroup_mode = cgroup_init();
 	if (!pol->enabled) {
 		log_warn("task confinement is DISABLED (--insecure-no-confine, test only)", NULL);

@@ -13,6 +13,7 @@
 #include "confine/caps.h"
 #include "confine/cgroup.h"
 #include "confine/landlock.h"
+#include "confine/netdeny.h"
 #include "confine/seccomp_policy.h"
 
 struct confine_rlimit {
@@ -26,6 +27,7 @@ struct confine_rlimit {
 struct confine_policy {
 	bool enabled;                  /* false only with the test-only --insecure-no-confine */
 	struct seccomp_policy seccomp; /* compiled BPF program */
+	struct netdeny netdeny;        /* network policy "none", stacked when asked */
 	int landlock_ruleset_fd;       /* -1 when the kernel has no Landlock */
 	int landlock_abi;              /* 0 when absent */
 	struct confine_rlimit rlimits[8];
@@ -50,6 +52,7 @@ struct confine_plan {
 	gid_t gid;
 	int cgroup_procs_fd; /* open cgroup.procs of the task's leaf, or -1 */
 	int nkeep_fds;       /* fds 0..nkeep_fds-1 survive; the rest are closed */
+	bool deny_inet;      /* network policy "none": no AF_INET/AF_INET6 sockets */
 	int pdeath_signal;   /* 0, or re-armed after the identity change (which
 			      * clears PR_SET_PDEATHSIG); the child exits if its
 			      * parent is already gone by then */

@@ -13,8 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/ids.h"
 #include "core/version.h"
 
 enum opt_type {
@@ -27,6 +29,8 @@ enum opt_type {
 	OPT_TOKEN_FILE,
 	OPT_KEY_FILE,
 	OPT_PORT,
+	OPT_ID_RANGE,
+	OPT_NETWORK,
 };
 
 struct opt_def {
@@ -55,6 +59,11 @@ static const struct opt_def opts[] = {
 	 "UID:GID tasks run as"},
 	{"allow-root-tasks", "FORCEAI_ALLOW_ROOT_TASKS", OPT_BOOL, OFF(allow_root_tasks), "0",
 	 "honour uid/gid 0 in requests (root tasks still have no capabilities)"},
+	{"task-id-range", "FORCEAI_TASK_ID_RANGE", OPT_ID_RANGE, 0, "1000-4294967294",
+	 "uids/gids a request may ask for, besides the task user's own (65534 and gids below "
+	 "1000 never)"},
+	{"exec-network", "FORCEAI_EXEC_NETWORK", OPT_NETWORK, OFF(exec_network_none), "full",
+	 "network of exec tasks unless the request says: full, or none (no IP sockets)"},
 	{"max-tasks", "FORCEAI_MAX_TASKS", OPT_UINT, OFF(max_tasks), "64",
 	 "running tasks at once; more get 429"},
 	{"max-body", "FORCEAI_MAX_BODY", OPT_U64, OFF(max_body), "1048576",
@@ -69,6 +78,11 @@ static const struct opt_def opts[] = {
 	 "how long finished task records are kept (ms)"},
 	{"idle-timeout-ms", "FORCEAI_IDLE_TIMEOUT_MS", OPT_U64, OFF(header_timeout_ms), "15000",
 	 "a connection idle this long (e.g. headers never finished) is closed"},
+	{"header-deadline-ms", "FORCEAI_HEADER_DEADLINE_MS", OPT_U64, OFF(header_deadline_ms),
+	 "5000", "a new connection that has not sent a whole request head by then is closed"},
+	{"max-client-connections", "FORCEAI_MAX_CLIENT_CONNECTIONS", OPT_UINT,
+	 OFF(max_client_conns), "256", "connections at once from one client (address, or uid "
+	 "inside the box)"},
 	{"landlock-roots", "FORCEAI_LANDLOCK_ROOTS", OPT_STR, OFF(landlock_roots),
 	 "/workspace:/tmp:/home", "colon-separated roots tasks may write under (Landlock)"},
 	{"limit-nproc", "FORCEAI_LIMIT_NPROC", OPT_U64, OFF(rlimit_nproc), "0",
@@ -223,12 +237,44 @@ static int parse_user(struct runner_config *cfg, const char *val)
 	return 0;
 }
 
-/* Read a secret from a file: first line, surrounding whitespace stripped. */
-static int read_secret_file(char **dst, const char *opt, const char *path)
+/* LO-HI: the uids/gids requests may ask for (see core/ids.h). */
+static int parse_id_range(struct runner_config *cfg, const char *val)
+{
+	char buf[64];
+	snprintf(buf, sizeof(buf), "%s", val);
+	char *dash = strchr(buf, '-');
+	uint64_t lo, hi;
+	if (!dash)
+		return bad("task-id-range", val, "expected LO-HI, e.g. 1000-60000");
+	*dash = 0;
+	if (parse_u64(buf, &lo) < 0 || parse_u64(dash + 1, &hi) < 0 || hi > 0xfffffffe)
+		return bad("task-id-range", val, "expected LO-HI, numbers up to 4294967294");
+	if (lo == 0 || lo > hi)
+		return bad("task-id-range", val,
+			   "LO must be at least 1 (uid 0 only with --allow-root-tasks) and at most HI");
+	cfg->task_id_lo = (uint32_t)lo;
+	cfg->task_id_hi = (uint32_t)hi;
+	return 0;
+}
+
+/* Read a secret from a file: first line, surrounding whitespace stripped.
+ * The file's owner and mode are kept for check_secret_file(), which runs
+ * once every option is known. */
+static int read_secret_file(char **dst, struct secret_file *sf, const char *opt, const char *path)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return bad(opt, path, strerror(errno));
+	struct stat st;
+	if (fstat(fd, &st) < 0) {
+		int err = errno;
+		close(fd);
+		return bad(opt, path, strerror(err));
+	}
+	sf->path = path;
+	sf->mode = st.st_mode;
+	sf->uid = st.st_uid;
+	sf->gid = st.st_gid;
 	char buf[512];
 	ssize_t n = read(fd, buf, sizeof(buf) - 1);
 	int err = errno;
@@ -289,9 +335,16 @@ static int apply_opt(struct runner_config *cfg, const struct opt_def *o, const c
 	case OPT_USER:
 		return parse_user(cfg, val);
 	case OPT_TOKEN_FILE:
-		return read_secret_file(&cfg->token, o->name, val);
+		return read_secret_file(&cfg->token, &cfg->token_file, o->name, val);
 	case OPT_KEY_FILE:
-		return read_secret_file(&cfg->gateway_key, o->name, val);
+		return read_secret_file(&cfg->gateway_key, &cfg->key_file, o->name, val);
+	case OPT_ID_RANGE:
+		return parse_id_range(cfg, val);
+	case OPT_NETWORK:
+		if (strcmp(val, "full") && strcmp(val, "none"))
+			return bad(o->name, val, "expected full or none");
+		*(bool *)(base + o->off) = !strcmp(val, "none");
+		return 0;
 	case OPT_PORT: {
 		uint64_t v;
 		if (parse_u64(val, &v) < 0 || v > 65535)
@@ -300,6 +353,45 @@ static int apply_opt(struct runner_config *cfg, const struct opt_def *o, const c
 		return 0;
 	}
 	}
+	return 2;
+}
+
+/* A secret file a task could read is the secret: refuse to start (exit 2)
+ * unless only its owner can read it, and that owner is no identity a task
+ * can have. Group read is allowed for a group no task can have (Kubernetes
+ * fsGroup below 1000, say): tasks have no supplementary groups. */
+static int check_secret_file(const struct runner_config *cfg, const struct secret_file *sf,
+			     const char *opt)
+{
+	if (!sf->path)
+		return 0;
+	unsigned mode = (unsigned)sf->mode & 07777;
+	char why[384];
+	if (mode & 0007)
+		snprintf(why, sizeof(why), "has mode %04o: %s by every user, tasks included", mode,
+			 mode & 0002 ? "writable" : "readable");
+	else if (mode & 0020)
+		snprintf(why, sizeof(why), "has mode %04o: writable by its group", mode);
+	else if ((mode & 0040) && ids_gid_allowed(cfg, sf->gid))
+		snprintf(why, sizeof(why),
+			 "has mode %04o and group %u, a gid tasks can run as (--task-user, "
+			 "--task-id-range): tasks can read it", mode, (unsigned)sf->gid);
+	else if (ids_uid_allowed(cfg, sf->uid))
+		snprintf(why, sizeof(why),
+			 "is owned by uid %u, a uid tasks can run as (--task-user, --task-id-range%s): "
+			 "tasks can read it", (unsigned)sf->uid,
+			 sf->uid == 0 ? ", --allow-root-tasks" : "");
+	else
+		return 0;
+	fprintf(stderr,
+		"forceai-runner: --%s '%s' %s. Make it readable by its owner only and owned by "
+		"a uid no task can have, e.g. `chown root '%s' && chmod 0400 '%s'` (Kubernetes: "
+		"secret volume `defaultMode: 0400`, fsGroup below 1000 or none)%s\n",
+		opt, sf->path, why, sf->path, sf->path,
+		sf->uid == 0 && cfg->allow_root_tasks
+			? "; with --allow-root-tasks root tasks own root's files: use another owner "
+			  "(e.g. uid 999) or pass the secret in the environment"
+			: "");
 	return 2;
 }
 
@@ -472,6 +564,11 @@ int config_parse(struct runner_config *cfg, int argc, char **argv)
 		return bad_num("stream-window", cfg->stream_window, "must be 4096 .. task-log-max/4");
 	if (cfg->max_body < 1024)
 		return bad_num("max-body", cfg->max_body, "must be at least 1024");
+	if (cfg->header_deadline_ms < 100 || cfg->header_deadline_ms > 600000)
+		return bad_num("header-deadline-ms", cfg->header_deadline_ms, "must be 100..600000");
+	if (check_secret_file(cfg, &cfg->token_file, "token-file") ||
+	    check_secret_file(cfg, &cfg->key_file, "gateway-key-file"))
+		return 2;
 	if (cfg->gateway_url && validate_gateway_url(cfg->gateway_url) != 0)
 		return 2;
 	if (cfg->gateway_key && !cfg->gateway_url)

@@ -5,6 +5,14 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* Where a secret came from (owner and mode checked at start). */
+struct secret_file {
+	const char *path; /* NULL: not read from a file */
+	mode_t mode;
+	uid_t uid;
+	gid_t gid;
+};
+
 struct runner_config {
 	char listen_host[64]; /* numeric IPv4/IPv6 address */
 	unsigned listen_port;
@@ -15,6 +23,8 @@ struct runner_config {
 	uid_t task_uid;
 	gid_t task_gid;
 	bool allow_root_tasks;
+	uint32_t task_id_lo, task_id_hi; /* ids requests may ask for (core/ids.h) */
+	bool exec_network_none;          /* exec tasks get no IP sockets unless asked */
 	bool insecure_no_confine; /* test-only: benchmarks of confinement cost */
 	unsigned max_tasks;       /* concurrent running tasks; 429 beyond */
 	uint64_t max_body;        /* request body bytes; 413 beyond */
@@ -23,6 +33,8 @@ struct runner_config {
 	unsigned retain_count;    /* finished task records kept */
 	uint64_t retain_ms;       /* ... and for how long */
 	uint64_t header_timeout_ms; /* idle connection / slowloris timeout */
+	uint64_t header_deadline_ms; /* a connection's request head must be in by then */
+	unsigned max_client_conns;   /* connections at once per client */
 	const char *landlock_roots; /* colon-separated writable roots */
 	uint64_t rlimit_nproc, rlimit_nofile, rlimit_as, rlimit_fsize; /* 0 = unset */
 	uint64_t task_memory_max; /* cgroup v2 memory.max per task; 0 = max */
@@ -33,6 +45,7 @@ struct runner_config {
 	/* Model calls (docs/design.md §7). gateway_url NULL = no model access. */
 	const char *gateway_url;
 	char *gateway_key;        /* NULL = vault mode: no Authorization sent */
+	struct secret_file token_file, key_file;
 	const char *gateway_ca;   /* NULL = SSL_CERT_FILE / CURL_CA_BUNDLE / system */
 	const char *gateway_proxy; /* NULL = no proxy (proxy env vars ignored) */
 	uint64_t gateway_connect_timeout_ms;

@@ -19,6 +19,7 @@ struct agent {
 	char *model;
 	json_t *env; /* the request's env for tool commands (or NULL) */
 	uint64_t max_steps, max_tokens;
+	enum task_network network; /* of its tool calls */
 	unsigned step;
 	json_t *messages;
 	struct cs_usage total;
@@ -448,6 +449,7 @@ static void next_tool(struct agent *a)
 					 .cwd = a->t->cwd,
 					 .env = a->env,
 					 .capability = "exec",
+					 .network = a->network,
 					 .state_in_fd = -1,
 					 .state_out_fd = -1};
 		int status;
@@ -498,6 +500,7 @@ struct task *agent_start(struct runner *r, const struct task_spec *spec, int *ht
 	a->r = r;
 	a->max_steps = spec->max_steps ? spec->max_steps : r->cfg.agent_max_steps;
 	a->max_tokens = spec->max_tokens ? spec->max_tokens : r->cfg.agent_max_tokens;
+	a->network = spec->network; /* for its tool calls */
 	if (spec->env && json_is_object(spec->env))
 		a->env = json_deep_copy(spec->env);
 	if (loop_timer_init(&r->loop, &a->retry_timer, on_retry_timer, a) < 0) {

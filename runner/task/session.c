@@ -99,13 +99,38 @@ void sessions_free_all(struct runner *r)
 	r->sessions = NULL;
 }
 
+int session_memfd(const char *name)
+{
+	int fd = memfd_create(name, MFD_CLOEXEC);
+	if (fd < 0) {
+		log_errno("memfd_create failed", errno, name);
+		return -1;
+	}
+	/* memfd_create makes it 0777: anyone who can name it (another task
+	 * through /proc/PID/fd) could read the saved environment. */
+	if (fchmod(fd, 0600) < 0) {
+		log_errno("fchmod(session memfd) failed", errno, name);
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 char *session_wrap_command(const char *command, bool explicit_cwd)
 {
-	/* fd 3: the state saved by the previous run (may be empty).
-	 * fd 4: where this run saves its state on exit, whatever the exit. */
+	/* fd 3: the state saved by the previous run (may be empty), read
+	 * through the descriptor: the memfd is 0600 and the runner's, so a
+	 * reopen through /proc/self/fd/3 is refused (as it is for every other
+	 * process). fd 4: where this run saves its state on exit, whatever
+	 * the exit. */
 	char *out;
 	if (asprintf(&out,
-		     "if [ -s /proc/self/fd/3 ]; then . /proc/self/fd/3 2>/dev/null; fi\n"
+		     "__forceai_s=\n"
+		     "while IFS= read -r __forceai_l <&3 || [ -n \"$__forceai_l\" ]; do\n"
+		     "__forceai_s=\"$__forceai_s$__forceai_l\n\"\n"
+		     "done\n"
+		     "eval \"$__forceai_s\" 2>/dev/null\n"
+		     "unset __forceai_s __forceai_l\n"
 		     "%s"
 		     "trap '__forceai_rc=$?; export -p >&4 2>/dev/null; exit $__forceai_rc' EXIT\n"
 		     "exec 2>&1\n"

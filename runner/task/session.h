@@ -26,6 +26,10 @@ void sessions_close_all(struct runner *r);
 struct session *session_find(struct runner *r, const char *id);
 struct session *session_create(struct runner *r, const char *cwd);
 void session_delete(struct runner *r, struct session *s);
+/* A memfd for a session's saved state: mode 0600, owned by the runner; the
+ * task uses it only through the descriptor it inherits. -1 on failure
+ * (logged). */
+int session_memfd(const char *name);
 /* Builds the wrapper script for one run (malloc'd). */
 char *session_wrap_command(const char *command, bool explicit_cwd);
 /* Called by the task engine when a session run ends. */

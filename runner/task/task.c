@@ -14,6 +14,7 @@
 
 #include "confine/cgroup.h"
 #include "task/env.h"
+#include "core/ids.h"
 #include "core/log.h"
 #include "core/runner.h"
 #include "task/session.h"
@@ -478,6 +479,15 @@ static int resolve_identity(struct runner *r, const struct task_spec *spec, uid_
 			 "tasks may not run as uid/gid 0 (the runner was started without --allow-root-tasks)");
 		return 403;
 	}
+	if (!ids_uid_allowed(&r->cfg, *uid) || !ids_gid_allowed(&r->cfg, *gid)) {
+		snprintf(err, errlen,
+			 "%s %u is not an identity tasks may have (the task user's own, or "
+			 "--task-id-range %u-%u without 65534; never a system group below 1000)",
+			 ids_uid_allowed(&r->cfg, *uid) ? "gid" : "uid",
+			 ids_uid_allowed(&r->cfg, *uid) ? (unsigned)*gid : (unsigned)*uid,
+			 (unsigned)r->cfg.task_id_lo, (unsigned)r->cfg.task_id_hi);
+		return 403;
+	}
 	return 0;
 }
 
@@ -605,6 +615,14 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, int *htt
 			*code = "FORBIDDEN";
 		return NULL;
 	}
+	bool chat = spec->capability && !strcmp(spec->capability, "chat");
+	if (chat && spec->network == TASK_NET_NONE) {
+		*http_status = 400;
+		snprintf(err, errlen, "a chat task needs the network: its model proxy is on 127.0.0.1");
+		return NULL;
+	}
+	bool net_none = spec->network == TASK_NET_NONE ||
+			(spec->network == TASK_NET_DEFAULT && !chat && r->cfg.exec_network_none);
 	char **envp = env_build(uid, cwd, spec->env, err, errlen);
 	if (!envp)
 		return NULL;
@@ -618,6 +636,7 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, int *htt
 		goto fail_errno;
 	t->uid = uid;
 	t->gid = gid;
+	t->net_none = net_none;
 	if ((rc = make_pipe(outp)) < 0 || (rc = make_pipe(errp)) < 0) {
 		errno = -rc;
 		goto fail_errno;
@@ -636,6 +655,7 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, int *htt
 		.uid = uid,
 		.gid = gid,
 		.cgroup_procs_fd = -1,
+		.deny_inet = net_none,
 		/* The uid change clears the shim's death signal: re-armed in
 		 * the task so it dies if the shim does. */
 		.pdeath_signal = SIGKILL,
@@ -684,15 +704,17 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, int *htt
 		t->state_out_fd = dup(spec->state_out_fd);
 		t->session = spec->session;
 	}
-	json_t *started = json_pack("{s:s,s:i,s:I,s:s}", "task_id", t->id, "pid", (int)pid,
+	json_t *started = json_pack("{s:s,s:i,s:I,s:s,s:s}", "task_id", t->id, "pid", (int)pid,
 				    "started_at", (json_int_t)t->started_ms, "capability",
-				    spec->capability ? spec->capability : "exec");
+				    spec->capability ? spec->capability : "exec", "network",
+				    net_none ? "none" : "full");
 	append_event(t, "started", started);
 	json_decref(started);
 
 	task_link(t);
-	log_info("task started", "{s:s,s:i,s:i,s:i,s:b}", "task", t->id, "pid", (int)pid, "uid",
-		 (int)uid, "gid", (int)gid, "background", spec->background);
+	log_info("task started", "{s:s,s:i,s:i,s:i,s:b,s:s}", "task", t->id, "pid", (int)pid, "uid",
+		 (int)uid, "gid", (int)gid, "background", spec->background, "network",
+		 net_none ? "none" : "full");
 	return t;
 
 fail_errno:

@@ -32,6 +32,14 @@ enum task_status {
 };
 const char *task_status_name(enum task_status s);
 
+/* The network a task gets: the default is the runner's (--exec-network)
+ * for exec tasks and full for chat tasks (they talk to the model proxy). */
+enum task_network {
+	TASK_NET_DEFAULT = 0,
+	TASK_NET_NONE, /* no IP sockets: socket(AF_INET/AF_INET6) fails with EACCES */
+	TASK_NET_FULL,
+};
+
 struct task_spec {
 	enum task_api api;
 	const char *command;
@@ -47,6 +55,7 @@ struct task_spec {
 	uint64_t max_steps;     /* agent: 0 = the configured default */
 	uint64_t max_tokens;    /* agent: 0 = the configured default */
 	bool has_timeout;       /* timeout_ms was given (agent: 0 = none) */
+	enum task_network network; /* request field "network" */
 	struct session *session;
 	int state_in_fd;  /* session: memfd with the saved shell state, or -1 */
 	int state_out_fd; /* session: memfd the wrapper writes the new state to, or -1 */
@@ -82,6 +91,7 @@ struct task {
 	bool background;
 	uid_t uid;
 	gid_t gid;
+	bool net_none; /* no IP sockets (network policy "none") */
 
 	pid_t shim_pid;
 	bool proc_running;
