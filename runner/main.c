@@ -48,6 +48,10 @@ static int spawn_main(struct runner *r)
 		if (isatty(STDIN_FILENO))
 			tcsetpgrp(STDIN_FILENO, getpid());
 		signals_reset_child();
+		/* The raised fd limit is the runner's, not the main process's
+		 * (select() users break beyond 1024). */
+		if (setrlimit(RLIMIT_NOFILE, &r->nofile_at_start) < 0)
+			log_errno("setrlimit(RLIMIT_NOFILE) for the main child failed", errno, NULL);
 		execvp(r->cfg.main_argv[0], r->cfg.main_argv);
 		int err = errno;
 		log_error("cannot run the main command", "{s:s,s:s}", "argv0", r->cfg.main_argv[0],
@@ -143,6 +147,27 @@ static void on_tick(struct loop *loop, struct loop_timer *t)
 	}
 }
 
+/* Every connection is an fd: the soft limit goes up to the hard one, so
+ * connection floods meet the HTTP daemons' own limits (sized from this,
+ * gate_connection_limit) rather than EMFILE. */
+static void raise_nofile(struct runner *r)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+		log_errno("getrlimit(RLIMIT_NOFILE) failed", errno, NULL);
+		return;
+	}
+	r->nofile_at_start = rl;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			log_errno("setrlimit(RLIMIT_NOFILE) failed", errno, NULL);
+	}
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < 4096)
+		log_warn("few file descriptors: connection limits are lowered to fit", "{s:I}",
+			 "nofile", (json_int_t)rl.rlim_cur);
+}
+
 static int setup_state_dir(struct runner *r)
 {
 	const char *dir = r->cfg.state_dir;
@@ -220,6 +245,7 @@ int main(int argc, char **argv)
 	if (setup_state_dir(r) < 0)
 		return 1;
 
+	raise_nofile(r);
 	int rc = loop_init(&r->loop);
 	if (rc < 0) {
 		fprintf(stderr, "forceai-runner: epoll_create1: %s\n", strerror(-rc));

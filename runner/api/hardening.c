@@ -3,6 +3,7 @@
 #include "api/api.h"
 #include "core/ids.h"
 #include "core/log.h"
+#include "model/modelproxy.h"
 #include "core/runner.h"
 
 json_t *hardening_report(struct runner *r)
@@ -18,6 +19,8 @@ json_t *hardening_report(struct runner *r)
 	json_object_set_new(o, "task_gid", json_integer(r->cfg.task_gid));
 	json_object_set_new(o, "allow_root_tasks", json_boolean(r->cfg.allow_root_tasks));
 	json_object_set_new(o, "task_identities", ids_report(&r->cfg));
+	json_object_set_new(o, "api_connections", http_access_report(r));
+	json_object_set_new(o, "model_proxy_connections", modelproxy_report(r));
 	json_object_set_new(
 		o, "network",
 		json_pack("{s:s,s:s,s:s}", "exec_default", r->cfg.exec_network_none ? "none" : "full",

@@ -3,6 +3,7 @@
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include "core/config.h"
@@ -41,6 +42,7 @@ struct runner {
 	struct loop_timer shutdown_timer;
 	int exit_code;
 
+	struct rlimit nofile_at_start; /* restored for the main child */
 	int state_dir_fd;
 	struct loop_timer tick; /* 1 s housekeeping: keep-alives, record expiry */
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "http/gate.h"
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/util.h"
@@ -57,6 +58,7 @@ static const struct route routes[] = {
 
 struct http_server {
 	struct MHD_Daemon *d;
+	struct gate *gate; /* who may connect (tasks may not) */
 	int listen_fd;
 	unsigned port;
 	struct loop_watch epoll_watch;
@@ -346,10 +348,83 @@ static enum MHD_Result framing_it(void *cls, enum MHD_ValueKind kind, const char
 	return MHD_YES;
 }
 
-static const char *framing_problem(struct MHD_Connection *conn)
+/* libmicrohttpd 0.9.75 parses the request head in place and measures each
+ * header value with strlen(): a NUL inside a value cuts it silently (what
+ * follows is dropped; a proxy in front saw all of it), so the check above
+ * never sees the NUL. The head's bytes stay where they were read: after
+ * the end of a value there may be only its line end (1-2 bytes the parser
+ * zeroed) before the next header line starts, or, after the last one, the
+ * empty line too (2-4 bytes). Anything more was hidden behind a NUL. (A NUL
+ * right before a bare LF looks like a CR here; nothing hides behind it.)
+ * Pointers outside the head as read (a folded line was copied) are not
+ * judged. */
+struct hdr_pos {
+	const char *key, *value;
+	size_t vlen;
+};
+
+struct hdr_list {
+	struct hdr_pos *h;
+	size_t n, cap;
+	bool oom;
+};
+
+static enum MHD_Result hdr_collect(void *cls, enum MHD_ValueKind kind, const char *key,
+				   size_t key_size, const char *value, size_t value_size)
+{
+	(void)kind;
+	(void)key_size;
+	struct hdr_list *l = cls;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 32;
+		struct hdr_pos *nh = realloc(l->h, cap * sizeof(*nh));
+		if (!nh) {
+			l->oom = true;
+			return MHD_NO;
+		}
+		l->h = nh;
+		l->cap = cap;
+	}
+	l->h[l->n++] = (struct hdr_pos){key, value, value ? value_size : 0};
+	return MHD_YES;
+}
+
+static bool header_value_cut(struct MHD_Connection *conn, const char *head)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+	if (!ci || !head)
+		return false;
+	const char *end = head + ci->header_size;
+	struct hdr_list l = {0};
+	MHD_get_connection_values_n(conn, MHD_HEADER_KIND, hdr_collect, &l);
+	bool cut = l.oom; /* cannot check: refuse */
+	for (size_t i = 0; i < l.n && !cut; i++) {
+		const char *v = l.h[i].value;
+		if (!v || v < head || v >= end || l.h[i].vlen >= (size_t)(end - v))
+			continue;
+		const char *p = v + l.h[i].vlen, *q = p;
+		while (q < end && !*q)
+			q++;
+		if (i + 1 < l.n) {
+			const char *next = l.h[i + 1].key;
+			if (next <= p || next >= end)
+				continue;
+			cut = q != next || q - p > 2;
+		} else {
+			cut = q != end || q - p > 4;
+		}
+	}
+	free(l.h);
+	return cut;
+}
+
+static const char *framing_problem(struct MHD_Connection *conn, const char *head)
 {
 	struct framing f = {0};
 	MHD_get_connection_values_n(conn, MHD_HEADER_KIND, framing_it, &f);
+	if (!f.bad_value && header_value_cut(conn, head))
+		f.bad_value = true;
 	if (f.cl && f.te)
 		return "both Content-Length and Transfer-Encoding";
 	if (f.cl > 1 || f.te > 1 || f.host > 1)
@@ -359,7 +434,7 @@ static const char *framing_problem(struct MHD_Connection *conn)
 	if (f.bad_name)
 		return "a header name that is not a token";
 	if (f.bad_value)
-		return "a control character in a header value";
+		return "a control character (or NUL) in a header value";
 	return NULL;
 }
 
@@ -392,6 +467,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	struct runner *r = cls;
 	struct http_req *req = *con_cls;
 	if (!req) {
+		/* A task's connection (or one over its client's limit): no
+		 * handler runs, not even for a request already buffered. */
+		if (!gate_request_begins(conn, NULL))
+			return MHD_NO;
 		req = calloc(1, sizeof(*req));
 		if (!req)
 			return MHD_NO;
@@ -401,7 +480,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		req->method = method;
 		req->path = url;
 		req->route = -1;
-		const char *problem = framing_problem(conn);
+		const char *problem = framing_problem(conn, method);
 		if (problem)
 			return framing_error(req, problem);
 		bool path_known = false;
@@ -473,7 +552,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
 	(void)cls;
-	(void)conn;
+	gate_request_ends(conn);
 	struct http_req *req = *con_cls;
 	if (!req)
 		return;
@@ -591,13 +670,27 @@ int http_start(struct runner *r, char *err, size_t errlen)
 	if (h->listen_fd < 0)
 		return -1;
 	unsigned timeout_s = (unsigned)((r->cfg.header_timeout_ms + 999) / 1000);
+	unsigned max_conns = gate_connection_limit(1024, 2);
+	struct gate_policy gp = {.name = "http",
+				 .refuse_tasks = true,
+				 .max_per_client = r->cfg.max_client_conns < max_conns
+							   ? r->cfg.max_client_conns
+							   : max_conns,
+				 .first_head_ms = r->cfg.header_deadline_ms,
+				 .next_head_ms = r->cfg.header_timeout_ms};
+	h->gate = gate_new(r, &gp);
+	if (!h->gate) {
+		snprintf(err, errlen, "cannot set up connection admission");
+		return -1;
+	}
 	h->d = MHD_start_daemon(
 		MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
 		on_request, r, MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log, (void *)"http",
 		MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
-		MHD_OPTION_NOTIFY_COMPLETED, on_completed, r, MHD_OPTION_CONNECTION_TIMEOUT,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, r, MHD_OPTION_NOTIFY_CONNECTION,
+		gate_notify, h->gate, MHD_OPTION_CONNECTION_TIMEOUT,
 		timeout_s ? timeout_s : 1, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024,
-		MHD_OPTION_CONNECTION_LIMIT, 1024u, MHD_OPTION_STRICT_FOR_CLIENT, 1,
+		MHD_OPTION_CONNECTION_LIMIT, max_conns, MHD_OPTION_STRICT_FOR_CLIENT, 1,
 		/* SIGPIPE is ignored (signals.c): lets MHD use sendfile for downloads. */
 		MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1,
 		MHD_OPTION_END);
@@ -619,6 +712,11 @@ int http_start(struct runner *r, char *err, size_t errlen)
 	r->loop.before_wait = before_wait;
 	r->loop.before_wait_arg = r;
 	return 0;
+}
+
+json_t *http_access_report(struct runner *r)
+{
+	return r->http && r->http->gate ? gate_report(r->http->gate) : json_null();
 }
 
 unsigned http_port(struct runner *r)
@@ -686,6 +784,7 @@ void http_stop(struct runner *r)
 		MHD_stop_daemon(h->d);
 		h->d = NULL;
 	}
+	gate_free(h->gate); /* after the daemon: it reports closed connections */
 	/* MHD closed the listening socket (or quiesce handed it to us). */
 	loop_timer_close(&r->loop, &h->timer);
 	r->loop.before_wait = NULL;

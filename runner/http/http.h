@@ -56,6 +56,8 @@ int http_start(struct runner *r, char *err, size_t errlen);
  * cls names the daemon ("http", "model proxy"). */
 void http_mhd_log(void *cls, const char *fmt, va_list ap);
 unsigned http_port(struct runner *r);
+/* Who may connect (gate.h), for GET /v1/hardening. New reference. */
+json_t *http_access_report(struct runner *r);
 void http_quiesce(struct runner *r); /* stop accepting */
 bool http_busy(struct runner *r);    /* streams still open */
 void http_tick(struct runner *r);

@@ -222,7 +222,7 @@ static void on_done(struct gw_call *c, void *arg, enum gw_err err, const char *m
 	fail(a, cs_result_code(r), m, a->cs.http_status != 200 ? a->cs.http_status : 0);
 }
 
-static const struct gw_call_ops call_ops = {on_head, on_data, on_done};
+static const struct gw_call_ops call_ops = {on_head, on_data, on_done, NULL};
 
 static void ask(struct agent *a)
 {

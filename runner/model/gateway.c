@@ -41,6 +41,8 @@ struct gw_call {
 	void *arg;
 	bool head_done;
 	bool cancelled;
+	bool recv_paused; /* data() asked for a pause */
+	bool send_paused; /* read() had nothing yet */
 	long status;
 	char ctype[128];
 	char retry_after[32];
@@ -345,10 +347,25 @@ static size_t on_write(char *p, size_t size, size_t nmemb, void *userp)
 			return 0;
 	}
 	int rc = c->ops->data ? c->ops->data(c, c->arg, p, n) : 0;
-	if (rc == 1)
+	if (rc == 1) {
+		c->recv_paused = true;
 		return CURL_WRITEFUNC_PAUSE;
+	}
 	if (rc < 0 || c->cancelled)
 		return 0;
+	return n;
+}
+
+static size_t on_read(char *p, size_t size, size_t nitems, void *userp)
+{
+	struct gw_call *c = userp;
+	if (c->cancelled || !c->ops || !c->ops->read)
+		return CURL_READFUNC_ABORT;
+	size_t n = c->ops->read(c, c->arg, p, size * nitems);
+	if (n == GW_READ_PAUSE) {
+		c->send_paused = true;
+		return CURL_READFUNC_PAUSE;
+	}
 	return n;
 }
 
@@ -392,6 +409,8 @@ struct gw_call *gw_call_start(struct runner *r, const struct gw_request *rq,
 		ok &= slist_add(&c->hdrs, hdr);
 	}
 	ok &= slist_add(&c->hdrs, "Expect:"); /* no 100-continue round trip */
+	if (rq->stream_body && rq->body_size < 0)
+		ok &= slist_add(&c->hdrs, "Transfer-Encoding: chunked");
 	if (gw->auth)
 		ok &= slist_add(&c->hdrs, gw->auth);
 	if (!ok)
@@ -423,7 +442,14 @@ struct gw_call *gw_call_start(struct runner *r, const struct gw_request *rq,
 	bad |= curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
 	bad |= curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->errbuf);
 	bad |= curl_easy_setopt(e, CURLOPT_PRIVATE, c);
-	if (!strcmp(rq->method, "POST")) {
+	if (!strcmp(rq->method, "POST") && rq->stream_body) {
+		bad |= curl_easy_setopt(e, CURLOPT_POST, 1L);
+		bad |= curl_easy_setopt(e, CURLOPT_READFUNCTION, on_read);
+		bad |= curl_easy_setopt(e, CURLOPT_READDATA, c);
+		bad |= curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)rq->body_size);
+		/* The smallest upload buffer: bodies stream, they do not pool here. */
+		bad |= curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, 16384L);
+	} else if (!strcmp(rq->method, "POST")) {
 		bad |= curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)rq->body_len);
 		bad |= curl_easy_setopt(e, CURLOPT_COPYPOSTFIELDS, rq->body ? rq->body : "");
 	} else {
@@ -473,18 +499,34 @@ void gw_call_cancel(struct gw_call *c)
 		call_unlink_free(c);
 }
 
+/* Set curl's pause state to what is still paused in either direction. */
+static void repause(struct gw_call *c)
+{
+	struct gateway *gw = c->gw;
+	int bits = (c->recv_paused ? CURLPAUSE_RECV : 0) | (c->send_paused ? CURLPAUSE_SEND : 0);
+	gw->in_curl++;
+	CURLcode cc = curl_easy_pause(c->easy, bits);
+	gw->in_curl--;
+	if (cc != CURLE_OK)
+		log_error("curl_easy_pause failed", "{s:s}", "error", curl_easy_strerror(cc));
+	/* Let curl look at its sockets again from the top of the loop. */
+	loop_timer_start(&gw->r->loop, &gw->timer, 0, 0);
+}
+
 void gw_call_resume(struct gw_call *c)
 {
 	if (!c || c->cancelled)
 		return;
-	struct gateway *gw = c->gw;
-	gw->in_curl++;
-	CURLcode cc = curl_easy_pause(c->easy, CURLPAUSE_CONT);
-	gw->in_curl--;
-	if (cc != CURLE_OK)
-		log_error("curl_easy_pause(CONT) failed", "{s:s}", "error", curl_easy_strerror(cc));
-	/* Let curl look at its sockets again from the top of the loop. */
-	loop_timer_start(&gw->r->loop, &gw->timer, 0, 0);
+	c->recv_paused = false;
+	repause(c);
+}
+
+void gw_call_resume_send(struct gw_call *c)
+{
+	if (!c || c->cancelled || !c->send_paused)
+		return;
+	c->send_paused = false;
+	repause(c);
 }
 
 static const char *pick_ca(const struct runner *r)

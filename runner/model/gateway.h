@@ -30,7 +30,12 @@ struct gw_call_ops {
 	int (*data)(struct gw_call *c, void *arg, const char *p, size_t n);
 	/* Exactly once (unless cancelled); the call is freed right after. */
 	void (*done)(struct gw_call *c, void *arg, enum gw_err err, const char *msg);
+	/* A streamed request body (gw_request.stream_body): copy up to max
+	 * bytes into buf and return the count; 0 = the body is complete;
+	 * GW_READ_PAUSE = nothing yet (gw_call_resume_send when there is). */
+	size_t (*read)(struct gw_call *c, void *arg, char *buf, size_t max);
 };
+#define GW_READ_PAUSE ((size_t)-1)
 
 struct gw_request {
 	const char *method; /* "GET" or "POST" */
@@ -39,6 +44,11 @@ struct gw_request {
 	size_t body_len;
 	const char *content_type; /* of the body; NULL = application/json */
 	const char *accept;       /* NULL = none */
+	/* POST body from ops->read instead of body/body_len, sent as it comes
+	 * (nothing is buffered here); body_size: its length, -1 = unknown
+	 * (sent chunked). */
+	bool stream_body;
+	long long body_size;
 };
 
 int gateway_init(struct runner *r, char *err, size_t errlen);
@@ -49,5 +59,6 @@ struct gw_call *gw_call_start(struct runner *r, const struct gw_request *rq,
 			      const struct gw_call_ops *ops, void *arg);
 /* No more callbacks; the transfer is dropped. */
 void gw_call_cancel(struct gw_call *c);
-void gw_call_resume(struct gw_call *c);
+void gw_call_resume(struct gw_call *c);      /* after data() paused */
+void gw_call_resume_send(struct gw_call *c); /* after read() paused */
 unsigned gateway_calls(struct runner *r);

@@ -19,19 +19,28 @@
 #include "model/chatstream.h"
 #include "task/env.h"
 #include "model/gateway.h"
+#include "http/gate.h"
 #include "http/http.h"
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/util.h"
 
-#define MP_MAX_BODY (8u << 20)   /* request bodies (long conversations) */
+#define MP_MAX_BODY (8u << 20)     /* request bodies (long conversations) */
 #define MP_HIGH_WATER (256u << 10) /* response bytes buffered before curl pauses */
+#define MP_UP_WINDOW (64u << 10)   /* request bytes held before the client is paused */
+#define MP_MEM_MAX (32u << 20)     /* all buffered bytes of all requests together */
+#define MP_PER_TASK 16             /* requests in flight per task token */
+#define MP_MAX_CONNS 512
+#define MP_PER_CLIENT 256          /* connections per uid (tasks of one uid share it) */
+#define MP_IDLE_S 120              /* a connection silent this long (not waiting on us) */
+#define MP_NEXT_HEAD_MS 30000      /* a kept-alive connection's next request head */
 
 struct mp_token {
 	char value[72];
 	struct task *t; /* NULL once the task finished: the token is dead */
 	struct cs_usage usage;
 	unsigned requests;
+	unsigned inflight; /* requests using it now (MP_PER_TASK) */
 	unsigned refs; /* the task + requests in flight */
 	struct mp_token *next, *prev;
 };
@@ -46,6 +55,10 @@ struct modelproxy {
 	bool need_run;
 	struct mp_token *tokens;
 	struct mp_req *reqs;
+	struct gate *gate;
+	size_t mem;          /* bytes buffered in all requests (MP_MEM_MAX) */
+	bool stopping;
+	bool budget_blocked; /* someone waits for memory to be released */
 };
 
 enum mp_state { MP_RECV, MP_WAIT_HEAD, MP_STREAM };
@@ -57,7 +70,16 @@ struct mp_req {
 	bool post;
 	char path[64]; /* gateway path: the request path without "/v1" */
 	char accept[128];
-	struct buf body;
+	long long content_length; /* -1: chunked */
+	/* The request body streams through `up` (at most MP_UP_WINDOW). */
+	struct buf up;
+	uint64_t body_seen;
+	bool body_done;    /* the client sent all of it */
+	bool body_blocked; /* the client is paused until there is room */
+	bool send_paused;  /* curl waits for body bytes */
+	bool discard;      /* the rest of the body goes nowhere */
+	bool too_big, start_failed;
+	bool counted;      /* in tok->inflight */
 	enum mp_state state;
 	bool responded;
 	struct gw_call *call;
@@ -176,6 +198,37 @@ static void wake(struct mp_req *q)
 	kick(q->p);
 }
 
+/* ---- memory: every buffered byte of every request is counted ---- */
+
+static bool mem_room(const struct modelproxy *p, size_t n)
+{
+	return p->mem + n <= MP_MEM_MAX;
+}
+
+static void mem_take(struct modelproxy *p, size_t n)
+{
+	p->mem += n;
+}
+
+static void resume_body(struct mp_req *q);
+
+/* Bytes left a buffer: whoever waited for the budget tries again. */
+static void mem_release(struct modelproxy *p, size_t n)
+{
+	p->mem -= n;
+	if (!p->budget_blocked || p->mem > MP_MEM_MAX / 2)
+		return;
+	p->budget_blocked = false;
+	for (struct mp_req *q = p->reqs; q; q = q->next) {
+		if (q->body_blocked)
+			resume_body(q);
+		if (q->upstream_paused && q->call && buf_avail(&q->out) < MP_HIGH_WATER / 2) {
+			q->upstream_paused = false;
+			gw_call_resume(q->call);
+		}
+	}
+}
+
 /* ---- the upstream call ---- */
 
 static void up_head(struct gw_call *c, void *arg, long status, const char *ctype,
@@ -194,12 +247,17 @@ static int up_data(struct gw_call *c, void *arg, const char *p, size_t n)
 {
 	(void)c;
 	struct mp_req *q = arg;
-	if (buf_avail(&q->out) >= MP_HIGH_WATER) {
+	if (buf_avail(&q->out) >= MP_HIGH_WATER || !mem_room(q->p, n)) {
+		/* The client reads slowly (or everyone's buffers are full):
+		 * hold the gateway back. */
+		if (buf_avail(&q->out) < MP_HIGH_WATER)
+			q->p->budget_blocked = true;
 		q->upstream_paused = true;
-		return 1; /* the client reads slowly: hold the gateway back */
+		return 1;
 	}
 	if (n && buf_append(&q->out, p, n) < 0)
 		return -1;
+	mem_take(q->p, n);
 	if (q->status == 200)
 		usage_scan_feed(&q->us, p, n);
 	wake(q);
@@ -226,7 +284,29 @@ static void up_done(struct gw_call *c, void *arg, enum gw_err err, const char *m
 	wake(q);
 }
 
-static const struct gw_call_ops up_ops = {up_head, up_data, up_done};
+/* curl wants request body bytes: what the client sent so far. */
+static size_t up_read(struct gw_call *c, void *arg, char *buf, size_t max)
+{
+	(void)c;
+	struct mp_req *q = arg;
+	size_t n = buf_avail(&q->up);
+	if (!n) {
+		if (q->body_done)
+			return 0;
+		q->send_paused = true;
+		return GW_READ_PAUSE;
+	}
+	if (n > max)
+		n = max;
+	memcpy(buf, q->up.data + q->up.off, n);
+	q->up.off += n;
+	mem_release(q->p, n);
+	if (q->body_blocked && buf_avail(&q->up) < MP_UP_WINDOW / 2)
+		resume_body(q);
+	return n;
+}
+
+static const struct gw_call_ops up_ops = {up_head, up_data, up_done, up_read};
 
 static ssize_t body_reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
@@ -238,6 +318,7 @@ static ssize_t body_reader(void *cls, uint64_t pos, char *buf, size_t max)
 			n = max;
 		memcpy(buf, q->out.data + q->out.off, n);
 		q->out.off += n;
+		mem_release(q->p, n);
 		if (q->upstream_paused && buf_avail(&q->out) < MP_HIGH_WATER / 2) {
 			q->upstream_paused = false;
 			gw_call_resume(q->call);
@@ -252,23 +333,107 @@ static ssize_t body_reader(void *cls, uint64_t pos, char *buf, size_t max)
 	return 0;
 }
 
-static enum MHD_Result start_upstream(struct mp_req *q)
+static enum MHD_Result queue_head(struct mp_req *q);
+
+/* The body waits for room (the window or the budget): the client's
+ * connection sleeps; up_read or a released budget wakes it. */
+static void resume_body(struct mp_req *q)
+{
+	q->body_blocked = false;
+	wake(q);
+}
+
+/* The gateway call, as soon as the body starts (POST: streamed through
+ * up_read) or once the request is complete (GET). */
+static int start_call(struct mp_req *q)
 {
 	struct gw_request rq = {.method = q->post ? "POST" : "GET",
 				.path = q->path,
-				.body = q->body.data,
-				.body_len = q->body.len,
-				.accept = q->accept[0] ? q->accept : NULL};
+				.accept = q->accept[0] ? q->accept : NULL,
+				.stream_body = q->post,
+				.body_size = q->body_done ? (long long)q->body_seen : q->content_length};
+	if (q->p->stopping)
+		return -1;
 	q->call = gw_call_start(q->p->r, &rq, &up_ops, q);
-	buf_free(&q->body);
 	if (!q->call)
+		return -1;
+	q->tok->requests++;
+	return 0;
+}
+
+/* A chunk of the request body: into the window, as much as fits; the rest
+ * stays with libmicrohttpd (and the kernel, and the client) until curl
+ * has sent what is here. */
+static enum MHD_Result take_body(struct mp_req *q, const char *data, size_t *size)
+{
+	if (q->discard) {
+		*size = 0;
+		return MHD_YES;
+	}
+	if (q->body_seen + *size > MP_MAX_BODY) {
+		q->too_big = q->discard = true;
+		if (q->call) {
+			gw_call_cancel(q->call);
+			q->call = NULL;
+		}
+		mem_release(q->p, buf_avail(&q->up));
+		buf_free(&q->up);
+		*size = 0;
+		return MHD_YES;
+	}
+	if (!q->call && start_call(q) < 0) {
+		q->start_failed = q->discard = true;
+		*size = 0;
+		return MHD_YES;
+	}
+	size_t room = MP_UP_WINDOW - buf_avail(&q->up);
+	size_t take = *size < room ? *size : room;
+	if (take && !mem_room(q->p, take)) {
+		q->p->budget_blocked = true;
+		take = 0;
+	}
+	if (take) {
+		if (buf_append(&q->up, data, take) < 0)
+			return MHD_NO;
+		mem_take(q->p, take);
+		q->body_seen += take;
+		*size -= take;
+		if (q->send_paused) {
+			q->send_paused = false;
+			gw_call_resume_send(q->call);
+		}
+	}
+	if (*size) {
+		q->body_blocked = true;
+		q->suspended = true;
+		MHD_suspend_connection(q->conn);
+	}
+	return MHD_YES;
+}
+
+/* The whole body is in (or there was none): the call runs to its end. */
+static enum MHD_Result body_complete(struct mp_req *q)
+{
+	q->body_done = true;
+	if (q->too_big)
+		return respond_json(q, 413, "invalid_request_error", "request_too_large",
+				    "request body over %u bytes", MP_MAX_BODY);
+	if (!q->start_failed && !q->call && start_call(q) < 0)
+		q->start_failed = true;
+	if (q->start_failed)
 		return respond_json(q, 502, "gateway_error", "gateway_unavailable",
 				    "the runner could not start a gateway call");
-	q->tok->requests++;
+	if (q->send_paused) {
+		q->send_paused = false;
+		gw_call_resume_send(q->call); /* read() now says: the end */
+	}
 	q->state = MP_WAIT_HEAD;
-	q->suspended = true;
-	MHD_suspend_connection(q->conn);
-	return MHD_YES;
+	if (!q->head && !q->eof) {
+		q->suspended = true;
+		MHD_suspend_connection(q->conn);
+		return MHD_YES;
+	}
+	return queue_head(q);
 }
 
 static enum MHD_Result queue_head(struct mp_req *q)
@@ -305,12 +470,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	struct modelproxy *p = cls;
 	struct mp_req *q = *con_cls;
 	if (!q) {
+		if (!gate_request_begins(conn, NULL))
+			return MHD_NO;
 		q = calloc(1, sizeof(*q));
 		if (!q)
 			return MHD_NO;
 		*con_cls = q;
 		q->p = p;
 		q->conn = conn;
+		q->content_length = -1;
 		/* Streamed completions are many small writes: never let Nagle
 		 * hold one back waiting for an ACK. */
 		const union MHD_ConnectionInfo *ci =
@@ -333,6 +501,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 					    "task's OPENAI_API_KEY is accepted)");
 		q->tok = k;
 		k->refs++;
+		if (k->inflight >= MP_PER_TASK)
+			return respond_json(q, 429, "rate_limit_error", "too_many_requests",
+					    "%u requests of this task are in flight already",
+					    MP_PER_TASK);
+		k->inflight++;
+		q->counted = true;
 		bool ok = false;
 		for (const char *const *a = allowed; *a; a++)
 			if (!strcmp(url, *a))
@@ -349,6 +523,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		const char *acc = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
 		if (acc && strlen(acc) < sizeof(q->accept))
 			snprintf(q->accept, sizeof(q->accept), "%s", acc);
+		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+							     "Content-Length");
+		if (cl) {
+			char *end;
+			errno = 0;
+			unsigned long long v = strtoull(cl, &end, 10);
+			if (errno || *end || *cl == '-')
+				return respond_json(q, 400, "invalid_request_error", "bad_request",
+						    "invalid Content-Length");
+			if (v > MP_MAX_BODY)
+				return respond_json(q, 413, "invalid_request_error",
+						    "request_too_large", "request body over %u bytes",
+						    MP_MAX_BODY);
+			q->content_length = (long long)v;
+		}
 		return MHD_YES;
 	}
 	if (q->responded && q->state != MP_WAIT_HEAD) {
@@ -356,18 +545,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return MHD_YES;
 	}
 	if (*upload_size) {
-		if (q->body.len + *upload_size > MP_MAX_BODY) {
-			*upload_size = 0;
-			return respond_json(q, 413, "invalid_request_error", "request_too_large",
-					    "request body over %u bytes", MP_MAX_BODY);
+		if (!q->post) {
+			*upload_size = 0; /* a body on GET: not forwarded */
+			return MHD_YES;
 		}
-		if (buf_append(&q->body, upload_data, *upload_size) < 0)
-			return MHD_NO;
-		*upload_size = 0;
-		return MHD_YES;
+		return take_body(q, upload_data, upload_size);
 	}
 	if (q->state == MP_RECV)
-		return start_upstream(q);
+		return body_complete(q);
 	if (q->state == MP_WAIT_HEAD) {
 		if (!q->head && !q->eof) {
 			q->suspended = true;
@@ -389,8 +574,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (!q)
 		return;
 	*con_cls = NULL;
+	gate_request_ends(conn);
 	if (q->call)
 		gw_call_cancel(q->call);
+	if (q->counted)
+		q->tok->inflight--;
 	if (q->tok)
 		token_put(p, q->tok);
 	if (q->prev)
@@ -399,7 +587,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		p->reqs = q->next;
 	if (q->next)
 		q->next->prev = q->prev;
-	buf_free(&q->body);
+	mem_release(p, buf_avail(&q->up) + buf_avail(&q->out));
+	buf_free(&q->up);
 	buf_free(&q->out);
 	usage_scan_free(&q->us);
 	free(q);
@@ -438,12 +627,28 @@ int modelproxy_start(struct runner *r, char *err, size_t errlen)
 	}
 	p->port = ntohs(sa.sin_port);
 	p->listen_fd = fd;
+	/* Tasks connect here, so it has its own limits: per uid, a deadline
+	 * for request heads, a shorter idle timeout (waiting on the gateway
+	 * is suspended time and does not count). */
+	unsigned max_conns = gate_connection_limit(MP_MAX_CONNS, 4);
+	struct gate_policy gp = {.name = "model proxy",
+				 .refuse_tasks = false,
+				 .max_per_client = MP_PER_CLIENT < max_conns ? MP_PER_CLIENT : max_conns,
+				 .first_head_ms = r->cfg.header_deadline_ms,
+				 .next_head_ms = MP_NEXT_HEAD_MS};
+	p->gate = gate_new(r, &gp);
+	if (!p->gate) {
+		close(fd);
+		snprintf(err, errlen, "model proxy: cannot set up connection admission");
+		return -1;
+	}
 	p->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
 				NULL, NULL, on_request, p, MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log,
 				(void *)"model proxy", MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED,
-				on_completed, p, MHD_OPTION_CONNECTION_TIMEOUT, 900u,
+				on_completed, p, MHD_OPTION_NOTIFY_CONNECTION, gate_notify, p->gate,
+				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)MP_IDLE_S,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
-				MHD_OPTION_CONNECTION_LIMIT, 512u, MHD_OPTION_END);
+				MHD_OPTION_CONNECTION_LIMIT, max_conns, MHD_OPTION_END);
 	if (!p->d) {
 		snprintf(err, errlen, "cannot start the model proxy (libmicrohttpd)");
 		return -1;
@@ -464,6 +669,19 @@ int modelproxy_start(struct runner *r, char *err, size_t errlen)
 	return 0;
 }
 
+json_t *modelproxy_report(struct runner *r)
+{
+	struct modelproxy *p = r->modelproxy;
+	if (!p)
+		return json_null();
+	json_t *o = gate_report(p->gate);
+	json_object_set_new(o, "requests_per_task", json_integer(MP_PER_TASK));
+	json_object_set_new(o, "idle_timeout_s", json_integer(MP_IDLE_S));
+	json_object_set_new(o, "buffered_bytes_max", json_integer(MP_MEM_MAX));
+	json_object_set_new(o, "request_bodies", json_string("streamed to the gateway"));
+	return o;
+}
+
 unsigned modelproxy_port(struct runner *r)
 {
 	return r->modelproxy ? r->modelproxy->port : 0;
@@ -474,11 +692,14 @@ void modelproxy_stop(struct runner *r)
 	struct modelproxy *p = r->modelproxy;
 	if (!p)
 		return;
+	p->stopping = true;
 	if (p->d) {
 		/* End every upstream call first, or a resumed stream would
 		 * suspend again: MHD must not be stopped with suspended
 		 * connections. */
 		for (struct mp_req *q = p->reqs; q; q = q->next) {
+			q->discard = true;
+			q->start_failed = true;
 			if (q->call) {
 				gw_call_cancel(q->call);
 				q->call = NULL;
@@ -500,6 +721,7 @@ void modelproxy_stop(struct runner *r)
 		close(p->listen_fd);
 	}
 	loop_timer_close(&r->loop, &p->timer);
+	gate_free(p->gate); /* after the daemon: it reports closed connections */
 	while (p->tokens) {
 		p->tokens->refs = 1;
 		token_put(p, p->tokens);

@@ -6,12 +6,16 @@
  * vault mode), streams responses through unbuffered, and adds the task's
  * token usage to its exit event. The token dies with the task. */
 #pragma once
+#include <jansson.h>
+
 #include "task/task.h"
 
 struct runner;
 
 int modelproxy_start(struct runner *r, char *err, size_t errlen);
 unsigned modelproxy_port(struct runner *r);
+/* Its limits, for GET /v1/hardening (null without a gateway). New reference. */
+json_t *modelproxy_report(struct runner *r);
 void modelproxy_stop(struct runner *r);
 /* Start a chat task: task_start with the token in its environment. */
 struct task *modelproxy_start_task(struct runner *r, const struct task_spec *spec,

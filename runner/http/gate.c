@@ -1,0 +1,322 @@
+/* Connection admission for the HTTP daemons: see gate.h. */
+#include "http/gate.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/ids.h"
+#include "core/log.h"
+#include "core/runner.h"
+#include "http/peer.h"
+
+#define SWEEP_MS 250      /* deadline resolution */
+#define LOG_EVERY_MS 10000 /* refusals are summed up, not logged one by one */
+
+struct gate_client {
+	char key[64]; /* "uid:N" inside the box, the address outside */
+	unsigned n;
+	struct gate_client *next;
+};
+
+struct gate_conn {
+	struct gate *g;
+	int fd;
+	bool refused;
+	uint64_t deadline; /* monotonic ms by which the head must be in; 0 = none */
+	uid_t uid;         /* in-box owner, (uid_t)-1 outside */
+	struct gate_client *client;
+	struct gate_conn *next, *prev;
+};
+
+struct gate {
+	struct runner *r;
+	struct gate_policy pol;
+	struct peer_diag diag;
+	int diag_errno; /* the self-test at start: 0 = the lookup works */
+	struct gate_conn *conns;
+	unsigned n_conns;
+	struct gate_client *clients;
+	struct loop_timer sweep;
+	/* Counters, logged at most every LOG_EVERY_MS. */
+	uint64_t refused_task, refused_unknown, refused_limit, closed_slow, logged_total;
+	uint64_t last_log_ms;
+};
+
+bool gate_is_task_uid(const struct runner *r, uid_t uid)
+{
+	/* A runner that is not root runs tasks as itself: its own uid cannot
+	 * tell them apart (reported; see gate_report). Likewise root with
+	 * --allow-root-tasks. */
+	return uid != geteuid() && ids_uid_allowed(&r->cfg, uid);
+}
+
+unsigned gate_connection_limit(unsigned want, unsigned share)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+		return want;
+	/* Keep 256 fds for tasks' pipes, spools, timers and the gateway. */
+	rlim_t room = rl.rlim_cur > 512 ? (rl.rlim_cur - 256) / share : 128 / share;
+	return room < want ? (unsigned)room : want;
+}
+
+static void maybe_log(struct gate *g, bool force)
+{
+	uint64_t total = g->refused_task + g->refused_unknown + g->refused_limit + g->closed_slow;
+	uint64_t now = monotonic_ms();
+	if (total == g->logged_total || (!force && now - g->last_log_ms < LOG_EVERY_MS))
+		return;
+	log_warn("connections refused or closed", "{s:s,s:I,s:I,s:I,s:I}", "server", g->pol.name,
+		 "from_tasks", (json_int_t)g->refused_task, "owner_unknown",
+		 (json_int_t)g->refused_unknown, "over_client_limit", (json_int_t)g->refused_limit,
+		 "head_too_slow", (json_int_t)g->closed_slow);
+	g->logged_total = total;
+	g->last_log_ms = now;
+}
+
+static void sweep_arm(struct gate *g)
+{
+	if (!g->sweep.armed)
+		loop_timer_start(&g->r->loop, &g->sweep, SWEEP_MS, SWEEP_MS);
+}
+
+static void on_sweep(struct loop *loop, struct loop_timer *t)
+{
+	struct gate *g = t->arg;
+	uint64_t now = monotonic_ms();
+	bool pending = false;
+	for (struct gate_conn *gc = g->conns; gc; gc = gc->next) {
+		if (!gc->deadline)
+			continue;
+		if (now < gc->deadline) {
+			pending = true;
+			continue;
+		}
+		/* libmicrohttpd sees the end of the socket and closes it. */
+		gc->deadline = 0;
+		g->closed_slow++;
+		if (shutdown(gc->fd, SHUT_RDWR) < 0 && errno != ENOTCONN)
+			log_errno("shutdown(slow connection) failed", errno, g->pol.name);
+	}
+	if (!pending)
+		loop_timer_stop(loop, t);
+	maybe_log(g, false);
+}
+
+struct gate *gate_new(struct runner *r, const struct gate_policy *pol)
+{
+	struct gate *g = calloc(1, sizeof(*g));
+	if (!g) {
+		log_error("out of memory", "{s:s}", "server", pol->name);
+		return NULL;
+	}
+	g->r = r;
+	g->pol = *pol;
+	int rc = peer_diag_open(&g->diag);
+	if (rc == 0)
+		rc = peer_diag_selftest(&g->diag);
+	g->diag_errno = -rc;
+	if (rc < 0 && pol->refuse_tasks)
+		log_warn("in-box peers cannot be identified (sock_diag): every connection from "
+			 "inside the box is refused",
+			 "{s:s,s:s}", "server", pol->name, "error", strerror(-rc));
+	if (loop_timer_init(&r->loop, &g->sweep, on_sweep, g) < 0) {
+		log_errno("timerfd_create failed", errno, pol->name);
+		peer_diag_close(&g->diag);
+		free(g);
+		return NULL;
+	}
+	return g;
+}
+
+void gate_free(struct gate *g)
+{
+	if (!g)
+		return;
+	maybe_log(g, true);
+	while (g->conns) {
+		struct gate_conn *gc = g->conns;
+		g->conns = gc->next;
+		free(gc);
+	}
+	while (g->clients) {
+		struct gate_client *c = g->clients;
+		g->clients = c->next;
+		free(c);
+	}
+	loop_timer_close(&g->r->loop, &g->sweep);
+	peer_diag_close(&g->diag);
+	free(g);
+}
+
+static struct gate_client *client_get(struct gate *g, const char *key)
+{
+	for (struct gate_client *c = g->clients; c; c = c->next)
+		if (!strcmp(c->key, key))
+			return c;
+	struct gate_client *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	snprintf(c->key, sizeof(c->key), "%s", key);
+	c->next = g->clients;
+	g->clients = c;
+	return c;
+}
+
+static void client_put(struct gate *g, struct gate_client *c)
+{
+	if (--c->n)
+		return;
+	for (struct gate_client **p = &g->clients; *p; p = &(*p)->next) {
+		if (*p == c) {
+			*p = c->next;
+			break;
+		}
+	}
+	free(c);
+}
+
+/* Is this new connection refused? Counts it against its client if not. */
+static bool admit(struct gate *g, struct gate_conn *gc)
+{
+	struct peer p;
+	peer_identify(&g->diag, gc->fd, &p);
+	char key[64];
+	gc->uid = (uid_t)-1;
+	switch (p.kind) {
+	case PEER_IN_BOX:
+		gc->uid = p.uid;
+		if (g->pol.refuse_tasks && gate_is_task_uid(g->r, p.uid)) {
+			g->refused_task++;
+			return false;
+		}
+		snprintf(key, sizeof(key), "uid:%u", (unsigned)p.uid);
+		break;
+	case PEER_UNKNOWN:
+		if (g->pol.refuse_tasks) {
+			g->refused_unknown++;
+			return false;
+		}
+		snprintf(key, sizeof(key), "unknown:%s", p.addr);
+		break;
+	case PEER_OUTSIDE:
+	default:
+		snprintf(key, sizeof(key), "addr:%s", p.addr);
+		break;
+	}
+	struct gate_client *c = client_get(g, key);
+	if (!c || (g->pol.max_per_client && c->n >= g->pol.max_per_client)) {
+		g->refused_limit++;
+		return false;
+	}
+	c->n++;
+	gc->client = c;
+	return true;
+}
+
+void gate_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+		 enum MHD_ConnectionNotificationCode code)
+{
+	struct gate *g = cls;
+	if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+		struct gate_conn *gc = *socket_context;
+		if (!gc)
+			return;
+		*socket_context = NULL;
+		if (gc->prev)
+			gc->prev->next = gc->next;
+		else
+			g->conns = gc->next;
+		if (gc->next)
+			gc->next->prev = gc->prev;
+		g->n_conns--;
+		if (gc->client)
+			client_put(g, gc->client);
+		free(gc);
+		return;
+	}
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	struct gate_conn *gc = calloc(1, sizeof(*gc));
+	if (!gc || !ci) {
+		/* Without a record nothing here can vouch for it. */
+		free(gc);
+		if (ci && shutdown(ci->connect_fd, SHUT_RDWR) < 0 && errno != ENOTCONN)
+			log_errno("shutdown(refused connection) failed", errno, g->pol.name);
+		return;
+	}
+	gc->g = g;
+	gc->fd = ci->connect_fd;
+	gc->next = g->conns;
+	if (g->conns)
+		g->conns->prev = gc;
+	g->conns = gc;
+	g->n_conns++;
+	*socket_context = gc;
+	if (!admit(g, gc)) {
+		gc->refused = true;
+		if (shutdown(gc->fd, SHUT_RDWR) < 0 && errno != ENOTCONN)
+			log_errno("shutdown(refused connection) failed", errno, g->pol.name);
+		maybe_log(g, false);
+		return;
+	}
+	gc->deadline = monotonic_ms() + g->pol.first_head_ms;
+	sweep_arm(g);
+}
+
+static struct gate_conn *conn_of(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return ci ? ci->socket_context : NULL;
+}
+
+bool gate_request_begins(struct MHD_Connection *c, uid_t *uid)
+{
+	struct gate_conn *gc = conn_of(c);
+	if (!gc || gc->refused)
+		return false;
+	gc->deadline = 0;
+	if (uid)
+		*uid = gc->uid;
+	return true;
+}
+
+void gate_request_ends(struct MHD_Connection *c)
+{
+	struct gate_conn *gc = conn_of(c);
+	if (!gc || gc->refused)
+		return;
+	gc->deadline = monotonic_ms() + gc->g->pol.next_head_ms;
+	sweep_arm(gc->g);
+}
+
+json_t *gate_report(const struct gate *g)
+{
+	json_t *o = json_object();
+	if (g->pol.refuse_tasks) {
+		char uids[160];
+		snprintf(uids, sizeof(uids),
+			 "every uid a task can run as (%u, %u-%u except %u%s)%s",
+			 (unsigned)g->r->cfg.task_uid, (unsigned)g->r->cfg.task_id_lo,
+			 (unsigned)g->r->cfg.task_id_hi, IDS_NOBODY,
+			 g->r->cfg.allow_root_tasks ? ", 0" : "",
+			 ids_uid_allowed(&g->r->cfg, geteuid())
+				 ? "; not the runner's own uid, which cannot be told apart" : "");
+		json_object_set_new(
+			o, "in_box_connections",
+			json_pack("{s:s,s:s,s:s}", "refused_uids", uids, "owner_unknown",
+				  "refused (fail closed)", "identified_by",
+				  g->diag_errno ? strerror(g->diag_errno)
+						: "sock_diag (inet_diag owner uid of the peer socket)"));
+	}
+	json_object_set_new(o, "max_per_client", json_integer(g->pol.max_per_client));
+	json_object_set_new(o, "head_deadline_ms", json_integer((json_int_t)g->pol.first_head_ms));
+	json_object_set_new(o, "next_head_deadline_ms",
+			    json_integer((json_int_t)g->pol.next_head_ms));
+	return o;
+}

@@ -1,0 +1,51 @@
+/* The door of an HTTP daemon: every connection libmicrohttpd accepts passes
+ * here first (MHD_OPTION_NOTIFY_CONNECTION) and is
+ *   - refused when it comes from a task (refuse_tasks: the runner's API):
+ *     an in-box socket owned by a uid a task can run as, or an in-box
+ *     address whose owner cannot be established (fail closed; see peer.h);
+ *   - refused beyond max_per_client connections of one client (an in-box
+ *     uid, or an outside address);
+ *   - closed when its request head is not complete within first_head_ms of
+ *     accept (next_head_ms after the previous response on a kept-alive
+ *     connection): a client trickling header lines cannot hold it.
+ * Refusing = shutdown(2) of the socket at once; libmicrohttpd then sees the
+ * end of it and closes, and gate_request_begins() refuses a request that
+ * was already buffered, before any handler runs. */
+#pragma once
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct runner;
+struct gate;
+
+struct gate_policy {
+	const char *name;        /* for logs: "http", "model proxy" */
+	bool refuse_tasks;
+	unsigned max_per_client; /* 0: no limit */
+	uint64_t first_head_ms;
+	uint64_t next_head_ms;
+};
+
+/* NULL on failure (out of memory; logged). */
+struct gate *gate_new(struct runner *r, const struct gate_policy *pol);
+/* After MHD_stop_daemon (which still reports closed connections). */
+void gate_free(struct gate *g);
+/* MHD_OPTION_NOTIFY_CONNECTION, with the gate as its closure. */
+void gate_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+		 enum MHD_ConnectionNotificationCode code);
+/* First call of the access handler (the head is complete): false = the
+ * connection is refused, answer MHD_NO. *uid is the in-box owner, or
+ * (uid_t)-1 for a client outside the box. */
+bool gate_request_begins(struct MHD_Connection *c, uid_t *uid);
+/* MHD_OPTION_NOTIFY_COMPLETED: the next head's deadline starts. */
+void gate_request_ends(struct MHD_Connection *c);
+/* Is uid one a task can have (and not the runner's own)? */
+bool gate_is_task_uid(const struct runner *r, uid_t uid);
+/* What is in force, for GET /v1/hardening. New reference. */
+json_t *gate_report(const struct gate *g);
+/* The connection limit of a daemon that wants `want`, given RLIMIT_NOFILE
+ * (the fds of tasks, spools and the other daemon must still fit). */
+unsigned gate_connection_limit(unsigned want, unsigned share);
