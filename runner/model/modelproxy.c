@@ -80,6 +80,7 @@ struct mp_req {
 	bool discard;      /* the rest of the body goes nowhere */
 	bool too_big, start_failed;
 	bool counted;      /* in tok->inflight */
+	bool called;       /* the gateway call was started (it may be over) */
 	enum mp_state state;
 	bool responded;
 	struct gw_call *call;
@@ -354,6 +355,7 @@ static int start_call(struct mp_req *q)
 				.body_size = q->body_done ? (long long)q->body_seen : q->content_length};
 	if (q->p->stopping)
 		return -1;
+	q->called = true;
 	q->call = gw_call_start(q->p->r, &rq, &up_ops, q);
 	if (!q->call)
 		return -1;
@@ -381,8 +383,17 @@ static enum MHD_Result take_body(struct mp_req *q, const char *data, size_t *siz
 		*size = 0;
 		return MHD_YES;
 	}
-	if (!q->call && start_call(q) < 0) {
+	if (!q->called && start_call(q) < 0) {
 		q->start_failed = q->discard = true;
+		*size = 0;
+		return MHD_YES;
+	}
+	if (!q->call) {
+		/* The gateway answered and ended before the body did (an early
+		 * error): the rest of the body has nowhere to go. */
+		q->discard = true;
+		mem_release(q->p, buf_avail(&q->up));
+		buf_free(&q->up);
 		*size = 0;
 		return MHD_YES;
 	}
@@ -418,7 +429,7 @@ static enum MHD_Result body_complete(struct mp_req *q)
 	if (q->too_big)
 		return respond_json(q, 413, "invalid_request_error", "request_too_large",
 				    "request body over %u bytes", MP_MAX_BODY);
-	if (!q->start_failed && !q->call && start_call(q) < 0)
+	if (!q->start_failed && !q->called && start_call(q) < 0)
 		q->start_failed = true;
 	if (q->start_failed)
 		return respond_json(q, 502, "gateway_error", "gateway_unavailable",
