@@ -51,7 +51,8 @@ static int spawn_main(struct runner *r)
 		/* The raised fd limit is the runner's, not the main process's
 		 * (select() users break beyond 1024). */
 		if (setrlimit(RLIMIT_NOFILE, &r->nofile_at_start) < 0)
-			log_errno("setrlimit(RLIMIT_NOFILE) for the main child failed", errno, NULL);
+			log_errno("setrlimit(RLIMIT_NOFILE) of the main child failed", errno,
+				  NULL);
 		execvp(r->cfg.main_argv[0], r->cfg.main_argv);
 		int err = errno;
 		log_error("cannot run the main command", "{s:s,s:s}", "argv0", r->cfg.main_argv[0],

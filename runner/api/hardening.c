@@ -21,12 +21,13 @@ json_t *hardening_report(struct runner *r)
 	json_object_set_new(o, "task_identities", ids_report(&r->cfg));
 	json_object_set_new(o, "api_connections", http_access_report(r));
 	json_object_set_new(o, "model_proxy_connections", modelproxy_report(r));
-	json_object_set_new(
-		o, "network",
-		json_pack("{s:s,s:s,s:s}", "exec_default", r->cfg.exec_network_none ? "none" : "full",
-			  "per_task", "request field \"network\": \"none\" or \"full\" (chat tasks: "
-			  "full)", "none", "socket(AF_INET, AF_INET6) fails with EACCES (seccomp); "
-			  "AF_UNIX and the rest as the policy says"));
+	const char *per_task = "request field \"network\": \"none\" or \"full\" (chat: full)";
+	const char *none = "socket(AF_INET, AF_INET6) fails with EACCES (seccomp); AF_UNIX and "
+			   "the rest as the policy says";
+	json_object_set_new(o, "network",
+			    json_pack("{s:s,s:s,s:s}", "exec_default",
+				      r->cfg.exec_network_none ? "none" : "full", "per_task",
+				      per_task, "none", none));
 	json_object_set_new(o, "tree_kill",
 			    json_string(r->policy.cgroup_mode == CGROUP_V2
 						? "cgroup.kill"

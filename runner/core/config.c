@@ -251,7 +251,7 @@ static int parse_id_range(struct runner_config *cfg, const char *val)
 		return bad("task-id-range", val, "expected LO-HI, numbers up to 4294967294");
 	if (lo == 0 || lo > hi)
 		return bad("task-id-range", val,
-			   "LO must be at least 1 (uid 0 only with --allow-root-tasks) and at most HI");
+			   "LO must be 1..HI (uid 0 only with --allow-root-tasks)");
 	cfg->task_id_lo = (uint32_t)lo;
 	cfg->task_id_hi = (uint32_t)hi;
 	return 0;
@@ -378,9 +378,9 @@ static int check_secret_file(const struct runner_config *cfg, const struct secre
 			 "--task-id-range): tasks can read it", mode, (unsigned)sf->gid);
 	else if (ids_uid_allowed(cfg, sf->uid))
 		snprintf(why, sizeof(why),
-			 "is owned by uid %u, a uid tasks can run as (--task-user, --task-id-range%s): "
-			 "tasks can read it", (unsigned)sf->uid,
-			 sf->uid == 0 ? ", --allow-root-tasks" : "");
+			 "is owned by uid %u, a uid tasks can run as (--task-user, "
+			 "--task-id-range%s): tasks can read it",
+			 (unsigned)sf->uid, sf->uid == 0 ? ", --allow-root-tasks" : "");
 	else
 		return 0;
 	fprintf(stderr,
@@ -389,8 +389,8 @@ static int check_secret_file(const struct runner_config *cfg, const struct secre
 		"secret volume `defaultMode: 0400`, fsGroup below 1000 or none)%s\n",
 		opt, sf->path, why, sf->path, sf->path,
 		sf->uid == 0 && cfg->allow_root_tasks
-			? "; with --allow-root-tasks root tasks own root's files: use another owner "
-			  "(e.g. uid 999) or pass the secret in the environment"
+			? "; with --allow-root-tasks root tasks own root's files: use another "
+			  "owner (e.g. uid 999) or pass the secret in the environment"
 			: "");
 	return 2;
 }
@@ -565,7 +565,8 @@ int config_parse(struct runner_config *cfg, int argc, char **argv)
 	if (cfg->max_body < 1024)
 		return bad_num("max-body", cfg->max_body, "must be at least 1024");
 	if (cfg->header_deadline_ms < 100 || cfg->header_deadline_ms > 600000)
-		return bad_num("header-deadline-ms", cfg->header_deadline_ms, "must be 100..600000");
+		return bad_num("header-deadline-ms", cfg->header_deadline_ms,
+			       "must be 100..600000");
 	if (check_secret_file(cfg, &cfg->token_file, "token-file") ||
 	    check_secret_file(cfg, &cfg->key_file, "gateway-key-file"))
 		return 2;

@@ -240,7 +240,8 @@ void gate_notify(void *cls, struct MHD_Connection *c, void **socket_context,
 		free(gc);
 		return;
 	}
-	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
 	struct gate_conn *gc = calloc(1, sizeof(*gc));
 	if (!gc || !ci) {
 		/* Without a record nothing here can vouch for it. */
@@ -307,12 +308,13 @@ json_t *gate_report(const struct gate *g)
 			 g->r->cfg.allow_root_tasks ? ", 0" : "",
 			 ids_uid_allowed(&g->r->cfg, geteuid())
 				 ? "; not the runner's own uid, which cannot be told apart" : "");
-		json_object_set_new(
-			o, "in_box_connections",
-			json_pack("{s:s,s:s,s:s}", "refused_uids", uids, "owner_unknown",
-				  "refused (fail closed)", "identified_by",
-				  g->diag_errno ? strerror(g->diag_errno)
-						: "sock_diag (inet_diag owner uid of the peer socket)"));
+		const char *how = g->diag_errno
+					  ? strerror(g->diag_errno)
+					  : "sock_diag (inet_diag owner uid of the peer socket)";
+		json_object_set_new(o, "in_box_connections",
+				    json_pack("{s:s,s:s,s:s}", "refused_uids", uids,
+					      "owner_unknown", "refused (fail closed)",
+					      "identified_by", how));
 	}
 	json_object_set_new(o, "max_per_client", json_integer(g->pol.max_per_client));
 	json_object_set_new(o, "head_deadline_ms", json_integer((json_int_t)g->pol.first_head_ms));

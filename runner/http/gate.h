@@ -1,5 +1,6 @@
-/* The door of an HTTP daemon: every connection libmicrohttpd accepts passes
- * here first (MHD_OPTION_NOTIFY_CONNECTION) and is
+/* The door of an HTTP daemon (docs/design.md §13.1, §13.2): every
+ * connection libmicrohttpd accepts passes here first
+ * (MHD_OPTION_NOTIFY_CONNECTION) and is
  *   - refused when it comes from a task (refuse_tasks: the runner's API):
  *     an in-box socket owned by a uid a task can run as, or an in-box
  *     address whose owner cannot be established (fail closed; see peer.h);

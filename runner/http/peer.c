@@ -69,7 +69,8 @@ static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr *b
 		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
 	if (a->ss_family == AF_INET6)
 		return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-			       &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr));
+			       &((const struct sockaddr_in6 *)b)->sin6_addr,
+			       sizeof(struct in6_addr));
 	return false;
 }
 
@@ -162,7 +163,8 @@ static int diag_owner(struct peer_diag *d, const struct sockaddr_storage *peer,
 			    h->nlmsg_len < NLMSG_LENGTH(sizeof(struct inet_diag_msg)))
 				return -EPROTO;
 			const struct inet_diag_msg *m = NLMSG_DATA(h);
-			if (m->idiag_state == TCP_LISTEN || m->id.idiag_dport != msg.req.id.idiag_dport ||
+			if (m->idiag_state == TCP_LISTEN ||
+			    m->id.idiag_dport != msg.req.id.idiag_dport ||
 			    m->id.idiag_sport != msg.req.id.idiag_sport)
 				return -ENOENT;
 			/* No file behind it: closed by its owner (a TIME_WAIT

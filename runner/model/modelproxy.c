@@ -352,7 +352,8 @@ static int start_call(struct mp_req *q)
 				.path = q->path,
 				.accept = q->accept[0] ? q->accept : NULL,
 				.stream_body = q->post,
-				.body_size = q->body_done ? (long long)q->body_seen : q->content_length};
+				.body_size = q->body_done ? (long long)q->body_seen
+							  : q->content_length};
 	if (q->p->stopping)
 		return -1;
 	q->called = true;
@@ -545,8 +546,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 						    "invalid Content-Length");
 			if (v > MP_MAX_BODY)
 				return respond_json(q, 413, "invalid_request_error",
-						    "request_too_large", "request body over %u bytes",
-						    MP_MAX_BODY);
+						    "request_too_large",
+						    "request body over %u bytes", MP_MAX_BODY);
 			q->content_length = (long long)v;
 		}
 		return MHD_YES;
@@ -644,7 +645,8 @@ int modelproxy_start(struct runner *r, char *err, size_t errlen)
 	unsigned max_conns = gate_connection_limit(MP_MAX_CONNS, 4);
 	struct gate_policy gp = {.name = "model proxy",
 				 .refuse_tasks = false,
-				 .max_per_client = MP_PER_CLIENT < max_conns ? MP_PER_CLIENT : max_conns,
+				 .max_per_client =
+					 MP_PER_CLIENT < max_conns ? MP_PER_CLIENT : max_conns,
 				 .first_head_ms = r->cfg.header_deadline_ms,
 				 .next_head_ms = MP_NEXT_HEAD_MS};
 	p->gate = gate_new(r, &gp);

@@ -618,7 +618,8 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, int *htt
 	bool chat = spec->capability && !strcmp(spec->capability, "chat");
 	if (chat && spec->network == TASK_NET_NONE) {
 		*http_status = 400;
-		snprintf(err, errlen, "a chat task needs the network: its model proxy is on 127.0.0.1");
+		snprintf(err, errlen,
+			 "a chat task needs the network: its model proxy is on 127.0.0.1");
 		return NULL;
 	}
 	bool net_none = spec->network == TASK_NET_NONE ||
