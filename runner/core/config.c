@@ -81,7 +81,7 @@ static const struct opt_def opts[] = {
 	{"header-deadline-ms", "FORCEAI_HEADER_DEADLINE_MS", OPT_U64, OFF(header_deadline_ms),
 	 "5000", "a new connection that has not sent a whole request head by then is closed"},
 	{"max-client-connections", "FORCEAI_MAX_CLIENT_CONNECTIONS", OPT_UINT,
-	 OFF(max_client_conns), "256", "connections at once from one client (address, or uid "
+	 OFF(max_client_conns), "512", "connections at once from one client (address, or uid "
 	 "inside the box)"},
 	{"landlock-roots", "FORCEAI_LANDLOCK_ROOTS", OPT_STR, OFF(landlock_roots),
 	 "/workspace:/tmp:/home", "colon-separated roots tasks may write under (Landlock)"},

@@ -29,7 +29,7 @@
 #define MP_HIGH_WATER (256u << 10) /* response bytes buffered before curl pauses */
 #define MP_UP_WINDOW (64u << 10)   /* request bytes held before the client is paused */
 #define MP_MEM_MAX (32u << 20)     /* all buffered bytes of all requests together */
-#define MP_PER_TASK 16             /* requests in flight per task token */
+#define MP_PER_TASK 64             /* requests in flight per task token */
 #define MP_MAX_CONNS 512
 #define MP_PER_CLIENT 256          /* connections per uid (tasks of one uid share it) */
 #define MP_IDLE_S 120              /* a connection silent this long (not waiting on us) */
