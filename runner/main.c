@@ -22,6 +22,8 @@
 #include "task/task.h"
 #include "core/version.h"
 
+static void runner_shutdown(struct runner *r, const char *why);
+
 static void on_main_exit(void *arg, pid_t pid, int status)
 {
 	struct runner *r = arg;
@@ -86,7 +88,6 @@ static void on_grace_expired(struct loop *loop, struct loop_timer *t)
 	 * than a second past the grace period. */
 	r->shutdown_hard = true;
 	loop_timer_start(&r->loop, &r->shutdown_timer, 500, 0);
-	runner_maybe_exit(r);
 }
 
 static void on_final_deadline(struct runner *r)
@@ -104,7 +105,8 @@ static void on_shutdown_timer(struct loop *loop, struct loop_timer *t)
 		on_final_deadline(r);
 }
 
-void runner_shutdown(struct runner *r, const char *why)
+/* Start a graceful shutdown (idempotent); the exit check ends the loop. */
+static void runner_shutdown(struct runner *r, const char *why)
 {
 	if (r->shutting_down)
 		return;
@@ -117,22 +119,25 @@ void runner_shutdown(struct runner *r, const char *why)
 	if (r->main_running && kill(-r->main_pid, SIGTERM) < 0 && errno != ESRCH)
 		log_errno("SIGTERM to the main child failed", errno, NULL);
 	loop_timer_start(&r->loop, &r->shutdown_timer, r->cfg.grace_ms, 0);
-	runner_maybe_exit(r);
 }
 
-void runner_maybe_exit(struct runner *r)
+/* A loop hook, after every dispatch batch (and after the HTTP daemons'
+ * pumps, which may close the last streams): once shutting down, the loop
+ * ends when nothing runs any more. */
+static void exit_check(struct loop *loop, void *arg)
 {
+	struct runner *r = arg;
 	if (!r->shutting_down)
 		return;
 	if (r->main_running || tasks_running(r) > 0)
 		return;
 	if (http_busy(r)) {
-		/* Terminal events are on their way (the last stream to close
-		 * re-checks); the final deadline bounds the wait, also after the
-		 * grace period, when killed tasks still have output to drain. */
+		/* Terminal events are on their way; the final deadline bounds
+		 * the wait, also after the grace period, when killed tasks
+		 * still have output to drain. */
 		return;
 	}
-	loop_stop(&r->loop);
+	loop_stop(loop);
 }
 
 static void on_tick(struct loop *loop, struct loop_timer *t)
@@ -141,11 +146,6 @@ static void on_tick(struct loop *loop, struct loop_timer *t)
 	struct runner *r = t->arg;
 	tasks_tick(r);
 	http_tick(r);
-	if (r->shutting_down) {
-		/* Streams that finished flushing let us go. */
-		if (!http_busy(r) && !r->main_running && tasks_running(r) == 0)
-			loop_stop(&r->loop);
-	}
 }
 
 /* Every connection is an fd: the soft limit goes up to the hard one, so
@@ -168,6 +168,55 @@ static void raise_nofile(struct runner *r)
 		log_warn("few file descriptors: connection limits are lowered to fit", "{s:I}",
 			 "nofile", (json_int_t)rl.rlim_cur);
 }
+
+/* ---- signals: what each one means, decided here (as tini does) ---- */
+
+static void on_sigchld(void *arg, int sig)
+{
+	(void)sig;
+	struct runner *r = arg;
+	reaper_reap(&r->reaper);
+}
+
+/* To the main child's process group, as a terminal would deliver it. */
+static void forward_to_main(struct runner *r, int sig)
+{
+	if (kill(-r->main_pid, sig) < 0 && errno != ESRCH)
+		log_errno("forwarding a signal failed", errno, strsignal(sig));
+}
+
+static void on_stop_signal(void *arg, int sig)
+{
+	struct runner *r = arg;
+	if (r->main_running)
+		forward_to_main(r, sig);
+	runner_shutdown(r, sig == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+static void on_forwarded_signal(void *arg, int sig)
+{
+	struct runner *r = arg;
+	if (r->main_running)
+		forward_to_main(r, sig);
+	else
+		log_info("signal ignored (no main child)", "{s:s}", "signal", strsignal(sig));
+}
+
+static const struct signal_action signal_table[] = {
+	{SIGCHLD, on_sigchld},
+	{SIGTERM, on_stop_signal},
+	{SIGINT, on_stop_signal},
+	{SIGHUP, on_forwarded_signal},
+	{SIGQUIT, on_forwarded_signal},
+	{SIGUSR1, on_forwarded_signal},
+	{SIGUSR2, on_forwarded_signal},
+	{SIGWINCH, on_forwarded_signal},
+	/* A vanished client must never kill the runner (libmicrohttpd relies
+	 * on it to use sendfile); job-control stops must never freeze PID 1. */
+	{SIGPIPE, NULL},
+	{SIGTTIN, NULL},
+	{SIGTTOU, NULL},
+};
 
 static int setup_state_dir(struct runner *r)
 {
@@ -206,7 +255,7 @@ int main(int argc, char **argv)
 	static struct runner runner; /* the one instance; passed explicitly from here on */
 	struct runner *r = &runner;
 	r->state_dir_fd = -1;
-	r->signal_fd = -1;
+	r->signals.fd = -1;
 
 	int pr = config_parse(&r->cfg, argc, argv);
 	if (pr == 1)
@@ -253,7 +302,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	reaper_init(&r->reaper);
-	rc = signals_init(r);
+	rc = signals_init(&r->signals, &r->loop, signal_table,
+			  sizeof(signal_table) / sizeof(signal_table[0]), r);
 	if (rc < 0) {
 		fprintf(stderr, "forceai-runner: signal setup: %s\n", strerror(-rc));
 		return 1;
@@ -275,6 +325,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "forceai-runner: %s\n", err);
 		return 1;
 	}
+	/* Added last: it runs after the daemons' pumps. */
+	loop_hook_add(&r->loop, &r->exit_check, exit_check, r);
 	if (r->cfg.main_argv) {
 		rc = spawn_main(r);
 		if (rc < 0) {

@@ -540,7 +540,6 @@ enum MHD_Result api_session_run(struct http_req *req)
 	}
 	spec.command = wrapped;
 	spec.api = TASK_API_SESSION;
-	spec.session = s;
 	spec.state_in_fd = in_fd;
 	spec.state_out_fd = out_fd;
 	struct task *t = task_start(req->r, &spec, &status, &code, err, sizeof(err));
@@ -548,7 +547,8 @@ enum MHD_Result api_session_run(struct http_req *req)
 		res = http_error(req, (unsigned)status, code, "%s", err);
 		goto out;
 	}
-	s->running = t;
+	session_run_attach(s, t, out_fd);
+	out_fd = -1;
 	res = start_stream(req, t, true, s->id);
 out:
 	if (in_fd >= 0)

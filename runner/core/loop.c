@@ -142,6 +142,36 @@ int loop_defer(struct loop *loop, loop_hook_cb fn, void *arg)
 	return 0;
 }
 
+void loop_hook_add(struct loop *loop, struct loop_hook *h, loop_hook_cb fn, void *arg)
+{
+	h->fn = fn;
+	h->arg = arg;
+	h->next = NULL;
+	struct loop_hook **p = &loop->hooks;
+	while (*p)
+		p = &(*p)->next;
+	*p = h;
+}
+
+void loop_hook_del(struct loop *loop, struct loop_hook *h)
+{
+	for (struct loop_hook **p = &loop->hooks; *p; p = &(*p)->next) {
+		if (*p == h) {
+			*p = h->next;
+			h->next = NULL;
+			return;
+		}
+	}
+}
+
+static void loop_run_hooks(struct loop *loop)
+{
+	for (struct loop_hook *h = loop->hooks, *next; h; h = next) {
+		next = h->next; /* a hook may remove itself */
+		h->fn(loop, h->arg);
+	}
+}
+
 static void loop_run_deferred(struct loop *loop)
 {
 	while (loop->deferred) {
@@ -155,8 +185,7 @@ static void loop_run_deferred(struct loop *loop)
 int loop_run_once(struct loop *loop, int timeout_ms)
 {
 	struct epoll_event evs[64];
-	if (loop->before_wait)
-		loop->before_wait(loop, loop->before_wait_arg);
+	loop_run_hooks(loop);
 	if (loop->stop)
 		return 0;
 	int n = epoll_wait(loop->epfd, evs, 64, timeout_ms);

@@ -34,12 +34,21 @@ struct loop_deferred {
 	struct loop_deferred *next;
 };
 
+/* Work that runs after every dispatch batch, before the loop waits again
+ * (so also before the first wait), in the order the hooks were added: an
+ * HTTP daemon's pump, the runner's exit check. Whoever owns the state
+ * registers the hook; nothing calls back into main. */
+struct loop_hook {
+	loop_hook_cb fn;
+	void *arg;
+	struct loop_hook *next;
+};
+
 struct loop {
 	int epfd;
-	struct loop_deferred *deferred; /* run after each dispatch batch */
+	struct loop_deferred *deferred; /* run once, after the current dispatch batch */
+	struct loop_hook *hooks;        /* run after every dispatch batch */
 	bool stop;
-	loop_hook_cb before_wait; /* runs before every epoll_wait */
-	void *before_wait_arg;
 };
 
 int loop_init(struct loop *loop);
@@ -60,9 +69,14 @@ void loop_timer_close(struct loop *loop, struct loop_timer *t);
  * are freed this way, never while the batch may still reference them. */
 int loop_defer(struct loop *loop, loop_hook_cb fn, void *arg);
 
+/* Add h (owned by the caller, unlinked with loop_hook_del) at the end of
+ * the hook list. */
+void loop_hook_add(struct loop *loop, struct loop_hook *h, loop_hook_cb fn, void *arg);
+void loop_hook_del(struct loop *loop, struct loop_hook *h);
+
 /* Runs until loop_stop(); returns 0 or -errno. */
 int loop_run(struct loop *loop);
-/* One round of loop_run: the before_wait hook, one epoll_wait of at most
+/* One round of loop_run: the hooks, one epoll_wait of at most
  * timeout_ms (-1 = no limit), the callbacks, the deferred work. Returns the
  * number of events (0 on timeout or EINTR) or -errno. For tests and fuzzing
  * that drive the loop step by step. */

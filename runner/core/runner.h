@@ -10,6 +10,7 @@
 #include "confine/confine.h"
 #include "core/loop.h"
 #include "core/reaper.h"
+#include "core/signals.h"
 
 struct http_server;
 struct task_table;
@@ -27,8 +28,8 @@ struct runner {
 	enum init_mode init_mode;
 	pid_t self_pid;
 
-	int signal_fd;
-	struct loop_watch signal_watch;
+	struct signals signals; /* what each signal means: main.c's table */
+	struct loop_hook exit_check; /* after every batch: may the loop end? */
 
 	/* The box's main process (-- CMD), if any. */
 	pid_t main_pid;
@@ -52,8 +53,3 @@ struct runner {
 	struct gateway *gateway;       /* NULL: no FORCEAI_GATEWAY_URL */
 	struct modelproxy *modelproxy; /* loopback model proxy for chat tasks */
 };
-
-/* Start a graceful shutdown (idempotent). */
-void runner_shutdown(struct runner *r, const char *why);
-/* Re-check whether everything has stopped and the loop can end. */
-void runner_maybe_exit(struct runner *r);

@@ -7,30 +7,15 @@
 #include <unistd.h>
 
 #include "core/log.h"
-#include "core/runner.h"
-
-static const int handled[] = {SIGCHLD, SIGTERM, SIGINT,  SIGHUP,
-			      SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH};
-#define N_HANDLED (sizeof(handled) / sizeof(handled[0]))
-
-static void forward(struct runner *r, int sig)
-{
-	if (!r->main_running)
-		return;
-	/* The main child leads its own process group: the whole group gets
-	 * the signal, as a terminal would deliver it. */
-	if (kill(-r->main_pid, sig) < 0 && errno != ESRCH)
-		log_errno("forwarding a signal failed", errno, strsignal(sig));
-}
 
 static void on_signal(struct loop *loop, struct loop_watch *w, uint32_t events)
 {
 	(void)loop;
 	(void)events;
-	struct runner *r = w->arg;
+	struct signals *s = w->arg;
 	struct signalfd_siginfo si;
 	for (;;) {
-		ssize_t n = read(r->signal_fd, &si, sizeof(si));
+		ssize_t n = read(s->fd, &si, sizeof(si));
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -41,45 +26,37 @@ static void on_signal(struct loop *loop, struct loop_watch *w, uint32_t events)
 		if (n != sizeof(si))
 			return;
 		int sig = (int)si.ssi_signo;
-		switch (sig) {
-		case SIGCHLD:
-			reaper_reap(&r->reaper);
-			runner_maybe_exit(r);
-			break;
-		case SIGTERM:
-		case SIGINT:
-			forward(r, sig);
-			runner_shutdown(r, sig == SIGTERM ? "SIGTERM" : "SIGINT");
-			break;
-		default:
-			if (r->main_running)
-				forward(r, sig);
-			else
-				log_info("signal ignored (no main child)", "{s:s}", "signal",
-					 strsignal(sig));
-			break;
+		for (size_t i = 0; i < s->n_actions; i++) {
+			if (s->actions[i].sig == sig && s->actions[i].fn) {
+				s->actions[i].fn(s->arg, sig);
+				break;
+			}
 		}
 	}
 }
 
-int signals_init(struct runner *r)
+int signals_init(struct signals *s, struct loop *loop, const struct signal_action *actions,
+		 size_t n_actions, void *arg)
 {
+	s->fd = -1;
+	s->actions = actions;
+	s->n_actions = n_actions;
+	s->arg = arg;
 	sigset_t set;
 	sigemptyset(&set);
-	for (size_t i = 0; i < N_HANDLED; i++)
-		sigaddset(&set, handled[i]);
+	struct sigaction ign = {.sa_handler = SIG_IGN};
+	for (size_t i = 0; i < n_actions; i++) {
+		if (actions[i].fn)
+			sigaddset(&set, actions[i].sig);
+		else if (sigaction(actions[i].sig, &ign, NULL) < 0)
+			return -errno;
+	}
 	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
 		return -errno;
-	/* A vanished client must never kill the runner; job-control stops
-	 * must never freeze PID 1. */
-	struct sigaction ign = {.sa_handler = SIG_IGN};
-	if (sigaction(SIGPIPE, &ign, NULL) < 0 || sigaction(SIGTTIN, &ign, NULL) < 0 ||
-	    sigaction(SIGTTOU, &ign, NULL) < 0)
+	s->fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (s->fd < 0)
 		return -errno;
-	r->signal_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-	if (r->signal_fd < 0)
-		return -errno;
-	return loop_watch_add(&r->loop, &r->signal_watch, r->signal_fd, EPOLLIN, on_signal, r);
+	return loop_watch_add(loop, &s->watch, s->fd, EPOLLIN, on_signal, s);
 }
 
 void signals_reset_child(void)

@@ -63,6 +63,7 @@ struct http_server {
 	unsigned port;
 	struct loop_watch epoll_watch;
 	struct loop_timer timer; /* MHD's own timeouts */
+	struct loop_hook pump;
 	bool need_run;
 	uint64_t deadline; /* of the armed MHD timer, monotonic ms */
 	bool quiesced;
@@ -244,8 +245,6 @@ static void stream_free_cb(void *cls)
 	s->closed = true;
 	stream_unlink(r->http, s);
 	s->ops->close(s);
-	if (r->shutting_down)
-		runner_maybe_exit(r); /* the last stream may have been what we waited for */
 }
 
 enum MHD_Result http_stream_start(struct http_req *req, struct http_stream *s,
@@ -595,9 +594,9 @@ static void on_mhd_timer(struct loop *loop, struct loop_timer *t)
 	run_mhd(t->arg);
 }
 
-/* Before every wait: run MHD if a stream was resumed, then arm the timer
- * for MHD's next own deadline (idle timeouts). */
-static void before_wait(struct loop *loop, void *arg)
+/* After every dispatch batch: run MHD if a stream was resumed, then arm the
+ * timer for MHD's next own deadline (idle timeouts). */
+static void pump(struct loop *loop, void *arg)
 {
 	struct runner *r = arg;
 	struct http_server *h = r->http;
@@ -709,8 +708,7 @@ int http_start(struct runner *r, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot watch the HTTP server: %s", strerror(errno));
 		return -1;
 	}
-	r->loop.before_wait = before_wait;
-	r->loop.before_wait_arg = r;
+	loop_hook_add(&r->loop, &h->pump, pump, r);
 	return 0;
 }
 
@@ -787,7 +785,7 @@ void http_stop(struct runner *r)
 	gate_free(h->gate); /* after the daemon: it reports closed connections */
 	/* MHD closed the listening socket (or quiesce handed it to us). */
 	loop_timer_close(&r->loop, &h->timer);
-	r->loop.before_wait = NULL;
+	loop_hook_del(&r->loop, &h->pump);
 	free(h);
 	r->http = NULL;
 }

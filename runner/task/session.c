@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/cleanup.h"
 #include "core/log.h"
 #include "core/runner.h"
 #include "task/task.h"
@@ -38,6 +39,7 @@ struct session *session_create(struct runner *r, const char *cwd)
 	if (!s)
 		return NULL;
 	s->state_fd = -1;
+	s->run_state_fd = -1;
 	if (random_id(s->id) < 0 || (cwd && !(s->cwd = strdup(cwd)))) {
 		free(s);
 		return NULL;
@@ -49,8 +51,21 @@ struct session *session_create(struct runner *r, const char *cwd)
 	return s;
 }
 
+/* The running command goes on being reported, but no longer saves state. */
+static void session_detach_run(struct session *s)
+{
+	if (s->running) {
+		s->running->on_finish = NULL;
+		s->running->finish_arg = NULL;
+	}
+	if (s->run_state_fd >= 0)
+		close(s->run_state_fd);
+	s->run_state_fd = -1;
+}
+
 static void session_free(struct session *s)
 {
+	session_detach_run(s);
 	if (s->state_fd >= 0)
 		close(s->state_fd);
 	free(s->cwd);
@@ -66,11 +81,10 @@ void session_delete(struct runner *r, struct session *s)
 		}
 	}
 	r->sessions->count--;
-	if (s->running) {
-		/* The run goes on being reported, but no longer saves state. */
-		s->running->session = NULL;
-		task_kill(s->running, TS_CANCELLED);
-	}
+	struct task *running = s->running;
+	session_detach_run(s);
+	if (running)
+		task_kill(running, TS_CANCELLED);
 	log_info("session deleted", "{s:s}", "session", s->id);
 	session_free(s);
 }
@@ -91,8 +105,6 @@ void sessions_free_all(struct runner *r)
 	while (r->sessions->head) {
 		struct session *s = r->sessions->head;
 		r->sessions->head = s->next;
-		if (s->running)
-			s->running->session = NULL;
 		session_free(s);
 	}
 	free(r->sessions);
@@ -141,23 +153,29 @@ char *session_wrap_command(const char *command, bool explicit_cwd)
 	return out;
 }
 
-void session_run_finished(struct session *s, struct task *t, int state_out_fd)
+/* The task's on_finish hook: what the run saved becomes the state. */
+static void on_run_finish(struct task *t, json_t *exit_ev)
 {
-	(void)t;
+	(void)exit_ev;
+	struct session *s = t->finish_arg;
+	t->finish_arg = NULL;
 	s->running = NULL;
-	if (state_out_fd < 0)
-		return;
+	int fd = take_fd(s->run_state_fd);
 	struct stat st;
-	if (fstat(state_out_fd, &st) < 0 || st.st_size == 0 || st.st_size > STATE_MAX) {
+	if (fstat(fd, &st) < 0 || st.st_size == 0 || st.st_size > STATE_MAX) {
 		/* The run exec'd away or wrote junk: keep the previous state. */
-		return;
-	}
-	int fd = dup(state_out_fd);
-	if (fd < 0) {
-		log_errno("dup(session state) failed", errno, s->id);
+		close(fd);
 		return;
 	}
 	if (s->state_fd >= 0)
 		close(s->state_fd);
 	s->state_fd = fd;
+}
+
+void session_run_attach(struct session *s, struct task *t, int state_out_fd)
+{
+	s->running = t;
+	s->run_state_fd = state_out_fd;
+	t->on_finish = on_run_finish;
+	t->finish_arg = s;
 }

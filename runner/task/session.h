@@ -12,6 +12,7 @@ struct session {
 	char *cwd;     /* NULL = the default task cwd */
 	int state_fd;  /* memfd holding the last saved state, or -1 */
 	struct task *running;
+	int run_state_fd; /* the running command's state output (its fd 4), or -1 */
 	struct session *next;
 };
 
@@ -32,5 +33,7 @@ void session_delete(struct runner *r, struct session *s);
 int session_memfd(const char *name);
 /* Builds the wrapper script for one run (malloc'd). */
 char *session_wrap_command(const char *command, bool explicit_cwd);
-/* Called by the task engine when a session run ends. */
-void session_run_finished(struct session *s, struct task *t, int state_out_fd);
+/* t, just started with state_out_fd as its fd 4, is the session's run:
+ * takes state_out_fd; when t finishes (its on_finish hook), what the run
+ * saved there becomes the session's state. */
+void session_run_attach(struct session *s, struct task *t, int state_out_fd);

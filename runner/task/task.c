@@ -17,7 +17,6 @@
 #include "core/ids.h"
 #include "core/log.h"
 #include "core/runner.h"
-#include "task/session.h"
 #include "task/spawn.h"
 #include "core/util.h"
 
@@ -327,16 +326,7 @@ static void task_finalize(struct task *t)
 	log_info("task finished", "{s:s,s:s,s:i,s:I}", "task", t->id, "status",
 		 task_status_name(t->status), "exit_code", t->exit_code, "duration_ms",
 		 (json_int_t)(t->finished_ms - t->started_ms));
-	if (t->session) {
-		session_run_finished(t->session, t, t->state_out_fd);
-		t->session = NULL;
-	}
-	if (t->state_out_fd >= 0) {
-		close(t->state_out_fd);
-		t->state_out_fd = -1;
-	}
 	wake_readers(t);
-	runner_maybe_exit(t->r);
 }
 
 static void task_unlink(struct task *t)
@@ -375,8 +365,6 @@ static void task_free(struct task *t)
 		close_pipe(t, i);
 	if (t->proc_running)
 		reaper_forget(&r->reaper, t->shim_pid);
-	if (t->state_out_fd >= 0)
-		close(t->state_out_fd);
 	spool_close(&t->spool);
 	free(t->command);
 	free(t->cwd);
@@ -402,7 +390,7 @@ static void expire_records(struct runner *r)
 		t = t->next;
 	for (struct task *prev; t; t = prev) {
 		prev = t->prev;
-		if (!t->finished || t->n_readers || t->session)
+		if (!t->finished || t->n_readers)
 			continue;
 		bool too_many = finished > r->cfg.retain_count;
 		bool too_old = now - t->finished_mono > r->cfg.retain_ms;
@@ -538,7 +526,6 @@ static struct task *task_alloc(struct runner *r, const struct task_spec *spec, c
 		return NULL;
 	t->r = r;
 	t->out_fd = t->err_fd = -1;
-	t->state_out_fd = -1;
 	t->timer.w.fd = -1;
 	t->exit_code = -1;
 	t->api = spec->api;
@@ -701,10 +688,6 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, int *htt
 	loop_watch_add(&r->loop, &t->err_w, t->err_fd, EPOLLIN, on_output, t);
 	if (spec->timeout_ms)
 		loop_timer_start(&r->loop, &t->timer, spec->timeout_ms, 0);
-	if (spec->state_out_fd >= 0) {
-		t->state_out_fd = dup(spec->state_out_fd);
-		t->session = spec->session;
-	}
 	json_t *started = json_pack("{s:s,s:i,s:I,s:s,s:s}", "task_id", t->id, "pid", (int)pid,
 				    "started_at", (json_int_t)t->started_ms, "capability",
 				    spec->capability ? spec->capability : "exec", "network",
@@ -848,7 +831,6 @@ static void driven_log(struct task *t)
 		 task_status_name(t->status), "exit_code", t->exit_code, "duration_ms",
 		 (json_int_t)(t->finished_ms - t->started_ms));
 	wake_readers(t);
-	runner_maybe_exit(t->r);
 }
 
 void task_driven_finish(struct task *t, enum task_status st, int exit_code, json_t *extra)

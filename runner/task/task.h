@@ -10,7 +10,6 @@
 #include "task/spool.h"
 
 struct runner;
-struct session;
 
 enum task_api {
 	TASK_API_EXECD,
@@ -56,9 +55,10 @@ struct task_spec {
 	uint64_t max_tokens;    /* agent: 0 = the configured default */
 	bool has_timeout;       /* timeout_ms was given (agent: 0 = none) */
 	enum task_network network; /* request field "network" */
-	struct session *session;
-	int state_in_fd;  /* session: memfd with the saved shell state, or -1 */
-	int state_out_fd; /* session: memfd the wrapper writes the new state to, or -1 */
+	/* Handed to the child as fds 3 and 4 when both are >= 0 (a session
+	 * run: the saved shell state in, the new state out). */
+	int state_in_fd;
+	int state_out_fd;
 };
 
 struct task_reader {
@@ -120,13 +120,12 @@ struct task {
 	int exit_code; /* -1 while running */
 	int term_signal;
 
-	struct session *session;
-	int state_out_fd;
-
 	const struct task_driver_ops *driver; /* NULL for process tasks */
 	void *driver_arg;
-	/* Process tasks: runs just before the terminal exit event is written
-	 * (may add fields to it); the model proxy uses it for chat tasks. */
+	/* Process tasks: the owner's hook, run once just before the terminal
+	 * exit event is written (it may add fields to it), or from the
+	 * teardown with an empty object when the task never finished. The
+	 * model proxy's chat tasks and the session runs use it. */
 	void (*on_finish)(struct task *t, json_t *exit_ev);
 	void *finish_arg;
 

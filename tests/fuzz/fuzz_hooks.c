@@ -1,24 +1,12 @@
 /* Linked into the fuzz targets that take the runner's objects without
- * main.c (libFuzzer brings main()): main.c's two lifecycle hooks, and a
- * spawn_task that must never be reached (-Wl,--wrap=spawn_task) unless the
- * target says so (fuzz_http's fake tasks, made before fuzzing starts). */
+ * main.c (libFuzzer brings main()): a spawn_task that must never be reached
+ * (-Wl,--wrap=spawn_task) unless the target says so (fuzz_http's fake
+ * tasks, made before fuzzing starts). */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "core/runner.h"
 #include "task/spawn.h"
-
-void runner_shutdown(struct runner *r, const char *why)
-{
-	(void)why;
-	r->shutting_down = true;
-}
-
-void runner_maybe_exit(struct runner *r)
-{
-	(void)r;
-}
 
 /* Set by a target that installs its own fake spawner. */
 pid_t (*fuzz_spawn_hook)(struct confine_plan *plan, const struct spawn_io *io);

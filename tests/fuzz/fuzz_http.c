@@ -237,7 +237,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	R.cfg.token = strdup("fuzz-token");
 	R.self_pid = getpid();
 	R.init_mode = INIT_SUBREAPER;
-	R.signal_fd = -1;
+	R.signals.fd = -1;
 	/* Confinement "in force" as far as the files API looks: writes only
 	 * beneath the write roots. Nothing is ever spawned. */
 	R.policy.enabled = true;
