@@ -12,6 +12,7 @@
 #include "model/gateway.h"
 #include "files/files.h"
 #include "api/hardening.h"
+#include "api/routes.h"
 #include "http/http.h"
 #include "core/log.h"
 #include "model/modelproxy.h"
@@ -317,7 +318,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "forceai-runner: out of memory\n");
 		return 1;
 	}
-	if (http_start(r, err, sizeof(err)) < 0) {
+	if (http_start(r, api_routes, api_n_routes, err, sizeof(err)) < 0) {
 		fprintf(stderr, "forceai-runner: %s\n", err);
 		return 1;
 	}

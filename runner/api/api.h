@@ -2,10 +2,6 @@
 #pragma once
 #include "http/http.h"
 
-typedef enum MHD_Result (*route_fn)(struct http_req *req);
-/* A chunk of a streamed request body (routes that must not buffer it). */
-typedef enum MHD_Result (*body_fn)(struct http_req *req, const char *data, size_t len);
-
 /* api_execd.c: OpenSandbox execd-compatible command API */
 enum MHD_Result api_ping(struct http_req *req);
 enum MHD_Result api_command_run(struct http_req *req);

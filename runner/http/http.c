@@ -13,50 +13,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "api/api.h"
 #include "http/gate.h"
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/util.h"
 
-struct route {
-	const char *method;
-	const char *pattern; /* '*' matches one non-empty path segment */
-	route_fn fn;         /* once the body is complete */
-	body_fn body;        /* if set: each body chunk as it arrives (no buffering, no max-body) */
-};
-
-static const struct route routes[] = {
-	{"GET", "/ping", api_ping, NULL},
-	{"POST", "/command", api_command_run, NULL},
-	{"DELETE", "/command", api_command_interrupt, NULL},
-	{"GET", "/command/status/*", api_command_status, NULL},
-	{"GET", "/command/*/logs", api_command_logs, NULL},
-	{"POST", "/session", api_session_create, NULL},
-	{"POST", "/session/*/run", api_session_run, NULL},
-	{"DELETE", "/session/*", api_session_delete, NULL},
-	{"GET", "/metrics", api_metrics, NULL},
-	{"GET", "/metrics/watch", api_metrics_watch, NULL},
-	{"POST", "/v1/tasks", api_task_create, NULL},
-	{"GET", "/v1/tasks/*", api_task_get, NULL},
-	{"DELETE", "/v1/tasks/*", api_task_delete, NULL},
-	{"GET", "/v1/tasks/*/events", api_task_events, NULL},
-	{"GET", "/v1/hardening", api_hardening, NULL},
-	{"GET", "/files/info", api_files_info, NULL},
-	{"DELETE", "/files", api_files_delete, NULL},
-	{"POST", "/files/mv", api_files_mv, NULL},
-	{"POST", "/files/permissions", api_files_permissions, NULL},
-	{"GET", "/files/search", api_files_search, NULL},
-	{"POST", "/files/replace", api_files_replace, NULL},
-	{"POST", "/files/upload", api_files_upload, api_files_upload_body},
-	{"GET", "/files/download", api_files_download, NULL},
-	{"GET", "/directories/list", api_dirs_list, NULL},
-	{"POST", "/directories", api_dirs_create, NULL},
-	{"DELETE", "/directories", api_dirs_delete, NULL},
-};
-#define N_ROUTES (sizeof(routes) / sizeof(routes[0]))
-
 struct http_server {
+	const struct http_route *routes;
+	size_t n_routes;
 	struct MHD_Daemon *d;
 	struct gate *gate; /* who may connect (tasks may not) */
 	int listen_fd;
@@ -478,17 +442,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		req->conn = conn;
 		req->method = method;
 		req->path = url;
-		req->route = -1;
 		const char *problem = framing_problem(conn, method);
 		if (problem)
 			return framing_error(req, problem);
 		bool path_known = false;
-		for (size_t i = 0; i < N_ROUTES; i++) {
-			if (!match(routes[i].pattern, url, req->param_buf, sizeof(req->param_buf)))
+		const struct http_server *h = r->http;
+		for (size_t i = 0; i < h->n_routes; i++) {
+			const struct http_route *rt = &h->routes[i];
+			if (!match(rt->pattern, url, req->param_buf, sizeof(req->param_buf)))
 				continue;
 			path_known = true;
-			if (!strcmp(routes[i].method, method)) {
-				req->route = (int)i;
+			if (!strcmp(rt->method, method)) {
+				req->route = rt;
 				req->param = req->param_buf;
 				break;
 			}
@@ -499,7 +464,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 						   "invalid or missing header X-EXECD-ACCESS-TOKEN",
 						   "error",
 						   "Unauthorized: invalid or missing header X-EXECD-ACCESS-TOKEN"));
-		if (req->route < 0) {
+		if (!req->route) {
 			if (path_known)
 				return http_error(req, 405, "METHOD_NOT_ALLOWED",
 						  "method %.16s is not allowed on %.200s", method, url);
@@ -507,7 +472,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 					  url);
 		}
 		const char *cl = http_header(req, "Content-Length");
-		if (cl && !routes[req->route].body && strtoull(cl, NULL, 10) > r->cfg.max_body)
+		if (cl && !req->route->body && strtoull(cl, NULL, 10) > r->cfg.max_body)
 			return http_error(req, 413, "PAYLOAD_TOO_LARGE",
 					  "request body over %llu bytes",
 					  (unsigned long long)r->cfg.max_body);
@@ -517,10 +482,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*upload_size = 0; /* discard the rest of a refused body */
 		return MHD_YES;
 	}
-	if (*upload_size && routes[req->route].body) {
+	if (*upload_size && req->route->body) {
 		size_t n = *upload_size;
 		*upload_size = 0;
-		return routes[req->route].body(req, upload_data, n);
+		return req->route->body(req, upload_data, n);
 	}
 	if (*upload_size) {
 		if (req->body_too_big || req->body_len + *upload_size > r->cfg.max_body) {
@@ -544,7 +509,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (req->body_too_big)
 		return http_error(req, 413, "PAYLOAD_TOO_LARGE", "request body over %llu bytes",
 				  (unsigned long long)r->cfg.max_body);
-	return routes[req->route].fn(req);
+	return req->route->fn(req);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -657,13 +622,16 @@ static int open_listener(struct runner *r, char *err, size_t errlen)
 	return fd;
 }
 
-int http_start(struct runner *r, char *err, size_t errlen)
+int http_start(struct runner *r, const struct http_route *routes, size_t n_routes, char *err,
+	       size_t errlen)
 {
 	struct http_server *h = calloc(1, sizeof(*h));
 	if (!h) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
+	h->routes = routes;
+	h->n_routes = n_routes;
 	r->http = h;
 	h->listen_fd = open_listener(r, err, errlen);
 	if (h->listen_fd < 0)

@@ -11,6 +11,19 @@
 #include <sys/types.h>
 
 struct runner;
+struct http_req;
+
+/* A route: method and path pattern ('*' matches one non-empty segment,
+ * captured as req->param); fn answers once the body is complete; body, if
+ * set, takes each body chunk as it arrives (no buffering, no max-body). */
+typedef enum MHD_Result (*http_route_fn)(struct http_req *req);
+typedef enum MHD_Result (*http_body_fn)(struct http_req *req, const char *data, size_t len);
+struct http_route {
+	const char *method;
+	const char *pattern;
+	http_route_fn fn;
+	http_body_fn body;
+};
 
 struct http_req {
 	struct runner *r;
@@ -21,7 +34,7 @@ struct http_req {
 	size_t body_len;
 	bool body_too_big;
 	bool responded;
-	int route; /* index in the route table, -1 = none */
+	const struct http_route *route; /* NULL = none matched */
 	const char *param; /* the {id} segment of the path, if any */
 	char param_buf[128];
 	void *ctx; /* per-route state (e.g. an upload) */
@@ -51,7 +64,10 @@ struct http_stream {
 	struct http_stream *next, *prev;
 };
 
-int http_start(struct runner *r, char *err, size_t errlen);
+/* Serve the routes (a table that outlives the server) on the configured
+ * address. */
+int http_start(struct runner *r, const struct http_route *routes, size_t n_routes, char *err,
+	       size_t errlen);
 /* libmicrohttpd's error logger for any of our daemons: one JSON log line;
  * cls names the daemon ("http", "model proxy"). */
 void http_mhd_log(void *cls, const char *fmt, va_list ap);

@@ -52,6 +52,7 @@
 #include <sched.h>
 #include <sys/mount.h>
 
+#include "api/routes.h"
 #include "http/http.h"
 #include "core/runner.h"
 #include "task/session.h"
@@ -255,7 +256,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	if (tasks_init(&R) < 0 || sessions_init(&R) < 0)
 		die("tables");
 	char err[512];
-	if (http_start(&R, err, sizeof(err)) < 0) {
+	if (http_start(&R, api_routes, api_n_routes, err, sizeof(err)) < 0) {
 		dprintf(diag_fd, "fuzz_http: http_start: %s\n", err);
 		abort();
 	}
