@@ -14,6 +14,8 @@
 #include "api/hardening.h"
 #include "api/routes.h"
 #include "http/http.h"
+#include "core/cleanup.h"
+#include "core/error.h"
 #include "core/log.h"
 #include "model/modelproxy.h"
 #include "task/proctree.h"
@@ -219,36 +221,34 @@ static const struct signal_action signal_table[] = {
 	{SIGTTOU, NULL},
 };
 
-static int setup_state_dir(struct runner *r)
+static int setup_state_dir(struct runner *r, struct error *err)
 {
 	const char *dir = r->cfg.state_dir;
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
-		fprintf(stderr, "forceai-runner: cannot create --state-dir '%s': %s\n", dir,
-			strerror(errno));
-		return -1;
-	}
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return error_set(err, errno, NULL, "cannot create --state-dir '%s'", dir);
+	cleanup_close int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	struct stat st;
-	if (fd < 0 || fstat(fd, &st) < 0) {
-		fprintf(stderr, "forceai-runner: cannot open --state-dir '%s': %s\n", dir,
-			strerror(errno));
-		return -1;
-	}
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return error_set(err, errno, NULL, "cannot open --state-dir '%s'", dir);
 	/* Task output is kept here: it must be ours alone, or a task could
 	 * plant links or read other tasks' output. */
 	if (st.st_uid != geteuid() || (st.st_mode & 077)) {
-		if (st.st_uid == geteuid() && fchmod(fd, 0700) == 0) {
+		if (st.st_uid == geteuid() && fchmod(fd, 0700) == 0)
 			log_warn("state dir permissions tightened to 0700", "{s:s}", "dir", dir);
-		} else {
-			fprintf(stderr,
-				"forceai-runner: --state-dir '%s' must be owned by uid %d with mode 0700\n",
-				dir, (int)geteuid());
-			close(fd);
-			return -1;
-		}
+		else
+			return error_set(err, 0, NULL,
+					 "--state-dir '%s' must be owned by uid %d with mode 0700",
+					 dir, (int)geteuid());
 	}
-	r->state_dir_fd = fd;
+	r->state_dir_fd = take_fd(fd);
 	return 0;
+}
+
+/* A start-up failure: one line on stderr, exit status 1. */
+static int start_failed(const struct error *err)
+{
+	fprintf(stderr, "forceai-runner: %s\n", err->msg);
+	return 1;
 }
 
 int main(int argc, char **argv)
@@ -258,81 +258,76 @@ int main(int argc, char **argv)
 	r->state_dir_fd = -1;
 	r->signals.fd = -1;
 
-	int pr = config_parse(&r->cfg, argc, argv);
+	struct error err;
+	int pr = config_parse(&r->cfg, argc, argv, &err);
 	if (pr == 1)
 		return 0;
-	if (pr)
-		return pr;
+	if (pr < 0) {
+		fprintf(stderr, "forceai-runner: %s\n", err.msg);
+		return 2; /* a usage error */
+	}
 
 	/* Tasks must not read our memory or environment through /proc. */
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) {
-		fprintf(stderr, "forceai-runner: prctl(PR_SET_DUMPABLE): %s\n", strerror(errno));
-		return 1;
+		error_set(&err, errno, NULL, "prctl(PR_SET_DUMPABLE)");
+		return start_failed(&err);
 	}
 	r->self_pid = getpid();
 	if (r->self_pid == 1) {
 		r->init_mode = INIT_PID1;
 	} else {
 		if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) {
-			fprintf(stderr, "forceai-runner: prctl(PR_SET_CHILD_SUBREAPER): %s\n",
-				strerror(errno));
-			return 1;
+			error_set(&err, errno, NULL, "prctl(PR_SET_CHILD_SUBREAPER)");
+			return start_failed(&err);
 		}
 		r->init_mode = INIT_SUBREAPER;
 	}
 
-	char err[512];
-	if (confine_policy_init(&r->policy, &r->cfg, err, sizeof(err)) < 0) {
-		fprintf(stderr, "forceai-runner: %s\n", err);
-		return 1;
-	}
+	if (confine_policy_init(&r->policy, &r->cfg, &err) < 0)
+		return start_failed(&err);
 	/* The files API acts with the task user's file-system identity; our own
 	 * supplementary groups must not widen it. */
 	if (files_init() < 0) {
-		fprintf(stderr, "forceai-runner: cannot drop supplementary groups: %s\n",
-			strerror(errno));
-		return 1;
+		error_set(&err, errno, NULL, "cannot drop supplementary groups");
+		return start_failed(&err);
 	}
-	if (setup_state_dir(r) < 0)
-		return 1;
+	if (setup_state_dir(r, &err) < 0)
+		return start_failed(&err);
 
 	raise_nofile(r);
 	int rc = loop_init(&r->loop);
 	if (rc < 0) {
-		fprintf(stderr, "forceai-runner: epoll_create1: %s\n", strerror(-rc));
-		return 1;
+		error_set(&err, -rc, NULL, "epoll_create1");
+		return start_failed(&err);
 	}
 	reaper_init(&r->reaper);
 	rc = signals_init(&r->signals, &r->loop, signal_table,
 			  sizeof(signal_table) / sizeof(signal_table[0]), r);
 	if (rc < 0) {
-		fprintf(stderr, "forceai-runner: signal setup: %s\n", strerror(-rc));
-		return 1;
+		error_set(&err, -rc, NULL, "signal setup");
+		return start_failed(&err);
 	}
-	if (loop_timer_init(&r->loop, &r->shutdown_timer, on_shutdown_timer, r) < 0 ||
-	    loop_timer_init(&r->loop, &r->tick, on_tick, r) < 0) {
-		fprintf(stderr, "forceai-runner: timerfd_create: %s\n", strerror(errno));
-		return 1;
+	rc = loop_timer_init(&r->loop, &r->shutdown_timer, on_shutdown_timer, r);
+	if (rc == 0)
+		rc = loop_timer_init(&r->loop, &r->tick, on_tick, r);
+	if (rc < 0) {
+		error_set(&err, -rc, NULL, "timerfd_create");
+		return start_failed(&err);
 	}
 	if (tasks_init(r) < 0 || sessions_init(r) < 0) {
-		fprintf(stderr, "forceai-runner: out of memory\n");
-		return 1;
+		error_set(&err, ENOMEM, NULL, "task tables");
+		return start_failed(&err);
 	}
-	if (http_start(r, api_routes, api_n_routes, err, sizeof(err)) < 0) {
-		fprintf(stderr, "forceai-runner: %s\n", err);
-		return 1;
-	}
-	if (gateway_init(r, err, sizeof(err)) < 0 || modelproxy_start(r, err, sizeof(err)) < 0) {
-		fprintf(stderr, "forceai-runner: %s\n", err);
-		return 1;
-	}
+	if (http_start(r, api_routes, api_n_routes, &err) < 0 || gateway_init(r, &err) < 0 ||
+	    modelproxy_start(r, &err) < 0)
+		return start_failed(&err);
 	/* Added last: it runs after the daemons' pumps. */
 	loop_hook_add(&r->loop, &r->exit_check, exit_check, r);
 	if (r->cfg.main_argv) {
 		rc = spawn_main(r);
 		if (rc < 0) {
-			fprintf(stderr, "forceai-runner: fork(main child): %s\n", strerror(-rc));
-			return 1;
+			error_set(&err, -rc, NULL, "fork(main child)");
+			return start_failed(&err);
 		}
 	}
 	loop_timer_start(&r->loop, &r->tick, 1000, 1000);

@@ -13,17 +13,16 @@ enum MHD_Result api_session_run(struct http_req *req);
 enum MHD_Result api_session_delete(struct http_req *req);
 
 /* Request bodies, validated without I/O (also driven by tests/fuzz): each
- * returns 0, or -1 with a message in err that the handler answers with
- * (400 INVALID_REQUEST_BODY unless a status/code is returned). Strings in
- * the spec point into body. */
+ * returns 0, or -1 with err set (INVALID_REQUEST_BODY; UNKNOWN_CAPABILITY),
+ * which the handler answers with http_fail. Strings in the spec point into
+ * body. */
 struct task_spec;
-int api_read_spec(json_t *body, const char *cmd_key, struct task_spec *spec, char *err,
-		  size_t errlen);
-int api_parse_command(json_t *body, struct task_spec *spec, char *err, size_t errlen);
-int api_parse_session_create(json_t *body, const char **cwd, char *err, size_t errlen);
-int api_parse_session_run(json_t *body, struct task_spec *spec, char *err, size_t errlen);
-int api_parse_task(json_t *body, struct task_spec *spec, unsigned *status, const char **code,
-		   char *err, size_t errlen);
+struct error;
+int api_read_spec(json_t *body, const char *cmd_key, struct task_spec *spec, struct error *err);
+int api_parse_command(json_t *body, struct task_spec *spec, struct error *err);
+int api_parse_session_create(json_t *body, const char **cwd, struct error *err);
+int api_parse_session_run(json_t *body, struct task_spec *spec, struct error *err);
+int api_parse_task(json_t *body, struct task_spec *spec, struct error *err);
 
 /* api_tasks.c: native task API */
 enum MHD_Result api_task_create(struct http_req *req);

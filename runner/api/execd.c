@@ -10,6 +10,8 @@
 
 #include "api/api.h"
 #include "task/linesplit.h"
+#include "core/cleanup.h"
+#include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
 #include "task/session.h"
@@ -217,100 +219,90 @@ static enum MHD_Result start_stream(struct http_req *req, struct task *t, bool s
 	return http_stream_start(req, &es->hs, &execd_ops, "text/event-stream");
 }
 
-/* Typed field access with clear errors (into err; the handlers answer 400
- * INVALID_REQUEST_BODY with the message). */
-static int get_str(json_t *body, const char *key, bool required, const char **out, char *err,
-		   size_t errlen)
+/* Typed field access with clear errors (INVALID_REQUEST_BODY). */
+static int get_str(json_t *body, const char *key, bool required, const char **out,
+		   struct error *err)
 {
 	json_t *v = json_object_get(body, key);
 	*out = NULL;
 	if (!v || json_is_null(v)) {
-		if (required) {
-			snprintf(err, errlen, "field '%s' is required", key);
-			return -1;
-		}
+		if (required)
+			return error_set(err, 0, "INVALID_REQUEST_BODY", "field '%s' is required",
+					 key);
 		return 0;
 	}
-	if (!json_is_string(v)) {
-		snprintf(err, errlen, "field '%s' must be a string", key);
-		return -1;
-	}
-	if (strlen(json_string_value(v)) != json_string_length(v)) {
-		snprintf(err, errlen, "field '%s' contains a NUL byte", key);
-		return -1;
-	}
+	if (!json_is_string(v))
+		return error_set(err, 0, "INVALID_REQUEST_BODY", "field '%s' must be a string", key);
+	if (strlen(json_string_value(v)) != json_string_length(v))
+		return error_set(err, 0, "INVALID_REQUEST_BODY", "field '%s' contains a NUL byte",
+				 key);
 	*out = json_string_value(v);
 	return 0;
 }
 
 static int get_uint(json_t *body, const char *key, uint64_t max, bool *has, uint64_t *out,
-		    char *err, size_t errlen)
+		    struct error *err)
 {
 	json_t *v = json_object_get(body, key);
 	*has = false;
 	if (!v || json_is_null(v))
 		return 0;
 	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-	    (uint64_t)json_integer_value(v) > max) {
-		snprintf(err, errlen, "field '%s' must be an integer between 0 and %llu", key,
-			 (unsigned long long)max);
-		return -1;
-	}
+	    (uint64_t)json_integer_value(v) > max)
+		return error_set(err, 0, "INVALID_REQUEST_BODY",
+				 "field '%s' must be an integer between 0 and %llu", key,
+				 (unsigned long long)max);
 	*has = true;
 	*out = (uint64_t)json_integer_value(v);
 	return 0;
 }
 
-int api_read_spec(json_t *body, const char *cmd_key, struct task_spec *spec, char *err,
-		  size_t errlen)
+int api_read_spec(json_t *body, const char *cmd_key, struct task_spec *spec, struct error *err)
 {
 	memset(spec, 0, sizeof(*spec));
 	spec->state_in_fd = spec->state_out_fd = -1;
-	if (get_str(body, cmd_key, true, &spec->command, err, errlen) < 0)
+	if (get_str(body, cmd_key, true, &spec->command, err) < 0)
 		return -1;
-	if (!*spec->command) {
-		snprintf(err, errlen, "field '%s' must not be empty", cmd_key);
-		return -1;
-	}
-	if (get_str(body, "cwd", false, &spec->cwd, err, errlen) < 0)
+	if (!*spec->command)
+		return error_set(err, 0, "INVALID_REQUEST_BODY", "field '%s' must not be empty",
+				 cmd_key);
+	if (get_str(body, "cwd", false, &spec->cwd, err) < 0)
 		return -1;
 	if (spec->cwd && !*spec->cwd)
 		spec->cwd = NULL;
 	const char *net;
-	if (get_str(body, "network", false, &net, err, errlen) < 0)
+	if (get_str(body, "network", false, &net, err) < 0)
 		return -1;
 	if (net && !strcmp(net, "none"))
 		spec->network = TASK_NET_NONE;
 	else if (net && !strcmp(net, "full"))
 		spec->network = TASK_NET_FULL;
-	else if (net) {
-		snprintf(err, errlen, "field 'network' must be \"none\" or \"full\"");
-		return -1;
-	}
+	else if (net)
+		return error_set(err, 0, "INVALID_REQUEST_BODY",
+				 "field 'network' must be \"none\" or \"full\"");
 	return 0;
 }
 
-int api_parse_command(json_t *body, struct task_spec *spec, char *err, size_t errlen)
+int api_parse_command(json_t *body, struct task_spec *spec, struct error *err)
 {
 	bool has;
 	uint64_t v;
-	if (api_read_spec(body, "command", spec, err, errlen) < 0)
+	if (api_read_spec(body, "command", spec, err) < 0)
 		return -1;
 	spec->api = TASK_API_EXECD;
 	json_t *bg = json_object_get(body, "background");
-	if (bg && !json_is_null(bg) && !json_is_boolean(bg)) {
-		snprintf(err, errlen, "field 'background' must be a boolean");
-		return -1;
-	}
+	if (bg && !json_is_null(bg) && !json_is_boolean(bg))
+		return error_set(err, 0, "INVALID_REQUEST_BODY",
+				 "field 'background' must be a boolean");
 	spec->background = bg && json_is_true(bg);
-	if (get_uint(body, "timeout", 7ULL * 24 * 3600 * 1000, &has, &v, err, errlen) < 0)
+	if (get_uint(body, "timeout", 7ULL * 24 * 3600 * 1000, &has, &v, err) < 0)
 		return -1;
 	spec->timeout_ms = has ? v : 0;
-	if (get_uint(body, "uid", 0xfffffffe, &has, &v, err, errlen) < 0)
+	if (get_uint(body, "uid", 0xfffffffe, &has, &v, err) < 0)
 		return -1;
 	spec->has_uid = has;
 	spec->uid = (uid_t)v;
-	if (get_uint(body, "gid", 0xfffffffe, &has, &v, err, errlen) < 0)
+	if (get_uint(body, "gid", 0xfffffffe, &has, &v, err) < 0)
 		return -1;
 	spec->has_gid = has;
 	spec->gid = (gid_t)v;
@@ -318,26 +310,24 @@ int api_parse_command(json_t *body, struct task_spec *spec, char *err, size_t er
 	return 0;
 }
 
-int api_parse_session_create(json_t *body, const char **cwd, char *err, size_t errlen)
+int api_parse_session_create(json_t *body, const char **cwd, struct error *err)
 {
-	if (get_str(body, "cwd", false, cwd, err, errlen) < 0)
+	if (get_str(body, "cwd", false, cwd, err) < 0)
 		return -1;
-	if (*cwd && **cwd && (*cwd)[0] != '/') {
-		snprintf(err, errlen, "cwd must be an absolute path");
-		return -1;
-	}
+	if (*cwd && **cwd && (*cwd)[0] != '/')
+		return error_set(err, 0, "INVALID_REQUEST_BODY", "cwd must be an absolute path");
 	if (*cwd && !**cwd)
 		*cwd = NULL;
 	return 0;
 }
 
-int api_parse_session_run(json_t *body, struct task_spec *spec, char *err, size_t errlen)
+int api_parse_session_run(json_t *body, struct task_spec *spec, struct error *err)
 {
 	bool has;
 	uint64_t v;
-	if (api_read_spec(body, "command", spec, err, errlen) < 0)
+	if (api_read_spec(body, "command", spec, err) < 0)
 		return -1;
-	if (get_uint(body, "timeout", 7ULL * 24 * 3600 * 1000, &has, &v, err, errlen) < 0)
+	if (get_uint(body, "timeout", 7ULL * 24 * 3600 * 1000, &has, &v, err) < 0)
 		return -1;
 	spec->timeout_ms = has ? v : 0;
 	return 0;
@@ -350,27 +340,17 @@ enum MHD_Result api_ping(struct http_req *req)
 
 enum MHD_Result api_command_run(struct http_req *req)
 {
-	json_t *body = http_body_json(req, false);
+	cleanup_json json_t *body = http_body_json(req, false);
 	if (!body)
 		return req->responded ? MHD_YES : MHD_NO;
 	struct task_spec spec;
-	enum MHD_Result res = MHD_YES;
-	int status;
-	const char *code;
-	char err[512];
-	if (api_parse_command(body, &spec, err, sizeof(err)) < 0) {
-		res = http_error(req, 400, "INVALID_REQUEST_BODY", "%s", err);
-		goto out;
-	}
-	struct task *t = task_start(req->r, &spec, &status, &code, err, sizeof(err));
-	if (!t) {
-		res = http_error(req, (unsigned)status, code, "%s", err);
-		goto out;
-	}
-	res = start_stream(req, t, false, t->id);
-out:
-	json_decref(body);
-	return res;
+	struct error err;
+	if (api_parse_command(body, &spec, &err) < 0)
+		return http_fail(req, &err);
+	struct task *t = task_start(req->r, &spec, &err);
+	if (!t)
+		return http_fail(req, &err);
+	return start_stream(req, t, false, t->id);
 }
 
 static struct task *find_command(struct http_req *req, const char *id)
@@ -385,7 +365,7 @@ enum MHD_Result api_command_interrupt(struct http_req *req)
 {
 	const char *id = http_query(req, "id");
 	if (!id || !*id)
-		return http_error(req, 400, "MISSING_QUERY", "missing query parameter 'id'");
+		return http_failf(req, "MISSING_QUERY", "missing query parameter 'id'");
 	struct task *t = find_command(req, id);
 	if (!t) {
 		struct session *s = is_hex_id(id) ? session_find(req->r, id) : NULL;
@@ -393,7 +373,7 @@ enum MHD_Result api_command_interrupt(struct http_req *req)
 			session_delete(req->r, s);
 			return http_empty(req, 200);
 		}
-		return http_error(req, 404, "NOT_FOUND", "command not found: %.64s", id);
+		return http_failf(req, "NOT_FOUND", "command not found: %.64s", id);
 	}
 	task_kill(t, TS_CANCELLED);
 	return http_empty(req, 200);
@@ -412,7 +392,7 @@ enum MHD_Result api_command_status(struct http_req *req)
 {
 	struct task *t = find_command(req, req->param);
 	if (!t)
-		return http_error(req, 404, "NOT_FOUND", "command not found: %.64s", req->param);
+		return http_failf(req, "NOT_FOUND", "command not found: %.64s", req->param);
 	char started[40], finished[40];
 	iso_time(started, sizeof(started), t->started_ms);
 	json_t *o = json_pack("{s:s,s:s,s:b,s:s}", "id", t->id, "content", t->command, "running",
@@ -437,7 +417,7 @@ enum MHD_Result api_command_logs(struct http_req *req)
 {
 	struct task *t = find_command(req, req->param);
 	if (!t)
-		return http_error(req, 404, "NOT_FOUND", "command not found: %.64s", req->param);
+		return http_failf(req, "NOT_FOUND", "command not found: %.64s", req->param);
 	uint64_t cursor = 0;
 	const char *c = http_query(req, "cursor");
 	if (c && *c) {
@@ -445,7 +425,7 @@ enum MHD_Result api_command_logs(struct http_req *req)
 		errno = 0;
 		unsigned long long v = strtoull(c, &end, 10);
 		if (*c == '-' || *end || errno)
-			return http_error(req, 400, "INVALID_REQUEST_BODY",
+			return http_failf(req, "INVALID_REQUEST_BODY",
 					  "cursor must be a non-negative byte offset");
 		cursor = v;
 	}
@@ -480,91 +460,62 @@ enum MHD_Result api_command_logs(struct http_req *req)
 
 enum MHD_Result api_session_create(struct http_req *req)
 {
-	json_t *body = http_body_json(req, true);
+	cleanup_json json_t *body = http_body_json(req, true);
 	if (!body)
 		return req->responded ? MHD_YES : MHD_NO;
 	const char *cwd = NULL;
-	enum MHD_Result res;
-	char err[512];
-	if (api_parse_session_create(body, &cwd, err, sizeof(err)) < 0) {
-		res = http_error(req, 400, "INVALID_REQUEST_BODY", "%s", err);
-	} else {
-		struct session *s = session_create(req->r, cwd);
-		if (!s)
-			res = http_error(req, 429, "TOO_MANY_SESSIONS", "cannot create more sessions");
-		else
-			res = http_json(req, 200, json_pack("{s:s}", "session_id", s->id));
-	}
-	json_decref(body);
-	return res;
+	struct error err;
+	if (api_parse_session_create(body, &cwd, &err) < 0)
+		return http_fail(req, &err);
+	struct session *s = session_create(req->r, cwd, &err);
+	if (!s)
+		return http_fail(req, &err);
+	return http_json(req, 200, json_pack("{s:s}", "session_id", s->id));
 }
 
 enum MHD_Result api_session_run(struct http_req *req)
 {
 	struct session *s = is_hex_id(req->param) ? session_find(req->r, req->param) : NULL;
 	if (!s)
-		return http_error(req, 404, "SESSION_NOT_FOUND", "session %.64s not found", req->param);
-	json_t *body = http_body_json(req, false);
+		return http_failf(req, "SESSION_NOT_FOUND", "session %.64s not found", req->param);
+	cleanup_json json_t *body = http_body_json(req, false);
 	if (!body)
 		return req->responded ? MHD_YES : MHD_NO;
-	enum MHD_Result res = MHD_YES;
 	struct task_spec spec;
-	char *wrapped = NULL;
-	int in_fd = -1, out_fd = -1;
-	int status;
-	const char *code;
-	char err[512];
-	if (api_parse_session_run(body, &spec, err, sizeof(err)) < 0) {
-		res = http_error(req, 400, "INVALID_REQUEST_BODY", "%s", err);
-		goto out;
-	}
-	if (s->running) {
-		res = http_error(req, 409, "SESSION_BUSY", "session %s is already running a command",
-				 s->id);
-		goto out;
-	}
+	struct error err;
+	if (api_parse_session_run(body, &spec, &err) < 0)
+		return http_fail(req, &err);
+	if (s->running)
+		return http_failf(req, "SESSION_BUSY", "session %s is already running a command",
+				  s->id);
 	bool explicit_cwd = spec.cwd != NULL;
 	if (!spec.cwd)
 		spec.cwd = s->cwd;
-	wrapped = session_wrap_command(spec.command, explicit_cwd);
-	in_fd = s->state_fd >= 0 ? dup(s->state_fd) : session_memfd("session-state");
+	cleanup_free char *wrapped = session_wrap_command(spec.command, explicit_cwd);
+	cleanup_close int in_fd =
+		s->state_fd >= 0 ? dup(s->state_fd) : session_memfd("session-state");
 	/* The run reads the state through this descriptor (shared offset). */
-	if (in_fd >= 0 && lseek(in_fd, 0, SEEK_SET) < 0) {
-		close(in_fd);
-		in_fd = -1;
-	}
-	out_fd = session_memfd("session-state-out");
-	if (!wrapped || in_fd < 0 || out_fd < 0) {
-		res = http_error(req, 500, "RUNTIME_ERROR", "cannot prepare the session run");
-		goto out;
-	}
+	if (in_fd >= 0 && lseek(in_fd, 0, SEEK_SET) < 0)
+		close(take_fd(in_fd));
+	cleanup_close int out_fd = session_memfd("session-state-out");
+	if (!wrapped || in_fd < 0 || out_fd < 0)
+		return http_failf(req, "RUNTIME_ERROR", "cannot prepare the session run");
 	spec.command = wrapped;
 	spec.api = TASK_API_SESSION;
 	spec.state_in_fd = in_fd;
 	spec.state_out_fd = out_fd;
-	struct task *t = task_start(req->r, &spec, &status, &code, err, sizeof(err));
-	if (!t) {
-		res = http_error(req, (unsigned)status, code, "%s", err);
-		goto out;
-	}
-	session_run_attach(s, t, out_fd);
-	out_fd = -1;
-	res = start_stream(req, t, true, s->id);
-out:
-	if (in_fd >= 0)
-		close(in_fd);
-	if (out_fd >= 0)
-		close(out_fd);
-	free(wrapped);
-	json_decref(body);
-	return res;
+	struct task *t = task_start(req->r, &spec, &err);
+	if (!t)
+		return http_fail(req, &err);
+	session_run_attach(s, t, take_fd(out_fd));
+	return start_stream(req, t, true, s->id);
 }
 
 enum MHD_Result api_session_delete(struct http_req *req)
 {
 	struct session *s = is_hex_id(req->param) ? session_find(req->r, req->param) : NULL;
 	if (!s)
-		return http_error(req, 404, "CONTEXT_NOT_FOUND", "session %.64s not found", req->param);
+		return http_failf(req, "CONTEXT_NOT_FOUND", "session %.64s not found", req->param);
 	session_delete(req->r, s);
 	return http_empty(req, 200);
 }

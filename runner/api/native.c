@@ -8,6 +8,8 @@
 #include "model/agent.h"
 #include "api/api.h"
 #include "model/gateway.h"
+#include "core/cleanup.h"
+#include "core/error.h"
 #include "core/log.h"
 #include "model/modelproxy.h"
 #include "core/runner.h"
@@ -145,37 +147,30 @@ static struct task *find_task(struct http_req *req)
 	return t && t->api == TASK_API_NATIVE ? t : NULL;
 }
 
-int api_parse_task(json_t *body, struct task_spec *spec, unsigned *status, const char **code,
-		   char *err, size_t errlen)
+int api_parse_task(json_t *body, struct task_spec *spec, struct error *err)
 {
-	*status = 400;
-	*code = "INVALID_REQUEST_BODY";
-	if (api_read_spec(body, "task", spec, err, errlen) < 0)
+	if (api_read_spec(body, "task", spec, err) < 0)
 		return -1;
 	spec->api = TASK_API_NATIVE;
 	json_t *cap = json_object_get(body, "capability");
 	const char *capability = "exec";
 	if (cap && !json_is_null(cap)) {
-		if (!json_is_string(cap)) {
-			snprintf(err, errlen, "field 'capability' must be a string");
-			return -1;
-		}
+		if (!json_is_string(cap))
+			return error_set(err, 0, "INVALID_REQUEST_BODY",
+					 "field 'capability' must be a string");
 		capability = json_string_value(cap);
 	}
-	if (strcmp(capability, "exec") && strcmp(capability, "chat") && strcmp(capability, "agent")) {
-		*code = "UNKNOWN_CAPABILITY";
-		snprintf(err, errlen, "unknown capability '%.32s' (expected exec, chat or agent)",
-			 capability);
-		return -1;
-	}
+	if (strcmp(capability, "exec") && strcmp(capability, "chat") && strcmp(capability, "agent"))
+		return error_set(err, 0, "UNKNOWN_CAPABILITY",
+				 "unknown capability '%.32s' (expected exec, chat or agent)",
+				 capability);
 	spec->capability = capability;
 	json_t *to = json_object_get(body, "timeout_ms");
 	if (to && !json_is_null(to)) {
 		if (!json_is_integer(to) || json_integer_value(to) < 0 ||
-		    json_integer_value(to) > 7LL * 24 * 3600 * 1000) {
-			snprintf(err, errlen, "field 'timeout_ms' must be a non-negative integer (ms)");
-			return -1;
-		}
+		    json_integer_value(to) > 7LL * 24 * 3600 * 1000)
+			return error_set(err, 0, "INVALID_REQUEST_BODY",
+					 "field 'timeout_ms' must be a non-negative integer (ms)");
 		spec->timeout_ms = (uint64_t)json_integer_value(to);
 		spec->has_timeout = true;
 	}
@@ -184,10 +179,9 @@ int api_parse_task(json_t *body, struct task_spec *spec, unsigned *status, const
 	if (model && !json_is_null(model)) {
 		if (!json_is_string(model) || !json_string_length(model) ||
 		    json_string_length(model) > 256 ||
-		    strlen(json_string_value(model)) != json_string_length(model)) {
-			snprintf(err, errlen, "field 'model' must be a non-empty string");
-			return -1;
-		}
+		    strlen(json_string_value(model)) != json_string_length(model))
+			return error_set(err, 0, "INVALID_REQUEST_BODY",
+					 "field 'model' must be a non-empty string");
 		spec->model = json_string_value(model);
 	}
 	static const char *const limits[] = {"max_steps", "max_tokens"};
@@ -196,10 +190,9 @@ int api_parse_task(json_t *body, struct task_spec *spec, unsigned *status, const
 		if (!v || json_is_null(v))
 			continue;
 		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-		    json_integer_value(v) > 1000000000) {
-			snprintf(err, errlen, "field '%s' must be a positive integer", limits[i]);
-			return -1;
-		}
+		    json_integer_value(v) > 1000000000)
+			return error_set(err, 0, "INVALID_REQUEST_BODY",
+					 "field '%s' must be a positive integer", limits[i]);
 		*(i == 0 ? &spec->max_steps : &spec->max_tokens) = (uint64_t)json_integer_value(v);
 	}
 	return 0;
@@ -207,47 +200,35 @@ int api_parse_task(json_t *body, struct task_spec *spec, unsigned *status, const
 
 enum MHD_Result api_task_create(struct http_req *req)
 {
-	json_t *body = http_body_json(req, false);
+	cleanup_json json_t *body = http_body_json(req, false);
 	if (!body)
 		return req->responded ? MHD_YES : MHD_NO;
-	enum MHD_Result res = MHD_YES;
 	struct task_spec spec;
-	unsigned ustatus;
-	int status;
-	const char *code;
-	char err[512];
-	if (api_parse_task(body, &spec, &ustatus, &code, err, sizeof(err)) < 0) {
-		res = http_error(req, ustatus, code, "%s", err);
-		goto out;
-	}
+	struct error err;
+	if (api_parse_task(body, &spec, &err) < 0)
+		return http_fail(req, &err);
+	if (strcmp(spec.capability, "exec") && !gateway_enabled(req->r))
+		return http_failf(req, "CAPABILITY_UNAVAILABLE",
+				  "capability '%s' needs a model gateway (FORCEAI_GATEWAY_URL is not "
+				  "set)",
+				  spec.capability);
 	struct task *t;
-	if (strcmp(spec.capability, "exec") && !gateway_enabled(req->r)) {
-		res = http_error(req, 501, "CAPABILITY_UNAVAILABLE",
-				 "capability '%s' needs a model gateway (FORCEAI_GATEWAY_URL is not set)",
-				 spec.capability);
-		goto out;
-	}
 	if (!strcmp(spec.capability, "agent"))
-		t = agent_start(req->r, &spec, &status, &code, err, sizeof(err));
+		t = agent_start(req->r, &spec, &err);
 	else if (!strcmp(spec.capability, "chat"))
-		t = modelproxy_start_task(req->r, &spec, &status, &code, err, sizeof(err));
+		t = modelproxy_start_task(req->r, &spec, &err);
 	else
-		t = task_start(req->r, &spec, &status, &code, err, sizeof(err));
-	if (!t) {
-		res = http_error(req, (unsigned)status, code, "%s", err);
-		goto out;
-	}
-	res = start_stream(req, t, true, 0);
-out:
-	json_decref(body);
-	return res;
+		t = task_start(req->r, &spec, &err);
+	if (!t)
+		return http_fail(req, &err);
+	return start_stream(req, t, true, 0);
 }
 
 enum MHD_Result api_task_get(struct http_req *req)
 {
 	struct task *t = find_task(req);
 	if (!t)
-		return http_error(req, 404, "NOT_FOUND", "task not found: %.64s", req->param);
+		return http_failf(req, "NOT_FOUND", "task not found: %.64s", req->param);
 	json_t *o = json_pack("{s:s,s:s,s:s,s:b,s:I,s:s}", "id", t->id, "capability",
 			      t->capability ? t->capability : "exec", "status",
 			      task_status_name(t->finished ? t->status : TS_RUNNING), "running",
@@ -268,7 +249,7 @@ enum MHD_Result api_task_events(struct http_req *req)
 {
 	struct task *t = find_task(req);
 	if (!t)
-		return http_error(req, 404, "NOT_FOUND", "task not found: %.64s", req->param);
+		return http_failf(req, "NOT_FOUND", "task not found: %.64s", req->param);
 	const char *last = http_header(req, "Last-Event-ID");
 	if (!last || !*last)
 		last = http_query(req, "last_event_id");
@@ -278,7 +259,7 @@ enum MHD_Result api_task_events(struct http_req *req)
 	errno = 0;
 	unsigned long long v = strtoull(last, &end, 10);
 	if (*last == '-' || *end || errno)
-		return http_error(req, 400, "INVALID_LAST_EVENT_ID",
+		return http_failf(req, "INVALID_LAST_EVENT_ID",
 				  "Last-Event-ID must be a decimal event id");
 	return start_stream(req, t, false, v);
 }
@@ -287,7 +268,7 @@ enum MHD_Result api_task_delete(struct http_req *req)
 {
 	struct task *t = find_task(req);
 	if (!t)
-		return http_error(req, 404, "NOT_FOUND", "task not found: %.64s", req->param);
+		return http_failf(req, "NOT_FOUND", "task not found: %.64s", req->param);
 	if (t->finished)
 		return http_json(req, 200,
 				 json_pack("{s:s,s:s}", "id", t->id, "status",

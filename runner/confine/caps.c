@@ -13,6 +13,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/error.h"
+
 #ifndef PR_CAP_AMBIENT
 #define PR_CAP_AMBIENT 47
 #define PR_CAP_AMBIENT_CLEAR_ALL 4
@@ -48,7 +50,7 @@ static int read_last_cap(void)
 	return c;
 }
 
-int caps_init(struct caps_state *st, char *err, size_t errlen)
+int caps_init(struct caps_state *st, struct error *err)
 {
 	memset(st, 0, sizeof(*st));
 	st->last_cap = read_last_cap();
@@ -56,39 +58,33 @@ int caps_init(struct caps_state *st, char *err, size_t errlen)
 		if (prctl(PR_CAPBSET_READ, (unsigned long)c, 0, 0, 0) == 1)
 			st->bounding |= 1ULL << c;
 	int sb = prctl(PR_GET_SECUREBITS, 0, 0, 0, 0);
-	if (sb < 0) {
-		snprintf(err, errlen, "prctl(PR_GET_SECUREBITS): %s", strerror(errno));
-		return -1;
-	}
+	if (sb < 0)
+		return error_set(err, errno, NULL, "prctl(PR_GET_SECUREBITS)");
 	st->securebits = (unsigned)sb;
 
-	if (capng_get_caps_process() < 0) {
-		snprintf(err, errlen, "cannot read the runner's capabilities (libcap-ng)");
-		return -1;
-	}
+	if (capng_get_caps_process() < 0)
+		return error_set(err, 0, NULL, "cannot read the runner's capabilities (libcap-ng)");
 	bool setuid_ = capng_have_capability(CAPNG_EFFECTIVE, CAP_SETUID);
 	bool setgid_ = capng_have_capability(CAPNG_EFFECTIVE, CAP_SETGID);
 	bool setpcap = capng_have_capability(CAPNG_EFFECTIVE, CAP_SETPCAP);
 	st->sys_resource = capng_have_capability(CAPNG_EFFECTIVE, CAP_SYS_RESOURCE);
 	st->privileged = setuid_ && setgid_ && setpcap;
-	if (geteuid() == 0 && !st->privileged) {
-		snprintf(err, errlen,
-			 "the runner runs as root without%s%s%s: it could not drop the tasks' "
-			 "identity and capabilities; grant these capabilities to the container "
-			 "or run the runner as the task user",
-			 setuid_ ? "" : " CAP_SETUID", setgid_ ? "" : " CAP_SETGID",
-			 setpcap ? "" : " CAP_SETPCAP");
-		return -1;
-	}
+	if (geteuid() == 0 && !st->privileged)
+		return error_set(err, 0, NULL,
+				 "the runner runs as root without%s%s%s: it could not drop the "
+				 "tasks' identity and capabilities; grant these capabilities to the "
+				 "container or run the runner as the task user",
+				 setuid_ ? "" : " CAP_SETUID", setgid_ ? "" : " CAP_SETGID",
+				 setpcap ? "" : " CAP_SETPCAP");
 	/* The task securebits must be settable: a bit locked the other way
 	 * by whoever started us would make every task fail. */
 	unsigned want = caps_task_securebits();
 	unsigned locked = (st->securebits & 0xaau) >> 1; /* lock bits -> the bits they lock */
-	if (st->privileged && ((st->securebits ^ want) & locked & 0x55u)) {
-		snprintf(err, errlen, "the runner's securebits 0x%x are locked against the "
-			 "task securebits 0x%x", st->securebits, want);
-		return -1;
-	}
+	if (st->privileged && ((st->securebits ^ want) & locked & 0x55u))
+		return error_set(err, 0, NULL,
+				 "the runner's securebits 0x%x are locked against the task "
+				 "securebits 0x%x",
+				 st->securebits, want);
 	return 0;
 }
 

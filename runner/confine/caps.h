@@ -18,10 +18,11 @@ struct caps_state {
 	unsigned securebits; /* the runner's own securebits at start */
 };
 
-/* Parent, at start. Fails (message in err) when the runner is root without
- * the capabilities confinement needs: better not start than run tasks with
- * a bounding set we could not empty. */
-int caps_init(struct caps_state *st, char *err, size_t errlen);
+/* Parent, at start. Fails (err set) when the runner is root without the
+ * capabilities confinement needs: better not start than run tasks with a
+ * bounding set we could not empty. */
+struct error;
+int caps_init(struct caps_state *st, struct error *err);
 
 /* Child side, async-signal-safe; each returns 0 or -errno. */
 int caps_drop_bounding(const struct caps_state *st); /* needs CAP_SETPCAP */

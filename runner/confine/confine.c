@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "core/config.h"
+#include "core/error.h"
 #include "core/log.h"
 
 /* Built-in limits; see docs/design.md §5.1. RLIMIT_NPROC counts every process
@@ -308,33 +309,29 @@ static const char *rlimit_name(int res)
 /* Add soft = hard = want. A built-in default above what we may set is
  * lowered to our hard limit; an explicit setting is an error instead. */
 static int add_rlimit(struct confine_policy *pol, int res, rlim_t want, bool is_explicit,
-		      const char *option, char *err, size_t errlen)
+		      const char *option, struct error *err)
 {
 	struct rlimit cur;
-	if (getrlimit(res, &cur) < 0) {
-		snprintf(err, errlen, "getrlimit(%s): %s", rlimit_name(res), strerror(errno));
-		return -1;
-	}
+	if (getrlimit(res, &cur) < 0)
+		return error_set(err, errno, NULL, "getrlimit(%s)", rlimit_name(res));
 	if (cur.rlim_max != RLIM_INFINITY && want > cur.rlim_max && !pol->caps.sys_resource) {
-		if (is_explicit) {
-			snprintf(err, errlen, "--%s %llu exceeds the runner's own hard limit %llu "
-				 "(raising it needs CAP_SYS_RESOURCE)", option,
-				 (unsigned long long)want, (unsigned long long)cur.rlim_max);
-			return -1;
-		}
+		if (is_explicit)
+			return error_set(err, 0, NULL,
+					 "--%s %llu exceeds the runner's own hard limit %llu "
+					 "(raising it needs CAP_SYS_RESOURCE)",
+					 option, (unsigned long long)want,
+					 (unsigned long long)cur.rlim_max);
 		want = cur.rlim_max;
 	}
-	if (pol->n_rlimits >= sizeof(pol->rlimits) / sizeof(pol->rlimits[0])) {
-		snprintf(err, errlen, "too many rlimits");
-		return -1;
-	}
+	if (pol->n_rlimits >= sizeof(pol->rlimits) / sizeof(pol->rlimits[0]))
+		return error_set(err, 0, NULL, "too many rlimits");
 	pol->rlimits[pol->n_rlimits++] =
 		(struct confine_rlimit){.resource = res, .value = {.rlim_cur = want, .rlim_max = want}};
 	return 0;
 }
 
-int confine_policy_init(struct confine_policy *pol, const struct runner_config *cfg, char *err,
-			size_t errlen)
+int confine_policy_init(struct confine_policy *pol, const struct runner_config *cfg,
+			struct error *err)
 {
 	memset(pol, 0, sizeof(*pol));
 	pol->landlock_ruleset_fd = -1;
@@ -345,50 +342,47 @@ int confine_policy_init(struct confine_policy *pol, const struct runner_config *
 	pol->task_uid = cfg->task_uid;
 	pol->task_gid = cfg->task_gid;
 
-	if (caps_init(&pol->caps, err, errlen) < 0)
+	if (caps_init(&pol->caps, err) < 0)
 		return -1;
-	if (cfg->task_uid == 0 && !cfg->allow_root_tasks) {
-		snprintf(err, errlen, "the task uid is 0 but root tasks are not allowed "
-			 "(--allow-root-tasks)");
-		return -1;
-	}
-	if (!pol->caps.privileged && (cfg->task_uid != getuid() || cfg->task_gid != getgid())) {
-		snprintf(err, errlen, "the runner is not privileged (uid %u): tasks can only run as "
-			 "uid %u gid %u, not %u:%u; set the task uid/gid to match or run the "
-			 "runner as root", (unsigned)getuid(), (unsigned)getuid(),
-			 (unsigned)getgid(), (unsigned)cfg->task_uid, (unsigned)cfg->task_gid);
-		return -1;
-	}
+	if (cfg->task_uid == 0 && !cfg->allow_root_tasks)
+		return error_set(err, 0, NULL,
+				 "the task uid is 0 but root tasks are not allowed "
+				 "(--allow-root-tasks)");
+	if (!pol->caps.privileged && (cfg->task_uid != getuid() || cfg->task_gid != getgid()))
+		return error_set(err, 0, NULL,
+				 "the runner is not privileged (uid %u): tasks can only run as uid "
+				 "%u gid %u, not %u:%u; set the task uid/gid to match or run the "
+				 "runner as root",
+				 (unsigned)getuid(), (unsigned)getuid(), (unsigned)getgid(),
+				 (unsigned)cfg->task_uid, (unsigned)cfg->task_gid);
 
-	if (netdeny_build(&pol->netdeny) < 0) {
-		snprintf(err, errlen, "libseccomp knows no native architecture");
-		return -1;
-	}
+	if (netdeny_build(&pol->netdeny) < 0)
+		return error_set(err, 0, NULL, "libseccomp knows no native architecture");
 	pol->cgroup_mode = cgroup_init();
 	if (!pol->enabled) {
 		log_warn("task confinement is DISABLED (--insecure-no-confine, test only)", NULL);
 		return 0;
 	}
 
-	if (seccomp_policy_load(cfg->seccomp_policy, &pol->seccomp, err, errlen) < 0)
+	if (seccomp_policy_load(cfg->seccomp_policy, &pol->seccomp, err) < 0)
 		return -1;
 	if (pol->seccomp.warning[0])
 		log_warn("seccomp policy", "{s:s,s:s}", "policy", cfg->seccomp_policy, "warning",
 			 pol->seccomp.warning);
 
-	if (add_rlimit(pol, RLIMIT_CORE, 0, false, "", err, errlen) < 0 ||
+	if (add_rlimit(pol, RLIMIT_CORE, 0, false, "", err) < 0 ||
 	    add_rlimit(pol, RLIMIT_NPROC, cfg->rlimit_nproc ? cfg->rlimit_nproc : DEFAULT_NPROC,
-		       cfg->rlimit_nproc != 0, "limit-nproc", err, errlen) < 0 ||
+		       cfg->rlimit_nproc != 0, "limit-nproc", err) < 0 ||
 	    add_rlimit(pol, RLIMIT_NOFILE,
 		       cfg->rlimit_nofile ? cfg->rlimit_nofile : DEFAULT_NOFILE,
-		       cfg->rlimit_nofile != 0, "limit-nofile", err, errlen) < 0 ||
+		       cfg->rlimit_nofile != 0, "limit-nofile", err) < 0 ||
 	    (cfg->rlimit_as &&
-	     add_rlimit(pol, RLIMIT_AS, cfg->rlimit_as, true, "limit-as", err, errlen) < 0) ||
+	     add_rlimit(pol, RLIMIT_AS, cfg->rlimit_as, true, "limit-as", err) < 0) ||
 	    (cfg->rlimit_fsize &&
-	     add_rlimit(pol, RLIMIT_FSIZE, cfg->rlimit_fsize, true, "limit-fsize", err, errlen) < 0))
+	     add_rlimit(pol, RLIMIT_FSIZE, cfg->rlimit_fsize, true, "limit-fsize", err) < 0))
 		goto fail;
 
-	if (landlock_prepare(&pol->landlock, cfg->landlock_roots, err, errlen) < 0)
+	if (landlock_prepare(&pol->landlock, cfg->landlock_roots, err) < 0)
 		goto fail;
 	pol->landlock_ruleset_fd = pol->landlock.ruleset_fd;
 	pol->landlock_abi = pol->landlock.abi;

@@ -78,10 +78,11 @@ int confine_close_fds(const struct confine_policy *pol, int lowfd, int keep);
 
 /* Parent side, at start: detect Landlock, build the ruleset, compile the
  * seccomp policy from `seccomp_path`, default rlimits. Returns 0, or -1 with
- * a message in err. Fail closed: the caller exits when this fails. */
+ * err set. Fail closed: the caller exits when this fails. */
 struct runner_config;
-int confine_policy_init(struct confine_policy *pol, const struct runner_config *cfg, char *err,
-			size_t errlen);
+struct error;
+int confine_policy_init(struct confine_policy *pol, const struct runner_config *cfg,
+			struct error *err);
 void confine_policy_free(struct confine_policy *pol);
 
 /* What is in force, for GET /v1/hardening and the start log line:

@@ -25,6 +25,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/cleanup.h"
+#include "core/error.h"
+
 /* Own copies of the UAPI: the build's kernel headers may predate the
  * rights this kernel offers. The values are ABI, they never change. */
 #ifndef SYS_landlock_create_ruleset
@@ -89,45 +92,33 @@ static void append(char *buf, size_t size, const char *item)
 }
 
 /* Allow `access` beneath `path`. Returns 1 when added, 0 when the path does
- * not exist (and `optional`), -1 with err set. */
-static int add_path(int rfd, const char *path, __u64 access, bool dir_only, char *err,
-		    size_t errlen)
+ * not exist, -1 with err set. */
+static int add_path(int rfd, const char *path, __u64 access, bool dir_only, struct error *err)
 {
-	int fd = open(path, O_PATH | O_CLOEXEC);
+	cleanup_close int fd = open(path, O_PATH | O_CLOEXEC);
 	if (fd < 0) {
 		if (errno == ENOENT)
 			return 0;
-		snprintf(err, errlen, "landlock: open %s: %s", path, strerror(errno));
-		return -1;
+		return error_set(err, errno, NULL, "landlock: open %s", path);
 	}
 	struct stat st;
-	if (fstat(fd, &st) < 0) {
-		snprintf(err, errlen, "landlock: stat %s: %s", path, strerror(errno));
-		close(fd);
-		return -1;
-	}
-	if (dir_only && !S_ISDIR(st.st_mode)) {
-		snprintf(err, errlen, "landlock: writable root %s is not a directory", path);
-		close(fd);
-		return -1;
-	}
+	if (fstat(fd, &st) < 0)
+		return error_set(err, errno, NULL, "landlock: stat %s", path);
+	if (dir_only && !S_ISDIR(st.st_mode))
+		return error_set(err, 0, NULL, "landlock: writable root %s is not a directory",
+				 path);
 	if (!S_ISDIR(st.st_mode)) /* files take file rights only */
 		access &= LL_FS_EXECUTE | LL_FS_WRITE_FILE | LL_FS_READ_FILE | LL_FS_TRUNCATE |
 			  LL_FS_IOCTL_DEV;
 	struct ll_path_beneath_attr pb = {.allowed_access = access, .parent_fd = fd};
-	int rc = (int)syscall(SYS_landlock_add_rule, rfd, LL_RULE_PATH_BENEATH, &pb, 0);
-	int e = errno;
-	close(fd);
-	if (rc < 0) {
-		snprintf(err, errlen, "landlock: add rule for %s: %s", path, strerror(e));
-		return -1;
-	}
+	if (syscall(SYS_landlock_add_rule, rfd, LL_RULE_PATH_BENEATH, &pb, 0) < 0)
+		return error_set(err, errno, NULL, "landlock: add rule for %s", path);
 	return 1;
 }
 
 /* Move fd to >= 64: the task's stdio (and extra fds) are placed at 0..4 by
  * dup2 after fork, which must never land on a ruleset. */
-static int move_high(int fd, char *err, size_t errlen)
+static int move_high(int fd, struct error *err)
 {
 	if (fd >= 64)
 		return fd;
@@ -135,14 +126,14 @@ static int move_high(int fd, char *err, size_t errlen)
 	int e = errno;
 	close(fd);
 	if (high < 0)
-		snprintf(err, errlen, "landlock: fcntl(F_DUPFD_CLOEXEC): %s", strerror(e));
+		return error_set(err, e, NULL, "landlock: fcntl(F_DUPFD_CLOEXEC)");
 	return high;
 }
 
 /* One ruleset with every rule; `scoped` adds ABI 6 scoping. Returns the
  * ruleset fd or -1 with err set; fills the root lists when `ll` is given. */
 static int build_ruleset(int abi, bool scoped, const char *roots, struct landlock_info *ll,
-			 char *err, size_t errlen)
+			 struct error *err)
 {
 	__u64 all = fs_rights(abi);
 	struct ll_ruleset_attr attr = {.handled_access_fs = all};
@@ -152,10 +143,8 @@ static int build_ruleset(int abi, bool scoped, const char *roots, struct landloc
 		attr_size = sizeof(attr);
 	}
 	int rfd = (int)syscall(SYS_landlock_create_ruleset, &attr, attr_size, 0);
-	if (rfd < 0) {
-		snprintf(err, errlen, "landlock: create ruleset (ABI %d): %s", abi, strerror(errno));
-		return -1;
-	}
+	if (rfd < 0)
+		return error_set(err, errno, NULL, "landlock: create ruleset (ABI %d)", abi);
 
 	const __u64 read_rights = LL_FS_EXECUTE | LL_FS_READ_FILE | LL_FS_READ_DIR;
 	const __u64 dev_rights = (LL_FS_READ_FILE | LL_FS_WRITE_FILE | LL_FS_TRUNCATE |
@@ -163,32 +152,32 @@ static int build_ruleset(int abi, bool scoped, const char *roots, struct landloc
 	static const char *const devices[] = {"/dev/null", "/dev/zero", "/dev/full",
 					      "/dev/random", "/dev/urandom", "/dev/tty",
 					      "/dev/ptmx", "/dev/pts", NULL};
-	int rc = add_path(rfd, "/", read_rights, true, err, errlen);
+	int rc = add_path(rfd, "/", read_rights, true, err);
 	if (rc <= 0) {
 		if (rc == 0)
-			snprintf(err, errlen, "landlock: cannot open /");
+			error_set(err, 0, NULL, "landlock: cannot open /");
 		goto fail;
 	}
 	for (const char *const *d = devices; *d; d++)
-		if (add_path(rfd, *d, dev_rights, false, err, errlen) < 0)
+		if (add_path(rfd, *d, dev_rights, false, err) < 0)
 			goto fail;
-	if (add_path(rfd, "/dev/shm", all, true, err, errlen) < 0)
+	if (add_path(rfd, "/dev/shm", all, true, err) < 0)
 		goto fail;
 
 	char *list = strdup(roots ? roots : DEFAULT_ROOTS);
 	if (!list) {
-		snprintf(err, errlen, "landlock: out of memory");
+		error_set(err, ENOMEM, NULL, "landlock");
 		goto fail;
 	}
 	char *save = NULL;
 	for (char *r = strtok_r(list, ":", &save); r; r = strtok_r(NULL, ":", &save)) {
 		if (r[0] != '/') {
-			snprintf(err, errlen, "landlock: writable root \"%s\" is not an absolute "
-				 "path", r);
+			error_set(err, 0, NULL,
+				  "landlock: writable root \"%s\" is not an absolute path", r);
 			free(list);
 			goto fail;
 		}
-		rc = add_path(rfd, r, all, true, err, errlen);
+		rc = add_path(rfd, r, all, true, err);
 		if (rc < 0) {
 			free(list);
 			goto fail;
@@ -199,19 +188,17 @@ static int build_ruleset(int abi, bool scoped, const char *roots, struct landloc
 			append(ll->skipped, sizeof(ll->skipped), r);
 	}
 	free(list);
-	return move_high(rfd, err, errlen);
+	return move_high(rfd, err);
 fail:
 	close(rfd);
 	return -1;
 }
 
-int landlock_prepare(struct landlock_info *ll, const char *roots, char *err, size_t errlen)
+int landlock_prepare(struct landlock_info *ll, const char *roots, struct error *err)
 {
 	memset(ll, 0, sizeof(*ll));
 	ll->ruleset_fd = -1;
 	ll->root_ruleset_fd = -1;
-	if (errlen)
-		err[0] = '\0';
 	int abi = (int)syscall(SYS_landlock_create_ruleset, NULL, 0, LL_CREATE_RULESET_VERSION);
 	if (abi < 0) {
 		const char *why = errno == ENOSYS       ? "the kernel has no Landlock"
@@ -228,11 +215,11 @@ int landlock_prepare(struct landlock_info *ll, const char *roots, char *err, siz
 			 abi);
 		return 0;
 	}
-	int fd = build_ruleset(abi, false, roots, ll, err, errlen);
+	int fd = build_ruleset(abi, false, roots, ll, err);
 	if (fd < 0)
 		return -1;
 	if (abi >= 6) {
-		int rfd = build_ruleset(abi, true, roots, NULL, err, errlen);
+		int rfd = build_ruleset(abi, true, roots, NULL, err);
 		if (rfd < 0) {
 			close(fd);
 			return -1;

@@ -23,7 +23,8 @@ struct landlock_info {
 /* `roots`: colon-separated absolute directories (NULL: the default
  * "/workspace:/tmp:/home"). A kernel without Landlock is not an error
  * (abi 0 and a reason); a ruleset that cannot be built is (fail closed). */
-int landlock_prepare(struct landlock_info *ll, const char *roots, char *err, size_t errlen);
+struct error;
+int landlock_prepare(struct landlock_info *ll, const char *roots, struct error *err);
 
 /* Child side, async-signal-safe: landlock_restrict_self. 0 or -errno.
  * Needs no_new_privs (or CAP_SYS_ADMIN). */

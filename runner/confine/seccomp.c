@@ -22,8 +22,10 @@
  *   rule is an error (write separate rules to OR them).
  *
  * This file is self-contained (no runner logging): every problem goes into
- * the caller's err buffer or the policy's warning string. */
+ * the caller's struct error or the policy's warning string. */
 #include "confine/seccomp_policy.h"
+
+#include "core/error.h"
 
 #include <seccomp.h> /* libseccomp */
 
@@ -54,8 +56,7 @@
 
 struct loader {
 	const char *path;
-	char *err;
-	size_t errlen;
+	struct error *err;
 	scmp_filter_ctx ctx;
 	uint32_t arch; /* native arch token */
 	struct utsname uts;
@@ -70,14 +71,12 @@ static int fail(struct loader *ld, const char *fmt, ...) __attribute__((format(p
 
 static int fail(struct loader *ld, const char *fmt, ...)
 {
-	int n = snprintf(ld->err, ld->errlen, "seccomp policy %s: ", ld->path);
-	if (n < 0 || (size_t)n >= ld->errlen)
-		return -1;
+	char msg[ERROR_MSG_MAX];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(ld->err + n, ld->errlen - (size_t)n, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	return -1;
+	return error_set(ld->err, 0, NULL, "seccomp policy %s: %s", ld->path, msg);
 }
 
 static bool action_permits(uint32_t act)
@@ -598,19 +597,15 @@ static int compile(struct loader *ld, json_t *root, struct seccomp_policy *out)
 	return 0;
 }
 
-int seccomp_policy_load(const char *path, struct seccomp_policy *out, char *err, size_t errlen)
+int seccomp_policy_load(const char *path, struct seccomp_policy *out, struct error *err)
 {
 	memset(out, 0, sizeof(*out));
-	if (errlen)
-		err[0] = '\0';
+	error_clear(err);
 	struct loader *ld = calloc(1, sizeof(*ld));
-	if (!ld) {
-		snprintf(err, errlen, "seccomp policy %s: out of memory", path ? path : "(none)");
-		return -1;
-	}
+	if (!ld)
+		return error_set(err, ENOMEM, NULL, "seccomp policy %s", path ? path : "(none)");
 	ld->path = path ? path : "(none)";
 	ld->err = err;
-	ld->errlen = errlen;
 	ld->arch = seccomp_arch_native();
 	int rc = -1;
 	if (uname(&ld->uts) < 0) {

@@ -13,9 +13,10 @@ struct seccomp_policy {
 	char warning[256];      /* non-fatal problems worth a log line; "" when none */
 };
 
-/* Parse and compile `path`. Returns 0, or -1 with a one-line message naming
- * the file and the problem in err. */
-int seccomp_policy_load(const char *path, struct seccomp_policy *out, char *err, size_t errlen);
+/* Parse and compile `path`. Returns 0, or -1 with err set: a one-line
+ * message naming the file and the problem. */
+struct error;
+int seccomp_policy_load(const char *path, struct seccomp_policy *out, struct error *err);
 
 /* Child side, async-signal-safe: install the precompiled filter.
  * Returns 0 or -errno. */

@@ -1,6 +1,6 @@
 /* Command line and environment: every option has an environment variable,
- * the command line wins. Usage errors exit 2 with one line naming the
- * problem. */
+ * the command line wins. A usage error is one message naming the problem
+ * (main prints it and exits 2). */
 #include "core/config.h"
 
 #include <arpa/inet.h>
@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/error.h"
 #include "core/ids.h"
 #include "core/version.h"
 
@@ -145,27 +146,25 @@ static void usage(FILE *out)
 		"print this help and exit");
 }
 
-/* Where the value being applied came from, for messages: an environment
- * variable name, or NULL for the command line. */
-static const char *value_source;
-static bool quiet; /* while trying environment values the CLI may replace */
+/* Where the value being applied comes from, for messages, and where a
+ * problem goes. */
+struct src {
+	const char *env; /* the environment variable, or NULL: the command line */
+	struct error *err;
+};
 
-static int bad(const char *opt, const char *val, const char *why)
+static int bad(const struct src *src, const char *opt, const char *val, const char *why)
 {
-	if (quiet)
-		return 2;
-	if (value_source)
-		fprintf(stderr, "forceai-runner: invalid %s '%s': %s\n", value_source, val, why);
-	else
-		fprintf(stderr, "forceai-runner: invalid --%s '%s': %s\n", opt, val, why);
-	return 2;
+	if (src->env)
+		return error_set(src->err, 0, NULL, "invalid %s '%s': %s", src->env, val, why);
+	return error_set(src->err, 0, NULL, "invalid --%s '%s': %s", opt, val, why);
 }
 
-static int bad_num(const char *opt, uint64_t val, const char *why)
+static int bad_num(const struct src *src, const char *opt, uint64_t val, const char *why)
 {
 	char buf[32];
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)val);
-	return bad(opt, buf, why);
+	return bad(src, opt, buf, why);
 }
 
 static int parse_u64(const char *s, uint64_t *out)
@@ -181,45 +180,45 @@ static int parse_u64(const char *s, uint64_t *out)
 	return 0;
 }
 
-static int parse_listen(struct runner_config *cfg, const char *val)
+static int parse_listen(const struct src *src, struct runner_config *cfg, const char *val)
 {
 	const char *colon;
 	char host[64];
 	if (val[0] == '[') {
 		const char *close = strchr(val, ']');
 		if (!close || close[1] != ':')
-			return bad("listen", val, "expected [IPv6]:PORT");
+			return bad(src, "listen", val, "expected [IPv6]:PORT");
 		size_t n = (size_t)(close - val - 1);
 		if (n >= sizeof(host))
-			return bad("listen", val, "address too long");
+			return bad(src, "listen", val, "address too long");
 		memcpy(host, val + 1, n);
 		host[n] = 0;
 		colon = close + 1;
 		struct in6_addr a6;
 		if (inet_pton(AF_INET6, host, &a6) != 1)
-			return bad("listen", val, "not a numeric IPv6 address");
+			return bad(src, "listen", val, "not a numeric IPv6 address");
 	} else {
 		colon = strrchr(val, ':');
 		if (!colon)
-			return bad("listen", val, "expected ADDR:PORT");
+			return bad(src, "listen", val, "expected ADDR:PORT");
 		size_t n = (size_t)(colon - val);
 		if (n == 0 || n >= sizeof(host))
-			return bad("listen", val, "missing or too long address");
+			return bad(src, "listen", val, "missing or too long address");
 		memcpy(host, val, n);
 		host[n] = 0;
 		struct in_addr a4;
 		if (inet_pton(AF_INET, host, &a4) != 1)
-			return bad("listen", val, "not a numeric IPv4 address");
+			return bad(src, "listen", val, "not a numeric IPv4 address");
 	}
 	uint64_t port;
 	if (parse_u64(colon + 1, &port) < 0 || port > 65535)
-		return bad("listen", val, "port must be a number 0-65535");
+		return bad(src, "listen", val, "port must be a number 0-65535");
 	snprintf(cfg->listen_host, sizeof(cfg->listen_host), "%s", host);
 	cfg->listen_port = (unsigned)port;
 	return 0;
 }
 
-static int parse_user(struct runner_config *cfg, const char *val)
+static int parse_user(const struct src *src, struct runner_config *cfg, const char *val)
 {
 	char buf[64];
 	snprintf(buf, sizeof(buf), "%s", val);
@@ -228,29 +227,29 @@ static int parse_user(struct runner_config *cfg, const char *val)
 	if (colon)
 		*colon = 0;
 	if (parse_u64(buf, &uid) < 0 || uid > 0xfffffffe)
-		return bad("task-user", val, "expected numeric UID[:GID]");
+		return bad(src, "task-user", val, "expected numeric UID[:GID]");
 	gid = uid;
 	if (colon && (parse_u64(colon + 1, &gid) < 0 || gid > 0xfffffffe))
-		return bad("task-user", val, "expected numeric UID[:GID]");
+		return bad(src, "task-user", val, "expected numeric UID[:GID]");
 	cfg->task_uid = (uid_t)uid;
 	cfg->task_gid = (gid_t)gid;
 	return 0;
 }
 
 /* LO-HI: the uids/gids requests may ask for (see core/ids.h). */
-static int parse_id_range(struct runner_config *cfg, const char *val)
+static int parse_id_range(const struct src *src, struct runner_config *cfg, const char *val)
 {
 	char buf[64];
 	snprintf(buf, sizeof(buf), "%s", val);
 	char *dash = strchr(buf, '-');
 	uint64_t lo, hi;
 	if (!dash)
-		return bad("task-id-range", val, "expected LO-HI, e.g. 1000-60000");
+		return bad(src, "task-id-range", val, "expected LO-HI, e.g. 1000-60000");
 	*dash = 0;
 	if (parse_u64(buf, &lo) < 0 || parse_u64(dash + 1, &hi) < 0 || hi > 0xfffffffe)
-		return bad("task-id-range", val, "expected LO-HI, numbers up to 4294967294");
+		return bad(src, "task-id-range", val, "expected LO-HI, numbers up to 4294967294");
 	if (lo == 0 || lo > hi)
-		return bad("task-id-range", val,
+		return bad(src, "task-id-range", val,
 			   "LO must be 1..HI (uid 0 only with --allow-root-tasks)");
 	cfg->task_id_lo = (uint32_t)lo;
 	cfg->task_id_hi = (uint32_t)hi;
@@ -260,16 +259,17 @@ static int parse_id_range(struct runner_config *cfg, const char *val)
 /* Read a secret from a file: first line, surrounding whitespace stripped.
  * The file's owner and mode are kept for check_secret_file(), which runs
  * once every option is known. */
-static int read_secret_file(char **dst, struct secret_file *sf, const char *opt, const char *path)
+static int read_secret_file(const struct src *src, char **dst, struct secret_file *sf,
+			    const char *opt, const char *path)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return bad(opt, path, strerror(errno));
+		return bad(src, opt, path, strerror(errno));
 	struct stat st;
 	if (fstat(fd, &st) < 0) {
 		int err = errno;
 		close(fd);
-		return bad(opt, path, strerror(err));
+		return bad(src, opt, path, strerror(err));
 	}
 	sf->path = path;
 	sf->mode = st.st_mode;
@@ -280,7 +280,7 @@ static int read_secret_file(char **dst, struct secret_file *sf, const char *opt,
 	int err = errno;
 	close(fd);
 	if (n < 0)
-		return bad(opt, path, strerror(err));
+		return bad(src, opt, path, strerror(err));
 	buf[n] = 0;
 	char *s = buf;
 	while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
@@ -289,36 +289,37 @@ static int read_secret_file(char **dst, struct secret_file *sf, const char *opt,
 	while (len && (s[len - 1] == ' ' || s[len - 1] == '\t'))
 		len--;
 	if (len == 0)
-		return bad(opt, path, "the file is empty");
+		return bad(src, opt, path, "the file is empty");
 	if (*dst) {
 		explicit_bzero(*dst, strlen(*dst));
 		free(*dst);
 	}
 	*dst = strndup(s, len);
 	explicit_bzero(buf, sizeof(buf));
-	return *dst ? 0 : 2;
+	return *dst ? 0 : error_set(src->err, ENOMEM, NULL, "--%s", opt);
 }
 
-static int apply_opt(struct runner_config *cfg, const struct opt_def *o, const char *val)
+static int apply_opt(const struct src *src, struct runner_config *cfg, const struct opt_def *o,
+		     const char *val)
 {
 	char *base = (char *)cfg;
 	switch (o->type) {
 	case OPT_STR:
 		if (!*val)
-			return bad(o->name, val, "must not be empty");
+			return bad(src, o->name, val, "must not be empty");
 		*(const char **)(base + o->off) = val;
 		return 0;
 	case OPT_U64: {
 		uint64_t v;
 		if (parse_u64(val, &v) < 0)
-			return bad(o->name, val, "not a non-negative integer");
+			return bad(src, o->name, val, "not a non-negative integer");
 		*(uint64_t *)(base + o->off) = v;
 		return 0;
 	}
 	case OPT_UINT: {
 		uint64_t v;
 		if (parse_u64(val, &v) < 0 || v == 0 || v > 1000000)
-			return bad(o->name, val, "not an integer in 1..1000000");
+			return bad(src, o->name, val, "not an integer in 1..1000000");
 		*(unsigned *)(base + o->off) = (unsigned)v;
 		return 0;
 	}
@@ -328,32 +329,32 @@ static int apply_opt(struct runner_config *cfg, const struct opt_def *o, const c
 		else if (!strcmp(val, "0") || !strcmp(val, "false") || !strcmp(val, "no") || !*val)
 			*(bool *)(base + o->off) = false;
 		else
-			return bad(o->name, val, "expected 1/0, true/false or yes/no");
+			return bad(src, o->name, val, "expected 1/0, true/false or yes/no");
 		return 0;
 	case OPT_LISTEN:
-		return parse_listen(cfg, val);
+		return parse_listen(src, cfg, val);
 	case OPT_USER:
-		return parse_user(cfg, val);
+		return parse_user(src, cfg, val);
 	case OPT_TOKEN_FILE:
-		return read_secret_file(&cfg->token, &cfg->token_file, o->name, val);
+		return read_secret_file(src, &cfg->token, &cfg->token_file, o->name, val);
 	case OPT_KEY_FILE:
-		return read_secret_file(&cfg->gateway_key, &cfg->key_file, o->name, val);
+		return read_secret_file(src, &cfg->gateway_key, &cfg->key_file, o->name, val);
 	case OPT_ID_RANGE:
-		return parse_id_range(cfg, val);
+		return parse_id_range(src, cfg, val);
 	case OPT_NETWORK:
 		if (strcmp(val, "full") && strcmp(val, "none"))
-			return bad(o->name, val, "expected full or none");
+			return bad(src, o->name, val, "expected full or none");
 		*(bool *)(base + o->off) = !strcmp(val, "none");
 		return 0;
 	case OPT_PORT: {
 		uint64_t v;
 		if (parse_u64(val, &v) < 0 || v > 65535)
-			return bad(o->name, val, "not a port number 0-65535");
+			return bad(src, o->name, val, "not a port number 0-65535");
 		*(unsigned *)(base + o->off) = (unsigned)v;
 		return 0;
 	}
 	}
-	return 2;
+	return error_set(src->err, 0, NULL, "--%s: unknown option type", o->name);
 }
 
 /* A secret file a task could read is the secret: refuse to start (exit 2)
@@ -361,7 +362,7 @@ static int apply_opt(struct runner_config *cfg, const struct opt_def *o, const c
  * can have. Group read is allowed for a group no task can have (Kubernetes
  * fsGroup below 1000, say): tasks have no supplementary groups. */
 static int check_secret_file(const struct runner_config *cfg, const struct secret_file *sf,
-			     const char *opt)
+			     const char *opt, struct error *err)
 {
 	if (!sf->path)
 		return 0;
@@ -383,16 +384,16 @@ static int check_secret_file(const struct runner_config *cfg, const struct secre
 			 (unsigned)sf->uid, sf->uid == 0 ? ", --allow-root-tasks" : "");
 	else
 		return 0;
-	fprintf(stderr,
-		"forceai-runner: --%s '%s' %s. Make it readable by its owner only and owned by "
-		"a uid no task can have, e.g. `chown root '%s' && chmod 0400 '%s'` (Kubernetes: "
-		"secret volume `defaultMode: 0400`, fsGroup below 1000 or none)%s\n",
-		opt, sf->path, why, sf->path, sf->path,
-		sf->uid == 0 && cfg->allow_root_tasks
-			? "; with --allow-root-tasks root tasks own root's files: use another "
-			  "owner (e.g. uid 999) or pass the secret in the environment"
-			: "");
-	return 2;
+	return error_set(err, 0, NULL,
+			 "--%s '%s' %s. Make it readable by its owner only and owned by a uid no "
+			 "task can have, e.g. `chown root '%s' && chmod 0400 '%s'` (Kubernetes: "
+			 "secret volume `defaultMode: 0400`, fsGroup below 1000 or none)%s",
+			 opt, sf->path, why, sf->path, sf->path,
+			 sf->uid == 0 && cfg->allow_root_tasks
+				 ? "; with --allow-root-tasks root tasks own root's files: use "
+				   "another owner (e.g. uid 999) or pass the secret in the "
+				   "environment"
+				 : "");
 }
 
 /* Remove a secret from this process's environment, including the bytes of
@@ -416,15 +417,15 @@ static char *take_secret_env(const char *name)
 
 /* The gateway URL: http or https, a host, no credentials, no query or
  * fragment (paths are appended to it). */
-static int validate_gateway_url(const char *url)
+static int validate_gateway_url(const struct src *src, const char *url)
 {
 	CURLU *u = curl_url();
 	if (!u)
-		return bad("gateway-url", url, "out of memory");
+		return bad(src, "gateway-url", url, "out of memory");
 	int rc = 0;
 	char *scheme = NULL, *host = NULL, *user = NULL, *query = NULL, *frag = NULL;
 	if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK) {
-		rc = bad("gateway-url", url, "not a valid absolute URL");
+		rc = bad(src, "gateway-url", url, "not a valid absolute URL");
 		goto out;
 	}
 	curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
@@ -433,13 +434,13 @@ static int validate_gateway_url(const char *url)
 	curl_url_get(u, CURLUPART_QUERY, &query, 0);
 	curl_url_get(u, CURLUPART_FRAGMENT, &frag, 0);
 	if (!scheme || (strcmp(scheme, "http") && strcmp(scheme, "https")))
-		rc = bad("gateway-url", url, "the scheme must be http or https");
+		rc = bad(src, "gateway-url", url, "the scheme must be http or https");
 	else if (!host || !*host)
-		rc = bad("gateway-url", url, "no host");
+		rc = bad(src, "gateway-url", url, "no host");
 	else if (user)
-		rc = bad("gateway-url", "(redacted)", "credentials in the URL are not allowed (use FORCEAI_GATEWAY_KEY)");
+		rc = bad(src, "gateway-url", "(redacted)", "credentials in the URL are not allowed (use FORCEAI_GATEWAY_KEY)");
 	else if (query || frag)
-		rc = bad("gateway-url", url, "no query or fragment allowed");
+		rc = bad(src, "gateway-url", url, "no query or fragment allowed");
 out:
 	curl_free(scheme);
 	curl_free(host);
@@ -450,8 +451,9 @@ out:
 	return rc;
 }
 
-int config_parse(struct runner_config *cfg, int argc, char **argv)
+int config_parse(struct runner_config *cfg, int argc, char **argv, struct error *err)
 {
+	struct src cli = {.err = err};
 	memset(cfg, 0, sizeof(*cfg));
 	/* --help and --version work whatever the environment holds. */
 	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
@@ -469,18 +471,17 @@ int config_parse(struct runner_config *cfg, int argc, char **argv)
 	 * it. */
 	bool env_bad[N_OPTS] = {false};
 	for (size_t i = 0; i < N_OPTS; i++) {
-		if (opts[i].def && apply_opt(cfg, &opts[i], opts[i].def))
-			return 2;
+		if (opts[i].def && apply_opt(&cli, cfg, &opts[i], opts[i].def))
+			return -1;
 	}
 	for (size_t i = 0; i < N_OPTS; i++) {
 		const char *val = getenv(opts[i].env);
 		if (!val)
 			continue;
-		/* Messages are held back until we know the CLI does not win. */
-		quiet = true;
-		int r = apply_opt(cfg, &opts[i], val);
-		quiet = false;
-		if (r)
+		/* The problem is told only once we know the CLI does not win. */
+		struct error ignored;
+		struct src env = {.env = opts[i].env, .err = &ignored};
+		if (apply_opt(&env, cfg, &opts[i], val))
 			env_bad[i] = true;
 	}
 	char *tok = take_secret_env("EXECD_ACCESS_TOKEN");
@@ -524,60 +525,55 @@ int config_parse(struct runner_config *cfg, int argc, char **argv)
 		if (c == '?' || c == ':') {
 			const char *arg = argv[optind - 1];
 			if (optopt && optopt < 1000)
-				fprintf(stderr, "forceai-runner: unknown option '-%c' (see --help)\n",
-					optopt);
-			else if (c == ':' || (optopt >= 1000))
-				fprintf(stderr, "forceai-runner: option '%s' needs a value\n", arg);
-			else
-				fprintf(stderr, "forceai-runner: unknown option '%s' (see --help)\n",
-					arg);
-			return 2;
+				return error_set(err, 0, NULL, "unknown option '-%c' (see --help)",
+						 optopt);
+			if (c == ':' || (optopt >= 1000))
+				return error_set(err, 0, NULL, "option '%s' needs a value", arg);
+			return error_set(err, 0, NULL, "unknown option '%s' (see --help)", arg);
 		}
 		const struct opt_def *o = &opts[c - 1000];
-		int r = apply_opt(cfg, o, o->type == OPT_BOOL ? "1" : optarg);
-		if (r)
-			return r;
+		if (apply_opt(&cli, cfg, o, o->type == OPT_BOOL ? "1" : optarg))
+			return -1;
 		env_bad[c - 1000] = false;
 	}
 	for (size_t i = 0; i < N_OPTS; i++) {
 		if (env_bad[i]) {
-			value_source = opts[i].env;
-			int r = apply_opt(cfg, &opts[i], getenv(opts[i].env)); /* prints the message */
-			value_source = NULL;
-			return r ? r : 2;
+			struct src env = {.env = opts[i].env, .err = err};
+			if (!apply_opt(&env, cfg, &opts[i], getenv(opts[i].env)))
+				error_set(err, 0, NULL, "invalid %s", opts[i].env);
+			return -1;
 		}
 	}
 	if (optind < argc) {
-		if (strcmp(argv[optind - 1], "--") != 0) {
-			fprintf(stderr,
-				"forceai-runner: unexpected argument '%s' (put the main command after --)\n",
-				argv[optind]);
-			return 2;
-		}
+		if (strcmp(argv[optind - 1], "--") != 0)
+			return error_set(err, 0, NULL,
+					 "unexpected argument '%s' (put the main command after --)",
+					 argv[optind]);
 		cfg->main_argv = &argv[optind];
 	}
+	const struct src *src = &cli;
 	if (cfg->grace_ms > 3600000)
-		return bad_num("grace-ms", cfg->grace_ms, "must be at most 3600000");
+		return bad_num(src, "grace-ms", cfg->grace_ms, "must be at most 3600000");
 	if (cfg->task_log_max < 65536)
-		return bad_num("task-log-max", cfg->task_log_max, "must be at least 65536");
+		return bad_num(src, "task-log-max", cfg->task_log_max, "must be at least 65536");
 	if (cfg->stream_window < 4096 || cfg->stream_window > cfg->task_log_max / 4)
-		return bad_num("stream-window", cfg->stream_window, "must be 4096 .. task-log-max/4");
+		return bad_num(src, "stream-window", cfg->stream_window, "must be 4096 .. task-log-max/4");
 	if (cfg->max_body < 1024)
-		return bad_num("max-body", cfg->max_body, "must be at least 1024");
+		return bad_num(src, "max-body", cfg->max_body, "must be at least 1024");
 	if (cfg->header_deadline_ms < 100 || cfg->header_deadline_ms > 600000)
-		return bad_num("header-deadline-ms", cfg->header_deadline_ms,
+		return bad_num(src, "header-deadline-ms", cfg->header_deadline_ms,
 			       "must be 100..600000");
-	if (check_secret_file(cfg, &cfg->token_file, "token-file") ||
-	    check_secret_file(cfg, &cfg->key_file, "gateway-key-file"))
-		return 2;
-	if (cfg->gateway_url && validate_gateway_url(cfg->gateway_url) != 0)
-		return 2;
+	if (check_secret_file(cfg, &cfg->token_file, "token-file", err) ||
+	    check_secret_file(cfg, &cfg->key_file, "gateway-key-file", err))
+		return -1;
+	if (cfg->gateway_url && validate_gateway_url(src, cfg->gateway_url) != 0)
+		return -1;
 	if (cfg->gateway_key && !cfg->gateway_url)
 		fprintf(stderr, "forceai-runner: warning: a gateway key is set but no --gateway-url\n");
 	if (cfg->agent_max_steps == 0 || cfg->agent_max_steps > 10000)
-		return bad("agent-max-steps", "(value)", "must be 1..10000");
+		return bad(src, "agent-max-steps", "(value)", "must be 1..10000");
 	if (cfg->agent_output_max < 256 || cfg->agent_output_max > 1048576)
-		return bad("agent-output-max", "(value)", "must be 256..1048576");
+		return bad(src, "agent-output-max", "(value)", "must be 256..1048576");
 	return 0;
 }
 

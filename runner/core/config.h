@@ -59,6 +59,7 @@ struct runner_config {
 };
 
 /* Parse argv + environment. Returns 0 to run, 1 when --help/--version was
- * printed (exit 0), 2 on a usage error (message already printed). */
-int config_parse(struct runner_config *cfg, int argc, char **argv);
+ * printed (exit 0), -1 on a usage error (err set; exit 2). */
+struct error;
+int config_parse(struct runner_config *cfg, int argc, char **argv, struct error *err);
 void config_free(struct runner_config *cfg);

@@ -65,6 +65,9 @@ static const struct {
 	{"MISSING_QUERY", 400},
 	{"INVALID_QUERY", 400},
 	{"INVALID_LAST_EVENT_ID", 400},
+	{"UNKNOWN_CAPABILITY", 400},
+	{"NO_MODEL", 400},
+	{"BAD_REQUEST_FRAMING", 400},
 	{"UNAUTHORIZED", 401},
 	{"PERMISSION_DENIED", 403},
 	{"FORBIDDEN", 403},
@@ -84,7 +87,19 @@ static const struct {
 	{"RUNTIME_ERROR", 500},
 	{"CAPABILITY_UNAVAILABLE", 501},
 	{"UNAVAILABLE", 503},
+	{"SERVICE_UNAVAILABLE", 503},
 	{"INSUFFICIENT_STORAGE", 507},
+	/* The model proxy answers in OpenAI's shape, with OpenAI's codes. */
+	{"invalid_api_key", 401},
+	{"not_allowed", 404},
+	{"method_not_allowed", 405},
+	{"request_too_large", 413},
+	{"gateway_unavailable", 502},
+	{"gateway_unreachable", 502},
+	{"tls_error", 502},
+	{"gateway_connection_error", 502},
+	{"aborted", 502},
+	{"gateway_timeout", 504},
 };
 
 unsigned error_http_status(const struct error *e)

@@ -4,15 +4,16 @@
  * status of an error is chosen in one place, error_http_status(), from its
  * code (and errno when the code does not decide).
  *
- * Exceptions, by design: thin system-call wrappers (loop.c, spool.c,
- * caps.c, landlock.c, cgroup.c, proctree.c, util.c's buf_*) return 0 or
- * -errno, like the kernel; pure parsers keep their own result enums. The
- * child side of a fork (confine_exec) cannot use this type: it reports on
- * fd 2 and exits. */
+ * Exceptions, by design: thin system-call wrappers (loop.c, signals.c,
+ * reaper.c, spool.c, cgroup.c, proctree.c, spawn.c, the child-side
+ * helpers of caps.c and landlock.c, util.c's buf_*) return 0 or -errno,
+ * like the kernel; pure parsers keep their own result enums. The child
+ * side of a fork (confine_exec) cannot use this type: it reports on fd 2
+ * and exits. */
 #pragma once
 #include <stddef.h>
 
-#define ERROR_MSG_MAX 256
+#define ERROR_MSG_MAX 1024 /* start-up messages name paths, some more than once */
 
 struct error {
 	int errnum;       /* errno of the failing call; 0 when none */

@@ -68,21 +68,30 @@ static enum MHD_Result queue(struct http_req *req, unsigned status, struct MHD_R
 	return rc;
 }
 
-enum MHD_Result http_json(struct http_req *req, unsigned status, json_t *body)
+struct MHD_Response *http_json_response(json_t *body)
 {
 	char *s = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
 	if (!s)
-		return MHD_NO;
-	size_t len = strlen(s);
+		return NULL;
 	struct MHD_Response *resp =
-		MHD_create_response_from_buffer(len, s, MHD_RESPMEM_MUST_FREE);
+		MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
 	if (!resp) {
 		free(s);
-		return MHD_NO;
+		return NULL;
 	}
 	MHD_add_response_header(resp, "Content-Type", "application/json");
-	return queue(req, status, resp);
+	return resp;
+}
+
+json_t *http_error_body(const struct error *e)
+{
+	return json_pack("{s:s,s:s}", "code", error_code(e), "message", e->msg);
+}
+
+enum MHD_Result http_json(struct http_req *req, unsigned status, json_t *body)
+{
+	return queue(req, status, http_json_response(body));
 }
 
 enum MHD_Result http_error(struct http_req *req, unsigned status, const char *code,
@@ -98,8 +107,17 @@ enum MHD_Result http_error(struct http_req *req, unsigned status, const char *co
 
 enum MHD_Result http_fail(struct http_req *req, const struct error *e)
 {
-	return http_json(req, error_http_status(e),
-			 json_pack("{s:s,s:s}", "code", error_code(e), "message", e->msg));
+	return http_json(req, error_http_status(e), http_error_body(e));
+}
+
+enum MHD_Result http_failf(struct http_req *req, const char *code, const char *fmt, ...)
+{
+	struct error e = {.code = code};
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(e.msg, sizeof(e.msg), fmt, ap);
+	va_end(ap);
+	return http_fail(req, &e);
 }
 
 enum MHD_Result http_empty(struct http_req *req, unsigned status)
@@ -132,13 +150,13 @@ const char *http_header(struct http_req *req, const char *name)
 	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
 }
 
-json_t *http_parse_json_object(const char *data, size_t len, bool allow_empty, char *err,
-				size_t errlen)
+json_t *http_parse_json_object(const char *data, size_t len, bool allow_empty,
+				struct error *err)
 {
 	if (len == 0) {
 		if (allow_empty)
 			return json_object();
-		snprintf(err, errlen, "the request body must be a JSON object");
+		error_set(err, 0, "INVALID_REQUEST_BODY", "the request body must be a JSON object");
 		return NULL;
 	}
 	json_error_t jerr;
@@ -146,13 +164,13 @@ json_t *http_parse_json_object(const char *data, size_t len, bool allow_empty, c
 	 * strings are refused unless asked for, which we never do. */
 	json_t *j = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!j) {
-		snprintf(err, errlen, "invalid JSON at line %d column %d: %s", jerr.line,
-			 jerr.column, jerr.text);
+		error_set(err, 0, "INVALID_REQUEST_BODY", "invalid JSON at line %d column %d: %s",
+			  jerr.line, jerr.column, jerr.text);
 		return NULL;
 	}
 	if (!json_is_object(j)) {
 		json_decref(j);
-		snprintf(err, errlen, "the request body must be a JSON object");
+		error_set(err, 0, "INVALID_REQUEST_BODY", "the request body must be a JSON object");
 		return NULL;
 	}
 	return j;
@@ -160,10 +178,10 @@ json_t *http_parse_json_object(const char *data, size_t len, bool allow_empty, c
 
 json_t *http_body_json(struct http_req *req, bool allow_empty)
 {
-	char err[512];
-	json_t *j = http_parse_json_object(req->body, req->body_len, allow_empty, err, sizeof(err));
+	struct error err;
+	json_t *j = http_parse_json_object(req->body, req->body_len, allow_empty, &err);
 	if (!j)
-		http_error(req, 400, "INVALID_REQUEST_BODY", "%s", err);
+		http_fail(req, &err);
 	return j;
 }
 
@@ -258,6 +276,16 @@ static bool authorized(struct http_req *req)
 		return true;
 	const char *got = http_header(req, "X-EXECD-ACCESS-TOKEN");
 	return got && secret_equal(got, want);
+}
+
+/* execd's clients read "error" as well as {code, message}. */
+static enum MHD_Result unauthorized(struct http_req *req)
+{
+	struct error e;
+	error_set(&e, 0, "UNAUTHORIZED", "invalid or missing header X-EXECD-ACCESS-TOKEN");
+	json_t *body = http_error_body(&e);
+	json_object_set_new(body, "error", json_sprintf("Unauthorized: %s", e.msg));
+	return http_json(req, error_http_status(&e), body);
 }
 
 /* Message framing the runner refuses even where libmicrohttpd 0.9.75 lets
@@ -403,23 +431,12 @@ static const char *framing_problem(struct MHD_Connection *conn, const char *head
 
 static enum MHD_Result framing_error(struct http_req *req, const char *problem)
 {
-	char *s = NULL;
-	json_t *j = json_pack("{s:s,s:s+}", "code", "BAD_REQUEST_FRAMING", "message",
-			      "request refused: ", problem);
-	if (j)
-		s = json_dumps(j, JSON_COMPACT);
-	json_decref(j);
-	if (!s)
-		return MHD_NO;
-	struct MHD_Response *resp =
-		MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
-	if (!resp) {
-		free(s);
-		return MHD_NO;
-	}
-	MHD_add_response_header(resp, "Content-Type", "application/json");
-	MHD_add_response_header(resp, "Connection", "close");
-	return queue(req, 400, resp);
+	struct error e;
+	error_set(&e, 0, "BAD_REQUEST_FRAMING", "request refused: %s", problem);
+	struct MHD_Response *resp = http_json_response(http_error_body(&e));
+	if (resp)
+		MHD_add_response_header(resp, "Connection", "close");
+	return queue(req, error_http_status(&e), resp);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -459,22 +476,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			}
 		}
 		if (!authorized(req))
-			return http_json(req, 401,
-					 json_pack("{s:s,s:s,s:s}", "code", "UNAUTHORIZED", "message",
-						   "invalid or missing header X-EXECD-ACCESS-TOKEN",
-						   "error",
-						   "Unauthorized: invalid or missing header X-EXECD-ACCESS-TOKEN"));
+			return unauthorized(req);
 		if (!req->route) {
 			if (path_known)
-				return http_error(req, 405, "METHOD_NOT_ALLOWED",
+				return http_failf(req, "METHOD_NOT_ALLOWED",
 						  "method %.16s is not allowed on %.200s", method, url);
-			return http_error(req, 404, "NOT_FOUND", "no route %.16s %.200s", method,
-					  url);
+			return http_failf(req, "NOT_FOUND", "no route %.16s %.200s", method, url);
 		}
 		const char *cl = http_header(req, "Content-Length");
 		if (cl && !req->route->body && strtoull(cl, NULL, 10) > r->cfg.max_body)
-			return http_error(req, 413, "PAYLOAD_TOO_LARGE",
-					  "request body over %llu bytes",
+			return http_failf(req, "PAYLOAD_TOO_LARGE", "request body over %llu bytes",
 					  (unsigned long long)r->cfg.max_body);
 		return MHD_YES;
 	}
@@ -507,7 +518,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return MHD_YES;
 	}
 	if (req->body_too_big)
-		return http_error(req, 413, "PAYLOAD_TOO_LARGE", "request body over %llu bytes",
+		return http_failf(req, "PAYLOAD_TOO_LARGE", "request body over %llu bytes",
 				  (unsigned long long)r->cfg.max_body);
 	return req->route->fn(req);
 }
@@ -584,7 +595,7 @@ static void pump(struct loop *loop, void *arg)
 	}
 }
 
-static int open_listener(struct runner *r, char *err, size_t errlen)
+static int open_listener(struct runner *r, struct error *err)
 {
 	struct sockaddr_storage ss = {0};
 	socklen_t slen;
@@ -604,16 +615,14 @@ static int open_listener(struct runner *r, char *err, size_t errlen)
 		slen = sizeof(*s6);
 	}
 	int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		snprintf(err, errlen, "socket: %s", strerror(errno));
-		return -1;
-	}
+	if (fd < 0)
+		return error_set(err, errno, NULL, "socket");
 	int one = 1;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(fd, (struct sockaddr *)&ss, slen) < 0 || listen(fd, 256) < 0) {
 		bool v6 = family == AF_INET6;
-		snprintf(err, errlen, "cannot listen on %s%s%s:%u: %s", v6 ? "[" : "",
-			 r->cfg.listen_host, v6 ? "]" : "", r->cfg.listen_port, strerror(errno));
+		error_set(err, errno, NULL, "cannot listen on %s%s%s:%u", v6 ? "[" : "",
+			  r->cfg.listen_host, v6 ? "]" : "", r->cfg.listen_port);
 		close(fd);
 		return -1;
 	}
@@ -622,18 +631,16 @@ static int open_listener(struct runner *r, char *err, size_t errlen)
 	return fd;
 }
 
-int http_start(struct runner *r, const struct http_route *routes, size_t n_routes, char *err,
-	       size_t errlen)
+int http_start(struct runner *r, const struct http_route *routes, size_t n_routes,
+	       struct error *err)
 {
 	struct http_server *h = calloc(1, sizeof(*h));
-	if (!h) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
+	if (!h)
+		return error_set(err, ENOMEM, NULL, "cannot start the HTTP server");
 	h->routes = routes;
 	h->n_routes = n_routes;
 	r->http = h;
-	h->listen_fd = open_listener(r, err, errlen);
+	h->listen_fd = open_listener(r, err);
 	if (h->listen_fd < 0)
 		return -1;
 	unsigned timeout_s = (unsigned)((r->cfg.header_timeout_ms + 999) / 1000);
@@ -646,10 +653,8 @@ int http_start(struct runner *r, const struct http_route *routes, size_t n_route
 				 .first_head_ms = r->cfg.header_deadline_ms,
 				 .next_head_ms = r->cfg.header_timeout_ms};
 	h->gate = gate_new(r, &gp);
-	if (!h->gate) {
-		snprintf(err, errlen, "cannot set up connection admission");
-		return -1;
-	}
+	if (!h->gate)
+		return error_set(err, ENOMEM, NULL, "cannot set up connection admission");
 	h->d = MHD_start_daemon(
 		MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
 		on_request, r, MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log, (void *)"http",
@@ -661,21 +666,16 @@ int http_start(struct runner *r, const struct http_route *routes, size_t n_route
 		/* SIGPIPE is ignored (signals.c): lets MHD use sendfile for downloads. */
 		MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1,
 		MHD_OPTION_END);
-	if (!h->d) {
-		snprintf(err, errlen, "cannot start the HTTP server (libmicrohttpd)");
-		return -1;
-	}
+	if (!h->d)
+		return error_set(err, 0, NULL, "cannot start the HTTP server (libmicrohttpd)");
 	const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_EPOLL_FD);
-	if (!info) {
-		snprintf(err, errlen, "libmicrohttpd has no epoll support");
-		return -1;
-	}
-	if (loop_watch_add(&r->loop, &h->epoll_watch, info->epoll_fd, EPOLLIN, on_mhd_epoll, r) <
-		    0 ||
-	    loop_timer_init(&r->loop, &h->timer, on_mhd_timer, r) < 0) {
-		snprintf(err, errlen, "cannot watch the HTTP server: %s", strerror(errno));
-		return -1;
-	}
+	if (!info)
+		return error_set(err, 0, NULL, "libmicrohttpd has no epoll support");
+	int rc = loop_watch_add(&r->loop, &h->epoll_watch, info->epoll_fd, EPOLLIN, on_mhd_epoll, r);
+	if (rc == 0)
+		rc = loop_timer_init(&r->loop, &h->timer, on_mhd_timer, r);
+	if (rc < 0)
+		return error_set(err, -rc, NULL, "cannot watch the HTTP server");
 	loop_hook_add(&r->loop, &h->pump, pump, r);
 	return 0;
 }

@@ -66,8 +66,9 @@ struct http_stream {
 
 /* Serve the routes (a table that outlives the server) on the configured
  * address. */
-int http_start(struct runner *r, const struct http_route *routes, size_t n_routes, char *err,
-	       size_t errlen);
+struct error;
+int http_start(struct runner *r, const struct http_route *routes, size_t n_routes,
+	       struct error *err);
 /* libmicrohttpd's error logger for any of our daemons: one JSON log line;
  * cls names the daemon ("http", "model proxy"). */
 void http_mhd_log(void *cls, const char *fmt, va_list ap);
@@ -81,12 +82,21 @@ void http_stop(struct runner *r);
 
 /* Responses (each returns the MHD result to hand back from the handler). */
 enum MHD_Result http_json(struct http_req *req, unsigned status, json_t *body); /* steals body */
+/* Deprecated (the status is chosen by the caller): use http_fail. */
 enum MHD_Result http_error(struct http_req *req, unsigned status, const char *code,
 			   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* The error as a JSON {code, message} response, its status from
  * error_http_status(): the one way an error becomes a response. */
 struct error;
 enum MHD_Result http_fail(struct http_req *req, const struct error *e);
+/* http_fail of an error made here (no errno). */
+enum MHD_Result http_failf(struct http_req *req, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* The one JSON error body: {"code", "message"} (new reference). */
+json_t *http_error_body(const struct error *e);
+/* A response carrying body (stolen) as application/json; NULL when out of
+ * memory. For daemons that answer without a struct http_req. */
+struct MHD_Response *http_json_response(json_t *body);
 enum MHD_Result http_empty(struct http_req *req, unsigned status);
 enum MHD_Result http_text(struct http_req *req, unsigned status, const char *ctype,
 			  const char *data, size_t len, const char *hname, const char *hval);
@@ -98,9 +108,9 @@ void http_stream_wake(struct http_stream *s);
 /* The request body parsed as a JSON object; on failure responds 400 and
  * returns NULL (check req->responded). allow_empty: empty body → {} */
 json_t *http_body_json(struct http_req *req, bool allow_empty);
-/* The same check without a request (no I/O): the object, or NULL with a
- * message in err. */
-json_t *http_parse_json_object(const char *data, size_t len, bool allow_empty, char *err,
-				size_t errlen);
+/* The same check without a request (no I/O): the object, or NULL with err
+ * set (INVALID_REQUEST_BODY). */
+json_t *http_parse_json_object(const char *data, size_t len, bool allow_empty,
+				struct error *err);
 const char *http_query(struct http_req *req, const char *name);
 const char *http_header(struct http_req *req, const char *name);

@@ -9,6 +9,7 @@
 #include "model/chatstream.h"
 #include "task/env.h"
 #include "model/gateway.h"
+#include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/util.h"
@@ -437,12 +438,11 @@ static void next_tool(struct agent *a)
 	task_emit(a->t, "tool.call", ev);
 	json_decref(ev);
 	const char *command = json_string_value(json_object_get(args, "command"));
-	char err[512];
+	struct error err;
 	if (strcmp(name, "bash")) {
-		snprintf(err, sizeof(err), "unknown tool '%.100s' (the only tool is bash)", name);
+		error_set(&err, 0, NULL, "unknown tool '%.100s' (the only tool is bash)", name);
 	} else if (!command || !*command) {
-		snprintf(err, sizeof(err),
-			 "the arguments must be a JSON object {\"command\": \"...\"}");
+		error_set(&err, 0, NULL, "the arguments must be a JSON object {\"command\": \"...\"}");
 	} else {
 		struct task_spec spec = {.api = TASK_API_TOOL,
 					 .command = command,
@@ -452,9 +452,7 @@ static void next_tool(struct agent *a)
 					 .network = a->network,
 					 .state_in_fd = -1,
 					 .state_out_fd = -1};
-		int status;
-		const char *code;
-		struct task *child = task_start(a->r, &spec, &status, &code, err, sizeof(err));
+		struct task *child = task_start(a->r, &spec, &err);
 		json_decref(args);
 		if (child) {
 			a->child = child;
@@ -465,36 +463,28 @@ static void next_tool(struct agent *a)
 			on_child_wake(&a->rd); /* what is already there */
 			return;
 		}
-		tool_finished(a, -1, NULL, err);
+		tool_finished(a, -1, NULL, err.msg);
 		return;
 	}
 	json_decref(args);
-	tool_finished(a, -1, NULL, err);
+	tool_finished(a, -1, NULL, err.msg);
 }
 
 /* ---- start ---- */
 
-struct task *agent_start(struct runner *r, const struct task_spec *spec, int *http_status,
-			 const char **code, char *err, size_t errlen)
+struct task *agent_start(struct runner *r, const struct task_spec *spec, struct error *err)
 {
 	const char *model = spec->model ? spec->model : r->cfg.model;
 	if (!model) {
-		*http_status = 400;
-		*code = "NO_MODEL";
-		snprintf(err, errlen, "no model: set 'model' in the request or FORCEAI_MODEL");
+		error_set(err, 0, "NO_MODEL", "no model: set 'model' in the request or FORCEAI_MODEL");
 		return NULL;
 	}
-	if (spec->env && env_validate(spec->env, err, errlen) < 0) {
-		*http_status = 400;
-		*code = "INVALID_REQUEST_BODY";
+	if (spec->env && env_validate(spec->env, err) < 0)
 		return NULL;
-	}
 	struct agent *a = calloc(1, sizeof(*a));
 	if (!a || !(a->model = strdup(model))) {
 		free(a);
-		*http_status = 500;
-		*code = "RUNTIME_ERROR";
-		snprintf(err, errlen, "out of memory");
+		error_set(err, ENOMEM, "RUNTIME_ERROR", "cannot start the agent");
 		return NULL;
 	}
 	a->r = r;
@@ -503,11 +493,9 @@ struct task *agent_start(struct runner *r, const struct task_spec *spec, int *ht
 	a->network = spec->network; /* for its tool calls */
 	if (spec->env && json_is_object(spec->env))
 		a->env = json_deep_copy(spec->env);
-	if (loop_timer_init(&r->loop, &a->retry_timer, on_retry_timer, a) < 0) {
-		*http_status = 500;
-		*code = "RUNTIME_ERROR";
-		snprintf(err, errlen, "timerfd_create: %s", strerror(errno));
-		a->retry_timer.w.fd = -1;
+	int rc = loop_timer_init(&r->loop, &a->retry_timer, on_retry_timer, a);
+	if (rc < 0) {
+		error_set(err, -rc, "RUNTIME_ERROR", "timerfd_create");
 		agent_free(a);
 		return NULL;
 	}
@@ -515,7 +503,7 @@ struct task *agent_start(struct runner *r, const struct task_spec *spec, int *ht
 	s.api = TASK_API_NATIVE;
 	s.capability = "agent";
 	s.timeout_ms = spec->has_timeout ? spec->timeout_ms : r->cfg.agent_timeout_ms;
-	struct task *t = task_start_driven(r, &s, &agent_ops, a, http_status, code, err, errlen);
+	struct task *t = task_start_driven(r, &s, &agent_ops, a, err);
 	if (!t) {
 		agent_free(a);
 		return NULL;

@@ -8,6 +8,7 @@
 #include "task/task.h"
 
 struct runner;
+struct error;
 
-struct task *agent_start(struct runner *r, const struct task_spec *spec, int *http_status,
-			 const char **code, char *err, size_t errlen);
+/* NULL with err set (NO_MODEL, INVALID_REQUEST_BODY, or task_start_driven's). */
+struct task *agent_start(struct runner *r, const struct task_spec *spec, struct error *err);

@@ -10,6 +10,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/util.h"
@@ -549,26 +550,21 @@ static const char *pick_ca(const struct runner *r)
 	return NULL;
 }
 
-int gateway_init(struct runner *r, char *err, size_t errlen)
+int gateway_init(struct runner *r, struct error *err)
 {
 	if (!r->cfg.gateway_url)
 		return 0;
 	CURLcode cc = curl_global_init(CURL_GLOBAL_DEFAULT);
-	if (cc != CURLE_OK) {
-		snprintf(err, errlen, "curl_global_init: %s", curl_easy_strerror(cc));
-		return -1;
-	}
+	if (cc != CURLE_OK)
+		return error_set(err, 0, NULL, "curl_global_init: %s", curl_easy_strerror(cc));
 	struct gateway *gw = calloc(1, sizeof(*gw));
-	if (!gw) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
+	if (!gw)
+		return error_set(err, ENOMEM, NULL, "gateway");
 	gw->r = r;
 	gw->base = strdup(r->cfg.gateway_url);
 	if (!gw->base) {
 		free(gw);
-		snprintf(err, errlen, "out of memory");
-		return -1;
+		return error_set(err, ENOMEM, NULL, "gateway");
 	}
 	size_t n = strlen(gw->base);
 	while (n && gw->base[n - 1] == '/')
@@ -577,25 +573,22 @@ int gateway_init(struct runner *r, char *err, size_t errlen)
 					   r->cfg.gateway_key) < 0) {
 		free(gw->base);
 		free(gw);
-		snprintf(err, errlen, "out of memory");
-		return -1;
+		return error_set(err, ENOMEM, NULL, "gateway");
 	}
 	gw->ca = pick_ca(r);
 	r->gateway = gw;
 	gw->multi = curl_multi_init();
-	if (!gw->multi) {
-		snprintf(err, errlen, "curl_multi_init failed");
-		return -1;
-	}
+	if (!gw->multi)
+		return error_set(err, 0, NULL, "curl_multi_init failed");
 	curl_multi_setopt(gw->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
 	curl_multi_setopt(gw->multi, CURLMOPT_SOCKETDATA, gw);
 	curl_multi_setopt(gw->multi, CURLMOPT_TIMERFUNCTION, on_curl_timer);
 	curl_multi_setopt(gw->multi, CURLMOPT_TIMERDATA, gw);
-	if (loop_timer_init(&r->loop, &gw->timer, on_timer, gw) < 0 ||
-	    loop_timer_init(&r->loop, &gw->reaper, on_reaper, gw) < 0) {
-		snprintf(err, errlen, "timerfd_create: %s", strerror(errno));
-		return -1;
-	}
+	int rc = loop_timer_init(&r->loop, &gw->timer, on_timer, gw);
+	if (rc == 0)
+		rc = loop_timer_init(&r->loop, &gw->reaper, on_reaper, gw);
+	if (rc < 0)
+		return error_set(err, -rc, NULL, "timerfd_create");
 	log_info("gateway configured", "{s:s,s:b,s:s,s:b}", "url", gw->base, "key", gw->auth != NULL,
 		 "ca", gw->ca ? gw->ca : "(libcurl default)", "proxy",
 		 r->cfg.gateway_proxy != NULL);

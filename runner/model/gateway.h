@@ -51,7 +51,8 @@ struct gw_request {
 	long long body_size;
 };
 
-int gateway_init(struct runner *r, char *err, size_t errlen);
+struct error;
+int gateway_init(struct runner *r, struct error *err);
 bool gateway_enabled(struct runner *r);
 void gateway_stop(struct runner *r);
 /* NULL on failure (logged). */

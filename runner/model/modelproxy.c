@@ -21,6 +21,7 @@
 #include "model/gateway.h"
 #include "http/gate.h"
 #include "http/http.h"
+#include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/util.h"
@@ -606,15 +607,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	free(q);
 }
 
-int modelproxy_start(struct runner *r, char *err, size_t errlen)
+int modelproxy_start(struct runner *r, struct error *err)
 {
 	if (!r->gateway)
 		return 0;
 	struct modelproxy *p = calloc(1, sizeof(*p));
-	if (!p) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
+	if (!p)
+		return error_set(err, ENOMEM, NULL, "cannot start the model proxy");
 	p->r = r;
 	p->listen_fd = -1;
 	r->modelproxy = p;
@@ -622,18 +621,16 @@ int modelproxy_start(struct runner *r, char *err, size_t errlen)
 				 .sin_port = htons((uint16_t)r->cfg.model_proxy_port),
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		snprintf(err, errlen, "model proxy socket: %s", strerror(errno));
-		return -1;
-	}
+	if (fd < 0)
+		return error_set(err, errno, NULL, "model proxy socket");
 	int one = 1;
 	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
 		log_errno("setsockopt(SO_REUSEADDR) failed", errno, "model proxy");
 	socklen_t slen = sizeof(sa);
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0 ||
 	    getsockname(fd, (struct sockaddr *)&sa, &slen) < 0) {
-		snprintf(err, errlen, "model proxy cannot listen on 127.0.0.1:%u: %s",
-			 r->cfg.model_proxy_port, strerror(errno));
+		error_set(err, errno, NULL, "model proxy cannot listen on 127.0.0.1:%u",
+			  r->cfg.model_proxy_port);
 		close(fd);
 		return -1;
 	}
@@ -652,8 +649,7 @@ int modelproxy_start(struct runner *r, char *err, size_t errlen)
 	p->gate = gate_new(r, &gp);
 	if (!p->gate) {
 		close(fd);
-		snprintf(err, errlen, "model proxy: cannot set up connection admission");
-		return -1;
+		return error_set(err, ENOMEM, NULL, "model proxy: cannot set up connection admission");
 	}
 	p->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
 				NULL, NULL, on_request, p, MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log,
@@ -662,21 +658,16 @@ int modelproxy_start(struct runner *r, char *err, size_t errlen)
 				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)MP_IDLE_S,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
 				MHD_OPTION_CONNECTION_LIMIT, max_conns, MHD_OPTION_END);
-	if (!p->d) {
-		snprintf(err, errlen, "cannot start the model proxy (libmicrohttpd)");
-		return -1;
-	}
+	if (!p->d)
+		return error_set(err, 0, NULL, "cannot start the model proxy (libmicrohttpd)");
 	const union MHD_DaemonInfo *info = MHD_get_daemon_info(p->d, MHD_DAEMON_INFO_EPOLL_FD);
-	if (!info) {
-		snprintf(err, errlen, "libmicrohttpd has no epoll support");
-		return -1;
-	}
+	if (!info)
+		return error_set(err, 0, NULL, "libmicrohttpd has no epoll support");
 	int rc = loop_watch_add(&r->loop, &p->ew, info->epoll_fd, EPOLLIN, on_epoll, p);
-	if (rc < 0 || loop_timer_init(&r->loop, &p->timer, on_timer, p) < 0) {
-		snprintf(err, errlen, "cannot watch the model proxy: %s",
-			 strerror(rc < 0 ? -rc : errno));
-		return -1;
-	}
+	if (rc == 0)
+		rc = loop_timer_init(&r->loop, &p->timer, on_timer, p);
+	if (rc < 0)
+		return error_set(err, -rc, NULL, "cannot watch the model proxy");
 	log_info("model proxy listening", "{s:s,s:i}", "address", "127.0.0.1", "port",
 		 (int)p->port);
 	return 0;
@@ -760,27 +751,20 @@ static void on_task_finish(struct task *t, json_t *exit_ev)
 }
 
 struct task *modelproxy_start_task(struct runner *r, const struct task_spec *spec,
-				   int *http_status, const char **code, char *err, size_t errlen)
+				   struct error *err)
 {
 	struct modelproxy *p = r->modelproxy;
-	*http_status = 500;
-	*code = "RUNTIME_ERROR";
 	if (!p) {
-		*http_status = 501;
-		*code = "CAPABILITY_UNAVAILABLE";
-		snprintf(err, errlen, "the model proxy is not running");
+		error_set(err, 0, "CAPABILITY_UNAVAILABLE", "the model proxy is not running");
 		return NULL;
 	}
-	if (spec->env && env_validate(spec->env, err, errlen) < 0) {
-		*http_status = 400;
-		*code = "INVALID_REQUEST_BODY";
+	if (spec->env && env_validate(spec->env, err) < 0)
 		return NULL;
-	}
 	struct mp_token *k = calloc(1, sizeof(*k));
 	char a[33], b[33];
 	if (!k || random_id(a) < 0 || random_id(b) < 0) {
 		free(k);
-		snprintf(err, errlen, "cannot make a task token");
+		error_set(err, 0, "RUNTIME_ERROR", "cannot make a task token");
 		return NULL;
 	}
 	snprintf(k->value, sizeof(k->value), "fai-%s%s", a, b);
@@ -796,7 +780,7 @@ struct task *modelproxy_start_task(struct runner *r, const struct task_spec *spe
 	json_object_set_new(env, "OPENAI_API_KEY", json_string(k->value));
 	struct task_spec s = *spec;
 	s.env = env;
-	struct task *t = task_start(r, &s, http_status, code, err, errlen);
+	struct task *t = task_start(r, &s, err);
 	json_object_clear(env);
 	json_decref(env);
 	if (!t) {

@@ -11,12 +11,14 @@
 #include "task/task.h"
 
 struct runner;
+struct error;
 
-int modelproxy_start(struct runner *r, char *err, size_t errlen);
+int modelproxy_start(struct runner *r, struct error *err);
 unsigned modelproxy_port(struct runner *r);
 /* Its limits, for GET /v1/hardening (null without a gateway). New reference. */
 json_t *modelproxy_report(struct runner *r);
 void modelproxy_stop(struct runner *r);
-/* Start a chat task: task_start with the token in its environment. */
+/* Start a chat task: task_start with the token in its environment. NULL
+ * with err set (CAPABILITY_UNAVAILABLE, INVALID_REQUEST_BODY, task_start's). */
 struct task *modelproxy_start_task(struct runner *r, const struct task_spec *spec,
-				   int *http_status, const char **code, char *err, size_t errlen);
+				   struct error *err);

@@ -1,10 +1,14 @@
 #include "task/env.h"
 
+#include <errno.h>
+
 #include <pwd.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "core/error.h"
 
 /* Not secrets, and tasks need them: locale, terminal, and the CA bundle an
  * egress MITM proxy installs (OpenSandbox's bootstrap exports these). */
@@ -26,30 +30,25 @@ static bool valid_name(const char *s)
 	return true;
 }
 
-int env_validate(json_t *req_env, char *err, size_t errlen)
+int env_validate(json_t *req_env, struct error *err)
 {
 	if (!req_env || json_is_null(req_env))
 		return 0;
-	if (!json_is_object(req_env)) {
-		snprintf(err, errlen, "env must be an object of strings");
-		return -1;
-	}
+	if (!json_is_object(req_env))
+		return error_set(err, 0, "INVALID_REQUEST_BODY", "env must be an object of strings");
 	const char *k;
 	json_t *v;
 	json_object_foreach(req_env, k, v)
 	{
-		if (!valid_name(k) || strlen(k) > 256) {
-			snprintf(err, errlen, "env name '%.64s' is not a valid variable name", k);
-			return -1;
-		}
-		if (!json_is_string(v)) {
-			snprintf(err, errlen, "env value of '%s' must be a string", k);
-			return -1;
-		}
-		if (strlen(json_string_value(v)) != json_string_length(v)) {
-			snprintf(err, errlen, "env value of '%s' contains a NUL byte", k);
-			return -1;
-		}
+		if (!valid_name(k) || strlen(k) > 256)
+			return error_set(err, 0, "INVALID_REQUEST_BODY",
+					 "env name '%.64s' is not a valid variable name", k);
+		if (!json_is_string(v))
+			return error_set(err, 0, "INVALID_REQUEST_BODY",
+					 "env value of '%s' must be a string", k);
+		if (strlen(json_string_value(v)) != json_string_length(v))
+			return error_set(err, 0, "INVALID_REQUEST_BODY",
+					 "env value of '%s' contains a NUL byte", k);
 	}
 	return 0;
 }
@@ -87,9 +86,9 @@ static int envb_set(struct envb *e, const char *name, const char *value)
 	return 0;
 }
 
-char **env_build(uid_t uid, const char *cwd, json_t *req_env, char *err, size_t errlen)
+char **env_build(uid_t uid, const char *cwd, json_t *req_env, struct error *err)
 {
-	if (env_validate(req_env, err, errlen) < 0)
+	if (env_validate(req_env, err) < 0)
 		return NULL;
 	struct envb e = {0};
 	int rc = 0;
@@ -114,7 +113,7 @@ char **env_build(uid_t uid, const char *cwd, json_t *req_env, char *err, size_t 
 	}
 	if (rc || !e.v) {
 		env_free(e.v);
-		snprintf(err, errlen, "out of memory building the environment");
+		error_set(err, ENOMEM, "RUNTIME_ERROR", "cannot build the environment");
 		return NULL;
 	}
 	return e.v;

@@ -5,10 +5,12 @@
 #include <jansson.h>
 #include <sys/types.h>
 
-/* Returns a NULL-terminated array (free with env_free), or NULL with a
- * message in err (bad variable name or value). */
-char **env_build(uid_t uid, const char *cwd, json_t *req_env, char *err, size_t errlen);
+struct error;
+
+/* Returns a NULL-terminated array (free with env_free), or NULL with err
+ * set (INVALID_REQUEST_BODY: a bad variable name or value). */
+char **env_build(uid_t uid, const char *cwd, json_t *req_env, struct error *err);
 void env_free(char **env);
 /* Checks a request's env object: names [A-Za-z_][A-Za-z0-9_]*, string
- * values without NUL. 0 or -1 with a message. */
-int env_validate(json_t *req_env, char *err, size_t errlen);
+ * values without NUL. 0, or -1 with err set (INVALID_REQUEST_BODY). */
+int env_validate(json_t *req_env, struct error *err);

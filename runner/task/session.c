@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/cleanup.h"
+#include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
 #include "task/task.h"
@@ -31,24 +32,33 @@ struct session *session_find(struct runner *r, const char *id)
 	return NULL;
 }
 
-struct session *session_create(struct runner *r, const char *cwd)
+struct session *session_create(struct runner *r, const char *cwd, struct error *err)
 {
-	if (r->sessions->count >= SESSION_MAX)
+	if (r->sessions->count >= SESSION_MAX) {
+		error_set(err, 0, "TOO_MANY_SESSIONS", "cannot create more sessions");
 		return NULL;
-	struct session *s = calloc(1, sizeof(*s));
-	if (!s)
+	}
+	cleanup_free struct session *s = calloc(1, sizeof(*s));
+	if (!s) {
+		error_set(err, ENOMEM, "RUNTIME_ERROR", "cannot create a session");
 		return NULL;
+	}
 	s->state_fd = -1;
 	s->run_state_fd = -1;
-	if (random_id(s->id) < 0 || (cwd && !(s->cwd = strdup(cwd)))) {
-		free(s);
+	int rc = random_id(s->id);
+	if (rc < 0) {
+		error_set(err, -rc, "RUNTIME_ERROR", "cannot create a session");
+		return NULL;
+	}
+	if (cwd && !(s->cwd = strdup(cwd))) {
+		error_set(err, ENOMEM, "RUNTIME_ERROR", "cannot create a session");
 		return NULL;
 	}
 	s->next = r->sessions->head;
 	r->sessions->head = s;
 	r->sessions->count++;
 	log_info("session created", "{s:s}", "session", s->id);
-	return s;
+	return take_ptr(s);
 }
 
 /* The running command goes on being reported, but no longer saves state. */

@@ -6,6 +6,7 @@
 
 struct runner;
 struct task;
+struct error;
 
 struct session {
 	char id[33];
@@ -25,7 +26,8 @@ int sessions_init(struct runner *r);
 void sessions_free_all(struct runner *r);
 void sessions_close_all(struct runner *r);
 struct session *session_find(struct runner *r, const char *id);
-struct session *session_create(struct runner *r, const char *cwd);
+/* NULL with err set: TOO_MANY_SESSIONS, RUNTIME_ERROR. */
+struct session *session_create(struct runner *r, const char *cwd, struct error *err);
 void session_delete(struct runner *r, struct session *s);
 /* A memfd for a session's saved state: mode 0600, owned by the runner; the
  * task uses it only through the descriptor it inherits. -1 on failure

@@ -14,6 +14,7 @@
 
 #include "confine/cgroup.h"
 #include "task/env.h"
+#include "core/error.h"
 #include "core/ids.h"
 #include "core/log.h"
 #include "core/runner.h"
@@ -449,33 +450,30 @@ static int make_pipe(int fds[2])
 }
 
 static int resolve_identity(struct runner *r, const struct task_spec *spec, uid_t *uid, gid_t *gid,
-			    char *err, size_t errlen)
+			    struct error *err)
 {
 	*uid = r->cfg.task_uid;
 	*gid = r->cfg.task_gid;
-	if (spec->has_gid && !spec->has_uid) {
-		snprintf(err, errlen, "uid is required when gid is provided");
-		return 400;
-	}
+	if (spec->has_gid && !spec->has_uid)
+		return error_set(err, 0, "INVALID_REQUEST_BODY",
+				 "uid is required when gid is provided");
 	if (spec->has_uid) {
 		*uid = spec->uid;
 		struct passwd *pw = getpwuid(spec->uid);
 		*gid = spec->has_gid ? spec->gid : pw ? pw->pw_gid : (gid_t)spec->uid;
 	}
-	if ((*uid == 0 || *gid == 0) && !r->cfg.allow_root_tasks) {
-		snprintf(err, errlen,
-			 "tasks may not run as uid/gid 0 (the runner was started without --allow-root-tasks)");
-		return 403;
-	}
-	if (!ids_uid_allowed(&r->cfg, *uid) || !ids_gid_allowed(&r->cfg, *gid)) {
-		snprintf(err, errlen,
-			 "%s %u is not an identity tasks may have (the task user's own, or "
-			 "--task-id-range %u-%u without 65534; never a system group below 1000)",
-			 ids_uid_allowed(&r->cfg, *uid) ? "gid" : "uid",
-			 ids_uid_allowed(&r->cfg, *uid) ? (unsigned)*gid : (unsigned)*uid,
-			 (unsigned)r->cfg.task_id_lo, (unsigned)r->cfg.task_id_hi);
-		return 403;
-	}
+	if ((*uid == 0 || *gid == 0) && !r->cfg.allow_root_tasks)
+		return error_set(err, 0, "FORBIDDEN",
+				 "tasks may not run as uid/gid 0 (the runner was started without "
+				 "--allow-root-tasks)");
+	if (!ids_uid_allowed(&r->cfg, *uid) || !ids_gid_allowed(&r->cfg, *gid))
+		return error_set(err, 0, "FORBIDDEN",
+				 "%s %u is not an identity tasks may have (the task user's own, or "
+				 "--task-id-range %u-%u without 65534; never a system group below "
+				 "1000)",
+				 ids_uid_allowed(&r->cfg, *uid) ? "gid" : "uid",
+				 ids_uid_allowed(&r->cfg, *uid) ? (unsigned)*gid : (unsigned)*uid,
+				 (unsigned)r->cfg.task_id_lo, (unsigned)r->cfg.task_id_hi);
 	return 0;
 }
 
@@ -483,22 +481,16 @@ static void task_discard(struct task *t);
 
 /* What every kind of task must pass before anything is allocated: the
  * runner accepts work, the cap, a cwd that exists. Returns the cwd. */
-static const char *task_admit(struct runner *r, const struct task_spec *spec, int *http_status,
-			      const char **code, char *err, size_t errlen)
+static const char *task_admit(struct runner *r, const struct task_spec *spec, struct error *err)
 {
-	*code = "INVALID_REQUEST_BODY";
-	*http_status = 400;
 	if (r->shutting_down) {
-		*http_status = 503;
-		*code = "SERVICE_UNAVAILABLE";
-		snprintf(err, errlen, "the runner is shutting down");
+		error_set(err, 0, "SERVICE_UNAVAILABLE", "the runner is shutting down");
 		return NULL;
 	}
 	if (r->tasks->running >= r->cfg.max_tasks) {
-		*http_status = 429;
-		*code = "TOO_MANY_TASKS";
-		snprintf(err, errlen, "%u tasks are running, the configured maximum (--max-tasks)",
-			 r->tasks->running);
+		error_set(err, 0, "TOO_MANY_TASKS",
+			  "%u tasks are running, the configured maximum (--max-tasks)",
+			  r->tasks->running);
 		return NULL;
 	}
 	const char *cwd = spec->cwd;
@@ -506,24 +498,28 @@ static const char *task_admit(struct runner *r, const struct task_spec *spec, in
 	if (!cwd)
 		cwd = (stat("/workspace", &st) == 0 && S_ISDIR(st.st_mode)) ? "/workspace" : "/";
 	if (cwd[0] != '/') {
-		snprintf(err, errlen, "cwd '%.200s' must be an absolute path", cwd);
+		error_set(err, 0, "INVALID_REQUEST_BODY", "cwd '%.200s' must be an absolute path",
+			  cwd);
 		return NULL;
 	}
 	if (stat(cwd, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		snprintf(err, errlen, "cwd '%.200s' does not exist or is not a directory", cwd);
+		error_set(err, 0, "INVALID_REQUEST_BODY",
+			  "cwd '%.200s' does not exist or is not a directory", cwd);
 		return NULL;
 	}
 	return cwd;
 }
 
 /* A task record with its id, strings, spool and timer; not yet in the
- * table. NULL with errno set. */
+ * table. */
 static struct task *task_alloc(struct runner *r, const struct task_spec *spec, const char *cwd,
-			       const char *capability)
+			       const char *capability, struct error *err)
 {
 	struct task *t = calloc(1, sizeof(*t));
-	if (!t)
+	if (!t) {
+		error_set(err, ENOMEM, "RUNTIME_ERROR", "cannot start the task");
 		return NULL;
+	}
 	t->r = r;
 	t->out_fd = t->err_fd = -1;
 	t->timer.w.fd = -1;
@@ -554,10 +550,9 @@ static struct task *task_alloc(struct runner *r, const struct task_spec *spec, c
 		goto fail;
 	}
 	return t;
-fail:;
-	int e = errno;
+fail:
+	error_set(err, errno, "RUNTIME_ERROR", "cannot start the task");
 	task_discard(t);
-	errno = e;
 	return NULL;
 }
 
@@ -587,41 +582,33 @@ static void task_link(struct task *t)
 	t->linked = true;
 }
 
-struct task *task_start(struct runner *r, const struct task_spec *spec, int *http_status,
-			const char **code, char *err, size_t errlen)
+struct task *task_start(struct runner *r, const struct task_spec *spec, struct error *err)
 {
-	const char *cwd = task_admit(r, spec, http_status, code, err, errlen);
+	const char *cwd = task_admit(r, spec, err);
 	if (!cwd)
 		return NULL;
 	uid_t uid;
 	gid_t gid;
-	int rc = resolve_identity(r, spec, &uid, &gid, err, errlen);
-	if (rc) {
-		*http_status = rc;
-		if (rc == 403)
-			*code = "FORBIDDEN";
+	if (resolve_identity(r, spec, &uid, &gid, err) < 0)
 		return NULL;
-	}
 	bool chat = spec->capability && !strcmp(spec->capability, "chat");
 	if (chat && spec->network == TASK_NET_NONE) {
-		*http_status = 400;
-		snprintf(err, errlen,
-			 "a chat task needs the network: its model proxy is on 127.0.0.1");
+		error_set(err, 0, "INVALID_REQUEST_BODY",
+			  "a chat task needs the network: its model proxy is on 127.0.0.1");
 		return NULL;
 	}
 	bool net_none = spec->network == TASK_NET_NONE ||
 			(spec->network == TASK_NET_DEFAULT && !chat && r->cfg.exec_network_none);
-	char **envp = env_build(uid, cwd, spec->env, err, errlen);
+	char **envp = env_build(uid, cwd, spec->env, err);
 	if (!envp)
 		return NULL;
 
-	*http_status = 500;
-	*code = "RUNTIME_ERROR";
+	int rc;
 	int outp[2] = {-1, -1}, errp[2] = {-1, -1};
 	int devnull = -1;
-	struct task *t = task_alloc(r, spec, cwd, spec->capability);
+	struct task *t = task_alloc(r, spec, cwd, spec->capability, err);
 	if (!t)
-		goto fail_errno;
+		goto fail;
 	t->uid = uid;
 	t->gid = gid;
 	t->net_none = net_none;
@@ -702,8 +689,9 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, int *htt
 	return t;
 
 fail_errno:
-	snprintf(err, errlen, "cannot start the task: %s", strerror(errno));
-	log_errno("task start failed", errno, NULL);
+	error_set(err, errno, "RUNTIME_ERROR", "cannot start the task");
+fail:
+	log_error("task start failed", "{s:s}", "error", err->msg);
 	for (int i = 0; i < 2; i++) {
 		if (outp[i] >= 0)
 			close(outp[i]);
@@ -777,17 +765,17 @@ void task_emit(struct task *t, const char *name, json_t *data)
 }
 
 struct task *task_start_driven(struct runner *r, const struct task_spec *spec,
-			       const struct task_driver_ops *ops, void *arg, int *http_status,
-			       const char **code, char *err, size_t errlen)
+			       const struct task_driver_ops *ops, void *arg, struct error *err)
 {
-	const char *cwd = task_admit(r, spec, http_status, code, err, errlen);
+	const char *cwd = task_admit(r, spec, err);
 	if (!cwd)
 		return NULL;
-	*http_status = 500;
-	*code = "RUNTIME_ERROR";
-	struct task *t = task_alloc(r, spec, cwd, spec->capability ? spec->capability : "agent");
-	if (!t)
-		goto fail_errno;
+	struct task *t =
+		task_alloc(r, spec, cwd, spec->capability ? spec->capability : "agent", err);
+	if (!t) {
+		log_error("task start failed", "{s:s}", "error", err->msg);
+		return NULL;
+	}
 	t->uid = r->cfg.task_uid;
 	t->gid = r->cfg.task_gid;
 	t->started_ms = now_ms();
@@ -804,12 +792,6 @@ struct task *task_start_driven(struct runner *r, const struct task_spec *spec,
 	task_link(t);
 	log_info("task started", "{s:s,s:s}", "task", t->id, "capability", t->capability);
 	return t;
-
-fail_errno:
-	snprintf(err, errlen, "cannot start the task: %s", strerror(errno));
-	log_errno("task start failed", errno, NULL);
-	task_discard(t);
-	return NULL;
 }
 
 static void driven_end(struct task *t, enum task_status st, int exit_code)

@@ -10,6 +10,7 @@
 #include "task/spool.h"
 
 struct runner;
+struct error;
 
 enum task_api {
 	TASK_API_EXECD,
@@ -146,16 +147,15 @@ unsigned tasks_running(struct runner *r);
 void tasks_kill_all(struct runner *r, bool hard);
 void tasks_tick(struct runner *r);
 
-/* Spawn; on failure returns NULL with *http_status and a message. */
-struct task *task_start(struct runner *r, const struct task_spec *spec, int *http_status,
-			const char **code, char *err, size_t errlen);
+/* Spawn; on failure returns NULL with err set (SERVICE_UNAVAILABLE,
+ * TOO_MANY_TASKS, INVALID_REQUEST_BODY, FORBIDDEN, RUNTIME_ERROR). */
+struct task *task_start(struct runner *r, const struct task_spec *spec, struct error *err);
 struct task *task_find(struct runner *r, const char *id);
 
 /* A driven task (see struct task_driver_ops): a record, a spool, a timer
  * (spec->timeout_ms calls cancel(TS_TIMEOUT)), the `started` event. */
 struct task *task_start_driven(struct runner *r, const struct task_spec *spec,
-			       const struct task_driver_ops *ops, void *arg, int *http_status,
-			       const char **code, char *err, size_t errlen);
+			       const struct task_driver_ops *ops, void *arg, struct error *err);
 /* Append an event (name + JSON object, borrowed) and wake readers. */
 void task_emit(struct task *t, const char *name, json_t *data);
 /* Terminal `exit` {exit_code, status, duration_ms} + the fields of extra. */

@@ -53,6 +53,7 @@
 #include <sys/mount.h>
 
 #include "api/routes.h"
+#include "core/error.h"
 #include "http/http.h"
 #include "core/runner.h"
 #include "task/session.h"
@@ -132,14 +133,12 @@ static void fake_task(enum task_api api)
 		.state_in_fd = -1,
 		.state_out_fd = -1,
 	};
-	int status;
-	const char *code;
-	char err[256];
+	struct error err;
 	fuzz_spawn_hook = fake_spawn;
-	struct task *t = task_start(&R, &spec, &status, &code, err, sizeof(err));
+	struct task *t = task_start(&R, &spec, &err);
 	fuzz_spawn_hook = NULL;
 	if (!t) {
-		dprintf(diag_fd, "fuzz_http: fake task: %d %s %s\n", status, code, err);
+		dprintf(diag_fd, "fuzz_http: fake task: %s %s\n", error_code(&err), err.msg);
 		abort();
 	}
 	for (int i = 0; i < 1000 && !t->finished; i++) {
@@ -204,7 +203,7 @@ static void reset_sessions(void)
 	if (sessions_init(&R) < 0)
 		die("sessions_init");
 	id_counter = 2;
-	if (!session_create(&R, NULL))
+	if (!session_create(&R, NULL, NULL))
 		die("session_create");
 }
 
@@ -233,8 +232,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		      "16384",          "--grace-ms",   "100",             "--task-user",
 		      "65533:65533",    "--landlock-roots", SANDBOX,       NULL};
 	optind = 1;
-	if (config_parse(&R.cfg, (int)(sizeof(av) / sizeof(av[0])) - 1, av) != 0)
-		die("config_parse");
+	struct error err;
+	if (config_parse(&R.cfg, (int)(sizeof(av) / sizeof(av[0])) - 1, av, &err) != 0) {
+		dprintf(diag_fd, "fuzz_http: config_parse: %s\n", err.msg);
+		abort();
+	}
 	R.cfg.token = strdup("fuzz-token");
 	R.self_pid = getpid();
 	R.init_mode = INIT_SUBREAPER;
@@ -255,9 +257,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	reaper_init(&R.reaper);
 	if (tasks_init(&R) < 0 || sessions_init(&R) < 0)
 		die("tables");
-	char err[512];
-	if (http_start(&R, api_routes, api_n_routes, err, sizeof(err)) < 0) {
-		dprintf(diag_fd, "fuzz_http: http_start: %s\n", err);
+	if (http_start(&R, api_routes, api_n_routes, &err) < 0) {
+		dprintf(diag_fd, "fuzz_http: http_start: %s\n", err.msg);
 		abort();
 	}
 	id_counter = 0;

@@ -12,13 +12,14 @@
  * rest is the body. Checked: an accepted body yields a spec the task engine
  * can rely on (a non-empty command without NUL, a cwd that is NULL or
  * non-empty, bounded timeouts, an environment of NAME=value strings with
- * valid names); a refused body comes with a message. */
+ * valid names); a refused body comes with a message and a 400. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/api.h"
+#include "core/error.h"
 #include "task/env.h"
 #include "http/http.h"
 #include "task/session.h"
@@ -47,15 +48,15 @@ static void check_spec(const struct task_spec *spec, json_t *body, const char *k
 
 static void check_env(const struct task_spec *spec)
 {
-	char err[512] = "";
-	if (env_validate(spec->env, err, sizeof(err)) < 0) {
-		if (!err[0])
-			fail("env refused without a message", NULL);
+	struct error err = {0};
+	if (env_validate(spec->env, &err) < 0) {
+		if (!err.msg[0] || error_http_status(&err) != 400)
+			fail("env refused without a message or not with a 400", err.msg);
 		return;
 	}
-	char **envp = env_build(1000, spec->cwd ? spec->cwd : "/", spec->env, err, sizeof(err));
+	char **envp = env_build(1000, spec->cwd ? spec->cwd : "/", spec->env, &err);
 	if (!envp)
-		fail("env_build failed after env_validate accepted", err);
+		fail("env_build failed after env_validate accepted", err.msg);
 	for (char **e = envp; *e; e++) {
 		const char *eq = strchr(*e, '=');
 		if (!eq || eq == *e)
@@ -76,11 +77,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	unsigned route = data[0] % 4;
 	const char *body_data = (const char *)data + 1;
 	size_t body_len = size - 1;
-	char err[512] = "";
-	json_t *body = http_parse_json_object(body_data, body_len, route == 2, err, sizeof(err));
+	struct error err = {0};
+	json_t *body = http_parse_json_object(body_data, body_len, route == 2, &err);
 	if (!body) {
-		if (!err[0])
-			fail("JSON refused without a message", NULL);
+		if (!err.msg[0] || error_http_status(&err) != 400)
+			fail("JSON refused without a message or not with a 400", err.msg);
 		return 0;
 	}
 	if (!json_is_object(body))
@@ -89,7 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int rc;
 	switch (route) {
 	case 0:
-		rc = api_parse_command(body, &spec, err, sizeof(err));
+		rc = api_parse_command(body, &spec, &err);
 		if (rc == 0) {
 			check_spec(&spec, body, "command");
 			if (spec.api != TASK_API_EXECD)
@@ -100,9 +101,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		break;
 	case 1: {
-		unsigned status = 0;
-		const char *code = NULL;
-		rc = api_parse_task(body, &spec, &status, &code, err, sizeof(err));
+		rc = api_parse_task(body, &spec, &err);
 		if (rc == 0) {
 			check_spec(&spec, body, "task");
 			if (!spec.capability || (strcmp(spec.capability, "exec") != 0 &&
@@ -110,20 +109,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 						 strcmp(spec.capability, "agent") != 0))
 				fail("unknown capability accepted", NULL);
 			check_env(&spec);
-		} else if ((status != 400 && status != 501) || !code || !*code) {
-			fail("refused with an odd status or no code", NULL);
+		} else if (error_http_status(&err) != 400 || !err.code || !*err.code) {
+			fail("refused with an odd status or no code", err.msg);
 		}
 		break;
 	}
 	case 2: {
 		const char *cwd = NULL;
-		rc = api_parse_session_create(body, &cwd, err, sizeof(err));
+		rc = api_parse_session_create(body, &cwd, &err);
 		if (rc == 0 && cwd && cwd[0] != '/')
 			fail("relative session cwd accepted", cwd);
 		break;
 	}
 	default:
-		rc = api_parse_session_run(body, &spec, err, sizeof(err));
+		rc = api_parse_session_run(body, &spec, &err);
 		if (rc == 0) {
 			check_spec(&spec, body, "command");
 			char *w = session_wrap_command(spec.command, spec.cwd != NULL);
@@ -133,8 +132,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		break;
 	}
-	if (rc < 0 && !err[0])
-		fail("refused without a message", NULL);
+	if (rc < 0 && (!err.msg[0] || error_http_status(&err) != 400))
+		fail("refused without a message or not with a 400", err.msg);
 	json_decref(body);
 	return 0;
 }

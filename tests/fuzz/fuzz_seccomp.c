@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "confine/seccomp_policy.h"
+#include "core/error.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -30,8 +31,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	struct seccomp_policy pol;
-	char err[512];
-	int rc = seccomp_policy_load(path, &pol, err, sizeof(err));
+	struct error e;
+	const char *err = e.msg;
+	int rc = seccomp_policy_load(path, &pol, &e);
 	if (rc == 0) {
 		if (!pol.prog.filter || pol.prog.len == 0) {
 			fprintf(stderr, "fuzz_seccomp: success without a program\n");

@@ -7,6 +7,7 @@
  *   ./test_seccomp [path/to/seccomp/default.json]
  * Exits non-zero when any check fails. */
 #include "confine/seccomp_policy.h"
+#include "core/error.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -68,10 +69,11 @@ static const char *write_policy(const char *name, const char *text)
 /* Loading `text` must fail with a message containing the file path and `want`. */
 static void expect_error(const char *name, const char *text, const char *want)
 {
-	char err[512];
+	struct error e;
+	const char *err = e.msg;
 	struct seccomp_policy p;
 	const char *path = write_policy(name, text);
-	int rc = seccomp_policy_load(path, &p, err, sizeof(err));
+	int rc = seccomp_policy_load(path, &p, &e);
 	check(rc < 0 && strstr(err, path) && strstr(err, want), "%s: error names the file and "
 	      "says \"%s\" (got rc %d: %s)", name, want, rc, rc < 0 ? err : "");
 	if (rc == 0)
@@ -83,7 +85,8 @@ static void expect_error(const char *name, const char *text, const char *want)
 
 static void test_errors(void)
 {
-	char err[512];
+	struct error e;
+	const char *err = e.msg;
 	struct seccomp_policy p;
 
 	expect_error("notjson.json", "{\"defaultAction\": \"SCMP_ACT_ERRNO\",\n  syscalls: []}\n",
@@ -123,7 +126,7 @@ static void test_errors(void)
 	/* Under default-deny it is only a warning: the call stays denied. */
 	const char *path = write_policy("unknown.json", HEAD "\"syscalls\":[{\"names\":[\"read\","
 					"\"no_such_syscall\",\"open\"],\"action\":\"SCMP_ACT_ALLOW\"}]}");
-	int rc = seccomp_policy_load(path, &p, err, sizeof(err));
+	int rc = seccomp_policy_load(path, &p, &e);
 	check(rc == 0 && p.n_unknown == 1 && strstr(p.warning, "no_such_syscall") &&
 		      strcmp(p.name, "unknown.json") == 0,
 	      "unknown name under default-deny: loads with a warning (rc %d, %s%s)", rc,
@@ -140,7 +143,7 @@ static void test_errors(void)
 			    "{\"names\":[\"dup\"],\"action\":\"SCMP_ACT_ALLOW\",\"excludes\":"
 			    "{\"caps\":[\"CAP_SYS_ADMIN\"]}},{\"names\":[\"clone3\"],\"action\":"
 			    "\"SCMP_ACT_ERRNO\",\"errno\":\"ENOSYS\"}]}");
-	rc = seccomp_policy_load(path, &p, err, sizeof(err));
+	rc = seccomp_policy_load(path, &p, &e);
 	check(rc == 0 && p.n_allowed == 2, "includes/excludes: only read and dup allowed (rc %d, "
 	      "%u allowed%s%s)", rc, rc == 0 ? p.n_allowed : 0, rc ? ": " : "", rc ? err : "");
 	if (rc == 0)
@@ -150,17 +153,17 @@ static void test_errors(void)
 
 	char missing[300];
 	snprintf(missing, sizeof(missing), "%s/missing.json", tmpdir);
-	rc = seccomp_policy_load(missing, &p, err, sizeof(err));
+	rc = seccomp_policy_load(missing, &p, &e);
 	check(rc < 0 && strstr(err, missing) && strstr(err, "cannot open: No such file"),
 	      "missing file: %s", err);
 
-	rc = seccomp_policy_load(tmpdir, &p, err, sizeof(err));
+	rc = seccomp_policy_load(tmpdir, &p, &e);
 	check(rc < 0 && strstr(err, tmpdir) && strstr(err, "cannot read"), "directory: %s", err);
 
 	if (geteuid() != 0) { /* root reads mode-000 files anyway */
 		path = write_policy("unreadable.json", "{}");
 		chmod(path, 0);
-		rc = seccomp_policy_load(path, &p, err, sizeof(err));
+		rc = seccomp_policy_load(path, &p, &e);
 		check(rc < 0 && strstr(err, "cannot open: Permission denied"),
 		      "unreadable file: %s", err);
 	}
@@ -281,9 +284,10 @@ static void child_checks(const struct seccomp_policy *p, int out)
 
 static void test_default(const char *path)
 {
-	char err[512];
+	struct error e;
+	const char *err = e.msg;
 	struct seccomp_policy p;
-	int rc = seccomp_policy_load(path, &p, err, sizeof(err));
+	int rc = seccomp_policy_load(path, &p, &e);
 	check(rc == 0, "default policy %s loads (%s)", path, rc == 0 ? "" : err);
 	if (rc < 0)
 		return;
