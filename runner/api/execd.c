@@ -436,7 +436,7 @@ enum MHD_Result api_command_logs(struct http_req *req)
 	struct spool_cursor cur;
 	uint32_t skip;
 	spool_seek_off(&t->spool, &cur, cursor, &skip);
-	struct buf out = {0};
+	cleanup_buf struct buf out = {0};
 	static char rbuf[SPOOL_MAX_REC];
 	uint64_t next = cursor;
 	while (out.len < LOGS_MAX) {
@@ -452,10 +452,8 @@ enum MHD_Result api_command_logs(struct http_req *req)
 	}
 	char hv[32];
 	snprintf(hv, sizeof(hv), "%llu", (unsigned long long)next);
-	enum MHD_Result res = http_text(req, 200, "text/plain; charset=utf-8", out.data ? out.data : "",
-					out.len, "EXECD-COMMANDS-TAIL-CURSOR", hv);
-	buf_free(&out);
-	return res;
+	return http_text(req, 200, "text/plain; charset=utf-8", out.data ? out.data : "", out.len,
+			 "EXECD-COMMANDS-TAIL-CURSOR", hv);
 }
 
 enum MHD_Result api_session_create(struct http_req *req)

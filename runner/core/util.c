@@ -68,6 +68,18 @@ void buf_reset(struct buf *b)
 	b->len = b->off = 0;
 }
 
+size_t buf_take(struct buf *b, char *dst, size_t max)
+{
+	size_t n = buf_avail(b);
+	if (n > max)
+		n = max;
+	if (n == 0)
+		return 0; /* data may be NULL: no memcpy from it */
+	memcpy(dst, b->data + b->off, n);
+	b->off += n;
+	return n;
+}
+
 void buf_free(struct buf *b)
 {
 	free(b->data);

@@ -21,6 +21,12 @@ int buf_append_base64(struct buf *b, const unsigned char *s, size_t len);
 void buf_reset(struct buf *b);
 void buf_free(struct buf *b);
 static inline size_t buf_avail(const struct buf *b) { return b->len - b->off; }
+/* Scoped: `cleanup_buf struct buf b = {0};` is freed when it goes out of
+ * scope (see core/cleanup.h). */
+static inline void buf_freep(struct buf *b) { buf_free(b); }
+#define cleanup_buf __attribute__((cleanup(buf_freep)))
+/* Copy up to max unread bytes into dst; the count. */
+size_t buf_take(struct buf *b, char *dst, size_t max);
 
 bool utf8_valid(const unsigned char *s, size_t len);
 /* Length (0-3) of a trailing incomplete but so-far valid UTF-8 sequence. */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "http/gate.h"
+#include "core/cleanup.h"
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/util.h"
@@ -162,18 +163,17 @@ json_t *http_parse_json_object(const char *data, size_t len, bool allow_empty,
 	json_error_t jerr;
 	/* Depth is bounded by jansson (JSON_PARSER_MAX_DEPTH); NUL bytes in
 	 * strings are refused unless asked for, which we never do. */
-	json_t *j = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
+	cleanup_json json_t *j = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!j) {
 		error_set(err, 0, "INVALID_REQUEST_BODY", "invalid JSON at line %d column %d: %s",
 			  jerr.line, jerr.column, jerr.text);
 		return NULL;
 	}
 	if (!json_is_object(j)) {
-		json_decref(j);
 		error_set(err, 0, "INVALID_REQUEST_BODY", "the request body must be a JSON object");
 		return NULL;
 	}
-	return j;
+	return take_ptr(j);
 }
 
 json_t *http_body_json(struct http_req *req, bool allow_empty)
@@ -614,21 +614,19 @@ static int open_listener(struct runner *r, struct error *err)
 		inet_pton(AF_INET6, r->cfg.listen_host, &s6->sin6_addr);
 		slen = sizeof(*s6);
 	}
-	int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	cleanup_close int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return error_set(err, errno, NULL, "socket");
 	int one = 1;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(fd, (struct sockaddr *)&ss, slen) < 0 || listen(fd, 256) < 0) {
 		bool v6 = family == AF_INET6;
-		error_set(err, errno, NULL, "cannot listen on %s%s%s:%u", v6 ? "[" : "",
-			  r->cfg.listen_host, v6 ? "]" : "", r->cfg.listen_port);
-		close(fd);
-		return -1;
+		return error_set(err, errno, NULL, "cannot listen on %s%s%s:%u", v6 ? "[" : "",
+				 r->cfg.listen_host, v6 ? "]" : "", r->cfg.listen_port);
 	}
 	if (getsockname(fd, (struct sockaddr *)&ss, &slen) == 0)
 		r->http->port = ntohs(family == AF_INET ? s4->sin_port : s6->sin6_port);
-	return fd;
+	return take_fd(fd);
 }
 
 int http_start(struct runner *r, const struct http_route *routes, size_t n_routes,

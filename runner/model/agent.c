@@ -482,12 +482,17 @@ struct task *agent_start(struct runner *r, const struct task_spec *spec, struct 
 	if (spec->env && env_validate(spec->env, err) < 0)
 		return NULL;
 	struct agent *a = calloc(1, sizeof(*a));
-	if (!a || !(a->model = strdup(model))) {
-		free(a);
+	if (!a) {
 		error_set(err, ENOMEM, "RUNTIME_ERROR", "cannot start the agent");
 		return NULL;
 	}
 	a->r = r;
+	a->retry_timer.w.fd = -1; /* agent_free is the one teardown from here on */
+	if (!(a->model = strdup(model))) {
+		error_set(err, ENOMEM, "RUNTIME_ERROR", "cannot start the agent");
+		agent_free(a);
+		return NULL;
+	}
 	a->max_steps = spec->max_steps ? spec->max_steps : r->cfg.agent_max_steps;
 	a->max_tokens = spec->max_tokens ? spec->max_tokens : r->cfg.agent_max_tokens;
 	a->network = spec->network; /* for its tool calls */

@@ -10,6 +10,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
@@ -182,6 +183,25 @@ static void on_timer(struct loop *loop, struct loop_timer *t)
 	socket_action(t->arg, CURL_SOCKET_TIMEOUT, 0);
 }
 
+/* A call that is in no list and no multi handle. */
+static void call_free(struct gw_call *c)
+{
+	if (!c)
+		return;
+	if (c->easy)
+		curl_easy_cleanup(c->easy);
+	/* The slist holds the Authorization header: wipe it. */
+	for (struct curl_slist *h = c->hdrs; h; h = h->next)
+		explicit_bzero(h->data, strlen(h->data));
+	curl_slist_free_all(c->hdrs);
+	free(c);
+}
+
+static void call_freep(struct gw_call **c)
+{
+	call_free(*c);
+}
+
 static void call_unlink_free(struct gw_call *c)
 {
 	struct gateway *gw = c->gw;
@@ -195,12 +215,7 @@ static void call_unlink_free(struct gw_call *c)
 	gw->in_curl++;
 	curl_multi_remove_handle(gw->multi, c->easy);
 	gw->in_curl--;
-	curl_easy_cleanup(c->easy);
-	/* The slist holds the Authorization header: wipe it. */
-	for (struct curl_slist *h = c->hdrs; h; h = h->next)
-		explicit_bzero(h->data, strlen(h->data));
-	curl_slist_free_all(c->hdrs);
-	free(c);
+	call_free(c);
 }
 
 static void reap_cancelled(struct gateway *gw)
@@ -385,7 +400,7 @@ struct gw_call *gw_call_start(struct runner *r, const struct gw_request *rq,
 	struct gateway *gw = r->gateway;
 	if (!gw)
 		return NULL;
-	struct gw_call *c = calloc(1, sizeof(*c));
+	__attribute__((cleanup(call_freep))) struct gw_call *c = calloc(1, sizeof(*c));
 	if (!c) {
 		log_error("out of memory starting a gateway call", NULL);
 		return NULL;
@@ -394,10 +409,10 @@ struct gw_call *gw_call_start(struct runner *r, const struct gw_request *rq,
 	c->ops = ops;
 	c->arg = arg;
 	c->easy = curl_easy_init();
-	struct buf url = {0};
+	cleanup_buf struct buf url = {0};
 	if (!c->easy || buf_append_str(&url, gw->base) < 0 || buf_append_str(&url, rq->path) < 0 ||
 	    buf_append(&url, "", 1) < 0)
-		goto fail;
+		return NULL;
 	CURL *e = c->easy;
 	char hdr[256];
 	snprintf(hdr, sizeof(hdr), "Content-Type: %.200s",
@@ -415,7 +430,7 @@ struct gw_call *gw_call_start(struct runner *r, const struct gw_request *rq,
 	if (gw->auth)
 		ok &= slist_add(&c->hdrs, gw->auth);
 	if (!ok)
-		goto fail;
+		return NULL;
 	int bad = 0;
 	bad |= curl_easy_setopt(e, CURLOPT_URL, url.data);
 	bad |= curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -458,9 +473,8 @@ struct gw_call *gw_call_start(struct runner *r, const struct gw_request *rq,
 	}
 	if (bad) {
 		log_error("curl_easy_setopt failed (libcurl lacks a needed feature?)", NULL);
-		goto fail;
+		return NULL;
 	}
-	buf_free(&url);
 	c->next = gw->calls;
 	if (gw->calls)
 		gw->calls->prev = c;
@@ -472,19 +486,10 @@ struct gw_call *gw_call_start(struct runner *r, const struct gw_request *rq,
 	if (mc != CURLM_OK) {
 		log_error("curl_multi_add_handle failed", "{s:s}", "error", curl_multi_strerror(mc));
 		c->cancelled = true;
-		call_unlink_free(c);
+		call_unlink_free(take_ptr(c));
 		return NULL;
 	}
-	return c;
-fail:
-	buf_free(&url);
-	if (c->easy)
-		curl_easy_cleanup(c->easy);
-	for (struct curl_slist *h = c->hdrs; h; h = h->next)
-		explicit_bzero(h->data, strlen(h->data));
-	curl_slist_free_all(c->hdrs);
-	free(c);
-	return NULL;
+	return take_ptr(c);
 }
 
 void gw_call_cancel(struct gw_call *c)

@@ -21,6 +21,7 @@
 #include "model/gateway.h"
 #include "http/gate.h"
 #include "http/http.h"
+#include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
@@ -773,8 +774,8 @@ struct task *modelproxy_start_task(struct runner *r, const struct task_spec *spe
 	char base[64];
 	snprintf(base, sizeof(base), "http://127.0.0.1:%u/v1", p->port);
 	/* The request's variables, then ours (they win). */
-	json_t *env = spec->env && json_is_object(spec->env) ? json_deep_copy(spec->env)
-							       : json_object();
+	cleanup_json json_t *env =
+		spec->env && json_is_object(spec->env) ? json_deep_copy(spec->env) : json_object();
 	json_object_set_new(env, "OPENAI_BASE_URL", json_string(base));
 	json_object_set_new(env, "OPENAI_API_BASE", json_string(base));
 	json_object_set_new(env, "OPENAI_API_KEY", json_string(k->value));
@@ -782,7 +783,6 @@ struct task *modelproxy_start_task(struct runner *r, const struct task_spec *spe
 	s.env = env;
 	struct task *t = task_start(r, &s, err);
 	json_object_clear(env);
-	json_decref(env);
 	if (!t) {
 		explicit_bzero(k->value, sizeof(k->value));
 		free(k);

@@ -14,6 +14,7 @@
 
 #include "confine/cgroup.h"
 #include "task/env.h"
+#include "core/cleanup.h"
 #include "core/error.h"
 #include "core/ids.h"
 #include "core/log.h"
@@ -115,16 +116,14 @@ static void update_backpressure(struct task *t)
 
 static void append_event(struct task *t, const char *name, json_t *data)
 {
-	char *json = json_dumps(data, JSON_COMPACT);
+	cleanup_free char *json = json_dumps(data, JSON_COMPACT);
 	if (!json)
 		return;
-	struct buf b = {0};
+	cleanup_buf struct buf b = {0};
 	buf_appendf(&b, "%s\n%s", name, json);
 	int rc = spool_append(&t->spool, SPOOL_EVENT, b.data, (uint32_t)b.len);
 	if (rc < 0)
 		log_errno("task log write failed", -rc, t->id);
-	free(json);
-	buf_free(&b);
 }
 
 static void close_pipe(struct task *t, int which)
@@ -347,8 +346,12 @@ static void task_unlink(struct task *t)
 		r->tasks->finished--;
 }
 
+/* The one teardown, whatever state the record is in: never started (a
+ * failed start), running (runner exit) or finished. */
 static void task_free(struct task *t)
 {
+	if (!t)
+		return;
 	struct runner *r = t->r;
 	task_unlink(t);
 	if (t->driver && t->driver->release)
@@ -366,12 +369,26 @@ static void task_free(struct task *t)
 		close_pipe(t, i);
 	if (t->proc_running)
 		reaper_forget(&r->reaper, t->shim_pid);
+	if (t->cgroup)
+		cgroup_task_remove(t->id);
 	spool_close(&t->spool);
 	free(t->command);
 	free(t->cwd);
 	free(t->capability);
 	free(t);
 }
+
+static void task_freep(struct task **t)
+{
+	task_free(*t);
+}
+#define cleanup_task __attribute__((cleanup(task_freep)))
+
+static void env_freep(char ***env)
+{
+	env_free(*env);
+}
+#define cleanup_env __attribute__((cleanup(env_freep)))
 
 static void task_free_deferred(struct loop *loop, void *arg)
 {
@@ -436,16 +453,16 @@ void tasks_free_all(struct runner *r)
 	r->tasks = NULL;
 }
 
-static int make_pipe(int fds[2])
+/* A pipe whose read end (ours) does not block. 0 or -errno. */
+static int make_pipe(int *rd, int *wr)
 {
+	int fds[2];
 	if (pipe2(fds, O_CLOEXEC) < 0)
 		return -errno;
-	if (fcntl(fds[0], F_SETFL, O_NONBLOCK) < 0) {
-		int e = errno;
-		close(fds[0]);
-		close(fds[1]);
-		return -e;
-	}
+	*rd = fds[0];
+	*wr = fds[1];
+	if (fcntl(*rd, F_SETFL, O_NONBLOCK) < 0)
+		return -errno;
 	return 0;
 }
 
@@ -476,8 +493,6 @@ static int resolve_identity(struct runner *r, const struct task_spec *spec, uid_
 				 (unsigned)r->cfg.task_id_lo, (unsigned)r->cfg.task_id_hi);
 	return 0;
 }
-
-static void task_discard(struct task *t);
 
 /* What every kind of task must pass before anything is allocated: the
  * runner accepts work, the cap, a cwd that exists. Returns the cwd. */
@@ -515,7 +530,7 @@ static const char *task_admit(struct runner *r, const struct task_spec *spec, st
 static struct task *task_alloc(struct runner *r, const struct task_spec *spec, const char *cwd,
 			       const char *capability, struct error *err)
 {
-	struct task *t = calloc(1, sizeof(*t));
+	cleanup_task struct task *t = calloc(1, sizeof(*t));
 	if (!t) {
 		error_set(err, ENOMEM, "RUNTIME_ERROR", "cannot start the task");
 		return NULL;
@@ -528,48 +543,31 @@ static struct task *task_alloc(struct runner *r, const struct task_spec *spec, c
 	t->background = spec->background;
 	t->timeout_ms = spec->timeout_ms;
 	int rc = random_id(t->id);
+	if (rc == 0) {
+		t->command = strdup(spec->command);
+		t->cwd = strdup(cwd);
+		t->capability = capability ? strdup(capability) : NULL;
+		if (!t->command || !t->cwd || (capability && !t->capability))
+			rc = -ENOMEM;
+	}
+	if (rc == 0)
+		rc = spool_open(&t->spool, r->state_dir_fd, r->cfg.task_log_max);
+	if (rc == 0)
+		rc = loop_timer_init(&r->loop, &t->timer, on_task_timer, t);
 	if (rc < 0) {
-		errno = -rc;
-		goto fail;
+		error_set(err, -rc, "RUNTIME_ERROR", "cannot start the task");
+		return NULL;
 	}
-	t->command = strdup(spec->command);
-	t->cwd = strdup(cwd);
-	t->capability = capability ? strdup(capability) : NULL;
-	if (!t->command || !t->cwd || (capability && !t->capability)) {
-		errno = ENOMEM;
-		goto fail;
-	}
-	rc = spool_open(&t->spool, r->state_dir_fd, r->cfg.task_log_max);
-	if (rc < 0) {
-		errno = -rc;
-		goto fail;
-	}
-	rc = loop_timer_init(&r->loop, &t->timer, on_task_timer, t);
-	if (rc < 0) {
-		errno = -rc;
-		goto fail;
-	}
-	return t;
-fail:
-	error_set(err, errno, "RUNTIME_ERROR", "cannot start the task");
-	task_discard(t);
-	return NULL;
+	return take_ptr(t);
 }
 
-/* Undo task_alloc (and a cgroup leaf) for a task that never started. */
-static void task_discard(struct task *t)
+/* Logged once; errnum, when not 0, is what failed (else err is set). */
+static struct task *start_failed(struct error *err, int errnum)
 {
-	if (!t)
-		return;
-	if (t->cgroup)
-		cgroup_task_remove(t->id);
-	loop_timer_close(&t->r->loop, &t->timer);
-	if (t->spool.nseg)
-		spool_close(&t->spool);
-	free(t->command);
-	free(t->cwd);
-	free(t->capability);
-	free(t);
+	if (errnum)
+		error_set(err, errnum, "RUNTIME_ERROR", "cannot start the task");
+	log_error("task start failed", "{s:s}", "error", err->msg);
+	return NULL;
 }
 
 static void task_link(struct task *t)
@@ -599,28 +597,33 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, struct e
 	}
 	bool net_none = spec->network == TASK_NET_NONE ||
 			(spec->network == TASK_NET_DEFAULT && !chat && r->cfg.exec_network_none);
-	char **envp = env_build(uid, cwd, spec->env, err);
+	cleanup_env char **envp = env_build(uid, cwd, spec->env, err);
 	if (!envp)
 		return NULL;
-
-	int rc;
-	int outp[2] = {-1, -1}, errp[2] = {-1, -1};
-	int devnull = -1;
-	struct task *t = task_alloc(r, spec, cwd, spec->capability, err);
+	cleanup_task struct task *t = task_alloc(r, spec, cwd, spec->capability, err);
 	if (!t)
-		goto fail;
+		return start_failed(err, 0);
 	t->uid = uid;
 	t->gid = gid;
 	t->net_none = net_none;
-	if ((rc = make_pipe(outp)) < 0 || (rc = make_pipe(errp)) < 0) {
-		errno = -rc;
-		goto fail_errno;
-	}
-	devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	cleanup_close int out_r = -1, out_w = -1, err_r = -1, err_w = -1;
+	int rc;
+	if ((rc = make_pipe(&out_r, &out_w)) < 0 || (rc = make_pipe(&err_r, &err_w)) < 0)
+		return start_failed(err, -rc);
+	cleanup_close int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (devnull < 0)
-		goto fail_errno;
+		return start_failed(err, errno);
 
 	char *argv[] = {(char *)shell_path(), "-c", t->command, NULL};
+	cleanup_close int procs_fd = -1;
+	if (r->policy.cgroup_mode == CGROUP_V2) {
+		/* Limits are part of the confinement: no leaf, no task. */
+		rc = cgroup_task_create(t->id, r->cfg.task_memory_max, r->cfg.task_pids_max,
+					r->cfg.task_cpu_max, &procs_fd);
+		if (rc < 0)
+			return start_failed(err, -rc);
+		t->cgroup = true;
+	}
 	struct confine_plan plan = {
 		.policy = &r->policy,
 		.path = argv[0],
@@ -629,23 +632,13 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, struct e
 		.cwd = t->cwd,
 		.uid = uid,
 		.gid = gid,
-		.cgroup_procs_fd = -1,
+		.cgroup_procs_fd = procs_fd,
 		.deny_inet = net_none,
 		/* The uid change clears the shim's death signal: re-armed in
 		 * the task so it dies if the shim does. */
 		.pdeath_signal = SIGKILL,
 	};
-	if (r->policy.cgroup_mode == CGROUP_V2) {
-		/* Limits are part of the confinement: no leaf, no task. */
-		rc = cgroup_task_create(t->id, r->cfg.task_memory_max, r->cfg.task_pids_max,
-					r->cfg.task_cpu_max, &plan.cgroup_procs_fd);
-		if (rc < 0) {
-			errno = -rc;
-			goto fail_errno;
-		}
-		t->cgroup = true;
-	}
-	struct spawn_io io = {.in_fd = devnull, .out_fd = outp[1], .err_fd = errp[1]};
+	struct spawn_io io = {.in_fd = devnull, .out_fd = out_w, .err_fd = err_w};
 	if (spec->state_in_fd >= 0 && spec->state_out_fd >= 0) {
 		io.extra[0] = spec->state_in_fd;
 		io.extra[1] = spec->state_out_fd;
@@ -654,55 +647,31 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, struct e
 	t->started_ms = now_ms();
 	t->started_mono = monotonic_ms();
 	pid_t pid = spawn_task(&plan, &io);
-	if (plan.cgroup_procs_fd >= 0)
-		close(plan.cgroup_procs_fd);
-	if (pid < 0) {
-		errno = -pid;
-		goto fail_errno;
-	}
+	if (pid < 0)
+		return start_failed(err, -pid);
 	t->shim_pid = pid;
 	t->proc_running = true;
 	r->tasks->running++;
 	if (reaper_watch(&r->reaper, pid, on_task_exit, t) < 0)
 		log_error("out of memory watching a task", NULL);
-	close(outp[1]);
-	close(errp[1]);
-	close(devnull);
-	env_free(envp);
-	t->out_fd = outp[0];
-	t->err_fd = errp[0];
+	t->out_fd = take_fd(out_r);
+	t->err_fd = take_fd(err_r);
 	loop_watch_add(&r->loop, &t->out_w, t->out_fd, EPOLLIN, on_output, t);
 	loop_watch_add(&r->loop, &t->err_w, t->err_fd, EPOLLIN, on_output, t);
 	if (spec->timeout_ms)
 		loop_timer_start(&r->loop, &t->timer, spec->timeout_ms, 0);
-	json_t *started = json_pack("{s:s,s:i,s:I,s:s,s:s}", "task_id", t->id, "pid", (int)pid,
-				    "started_at", (json_int_t)t->started_ms, "capability",
-				    spec->capability ? spec->capability : "exec", "network",
-				    net_none ? "none" : "full");
+	cleanup_json json_t *started =
+		json_pack("{s:s,s:i,s:I,s:s,s:s}", "task_id", t->id, "pid", (int)pid, "started_at",
+			  (json_int_t)t->started_ms, "capability",
+			  spec->capability ? spec->capability : "exec", "network",
+			  net_none ? "none" : "full");
 	append_event(t, "started", started);
-	json_decref(started);
 
 	task_link(t);
 	log_info("task started", "{s:s,s:i,s:i,s:i,s:b,s:s}", "task", t->id, "pid", (int)pid, "uid",
 		 (int)uid, "gid", (int)gid, "background", spec->background, "network",
 		 net_none ? "none" : "full");
-	return t;
-
-fail_errno:
-	error_set(err, errno, "RUNTIME_ERROR", "cannot start the task");
-fail:
-	log_error("task start failed", "{s:s}", "error", err->msg);
-	for (int i = 0; i < 2; i++) {
-		if (outp[i] >= 0)
-			close(outp[i]);
-		if (errp[i] >= 0)
-			close(errp[i]);
-	}
-	if (devnull >= 0)
-		close(devnull);
-	env_free(envp);
-	task_discard(t);
-	return NULL;
+	return take_ptr(t);
 }
 
 void task_reader_attach(struct task *t, struct task_reader *rd, bool live)
@@ -772,10 +741,8 @@ struct task *task_start_driven(struct runner *r, const struct task_spec *spec,
 		return NULL;
 	struct task *t =
 		task_alloc(r, spec, cwd, spec->capability ? spec->capability : "agent", err);
-	if (!t) {
-		log_error("task start failed", "{s:s}", "error", err->msg);
-		return NULL;
-	}
+	if (!t)
+		return start_failed(err, 0);
 	t->uid = r->cfg.task_uid;
 	t->gid = r->cfg.task_gid;
 	t->started_ms = now_ms();
@@ -785,10 +752,10 @@ struct task *task_start_driven(struct runner *r, const struct task_spec *spec,
 	r->tasks->running++;
 	if (spec->timeout_ms)
 		loop_timer_start(&r->loop, &t->timer, spec->timeout_ms, 0);
-	json_t *started = json_pack("{s:s,s:I,s:s}", "task_id", t->id, "started_at",
-				    (json_int_t)t->started_ms, "capability", t->capability);
+	cleanup_json json_t *started = json_pack("{s:s,s:I,s:s}", "task_id", t->id, "started_at",
+						 (json_int_t)t->started_ms, "capability",
+						 t->capability);
 	append_event(t, "started", started);
-	json_decref(started);
 	task_link(t);
 	log_info("task started", "{s:s,s:s}", "task", t->id, "capability", t->capability);
 	return t;
