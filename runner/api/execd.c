@@ -22,9 +22,8 @@
 #define LOGS_MAX (4u << 20)
 
 struct execd_stream {
-	struct http_stream hs;
+	struct http_stream hs; /* hs.out: the events to send */
 	struct task_reader rd;
-	struct buf out;
 	struct linesplit ls[2];
 	enum { ES_INIT, ES_BODY, ES_DONE } state;
 	bool session_mode; /* stderr into stdout, empty lines dropped, like execd sessions */
@@ -38,13 +37,13 @@ struct execd_stream {
 
 static void ev_begin(struct execd_stream *es, const char *type, uint64_t ts)
 {
-	buf_appendf(&es->out, "{\"type\":\"%s\",", type);
+	buf_appendf(&es->hs.out, "{\"type\":\"%s\",", type);
 	(void)ts;
 }
 
 static void ev_end(struct execd_stream *es, uint64_t ts)
 {
-	buf_appendf(&es->out, "\"timestamp\":%llu}\n\n", (unsigned long long)ts);
+	buf_appendf(&es->hs.out, "\"timestamp\":%llu}\n\n", (unsigned long long)ts);
 	es->last_event_ms = monotonic_ms();
 }
 
@@ -52,9 +51,9 @@ static void ev_text(struct execd_stream *es, const char *type, const char *text,
 		    uint64_t ts)
 {
 	ev_begin(es, type, ts);
-	buf_append_str(&es->out, "\"text\":");
-	buf_append_json_str(&es->out, text, len);
-	buf_append_str(&es->out, ",");
+	buf_append_str(&es->hs.out, "\"text\":");
+	buf_append_json_str(&es->hs.out, text, len);
+	buf_append_str(&es->hs.out, ",");
 	ev_end(es, ts);
 }
 
@@ -84,7 +83,7 @@ static void ev_terminal(struct execd_stream *es, struct task *t)
 	 * timeout never does, whatever the exit code. */
 	if (t->exit_code == 0 && t->status != TS_TIMEOUT) {
 		ev_begin(es, "execution_complete", ts);
-		buf_appendf(&es->out, "\"execution_time\":%llu,",
+		buf_appendf(&es->hs.out, "\"execution_time\":%llu,",
 			    (unsigned long long)(t->finished_ms - t->started_ms));
 		ev_end(es, ts);
 		return;
@@ -98,15 +97,15 @@ static void ev_terminal(struct execd_stream *es, struct task *t)
 			 t->status == TS_TIMEOUT ? " (timeout)" : "");
 	}
 	ev_begin(es, "error", ts);
-	buf_appendf(&es->out,
+	buf_appendf(&es->hs.out,
 		    "\"error\":{\"ename\":\"CommandExecError\",\"evalue\":\"%d\",\"traceback\":[",
 		    t->exit_code ? t->exit_code : 124);
-	buf_append_json_str(&es->out, trace, strlen(trace));
-	buf_append_str(&es->out, "]},");
+	buf_append_json_str(&es->hs.out, trace, strlen(trace));
+	buf_append_str(&es->hs.out, "]},");
 	ev_end(es, ts);
 }
 
-/* Produce more events into es->out. */
+/* Produce more events into es->hs.out. */
 static void produce(struct execd_stream *es)
 {
 	static char rbuf[SPOOL_MAX_REC];
@@ -115,7 +114,7 @@ static void produce(struct execd_stream *es)
 		es->state = ES_BODY;
 		if (es->background) {
 			ev_begin(es, "execution_complete", now_ms());
-			buf_append_str(&es->out, "\"execution_time\":0,");
+			buf_append_str(&es->hs.out, "\"execution_time\":0,");
 			ev_end(es, now_ms());
 			es->state = ES_DONE;
 		}
@@ -125,7 +124,7 @@ static void produce(struct execd_stream *es)
 		return;
 	struct task *t = es->rd.task;
 	/* Bound one batch so a fast task cannot grow the buffer without end. */
-	while (buf_avail(&es->out) < 16 * 1024) {
+	while (buf_avail(&es->hs.out) < 16 * 1024) {
 		struct spool_rec rec;
 		int rc = task_reader_next(&es->rd, &rec, rbuf);
 		if (rc < 0) {
@@ -154,32 +153,23 @@ static void produce(struct execd_stream *es)
 		es->cur_ts = rec.ts_ms;
 		linesplit_feed(&es->ls[i], rbuf, rec.len, on_line, es);
 	}
-	if (es->state == ES_BODY && es->ping_due && !buf_avail(&es->out)) {
+	if (es->state == ES_BODY && es->ping_due && !buf_avail(&es->hs.out)) {
 		ev_text(es, "ping", "pong", 4, now_ms());
 	}
 	es->ping_due = false;
 }
 
-static ssize_t es_fill(struct http_stream *hs, char *dst, size_t max)
+static void es_produce(struct http_stream *hs)
 {
 	struct execd_stream *es = (struct execd_stream *)hs;
-	if (!buf_avail(&es->out))
-		produce(es);
-	size_t n = buf_avail(&es->out);
-	if (n == 0)
-		return es->state == ES_DONE ? -1 : 0;
-	if (n > max)
-		n = max;
-	memcpy(dst, es->out.data + es->out.off, n);
-	es->out.off += n;
-	return (ssize_t)n;
+	produce(es);
+	hs->done = es->state == ES_DONE;
 }
 
 static void es_close(struct http_stream *hs)
 {
 	struct execd_stream *es = (struct execd_stream *)hs;
 	task_reader_detach(&es->rd);
-	buf_free(&es->out);
 	linesplit_free(&es->ls[0]);
 	linesplit_free(&es->ls[1]);
 	free(es);
@@ -200,7 +190,7 @@ static void es_wake(struct task_reader *rd)
 	http_stream_wake(&es->hs);
 }
 
-static const struct http_stream_ops execd_ops = {es_fill, es_close, es_tick};
+static const struct http_stream_ops execd_ops = {es_produce, es_close, es_tick};
 
 static enum MHD_Result start_stream(struct http_req *req, struct task *t, bool session_mode,
 				    const char *init_text)

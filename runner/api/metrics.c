@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "core/cleanup.h"
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/util.h"
@@ -74,39 +75,29 @@ enum MHD_Result api_metrics(struct http_req *req)
 
 struct watch_stream {
 	struct http_stream hs;
-	struct buf out;
 	bool due;
 };
 
-static ssize_t ws_fill(struct http_stream *hs, char *dst, size_t max)
+static void ws_produce(struct http_stream *hs)
 {
 	struct watch_stream *ws = (struct watch_stream *)hs;
-	if (!buf_avail(&ws->out) && ws->due) {
+	if (ws->due) {
 		ws->due = false;
-		json_t *m = metrics_now();
-		char *s = json_dumps(m, JSON_COMPACT);
-		json_decref(m);
+		cleanup_json json_t *m = metrics_now();
+		cleanup_free char *s = json_dumps(m, JSON_COMPACT);
 		if (s) {
-			buf_append_str(&ws->out, s);
-			buf_append_str(&ws->out, "\n");
-			free(s);
+			buf_append_str(&hs->out, s);
+			buf_append_str(&hs->out, "\n");
 		}
 	}
-	if (hs->r->shutting_down && !buf_avail(&ws->out))
-		return -1;
-	size_t n = buf_avail(&ws->out);
-	if (n > max)
-		n = max;
-	memcpy(dst, ws->out.data + ws->out.off, n);
-	ws->out.off += n;
-	return (ssize_t)n;
+	/* Shutting down: what is buffered goes, then the stream ends. */
+	if (hs->r->shutting_down)
+		hs->done = true;
 }
 
 static void ws_close(struct http_stream *hs)
 {
-	struct watch_stream *ws = (struct watch_stream *)hs;
-	buf_free(&ws->out);
-	free(ws);
+	free((struct watch_stream *)hs);
 }
 
 static void ws_tick(struct http_stream *hs, uint64_t now)
@@ -117,7 +108,7 @@ static void ws_tick(struct http_stream *hs, uint64_t now)
 	http_stream_wake(hs);
 }
 
-static const struct http_stream_ops watch_ops = {ws_fill, ws_close, ws_tick};
+static const struct http_stream_ops watch_ops = {ws_produce, ws_close, ws_tick};
 
 enum MHD_Result api_metrics_watch(struct http_req *req)
 {

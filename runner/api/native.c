@@ -19,16 +19,14 @@
 #define KEEPALIVE_MS 5000 /* well inside the idle timeout of proxies and of our own server */
 
 struct native_stream {
-	struct http_stream hs;
+	struct http_stream hs; /* hs.out: the events to send; hs.done after the terminal one */
 	struct task_reader rd;
-	struct buf out;
-	bool done;
 	bool keepalive_due;
 };
 
 static void encode_record(struct native_stream *ns, const struct spool_rec *rec, const char *data)
 {
-	struct buf *o = &ns->out;
+	struct buf *o = &ns->hs.out;
 	uint64_t id = rec->seq + 1;
 	if (rec->type == SPOOL_EVENT) {
 		const char *nl = memchr(data, '\n', rec->len);
@@ -41,7 +39,7 @@ static void encode_record(struct native_stream *ns, const struct spool_rec *rec,
 		buf_append_str(o, "\n\n");
 		if ((nlen == 4 && !memcmp(data, "exit", 4)) ||
 		    (nlen == 5 && !memcmp(data, "error", 5)))
-			ns->done = true; /* the terminal event */
+			ns->hs.done = true; /* the terminal event */
 		return;
 	}
 	buf_appendf(o, "id: %llu\nevent: %s\ndata: {", (unsigned long long)id,
@@ -61,7 +59,7 @@ static void produce(struct native_stream *ns)
 {
 	static char rbuf[SPOOL_MAX_REC];
 	struct task *t = ns->rd.task;
-	while (!ns->done && buf_avail(&ns->out) < 16 * 1024) {
+	while (!ns->hs.done && buf_avail(&ns->hs.out) < 16 * 1024) {
 		struct spool_rec rec;
 		int rc = task_reader_next(&ns->rd, &rec, rbuf);
 		if (rc < 0) {
@@ -72,48 +70,37 @@ static void produce(struct native_stream *ns)
 			if (task_reader_at_end(&ns->rd)) {
 				/* The exit record could not be written (disk full):
 				 * the terminal event is owed all the same. */
-				buf_appendf(&ns->out,
+				buf_appendf(&ns->hs.out,
 					    "id: %llu\nevent: exit\ndata: {\"exit_code\":%d,\"status\":\"%s\"}\n\n",
 					    (unsigned long long)t->spool.next_seq + 1, t->exit_code,
 					    task_status_name(t->status));
-				ns->done = true;
+				ns->hs.done = true;
 			}
 			break;
 		}
 		encode_record(ns, &rec, rbuf);
 	}
-	if (!ns->done && ns->keepalive_due && !buf_avail(&ns->out))
-		buf_append_str(&ns->out, ": keep-alive\n\n");
+	if (!ns->hs.done && ns->keepalive_due && !buf_avail(&ns->hs.out))
+		buf_append_str(&ns->hs.out, ": keep-alive\n\n");
 	ns->keepalive_due = false;
 }
 
-static ssize_t ns_fill(struct http_stream *hs, char *dst, size_t max)
+static void ns_produce(struct http_stream *hs)
 {
-	struct native_stream *ns = (struct native_stream *)hs;
-	if (!buf_avail(&ns->out))
-		produce(ns);
-	size_t n = buf_avail(&ns->out);
-	if (n == 0)
-		return ns->done ? -1 : 0;
-	if (n > max)
-		n = max;
-	memcpy(dst, ns->out.data + ns->out.off, n);
-	ns->out.off += n;
-	return (ssize_t)n;
+	produce((struct native_stream *)hs);
 }
 
 static void ns_close(struct http_stream *hs)
 {
 	struct native_stream *ns = (struct native_stream *)hs;
 	task_reader_detach(&ns->rd);
-	buf_free(&ns->out);
 	free(ns);
 }
 
 static void ns_tick(struct http_stream *hs, uint64_t now)
 {
 	struct native_stream *ns = (struct native_stream *)hs;
-	if (!ns->done && now - hs->last_send_ms >= KEEPALIVE_MS) {
+	if (!hs->done && now - hs->last_send_ms >= KEEPALIVE_MS) {
 		ns->keepalive_due = true;
 		http_stream_wake(hs);
 	}
@@ -126,7 +113,7 @@ static void ns_wake(struct task_reader *rd)
 	http_stream_wake(&ns->hs);
 }
 
-static const struct http_stream_ops native_ops = {ns_fill, ns_close, ns_tick};
+static const struct http_stream_ops native_ops = {ns_produce, ns_close, ns_tick};
 
 static enum MHD_Result start_stream(struct http_req *req, struct task *t, bool from_start,
 				    uint64_t after_id)

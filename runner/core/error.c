@@ -90,10 +90,12 @@ static const struct {
 	{"SERVICE_UNAVAILABLE", 503},
 	{"INSUFFICIENT_STORAGE", 507},
 	/* The model proxy answers in OpenAI's shape, with OpenAI's codes. */
+	{"bad_request", 400},
 	{"invalid_api_key", 401},
 	{"not_allowed", 404},
 	{"method_not_allowed", 405},
 	{"request_too_large", 413},
+	{"too_many_requests", 429},
 	{"gateway_unavailable", 502},
 	{"gateway_unreachable", 502},
 	{"tls_error", 502},

@@ -1,6 +1,9 @@
 /* The HTTP endpoint: libmicrohttpd driven by the runner's epoll loop
  * (external-epoll mode), request routing, auth, JSON errors, and streamed
- * responses that suspend while they have nothing to send. */
+ * responses that suspend while they have nothing to send. http.c:
+ * dispatch, auth, framing, life cycle; response.c: responses and request
+ * bodies; stream.c: streamed bodies; server.c (server.h): the daemon and
+ * loop glue shared with the model proxy. */
 #pragma once
 #include <jansson.h>
 #include <microhttpd.h>
@@ -9,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "core/util.h"
 
 struct runner;
 struct http_req;
@@ -42,13 +47,15 @@ struct http_req {
 	void (*ctx_free)(struct http_req *req);
 };
 
-/* A streamed response body. fill() copies up to max bytes into buf and
- * returns the count; 0 means nothing now (the connection is suspended until
- * http_stream_wake); -1 means the end. close() runs when the connection is
- * done with the stream, whether it finished or the client went away. */
+/* A streamed response body. The HTTP layer sends what is in `out`; when
+ * it is empty it calls produce(), which appends more to `out` and sets
+ * `done` once the last bytes are in. Nothing appended and not done: the
+ * connection sleeps until http_stream_wake. close() runs when the
+ * connection is done with the stream, whether it finished or the client
+ * went away (`out` is freed by the layer just before). */
 struct http_stream;
 struct http_stream_ops {
-	ssize_t (*fill)(struct http_stream *s, char *buf, size_t max);
+	void (*produce)(struct http_stream *s);
 	void (*close)(struct http_stream *s);
 	/* Called from the 1 s tick: may wake the stream for a keep-alive. */
 	void (*tick)(struct http_stream *s, uint64_t now_mono_ms);
@@ -58,6 +65,8 @@ struct http_stream {
 	const struct http_stream_ops *ops;
 	struct runner *r;
 	struct MHD_Connection *conn;
+	struct buf out; /* bytes to send */
+	bool done;      /* nothing more after out */
 	bool suspended;
 	bool closed;
 	uint64_t last_send_ms; /* monotonic */
@@ -69,9 +78,6 @@ struct http_stream {
 struct error;
 int http_start(struct runner *r, const struct http_route *routes, size_t n_routes,
 	       struct error *err);
-/* libmicrohttpd's error logger for any of our daemons: one JSON log line;
- * cls names the daemon ("http", "model proxy"). */
-void http_mhd_log(void *cls, const char *fmt, va_list ap);
 unsigned http_port(struct runner *r);
 /* Who may connect (gate.h), for GET /v1/hardening. New reference. */
 json_t *http_access_report(struct runner *r);

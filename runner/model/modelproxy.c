@@ -1,18 +1,15 @@
 /* Loopback model proxy: see modelproxy.h. */
 #include "model/modelproxy.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,6 +18,7 @@
 #include "model/gateway.h"
 #include "http/gate.h"
 #include "http/http.h"
+#include "http/server.h"
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -49,12 +47,8 @@ struct mp_token {
 
 struct modelproxy {
 	struct runner *r;
-	struct MHD_Daemon *d;
-	int listen_fd;
+	struct http_daemon daemon;
 	unsigned port;
-	struct loop_watch ew;
-	struct loop_timer timer;
-	bool need_run;
 	struct mp_token *tokens;
 	struct mp_req *reqs;
 	struct gate *gate;
@@ -103,40 +97,6 @@ struct mp_req {
 static const char *const allowed[] = {"/v1/chat/completions", "/v1/completions", "/v1/embeddings",
 				      "/v1/models", "/v1/responses", NULL};
 
-static void kick(struct modelproxy *p)
-{
-	p->need_run = true;
-	loop_timer_start(&p->r->loop, &p->timer, 0, 0);
-}
-
-static void run(struct modelproxy *p)
-{
-	p->need_run = false;
-	MHD_run(p->d);
-	if (p->need_run) {
-		loop_timer_start(&p->r->loop, &p->timer, 0, 0);
-		return;
-	}
-	MHD_UNSIGNED_LONG_LONG ms;
-	if (MHD_get_timeout(p->d, &ms) == MHD_YES)
-		loop_timer_start(&p->r->loop, &p->timer, ms, 0);
-	else
-		loop_timer_stop(&p->r->loop, &p->timer);
-}
-
-static void on_epoll(struct loop *loop, struct loop_watch *w, uint32_t events)
-{
-	(void)loop;
-	(void)events;
-	run(w->arg);
-}
-
-static void on_timer(struct loop *loop, struct loop_timer *t)
-{
-	(void)loop;
-	run(t->arg);
-}
-
 static void token_put(struct modelproxy *p, struct mp_token *k)
 {
 	if (--k->refs)
@@ -161,35 +121,35 @@ static struct mp_token *token_find(struct modelproxy *p, const char *v)
 	return found;
 }
 
-static enum MHD_Result respond_json(struct mp_req *q, unsigned status, const char *type,
-				    const char *code, const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
-static enum MHD_Result respond_json(struct mp_req *q, unsigned status, const char *type,
-				    const char *code, const char *fmt, ...)
+/* An error in OpenAI's shape, so SDKs in the task report it properly; the
+ * status from error_http_status, like every other error of the runner. */
+static enum MHD_Result mp_fail(struct mp_req *q, const struct error *e)
 {
-	char msg[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	/* OpenAI's error shape, so SDKs in the task report it properly. */
-	json_t *j = json_pack("{s:{s:s,s:s,s:s}}", "error", "message", msg, "type", type, "code",
-			      code);
-	char *s = json_dumps(j, JSON_COMPACT);
-	json_decref(j);
-	if (!s)
+	unsigned status = error_http_status(e);
+	const char *type = status == 429  ? "rate_limit_error"
+			   : status >= 500 ? "gateway_error"
+					   : "invalid_request_error";
+	json_t *j = json_pack("{s:{s:s,s:s,s:s}}", "error", "message", e->msg, "type", type,
+			      "code", error_code(e));
+	struct MHD_Response *resp = http_json_response(j);
+	if (!resp)
 		return MHD_NO;
-	struct MHD_Response *resp =
-		MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
-	if (!resp) {
-		free(s);
-		return MHD_NO;
-	}
-	MHD_add_response_header(resp, "Content-Type", "application/json");
 	q->responded = true;
 	enum MHD_Result rc = MHD_queue_response(q->conn, status, resp);
 	MHD_destroy_response(resp);
 	return rc;
+}
+
+static enum MHD_Result mp_failf(struct mp_req *q, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static enum MHD_Result mp_failf(struct mp_req *q, const char *code, const char *fmt, ...)
+{
+	struct error e = {.code = code};
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(e.msg, sizeof(e.msg), fmt, ap);
+	va_end(ap);
+	return mp_fail(q, &e);
 }
 
 static void wake(struct mp_req *q)
@@ -198,7 +158,7 @@ static void wake(struct mp_req *q)
 		q->suspended = false;
 		MHD_resume_connection(q->conn);
 	}
-	kick(q->p);
+	http_daemon_wake(&q->p->daemon);
 }
 
 /* ---- memory: every buffered byte of every request is counted ---- */
@@ -315,12 +275,8 @@ static ssize_t body_reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	(void)pos;
 	struct mp_req *q = cls;
-	size_t n = buf_avail(&q->out);
+	size_t n = buf_take(&q->out, buf, max);
 	if (n) {
-		if (n > max)
-			n = max;
-		memcpy(buf, q->out.data + q->out.off, n);
-		q->out.off += n;
 		mem_release(q->p, n);
 		if (q->upstream_paused && buf_avail(&q->out) < MP_HIGH_WATER / 2) {
 			q->upstream_paused = false;
@@ -430,13 +386,11 @@ static enum MHD_Result body_complete(struct mp_req *q)
 {
 	q->body_done = true;
 	if (q->too_big)
-		return respond_json(q, 413, "invalid_request_error", "request_too_large",
-				    "request body over %u bytes", MP_MAX_BODY);
+		return mp_failf(q, "request_too_large", "request body over %u bytes", MP_MAX_BODY);
 	if (!q->start_failed && !q->called && start_call(q) < 0)
 		q->start_failed = true;
 	if (q->start_failed)
-		return respond_json(q, 502, "gateway_error", "gateway_unavailable",
-				    "the runner could not start a gateway call");
+		return mp_failf(q, "gateway_unavailable", "the runner could not start a gateway call");
 	if (q->send_paused) {
 		q->send_paused = false;
 		gw_call_resume_send(q->call); /* read() now says: the end */
@@ -453,9 +407,9 @@ static enum MHD_Result body_complete(struct mp_req *q)
 static enum MHD_Result queue_head(struct mp_req *q)
 {
 	if (!q->head) {
-		/* Failed before any response: the gateway was not reached. */
-		return respond_json(q, q->err == GW_TIMEOUT ? 504 : 502, "gateway_error",
-				    gw_err_code(q->err), "model gateway: %s", q->errmsg);
+		/* Failed before any response: the gateway was not reached
+		 * (gateway_timeout: 504, the others 502). */
+		return mp_failf(q, gw_err_code(q->err), "model gateway: %s", q->errmsg);
 	}
 	struct MHD_Response *resp =
 		MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, body_reader, q, NULL);
@@ -510,15 +464,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (auth && !strncasecmp(auth, "Bearer ", 7))
 			k = token_find(p, auth + 7);
 		if (!k)
-			return respond_json(q, 401, "invalid_request_error", "invalid_api_key",
-					    "invalid or expired task token (only a live chat "
-					    "task's OPENAI_API_KEY is accepted)");
+			return mp_failf(q, "invalid_api_key",
+					"invalid or expired task token (only a live chat task's "
+					"OPENAI_API_KEY is accepted)");
 		q->tok = k;
 		k->refs++;
 		if (k->inflight >= MP_PER_TASK)
-			return respond_json(q, 429, "rate_limit_error", "too_many_requests",
-					    "%u requests of this task are in flight already",
-					    MP_PER_TASK);
+			return mp_failf(q, "too_many_requests",
+					"%u requests of this task are in flight already", MP_PER_TASK);
 		k->inflight++;
 		q->counted = true;
 		bool ok = false;
@@ -526,13 +479,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			if (!strcmp(url, *a))
 				ok = true;
 		if (!ok)
-			return respond_json(q, 404, "invalid_request_error", "not_allowed",
-					    "path %.200s is not forwarded by the runner's model proxy",
-					    url);
+			return mp_failf(q, "not_allowed",
+					"path %.200s is not forwarded by the runner's model proxy", url);
 		q->post = !strcmp(method, "POST");
 		if (!q->post && strcmp(method, "GET"))
-			return respond_json(q, 405, "invalid_request_error", "method_not_allowed",
-					    "method %.16s is not allowed", method);
+			return mp_failf(q, "method_not_allowed", "method %.16s is not allowed",
+					method);
 		snprintf(q->path, sizeof(q->path), "%s", url + 3); /* strip "/v1" */
 		const char *acc = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
 		if (acc && strlen(acc) < sizeof(q->accept))
@@ -544,12 +496,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			errno = 0;
 			unsigned long long v = strtoull(cl, &end, 10);
 			if (errno || *end || *cl == '-')
-				return respond_json(q, 400, "invalid_request_error", "bad_request",
-						    "invalid Content-Length");
+				return mp_failf(q, "bad_request", "invalid Content-Length");
 			if (v > MP_MAX_BODY)
-				return respond_json(q, 413, "invalid_request_error",
-						    "request_too_large",
-						    "request body over %u bytes", MP_MAX_BODY);
+				return mp_failf(q, "request_too_large", "request body over %u bytes",
+						MP_MAX_BODY);
 			q->content_length = (long long)v;
 		}
 		return MHD_YES;
@@ -616,27 +566,10 @@ int modelproxy_start(struct runner *r, struct error *err)
 	if (!p)
 		return error_set(err, ENOMEM, NULL, "cannot start the model proxy");
 	p->r = r;
-	p->listen_fd = -1;
 	r->modelproxy = p;
-	struct sockaddr_in sa = {.sin_family = AF_INET,
-				 .sin_port = htons((uint16_t)r->cfg.model_proxy_port),
-				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int fd = http_listen("127.0.0.1", r->cfg.model_proxy_port, &p->port, err);
 	if (fd < 0)
-		return error_set(err, errno, NULL, "model proxy socket");
-	int one = 1;
-	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
-		log_errno("setsockopt(SO_REUSEADDR) failed", errno, "model proxy");
-	socklen_t slen = sizeof(sa);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&sa, &slen) < 0) {
-		error_set(err, errno, NULL, "model proxy cannot listen on 127.0.0.1:%u",
-			  r->cfg.model_proxy_port);
-		close(fd);
-		return -1;
-	}
-	p->port = ntohs(sa.sin_port);
-	p->listen_fd = fd;
+		return error_wrap(err, "model proxy");
 	/* Tasks connect here, so it has its own limits: per uid, a deadline
 	 * for request heads, a shorter idle timeout (waiting on the gateway
 	 * is suspended time and does not count). */
@@ -650,25 +583,23 @@ int modelproxy_start(struct runner *r, struct error *err)
 	p->gate = gate_new(r, &gp);
 	if (!p->gate) {
 		close(fd);
-		return error_set(err, ENOMEM, NULL, "model proxy: cannot set up connection admission");
+		return error_set(err, ENOMEM, NULL,
+				 "model proxy: cannot set up connection admission");
 	}
-	p->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
-				NULL, NULL, on_request, p, MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log,
-				(void *)"model proxy", MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED,
-				on_completed, p, MHD_OPTION_NOTIFY_CONNECTION, gate_notify, p->gate,
-				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)MP_IDLE_S,
-				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
-				MHD_OPTION_CONNECTION_LIMIT, max_conns, MHD_OPTION_END);
-	if (!p->d)
-		return error_set(err, 0, NULL, "cannot start the model proxy (libmicrohttpd)");
-	const union MHD_DaemonInfo *info = MHD_get_daemon_info(p->d, MHD_DAEMON_INFO_EPOLL_FD);
-	if (!info)
-		return error_set(err, 0, NULL, "libmicrohttpd has no epoll support");
-	int rc = loop_watch_add(&r->loop, &p->ew, info->epoll_fd, EPOLLIN, on_epoll, p);
-	if (rc == 0)
-		rc = loop_timer_init(&r->loop, &p->timer, on_timer, p);
-	if (rc < 0)
-		return error_set(err, -rc, NULL, "cannot watch the model proxy");
+	struct http_daemon_conf conf = {
+		.name = "model proxy",
+		.listen_fd = fd,
+		.on_request = on_request,
+		.on_completed = on_completed,
+		.arg = p,
+		.on_connection = gate_notify,
+		.connection_arg = p->gate,
+		.timeout_s = MP_IDLE_S,
+		.conn_memory_limit = 64 * 1024,
+		.conn_limit = max_conns,
+	};
+	if (http_daemon_start(&p->daemon, &r->loop, &conf, err) < 0)
+		return -1;
 	log_info("model proxy listening", "{s:s,s:i}", "address", "127.0.0.1", "port",
 		 (int)p->port);
 	return 0;
@@ -698,7 +629,7 @@ void modelproxy_stop(struct runner *r)
 	if (!p)
 		return;
 	p->stopping = true;
-	if (p->d) {
+	if (p->daemon.d) {
 		/* End every upstream call first, or a resumed stream would
 		 * suspend again: MHD must not be stopped with suspended
 		 * connections. */
@@ -719,13 +650,9 @@ void modelproxy_stop(struct runner *r)
 				MHD_resume_connection(q->conn);
 			}
 		}
-		MHD_run(p->d);
-		loop_watch_del(&r->loop, &p->ew);
-		MHD_stop_daemon(p->d);
-	} else if (p->listen_fd >= 0) {
-		close(p->listen_fd);
+		http_daemon_run(&p->daemon);
 	}
-	loop_timer_close(&r->loop, &p->timer);
+	http_daemon_stop(&p->daemon);
 	gate_free(p->gate); /* after the daemon: it reports closed connections */
 	while (p->tokens) {
 		p->tokens->refs = 1;

@@ -1,0 +1,22 @@
+/* Inside the API server (http.c, response.c, stream.c): not for handlers. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "http/http.h"
+#include "http/server.h"
+
+struct http_server {
+	const struct http_route *routes;
+	size_t n_routes;
+	struct http_daemon daemon;
+	struct gate *gate; /* who may connect (tasks may not) */
+	unsigned port;
+	bool quiesced;
+	bool stopping; /* http_stop: streams end instead of suspending */
+	struct http_stream *streams;
+	unsigned n_streams;
+};
+
+/* Queue resp (NULL: out of memory, MHD_NO) as the answer to req. */
+enum MHD_Result http_queue(struct http_req *req, unsigned status, struct MHD_Response *resp);

@@ -1,0 +1,139 @@
+/* Responses of the API server: JSON, errors, empty, text; request body and
+ * query access. */
+#include "http/http.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cleanup.h"
+#include "core/error.h"
+#include "http/internal.h"
+
+enum MHD_Result http_queue(struct http_req *req, unsigned status, struct MHD_Response *resp)
+{
+	if (!resp)
+		return MHD_NO;
+	req->responded = true;
+	enum MHD_Result rc = MHD_queue_response(req->conn, status, resp);
+	MHD_destroy_response(resp);
+	return rc;
+}
+
+struct MHD_Response *http_json_response(json_t *body)
+{
+	char *s = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	if (!s)
+		return NULL;
+	struct MHD_Response *resp =
+		MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(s);
+		return NULL;
+	}
+	MHD_add_response_header(resp, "Content-Type", "application/json");
+	return resp;
+}
+
+json_t *http_error_body(const struct error *e)
+{
+	return json_pack("{s:s,s:s}", "code", error_code(e), "message", e->msg);
+}
+
+enum MHD_Result http_json(struct http_req *req, unsigned status, json_t *body)
+{
+	return http_queue(req, status, http_json_response(body));
+}
+
+enum MHD_Result http_error(struct http_req *req, unsigned status, const char *code,
+			   const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return http_json(req, status, json_pack("{s:s,s:s}", "code", code, "message", msg));
+}
+
+enum MHD_Result http_fail(struct http_req *req, const struct error *e)
+{
+	return http_json(req, error_http_status(e), http_error_body(e));
+}
+
+enum MHD_Result http_failf(struct http_req *req, const char *code, const char *fmt, ...)
+{
+	struct error e = {.code = code};
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(e.msg, sizeof(e.msg), fmt, ap);
+	va_end(ap);
+	return http_fail(req, &e);
+}
+
+enum MHD_Result http_empty(struct http_req *req, unsigned status)
+{
+	/* An explicit Content-Length: 0 — clients (openapi-fetch) rely on it. */
+	struct MHD_Response *resp = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+	return http_queue(req, status, resp);
+}
+
+enum MHD_Result http_text(struct http_req *req, unsigned status, const char *ctype,
+			  const char *data, size_t len, const char *hname, const char *hval)
+{
+	struct MHD_Response *resp =
+		MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_MUST_COPY);
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, "Content-Type", ctype);
+	if (hname)
+		MHD_add_response_header(resp, hname, hval);
+	return http_queue(req, status, resp);
+}
+
+const char *http_query(struct http_req *req, const char *name)
+{
+	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+const char *http_header(struct http_req *req, const char *name)
+{
+	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+json_t *http_parse_json_object(const char *data, size_t len, bool allow_empty,
+				struct error *err)
+{
+	if (len == 0) {
+		if (allow_empty)
+			return json_object();
+		error_set(err, 0, "INVALID_REQUEST_BODY", "the request body must be a JSON object");
+		return NULL;
+	}
+	json_error_t jerr;
+	/* Depth is bounded by jansson (JSON_PARSER_MAX_DEPTH); NUL bytes in
+	 * strings are refused unless asked for, which we never do. */
+	cleanup_json json_t *j = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!j) {
+		error_set(err, 0, "INVALID_REQUEST_BODY", "invalid JSON at line %d column %d: %s",
+			  jerr.line, jerr.column, jerr.text);
+		return NULL;
+	}
+	if (!json_is_object(j)) {
+		error_set(err, 0, "INVALID_REQUEST_BODY", "the request body must be a JSON object");
+		return NULL;
+	}
+	return take_ptr(j);
+}
+
+json_t *http_body_json(struct http_req *req, bool allow_empty)
+{
+	struct error err;
+	json_t *j = http_parse_json_object(req->body, req->body_len, allow_empty, &err);
+	if (!j)
+		http_fail(req, &err);
+	return j;
+}
+

@@ -1,0 +1,100 @@
+/* Streamed response bodies of the API server: see struct http_stream. */
+#include "http/http.h"
+
+#include <stdlib.h>
+
+#include "core/log.h"
+#include "core/runner.h"
+#include "core/util.h"
+#include "http/internal.h"
+
+/* The one fill function of every stream: what the producer buffered, then
+ * more from the producer, then the end; or a suspended connection until
+ * the producer wakes it. */
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	(void)pos;
+	struct http_stream *s = cls;
+	if (!buf_avail(&s->out) && !s->done)
+		s->ops->produce(s);
+	size_t n = buf_take(&s->out, buf, max);
+	if (n > 0) {
+		s->last_send_ms = monotonic_ms();
+		return (ssize_t)n;
+	}
+	if (s->done)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	/* Stopping: MHD_stop_daemon() aborts the process if a connection is
+	 * still suspended, so a stream with nothing more to send now ends. */
+	if (s->r->http->stopping)
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	/* Nothing to send: sleep until the producer wakes us (no polling). */
+	MHD_suspend_connection(s->conn);
+	s->suspended = true;
+	return 0;
+}
+
+static void stream_unlink(struct http_server *h, struct http_stream *s)
+{
+	if (s->prev)
+		s->prev->next = s->next;
+	else if (h->streams == s)
+		h->streams = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	s->next = s->prev = NULL;
+	h->n_streams--;
+}
+
+/* The one close: the stream's buffer, then the owner's state. */
+static void stream_close(struct http_stream *s)
+{
+	buf_free(&s->out);
+	s->ops->close(s);
+}
+
+static void stream_free_cb(void *cls)
+{
+	struct http_stream *s = cls;
+	s->closed = true;
+	stream_unlink(s->r->http, s);
+	stream_close(s);
+}
+
+enum MHD_Result http_stream_start(struct http_req *req, struct http_stream *s,
+				  const struct http_stream_ops *ops, const char *content_type)
+{
+	struct http_server *h = req->r->http;
+	s->ops = ops;
+	s->r = req->r;
+	s->conn = req->conn;
+	s->suspended = false;
+	s->closed = false;
+	s->last_send_ms = monotonic_ms();
+	struct MHD_Response *resp =
+		MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_reader, s,
+						  stream_free_cb);
+	if (!resp) {
+		stream_close(s);
+		return MHD_NO;
+	}
+	s->next = h->streams;
+	s->prev = NULL;
+	if (h->streams)
+		h->streams->prev = s;
+	h->streams = s;
+	h->n_streams++;
+	MHD_add_response_header(resp, "Content-Type", content_type);
+	MHD_add_response_header(resp, "Cache-Control", "no-cache");
+	MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+	return http_queue(req, 200, resp);
+}
+
+void http_stream_wake(struct http_stream *s)
+{
+	if (!s->suspended || s->closed)
+		return;
+	s->suspended = false;
+	MHD_resume_connection(s->conn);
+	http_daemon_wake(&s->r->http->daemon);
+}
