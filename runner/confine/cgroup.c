@@ -32,11 +32,6 @@ static struct {
 	char reason[384];
 } cg = {.reason = "cgroups not initialised"};
 
-enum cgroup_mode cgroup_mode(void)
-{
-	return cg.mode;
-}
-
 const char *cgroup_mode_reason(void)
 {
 	return cg.reason;
@@ -132,8 +127,9 @@ static int move_procs(const char *from, const char *to)
 	return 0;
 }
 
-enum cgroup_mode cgroup_init_at(const char *mnt, bool need_controllers)
+enum cgroup_mode cgroup_init(void)
 {
+	const char *mnt = "/sys/fs/cgroup";
 	memset(&cg, 0, sizeof(cg));
 	struct statfs sfs;
 	if (statfs(mnt, &sfs) < 0)
@@ -171,40 +167,36 @@ enum cgroup_mode cgroup_init_at(const char *mnt, bool need_controllers)
 		return none("cannot read %s: %s", path, strerror((int)-n));
 	bool mem = has_word(buf, "memory"), pids = has_word(buf, "pids"),
 	     cpu = has_word(buf, "cpu");
-	if (need_controllers && (!mem || !pids))
+	if (!mem || !pids)
 		return none("cgroup %s does not offer the memory and pids controllers (has: %s)",
 			    cg.base, buf[0] ? buf : "none");
 	if (access(cg.base, W_OK) < 0)
 		return none("cgroup %s is not delegated (not writable: %s)", cg.base,
 			    strerror(errno));
 
-	if (mem || pids || cpu) {
-		char ctl[64];
-		snprintf(ctl, sizeof(ctl), "%s%s%s", mem ? "+memory " : "", pids ? "+pids " : "",
-			 cpu ? "+cpu" : "");
-		snprintf(path, sizeof(path), "%s/cgroup.subtree_control", cg.base);
-		int rc = write_str(path, ctl);
-		if (rc == -EBUSY) {
-			/* "No internal processes": our cgroup holds processes
-			 * (us, a wrapper): move them to a leaf of their own. */
-			char leaf[PATH_MAX];
-			snprintf(leaf, sizeof(leaf), "%s/runner", cg.base);
-			if (mkdir(leaf, 0755) < 0 && errno != EEXIST)
-				return none("mkdir %s: %s", leaf, strerror(errno));
-			rc = move_procs(cg.base, leaf);
-			if (rc < 0)
-				return none("cannot move the runner's processes to %s: %s", leaf,
-					    strerror(-rc));
-			rc = write_str(path, ctl);
-		}
-		if (rc < 0 && need_controllers)
-			return none("cannot enable controllers in %s: %s", path, strerror(-rc));
-		if (rc == 0) {
-			cg.memory = mem;
-			cg.pids = pids;
-			cg.cpu = cpu;
-		}
+	/* memory and pids are there (checked above); cpu when offered. */
+	char ctl[64];
+	snprintf(ctl, sizeof(ctl), "+memory +pids%s", cpu ? " +cpu" : "");
+	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", cg.base);
+	int rc = write_str(path, ctl);
+	if (rc == -EBUSY) {
+		/* "No internal processes": our cgroup holds processes
+		 * (us, a wrapper): move them to a leaf of their own. */
+		char leaf[PATH_MAX];
+		snprintf(leaf, sizeof(leaf), "%s/runner", cg.base);
+		if (mkdir(leaf, 0755) < 0 && errno != EEXIST)
+			return none("mkdir %s: %s", leaf, strerror(errno));
+		rc = move_procs(cg.base, leaf);
+		if (rc < 0)
+			return none("cannot move the runner's processes to %s: %s", leaf,
+				    strerror(-rc));
+		rc = write_str(path, ctl);
 	}
+	if (rc < 0)
+		return none("cannot enable controllers in %s: %s", path, strerror(-rc));
+	cg.memory = mem;
+	cg.pids = pids;
+	cg.cpu = cpu;
 	cg.mode = CGROUP_V2;
 	if (snprintf(cg.reason, sizeof(cg.reason),
 		 "cgroup v2 delegated at %s: a leaf per task with %s%s%scgroup.kill", cg.base,
@@ -212,11 +204,6 @@ enum cgroup_mode cgroup_init_at(const char *mnt, bool need_controllers)
 		 cg.cpu ? "cpu.max, " : "") >= (int)sizeof(cg.reason))
 		cg.reason[sizeof(cg.reason) - 1] = '\0'; /* truncated path: still readable */
 	return cg.mode;
-}
-
-enum cgroup_mode cgroup_init(void)
-{
-	return cgroup_init_at("/sys/fs/cgroup", true);
 }
 
 static int leaf_path(const char *task_id, const char *file, char *out, size_t size)

@@ -18,11 +18,7 @@ enum cgroup_mode { CGROUP_NONE = 0, CGROUP_V2 = 1 };
  * leaf so controllers can be enabled for the task leaves ("no internal
  * processes" rule). Never fails: a problem means CGROUP_NONE + reason. */
 enum cgroup_mode cgroup_init(void);
-/* The same on another mount point; need_controllers=false accepts a
- * hierarchy without memory/pids controllers (tests of create/kill only). */
-enum cgroup_mode cgroup_init_at(const char *mountpoint, bool need_controllers);
-
-enum cgroup_mode cgroup_mode(void);
+/* Why the mode is what it is (for the hardening report). */
 const char *cgroup_mode_reason(void);
 
 /* Create the task's leaf with its limits (0 / NULL = no limit) and open its

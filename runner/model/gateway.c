@@ -27,7 +27,6 @@ struct gateway {
 	const char *ca;
 	int in_curl;               /* depth of curl calls that may run callbacks */
 	struct gw_call *calls;
-	unsigned n_calls;
 };
 
 struct gw_sock {
@@ -74,11 +73,6 @@ const char *gw_err_code(enum gw_err e)
 bool gateway_enabled(struct runner *r)
 {
 	return r->gateway != NULL;
-}
-
-unsigned gateway_calls(struct runner *r)
-{
-	return r->gateway ? r->gateway->n_calls : 0;
 }
 
 static void check_done(struct gateway *gw);
@@ -211,7 +205,6 @@ static void call_unlink_free(struct gw_call *c)
 		gw->calls = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	gw->n_calls--;
 	gw->in_curl++;
 	curl_multi_remove_handle(gw->multi, c->easy);
 	gw->in_curl--;
@@ -479,7 +472,6 @@ struct gw_call *gw_call_start(struct runner *r, const struct gw_request *rq,
 	if (gw->calls)
 		gw->calls->prev = c;
 	gw->calls = c;
-	gw->n_calls++;
 	gw->in_curl++;
 	CURLMcode mc = curl_multi_add_handle(gw->multi, e);
 	gw->in_curl--;

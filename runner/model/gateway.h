@@ -62,4 +62,3 @@ struct gw_call *gw_call_start(struct runner *r, const struct gw_request *rq,
 void gw_call_cancel(struct gw_call *c);
 void gw_call_resume(struct gw_call *c);      /* after data() paused */
 void gw_call_resume_send(struct gw_call *c); /* after read() paused */
-unsigned gateway_calls(struct runner *r);
