@@ -1,8 +1,9 @@
-/* Route handlers; each is called once the request body is complete. */
+/* Route handlers (api/routes.c puts them in the table); each is called once
+ * the request body is complete. */
 #pragma once
 #include "http/http.h"
 
-/* api_execd.c: OpenSandbox execd-compatible command API */
+/* execd.c: OpenSandbox execd-compatible command API */
 enum MHD_Result api_ping(struct http_req *req);
 enum MHD_Result api_command_run(struct http_req *req);
 enum MHD_Result api_command_interrupt(struct http_req *req);
@@ -24,7 +25,7 @@ int api_parse_session_create(json_t *body, const char **cwd, struct error *err);
 int api_parse_session_run(json_t *body, struct task_spec *spec, struct error *err);
 int api_parse_task(json_t *body, struct task_spec *spec, struct error *err);
 
-/* api_tasks.c: native task API */
+/* native.c: native task API */
 enum MHD_Result api_task_create(struct http_req *req);
 enum MHD_Result api_task_get(struct http_req *req);
 enum MHD_Result api_task_events(struct http_req *req);
@@ -35,7 +36,7 @@ enum MHD_Result api_metrics(struct http_req *req);
 enum MHD_Result api_metrics_watch(struct http_req *req);
 enum MHD_Result api_hardening(struct http_req *req);
 
-/* api_files.c: execd-compatible files and directories API */
+/* files.c: execd-compatible files and directories API */
 enum MHD_Result api_files_info(struct http_req *req);
 enum MHD_Result api_files_delete(struct http_req *req);
 enum MHD_Result api_files_mv(struct http_req *req);
