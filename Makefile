@@ -5,7 +5,8 @@ PKGS     := libmicrohttpd jansson libseccomp libcap-ng libcurl
 CFLAGS   ?= -O2 -g
 WARN     := -Wall -Wextra -Werror
 BASEFLAGS = -std=gnu11 -D_GNU_SOURCE $(WARN) -Irunner $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-LDLIBS   := -lmicrohttpd -ljansson -lseccomp -lcap-ng -lcurl
+# wslay ships no pkg-config file in Debian: linked by name.
+LDLIBS   := -lmicrohttpd -ljansson -lseccomp -lcap-ng -lcurl -lwslay
 
 RUNNER_SRCS := $(sort $(wildcard runner/*.c runner/*/*.c))
 OBJS        := $(patsubst runner/%.c,build/obj/%.o,$(RUNNER_SRCS))

@@ -37,7 +37,7 @@ STATIC_CFLAGS   := -std=gnu11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -static \
 STATIC_CPPFLAGS := -Irunner -isystem $(STATIC_DEPS_DIR)/include -isystem $(STATIC_KINC)
 STATIC_LDFLAGS  := -static -L$(STATIC_DEPS_DIR)/lib -Wl,--gc-sections
 # Dependents before what they use: curl needs mbedTLS (ssl -> x509 -> crypto).
-STATIC_LDLIBS   := -lmicrohttpd -lcurl -lmbedtls -lmbedx509 -lmbedcrypto \
+STATIC_LDLIBS   := -lmicrohttpd -lwslay -lcurl -lmbedtls -lmbedx509 -lmbedcrypto \
                    -ljansson -lseccomp -lcap-ng
 STATIC_EXTRA_CFLAGS  ?=
 STATIC_EXTRA_LDFLAGS ?=

@@ -4,7 +4,7 @@
 #   scripts/build-static-deps.sh [--force] [--jobs N] [--serial]
 #
 # Libraries: libmicrohttpd, mbedtls, curl (http/https only, TLS via mbedTLS), jansson,
-# libseccomp, libcap-ng. Each is fetched with `apt-get source` (a deb-src entry is added when
+# libseccomp, libcap-ng, wslay. Each is fetched with `apt-get source` (a deb-src entry is added when
 # missing), unpacked by dpkg-source so Debian's quilt patch series (its security fixes) is applied,
 # checked for that, built with musl-gcc as a static archive, and installed into
 # $STATIC_OUT/deps (include/, lib/).
@@ -45,9 +45,10 @@ KINC=$OUT/kernel-include
 CC_MUSL=${MUSL_GCC:-musl-gcc}
 
 # Order matters: a library is built after the ones it builds against.
-ALL_LIBS=(mbedtls curl libmicrohttpd jansson libseccomp libcap-ng)
+ALL_LIBS=(mbedtls curl libmicrohttpd jansson libseccomp libcap-ng wslay)
 declare -A DEB_PKG=([mbedtls]=mbedtls [curl]=curl [libmicrohttpd]=libmicrohttpd
-                    [jansson]=jansson [libseccomp]=libseccomp [libcap-ng]=libcap-ng)
+                    [jansson]=jansson [libseccomp]=libseccomp [libcap-ng]=libcap-ng
+                    [wslay]=wslay)
 declare -A DEPENDS=([curl]="mbedtls")
 
 T0=$(date +%s)
@@ -242,6 +243,19 @@ build_libcap_ng() {
     make -C src install-libLTLIBRARIES install-includeHEADERS lib_LTLIBRARIES=libcap-ng.la
 }
 
+build_wslay() {
+    # The library only (no examples, tests or docs). Its CMake build adds -Werror after our
+    # flags, which a newer compiler than upstream's may trip on: warnings stay warnings here.
+    sed -i 's/ -Werror / /' lib/CMakeLists.txt
+    cmake -S . -B _build "${CMAKE_COMMON[@]}" \
+        -DCMAKE_C_FLAGS="$CFLAGS -isystem $KINC" \
+        -DWSLAY_STATIC=ON -DWSLAY_SHARED=OFF -DWSLAY_EXAMPLES=OFF -DWSLAY_TESTS=OFF \
+        -DWSLAY_CONFIGURE_INSTALL=ON
+    cmake --build _build -j "$JOBS"
+    cmake --install _build
+    test -f "$PREFIX/lib/libwslay.a" && test -f "$PREFIX/include/wslay/wslayver.h"
+}
+
 recipe_fn() { printf 'build_%s' "${1//-/_}"; }
 
 # Recipe hash: the library's recipe, the shared flags, this toolchain, and (recursively) the
@@ -391,7 +405,7 @@ else
     lane mbedtls curl &
     pid_tls=$!
     rc=0
-    lane libmicrohttpd libseccomp libcap-ng jansson || rc=1
+    lane libmicrohttpd libseccomp libcap-ng jansson wslay || rc=1
     wait "$pid_tls" || rc=1
     [ $rc -eq 0 ] || exit 1
 fi

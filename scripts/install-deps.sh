@@ -4,8 +4,8 @@
 set -euo pipefail
 what=${1:-build}
 
-build_pkgs="gcc make pkg-config libmicrohttpd-dev libjansson-dev libseccomp-dev libcap-ng-dev libcurl4-openssl-dev"
-check_pkgs="$build_pkgs curl python3 procps valgrind nodejs npm bash coreutils util-linux git gcc tini"
+build_pkgs="gcc make pkg-config libmicrohttpd-dev libjansson-dev libseccomp-dev libcap-ng-dev libcurl4-openssl-dev libwslay-dev"
+check_pkgs="$build_pkgs curl python3 python3-websockets procps valgrind nodejs npm bash coreutils util-linux git gcc tini"
 run_pkgs="$build_pkgs util-linux curl"
 bench_pkgs="$check_pkgs tini bubblewrap firejail"
 fuzz_pkgs="$build_pkgs clang libclang-rt-14-dev"
