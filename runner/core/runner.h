@@ -17,6 +17,8 @@ struct task_table;
 struct session_table;
 struct gateway;
 struct modelproxy;
+struct ws_table;
+struct pty_table;
 
 enum init_mode { INIT_PID1, INIT_SUBREAPER };
 
@@ -52,4 +54,6 @@ struct runner {
 	struct session_table *sessions;
 	struct gateway *gateway;       /* NULL: no FORCEAI_GATEWAY_URL */
 	struct modelproxy *modelproxy; /* loopback model proxy for chat tasks */
+	struct ws_table *ws;           /* open WebSocket connections (http/ws.c) */
+	struct pty_table *ptys;        /* execd PTY sessions (api/pty.c) */
 };

@@ -15,6 +15,7 @@
 #include "core/util.h"
 #include "http/gate.h"
 #include "http/internal.h"
+#include "http/ws.h"
 
 /* Does path match pattern? Captures the '*' segment into out. */
 static bool match(const char *pattern, const char *path, char *out, size_t outlen)
@@ -208,6 +209,20 @@ static enum MHD_Result framing_error(struct http_req *req, const char *problem)
 	return http_queue(req, error_http_status(&e), resp);
 }
 
+/* libmicrohttpd's first look at a request: the raw request target, kept for
+ * the routes that must see the query exactly as sent. Returns the request
+ * state (the connection's con_cls). */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+	(void)cls;
+	(void)conn;
+	struct http_req *req = calloc(1, sizeof(*req));
+	const char *q = uri ? strchr(uri, '?') : NULL;
+	if (req && q)
+		req->raw_query = strdup(q + 1);
+	return req;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version,
 				  const char *upload_data, size_t *upload_size, void **con_cls)
@@ -215,13 +230,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	(void)version;
 	struct runner *r = cls;
 	struct http_req *req = *con_cls;
-	if (!req) {
+	if (!req || !req->r) {
 		/* A task's connection (or one over its client's limit): no
 		 * handler runs, not even for a request already buffered. */
 		if (!gate_request_begins(conn, NULL))
 			return MHD_NO;
-		req = calloc(1, sizeof(*req));
-		if (!req)
+		/* Made by on_uri (with the raw query), or here. */
+		if (!req && !(req = calloc(1, sizeof(*req))))
 			return MHD_NO;
 		*con_cls = req;
 		req->r = r;
@@ -263,9 +278,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return MHD_YES;
 	}
 	if (*upload_size && req->route->body) {
-		size_t n = *upload_size;
-		*upload_size = 0;
-		return req->route->body(req, upload_data, n);
+		/* The route may take only part (backpressure: it suspends the
+		 * request and gets the rest when resumed). */
+		req->body_left = 0;
+		enum MHD_Result rc = req->route->body(req, upload_data, *upload_size);
+		*upload_size = req->body_left;
+		return rc;
 	}
 	if (*upload_size) {
 		if (req->body_too_big || req->body_len + *upload_size > r->cfg.max_body) {
@@ -292,6 +310,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	return req->route->fn(req);
 }
 
+static void suspended_unlink(struct http_req *req)
+{
+	struct http_server *h = req->r ? req->r->http : NULL;
+	if (req->sprev)
+		req->sprev->snext = req->snext;
+	else if (h && h->suspended == req)
+		h->suspended = req->snext;
+	if (req->snext)
+		req->snext->sprev = req->sprev;
+	req->snext = req->sprev = NULL;
+	req->suspended = false;
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
@@ -301,9 +332,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (!req)
 		return;
 	req->completed_ok = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
+	if (req->suspended)
+		suspended_unlink(req); /* the connection is gone: nothing to resume */
 	if (req->ctx_free)
 		req->ctx_free(req);
 	free(req->body);
+	free(req->raw_query);
 	free(req);
 	*con_cls = NULL;
 }
@@ -342,6 +376,8 @@ int http_start(struct runner *r, const struct http_route *routes, size_t n_route
 		.arg = r,
 		.on_connection = gate_notify,
 		.connection_arg = h->gate,
+		.on_uri = on_uri,
+		.allow_upgrade = true,
 		.timeout_s = timeout_s,
 		.conn_memory_limit = 32 * 1024,
 		.conn_limit = max_conns,
@@ -373,7 +409,42 @@ void http_quiesce(struct runner *r)
 
 bool http_busy(struct runner *r)
 {
-	return r->http && r->http->n_streams > 0;
+	return (r->http && r->http->n_streams > 0) || ws_count(r) > 0;
+}
+
+void http_run_soon(struct runner *r)
+{
+	if (r->http)
+		http_daemon_wake(&r->http->daemon);
+}
+
+bool http_stopping(struct runner *r)
+{
+	return !r->http || r->http->stopping;
+}
+
+void http_req_suspend(struct http_req *req)
+{
+	struct http_server *h = req->r->http;
+	if (req->suspended || !h)
+		return;
+	req->suspended = true;
+	req->sprev = NULL;
+	req->snext = h->suspended;
+	if (h->suspended)
+		h->suspended->sprev = req;
+	h->suspended = req;
+	MHD_suspend_connection(req->conn);
+}
+
+void http_req_resume(struct http_req *req)
+{
+	struct http_server *h = req->r->http;
+	if (!req->suspended || !h)
+		return;
+	suspended_unlink(req);
+	MHD_resume_connection(req->conn);
+	http_daemon_wake(&h->daemon);
 }
 
 void http_tick(struct runner *r)
@@ -381,6 +452,7 @@ void http_tick(struct runner *r)
 	struct http_server *h = r->http;
 	if (!h)
 		return;
+	ws_tick(r);
 	uint64_t now = monotonic_ms();
 	for (struct http_stream *s = h->streams; s;) {
 		struct http_stream *next = s->next;
@@ -401,6 +473,12 @@ void http_stop(struct runner *r)
 		 * leaves MHD's suspended list only inside MHD_run, and with
 		 * `stopping` set a stream cannot suspend again). */
 		h->stopping = true;
+		/* Upgraded connections go first: libmicrohttpd must not be
+		 * stopped while one is still open; nor while a request is
+		 * suspended (their handlers see http_stopping()). */
+		ws_close_all(r);
+		while (h->suspended)
+			http_req_resume(h->suspended);
 		for (int i = 0; i < 4; i++) {
 			bool any = false;
 			for (struct http_stream *s = h->streams; s; s = s->next) {

@@ -44,6 +44,10 @@ struct http_req {
 	char param_buf[128];
 	void *ctx; /* per-route state (e.g. an upload) */
 	bool completed_ok; /* set before ctx_free: false when the client went away */
+	size_t body_left;  /* a body route leaves this many bytes of the chunk for later */
+	char *raw_query;   /* the query string as sent (NULL: none), for strict parsers */
+	bool suspended;    /* http_req_suspend: waits for http_req_resume */
+	struct http_req *snext, *sprev;
 	void (*ctx_free)(struct http_req *req);
 };
 
@@ -85,6 +89,15 @@ void http_quiesce(struct runner *r); /* stop accepting */
 bool http_busy(struct runner *r);    /* streams still open */
 void http_tick(struct runner *r);
 void http_stop(struct runner *r);
+/* Run libmicrohttpd before the next wait (a connection was resumed or an
+ * upgraded one closed outside its callbacks). */
+void http_run_soon(struct runner *r);
+/* Suspend a request while its handler waits (a body route that cannot
+ * take more yet); libmicrohttpd calls the handler again after resume. At
+ * shutdown every suspended request is resumed and http_stopping() is true. */
+void http_req_suspend(struct http_req *req);
+void http_req_resume(struct http_req *req);
+bool http_stopping(struct runner *r);
 
 /* Responses (each returns the MHD result to hand back from the handler). */
 enum MHD_Result http_json(struct http_req *req, unsigned status, json_t *body); /* steals body */

@@ -16,6 +16,7 @@ struct http_server {
 	bool stopping; /* http_stop: streams end instead of suspending */
 	struct http_stream *streams;
 	unsigned n_streams;
+	struct http_req *suspended; /* http_req_suspend */
 };
 
 /* Queue resp (NULL: out of memory, MHD_NO) as the answer to req. */
