@@ -7,7 +7,7 @@
  *
  * Child side (confine_exec): only system calls, no allocation, no stdio;
  * failures are formatted by hand onto fd 2. Order:
- *   1 setsid, close fds        2 join cgroup leaf, rlimits
+ *   1 setsid (+ the terminal), close fds   2 join cgroup leaf, rlimits
  *   4 empty bounding set, lock securebits (needs CAP_SETPCAP: still root)
  *   5 setgroups/setresgid/setresuid, then clear the capability sets
  *   3 chdir (after 5, so the cwd is entered with the task's own rights)
@@ -22,6 +22,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -203,6 +204,10 @@ _Noreturn void confine_exec(const struct confine_plan *plan)
 	/* 1. Own session and process group; nothing of the runner's fds. */
 	if (setsid() < 0)
 		die("setsid", NULL, errno, 126);
+	/* A terminal task: its terminal controls the new session, so ^C on it
+	 * reaches the foreground job and job control works. */
+	if (plan->ctty && ioctl(0, TIOCSCTTY, 0) < 0)
+		die("ioctl", "(TIOCSCTTY)", errno, 126);
 	/* Root tasks get the ruleset that also scopes signals (landlock.h). */
 	const int ll_fd = !confine ? -1
 			  : plan->uid == 0 && pol->landlock.root_ruleset_fd >= 0

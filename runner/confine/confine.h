@@ -53,6 +53,7 @@ struct confine_plan {
 	int cgroup_procs_fd; /* open cgroup.procs of the task's leaf, or -1 */
 	int nkeep_fds;       /* fds 0..nkeep_fds-1 survive; the rest are closed */
 	bool deny_inet;      /* network policy "none": no AF_INET/AF_INET6 sockets */
+	bool ctty;           /* fd 0 is a terminal: make it the controlling one */
 	int pdeath_signal;   /* 0, or re-armed after the identity change (which
 			      * clears PR_SET_PDEATHSIG); the child exits if its
 			      * parent is already gone by then */

@@ -84,6 +84,7 @@ static _Noreturn void shim_main(struct confine_plan *plan, const struct spawn_io
 	sigaddset(&set, SIGCHLD);
 	sigaddset(&set, SHIM_SIG_TERM);
 	sigaddset(&set, SHIM_SIG_KILL);
+	sigaddset(&set, SHIM_SIG_FORWARD);
 	sigaddset(&set, SIGINT);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 
@@ -132,6 +133,11 @@ static _Noreturn void shim_main(struct confine_plan *plan, const struct spawn_io
 			continue;
 		if (sig == SIGCHLD) {
 			reap_all(task, &done, &status);
+		} else if (sig == SHIM_SIG_FORWARD) {
+			/* Only from the runner (our parent), only a real signal. */
+			int fwd = si.si_value.sival_int;
+			if (si.si_code == SI_QUEUE && si.si_pid == getppid() && fwd > 0 && fwd < 65)
+				kill(-task, fwd);
 		} else if (sig == SHIM_SIG_TERM || sig == SIGINT) {
 			terminating = true;
 			kill(-task, SIGTERM);

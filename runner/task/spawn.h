@@ -4,7 +4,8 @@
  * even after setsid() or a double fork, without cgroups.
  *
  * Shim control: SIGTERM = terminate the tree (SIGTERM to all of it),
- * SIGUSR1 = kill the tree (SIGKILL). When the task's main process exits the
+ * SIGUSR1 = kill the tree (SIGKILL), SIGUSR2 with a value = that signal to
+ * the task's process group. When the task's main process exits the
  * shim kills what is left of the tree and exits with the same status (exit
  * code, or death by the same signal). */
 #pragma once
@@ -14,6 +15,9 @@
 
 #define SHIM_SIG_TERM SIGTERM
 #define SHIM_SIG_KILL SIGUSR1
+/* sigqueue()d by the runner with the signal number as value: the shim
+ * sends it to the task's process group. */
+#define SHIM_SIG_FORWARD SIGUSR2
 
 struct spawn_io {
 	int in_fd, out_fd, err_fd; /* become the task's 0, 1, 2 */

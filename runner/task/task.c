@@ -19,6 +19,7 @@
 #include "core/ids.h"
 #include "core/log.h"
 #include "core/runner.h"
+#include "task/pty.h"
 #include "task/spawn.h"
 #include "core/util.h"
 
@@ -165,6 +166,8 @@ static void on_output(struct loop *loop, struct loop_watch *w, uint32_t events)
 	size_t carry = t->carry_len[which];
 	memcpy(buf, t->carry[which], carry);
 	ssize_t n = read(fd, buf + carry, sizeof(buf) - carry);
+	if (n < 0 && errno == EIO)
+		n = 0; /* a terminal whose every task side is closed */
 	if (n < 0) {
 		if (errno == EAGAIN || errno == EINTR)
 			return;
@@ -239,6 +242,22 @@ void task_kill(struct task *t, enum task_status why)
 	t->kill_phase = 1;
 	task_signal_shim(t, SHIM_SIG_TERM);
 	loop_timer_start(&t->r->loop, &t->timer, t->r->cfg.grace_ms, 0);
+}
+
+void task_kill_now(struct task *t, enum task_status why)
+{
+	if (t->driver && !t->finished) {
+		t->driver->cancel(t, why);
+		return;
+	}
+	if (!t->proc_running)
+		return;
+	if (!t->kill_reason)
+		t->kill_reason = why;
+	t->kill_phase = 2;
+	task_signal_shim(t, SHIM_SIG_KILL);
+	if (t->cgroup)
+		cgroup_task_kill(t->id);
 }
 
 void tasks_kill_all(struct runner *r, bool hard)
@@ -326,6 +345,7 @@ static void task_finalize(struct task *t)
 	log_info("task finished", "{s:s,s:s,s:i,s:I}", "task", t->id, "status",
 		 task_status_name(t->status), "exit_code", t->exit_code, "duration_ms",
 		 (json_int_t)(t->finished_ms - t->started_ms));
+	task_io_finish(t);
 	wake_readers(t);
 }
 
@@ -365,6 +385,7 @@ static void task_free(struct task *t)
 		t->on_finish = NULL;
 	}
 	loop_timer_close(&r->loop, &t->timer);
+	task_io_free(t);
 	for (int i = 0; i < 2; i++)
 		close_pipe(t, i);
 	if (t->proc_running)
@@ -608,13 +629,20 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, struct e
 	t->net_none = net_none;
 	cleanup_close int out_r = -1, out_w = -1, err_r = -1, err_w = -1;
 	int rc;
-	if ((rc = make_pipe(&out_r, &out_w)) < 0 || (rc = make_pipe(&err_r, &err_w)) < 0)
+	/* A terminal or a stdin pipe (task/pty.c); closed here on failure. */
+	cleanup_task_io struct task_io_prep iop = TASK_IO_PREP_INIT;
+	if (task_io_prepare(spec, uid, gid, &iop, err) < 0)
+		return start_failed(err, 0);
+	if (!iop.tty &&
+	    ((rc = make_pipe(&out_r, &out_w)) < 0 || (rc = make_pipe(&err_r, &err_w)) < 0))
 		return start_failed(err, -rc);
 	cleanup_close int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (devnull < 0)
 		return start_failed(err, errno);
 
 	char *argv[] = {(char *)shell_path(), "-c", t->command, NULL};
+	if (spec->api == TASK_API_PTY && !*t->command)
+		argv[1] = NULL; /* an interactive shell of its own */
 	cleanup_close int procs_fd = -1;
 	if (r->policy.cgroup_mode == CGROUP_V2) {
 		/* Limits are part of the confinement: no leaf, no task. */
@@ -637,8 +665,11 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, struct e
 		/* The uid change clears the shim's death signal: re-armed in
 		 * the task so it dies if the shim does. */
 		.pdeath_signal = SIGKILL,
+		.ctty = iop.tty,
 	};
-	struct spawn_io io = {.in_fd = devnull, .out_fd = out_w, .err_fd = err_w};
+	struct spawn_io io = {.in_fd = iop.child_in >= 0 ? iop.child_in : devnull,
+			      .out_fd = iop.tty ? iop.child_out : out_w,
+			      .err_fd = iop.tty ? iop.child_out : err_w};
 	if (spec->state_in_fd >= 0 && spec->state_out_fd >= 0) {
 		io.extra[0] = spec->state_in_fd;
 		io.extra[1] = spec->state_out_fd;
@@ -654,10 +685,13 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, struct e
 	r->tasks->running++;
 	if (reaper_watch(&r->reaper, pid, on_task_exit, t) < 0)
 		log_error("out of memory watching a task", NULL);
-	t->out_fd = take_fd(out_r);
-	t->err_fd = take_fd(err_r);
+	t->out_fd = iop.tty ? take_fd(iop.parent_out) : take_fd(out_r);
+	t->err_fd = take_fd(err_r); /* -1 on a terminal: one stream */
+	if ((rc = task_io_attach(t, &iop)) < 0)
+		log_errno("task input unavailable", -rc, t->id);
 	loop_watch_add(&r->loop, &t->out_w, t->out_fd, EPOLLIN, on_output, t);
-	loop_watch_add(&r->loop, &t->err_w, t->err_fd, EPOLLIN, on_output, t);
+	if (t->err_fd >= 0)
+		loop_watch_add(&r->loop, &t->err_w, t->err_fd, EPOLLIN, on_output, t);
 	if (spec->timeout_ms)
 		loop_timer_start(&r->loop, &t->timer, spec->timeout_ms, 0);
 	cleanup_json json_t *started =

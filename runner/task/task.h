@@ -17,6 +17,7 @@ enum task_api {
 	TASK_API_NATIVE,
 	TASK_API_SESSION,
 	TASK_API_TOOL, /* a command run by an agent task: not visible in any API */
+	TASK_API_PTY,  /* the shell of an execd PTY session (api/pty.c) */
 };
 
 enum task_status {
@@ -60,6 +61,9 @@ struct task_spec {
 	 * run: the saved shell state in, the new state out). */
 	int state_in_fd;
 	int state_out_fd;
+	bool keep_stdin;           /* stdin is a pipe the APIs write to (task/pty.h) */
+	bool tty;                  /* run under a terminal (stdin, stdout, stderr) */
+	unsigned short cols, rows; /* its size (0: 80x24) */
 };
 
 struct task_reader {
@@ -121,6 +125,8 @@ struct task {
 	int exit_code; /* -1 while running */
 	int term_signal;
 
+	struct task_input *input; /* stdin pipe or terminal (task/pty.c), or NULL */
+
 	const struct task_driver_ops *driver; /* NULL for process tasks */
 	void *driver_arg;
 	/* Process tasks: the owner's hook, run once just before the terminal
@@ -164,6 +170,8 @@ void task_driven_finish(struct task *t, enum task_status st, int exit_code, json
 void task_driven_fail(struct task *t, const char *code, const char *message, json_t *extra);
 /* SIGTERM the tree now, SIGKILL after the grace period. */
 void task_kill(struct task *t, enum task_status why);
+/* SIGKILL the tree now (an interactive shell ignores SIGTERM). */
+void task_kill_now(struct task *t, enum task_status why);
 
 void task_reader_attach(struct task *t, struct task_reader *rd, bool live);
 void task_reader_detach(struct task_reader *rd);

@@ -1,0 +1,392 @@
+#include "task/pty.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/runner.h"
+#include "task/spawn.h"
+#include "task/task.h"
+
+#ifndef TIOCGPTPEER
+#define TIOCGPTPEER _IO('T', 0x41)
+#endif
+
+/* ---- setting up ---- */
+
+static int open_pty(uid_t uid, gid_t gid, unsigned short cols, unsigned short rows, int *master,
+		    int *slave, struct error *err)
+{
+	int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (m < 0)
+		return error_set(err, errno, "RUNTIME_ERROR", "cannot open a terminal (/dev/ptmx)");
+	if (grantpt(m) < 0 || unlockpt(m) < 0) {
+		int e = errno;
+		close(m);
+		return error_set(err, e, "RUNTIME_ERROR", "cannot unlock the terminal");
+	}
+	/* The peer straight from the master: no path lookup in /dev/pts,
+	 * which another devpts instance could shadow. */
+	int s = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (s < 0) {
+		char name[64];
+		if (ptsname_r(m, name, sizeof(name)) != 0 ||
+		    (s = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0) {
+			int e = errno;
+			close(m);
+			return error_set(err, e, "RUNTIME_ERROR",
+					 "cannot open the terminal's peer");
+		}
+	}
+	/* The task owns its terminal, as after a login (tty(1), mesg, ssh). */
+	if ((geteuid() == 0 && fchown(s, uid, gid) < 0) || fchmod(s, 0620) < 0) {
+		int e = errno;
+		close(s);
+		close(m);
+		return error_set(err, e, "RUNTIME_ERROR",
+				 "cannot hand the terminal to the task user");
+	}
+	struct winsize ws = {.ws_row = rows, .ws_col = cols};
+	if (ioctl(m, TIOCSWINSZ, &ws) < 0 || fcntl(m, F_SETFL, O_NONBLOCK) < 0) {
+		int e = errno;
+		close(s);
+		close(m);
+		return error_set(err, e, "RUNTIME_ERROR", "cannot set up the terminal");
+	}
+	*master = m;
+	*slave = s;
+	return 0;
+}
+
+int task_io_prepare(const struct task_spec *spec, uid_t uid, gid_t gid, struct task_io_prep *p,
+		    struct error *err)
+{
+	*p = (struct task_io_prep)TASK_IO_PREP_INIT;
+	if (spec->tty) {
+		p->tty = true;
+		p->cols = spec->cols ? spec->cols : 80;
+		p->rows = spec->rows ? spec->rows : 24;
+		int m = -1, s = -1;
+		if (open_pty(uid, gid, p->cols, p->rows, &m, &s, err) < 0)
+			return -1;
+		p->child_in = p->child_out = s;
+		p->parent_out = m;
+		p->parent_in = dup(m);
+		if (p->parent_in < 0) {
+			int e = errno;
+			task_io_abort(p);
+			return error_set(err, e, "RUNTIME_ERROR", "dup");
+		}
+		/* dup() drops FD_CLOEXEC. */
+		fcntl(p->parent_in, F_SETFD, FD_CLOEXEC);
+		return 0;
+	}
+	if (spec->keep_stdin) {
+		int fds[2];
+		if (pipe2(fds, O_CLOEXEC) < 0)
+			return error_set(err, errno, "RUNTIME_ERROR",
+					 "cannot create the stdin pipe");
+		if (fcntl(fds[1], F_SETFL, O_NONBLOCK) < 0) {
+			int e = errno;
+			close(fds[0]);
+			close(fds[1]);
+			return error_set(err, e, "RUNTIME_ERROR", "fcntl(O_NONBLOCK)");
+		}
+		p->child_in = fds[0];
+		p->parent_in = fds[1];
+	}
+	return 0;
+}
+
+void task_io_abort(struct task_io_prep *p)
+{
+	int *fds[] = {&p->child_in, &p->parent_in, &p->parent_out};
+	if (p->child_out >= 0 && p->child_out != p->child_in)
+		close(p->child_out);
+	p->child_out = -1;
+	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
+		if (*fds[i] >= 0)
+			close(*fds[i]);
+		*fds[i] = -1;
+	}
+}
+
+static void on_writable(struct loop *loop, struct loop_watch *w, uint32_t events);
+
+int task_io_attach(struct task *t, struct task_io_prep *p)
+{
+	if (p->child_out >= 0 && p->child_out != p->child_in)
+		close(p->child_out);
+	if (p->child_in >= 0)
+		close(p->child_in);
+	p->child_in = p->child_out = -1;
+	if (p->parent_in < 0)
+		return 0;
+	struct task_input *in = calloc(1, sizeof(*in));
+	if (!in) {
+		close(p->parent_in);
+		p->parent_in = -1;
+		return -ENOMEM;
+	}
+	in->t = t;
+	in->fd = p->parent_in;
+	in->tty = p->tty;
+	in->master = p->tty ? p->parent_in : -1;
+	in->cols = p->cols;
+	in->rows = p->rows;
+	p->parent_in = -1;
+	int rc = loop_watch_add(&t->r->loop, &in->w, in->fd, 0, on_writable, in);
+	if (rc < 0) {
+		close(in->fd);
+		free(in);
+		return rc;
+	}
+	t->input = in;
+	return 0;
+}
+
+/* ---- input ---- */
+
+static void wake_waiters(struct task_input *in)
+{
+	while (in->waiters) {
+		struct task_input_waiter *w = in->waiters;
+		in->waiters = w->next;
+		if (w->next)
+			w->next->prev = NULL;
+		w->next = w->prev = NULL;
+		w->linked = false;
+		w->ready(w);
+	}
+}
+
+static void input_close(struct task_input *in)
+{
+	if (in->fd >= 0) {
+		loop_watch_del(&in->t->r->loop, &in->w);
+		close(in->fd);
+	}
+	in->eof_requested = true;
+	in->fd = -1;
+	in->master = -1;
+	buf_free(&in->pending);
+	wake_waiters(in);
+}
+
+void task_io_finish(struct task *t)
+{
+	if (t->input)
+		input_close(t->input);
+}
+
+void task_io_free(struct task *t)
+{
+	task_io_finish(t);
+	free(t->input);
+	t->input = NULL;
+}
+
+bool task_input_open(struct task *t)
+{
+	return t->input && t->input->fd >= 0 && !t->input->eof_requested && !t->finished;
+}
+
+/* Write what is pending; close once asked and done. 0, or -1 when the
+ * task's side is gone. */
+static int flush(struct task_input *in)
+{
+	while (buf_avail(&in->pending)) {
+		const char *p = in->pending.data + in->pending.off;
+		ssize_t n = write(in->fd, p, buf_avail(&in->pending));
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				break;
+			/* EPIPE (pipe: nobody reads) or EIO (terminal hung up). */
+			input_close(in);
+			return -1;
+		}
+		in->pending.off += (size_t)n;
+	}
+	if (!buf_avail(&in->pending))
+		buf_reset(&in->pending);
+	if (in->eof_requested && !buf_avail(&in->pending) && !in->tty) {
+		input_close(in);
+		return 0;
+	}
+	uint32_t ev = buf_avail(&in->pending) ? EPOLLOUT : 0;
+	loop_watch_set(&in->t->r->loop, &in->w, ev);
+	if (buf_avail(&in->pending) <= TASK_INPUT_HIGH / 2)
+		wake_waiters(in);
+	return 0;
+}
+
+static void on_writable(struct loop *loop, struct loop_watch *w, uint32_t events)
+{
+	(void)loop;
+	(void)events;
+	flush(w->arg);
+}
+
+static int closed_error(struct task *t, struct error *err)
+{
+	if (!t->input)
+		return error_set(err, 0, "STDIN_NOT_OPEN",
+				 "task %s was not started with stdin (\"stdin\": true or \"tty\")",
+				 t->id);
+	return error_set(err, 0, "STDIN_CLOSED", "the input of task %s is closed", t->id);
+}
+
+int task_input_write(struct task *t, const void *data, size_t len, struct error *err)
+{
+	struct task_input *in = t->input;
+	if (!task_input_open(t))
+		return closed_error(t, err);
+	if (len == 0)
+		return 0;
+	if (buf_append(&in->pending, data, len) < 0)
+		return error_set(err, ENOMEM, "RUNTIME_ERROR", "queueing input");
+	in->mid_line = ((const char *)data)[len - 1] != '\n';
+	if (flush(in) < 0)
+		return closed_error(t, err);
+	return 0;
+}
+
+bool task_input_busy(struct task *t)
+{
+	return t->input && buf_avail(&t->input->pending) > TASK_INPUT_HIGH;
+}
+
+void task_input_wait(struct task *t, struct task_input_waiter *w)
+{
+	struct task_input *in = t->input;
+	if (w->linked)
+		return;
+	if (!in || in->fd < 0 || buf_avail(&in->pending) <= TASK_INPUT_HIGH / 2) {
+		w->ready(w);
+		return;
+	}
+	w->prev = NULL;
+	w->next = in->waiters;
+	if (in->waiters)
+		in->waiters->prev = w;
+	in->waiters = w;
+	w->linked = true;
+}
+
+void task_input_unwait(struct task *t, struct task_input_waiter *w)
+{
+	if (!w->linked || !t->input)
+		return;
+	struct task_input *in = t->input;
+	if (w->prev)
+		w->prev->next = w->next;
+	else
+		in->waiters = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
+	w->next = w->prev = NULL;
+	w->linked = false;
+}
+
+int task_input_eof(struct task *t, struct error *err)
+{
+	struct task_input *in = t->input;
+	if (!task_input_open(t))
+		return closed_error(t, err);
+	if (in->tty) {
+		/* A terminal cannot be closed from our side without hanging
+		 * up the task: type the EOF character, twice when a partial
+		 * line waits (the first one only sends that line). */
+		struct termios tio;
+		char veof = 4;
+		if (tcgetattr(in->master, &tio) == 0 && tio.c_cc[VEOF])
+			veof = (char)tio.c_cc[VEOF];
+		char two[2] = {veof, veof};
+		size_t n = in->mid_line ? 2 : 1;
+		if (task_input_write(t, two, n, err) < 0)
+			return -1;
+		in->mid_line = false;
+		return 0;
+	}
+	in->eof_requested = true;
+	flush(in);
+	return 0;
+}
+
+/* ---- terminal size, signals ---- */
+
+int task_resize(struct task *t, unsigned cols, unsigned rows, struct error *err)
+{
+	struct task_input *in = t->input;
+	if (cols < 1 || rows < 1 || cols > 65535 || rows > 65535)
+		return error_set(err, 0, "INVALID_REQUEST_BODY",
+				 "cols and rows must be integers from 1 to 65535");
+	if (!in || !in->tty)
+		return error_set(err, 0, "NOT_A_TERMINAL", "task %s does not run under a terminal",
+				 t->id);
+	if (in->master < 0 || t->finished)
+		return error_set(err, 0, "STDIN_CLOSED", "the terminal of task %s is closed",
+				 t->id);
+	struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
+	if (ioctl(in->master, TIOCSWINSZ, &ws) < 0)
+		return error_set(err, errno, "RUNTIME_ERROR", "TIOCSWINSZ");
+	in->cols = (unsigned short)cols;
+	in->rows = (unsigned short)rows;
+	return 0;
+}
+
+static const struct {
+	const char *name;
+	int sig;
+} allowed[] = {
+	{"INT", SIGINT},   {"TERM", SIGTERM}, {"HUP", SIGHUP}, {"QUIT", SIGQUIT},
+	{"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"KILL", SIGKILL}, {"STOP", SIGSTOP},
+	{"CONT", SIGCONT}, {"WINCH", SIGWINCH},
+};
+
+int task_signal_parse(const char *name)
+{
+	if (!name)
+		return 0;
+	if (!strncmp(name, "SIG", 3))
+		name += 3;
+	for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++)
+		if (!strcmp(name, allowed[i].name))
+			return allowed[i].sig;
+	return 0;
+}
+
+int task_signal(struct task *t, int sig, bool foreground, struct error *err)
+{
+	if (t->finished || !t->proc_running)
+		return error_set(err, 0, "TASK_NOT_RUNNING", "task %s is not running", t->id);
+	if (foreground && t->input && t->input->tty && t->input->master >= 0) {
+		pid_t pg = -1;
+		/* The group the terminal would signal for a typed key. */
+		if (ioctl(t->input->master, TIOCGPGRP, &pg) == 0 && pg > 1) {
+			if (kill(-pg, sig) == 0)
+				return 0;
+			if (errno != ESRCH)
+				return error_set(err, errno, "RUNTIME_ERROR", "kill");
+		}
+	}
+	/* The shim knows the task's process group (its child, a session
+	 * leader) and forwards the signal to it. */
+	union sigval v = {.sival_int = sig};
+	if (sigqueue(t->shim_pid, SHIM_SIG_FORWARD, v) < 0)
+		return error_set(err, errno, "RUNTIME_ERROR", "sigqueue");
+	return 0;
+}
