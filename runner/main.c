@@ -19,6 +19,7 @@
 #include "core/log.h"
 #include "model/modelproxy.h"
 #include "task/proctree.h"
+#include "api/api.h"
 #include "core/runner.h"
 #include "task/session.h"
 #include "core/signals.h"
@@ -351,6 +352,7 @@ int main(int argc, char **argv)
 	reaper_reap(&r->reaper);
 	http_stop(r);
 	sessions_free_all(r);
+	pty_free_all(r);
 	tasks_free_all(r);
 	modelproxy_stop(r); /* after the tasks: chat tasks hold proxy tokens */
 	gateway_stop(r);    /* last: agents and the proxy hold gateway calls */

@@ -162,6 +162,8 @@ int api_parse_task(json_t *body, struct task_spec *spec, struct error *err)
 		spec->has_timeout = true;
 	}
 	spec->env = json_object_get(body, "env");
+	if (api_parse_task_io(body, spec, err) < 0)
+		return -1;
 	json_t *model = json_object_get(body, "model");
 	if (model && !json_is_null(model)) {
 		if (!json_is_string(model) || !json_string_length(model) ||
