@@ -122,7 +122,7 @@ class BadInput(RunnerTest):
         self.assert_error(st, b, 404)
         st, b = self.r.json("PUT", "/command", {"command": "true"})
         self.assert_error(st, b, 405)
-        st, b = self.r.json("GET", "/command")
+        st, b = self.r.json("PATCH", "/pty")
         self.assert_error(st, b, 405)
         resp = raw(self.r.port, b"BREW /ping HTTP/1.1\r\nHost: x\r\n\r\n")
         self.assertIn(status_of(resp), (400, 405, 501))
