@@ -19,7 +19,7 @@ FUZZ_TIMEOUT    ?= 10
 FUZZ_RSS_MB     ?= 2048
 FUZZ_ARGS       ?=
 FUZZ_DIR        := build/fuzz
-FUZZ_ALL        := http json_bodies linesplit seccomp $(if $(wildcard runner/files/multipart.c),multipart) chatstream
+FUZZ_ALL        := http json_bodies linesplit seccomp $(if $(wildcard runner/files/multipart.c),multipart) chatstream ws
 FUZZ_TARGETS    ?= $(FUZZ_ALL)
 FUZZ_SAN        := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 		   -fno-omit-frame-pointer
@@ -28,7 +28,7 @@ FUZZ_BASE       := -std=gnu11 -D_GNU_SOURCE -g -O1 $(FUZZ_SAN) \
 # Runner sources are other people's code under change: warnings, not errors.
 FUZZ_OBJ_CFLAGS := $(FUZZ_BASE) -Irunner -Wall -Wextra -fsanitize=fuzzer-no-link
 FUZZ_CFLAGS     := $(FUZZ_BASE) -Wall -Wextra -Werror -Irunner
-FUZZ_LIBS       := -lmicrohttpd -ljansson -lseccomp -lcap-ng -lcurl
+FUZZ_LIBS       := -lmicrohttpd -ljansson -lseccomp -lcap-ng -lcurl -lwslay
 
 # Every runner object but main.c (libFuzzer has main()).
 FUZZ_RUNNER := $(filter-out runner/main.c,$(RUNNER_SRCS))
@@ -41,10 +41,13 @@ FUZZ_SRCS_linesplit   := runner/task/linesplit.c runner/core/util.c
 FUZZ_SRCS_seccomp     := runner/confine/seccomp.c runner/core/error.c
 FUZZ_SRCS_multipart   := runner/files/multipart.c
 FUZZ_SRCS_chatstream  := runner/model/chatstream.c runner/core/util.c
+FUZZ_SRCS_ws          := $(FUZZ_RUNNER)
 FUZZ_EXTRA_http        := tests/fuzz/fuzz_hooks.c
 FUZZ_EXTRA_json_bodies := tests/fuzz/fuzz_hooks.c
+FUZZ_EXTRA_ws          := tests/fuzz/fuzz_hooks.c
 FUZZ_LD_http          := -Wl,--wrap=spawn_task -Wl,--wrap=random_id
 FUZZ_LD_json_bodies   := -Wl,--wrap=spawn_task
+FUZZ_LD_ws            := -Wl,--wrap=spawn_task
 
 $(FUZZ_DIR)/obj/%.o: runner/%.c
 	@mkdir -p $(@D)

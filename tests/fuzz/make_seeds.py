@@ -3,11 +3,12 @@
 meaningful inputs; libFuzzer mutates from there). Re-run after changing the
 routes or the input layouts; the output is deterministic.
 
-    python3 tests/fuzz/make_seeds.py
+    python3 tests/fuzz/make_seeds.py [TARGET...]
 """
 import json
 import os
 import shutil
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "corpus")
@@ -129,6 +130,27 @@ def http_seeds():
     s["http2_preface"] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
     s["keepalive_then_close"] = req("GET", "/metrics") + req("GET", "/ping",
                                                             headers="Connection: close\r\n")
+    # issue 13: PTY sessions, the WebSocket handshake, stdin/resize/signal, lists
+    ws_hdrs = ("Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n")
+    s["pty_create"] = req("POST", "/pty", {"cwd": SANDBOX, "command": "echo hi"})
+    s["pty_status_delete"] = req("GET", "/pty/" + SESSION_ID) + req("DELETE", "/pty/" + SESSION_ID)
+    s["pty_ws_unknown"] = req("GET", "/pty/%s/ws?pty=0&since=5&takeover=1" % SESSION_ID,
+                              headers=ws_hdrs)
+    s["pty_ws_upgrade"] = req("POST", "/pty", "") + req("GET", "/pty/x/ws", headers=ws_hdrs) + \
+        ws_frame(1, b'{"type":"ping"}') + ws_frame(2, b"\x00ls\n")
+    s["pty_ws_bad_version"] = req("GET", "/pty/%s/ws" % SESSION_ID,
+                                  headers=ws_hdrs.replace("n: 13", "n: 8"))
+    s["task_stdin_chunked"] = chunked("POST", "/v1/tasks/%s/stdin" % NATIVE_ID, [b"ab", b"cd\n"])
+    s["task_stdin_close"] = req("DELETE", "/v1/tasks/%s/stdin" % NATIVE_ID)
+    s["task_resize_signal"] = req("POST", "/v1/tasks/%s/resize" % NATIVE_ID,
+                                  {"cols": 80, "rows": 24}) + \
+        req("POST", "/v1/tasks/%s/signal" % NATIVE_ID, {"signal": "SIGINT"})
+    s["task_list"] = req("GET", "/v1/tasks?state=running") + req("GET", "/v1/tasks?x=1")
+    s["task_tty"] = req("POST", "/v1/tasks", {"task": "true", "stdin": True,
+                                              "tty": {"cols": 10, "rows": 5}})
+    s["inventory"] = req("GET", "/command?running=false&limit=2") + req("GET", "/command?&&") + \
+        req("GET", "/command?cursor") + req("GET", "/command?running=%zz&")
     return s
 
 
@@ -253,10 +275,54 @@ def multipart_seeds():
     return s
 
 
+def ws_frame(opcode, payload, fin=True, mask=True, rsv=0):
+    """A client frame as RFC 6455 puts it (masked with a fixed key)."""
+    import struct
+    n = len(payload)
+    b0 = (0x80 if fin else 0) | (rsv << 4) | opcode
+    m = 0x80 if mask else 0
+    if n < 126:
+        h = struct.pack("!BB", b0, m | n)
+    elif n < 65536:
+        h = struct.pack("!BBH", b0, m | 126, n)
+    else:
+        h = struct.pack("!BBQ", b0, m | 127, n)
+    if not mask:
+        return h + payload
+    key = b"\x12\x34\x56\x78"
+    return h + key + bytes(c ^ key[i % 4] for i, c in enumerate(payload))
+
+
+def ws_seeds():
+    """fuzz_ws: byte 0 = handler mode bits (1 pause, 2 echo, 4 close), then
+    client bytes; the first of those also picks how many come with the
+    handshake."""
+    text = lambda o: ws_frame(1, json.dumps(o).encode())
+    s = {}
+    s["stdin"] = b"\x00" + ws_frame(2, b"\x00echo hi\n")
+    s["frames"] = b"\x02" + text({"type": "ping"}) + text({"type": "resize", "cols": 120,
+                                                                "rows": 40}) + \
+        text({"type": "signal", "signal": "SIGINT"}) + text({"type": "stdin", "data": "ls\n"}) + \
+        text({"type": "bogus"}) + ws_frame(2, b"\x07x") + ws_frame(8, b"\x03\xe8bye")
+    s["fragmented"] = b"\x01" + ws_frame(2, b"\x00ab", fin=False) + ws_frame(9, b"p") + \
+        ws_frame(0, b"cd", fin=False) + ws_frame(0, b"ef\n")
+    s["unmasked"] = b"\x00" + ws_frame(2, b"\x00x", mask=False)
+    s["bad_utf8"] = b"\x00" + ws_frame(1, b'{"type":"\xff"}')
+    s["rsv"] = b"\x00" + ws_frame(2, b"\x00x", rsv=4)
+    s["big_len"] = b"\x00" + bytes([0x82, 0xff]) + b"\x00\x00\x00\x00\x7f\xff\xff\xff" + b"abcd"
+    s["close_codes"] = b"\x04" + text({"type": "ping"}) + ws_frame(8, b"\x0f\xa1TAKEN_OVER")
+    s["echo_many"] = b"\x03" + ws_frame(2, b"\x00" + b"y" * 4000) * 40
+    s["control_too_long"] = b"\x00" + ws_frame(9, b"z" * 200)
+    return s
+
+
 def main():
+    only = set(sys.argv[1:])  # targets to write (default: all)
     sets = {"http": http_seeds(), "json_bodies": json_seeds(), "linesplit": linesplit_seeds(),
-            "seccomp": seccomp_seeds(), "multipart": multipart_seeds()}
+            "seccomp": seccomp_seeds(), "multipart": multipart_seeds(), "ws": ws_seeds()}
     for target, seeds in sets.items():
+        if only and target not in only:
+            continue
         d = os.path.join(CORPUS, target)
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d)
