@@ -69,3 +69,5 @@ bench: $(BENCH_TOOLS) $(BENCH_BUILD)
 	    --json $(BENCH_OUT)$(if $(BENCH_QUICK),/quick)/files.json
 	$(BENCH_PYTHON) tests/bench/proxy_bench.py --runner $(BENCH_RUNNER) $(if $(BENCH_QUICK),--quick) \
 	    --json $(BENCH_OUT)$(if $(BENCH_QUICK),/quick)/proxy.json
+	$(BENCH_PYTHON) tests/bench/pty_bench.py --runner $(BENCH_RUNNER) $(if $(BENCH_QUICK),--quick) \
+	    --json $(BENCH_OUT)$(if $(BENCH_QUICK),/quick)/pty.json
