@@ -4,7 +4,7 @@ CC       ?= cc
 PKGS     := libmicrohttpd jansson libseccomp libcap-ng libcurl
 CFLAGS   ?= -O2 -g
 WARN     := -Wall -Wextra -Werror
-BASEFLAGS = -std=gnu11 -D_GNU_SOURCE $(WARN) -Irunner $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+BASEFLAGS = -std=gnu11 -D_GNU_SOURCE -DHAVE_WSLAY $(WARN) -Irunner $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 # wslay ships no pkg-config file in Debian: linked by name.
 LDLIBS   := -lmicrohttpd -ljansson -lseccomp -lcap-ng -lcurl -lwslay
 

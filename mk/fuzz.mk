@@ -23,7 +23,7 @@ FUZZ_ALL        := http json_bodies linesplit seccomp $(if $(wildcard runner/fil
 FUZZ_TARGETS    ?= $(FUZZ_ALL)
 FUZZ_SAN        := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 		   -fno-omit-frame-pointer
-FUZZ_BASE       := -std=gnu11 -D_GNU_SOURCE -g -O1 $(FUZZ_SAN) \
+FUZZ_BASE       := -std=gnu11 -D_GNU_SOURCE -DHAVE_WSLAY -g -O1 $(FUZZ_SAN) \
 		   $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 # Runner sources are other people's code under change: warnings, not errors.
 FUZZ_OBJ_CFLAGS := $(FUZZ_BASE) -Irunner -Wall -Wextra -fsanitize=fuzzer-no-link

@@ -50,6 +50,11 @@ declare -A DEB_PKG=([mbedtls]=mbedtls [curl]=curl [libmicrohttpd]=libmicrohttpd
                     [jansson]=jansson [libseccomp]=libseccomp [libcap-ng]=libcap-ng
                     [wslay]=wslay)
 declare -A DEPENDS=([curl]="mbedtls")
+# Libraries the runner can be built without: when their source cannot be fetched (seen here:
+# Debian's mirror answers 404 for wslay's tarballs) the build goes on without them, records it
+# in their stamp (so the next run does not retry until the version or recipe changes), and the
+# runner is built without the feature (WebSocket routes answer 501).
+OPTIONAL_LIBS=" wslay "
 
 T0=$(date +%s)
 say() { printf 'static-deps: %s\n' "$*"; }
@@ -383,10 +388,20 @@ setup_kinc
 command -v "$CC_MUSL" >/dev/null || die "$CC_MUSL not found"
 say "building ${todo[*]} into $PREFIX (make -j$JOBS)"
 
+skipped=()
 for l in "${todo[@]}"; do
     rm -f "$STAMPS/$l"
     : >"$LOGS/$l.log"
     if ! fetch_source "$l" "${VERSION[$l]}"; then
+        if [[ "$OPTIONAL_LIBS" == *" $l "* ]]; then
+            printf 'static-deps: %-14s %-22s UNAVAILABLE: source cannot be fetched; building without it (log: %s)\n' \
+                "$l" "${VERSION[$l]}" "$LOGS/$l.log" >&2
+            rm -f "$PREFIX/lib/lib$l.a"
+            printf 'version=%s\nrecipe=%s\nunavailable=source cannot be fetched\n' "${VERSION[$l]}" \
+                "${KEY[$l]}" >"$STAMPS/$l"
+            skipped+=("$l")
+            continue
+        fi
         printf 'static-deps: %-14s %-22s FETCH/UNPACK FAILED (log: %s)\n' "$l" "${VERSION[$l]}" \
             "$LOGS/$l.log" >&2
         tail -n 30 "$LOGS/$l.log" | sed 's/^/    | /' >&2
@@ -394,7 +409,12 @@ for l in "${todo[@]}"; do
     fi
 done
 
-in_todo() { local x; for x in "${todo[@]}"; do [ "$x" = "$1" ] && return 0; done; return 1; }
+in_todo() {
+    local x
+    for x in "${skipped[@]}"; do [ "$x" = "$1" ] && return 1; done
+    for x in "${todo[@]}"; do [ "$x" = "$1" ] && return 0; done
+    return 1
+}
 
 # Two lanes keep both cores busy through the (serial) configure scripts: the TLS stack
 # (mbedtls, then curl, which builds against it) and everything else.

@@ -1,5 +1,8 @@
 #include "http/ws.h"
 
+/* Built only with wslay (HAVE_WSLAY); ws_unavailable.c stands in otherwise. */
+#ifdef HAVE_WSLAY
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -693,3 +696,5 @@ void ws_close_all(struct runner *r)
 	free(r->ws);
 	r->ws = NULL;
 }
+
+#endif /* HAVE_WSLAY */
