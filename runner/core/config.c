@@ -124,6 +124,12 @@ static const struct opt_def opts[] = {
 	 "pids.max of each task's cgroup where cgroup v2 is delegated (0 = max)"},
 	{"task-cpu-max", "FORCEAI_TASK_CPU_MAX", OPT_STR, OFF(task_cpu_max), "max",
 	 "cpu.max of each task's cgroup where cgroup v2 is delegated (\"QUOTA PERIOD\" or max)"},
+	{"one-shot", "FORCEAI_RUNNER_ONE_SHOT", OPT_BOOL, OFF(one_shot), "0",
+	 "serve exactly one task, then shut down and exit with its status"},
+	{"allow-reset", "FORCEAI_ALLOW_RESET", OPT_BOOL, OFF(allow_reset), "0",
+	 "enable POST /v1/reset: the writable roots are snapshotted at start and restored"},
+	{"reset-snapshot-max", "FORCEAI_RESET_SNAPSHOT_MAX", OPT_U64, OFF(reset_snapshot_max),
+	 "268435456", "largest content of the writable roots kept for reset (bytes)"},
 	{"insecure-no-confine", "FORCEAI_INSECURE_NO_CONFINE", OPT_BOOL, OFF(insecure_no_confine),
 	 "0", "TEST ONLY: run tasks without seccomp/capability/Landlock confinement"},
 };
@@ -572,6 +578,10 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 		fprintf(stderr, "forceai-runner: warning: a gateway key is set but no --gateway-url\n");
 	if (cfg->agent_max_steps == 0 || cfg->agent_max_steps > 10000)
 		return bad(src, "agent-max-steps", "(value)", "must be 1..10000");
+	if (cfg->one_shot && cfg->main_argv)
+		return error_set(err, 0, NULL,
+				 "--one-shot and a main command (-- CMD) both decide the exit "
+				 "status: use one");
 	if (cfg->agent_output_max < 256 || cfg->agent_output_max > 1048576)
 		return bad(src, "agent-output-max", "(value)", "must be 256..1048576");
 	return 0;

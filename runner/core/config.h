@@ -42,6 +42,11 @@ struct runner_config {
 	const char *task_cpu_max; /* cgroup v2 cpu.max per task, e.g. "100000 100000" */
 	char **main_argv;         /* after "--"; NULL when none */
 
+	/* The gateway's runtime profiles (task/profile.h). */
+	bool one_shot;               /* serve one task, then exit with its status */
+	bool allow_reset;            /* POST /v1/reset (pooled boxes) */
+	uint64_t reset_snapshot_max; /* bytes of the writable roots kept for reset */
+
 	/* Model calls (docs/design.md §7). gateway_url NULL = no model access. */
 	const char *gateway_url;
 	char *gateway_key;        /* NULL = vault mode: no Authorization sent */
