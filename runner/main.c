@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "model/modelproxy.h"
+#include "task/profile.h"
 #include "task/proctree.h"
 #include "api/api.h"
 #include "core/runner.h"
@@ -131,6 +132,8 @@ static void runner_shutdown(struct runner *r, const char *why)
 static void exit_check(struct loop *loop, void *arg)
 {
 	struct runner *r = arg;
+	if (!r->shutting_down && profile_shutdown_due(r))
+		runner_shutdown(r, "one-shot task finished");
 	if (!r->shutting_down)
 		return;
 	if (r->main_running || tasks_running(r) > 0)
@@ -319,6 +322,8 @@ int main(int argc, char **argv)
 		error_set(&err, ENOMEM, NULL, "task tables");
 		return start_failed(&err);
 	}
+	if (profile_init(r, &err) < 0)
+		return start_failed(&err);
 	if (http_start(r, api_routes, api_n_routes, &err) < 0 || gateway_init(r, &err) < 0 ||
 	    modelproxy_start(r, &err) < 0)
 		return start_failed(&err);
@@ -350,12 +355,14 @@ int main(int argc, char **argv)
 	tasks_kill_all(r, true);
 	proctree_kill_children(r->self_pid, SIGKILL, 0);
 	reaper_reap(&r->reaper);
+	profile_abort(r); /* a waiting reset request must not stay suspended */
 	http_stop(r);
 	sessions_free_all(r);
 	pty_free_all(r);
 	tasks_free_all(r);
 	modelproxy_stop(r); /* after the tasks: chat tasks hold proxy tokens */
 	gateway_stop(r);    /* last: agents and the proxy hold gateway calls */
+	profile_free(r);
 	log_info("exited", "{s:i,s:i}", "exit_code", r->exit_code, "orphans_reaped",
 		 (int)r->reaper.orphans_reaped);
 	confine_policy_free(&r->policy);

@@ -80,6 +80,9 @@ enum MHD_Result api_metrics(struct http_req *req);
 enum MHD_Result api_metrics_watch(struct http_req *req);
 enum MHD_Result api_hardening(struct http_req *req);
 
+/* reset.c: POST /v1/reset (task/profile.h) */
+enum MHD_Result api_reset(struct http_req *req);
+
 /* files.c: execd-compatible files and directories API */
 enum MHD_Result api_files_info(struct http_req *req);
 enum MHD_Result api_files_delete(struct http_req *req);

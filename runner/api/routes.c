@@ -29,6 +29,7 @@ const struct http_route api_routes[] = {
 	{"GET", "/pty/*", api_pty_status, NULL},
 	{"DELETE", "/pty/*", api_pty_delete, NULL},
 	{"GET", "/pty/*/ws", api_pty_ws, NULL},
+	{"POST", "/v1/reset", api_reset, NULL},
 	{"GET", "/files/info", api_files_info, NULL},
 	{"DELETE", "/files", api_files_delete, NULL},
 	{"POST", "/files/mv", api_files_mv, NULL},

@@ -19,6 +19,7 @@ struct gateway;
 struct modelproxy;
 struct ws_table;
 struct pty_table;
+struct profile;
 
 enum init_mode { INIT_PID1, INIT_SUBREAPER };
 
@@ -56,4 +57,5 @@ struct runner {
 	struct modelproxy *modelproxy; /* loopback model proxy for chat tasks */
 	struct ws_table *ws;           /* open WebSocket connections (http/ws.c) */
 	struct pty_table *ptys;        /* execd PTY sessions (api/pty.c) */
+	struct profile *profile;       /* one-shot and reset (task/profile.h) */
 };

@@ -16,6 +16,7 @@
 #include "http/gate.h"
 #include "http/internal.h"
 #include "http/ws.h"
+#include "task/profile.h"
 
 /* Does path match pattern? Captures the '*' segment into out. */
 static bool match(const char *pattern, const char *path, char *out, size_t outlen)
@@ -271,11 +272,26 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (cl && !req->route->body && strtoull(cl, NULL, 10) > r->cfg.max_body)
 			return http_failf(req, "PAYLOAD_TOO_LARGE", "request body over %llu bytes",
 					  (unsigned long long)r->cfg.max_body);
+		struct error pe;
+		if (profile_request_blocked(r, method, url, &pe))
+			return http_fail(req, &pe);
+		req->gen = profile_gen(r);
 		return MHD_YES;
 	}
 	if (req->responded) {
 		*upload_size = 0; /* discard the rest of a refused body */
 		return MHD_YES;
+	}
+	/* A reset ran while it was being received (e.g. an upload): it was the
+	 * previous tenant's. The rest of it is discarded, the handler never
+	 * sees it (an upload is not committed), and it gets a 503. */
+	if (req->gen != profile_gen(r)) {
+		if (*upload_size) {
+			*upload_size = 0;
+			return MHD_YES;
+		}
+		return http_failf(req, "RESETTING",
+				  "the box was reset while this request was being received");
 	}
 	if (*upload_size && req->route->body) {
 		/* The route may take only part (backpressure: it suspends the

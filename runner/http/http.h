@@ -48,6 +48,7 @@ struct http_req {
 	char *raw_query;   /* the query string as sent (NULL: none), for strict parsers */
 	bool suspended;    /* http_req_suspend: waits for http_req_resume */
 	struct http_req *snext, *sprev;
+	uint64_t gen;      /* the reset generation it arrived in (task/profile.h) */
 	void (*ctx_free)(struct http_req *req);
 };
 
@@ -73,6 +74,7 @@ struct http_stream {
 	bool done;      /* nothing more after out */
 	bool suspended;
 	bool closed;
+	bool ending; /* http_streams_end: ends as soon as it has nothing to send */
 	uint64_t last_send_ms; /* monotonic */
 	struct http_stream *next, *prev;
 };
@@ -123,6 +125,10 @@ enum MHD_Result http_text(struct http_req *req, unsigned status, const char *cty
 enum MHD_Result http_stream_start(struct http_req *req, struct http_stream *s,
 				  const struct http_stream_ops *ops, const char *content_type);
 void http_stream_wake(struct http_stream *s);
+/* End every stream (reset): each sends what it has (a task stream its
+ * terminal event) and closes; force also cuts the connections of those
+ * still open (a client that does not read). Returns the streams open. */
+unsigned http_streams_end(struct runner *r, bool force);
 
 /* The request body parsed as a JSON object; on failure responds 400 and
  * returns NULL (check req->responded). allow_empty: empty body → {} */

@@ -1,7 +1,9 @@
 /* Streamed response bodies of the API server: see struct http_stream. */
 #include "http/http.h"
 
+#include <errno.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 
 #include "core/log.h"
 #include "core/runner.h"
@@ -22,7 +24,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 		s->last_send_ms = monotonic_ms();
 		return (ssize_t)n;
 	}
-	if (s->done)
+	if (s->done || s->ending)
 		return MHD_CONTENT_READER_END_OF_STREAM;
 	/* Stopping: MHD_stop_daemon() aborts the process if a connection is
 	 * still suspended, so a stream with nothing more to send now ends. */
@@ -88,6 +90,30 @@ enum MHD_Result http_stream_start(struct http_req *req, struct http_stream *s,
 	MHD_add_response_header(resp, "Cache-Control", "no-cache");
 	MHD_add_response_header(resp, "X-Accel-Buffering", "no");
 	return http_queue(req, 200, resp);
+}
+
+unsigned http_streams_end(struct runner *r, bool force)
+{
+	struct http_server *h = r->http;
+	if (!h)
+		return 0;
+	for (struct http_stream *s = h->streams; s; s = s->next) {
+		s->ending = true;
+		if (force) {
+			const union MHD_ConnectionInfo *ci =
+				MHD_get_connection_info(s->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+			/* MHD sees the dead socket on its next turn and closes it. */
+			if (ci && shutdown(ci->connect_fd, SHUT_RDWR) < 0 && errno != ENOTCONN)
+				log_errno("shutdown of a stream's connection failed", errno, NULL);
+		}
+		http_stream_wake(s);
+	}
+	return h->n_streams;
+}
+
+unsigned http_stream_count(struct runner *r)
+{
+	return r->http ? r->http->n_streams : 0;
 }
 
 void http_stream_wake(struct http_stream *s)

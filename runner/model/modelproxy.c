@@ -618,6 +618,40 @@ json_t *modelproxy_report(struct runner *r)
 	return o;
 }
 
+unsigned modelproxy_revoke_all(struct runner *r, unsigned *requests)
+{
+	struct modelproxy *p = r->modelproxy;
+	unsigned n = 0;
+	*requests = 0;
+	if (!p)
+		return 0;
+	for (struct mp_token *k = p->tokens; k; k = k->next) {
+		if (k->t)
+			n++;
+		k->t = NULL; /* token_find() skips it from now on */
+	}
+	for (struct mp_req *q = p->reqs; q; q = q->next) {
+		/* As at shutdown: a body still arriving goes nowhere and no call
+		 * starts for it. */
+		q->discard = true;
+		q->start_failed = true;
+		if (q->call) {
+			gw_call_cancel(q->call);
+			q->call = NULL;
+		}
+		if (!q->eof) {
+			q->eof = true;
+			q->err = GW_ABORTED;
+			snprintf(q->errmsg, sizeof(q->errmsg), "the box was reset");
+			(*requests)++;
+		}
+		if (q->suspended)
+			wake(q);
+	}
+	http_daemon_wake(&p->daemon);
+	return n;
+}
+
 unsigned modelproxy_port(struct runner *r)
 {
 	return r->modelproxy ? r->modelproxy->port : 0;

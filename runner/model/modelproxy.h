@@ -18,6 +18,9 @@ unsigned modelproxy_port(struct runner *r);
 /* Its limits, for GET /v1/hardening (null without a gateway). New reference. */
 json_t *modelproxy_report(struct runner *r);
 void modelproxy_stop(struct runner *r);
+/* Reset: every task token dies now and every proxied call is cut. Returns
+ * the live tokens revoked; *requests gets the calls cut. */
+unsigned modelproxy_revoke_all(struct runner *r, unsigned *requests);
 /* Start a chat task: task_start with the token in its environment. NULL
  * with err set (CAPABILITY_UNAVAILABLE, INVALID_REQUEST_BODY, task_start's). */
 struct task *modelproxy_start_task(struct runner *r, const struct task_spec *spec,

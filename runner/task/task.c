@@ -20,6 +20,7 @@
 #include "core/log.h"
 #include "core/runner.h"
 #include "task/pty.h"
+#include "task/profile.h"
 #include "task/spawn.h"
 #include "core/util.h"
 
@@ -347,6 +348,7 @@ static void task_finalize(struct task *t)
 		 (json_int_t)(t->finished_ms - t->started_ms));
 	task_io_finish(t);
 	wake_readers(t);
+	profile_task_finished(t);
 }
 
 static void task_unlink(struct task *t)
@@ -460,6 +462,20 @@ void tasks_tick(struct runner *r)
 	expire_records(r);
 }
 
+void tasks_drop_finished(struct runner *r, unsigned *records, uint64_t *log_bytes)
+{
+	for (struct task *t = r->tasks->head, *next; t; t = next) {
+		next = t->next;
+		if (!t->finished || t->n_readers)
+			continue;
+		(*records)++;
+		for (int i = 0; i < t->spool.nseg; i++)
+			*log_bytes += t->spool.seg[i].size;
+		task_unlink(t);
+		loop_defer(&r->loop, task_free_deferred, t);
+	}
+}
+
 void tasks_free_all(struct runner *r)
 {
 	if (!r->tasks)
@@ -519,6 +535,8 @@ static int resolve_identity(struct runner *r, const struct task_spec *spec, uid_
  * runner accepts work, the cap, a cwd that exists. Returns the cwd. */
 static const char *task_admit(struct runner *r, const struct task_spec *spec, struct error *err)
 {
+	if (profile_admit(r, spec, err) < 0)
+		return NULL;
 	if (r->shutting_down) {
 		error_set(err, 0, "SERVICE_UNAVAILABLE", "the runner is shutting down");
 		return NULL;
@@ -599,6 +617,7 @@ static void task_link(struct task *t)
 		t->next->prev = t;
 	r->tasks->head = t;
 	t->linked = true;
+	profile_task_started(t);
 }
 
 struct task *task_start(struct runner *r, const struct task_spec *spec, struct error *err)
@@ -814,6 +833,7 @@ static void driven_log(struct task *t)
 		 task_status_name(t->status), "exit_code", t->exit_code, "duration_ms",
 		 (json_int_t)(t->finished_ms - t->started_ms));
 	wake_readers(t);
+	profile_task_finished(t);
 }
 
 void task_driven_finish(struct task *t, enum task_status st, int exit_code, json_t *extra)

@@ -152,6 +152,9 @@ unsigned tasks_running(struct runner *r);
 /* hard=false: SIGTERM every tree (grace timer follows); hard=true: SIGKILL. */
 void tasks_kill_all(struct runner *r, bool hard);
 void tasks_tick(struct runner *r);
+/* Reset: unlink every finished record nobody reads (freed after this loop
+ * turn), counting them and the bytes of their logs. */
+void tasks_drop_finished(struct runner *r, unsigned *records, uint64_t *log_bytes);
 
 /* Spawn; on failure returns NULL with err set (SERVICE_UNAVAILABLE,
  * TOO_MANY_TASKS, INVALID_REQUEST_BODY, FORBIDDEN, RUNTIME_ERROR). */

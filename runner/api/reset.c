@@ -1,0 +1,21 @@
+/* POST /v1/reset (the `pooled` profile): answered once the reset is done,
+ * with what it removed and how long it took; see task/reset.c. */
+#include "api/api.h"
+#include "core/error.h"
+#include "core/runner.h"
+#include "task/profile.h"
+
+enum MHD_Result api_reset(struct http_req *req)
+{
+	if (req->ctx) { /* resumed: the answer is ready */
+		unsigned status;
+		json_t *body = reset_answer(req, &status);
+		if (!body)
+			return http_error(req, 500, "RUNTIME_ERROR", "the reset left no answer");
+		return http_json(req, status, body);
+	}
+	struct error e = {0};
+	if (reset_start(req->r, req, &e) < 0)
+		return http_fail(req, &e);
+	return MHD_YES; /* suspended until the reset is done */
+}

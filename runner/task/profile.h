@@ -1,0 +1,67 @@
+/* The gateway's runtime profiles (README "Runtime profiles"):
+ * - `ephemeral-task`: --one-shot, the runner serves one task and exits with
+ *   its status once the terminal event is delivered (oneshot.c);
+ * - `pooled`: POST /v1/reset makes a used box indistinguishable from a fresh
+ *   one for the next tenant (reset.c, files/snapshot.c, api/reset.c);
+ * - `session`: the default, nothing to do.
+ * The task engine and the HTTP layer call the hooks below. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+#include <jansson.h>
+#include <sys/types.h>
+
+struct runner;
+struct task;
+struct task_spec;
+struct error;
+struct http_req;
+struct reset;
+
+#define PROFILE_MAX_UIDS 32
+
+struct profile {
+	/* one-shot */
+	struct task *oneshot; /* the task being served, until it finishes */
+	bool oneshot_done;
+	bool oneshot_shutdown_due; /* main's exit check starts the shutdown */
+
+	/* reset */
+	uint64_t gen;        /* bumped by each reset: requests from before it are dropped */
+	struct reset *reset; /* NULL without --allow-reset */
+	uid_t uids[PROFILE_MAX_UIDS]; /* identities tasks ran as, for the /proc sweep */
+	unsigned n_uids;
+	bool uids_overflow; /* more than that: every uid but the runner's counts */
+};
+
+/* At start, before "ready": with --allow-reset the snapshot of the roots
+ * (long for big roots; fails beyond --reset-snapshot-max). 0 or -1. */
+int profile_init(struct runner *r, struct error *e);
+/* At exit: a waiting reset request is answered (before http_stop: it must
+ * not stay suspended), the worker killed, the snapshot store removed. */
+void profile_abort(struct runner *r);
+void profile_free(struct runner *r);
+
+/* Admission of a task (every API): -1 with e set when refused (409 for a
+ * second one-shot task, 503 while a reset runs or after one failed). */
+int profile_admit(struct runner *r, const struct task_spec *spec, struct error *e);
+/* A task was started / has written its terminal event. */
+void profile_task_started(struct task *t);
+void profile_task_finished(struct task *t);
+/* Once, after the one-shot task finished: time to shut down (the main
+ * loop's exit check asks after every batch). Streams still deliver their
+ * terminal event: the shutdown waits for them up to --grace-ms (+0.5 s),
+ * and a client that does not read is dropped after --idle-timeout-ms. */
+bool profile_shutdown_due(struct runner *r);
+
+/* HTTP: the reset generation a request belongs to, and whether a request
+ * must be refused now (while a reset runs only /ping, /metrics,
+ * /v1/hardening and /v1/reset answer). */
+uint64_t profile_gen(struct runner *r);
+bool profile_request_blocked(struct runner *r, const char *method, const char *path,
+			     struct error *e);
+
+/* reset.c, for api/reset.c: start a reset for req (suspended until it is
+ * done), and its answer once resumed. */
+int reset_start(struct runner *r, struct http_req *req, struct error *e);
+json_t *reset_answer(struct http_req *req, unsigned *status);

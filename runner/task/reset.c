@@ -1,0 +1,780 @@
+/* POST /v1/reset: a used box becomes indistinguishable from a fresh one for
+ * the next tenant (the `pooled` profile). A state machine on the loop, one
+ * step every 10 ms, never blocking it:
+ *
+ *   processes  sessions deleted, model-proxy tokens revoked and proxied
+ *              calls cut, every task tree SIGKILLed, then /proc swept
+ *              (SIGSTOP, SIGKILL) until no descendant of the runner is left
+ *              outside the main process's tree, nor (as PID 1) any process
+ *              of a task uid;
+ *   drain      every task record has its terminal event;
+ *   streams    every stream is told to end (task streams send their
+ *              terminal event first); after 1 s the rest are cut;
+ *   records    every record, log and spool dropped;
+ *   files      a child process restores the writable roots from the
+ *              snapshot taken at start (files/snapshot.c) and, as PID 1,
+ *              removes the task uids' SysV IPC objects and POSIX queues.
+ *
+ * New tasks get 503 meanwhile (other routes too, but /ping, /metrics,
+ * /v1/hardening); requests from before the reset that are still being
+ * received are dropped. A reset that cannot finish (a process that will
+ * not die, a restore error) leaves the box refusing tasks until a reset
+ * succeeds. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/runner.h"
+#include "core/signals.h"
+#include "core/util.h"
+#include "files/snapshot.h"
+#include "http/http.h"
+#include "model/modelproxy.h"
+#include "task/ipcclean.h"
+#include "task/profile.h"
+#include "task/session.h"
+#include "task/task.h"
+
+#define STEP_MS 10
+#define KILL_DEADLINE_MS 10000
+#define DRAIN_DEADLINE_MS 5000
+#define STREAM_GRACE_MS 1000 /* to take the terminal event */
+#define STREAM_DEADLINE_MS 3000
+#define FILES_DEADLINE_MS 600000
+
+enum phase { R_IDLE, R_PROCESSES, R_DRAIN, R_STREAMS, R_FILES };
+
+struct reset {
+	struct runner *r;
+	struct snapshot snap;
+	char *skipped_roots;
+	enum phase phase;
+	char failed[256]; /* the last reset's failure; "" = none */
+	struct http_req *waiter;
+	struct loop_timer timer;
+	uint64_t t0, phase_t0;
+	uint64_t ms_processes, ms_streams, ms_files;
+	bool streams_forced;
+
+	unsigned tasks, sessions, tokens, proxy_requests, streams, records;
+	uint64_t log_bytes;
+	pid_t *killed;
+	size_t n_killed, cap_killed;
+
+	pid_t worker;
+	bool worker_running;
+	int worker_fd;
+	int worker_status;
+};
+
+/* What a waiting POST /v1/reset gets (its req->ctx). */
+struct reset_wait {
+	struct reset *rs;
+	unsigned status;
+	json_t *body;
+};
+
+static struct reset *rs_of(struct runner *r)
+{
+	return r->profile ? r->profile->reset : NULL;
+}
+
+bool reset_busy(struct runner *r)
+{
+	struct reset *rs = rs_of(r);
+	return rs && rs->phase != R_IDLE;
+}
+
+const char *reset_failure(struct runner *r)
+{
+	struct reset *rs = rs_of(r);
+	return rs && rs->failed[0] ? rs->failed : NULL;
+}
+
+/* ---- the /proc sweep ---- */
+
+struct pinfo {
+	pid_t pid, ppid;
+	char state;
+	uid_t uid[3]; /* real, effective, saved */
+	char mark;    /* 0 unknown, else classify()'s verdict */
+	bool target;
+};
+
+static int read_small(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, len - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	return 0;
+}
+
+static int read_pinfo(pid_t pid, bool uids, struct pinfo *pi)
+{
+	char path[64], buf[2048];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (read_small(path, buf, sizeof(buf)) < 0)
+		return -1;
+	char *rp = strrchr(buf, ')'); /* comm may hold anything */
+	int ppid;
+	if (!rp || sscanf(rp + 1, " %c %d", &pi->state, &ppid) != 2)
+		return -1;
+	pi->pid = pid;
+	pi->ppid = ppid;
+	pi->mark = 0;
+	pi->target = false;
+	pi->uid[0] = pi->uid[1] = pi->uid[2] = (uid_t)-1;
+	if (!uids)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (read_small(path, buf, sizeof(buf)) < 0)
+		return -1;
+	char *u = strstr(buf, "\nUid:");
+	unsigned a, b, c;
+	if (u && sscanf(u + 5, "%u %u %u", &a, &b, &c) == 3) {
+		pi->uid[0] = a;
+		pi->uid[1] = b;
+		pi->uid[2] = c;
+	}
+	return 0;
+}
+
+static int cmp_pinfo(const void *a, const void *b)
+{
+	pid_t x = ((const struct pinfo *)a)->pid, y = ((const struct pinfo *)b)->pid;
+	return (x > y) - (x < y);
+}
+
+static struct pinfo *find_pi(struct pinfo *v, size_t n, pid_t pid)
+{
+	struct pinfo key = {.pid = pid};
+	return bsearch(&key, v, n, sizeof(*v), cmp_pinfo);
+}
+
+static bool task_uid(struct runner *r, const struct pinfo *pi)
+{
+	struct profile *p = r->profile;
+	for (int k = 0; k < 3; k++) {
+		uid_t u = pi->uid[k];
+		if (u == (uid_t)-1 || u == 0 || u == geteuid())
+			continue;
+		if (p->uids_overflow || u == r->cfg.task_uid)
+			return true;
+		for (unsigned i = 0; i < p->n_uids; i++)
+			if (p->uids[i] == u)
+				return true;
+	}
+	return false;
+}
+
+/* Where pi stands: 1 a descendant of the runner (outside the main
+ * process's tree and the worker), 2 not a descendant, 3 the runner, the
+ * main process's tree or the worker. Memoised down the parent chain. */
+static char classify(struct reset *rs, struct pinfo *v, size_t n, struct pinfo *pi)
+{
+	struct runner *r = rs->r;
+	struct pinfo *chain[128];
+	size_t depth = 0;
+	char verdict;
+	for (struct pinfo *cur = pi;;) {
+		if (cur->mark) {
+			verdict = cur->mark;
+			break;
+		}
+		if (cur->pid == r->self_pid || (r->main_running && cur->pid == r->main_pid) ||
+		    (rs->worker_running && cur->pid == rs->worker)) {
+			verdict = 3;
+			chain[depth++] = cur;
+			break;
+		}
+		chain[depth++] = cur;
+		if (cur->ppid == r->self_pid) {
+			verdict = 1;
+			break;
+		}
+		struct pinfo *parent = cur->ppid > 0 ? find_pi(v, n, cur->ppid) : NULL;
+		if (!parent || depth == 128) {
+			verdict = 2;
+			break;
+		}
+		cur = parent;
+	}
+	for (size_t i = 0; i < depth; i++)
+		chain[i]->mark = verdict;
+	return verdict;
+}
+
+/* Must pi end? Descendants of the runner but the main process's tree; as
+ * PID 1 (everything in the namespace is the box's) also any other process
+ * of a task uid, e.g. one entered with `podman exec --user`. */
+static bool is_target(struct reset *rs, struct pinfo *v, size_t n, struct pinfo *pi)
+{
+	if (pi->state == 'Z' || pi->state == 'X')
+		return false;
+	char c = classify(rs, v, n, pi);
+	return c == 1 || (c == 2 && rs->r->init_mode == INIT_PID1 && task_uid(rs->r, pi));
+}
+
+static void note_killed(struct reset *rs, pid_t pid)
+{
+	if (rs->n_killed == rs->cap_killed) {
+		size_t cap = rs->cap_killed ? rs->cap_killed * 2 : 256;
+		pid_t *k = realloc(rs->killed, cap * sizeof(*k));
+		if (!k)
+			return;
+		rs->killed = k;
+		rs->cap_killed = cap;
+	}
+	rs->killed[rs->n_killed++] = pid;
+}
+
+/* One sweep: returns the number of live processes found to end (and
+ * signalled), or -errno. */
+static int sweep(struct reset *rs)
+{
+	struct runner *r = rs->r;
+	bool uids = r->init_mode == INIT_PID1;
+	DIR *d = opendir("/proc");
+	if (!d)
+		return -errno;
+	struct pinfo *v = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+		if (*end || pid <= 0)
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 512;
+			struct pinfo *nv = realloc(v, cap * sizeof(*nv));
+			if (!nv) {
+				closedir(d);
+				free(v);
+				return -ENOMEM;
+			}
+			v = nv;
+		}
+		if (read_pinfo((pid_t)pid, uids, &v[n]) == 0)
+			n++;
+	}
+	closedir(d);
+	qsort(v, n, sizeof(*v), cmp_pinfo);
+	size_t targets = 0;
+	for (size_t i = 0; i < n; i++)
+		if ((v[i].target = is_target(rs, v, n, &v[i])))
+			targets++;
+	/* Stopped first, so none forks while the others are killed. */
+	for (size_t i = 0; i < n; i++)
+		if (v[i].target)
+			kill(v[i].pid, SIGSTOP);
+	for (size_t i = 0; i < n; i++) {
+		if (!v[i].target)
+			continue;
+		if (kill(v[i].pid, SIGKILL) == 0)
+			note_killed(rs, v[i].pid);
+		else if (errno != ESRCH)
+			log_errno("reset: SIGKILL failed", errno, NULL);
+	}
+	free(v);
+	return (int)targets;
+}
+
+static int cmp_pid(const void *a, const void *b)
+{
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+	return (x > y) - (x < y);
+}
+
+static unsigned distinct_killed(struct reset *rs)
+{
+	if (!rs->n_killed)
+		return 0;
+	qsort(rs->killed, rs->n_killed, sizeof(pid_t), cmp_pid);
+	unsigned d = 1;
+	for (size_t i = 1; i < rs->n_killed; i++)
+		if (rs->killed[i] != rs->killed[i - 1])
+			d++;
+	return d;
+}
+
+/* ---- answering ---- */
+
+static void respond(struct reset *rs, unsigned status, json_t *body)
+{
+	struct http_req *req = rs->waiter;
+	rs->waiter = NULL;
+	if (!req) {
+		json_decref(body);
+		return;
+	}
+	struct reset_wait *w = req->ctx;
+	w->status = status;
+	w->body = body;
+	http_req_resume(req);
+}
+
+static json_t *counts(struct reset *rs)
+{
+	return json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:I}", "tasks", (int)rs->tasks, "processes",
+			 (int)distinct_killed(rs), "sessions", (int)rs->sessions, "model_tokens",
+			 (int)rs->tokens, "model_requests", (int)rs->proxy_requests, "streams",
+			 (int)rs->streams, "records", (int)rs->records, "log_bytes",
+			 (json_int_t)rs->log_bytes);
+}
+
+static void stop_worker(struct reset *rs)
+{
+	if (rs->worker_running) {
+		if (kill(rs->worker, SIGKILL) < 0 && errno != ESRCH)
+			log_errno("reset: SIGKILL to the worker failed", errno, NULL);
+		reaper_forget(&rs->r->reaper, rs->worker);
+		rs->worker_running = false;
+	}
+	if (rs->worker_fd >= 0) {
+		close(rs->worker_fd);
+		rs->worker_fd = -1;
+	}
+}
+
+static void end_reset(struct reset *rs)
+{
+	rs->phase = R_IDLE;
+	loop_timer_stop(&rs->r->loop, &rs->timer);
+	free(rs->killed);
+	rs->killed = NULL;
+	rs->n_killed = rs->cap_killed = 0;
+}
+
+static void fail(struct reset *rs, unsigned status, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void fail(struct reset *rs, unsigned status, const char *code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(rs->failed, sizeof(rs->failed), fmt, ap);
+	va_end(ap);
+	stop_worker(rs);
+	uint64_t ms = monotonic_ms() - rs->t0;
+	log_error("reset failed: the box refuses tasks until a reset succeeds", "{s:s,s:I}",
+		  "error", rs->failed, "duration_ms", (json_int_t)ms);
+	json_t *o = json_pack("{s:s,s:s,s:I,s:o}", "code", code, "message", rs->failed,
+			      "duration_ms", (json_int_t)ms, "removed", counts(rs));
+	end_reset(rs);
+	respond(rs, status, o);
+}
+
+static uint64_t vm_hwm_kib(void)
+{
+	char buf[4096];
+	if (read_small("/proc/self/status", buf, sizeof(buf)) < 0)
+		return 0;
+	char *p = strstr(buf, "VmHWM:");
+	return p ? strtoull(p + 6, NULL, 10) : 0;
+}
+
+static void finish(struct reset *rs, json_t *w)
+{
+	uint64_t ms = monotonic_ms() - rs->t0;
+	json_t *removed = counts(rs);
+	json_t *wr = json_object_get(w, "removed");
+	if (wr)
+		json_object_update(removed, wr);
+	json_t *o = json_pack("{s:s,s:I,s:o,s:O?,s:{s:I,s:I,s:I}}", "status", "reset",
+			      "duration_ms", (json_int_t)ms, "removed", removed, "restored",
+			      json_object_get(w, "restored"), "phases_ms", "processes",
+			      (json_int_t)rs->ms_processes, "streams", (json_int_t)rs->ms_streams,
+			      "files", (json_int_t)rs->ms_files);
+	static const char *const copy[] = {"unchanged", "mount_points_skipped", "not_restorable",
+					   "ipc", "worker_peak_rss_kib"};
+	for (size_t i = 0; i < sizeof(copy) / sizeof(copy[0]); i++) {
+		json_t *v = json_object_get(w, copy[i]);
+		if (v)
+			json_object_set(o, copy[i], v);
+	}
+	json_object_set_new(o, "runner_peak_rss_kib", json_integer((json_int_t)vm_hwm_kib()));
+	rs->failed[0] = 0;
+	log_info("reset done", "{s:O}", "result", o);
+	end_reset(rs);
+	respond(rs, 200, o);
+}
+
+/* ---- the worker: restores the roots in a child process ---- */
+
+static void close_all_but(int *keep, unsigned n)
+{
+	qsort(keep, n, sizeof(int), cmp_pid);
+	unsigned lo = 3;
+	for (unsigned i = 0; i < n; i++) {
+		if ((unsigned)keep[i] < lo)
+			continue;
+		if ((unsigned)keep[i] > lo)
+			syscall(SYS_close_range, lo, (unsigned)keep[i] - 1, 0);
+		lo = (unsigned)keep[i] + 1;
+	}
+	syscall(SYS_close_range, lo, ~0u, 0);
+}
+
+static _Noreturn void worker_main(struct reset *rs, int out)
+{
+	struct runner *r = rs->r;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != r->self_pid)
+		_exit(1);
+	signals_reset_child();
+	/* Client sockets must not stay open in here (a connection the runner
+	 * closes would linger until we exit). */
+	int keep[SNAP_MAX_ROOTS + 2];
+	unsigned nk = snapshot_fds(&rs->snap, keep, SNAP_MAX_ROOTS + 1);
+	keep[nk++] = out;
+	close_all_but(keep, nk);
+	umask(0);
+	uint64_t t0 = monotonic_ms();
+	struct restore_stats st;
+	struct error e = {0};
+	int rc = snapshot_restore(&rs->snap, &st, &e);
+	json_t *ipc;
+	if (rc == 0 && r->init_mode == INIT_PID1) {
+		struct ipc_stats is;
+		struct profile *p = r->profile;
+		uid_t uids[PROFILE_MAX_UIDS + 1];
+		unsigned nu = 0;
+		uids[nu++] = r->cfg.task_uid;
+		for (unsigned i = 0; i < p->n_uids; i++)
+			uids[nu++] = p->uids[i];
+		if (ipc_clean(uids, nu, p->uids_overflow, &is, &e) < 0)
+			rc = -1;
+		ipc = json_pack("{s:i,s:i,s:i,s:i,s:s}", "shm", (int)is.shm, "sem", (int)is.sem,
+				"msg", (int)is.msg, "mqueue", (int)is.mqueue, "mqueue_fs",
+				is.mqueue_checked ? "checked" : "not mounted: not checked");
+	} else {
+		ipc = json_string("not cleaned: the runner is not PID 1, so the IPC namespace "
+				  "may be the host's");
+	}
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	json_t *o = json_pack(
+		"{s:b,s:s,s:I,s:{s:I,s:I,s:I,s:I,s:I},s:{s:I,s:I,s:I,s:I,s:I,s:I},s:I,s:I,s:I,s:o,"
+		"s:I}",
+		"ok", rc == 0, "error", e.msg, "ms", (json_int_t)(monotonic_ms() - t0), "removed",
+		"files", (json_int_t)st.removed_files, "dirs", (json_int_t)st.removed_dirs,
+		"symlinks", (json_int_t)st.removed_links, "other", (json_int_t)st.removed_other,
+		"bytes", (json_int_t)st.removed_bytes, "restored", "files",
+		(json_int_t)st.restored_files, "dirs", (json_int_t)st.restored_dirs, "symlinks",
+		(json_int_t)st.restored_links, "other", (json_int_t)st.restored_other, "bytes",
+		(json_int_t)st.restored_bytes, "attributes", (json_int_t)st.attrs_fixed,
+		"unchanged", (json_int_t)st.unchanged, "mount_points_skipped",
+		(json_int_t)st.mounts_skipped, "not_restorable", (json_int_t)st.not_restorable,
+		"ipc", ipc, "worker_peak_rss_kib", (json_int_t)ru.ru_maxrss);
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	for (size_t off = 0, len = s ? strlen(s) : 0; off < len;) {
+		ssize_t k = write(out, s + off, len - off);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		off += (size_t)k;
+	}
+	_exit(rc == 0 ? 0 : 1);
+}
+
+static void on_worker_exit(void *arg, pid_t pid, int status)
+{
+	(void)pid;
+	struct reset *rs = arg;
+	rs->worker_running = false;
+	rs->worker_status = status;
+	rs->ms_files = monotonic_ms() - rs->phase_t0;
+	/* It has exited: all it wrote is in the pipe (a few hundred bytes). */
+	char buf[16384];
+	size_t len = 0;
+	for (;;) {
+		ssize_t n = read(rs->worker_fd, buf + len, sizeof(buf) - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0 || (len += (size_t)n) == sizeof(buf) - 1)
+			break;
+	}
+	buf[len] = 0;
+	close(rs->worker_fd);
+	rs->worker_fd = -1;
+	if (rs->phase != R_FILES)
+		return;
+	json_t *w = json_loads(buf, 0, NULL);
+	if (!w || !json_is_true(json_object_get(w, "ok"))) {
+		const char *msg = json_string_value(json_object_get(w, "error"));
+		char why[64];
+		if (WIFSIGNALED(status))
+			snprintf(why, sizeof(why), "killed by %s", signal_name(WTERMSIG(status)));
+		else
+			snprintf(why, sizeof(why), "exit %d", WEXITSTATUS(status));
+		fail(rs, 500, "RESET_FAILED", "restoring the writable roots failed: %s",
+		     msg && *msg ? msg : why);
+		json_decref(w);
+		return;
+	}
+	finish(rs, w);
+	json_decref(w);
+}
+
+static int spawn_worker(struct reset *rs, struct error *e)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return error_set(e, errno, NULL, "reset: pipe");
+	pid_t pid = fork();
+	if (pid < 0) {
+		int err = errno;
+		close(p[0]);
+		close(p[1]);
+		return error_set(e, err, NULL, "reset: fork");
+	}
+	if (pid == 0) {
+		close(p[0]);
+		worker_main(rs, p[1]);
+	}
+	close(p[1]);
+	if (fcntl(p[0], F_SETFL, O_NONBLOCK) < 0)
+		log_errno("reset: fcntl(O_NONBLOCK)", errno, NULL);
+	rs->worker = pid;
+	rs->worker_fd = p[0];
+	rs->worker_running = true;
+	if (reaper_watch(&rs->r->reaper, pid, on_worker_exit, rs) < 0) {
+		stop_worker(rs);
+		return error_set(e, ENOMEM, NULL, "reset: watching the worker");
+	}
+	return 0;
+}
+
+/* ---- the steps ---- */
+
+static bool all_finished(struct runner *r)
+{
+	for (struct task *t = r->tasks->head; t; t = t->next)
+		if (!t->finished)
+			return false;
+	return true;
+}
+
+static void enter(struct reset *rs, enum phase ph)
+{
+	rs->phase = ph;
+	rs->phase_t0 = monotonic_ms();
+}
+
+static void step(struct loop *loop, struct loop_timer *timer)
+{
+	(void)loop;
+	struct reset *rs = timer->arg;
+	struct runner *r = rs->r;
+	uint64_t now = monotonic_ms(), in_phase = now - rs->phase_t0;
+	if (r->shutting_down) {
+		fail(rs, 503, "UNAVAILABLE", "the runner is shutting down");
+		return;
+	}
+	switch (rs->phase) {
+	case R_IDLE:
+		return;
+	case R_PROCESSES: {
+		int left = sweep(rs);
+		if (left < 0) {
+			fail(rs, 500, "RESET_FAILED", "cannot read /proc: %s", strerror(-left));
+			return;
+		}
+		if (left == 0 && tasks_running(r) == 0) {
+			rs->ms_processes = now - rs->t0;
+			enter(rs, R_DRAIN);
+		} else if (in_phase > KILL_DEADLINE_MS) {
+			fail(rs, 500, "RESET_FAILED",
+			     "%d processes and %u task trees still alive after %d ms of SIGKILL",
+			     left, tasks_running(r), KILL_DEADLINE_MS);
+			return;
+		}
+		break;
+	}
+	case R_DRAIN:
+		if (all_finished(r)) {
+			rs->streams = http_streams_end(r, false);
+			enter(rs, R_STREAMS);
+		} else if (in_phase > DRAIN_DEADLINE_MS) {
+			fail(rs, 500, "RESET_FAILED", "task output did not close after %d ms",
+			     DRAIN_DEADLINE_MS);
+			return;
+		}
+		break;
+	case R_STREAMS:
+		if (http_streams_end(r, false) == 0) {
+			tasks_drop_finished(r, &rs->records, &rs->log_bytes);
+			if (r->tasks->head) {
+				fail(rs, 500, "RESET_FAILED", "a task record is still in use");
+				return;
+			}
+			rs->ms_streams = now - rs->phase_t0;
+			struct error e = {0};
+			enter(rs, R_FILES);
+			if (spawn_worker(rs, &e) < 0) {
+				fail(rs, 500, "RESET_FAILED", "%s", e.msg);
+				return;
+			}
+		} else if (!rs->streams_forced && in_phase > STREAM_GRACE_MS) {
+			rs->streams_forced = true;
+			unsigned n = http_streams_end(r, true);
+			log_warn("reset: cut streams whose clients did not take their terminal event",
+				 "{s:i}", "streams", (int)n);
+		} else if (in_phase > STREAM_DEADLINE_MS) {
+			fail(rs, 500, "RESET_FAILED", "streams did not close after %d ms",
+			     STREAM_DEADLINE_MS);
+			return;
+		}
+		break;
+	case R_FILES:
+		if (in_phase > FILES_DEADLINE_MS) {
+			fail(rs, 500, "RESET_FAILED", "restoring the writable roots took over %d s",
+			     FILES_DEADLINE_MS / 1000);
+			return;
+		}
+		break;
+	}
+}
+
+static void wait_free(struct http_req *req)
+{
+	struct reset_wait *w = req->ctx;
+	if (w->rs && w->rs->waiter == req)
+		w->rs->waiter = NULL;
+	json_decref(w->body);
+	free(w);
+	req->ctx = NULL;
+}
+
+int reset_start(struct runner *r, struct http_req *req, struct error *e)
+{
+	struct reset *rs = rs_of(r);
+	if (!rs)
+		return error_set(e, 0, "RESET_DISABLED",
+				 "reset is not enabled (start the runner with --allow-reset or "
+				 "FORCEAI_ALLOW_RESET=1)");
+	if (r->shutting_down)
+		return error_set(e, 0, "UNAVAILABLE", "the runner is shutting down");
+	if (rs->phase != R_IDLE)
+		return error_set(e, 0, "RESET_IN_PROGRESS", "a reset is already in progress");
+	struct reset_wait *w = calloc(1, sizeof(*w));
+	if (!w)
+		return error_set(e, ENOMEM, NULL, "reset");
+	w->rs = rs;
+	req->ctx = w;
+	req->ctx_free = wait_free;
+	rs->waiter = req;
+	/* Whatever an earlier client is still sending belongs to the previous
+	 * tenant: from now on it is dropped. */
+	r->profile->gen++;
+	req->gen = r->profile->gen;
+	http_req_suspend(req);
+
+	rs->t0 = monotonic_ms();
+	enter(rs, R_PROCESSES);
+	rs->tasks = rs->sessions = rs->tokens = rs->proxy_requests = 0;
+	rs->streams = rs->records = 0;
+	rs->log_bytes = 0;
+	rs->ms_processes = rs->ms_streams = rs->ms_files = 0;
+	rs->streams_forced = false;
+	log_info("reset started", NULL);
+	while (r->sessions->head) {
+		session_delete(r, r->sessions->head);
+		rs->sessions++;
+	}
+	rs->tokens = modelproxy_revoke_all(r, &rs->proxy_requests);
+	rs->tasks = tasks_running(r);
+	tasks_kill_all(r, true);
+	int left = sweep(rs);
+	if (left < 0)
+		log_errno("reset: cannot read /proc", -left, NULL);
+	loop_timer_start(&r->loop, &rs->timer, STEP_MS, STEP_MS);
+	return 0;
+}
+
+json_t *reset_answer(struct http_req *req, unsigned *status)
+{
+	struct reset_wait *w = req->ctx;
+	if (!w || !w->body)
+		return NULL;
+	*status = w->status;
+	json_t *b = w->body;
+	w->body = NULL;
+	return b;
+}
+
+int reset_init(struct runner *r, struct error *e)
+{
+	struct reset *rs = calloc(1, sizeof(*rs));
+	if (!rs)
+		return error_set(e, ENOMEM, NULL, "reset");
+	rs->r = r;
+	rs->worker_fd = -1;
+	rs->snap.store_fd = -1;
+	for (unsigned i = 0; i < SNAP_MAX_ROOTS; i++)
+		rs->snap.roots[i].fd = -1;
+	r->profile->reset = rs;
+	if (loop_timer_init(&r->loop, &rs->timer, step, rs) < 0)
+		return error_set(e, errno, NULL, "reset: timerfd");
+	/* The roots tasks may write: Landlock's, and /dev/shm as PID 1 (a
+	 * container's own tmpfs; as a subreaper it is the host's). */
+	char *list = strdup(r->cfg.landlock_roots);
+	if (!list)
+		return error_set(e, ENOMEM, NULL, "reset");
+	const char *roots[SNAP_MAX_ROOTS + 1];
+	unsigned n = 0;
+	for (char *save, *tok = strtok_r(list, ":", &save); tok; tok = strtok_r(NULL, ":", &save))
+		if (n < SNAP_MAX_ROOTS)
+			roots[n++] = tok;
+	if (r->init_mode == INIT_PID1 && n < SNAP_MAX_ROOTS)
+		roots[n++] = "/dev/shm";
+	uint64_t t0 = monotonic_ms();
+	int rc = snapshot_take(&rs->snap, roots, n, r->state_dir_fd, r->cfg.reset_snapshot_max,
+			       &rs->skipped_roots, e);
+	free(list);
+	if (rc < 0)
+		return error_wrap(e, "--allow-reset");
+	log_info("reset: writable roots snapshotted", "{s:i,s:I,s:I,s:s?,s:I}", "entries",
+		 (int)rs->snap.n_ent, "bytes", (json_int_t)rs->snap.bytes, "ms",
+		 (json_int_t)(monotonic_ms() - t0), "skipped_roots", rs->skipped_roots,
+		 "peak_rss_kib", (json_int_t)vm_hwm_kib());
+	return 0;
+}
+
+void reset_abort(struct runner *r)
+{
+	struct reset *rs = rs_of(r);
+	if (rs && rs->phase != R_IDLE)
+		fail(rs, 503, "UNAVAILABLE", "the runner is shutting down");
+}
+
+void reset_free(struct runner *r)
+{
+	struct reset *rs = rs_of(r);
+	stop_worker(rs);
+	loop_timer_close(&r->loop, &rs->timer);
+	snapshot_free(&rs->snap);
+	free(rs->skipped_roots);
+	free(rs->killed);
+	free(rs);
+	r->profile->reset = NULL;
+}
