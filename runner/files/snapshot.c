@@ -17,7 +17,7 @@
 
 #include "core/error.h"
 
-#define STORE_NAME "reset-snapshot"
+#define STORE_NAME ".reset-snapshot"
 #define NONE UINT32_MAX
 #define HOIST_DEPTH 64      /* a deeper tree being removed is moved up to its root */
 #define MAX_RM_DEPTH 4096   /* when it cannot be moved */
@@ -270,15 +270,18 @@ struct take_ctx {
 	struct error *e;
 };
 
-/* Copy all of src into dst (copy_file_range, else read/write). */
-static int copy_fd(int src, int dst, uint64_t *copied)
+/* Copy src into dst: from src's position to its end (len UINT64_MAX), or
+ * len bytes from *src_off; dst at its position. copy_file_range, else
+ * read/write. */
+static int copy_fd(int src, loff_t *src_off, uint64_t len, int dst, uint64_t *copied)
 {
 	bool plain = false;
 	char *buf = NULL;
-	for (;;) {
+	while (len) {
 		ssize_t n;
+		size_t chunk = len < (1u << 20) ? (size_t)len : (1u << 20);
 		if (!plain) {
-			n = copy_file_range(src, NULL, dst, NULL, 1 << 20, 0);
+			n = copy_file_range(src, src_off, dst, NULL, chunk, 0);
 			if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS ||
 				      errno == EOPNOTSUPP)) {
 				plain = true;
@@ -287,7 +290,10 @@ static int copy_fd(int src, int dst, uint64_t *copied)
 		} else {
 			if (!buf && !(buf = malloc(65536)))
 				return -ENOMEM;
-			n = read(src, buf, 65536);
+			size_t want = chunk < 65536 ? chunk : 65536;
+			n = src_off ? pread(src, buf, want, *src_off) : read(src, buf, want);
+			if (n > 0 && src_off)
+				*src_off += n;
 			if (n > 0) {
 				for (ssize_t w = 0; w < n;) {
 					ssize_t k = write(dst, buf + w, (size_t)(n - w));
@@ -312,14 +318,11 @@ static int copy_fd(int src, int dst, uint64_t *copied)
 		if (n == 0)
 			break;
 		*copied += (uint64_t)n;
+		if (len != UINT64_MAX)
+			len -= (uint64_t)n;
 	}
 	free(buf);
-	return 0;
-}
-
-static void store_name(char out[16], uint32_t idx)
-{
-	snprintf(out, 16, "%08x", idx);
+	return len && len != UINT64_MAX ? -EIO : 0;
 }
 
 static int take_file(struct take_ctx *c, int dfd, const char *name, uint32_t idx,
@@ -335,23 +338,16 @@ static int take_file(struct take_ctx *c, int dfd, const char *name, uint32_t idx
 		return error_set(c->e, 0, NULL, "'%s/…/%s' changed while it was copied",
 				 c->root->path, name);
 	}
-	char sn[16];
-	store_name(sn, idx);
-	int dst = openat(s->store_fd, sn, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-			 0600);
-	if (dst < 0) {
-		int err = errno;
-		close(src);
-		return error_set(c->e, err, NULL, "cannot create the copy of '%s'", name);
-	}
+	/* Appended to the one store file; the entry keeps where and how long
+	 * (a file that grew meanwhile is cut at its size, as examined). */
 	uint64_t copied = 0;
-	int rc = copy_fd(src, dst, &copied);
+	s->ent[idx].data_off = s->bytes;
+	int rc = copy_fd(src, NULL, UINT64_MAX, s->store_fd, &copied);
 	close(src);
-	if (close(dst) < 0 && !rc)
-		rc = -errno;
 	if (rc < 0)
 		return error_set(c->e, -rc, NULL, "cannot copy '%s/…/%s' into the reset snapshot",
 				 c->root->path, name);
+	s->ent[idx].size = copied;
 	s->bytes += copied;
 	return 0;
 }
@@ -512,48 +508,25 @@ static int open_dir_checked(int dfd, const char *name, const struct kstatx *want
 	return fd;
 }
 
-/* Empty (or create) the store and open it. */
-static int store_remove_all(int fd);
-
+/* The store: one unnamed file in the state dir (gone with the runner). */
 static int store_open(struct snapshot *s, struct error *e)
 {
-	if (mkdirat(s->state_fd, STORE_NAME, 0700) < 0 && errno != EEXIST)
-		return error_set(e, errno, NULL, "cannot create the reset snapshot store");
-	int fd = openat(s->state_fd, STORE_NAME, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = openat(s->state_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+		/* No O_TMPFILE here: create, then unlink at once. */
+		unlinkat(s->state_fd, STORE_NAME, 0);
+		fd = openat(s->state_fd, STORE_NAME,
+			    O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd >= 0 && unlinkat(s->state_fd, STORE_NAME, 0) < 0) {
+			int err = errno;
+			close(fd);
+			return error_set(e, err, NULL, "cannot unlink the reset snapshot store");
+		}
+	}
 	if (fd < 0)
-		return error_set(e, errno, NULL, "cannot open the reset snapshot store");
-	struct stat st;
-	if (fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 077)) {
-		close(fd);
-		return error_set(e, 0, NULL, "the reset snapshot store in the state dir is not "
-					     "private (owner and mode 0700)");
-	}
-	int rc = store_remove_all(fd); /* a previous run's */
-	if (rc < 0) {
-		close(fd);
-		return error_set(e, -rc, NULL, "cannot empty the reset snapshot store");
-	}
+		return error_set(e, errno, NULL, "cannot create the reset snapshot store");
 	s->store_fd = fd;
 	return 0;
-}
-
-/* The store is flat: regular files only (anything else is not ours). */
-static int store_remove_all(int fd)
-{
-	struct iter *it = iter_new(fd);
-	if (!it)
-		return -ENOMEM;
-	int rc = iter_rewind(it);
-	const char *name;
-	while (rc == 0 && (rc = iter_next(it, &name)) > 0) {
-		if (unlinkat(fd, name, 0) < 0 && errno != ENOENT) {
-			rc = -errno;
-			break;
-		}
-		rc = 0;
-	}
-	free(it);
-	return rc < 0 ? rc : 0;
 }
 
 int snapshot_take(struct snapshot *s, const char *const *roots, unsigned n_roots,
@@ -681,9 +654,7 @@ void snapshot_free(struct snapshot *s)
 		s->roots[i].path = NULL;
 	}
 	if (s->store_fd >= 0) {
-		store_remove_all(s->store_fd);
 		close(s->store_fd);
-		unlinkat(s->state_fd, STORE_NAME, AT_REMOVEDIR);
 		s->store_fd = -1;
 	}
 	if (s->map_len)
@@ -878,25 +849,15 @@ static int set_attrs_at(struct rctx *c, int dfd, const char *name, struct snap_e
 	return 0;
 }
 
-static int copy_from_store(struct rctx *c, int dfd, const char *name, uint32_t idx,
-			   uint32_t content)
+static int copy_from_store(struct rctx *c, int dfd, const char *name, uint32_t idx)
 {
 	struct snap_entry *e = &c->s->ent[idx];
-	char sn[16];
-	store_name(sn, content);
-	int src = openat(c->s->store_fd, sn, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (src < 0)
-		return error_set(c->e, errno, NULL, "the reset snapshot lost its copy of '%s'",
-				 name);
 	int dst = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (dst < 0) {
-		int err = errno;
-		close(src);
-		return error_set(c->e, err, NULL, "cannot create '%s/…/%s'", c->root->path, name);
-	}
+	if (dst < 0)
+		return error_set(c->e, errno, NULL, "cannot create '%s/…/%s'", c->root->path, name);
 	uint64_t copied = 0;
-	int rc = copy_fd(src, dst, &copied);
-	close(src);
+	loff_t off = (loff_t)e->data_off;
+	int rc = copy_fd(c->s->store_fd, &off, e->size, dst, &copied);
 	if (rc < 0) {
 		close(dst);
 		return error_set(c->e, -rc, NULL, "cannot write '%s/…/%s'", c->root->path, name);
@@ -944,7 +905,7 @@ static int create_entry(struct rctx *c, int dfd, uint32_t idx, int depth)
 			c->any_pending = true;
 			return 0;
 		}
-		return copy_from_store(c, dfd, name, idx, idx);
+		return copy_from_store(c, dfd, name, idx);
 	case SNAP_LNK: {
 		char target[PATH_MAX];
 		memcpy(target, s->pool + e->target_off, e->target_len);

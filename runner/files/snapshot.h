@@ -4,8 +4,9 @@
  * At start (--allow-reset) every root is walked once: a manifest of every
  * entry (type, mode, owner, mtime, size, symlink target, hard links, and the
  * inode and ctime it had) is kept in memory, and the content of every
- * regular file is copied into a private store in the state dir (0700, the
- * runner's own, never reachable by tasks). Restoring walks each root again
+ * regular file is appended to a private store, an unnamed file in the
+ * state dir (0700, the runner's own, never reachable by tasks; gone with
+ * the runner). Restoring walks each root again
  * and makes it equal to the manifest: an entry whose inode and ctime are
  * unchanged is left as it is (a write, chmod, chown, link or unlink changes
  * a file's ctime, and no task can set ctime); anything else is removed and,
@@ -51,6 +52,7 @@ struct snap_entry {
 	int64_t ctime_sec, mtime_sec;
 	uint32_t ctime_nsec, mtime_nsec;
 	uint64_t size;
+	uint64_t data_off; /* regular files: where the content is in the store */
 	uint64_t rdev;
 	uint32_t parent; /* index; UINT32_MAX for a root */
 	uint32_t first_child, n_children; /* directories: contiguous, sorted by name */
@@ -79,7 +81,7 @@ struct snapshot {
 	char *pool;
 	size_t pool_len, pool_cap;
 	int state_fd; /* the state dir (not owned) */
-	int store_fd; /* <state dir>/reset-snapshot */
+	int store_fd; /* one unnamed file in the state dir: every file's content */
 	uint64_t bytes; /* file content kept in the store */
 	struct {
 		uint64_t dev, ino;
@@ -105,7 +107,7 @@ int snapshot_take(struct snapshot *s, const char *const *roots, unsigned n_roots
  * runner (it may take long); updates the manifest's inodes and ctimes of
  * what it recreated. 0, or -1 with e set (stats hold what was done). */
 int snapshot_restore(struct snapshot *s, struct restore_stats *st, struct error *e);
-/* Close the roots, empty and remove the store, free everything. */
+/* Close the roots and the store, free everything. */
 void snapshot_free(struct snapshot *s);
 /* The descriptors a restore needs (roots, store), for a child that closes
  * every other one: up to max written to fds, the count returned. */

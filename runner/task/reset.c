@@ -71,8 +71,10 @@ struct reset {
 
 	unsigned tasks, sessions, tokens, proxy_requests, streams, records;
 	uint64_t log_bytes;
-	pid_t *killed;
+	pid_t *killed; /* task processes signalled (the shims not counted) */
 	size_t n_killed, cap_killed;
+	pid_t *shims; /* sorted */
+	size_t n_shims;
 
 	pid_t worker;
 	bool worker_running;
@@ -233,8 +235,16 @@ static bool is_target(struct reset *rs, struct pinfo *v, size_t n, struct pinfo 
 	return c == 1 || (c == 2 && rs->r->init_mode == INIT_PID1 && task_uid(rs->r, pi));
 }
 
+static int cmp_pid(const void *a, const void *b)
+{
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+	return (x > y) - (x < y);
+}
+
 static void note_killed(struct reset *rs, pid_t pid)
 {
+	if (rs->n_shims && bsearch(&pid, rs->shims, rs->n_shims, sizeof(pid_t), cmp_pid))
+		return;
 	if (rs->n_killed == rs->cap_killed) {
 		size_t cap = rs->cap_killed ? rs->cap_killed * 2 : 256;
 		pid_t *k = realloc(rs->killed, cap * sizeof(*k));
@@ -298,12 +308,6 @@ static int sweep(struct reset *rs)
 	return (int)targets;
 }
 
-static int cmp_pid(const void *a, const void *b)
-{
-	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
-	return (x > y) - (x < y);
-}
-
 static unsigned distinct_killed(struct reset *rs)
 {
 	if (!rs->n_killed)
@@ -362,6 +366,9 @@ static void end_reset(struct reset *rs)
 	free(rs->killed);
 	rs->killed = NULL;
 	rs->n_killed = rs->cap_killed = 0;
+	free(rs->shims);
+	rs->shims = NULL;
+	rs->n_shims = 0;
 }
 
 static void fail(struct reset *rs, unsigned status, const char *code, const char *fmt, ...)
@@ -580,10 +587,23 @@ static void enter(struct reset *rs, enum phase ph)
 	rs->phase_t0 = monotonic_ms();
 }
 
+static void step_once(struct reset *rs);
+
+/* One step; a phase that is done at once moves on in the same step. */
 static void step(struct loop *loop, struct loop_timer *timer)
 {
 	(void)loop;
 	struct reset *rs = timer->arg;
+	for (;;) {
+		enum phase before = rs->phase;
+		step_once(rs);
+		if (rs->phase == before || rs->phase == R_IDLE)
+			return;
+	}
+}
+
+static void step_once(struct reset *rs)
+{
 	struct runner *r = rs->r;
 	uint64_t now = monotonic_ms(), in_phase = now - rs->phase_t0;
 	if (r->shutting_down) {
@@ -697,16 +717,25 @@ int reset_start(struct runner *r, struct http_req *req, struct error *e)
 	rs->ms_processes = rs->ms_streams = rs->ms_files = 0;
 	rs->streams_forced = false;
 	log_info("reset started", NULL);
+	/* The shims are the runner's: not counted among the tenant's. */
+	rs->tasks = tasks_running(r);
+	rs->shims = calloc(rs->tasks + 1, sizeof(pid_t));
+	for (struct task *t = r->tasks->head; t && rs->shims; t = t->next)
+		if (t->proc_running && rs->n_shims < rs->tasks)
+			rs->shims[rs->n_shims++] = t->shim_pid;
+	if (rs->shims)
+		qsort(rs->shims, rs->n_shims, sizeof(pid_t), cmp_pid);
+	/* Every process first (stopped, then killed: nothing forks or exits
+	 * on its own meanwhile), then what owns them. */
+	int left = sweep(rs);
+	if (left < 0)
+		log_errno("reset: cannot read /proc", -left, NULL);
 	while (r->sessions->head) {
 		session_delete(r, r->sessions->head);
 		rs->sessions++;
 	}
 	rs->tokens = modelproxy_revoke_all(r, &rs->proxy_requests);
-	rs->tasks = tasks_running(r);
 	tasks_kill_all(r, true);
-	int left = sweep(rs);
-	if (left < 0)
-		log_errno("reset: cannot read /proc", -left, NULL);
 	loop_timer_start(&r->loop, &rs->timer, STEP_MS, STEP_MS);
 	return 0;
 }
@@ -775,6 +804,7 @@ void reset_free(struct runner *r)
 	snapshot_free(&rs->snap);
 	free(rs->skipped_roots);
 	free(rs->killed);
+	free(rs->shims);
 	free(rs);
 	r->profile->reset = NULL;
 }
