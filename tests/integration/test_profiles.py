@@ -9,6 +9,7 @@ import os
 import shutil
 import socket
 import stat
+import subprocess
 import sys
 import tempfile
 import threading
@@ -611,6 +612,70 @@ class ResetMounts(ResetBase):
         # The bind-mounted directory is outside the roots: untouched.
         self.assertEqual(open(R.outside + "/tenant").read(), "b\n")
         self.assertEqual(open(R.outside + "/sentinel", "rb").read(), b"outside the roots\n")
+
+
+class ResetPid1(ResetBase):
+    """The runner as PID 1 of its own PID, IPC and mount namespaces (as in a
+    container): /dev/shm and /dev/mqueue are private mounts here, so the
+    reset also restores /dev/shm, removes the tenant's SysV IPC objects and
+    POSIX queues, and ends any process of the task uid in the namespace,
+    also one that is not the runner's descendant (entered with nsenter)."""
+
+    def runner_kwargs(self):
+        dev = self.roots.base + "/realdev"
+        os.mkdir(dev)
+        script = (
+            "set -e; mount --rbind /dev %(d)s; mount -t tmpfs -o mode=755 fakedev /dev; "
+            "for n in null zero full random urandom tty ptmx; do touch /dev/$n; "
+            "mount --bind %(d)s/$n /dev/$n; done; mkdir /dev/pts /dev/shm /dev/mqueue; "
+            "mount --bind %(d)s/pts /dev/pts; mount -t tmpfs -o mode=1777 shm /dev/shm; "
+            "mount -t mqueue mqueue /dev/mqueue; ln -s /proc/self/fd /dev/fd; "
+            "ln -s fd/0 /dev/stdin; ln -s fd/1 /dev/stdout; ln -s fd/2 /dev/stderr; "
+            "exec \"$@\"" % {"d": dev})
+        return {"pid1": True,
+                "wrap": ["unshare", "--ipc", "--mount", "--propagation", "private", "--fork",
+                         "sh", "-c", script, "sh"]}
+
+    def test_ipc_shm_and_entered_processes(self):
+        r = self.r
+        mk = ("ipcmk -M 4096 >/dev/null && ipcmk -Q >/dev/null && ipcmk -S 1 >/dev/null && "
+              "echo x > /dev/shm/tenant-shm && echo ok")
+        ev = r.execd({"command": mk})
+        out = [e["text"] for e in ev if e["type"] == "stdout"]
+        self.assertEqual(out, ["ok"], ev)
+        pid = r.host_pid()
+        # A confined task cannot open a POSIX queue (Landlock denies the
+        # open on the internal mqueue mount: EACCES); the task uid outside
+        # the confinement can, and the reset must remove that too.
+        mq = ("import ctypes, os; l = ctypes.CDLL(None, use_errno=True); "
+              "fd = l.mq_open(b'/tenantq', os.O_CREAT | os.O_RDWR, 0o600, None); "
+              "assert fd >= 0, ctypes.get_errno()")
+        ev = r.execd({"command": "/usr/bin/python3 -c \"%s\"" % mq})
+        self.assertIn("AssertionError: 13", json.dumps(ev))
+        subprocess.run(["nsenter", "--target", str(pid), "--ipc", "--mount", "setpriv",
+                        "--reuid=%d" % TASK_UID, "--regid=%d" % TASK_UID, "--clear-groups",
+                        "/usr/bin/python3", "-c", mq], check=True, timeout=30)
+        ev = r.execd({"command": "ls /dev/mqueue"})
+        self.assertEqual([e["text"] for e in ev if e["type"] == "stdout"], ["tenantq"])
+        entered = subprocess.Popen(["nsenter", "--target", str(pid), "--pid", "--mount",
+                                    "setpriv", "--reuid=%d" % TASK_UID, "--regid=%d" % TASK_UID,
+                                    "--clear-groups", "sleep", "1000"])
+        self.addCleanup(lambda: entered.poll() is None and entered.kill())
+        time.sleep(0.5)
+        self.assertIsNone(entered.poll())
+        body = self.reset()
+        print("\n  reset as PID 1: %s" % json.dumps(body))
+        self.assertEqual(body["ipc"]["shm"], 1)
+        self.assertEqual(body["ipc"]["sem"], 1)
+        self.assertEqual(body["ipc"]["msg"], 1)
+        self.assertEqual(body["ipc"]["mqueue"], 1)
+        self.assertGreaterEqual(body["removed"]["processes"], 1)
+        entered.wait(5)  # its sleep was killed
+        ev = r.execd({"command": "ipcs -m -q -s | grep -c '^0x'; ls -A /dev/shm /dev/mqueue; "
+                                 "echo end"})
+        out = [e["text"] for e in ev if e["type"] == "stdout" and e["text"] != "\n"]
+        self.assertEqual(out, ["0", "/dev/mqueue:", "/dev/shm:", "end"], ev)
+        self.assert_pristine()
 
 
 class ResetFigures(ResetBase):
