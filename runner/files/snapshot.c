@@ -406,7 +406,8 @@ static int take_dir(struct take_ctx *c, int dfd, uint32_t di, int depth)
 	}
 	for (size_t i = 0; i < n; i++)
 		refs[i].name = s->pool + refs[i].off;
-	qsort(refs, n, sizeof(*refs), cmp_name_ref);
+	if (n)
+		qsort(refs, n, sizeof(*refs), cmp_name_ref);
 	uint32_t first = (uint32_t)s->n_ent;
 	for (size_t i = 0; i < n; i++) {
 		uint32_t idx;
@@ -626,7 +627,8 @@ int snapshot_take(struct snapshot *s, const char *const *roots, unsigned n_roots
 	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (m == MAP_FAILED)
 		return error_set(e, errno, NULL, "reset snapshot: mmap");
-	memcpy(m, s->ent, s->n_ent * sizeof(struct snap_entry));
+	if (s->n_ent)
+		memcpy(m, s->ent, s->n_ent * sizeof(struct snap_entry));
 	free(s->ent);
 	s->ent = m;
 	s->map_len = len;

@@ -287,7 +287,8 @@ static int sweep(struct reset *rs)
 			n++;
 	}
 	closedir(d);
-	qsort(v, n, sizeof(*v), cmp_pinfo);
+	if (n)
+		qsort(v, n, sizeof(*v), cmp_pinfo);
 	size_t targets = 0;
 	for (size_t i = 0; i < n; i++)
 		if ((v[i].target = is_target(rs, v, n, &v[i])))
