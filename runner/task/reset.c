@@ -68,6 +68,7 @@ struct reset {
 	uint64_t t0, phase_t0;
 	uint64_t ms_processes, ms_streams, ms_files;
 	bool streams_forced;
+	uint64_t longest_step_ms; /* the loop's longest stretch in the reset's own code */
 
 	unsigned tasks, sessions, tokens, proxy_requests, streams, records;
 	uint64_t log_bytes;
@@ -419,6 +420,7 @@ static void finish(struct reset *rs, json_t *w)
 			json_object_set(o, copy[i], v);
 	}
 	json_object_set_new(o, "runner_peak_rss_kib", json_integer((json_int_t)vm_hwm_kib()));
+	json_object_set_new(o, "longest_step_ms", json_integer((json_int_t)rs->longest_step_ms));
 	rs->failed[0] = 0;
 	log_info("reset done", "{s:O}", "result", o);
 	end_reset(rs);
@@ -595,9 +597,13 @@ static void step(struct loop *loop, struct loop_timer *timer)
 {
 	(void)loop;
 	struct reset *rs = timer->arg;
+	uint64_t t0 = monotonic_ms();
 	for (;;) {
 		enum phase before = rs->phase;
 		step_once(rs);
+		uint64_t d = monotonic_ms() - t0;
+		if (d > rs->longest_step_ms)
+			rs->longest_step_ms = d;
 		if (rs->phase == before || rs->phase == R_IDLE)
 			return;
 	}
@@ -717,6 +723,7 @@ int reset_start(struct runner *r, struct http_req *req, struct error *e)
 	rs->log_bytes = 0;
 	rs->ms_processes = rs->ms_streams = rs->ms_files = 0;
 	rs->streams_forced = false;
+	rs->longest_step_ms = 0;
 	log_info("reset started", NULL);
 	/* The shims are the runner's: not counted among the tenant's. */
 	rs->tasks = tasks_running(r);
@@ -737,6 +744,7 @@ int reset_start(struct runner *r, struct http_req *req, struct error *e)
 	}
 	rs->tokens = modelproxy_revoke_all(r, &rs->proxy_requests);
 	tasks_kill_all(r, true);
+	rs->longest_step_ms = monotonic_ms() - rs->t0;
 	loop_timer_start(&r->loop, &rs->timer, STEP_MS, STEP_MS);
 	return 0;
 }
