@@ -370,6 +370,13 @@ class ResetBase(unittest.TestCase):
         self.r = Runner(("--allow-reset", "--landlock-roots", self.roots.roots_arg()) +
                         tuple(self.extra_args), env=self.env, **self.runner_kwargs())
         self.addCleanup(self.r.close)
+        self.addCleanup(self.clean_exit)
+
+    def clean_exit(self):
+        """SIGTERM: exit 0 (under ASan a leak or error shows as another code)."""
+        rc = self.r.stop()
+        if rc != 0:
+            raise AssertionError("runner exited %s; log tail:\n%s" % (rc, self.r.logtext()[-3000:]))
 
     def runner_kwargs(self):
         return {}
