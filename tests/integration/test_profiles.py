@@ -367,8 +367,16 @@ class ResetBase(unittest.TestCase):
         self.roots = ScratchRoots(self.files)
         self.addCleanup(self.roots.close)
         self.before = self.roots.trees()
-        self.r = Runner(("--allow-reset", "--landlock-roots", self.roots.roots_arg()) +
-                        tuple(self.extra_args), env=self.env, **self.runner_kwargs())
+        kw = self.runner_kwargs()
+        # RUNNER_WRAP (valgrind) would wrap the namespace wrapper, not the
+        # runner: such runners run unwrapped.
+        saved = os.environ.pop("RUNNER_WRAP", None) if "wrap" in kw else None
+        try:
+            self.r = Runner(("--allow-reset", "--landlock-roots", self.roots.roots_arg()) +
+                            tuple(self.extra_args), env=self.env, **kw)
+        finally:
+            if saved is not None:
+                os.environ["RUNNER_WRAP"] = saved
         self.addCleanup(self.r.close)
         self.addCleanup(self.clean_exit)
 
@@ -383,7 +391,8 @@ class ResetBase(unittest.TestCase):
 
     def reset(self, expect=200):
         t0 = time.monotonic()
-        st, body = self.r.json("POST", "/v1/reset")
+        st, _, data = self.r.request("POST", "/v1/reset", timeout=300)
+        body = json.loads(data) if data else None
         self.elapsed = time.monotonic() - t0
         self.assertEqual(st, expect, body)
         return body
@@ -680,7 +689,8 @@ class ResetPid1(ResetBase):
               "fd = l.mq_open(b'/tenantq', os.O_CREAT | os.O_RDWR, 0o600, None); "
               "assert fd >= 0, ctypes.get_errno()")
         ev = r.execd({"command": "/usr/bin/python3 -c \"%s\"" % mq})
-        self.assertIn("AssertionError: 13", json.dumps(ev))
+        if "--insecure-no-confine" not in os.environ.get("RUNNER_EXTRA_ARGS", ""):
+            self.assertIn("AssertionError: 13", json.dumps(ev))
         subprocess.run(["nsenter", "--target", str(pid), "--ipc", "--mount", "setpriv",
                         "--reuid=%d" % TASK_UID, "--regid=%d" % TASK_UID, "--clear-groups",
                         "/usr/bin/python3", "-c", mq], check=True, timeout=30)
@@ -810,9 +820,9 @@ class ResetFigures(ResetBase):
                  body["phases_ms"]["processes"], hwm_procs, self.ping_max, self.pings,
                  self.ping_base, body["longest_step_ms"]))
         self.assert_pristine()
-        if rss_is_meaningful():
+        if rss_is_meaningful():  # not under ASan or valgrind
             self.assertLess(hwm_procs, 32 * 1024)
-        self.assertLess(self.ping_max, 500)
+            self.assertLess(self.ping_max, 500)
 
 
 if __name__ == "__main__":
