@@ -129,6 +129,7 @@ void http_stream_wake(struct http_stream *s);
  * terminal event) and closes; force also cuts the connections of those
  * still open (a client that does not read). Returns the streams open. */
 unsigned http_streams_end(struct runner *r, bool force);
+unsigned http_stream_count(struct runner *r);
 
 /* The request body parsed as a JSON object; on failure responds 400 and
  * returns NULL (check req->responded). allow_empty: empty body → {} */

@@ -194,7 +194,7 @@ static bool task_uid(struct runner *r, const struct pinfo *pi)
 static char classify(struct reset *rs, struct pinfo *v, size_t n, struct pinfo *pi)
 {
 	struct runner *r = rs->r;
-	struct pinfo *chain[128];
+	struct pinfo *chain[1024];
 	size_t depth = 0;
 	char verdict;
 	for (struct pinfo *cur = pi;;) {
@@ -214,7 +214,9 @@ static char classify(struct reset *rs, struct pinfo *v, size_t n, struct pinfo *
 			break;
 		}
 		struct pinfo *parent = cur->ppid > 0 ? find_pi(v, n, cur->ppid) : NULL;
-		if (!parent || depth == 128) {
+		/* Deeper chains: the rest is found in a later sweep, once the
+		 * killed processes above have let their children go up. */
+		if (!parent || depth == 1024) {
 			verdict = 2;
 			break;
 		}
@@ -639,7 +641,7 @@ static void step_once(struct reset *rs)
 	}
 	case R_DRAIN:
 		if (all_finished(r)) {
-			rs->streams = http_streams_end(r, false);
+			http_streams_end(r, false);
 			enter(rs, R_STREAMS);
 		} else if (in_phase > DRAIN_DEADLINE_MS) {
 			fail(rs, 500, "RESET_FAILED", "task output did not close after %d ms",
@@ -727,6 +729,7 @@ int reset_start(struct runner *r, struct http_req *req, struct error *e)
 	log_info("reset started", NULL);
 	/* The shims are the runner's: not counted among the tenant's. */
 	rs->tasks = tasks_running(r);
+	rs->streams = http_stream_count(r); /* all of them end with the reset */
 	rs->shims = calloc(rs->tasks + 1, sizeof(pid_t));
 	for (struct task *t = r->tasks->head; t && rs->shims; t = t->next)
 		if (t->proc_running && rs->n_shims < rs->tasks)

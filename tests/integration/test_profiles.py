@@ -429,7 +429,8 @@ class Reset(ResetBase):
         # a symlink planted to outside the roots, setsid daemons, a
         # session with exported state, finished and running tasks.
         script = (
-            "set -e; cd %(ws)s; echo changed >> edit.txt; rm delete.txt; chmod 700 src;"
+            "set -e; cd %(ws)s; echo changed >> edit.txt; rm delete.txt; chmod 600 README;"
+            "rm -r src; ln -s %(out)s src;"
             "echo %(m)s > new-%(m)s; mkdir -p deep/a/b; echo x > deep/a/b/c;"
             "ln -s %(out)s escape; ln -sf %(out)s/sentinel link;"
             "echo %(m)s > %(tmp)s/t-%(m)s; echo %(m)s >> %(agent)s/.profile;"
@@ -460,6 +461,7 @@ class Reset(ResetBase):
         rm = body["removed"]
         self.assertGreaterEqual(rm["processes"], 3)
         self.assertEqual(rm["sessions"], 1)
+        self.assertEqual(rm["streams"], 1)
         self.assertGreaterEqual(rm["records"], 3)
         self.assertGreaterEqual(rm["files"], 3)
         self.assertGreaterEqual(body["restored"]["files"], 2)
