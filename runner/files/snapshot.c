@@ -331,12 +331,13 @@ static int take_file(struct take_ctx *c, int dfd, const char *name, uint32_t idx
 	struct snapshot *s = c->s;
 	int src = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
 	if (src < 0)
-		return error_set(c->e, errno, NULL, "cannot read '%s/…/%s'", c->root->path, name);
+		return error_set(c->e, errno, NULL, "cannot read '%s' under %s",
+				 name, c->root->path);
 	struct stat fst;
 	if (fstat(src, &fst) < 0 || fst.st_ino != st->ino || !S_ISREG(fst.st_mode)) {
 		close(src);
-		return error_set(c->e, 0, NULL, "'%s/…/%s' changed while it was copied",
-				 c->root->path, name);
+		return error_set(c->e, 0, NULL, "'%s' under %s changed while it was copied", name,
+				 c->root->path);
 	}
 	/* Appended to the one store file; the entry keeps where and how long
 	 * (a file that grew meanwhile is cut at its size, as examined). */
@@ -345,8 +346,8 @@ static int take_file(struct take_ctx *c, int dfd, const char *name, uint32_t idx
 	int rc = copy_fd(src, NULL, UINT64_MAX, s->store_fd, &copied);
 	close(src);
 	if (rc < 0)
-		return error_set(c->e, -rc, NULL, "cannot copy '%s/…/%s' into the reset snapshot",
-				 c->root->path, name);
+		return error_set(c->e, -rc, NULL, "cannot copy '%s' under %s into the snapshot",
+				 name, c->root->path);
 	s->ent[idx].size = copied;
 	s->bytes += copied;
 	return 0;
@@ -373,7 +374,7 @@ static int take_dir(struct take_ctx *c, int dfd, uint32_t di, int depth)
 	struct snapshot *s = c->s;
 	if (depth >= SNAP_MAX_DEPTH)
 		return error_set(c->e, 0, NULL,
-				 "'%s' is more than %d levels deep: too deep for the reset snapshot",
+				 "'%s' is more than %d levels deep: too deep for the snapshot",
 				 c->root->path, SNAP_MAX_DEPTH);
 	struct iter *it = iter_new(dfd);
 	if (!it)
@@ -415,8 +416,8 @@ static int take_dir(struct take_ctx *c, int dfd, uint32_t di, int depth)
 			free(refs);
 			if (rc == -EFBIG)
 				return error_set(c->e, 0, NULL,
-						 "the writable roots hold more than %u entries, the most "
-						 "--allow-reset keeps",
+						 "the writable roots hold more than %u "
+						 "entries, the most --allow-reset keeps",
 						 SNAP_MAX_ENTRIES);
 			return error_set(c->e, -rc, NULL, "reset snapshot");
 		}
@@ -435,8 +436,8 @@ static int take_dir(struct take_ctx *c, int dfd, uint32_t di, int depth)
 		name = ent_name(s, e);
 		struct kstatx st;
 		if ((rc = kstatx(dfd, name, AT_SYMLINK_NOFOLLOW, &st)) < 0)
-			return error_set(c->e, -rc, NULL, "cannot examine '%s/…/%s'",
-					 c->root->path, name);
+			return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s",
+					 name, c->root->path);
 		ent_fill(e, &st);
 		if (other_mount(c->root, &st) || is_excluded(s, &st)) {
 			e->type = SNAP_KEEP;
@@ -448,8 +449,8 @@ static int take_dir(struct take_ctx *c, int dfd, uint32_t di, int depth)
 			ssize_t tl = readlinkat(dfd, name, target, sizeof(target));
 			if (tl < 0 || (size_t)tl >= sizeof(target))
 				return error_set(c->e, tl < 0 ? errno : ENAMETOOLONG, NULL,
-						 "cannot read the symlink '%s/…/%s'", c->root->path,
-						 name);
+						 "cannot read the symlink '%s' under %s", name,
+						 c->root->path);
 			uint32_t off;
 			if ((rc = pool_add(s, target, (size_t)tl, &off)) < 0)
 				return error_set(c->e, -rc, NULL, "reset snapshot");
@@ -459,7 +460,8 @@ static int take_dir(struct take_ctx *c, int dfd, uint32_t di, int depth)
 		} else if (e->type == SNAP_REG) {
 			if (st.nlink > 1) {
 				uint32_t first_idx;
-				if ((rc = linkmap_get_or_put(&c->links, st.ino, idx, &first_idx)) < 0)
+				rc = linkmap_get_or_put(&c->links, st.ino, idx, &first_idx);
+				if (rc < 0)
 					return error_set(c->e, -rc, NULL, "reset snapshot");
 				e->link_to = first_idx;
 				if (first_idx != idx)
@@ -480,8 +482,8 @@ static int take_dir(struct take_ctx *c, int dfd, uint32_t di, int depth)
 		st.dev_minor = minor(c->root->dev);
 		int cfd = open_dir_checked(dfd, ent_name(s, &s->ent[idx]), &st, c->root);
 		if (cfd < 0)
-			return error_set(c->e, -cfd, NULL, "cannot open '%s/…/%s'", c->root->path,
-					 ent_name(s, &s->ent[idx]));
+			return error_set(c->e, -cfd, NULL, "cannot open '%s' under %s",
+					 ent_name(s, &s->ent[idx]), c->root->path);
 		rc = take_dir(c, cfd, idx, depth + 1);
 		close(cfd);
 		if (rc < 0)
@@ -567,7 +569,8 @@ int snapshot_take(struct snapshot *s, const char *const *roots, unsigned n_roots
 			continue;
 		}
 		if (fd < 0)
-			return error_set(e, errno, NULL, "cannot open writable root '%s'", roots[i]);
+			return error_set(e, errno, NULL, "cannot open writable root '%s'",
+					 roots[i]);
 		struct snap_root *root = &s->roots[s->n_roots];
 		root->fd = fd;
 		if ((rc = kstatx(fd, "", AT_EMPTY_PATH, &st)) < 0)
@@ -710,8 +713,8 @@ static int remove_entry(struct rctx *c, int dfd, const char *name, const struct 
 		if (unlinkat(dfd, name, 0) < 0) {
 			if (errno == ENOENT)
 				return 0;
-			return error_set(c->e, errno, NULL, "cannot remove '%s/…/%s'",
-					 c->root->path, name);
+			return error_set(c->e, errno, NULL, "cannot remove '%s' under %s",
+					 name, c->root->path);
 		}
 		if (S_ISREG(st->mode)) {
 			c->st->removed_files++;
@@ -740,7 +743,8 @@ static int remove_entry(struct rctx *c, int dfd, const char *name, const struct 
 	if (cfd == -ENOENT)
 		return 0;
 	if (cfd < 0)
-		return error_set(c->e, -cfd, NULL, "cannot open '%s/…/%s'", c->root->path, name);
+		return error_set(c->e, -cfd, NULL, "cannot open '%s' under %s",
+				 name, c->root->path);
 	int rc = remove_contents(c, cfd, depth + 1);
 	close(cfd);
 	if (rc < 0)
@@ -751,7 +755,8 @@ static int remove_entry(struct rctx *c, int dfd, const char *name, const struct 
 		/* Not empty: it holds a mount point, which stays. */
 		if (errno == ENOTEMPTY || errno == EEXIST || errno == EBUSY)
 			return 0;
-		return error_set(c->e, errno, NULL, "cannot remove '%s/…/%s'", c->root->path, name);
+		return error_set(c->e, errno, NULL, "cannot remove '%s' under %s",
+				 name, c->root->path);
 	}
 	c->st->removed_dirs++;
 	return 0;
@@ -808,17 +813,20 @@ static struct timespec ts_of(int64_t sec, uint32_t nsec)
 static int set_attrs_fd(struct rctx *c, int fd, struct snap_entry *e, const char *name)
 {
 	if (fchown(fd, e->uid, e->gid) < 0 && (c->root_user || errno != EPERM))
-		return error_set(c->e, errno, NULL, "cannot chown '%s/…/%s'", c->root->path, name);
+		return error_set(c->e, errno, NULL, "cannot chown '%s' under %s",
+				 name, c->root->path);
 	if (fchmod(fd, e->mode & 07777) < 0)
-		return error_set(c->e, errno, NULL, "cannot chmod '%s/…/%s'", c->root->path, name);
+		return error_set(c->e, errno, NULL, "cannot chmod '%s' under %s",
+				 name, c->root->path);
 	struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT}, ts_of(e->mtime_sec, e->mtime_nsec)};
 	if (futimens(fd, ts) < 0)
-		return error_set(c->e, errno, NULL, "cannot set the time of '%s/…/%s'",
-				 c->root->path, name);
+		return error_set(c->e, errno, NULL, "cannot set the time of '%s' under %s",
+				 name, c->root->path);
 	struct kstatx st;
 	int rc = kstatx(fd, "", AT_EMPTY_PATH, &st);
 	if (rc < 0)
-		return error_set(c->e, -rc, NULL, "cannot examine '%s/…/%s'", c->root->path, name);
+		return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s",
+				 name, c->root->path);
 	e->ino = st.ino;
 	e->ctime_sec = st.ctime.tv_sec;
 	e->ctime_nsec = st.ctime.tv_nsec;
@@ -830,21 +838,23 @@ static int set_attrs_at(struct rctx *c, int dfd, const char *name, struct snap_e
 {
 	if (fchownat(dfd, name, e->uid, e->gid, AT_SYMLINK_NOFOLLOW) < 0 &&
 	    (c->root_user || errno != EPERM))
-		return error_set(c->e, errno, NULL, "cannot chown '%s/…/%s'", c->root->path, name);
+		return error_set(c->e, errno, NULL, "cannot chown '%s' under %s",
+				 name, c->root->path);
 	if (e->type != SNAP_LNK) {
 		/* Just made by mknodat in a directory no task can reach now. */
 		if (fchmodat(dfd, name, e->mode & 07777, 0) < 0)
-			return error_set(c->e, errno, NULL, "cannot chmod '%s/…/%s'",
-					 c->root->path, name);
+			return error_set(c->e, errno, NULL, "cannot chmod '%s' under %s",
+					 name, c->root->path);
 	}
 	struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT}, ts_of(e->mtime_sec, e->mtime_nsec)};
 	if (utimensat(dfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
-		return error_set(c->e, errno, NULL, "cannot set the time of '%s/…/%s'",
-				 c->root->path, name);
+		return error_set(c->e, errno, NULL, "cannot set the time of '%s' under %s",
+				 name, c->root->path);
 	struct kstatx st;
 	int rc = kstatx(dfd, name, AT_SYMLINK_NOFOLLOW, &st);
 	if (rc < 0)
-		return error_set(c->e, -rc, NULL, "cannot examine '%s/…/%s'", c->root->path, name);
+		return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s",
+				 name, c->root->path);
 	e->ino = st.ino;
 	e->ctime_sec = st.ctime.tv_sec;
 	e->ctime_nsec = st.ctime.tv_nsec;
@@ -856,17 +866,20 @@ static int copy_from_store(struct rctx *c, int dfd, const char *name, uint32_t i
 	struct snap_entry *e = &c->s->ent[idx];
 	int dst = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (dst < 0)
-		return error_set(c->e, errno, NULL, "cannot create '%s/…/%s'", c->root->path, name);
+		return error_set(c->e, errno, NULL, "cannot create '%s' under %s",
+				 name, c->root->path);
 	uint64_t copied = 0;
 	loff_t off = (loff_t)e->data_off;
 	int rc = copy_fd(c->s->store_fd, &off, e->size, dst, &copied);
 	if (rc < 0) {
 		close(dst);
-		return error_set(c->e, -rc, NULL, "cannot write '%s/…/%s'", c->root->path, name);
+		return error_set(c->e, -rc, NULL, "cannot write '%s' under %s",
+				 name, c->root->path);
 	}
 	rc = set_attrs_fd(c, dst, e, name);
 	if (close(dst) < 0 && rc == 0)
-		return error_set(c->e, errno, NULL, "cannot write '%s/…/%s'", c->root->path, name);
+		return error_set(c->e, errno, NULL, "cannot write '%s' under %s",
+				 name, c->root->path);
 	if (rc < 0)
 		return -1;
 	c->st->restored_files++;
@@ -884,17 +897,17 @@ static int create_entry(struct rctx *c, int dfd, uint32_t idx, int depth)
 	switch (e->type) {
 	case SNAP_DIR: {
 		if (mkdirat(dfd, name, 0700) < 0)
-			return error_set(c->e, errno, NULL, "cannot create '%s/…/%s'", c->root->path,
-					 name);
+			return error_set(c->e, errno, NULL, "cannot create '%s' under %s", name,
+					 c->root->path);
 		struct kstatx st;
 		int rc = kstatx(dfd, name, AT_SYMLINK_NOFOLLOW, &st);
 		if (rc < 0)
-			return error_set(c->e, -rc, NULL, "cannot examine '%s/…/%s'", c->root->path,
-					 name);
+			return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s", name,
+					 c->root->path);
 		int cfd = open_dir_checked(dfd, name, &st, c->root);
 		if (cfd < 0)
-			return error_set(c->e, -cfd, NULL, "cannot open '%s/…/%s'", c->root->path,
-					 name);
+			return error_set(c->e, -cfd, NULL, "cannot open '%s' under %s", name,
+					 c->root->path);
 		rc = restore_dir(c, cfd, idx, depth + 1);
 		close(cfd);
 		if (rc == 0)
@@ -913,8 +926,8 @@ static int create_entry(struct rctx *c, int dfd, uint32_t idx, int depth)
 		memcpy(target, s->pool + e->target_off, e->target_len);
 		target[e->target_len] = 0;
 		if (symlinkat(target, dfd, name) < 0)
-			return error_set(c->e, errno, NULL, "cannot create '%s/…/%s'", c->root->path,
-					 name);
+			return error_set(c->e, errno, NULL, "cannot create '%s' under %s", name,
+					 c->root->path);
 		if (set_attrs_at(c, dfd, name, e) < 0)
 			return -1;
 		c->st->restored_links++;
@@ -925,8 +938,8 @@ static int create_entry(struct rctx *c, int dfd, uint32_t idx, int depth)
 	case SNAP_BLK: {
 		mode_t t = e->type == SNAP_FIFO ? S_IFIFO : e->type == SNAP_CHR ? S_IFCHR : S_IFBLK;
 		if (mknodat(dfd, name, t | 0600, (dev_t)e->rdev) < 0)
-			return error_set(c->e, errno, NULL, "cannot create '%s/…/%s'", c->root->path,
-					 name);
+			return error_set(c->e, errno, NULL, "cannot create '%s' under %s", name,
+					 c->root->path);
 		if (set_attrs_at(c, dfd, name, e) < 0)
 			return -1;
 		c->st->restored_other++;
@@ -1001,8 +1014,8 @@ static int restore_dir(struct rctx *c, int dfd, uint32_t di, int depth)
 					continue;
 				}
 				if (cfd < 0) {
-					error_set(c->e, -cfd, NULL, "cannot open '%s/…/%s'",
-						  c->root->path, name);
+					error_set(c->e, -cfd, NULL, "cannot open '%s' under %s",
+						  name, c->root->path);
 					goto fail;
 				}
 				rc = restore_dir(c, cfd, (uint32_t)ci, depth + 1);
@@ -1108,8 +1121,8 @@ static int restore_links(struct rctx *c)
 		}
 		int rc = 0;
 		if (linkat(from, ent_name(s, first), to, ent_name(s, e), 0) < 0)
-			rc = error_set(c->e, errno, NULL, "cannot link '%s/…/%s'", c->root->path,
-				       ent_name(s, e));
+			rc = error_set(c->e, errno, NULL, "cannot link '%s' under %s",
+				       ent_name(s, e), c->root->path);
 		struct kstatx st;
 		if (rc == 0 && kstatx(to, ent_name(s, e), AT_SYMLINK_NOFOLLOW, &st) == 0) {
 			first->ino = st.ino; /* a new link changed the shared ctime */
@@ -1147,7 +1160,7 @@ int snapshot_restore(struct snapshot *s, struct restore_stats *st, struct error 
 		int k = kstatx(AT_FDCWD, c.root->path, 0, &now);
 		if (k < 0 || kdev(&now) != c.root->dev || now.ino != c.root->ino) {
 			rc = error_set(e, k < 0 ? -k : 0, NULL,
-				       "writable root '%s' is no longer the directory it was at start",
+				       "writable root '%s' is no longer the directory it was",
 				       c.root->path);
 			break;
 		}

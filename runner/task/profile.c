@@ -64,7 +64,7 @@ int profile_admit(struct runner *r, const struct task_spec *spec, struct error *
 		return 0;
 	if (p->oneshot)
 		return error_set(e, 0, "ONE_SHOT_BUSY",
-				 "this runner is one-shot (--one-shot) and already runs its task %s",
+				 "this runner is one-shot (--one-shot) and runs its task %s",
 				 p->oneshot->id);
 	if (p->oneshot_done)
 		return error_set(e, 0, "ONE_SHOT_DONE",

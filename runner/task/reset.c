@@ -666,7 +666,7 @@ static void step_once(struct reset *rs)
 		} else if (!rs->streams_forced && in_phase > STREAM_GRACE_MS) {
 			rs->streams_forced = true;
 			unsigned n = http_streams_end(r, true);
-			log_warn("reset: cut streams whose clients did not take their terminal event",
+			log_warn("reset: cut the streams of clients that did not read to the end",
 				 "{s:i}", "streams", (int)n);
 		} else if (in_phase > STREAM_DEADLINE_MS) {
 			fail(rs, 500, "RESET_FAILED", "streams did not close after %d ms",
