@@ -57,7 +57,7 @@ clean:
 # `make run`: the real thing — the image built from the Containerfile, run
 # with podman (or docker), endpoint + token + a curl printed.
 run:
-	@scripts/install-deps.sh run
+	@$(IMAGE_DEPS) run
 	@$(MAKE) --no-print-directory run-container
 
 # The dev build as PID 1 of a fresh PID namespace, in the foreground.

@@ -1,17 +1,24 @@
 # mk/image.mk - container images of forceai-runner (included by the Makefile).
 #
-#   make image            forceai/runtime-runner:latest (FROM scratch) and
+#   make image            installs what the build needs (scripts/install-deps.sh
+#                         image: musl, busybox-static, podman + its host config),
+#                         then forceai/runtime-runner:latest (FROM scratch) and
 #                         forceai/runtime-runner:opensandbox-execd
+#   make image-build      the same without the package step
 #   make image-python     forceai/runtime-runner:python on a local Debian 12 +
 #                         python3 base (debootstrap + import, no registry)
 #   make container-test   tests/container/run.sh (podman, as root)
 #   make run-container    build, run detached on 127.0.0.1, print endpoint,
-#                         token and a curl (used by `make run`)
+#                         token and a curl (`make run` = install-deps run + this)
 #
 # Needs: the `static` target (build/static/forceai-runner), podman (or docker
 # with BuildKit), root for podman here; scripts/podman-setup.sh prepares a host.
 
+# an engine named by the user goes to scripts/install-deps.sh; the default is
+# chosen again by the sub-make that runs after the packages are installed
+IMAGE_ENGINE_ASKED := $(if $(filter environment command line,$(origin IMAGE_ENGINE)),$(IMAGE_ENGINE))
 IMAGE_ENGINE      ?= $(shell command -v podman >/dev/null 2>&1 && echo podman || echo docker)
+IMAGE_DEPS         = IMAGE_ENGINE="$(IMAGE_ENGINE_ASKED)" scripts/install-deps.sh
 IMAGE_NAME        ?= forceai/runtime-runner
 IMAGE_TAG         ?= latest
 IMAGE_PYTHON_TAG  ?= python
@@ -47,9 +54,14 @@ IMAGE_LABEL_ARGS = --build-arg VERSION=$(or $(IMAGE_VERSION),0.0.0-dev) \
 	--build-arg REVISION=$(IMAGE_REVISION) --build-arg CREATED=$(IMAGE_CREATED) \
 	--build-arg SOURCE=$(IMAGE_SOURCE) --build-arg LICENSES=$(IMAGE_LICENSES)
 
-.PHONY: image image-python container-test run-container
+.PHONY: image image-build image-python container-test run-container
 
-image: static
+# recursive: the engine is only known once install-deps has run
+image:
+	@$(IMAGE_DEPS) image
+	@$(MAKE) --no-print-directory image-build
+
+image-build: static
 	image/stage-rootfs.sh $(IMAGE_ROOTFS)
 	$(IMAGE_ENGINE) build $(IMAGE_BUILD_FLAGS) $(IMAGE_LABEL_ARGS) \
 		-f Containerfile -t $(IMAGE_NAME):$(IMAGE_TAG) .
@@ -70,6 +82,6 @@ image-python: static
 container-test: static
 	IMAGE_ENGINE=$(IMAGE_ENGINE) IMAGE_NAME=$(IMAGE_NAME) tests/container/run.sh
 
-run-container: image
+run-container: image-build
 	IMAGE_ENGINE=$(IMAGE_ENGINE) IMAGE=$(IMAGE_NAME):$(IMAGE_TAG) PORT=$(IMAGE_PORT) \
 		NAME=$(IMAGE_CONTAINER) RUN_FLAGS="$(IMAGE_RUN_FLAGS)" image/run-container.sh

@@ -1,18 +1,32 @@
 #!/bin/bash
 # Install the Debian packages a make target needs, when they are missing.
-# usage: scripts/install-deps.sh build|check|run|bench|fuzz
+# usage: scripts/install-deps.sh build|check|image|run|bench|fuzz
+#
+# image/run also prepare the container engine: with podman (the default; also
+# when no engine is installed yet) scripts/podman-setup.sh installs podman and
+# writes its configuration for this kind of host (vfs, cgroupfs, runc).
+# IMAGE_ENGINE=docker skips that (Docker is then the caller's to provide).
 set -euo pipefail
 what=${1:-build}
+here=$(cd "$(dirname "$0")" && pwd)
 
 build_pkgs="gcc make pkg-config libmicrohttpd-dev libjansson-dev libseccomp-dev libcap-ng-dev libcurl4-openssl-dev libwslay-dev"
 check_pkgs="$build_pkgs curl python3 python3-websockets procps valgrind nodejs npm bash coreutils util-linux git gcc tini"
-run_pkgs="$build_pkgs util-linux curl"
+# `make static`: musl and what scripts/build-static-deps.sh needs to build the
+# static libraries from Debian's source packages (it checks them again itself)
+static_pkgs="gcc make musl-tools gperf cmake dpkg-dev autoconf automake libtool patch xz-utils m4 pkg-config linux-libc-dev"
+# `make image`: the static runner, the busybox userland and the CA bundle that
+# image/stage-rootfs.sh stages, `file` to check busybox is static
+image_pkgs="$static_pkgs busybox-static ca-certificates file"
+# `make run`: the image, plus curl to wait for /ping
+run_pkgs="$image_pkgs curl"
 bench_pkgs="$check_pkgs tini bubblewrap firejail"
 fuzz_pkgs="$build_pkgs clang libclang-rt-14-dev"
 
 case "$what" in
 build) want=$build_pkgs ;;
 check) want=$check_pkgs ;;
+image) want=$image_pkgs ;;
 run) want=$run_pkgs ;;
 bench) want=$bench_pkgs ;;
 fuzz) want=$fuzz_pkgs ;;
@@ -26,19 +40,55 @@ for p in $want; do
 	if [ "$p" = nodejs ] && command -v node >/dev/null 2>&1; then continue; fi
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
 
-if [ "$(id -u)" != 0 ]; then
-	echo "missing Debian packages: ${missing[*]}" >&2
-	echo "install them as root: apt-get install ${missing[*]}" >&2
-	exit 1
+if [ ${#missing[@]} -gt 0 ]; then
+	if [ "$(id -u)" != 0 ]; then
+		echo "missing Debian packages: ${missing[*]}" >&2
+		echo "install them as root: apt-get install ${missing[*]}" >&2
+		exit 1
+	fi
+	echo "installing Debian packages: ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	if ! apt-get install -y -qq --no-install-recommends "${missing[@]}" >/tmp/forceai-apt.log 2>&1; then
+		apt-get update -qq >/dev/null 2>&1 || true
+		apt-get install -y -qq --no-install-recommends "${missing[@]}" >/tmp/forceai-apt.log 2>&1 || {
+			tail -20 /tmp/forceai-apt.log >&2
+			exit 1
+		}
+	fi
 fi
-echo "installing Debian packages: ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-if ! apt-get install -y -qq --no-install-recommends "${missing[@]}" >/tmp/forceai-apt.log 2>&1; then
-	apt-get update -qq >/dev/null 2>&1 || true
-	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/tmp/forceai-apt.log 2>&1 || {
-		tail -20 /tmp/forceai-apt.log >&2
+
+case "$what" in
+image | run) ;;
+*) exit 0 ;;
+esac
+
+# The container engine: the one asked for, else podman when present, else
+# docker when present, else podman (installed below).
+engine=${IMAGE_ENGINE:-}
+if [ -z "$engine" ]; then
+	if command -v podman >/dev/null 2>&1; then
+		engine=podman
+	elif command -v docker >/dev/null 2>&1; then
+		engine=docker
+	else
+		engine=podman
+	fi
+fi
+case "$(basename "$engine")" in
+podman)
+	if [ "$(id -u)" = 0 ]; then
+		# installs podman, runc, netavark... when missing; writes the host config
+		"$here/podman-setup.sh"
+	elif ! command -v podman >/dev/null 2>&1; then
+		echo "podman is not installed; as root: scripts/podman-setup.sh" >&2
+		exit 1
+	fi
+	;;
+*)
+	command -v "$engine" >/dev/null 2>&1 || {
+		echo "install-deps: container engine '$engine' not found" >&2
 		exit 1
 	}
-fi
+	;;
+esac
