@@ -17,7 +17,12 @@
 # an engine named by the user goes to scripts/install-deps.sh; the default is
 # chosen again by the sub-make that runs after the packages are installed
 IMAGE_ENGINE_ASKED := $(if $(filter environment command line,$(origin IMAGE_ENGINE)),$(IMAGE_ENGINE))
-IMAGE_ENGINE      ?= $(shell command -v podman >/dev/null 2>&1 && echo podman || echo docker)
+# podman when installed; docker only when its daemon answers (a docker CLI
+# alone does not build anything); else podman, which `make image` installs
+ifeq ($(origin IMAGE_ENGINE),undefined)
+IMAGE_ENGINE      := $(shell if command -v podman >/dev/null 2>&1; then echo podman; \
+                       elif docker info >/dev/null 2>&1; then echo docker; else echo podman; fi)
+endif
 IMAGE_DEPS         = IMAGE_ENGINE="$(IMAGE_ENGINE_ASKED)" scripts/install-deps.sh
 IMAGE_NAME        ?= forceai/runtime-runner
 IMAGE_TAG         ?= latest

@@ -64,12 +64,13 @@ image | run) ;;
 esac
 
 # The container engine: the one asked for, else podman when present, else
-# docker when present, else podman (installed below).
+# docker when its daemon answers (a docker CLI alone builds nothing), else
+# podman (installed below). mk/image.mk makes the same choice.
 engine=${IMAGE_ENGINE:-}
 if [ -z "$engine" ]; then
 	if command -v podman >/dev/null 2>&1; then
 		engine=podman
-	elif command -v docker >/dev/null 2>&1; then
+	elif docker info >/dev/null 2>&1; then
 		engine=docker
 	else
 		engine=podman
