@@ -41,9 +41,14 @@ if [ -n "$missing" ]; then
 	else
 		log "installing:$missing"
 		export DEBIAN_FRONTEND=noninteractive
-		apt-get update -qq
+		apt_log=/tmp/forceai-podman-apt.log
 		# shellcheck disable=SC2086
-		apt-get install -y -qq --no-install-recommends $missing
+		if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends $missing; } \
+			>"$apt_log" 2>&1; then
+			tail -n 20 "$apt_log" >&2
+			log "apt-get install$missing failed (log: $apt_log)"
+			exit 1
+		fi
 	fi
 else
 	log "packages present"
