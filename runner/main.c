@@ -24,6 +24,8 @@
 #include "core/runner.h"
 #include "task/session.h"
 #include "core/signals.h"
+#include "core/statedir.h"
+#include "core/error.h"
 #include "task/task.h"
 #include "core/version.h"
 
@@ -227,24 +229,11 @@ static const struct signal_action signal_table[] = {
 
 static int setup_state_dir(struct runner *r, struct error *err)
 {
-	const char *dir = r->cfg.state_dir;
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return error_set(err, errno, NULL, "cannot create --state-dir '%s'", dir);
-	cleanup_close int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	struct stat st;
-	if (fd < 0 || fstat(fd, &st) < 0)
-		return error_set(err, errno, NULL, "cannot open --state-dir '%s'", dir);
-	/* Task output is kept here: it must be ours alone, or a task could
-	 * plant links or read other tasks' output. */
-	if (st.st_uid != geteuid() || (st.st_mode & 077)) {
-		if (st.st_uid == geteuid() && fchmod(fd, 0700) == 0)
-			log_warn("state dir permissions tightened to 0700", "{s:s}", "dir", dir);
-		else
-			return error_set(err, 0, NULL,
-					 "--state-dir '%s' must be owned by uid %d with mode 0700",
-					 dir, (int)geteuid());
-	}
-	r->state_dir_fd = take_fd(fd);
+	int fd = statedir_open(&r->cfg, r->state_dir, sizeof(r->state_dir), &r->state_dir_fallback,
+			       err);
+	if (fd < 0)
+		return -1;
+	r->state_dir_fd = fd;
 	return 0;
 }
 
@@ -287,6 +276,12 @@ int main(int argc, char **argv)
 		r->init_mode = INIT_SUBREAPER;
 	}
 
+	/* Non-root mode: a runner that is not root runs tasks as itself, unless
+	 * --task-user says otherwise (then it needs the capabilities). */
+	if (geteuid() != 0 && !r->cfg.task_user_set) {
+		r->cfg.task_uid = getuid();
+		r->cfg.task_gid = getgid();
+	}
 	if (confine_policy_init(&r->policy, &r->cfg, &err) < 0)
 		return start_failed(&err);
 	/* The files API acts with the task user's file-system identity; our own

@@ -1,10 +1,49 @@
 #include "api/hardening.h"
 
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
 #include "api/api.h"
 #include "core/ids.h"
 #include "core/log.h"
 #include "model/modelproxy.h"
 #include "core/runner.h"
+
+/* Root mode (the capabilities to change identity) or non-root mode, and
+ * what the runner holds: what a deployment gave it, and what is missing. */
+static json_t *cap_list(uint64_t mask)
+{
+	char buf[1024];
+	json_t *a = json_array();
+	caps_names(mask, false, buf, sizeof(buf));
+	for (char *save = NULL, *t = strtok_r(buf, ", ", &save); t; t = strtok_r(NULL, ", ", &save))
+		json_array_append_new(a, json_string(t));
+	return a;
+}
+
+static json_t *identity_report(struct runner *r)
+{
+	const struct caps_state *c = &r->policy.caps;
+	char miss[128], reason[512];
+	caps_names(CAPS_REQUIRED & ~c->effective, false, miss, sizeof(miss));
+	const char *mode = c->privileged ? (c->root ? "root" : "privileged") : "non-root";
+	if (c->privileged)
+		snprintf(reason, sizeof(reason), "the runner holds every capability it needs "
+			 "(CAP_SETUID, CAP_SETGID, CAP_SETPCAP, CAP_CHOWN, CAP_KILL): tasks run as "
+			 "their own uid/gid, their capabilities and bounding set emptied");
+	else
+		snprintf(reason, sizeof(reason), "the runner runs as uid %u without %s: tasks run "
+			 "as the runner's own uid/gid (requests for another get 403); not in force: "
+			 "a task uid separate from the runner's, an emptied bounding set and locked "
+			 "securebits (CAP_SETPCAP)", (unsigned)geteuid(), miss);
+	return json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:{s:o,s:o,s:o,s:o}}", "mode", mode, "reason",
+			 reason, "runner_uid", (int)geteuid(), "runner_gid", (int)getegid(),
+			 "task_uid", (int)r->cfg.task_uid, "task_gid", (int)r->cfg.task_gid,
+			 "runner_capabilities", "effective", cap_list(c->effective), "bounding",
+			 cap_list(c->bounding), "required_for_root_mode", cap_list(CAPS_REQUIRED),
+			 "missing_for_root_mode", cap_list(CAPS_REQUIRED & ~c->effective));
+}
 
 json_t *hardening_report(struct runner *r)
 {
@@ -34,6 +73,9 @@ json_t *hardening_report(struct runner *r)
 			    json_pack("{s:s,s:s,s:s}", "exec_default",
 				      r->cfg.exec_network_none ? "none" : "full", "per_task",
 				      per_task, "none", none));
+	json_object_set_new(o, "identity", identity_report(r));
+	json_object_set_new(o, "state_dir", json_pack("{s:s,s:b}", "path", r->state_dir, "fallback",
+						      r->state_dir_fallback));
 	json_object_set_new(o, "tree_kill",
 			    json_string(r->policy.cgroup_mode == CGROUP_V2
 						? "cgroup.kill"

@@ -64,18 +64,25 @@ int caps_init(struct caps_state *st, struct error *err)
 
 	if (capng_get_caps_process() < 0)
 		return error_set(err, 0, NULL, "cannot read the runner's capabilities (libcap-ng)");
-	bool setuid_ = capng_have_capability(CAPNG_EFFECTIVE, CAP_SETUID);
-	bool setgid_ = capng_have_capability(CAPNG_EFFECTIVE, CAP_SETGID);
-	bool setpcap = capng_have_capability(CAPNG_EFFECTIVE, CAP_SETPCAP);
+	for (int c = 0; c <= st->last_cap; c++)
+		if (capng_have_capability(CAPNG_EFFECTIVE, (unsigned)c))
+			st->effective |= 1ULL << c;
 	st->sys_resource = capng_have_capability(CAPNG_EFFECTIVE, CAP_SYS_RESOURCE);
-	st->privileged = setuid_ && setgid_ && setpcap;
-	if (geteuid() == 0 && !st->privileged)
-		return error_set(err, 0, NULL,
-				 "the runner runs as root without%s%s%s: it could not drop the "
-				 "tasks' identity and capabilities; grant these capabilities to the "
-				 "container or run the runner as the task user",
-				 setuid_ ? "" : " CAP_SETUID", setgid_ ? "" : " CAP_SETGID",
-				 setpcap ? "" : " CAP_SETPCAP");
+	st->privileged = (st->effective & CAPS_REQUIRED) == CAPS_REQUIRED;
+	st->root = geteuid() == 0;
+	if (st->root && !st->privileged) {
+		char miss[128], add[96], all[96];
+		uint64_t m = CAPS_REQUIRED & ~st->effective;
+		return error_set(
+			err, 0, NULL,
+			"the runner runs as root without %s: it could not confine tasks "
+			"(identity, bounding set, stdio pipes) or stop their process trees. "
+			"Grant them (--cap-add %s; the minimal set is --cap-drop ALL --cap-add %s) "
+			"or run the runner as a non-root user (--user 1000:1000: non-root mode, "
+			"tasks run as that user)",
+			caps_names(m, false, miss, sizeof(miss)), caps_names(m, true, add, sizeof(add)),
+			caps_names(CAPS_REQUIRED, true, all, sizeof(all)));
+	}
 	/* The task securebits must be settable: a bit locked the other way
 	 * by whoever started us would make every task fail. */
 	unsigned want = caps_task_securebits();
@@ -86,6 +93,41 @@ int caps_init(struct caps_state *st, struct error *err)
 				 "securebits 0x%x",
 				 st->securebits, want);
 	return 0;
+}
+
+static void put_name(int c, bool bare, char *buf, size_t len, size_t *o)
+{
+	const char *n = capng_capability_to_name((unsigned)c);
+	char up[32];
+	size_t k = 0;
+	for (; n && n[k] && k < sizeof(up) - 1; k++)
+		up[k] = (char)(n[k] >= 'a' && n[k] <= 'z' ? n[k] - 'a' + 'A' : n[k]);
+	up[k] = '\0';
+	if (*o >= len)
+		return;
+	int w = snprintf(buf + *o, len - *o, "%s%s%s", *o ? (bare ? "," : ", ") : "",
+			 bare ? "" : "CAP_", k ? up : "?");
+	if (w > 0)
+		*o += (size_t)w;
+}
+
+char *caps_names(uint64_t mask, bool bare, char *buf, size_t len)
+{
+	/* The required ones first, in the order they are documented. */
+	static const int order[] = {CAP_SETUID, CAP_SETGID, CAP_SETPCAP, CAP_CHOWN, CAP_KILL};
+	size_t o = 0;
+	if (!len)
+		return buf;
+	buf[0] = '\0';
+	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++)
+		if (mask & (1ULL << order[i])) {
+			put_name(order[i], bare, buf, len, &o);
+			mask &= ~(1ULL << order[i]);
+		}
+	for (int c = 0; c < 64; c++)
+		if (mask & (1ULL << c))
+			put_name(c, bare, buf, len, &o);
+	return buf;
 }
 
 int caps_drop_bounding(const struct caps_state *st)

@@ -4,25 +4,45 @@
  * (libcap-ng's capng_apply reads /proc and may allocate, so it is not used
  * between fork and execve). */
 #pragma once
+#include <linux/capability.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+/* What a root runner needs for full confinement, and why (README,
+ * "Least privilege"): --cap-drop ALL --cap-add SETUID,SETGID,SETPCAP,CHOWN,KILL
+ *   SETUID   setresuid to the task user; setfsuid for the files API
+ *   SETGID   setgroups/setresgid; setfsgid for the files API
+ *   SETPCAP  empty the task's bounding set, lock its securebits
+ *   CHOWN    hand the task its stdio pipes (fchown), so /dev/stdout works
+ *   KILL     signal task trees, which run as another uid */
+#define CAPS_REQUIRED                                                                      \
+	((1ULL << CAP_SETUID) | (1ULL << CAP_SETGID) | (1ULL << CAP_SETPCAP) |             \
+	 (1ULL << CAP_CHOWN) | (1ULL << CAP_KILL))
+
 struct caps_state {
 	int last_cap;       /* highest capability the kernel knows (cap_last_cap) */
 	uint64_t bounding;  /* the runner's bounding set at start (report) */
-	bool privileged;    /* CAP_SETUID, CAP_SETGID and CAP_SETPCAP effective:
-			     * the child can change identity, empty the bounding
-			     * set and lock securebits */
+	uint64_t effective; /* the runner's effective set at start (report) */
+	bool privileged;    /* every CAPS_REQUIRED capability effective: the child
+			     * can change identity, empty the bounding set and
+			     * lock securebits, the runner can signal task trees */
+	bool root;          /* euid 0 */
 	bool sys_resource;  /* CAP_SYS_RESOURCE: rlimits may exceed our hard limits */
 	unsigned securebits; /* the runner's own securebits at start */
 };
 
-/* Parent, at start. Fails (err set) when the runner is root without the
- * capabilities confinement needs: better not start than run tasks with a
- * bounding set we could not empty. */
+/* Parent, at start. Fails (err set, naming every missing capability and
+ * the fix) when the runner is root without all of CAPS_REQUIRED: a root
+ * runner that reported ready and then failed every task (or could not kill
+ * one) would be worse than one that does not start. A runner that is not
+ * root runs in non-root mode instead. */
 struct error;
 int caps_init(struct caps_state *st, struct error *err);
+
+/* "CAP_CHOWN, CAP_KILL" (the CAP_ names of the bits in mask) into buf;
+ * with `bare`, podman's spelling "CHOWN,KILL". Returns buf. */
+char *caps_names(uint64_t mask, bool bare, char *buf, size_t len);
 
 /* Child side, async-signal-safe; each returns 0 or -errno. */
 int caps_drop_bounding(const struct caps_state *st); /* needs CAP_SETPCAP */

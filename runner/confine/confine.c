@@ -208,9 +208,12 @@ _Noreturn void confine_exec(const struct confine_plan *plan)
 	 * reaches the foreground job and job control works. */
 	if (plan->ctty && ioctl(0, TIOCSCTTY, 0) < 0)
 		die("ioctl", "(TIOCSCTTY)", errno, 126);
-	/* Root tasks get the ruleset that also scopes signals (landlock.h). */
+	/* A task with the runner's own uid (root tasks; every task in non-root
+	 * mode) gets the ruleset that also scopes signals (landlock.h): the
+	 * kernel's uid check would let it signal the runner and the shims. */
+	const bool same_uid = plan->uid == 0 || plan->uid == getuid();
 	const int ll_fd = !confine ? -1
-			  : plan->uid == 0 && pol->landlock.root_ruleset_fd >= 0
+			  : same_uid && pol->landlock.root_ruleset_fd >= 0
 				  ? pol->landlock.root_ruleset_fd
 				  : pol->landlock_ruleset_fd;
 	int keep[2] = {ll_fd, plan->cgroup_procs_fd};
@@ -445,18 +448,26 @@ json_t *confine_report(const struct confine_policy *pol)
 		json_object_set_new(o, "seccomp", json_null());
 	}
 
-	json_object_set_new(
-		o, "capabilities",
-		json_string(!on ? "not dropped (confinement disabled)"
-			    : priv ? "all dropped (bounding, effective, permitted, inheritable, "
-				     "ambient)"
-				   : "effective, permitted, inheritable, ambient cleared; bounding "
-				     "set inherited (runner not privileged)"));
+	char caps[320], names[256];
+	if (!on)
+		snprintf(caps, sizeof(caps), "not dropped (confinement disabled)");
+	else if (priv)
+		snprintf(caps, sizeof(caps), "all dropped (bounding, effective, permitted, "
+			 "inheritable, ambient)");
+	else if (!pol->caps.bounding)
+		snprintf(caps, sizeof(caps), "none: the runner's bounding set is empty, so tasks "
+			 "can hold none; effective, permitted, inheritable, ambient cleared");
+	else
+		snprintf(caps, sizeof(caps), "effective, permitted, inheritable, ambient cleared; "
+			 "bounding set inherited (%.200s): emptying it needs CAP_SETPCAP",
+			 caps_names(pol->caps.bounding, false, names, sizeof(names)));
+	json_object_set_new(o, "capabilities", json_string(caps));
 	json_object_set_new(o, "securebits",
 			    json_string(on && priv ? "noroot, no_setuid_fixup, "
 						     "no_cap_ambient_raise set; keep_caps "
 						     "clear; all locked"
-						   : "unchanged"));
+				       : on ? "unchanged (locking them needs CAP_SETPCAP)"
+					    : "unchanged"));
 	json_object_set_new(o, "no_new_privs", json_boolean(on));
 
 	json_t *ll = json_object();
@@ -469,11 +480,17 @@ json_t *confine_report(const struct confine_policy *pol)
 				    json_pack("[s,s,s]", "/dev/shm", "/dev/null (and zero, full, "
 					      "random, urandom, tty, ptmx)", "/dev/pts"));
 		json_object_set_new(ll, "skipped_roots", split_roots(pol->landlock.skipped));
-		json_object_set_new(ll, "scoped",
-				    json_string(pol->landlock.root_ruleset_fd >= 0
-							? "root tasks: signals and abstract UNIX "
-							  "sockets stay inside the task"
-							: "none (ABI < 6)"));
+		json_object_set_new(
+			ll, "scoped",
+			json_string(pol->landlock.root_ruleset_fd >= 0
+					    ? priv ? "root tasks: signals and abstract UNIX sockets stay "
+						     "inside the task"
+						   : "every task (non-root mode: tasks share the runner's "
+						     "uid): signals and abstract UNIX sockets stay inside "
+						     "the task"
+				    : priv ? "none (ABI < 6)"
+					   : "none (ABI < 6): in non-root mode a task could signal the "
+					     "runner, which shares its uid"));
 	} else {
 		json_object_set_new(ll, "reason",
 				    json_string(on ? pol->landlock.reason

@@ -402,6 +402,16 @@ static int check_secret_file(const struct runner_config *cfg, const struct secre
 				 : "");
 }
 
+/* The options whose default the runner may replace when it is not root
+ * (task user, state dir) need to know they were given. */
+static void note_given(struct runner_config *cfg, const struct opt_def *o)
+{
+	if (o->type == OPT_USER)
+		cfg->task_user_set = true;
+	else if (o->type == OPT_STR && o->off == OFF(state_dir))
+		cfg->state_dir_set = true;
+}
+
 /* Remove a secret from this process's environment, including the bytes of
  * the initial environment block that /proc/PID/environ shows. */
 static char *take_secret_env(const char *name)
@@ -489,6 +499,8 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 		struct src env = {.env = opts[i].env, .err = &ignored};
 		if (apply_opt(&env, cfg, &opts[i], val))
 			env_bad[i] = true;
+		else
+			note_given(cfg, &opts[i]);
 	}
 	char *tok = take_secret_env("EXECD_ACCESS_TOKEN");
 	if (tok && *tok && !cfg->token)
@@ -540,6 +552,7 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 		const struct opt_def *o = &opts[c - 1000];
 		if (apply_opt(&cli, cfg, o, o->type == OPT_BOOL ? "1" : optarg))
 			return -1;
+		note_given(cfg, o);
 		env_bad[c - 1000] = false;
 	}
 	for (size_t i = 0; i < N_OPTS; i++) {

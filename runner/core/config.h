@@ -19,9 +19,11 @@ struct runner_config {
 	uint64_t grace_ms;
 	char *token;           /* access token (X-EXECD-ACCESS-TOKEN); NULL = none */
 	const char *state_dir; /* private dir for task output spools */
+	bool state_dir_set;    /* given (option or environment), not the default */
 	const char *seccomp_policy;
 	uid_t task_uid;
 	gid_t task_gid;
+	bool task_user_set;    /* given, not the default (non-root mode uses its own) */
 	bool allow_root_tasks;
 	uint32_t task_id_lo, task_id_hi; /* ids requests may ask for (core/ids.h) */
 	bool exec_network_none;          /* exec tasks get no IP sockets unless asked */

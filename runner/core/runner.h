@@ -48,6 +48,8 @@ struct runner {
 
 	struct rlimit nofile_at_start; /* restored for the main child */
 	int state_dir_fd;
+	char state_dir[512];     /* its path: --state-dir, or a fallback (statedir.h) */
+	bool state_dir_fallback;
 	struct loop_timer tick; /* 1 s housekeeping: keep-alives, record expiry */
 
 	struct http_server *http;

@@ -520,6 +520,14 @@ static int resolve_identity(struct runner *r, const struct task_spec *spec, uid_
 		return error_set(err, 0, "FORBIDDEN",
 				 "tasks may not run as uid/gid 0 (the runner was started without "
 				 "--allow-root-tasks)");
+	/* Without the capabilities no identity change is possible: say so
+	 * here rather than fail the task with 126. */
+	if (!r->policy.caps.privileged && (*uid != r->cfg.task_uid || *gid != r->cfg.task_gid))
+		return error_set(err, 0, "FORBIDDEN",
+				 "the runner is in non-root mode (uid %u, no capabilities): tasks run "
+				 "as uid %u gid %u only, not %u:%u",
+				 (unsigned)geteuid(), (unsigned)r->cfg.task_uid,
+				 (unsigned)r->cfg.task_gid, (unsigned)*uid, (unsigned)*gid);
 	if (!ids_uid_allowed(&r->cfg, *uid) || !ids_gid_allowed(&r->cfg, *gid))
 		return error_set(err, 0, "FORBIDDEN",
 				 "%s %u is not an identity tasks may have (the task user's own, or "

@@ -493,6 +493,118 @@ def t_main():
     return name, port
 
 
+def multipart(parts, boundary="ctBoUnDaRy"):
+    """parts: [(name, filename or None, bytes)] -> (body, content type)."""
+    out = b""
+    for n, fn, content in parts:
+        cd = 'Content-Disposition: form-data; name="%s"' % n
+        if fn is not None:
+            cd += '; filename="%s"' % fn
+        out += b"--" + boundary.encode() + b"\r\n" + cd.encode() + b"\r\n\r\n" + content + b"\r\n"
+    return out + b"--" + boundary.encode() + b"--\r\n", "multipart/form-data; boundary=" + boundary
+
+
+def sleeps_alive(name, marker):
+    """Processes of the container whose command line holds marker (not zombies)."""
+    r = eng("exec", name, "sh", "-c",
+            "for p in /proc/[0-9]*; do tr '\\0' ' ' <$p/cmdline 2>/dev/null; echo; done", timeout=60)
+    return [l for l in r.stdout.splitlines() if marker in l]
+
+
+def wait_no_marker(name, marker, timeout=10.0):
+    t0 = time.monotonic()
+    left = sleeps_alive(name, marker)
+    while left and time.monotonic() - t0 < timeout:
+        time.sleep(0.2)
+        left = sleeps_alive(name, marker)
+    return left
+
+
+def workload(name, port, label, uid=1000, gid=1000, root="/workspace"):
+    """Real work through the API, the way a client uses a box: an exec task
+    (identity, stdio reopened through /dev/stderr and /proc/self/fd), the
+    files API (upload, download, info, mkdir, chmod, mv, delete; the owner
+    of what it writes), the kill of a task tree with a setsid() grandchild
+    (DELETE /command), a native task's timeout, an execd session. Returns
+    the number of failed checks."""
+    base = "http://127.0.0.1:%d" % port
+    bad0 = failed
+
+    st, ev = run_command(port, "id -u; id -g; echo to-stderr >/dev/stderr; echo to-fd1 >/proc/self/fd/1")
+    out = stdout_lines(ev) if st == 200 else []
+    err = [e.get("text", "").rstrip("\n") for e in ev if e.get("type") == "stderr"] if st == 200 else []
+    term = terminal(ev) if st == 200 else None
+    check("%sexec task runs as %d:%d, reopens its stdio" % (label, uid, gid),
+          out == [str(uid), str(gid), "to-fd1"] and err == ["to-stderr"] and term is not None
+          and term.get("type") == "execution_complete",
+          "HTTP %s out=%s err=%s term=%s" % (st, out, err, tail(json.dumps(term), 300)))
+
+    d = root + "/ct-%s%d" % (label.strip(": ").replace(" ", "-") or "w", os.getpid())
+    payload = os.urandom(70000)
+    st, _, raw = http("POST", base + "/directories", {d: {"mode": 755}})
+    check("%sfiles API: mkdir %s" % (label, d), st == 200, "HTTP %s %s" % (st, tail(raw.decode(errors="replace"))))
+    body, ct = multipart([("metadata", "metadata", json.dumps({"path": d + "/up.bin", "mode": 640}).encode()),
+                          ("file", "up.bin", payload)])
+    st, _, raw = http("POST", base + "/files/upload", body, headers={"Content-Type": ct}, timeout=60)
+    check("%sfiles API: upload" % label, st == 200, "HTTP %s %s" % (st, tail(raw.decode(errors="replace"))))
+    st, _, raw = http("GET", base + "/files/download?path=" + urllib.request.quote(d + "/up.bin"), timeout=60)
+    check("%sfiles API: download returns the uploaded bytes" % label, st == 200 and raw == payload,
+          "HTTP %s, %d bytes" % (st, len(raw)))
+    st, _, raw = http("POST", base + "/files/permissions", {d + "/up.bin": {"mode": 600}})
+    ok_perm = st == 200
+    st, _, raw2 = http("POST", base + "/files/mv", [{"src": d + "/up.bin", "dest": d + "/moved.bin"}])
+    ok_mv = st == 200
+    st, ev = run_command(port, "stat -c '%u:%g %a' " + d + " " + d + "/moved.bin")
+    lines = stdout_lines(ev) if st == 200 else []
+    check("%sfiles API: chmod, mv; what it wrote is owned by %d:%d" % (label, uid, gid),
+          ok_perm and ok_mv and lines == ["%d:%d 755" % (uid, gid), "%d:%d 600" % (uid, gid)],
+          "chmod ok=%s mv ok=%s %s %s" % (ok_perm, ok_mv, lines, tail(raw.decode(errors="replace") + raw2.decode(errors="replace"))))
+    st, _, raw = http("GET", base + "/files/info?path=" + urllib.request.quote(d + "/moved.bin"))
+    check("%sfiles API: info" % label, st == 200 and b"moved.bin" in raw, "HTTP %s %s" % (st, tail(raw.decode(errors="replace"))))
+    st1, _, _ = http("DELETE", base + "/files?path=" + urllib.request.quote(d + "/moved.bin"))
+    st2, _, _ = http("DELETE", base + "/directories?path=" + urllib.request.quote(d))
+    st3, _, _ = http("GET", base + "/files/info?path=" + urllib.request.quote(d))
+    check("%sfiles API: delete file and directory" % label, st1 == 200 and st2 == 200 and st3 == 404,
+          "HTTP %s %s then info %s" % (st1, st2, st3))
+
+    marker = "31.4159%d" % os.getpid()
+    st, ev = run_command(port, "(setsid sleep %s &); sleep %s & sleep %s" % (marker, marker, marker),
+                         background=True)
+    cid = ev[0].get("text") if st == 200 and ev and ev[0].get("type") == "init" else None
+    t0 = time.monotonic()
+    seen = []
+    while cid and len(seen) < 3 and time.monotonic() - t0 < 5:
+        seen = sleeps_alive(name, marker)
+        time.sleep(0.1)
+    stk, _, _ = http("DELETE", base + "/command?id=%s" % cid) if cid else (0, None, None)
+    left = wait_no_marker(name, marker)
+    check("%skill of a task tree (DELETE /command, setsid grandchild)" % label,
+          cid and len(seen) == 3 and stk == 200 and not left,
+          "id=%s seen=%d DELETE %s left=%s" % (cid, len(seen), stk, left))
+
+    marker = "27.1828%d" % os.getpid()
+    st, _, raw = http("POST", base + "/v1/tasks", {"task": "sleep %s & sleep %s" % (marker, marker),
+                                                     "capability": "exec", "timeout_ms": 800}, timeout=30)
+    ex = [dd for e, dd in sse(raw) if e == "exit"] if st == 200 else []
+    left = wait_no_marker(name, marker)
+    check("%snative task timeout kills the tree" % label,
+          ex and ex[0].get("status") == "timeout" and not left,
+          "HTTP %s exit=%s left=%s" % (st, ex[:1], left))
+
+    st, _, raw = http("POST", base + "/session", {})
+    sid = None
+    try:
+        sid = json.loads(raw).get("session_id") or json.loads(raw).get("id")
+    except (ValueError, AttributeError):
+        pass
+    st2, _, raw2 = http("POST", base + "/session/%s/run" % sid, {"command": "id -u"}) if sid else (0, None, b"")
+    check("%sexecd session runs a command" % label, st == 200 and st2 == 200 and str(uid).encode() in raw2,
+          "HTTP %s %s / %s %s" % (st, tail(raw.decode(errors="replace"), 200), st2, tail(raw2.decode(errors="replace"), 200)))
+    if sid:
+        http("DELETE", base + "/session/%s" % sid)
+    return failed - bad0
+
+
 def hardening_seccomp(rep):
     """Is seccomp in force according to the report? The runner's format:
     {"confinement_enabled": true, "seccomp": {"allowed_syscalls": N, "policy": ...}}"""

@@ -1,0 +1,19 @@
+/* The runner's private state directory (task output spools). */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+
+struct error;
+struct runner_config;
+
+/* Open the state directory, creating it 0700; it must be a directory of
+ * ours (euid), reached without following a symlink; group/other bits are
+ * tightened away. An explicit --state-dir is the only candidate. Without
+ * one the default comes first; where it cannot be created (a non-root
+ * runner, a read-only root filesystem) the fallbacks follow:
+ * $XDG_RUNTIME_DIR/forceai-runner, then /tmp/forceai-runner-<euid>. A
+ * candidate owned by someone else is never used. Returns the fd (path in
+ * `path`, `fallback` set when it is not the first candidate), or -1 with
+ * every candidate's reason in err. */
+int statedir_open(const struct runner_config *cfg, char *path, size_t pathlen, bool *fallback,
+		  struct error *err);
