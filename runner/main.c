@@ -25,6 +25,7 @@
 #include "task/session.h"
 #include "core/signals.h"
 #include "core/statedir.h"
+#include "core/ping.h"
 #include "core/error.h"
 #include "task/task.h"
 #include "core/version.h"
@@ -259,6 +260,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "forceai-runner: %s\n", err.msg);
 		return 2; /* a usage error */
 	}
+	if (r->cfg.ping) {
+		int rc = ping_run(&r->cfg);
+		config_free(&r->cfg);
+		return rc;
+	}
 
 	/* Tasks must not read our memory or environment through /proc. */
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) {
@@ -284,6 +290,20 @@ int main(int argc, char **argv)
 	}
 	if (confine_policy_init(&r->policy, &r->cfg, &err) < 0)
 		return start_failed(&err);
+	/* Non-root mode: tasks have the runner's uid and groups, and Landlock
+	 * lets them read everywhere, so a secret file the runner can read, they
+	 * can read. The environment is safe: scrubbed, and we are not dumpable. */
+	if (!r->policy.caps.privileged && (r->cfg.token_file.path || r->cfg.key_file.path)) {
+		error_set(&err, 0, NULL,
+			  "non-root mode (uid %u): tasks run with the runner's uid and groups and "
+			  "could read %s; pass the secret in the environment instead (%s; "
+			  "Kubernetes: env valueFrom secretKeyRef), which the runner removes from "
+			  "its own",
+			  (unsigned)geteuid(),
+			  r->cfg.token_file.path ? "--token-file" : "--gateway-key-file",
+			  r->cfg.token_file.path ? "EXECD_ACCESS_TOKEN" : "FORCEAI_GATEWAY_KEY");
+		return start_failed(&err);
+	}
 	/* The files API acts with the task user's file-system identity; our own
 	 * supplementary groups must not widen it. */
 	if (files_init() < 0) {

@@ -150,6 +150,9 @@ static void usage(FILE *out)
 	}
 	fprintf(out, "  %-24s %s\n  %-24s %s\n", "--version", "print the version and exit", "--help",
 		"print this help and exit");
+	fprintf(out, "  %-24s %s\n", "--ping",
+		"health probe: GET /ping from the runner these options describe (token included), "
+		"exit 0 when it answers 200");
 }
 
 /* Where the value being applied comes from, for messages, and where a
@@ -517,7 +520,7 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 		free(key);
 	}
 
-	struct option lopts[N_OPTS + 3];
+	struct option lopts[N_OPTS + 4];
 	for (size_t i = 0; i < N_OPTS; i++) {
 		lopts[i].name = opts[i].name;
 		lopts[i].has_arg = opts[i].type == OPT_BOOL ? no_argument : required_argument;
@@ -526,7 +529,8 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 	}
 	lopts[N_OPTS] = (struct option){"help", no_argument, NULL, 'h'};
 	lopts[N_OPTS + 1] = (struct option){"version", no_argument, NULL, 'V'};
-	lopts[N_OPTS + 2] = (struct option){0};
+	lopts[N_OPTS + 2] = (struct option){"ping", no_argument, NULL, 'P'};
+	lopts[N_OPTS + 3] = (struct option){0};
 
 	opterr = 0;
 	int c;
@@ -539,6 +543,10 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 		if (c == 'V') {
 			printf("forceai-runner %s\n", FORCEAI_RUNNER_VERSION);
 			return 1;
+		}
+		if (c == 'P') {
+			cfg->ping = true;
+			continue;
 		}
 		if (c == '?' || c == ':') {
 			const char *arg = argv[optind - 1];

@@ -43,6 +43,7 @@ struct runner_config {
 	uint64_t task_pids_max;   /* cgroup v2 pids.max per task; 0 = max */
 	const char *task_cpu_max; /* cgroup v2 cpu.max per task, e.g. "100000 100000" */
 	char **main_argv;         /* after "--"; NULL when none */
+	bool ping;                /* --ping: probe a running runner, then exit (ping.h) */
 
 	/* The gateway's runtime profiles (task/profile.h). */
 	bool one_shot;               /* serve one task, then exit with its status */

@@ -1,0 +1,150 @@
+/* `forceai-runner --ping`: see ping.h. */
+#include "core/ping.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/config.h"
+
+#define PING_TIMEOUT_MS 3000
+
+static long ms_left(const struct timespec *t0)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	long spent = (now.tv_sec - t0->tv_sec) * 1000 + (now.tv_nsec - t0->tv_nsec) / 1000000;
+	return PING_TIMEOUT_MS - spent;
+}
+
+/* Wait for fd to become ready for `ev` within the overall timeout. */
+static int wait_fd(int fd, short ev, const struct timespec *t0)
+{
+	for (;;) {
+		long left = ms_left(t0);
+		if (left <= 0)
+			return -ETIMEDOUT;
+		struct pollfd p = {.fd = fd, .events = ev};
+		int n = poll(&p, 1, (int)left);
+		if (n > 0)
+			return 0;
+		if (n == 0)
+			return -ETIMEDOUT;
+		if (errno != EINTR)
+			return -errno;
+	}
+}
+
+static int fail(const char *what, int err)
+{
+	fprintf(stderr, "forceai-runner --ping: %s%s%s\n", what, err ? ": " : "",
+		err ? strerror(err) : "");
+	return 1;
+}
+
+int ping_run(const struct runner_config *cfg)
+{
+	/* It holds the token: not readable through /proc by anyone else. */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		return fail("prctl(PR_SET_DUMPABLE)", errno);
+	struct sockaddr_storage ss;
+	memset(&ss, 0, sizeof(ss));
+	socklen_t len;
+	struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+	if (inet_pton(AF_INET, cfg->listen_host, &s4->sin_addr) == 1) {
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons((uint16_t)cfg->listen_port);
+		if (s4->sin_addr.s_addr == htonl(INADDR_ANY))
+			s4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		len = sizeof(*s4);
+	} else if (inet_pton(AF_INET6, cfg->listen_host, &s6->sin6_addr) == 1) {
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons((uint16_t)cfg->listen_port);
+		if (IN6_IS_ADDR_UNSPECIFIED(&s6->sin6_addr))
+			s6->sin6_addr = in6addr_loopback;
+		len = sizeof(*s6);
+	} else {
+		return fail("the listen address is not numeric", 0);
+	}
+	if (cfg->listen_port == 0)
+		return fail("the listen port is 0 (ephemeral): nothing to probe", 0);
+
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return fail("socket", errno);
+	int rc = 0;
+	if (connect(fd, (struct sockaddr *)&ss, len) < 0) {
+		if (errno != EINPROGRESS) {
+			rc = fail("connect", errno);
+			goto out;
+		}
+		int e = wait_fd(fd, POLLOUT, &t0), soerr = 0;
+		socklen_t sl = sizeof(soerr);
+		if (e == 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
+			e = -errno;
+		if (e < 0 || soerr) {
+			rc = fail("connect", e < 0 ? -e : soerr);
+			goto out;
+		}
+	}
+	char req[1024];
+	int n = snprintf(req, sizeof(req),
+			 "GET /ping HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n%s%s%s\r\n",
+			 cfg->token ? "X-EXECD-ACCESS-TOKEN: " : "", cfg->token ? cfg->token : "",
+			 cfg->token ? "\r\n" : "");
+	if (n < 0 || (size_t)n >= sizeof(req)) {
+		rc = fail("the token is too long", 0);
+		goto out;
+	}
+	for (size_t off = 0; off < (size_t)n;) {
+		ssize_t w = send(fd, req + off, (size_t)n - off, MSG_NOSIGNAL);
+		if (w > 0) {
+			off += (size_t)w;
+			continue;
+		}
+		int e = w < 0 && (errno == EAGAIN || errno == EINTR) ? wait_fd(fd, POLLOUT, &t0)
+								    : -(w < 0 ? errno : EPIPE);
+		if (e < 0) {
+			explicit_bzero(req, sizeof(req));
+			rc = fail("send", -e);
+			goto out;
+		}
+	}
+	explicit_bzero(req, sizeof(req));
+	/* The status line is all we need. */
+	char resp[64];
+	size_t got = 0;
+	while (got < sizeof(resp) - 1 && !memchr(resp, '\n', got)) {
+		ssize_t r = recv(fd, resp + got, sizeof(resp) - 1 - got, 0);
+		if (r > 0) {
+			got += (size_t)r;
+			continue;
+		}
+		if (r == 0)
+			break;
+		int e = errno == EAGAIN || errno == EINTR ? wait_fd(fd, POLLIN, &t0) : -errno;
+		if (e < 0) {
+			rc = fail("no answer", -e);
+			goto out;
+		}
+	}
+	resp[got] = '\0';
+	resp[strcspn(resp, "\r\n")] = '\0';
+	if (strncmp(resp, "HTTP/1.1 200 ", 13) && strncmp(resp, "HTTP/1.0 200 ", 13)) {
+		fprintf(stderr, "forceai-runner --ping: GET /ping answered '%.60s'\n", resp);
+		rc = 1;
+	}
+out:
+	close(fd);
+	return rc;
+}
