@@ -45,7 +45,9 @@ IMAGE_SOURCE      ?= https://github.com/forceai/forceai-runner
 IMAGE_LICENSES    ?= NOASSERTION
 IMAGE_PORT        ?= 8080
 IMAGE_CONTAINER   ?= forceai-runner
-IMAGE_RUN_FLAGS   ?=
+# `make run`: the root runner with only the capabilities it needs (README,
+# "Privileges"); IMAGE_RUN_FLAGS= gives the engine's default set
+IMAGE_RUN_FLAGS   ?= --cap-drop ALL --cap-add SETUID,SETGID,SETPCAP,CHOWN,KILL
 
 # podman: no network for RUN steps (nothing is downloaded), one layer on top
 # of the base (vfs copies the whole rootfs for every intermediate layer)

@@ -5,6 +5,7 @@
 #
 # Idempotent. Run as root. What it does, each step only when needed:
 #   1. apt-get install podman buildah runc (+ netavark aardvark-dns slirp4netns,
+#      catatonit for the pause image of `podman kube play`,
 #      debootstrap, busybox-static, ca-certificates, iptables) if missing;
 #   2. /etc/containers/storage.conf     -> driver = "vfs"
 #      (overlay needs a kernel/fs combination this kind of host often lacks);
@@ -28,7 +29,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 # --- 1. packages -----------------------------------------------------------
-PKGS="podman buildah runc netavark aardvark-dns slirp4netns iptables debootstrap busybox-static ca-certificates"
+PKGS="podman buildah runc netavark aardvark-dns slirp4netns iptables catatonit debootstrap busybox-static ca-certificates"
 missing=""
 for p in $PKGS; do
 	if ! dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Container tests of forceai/runtime-runner (issue 7), with podman as root.
+"""Container tests of forceai/runtime-runner (issues 7 and 11), with podman as root.
 
 Builds the images from a clean copy of the repository with no network at all
 (unshare --net), runs them as real containers and checks, through the
@@ -15,6 +15,14 @@ endpoint published on a loopback port:
     wrapper (subreaper mode), and the replacement execd image (/execd +
     /bootstrap.sh) installed the way OpenSandbox's Docker and Kubernetes
     runtimes install it, with the runner as PID 1 on port 44772;
+  - least privilege: real tasks, the files API and tree kills with exactly
+    the documented --cap-drop ALL --cap-add line; every partial set refused
+    at start with the missing capabilities named;
+  - non-root mode (--user 1000:1000 --cap-drop ALL, no-new-privileges) and
+    read-only mode (--read-only, tmpfs /tmp, volume /workspace): tasks, the
+    /v1/hardening report, 403 for another uid, the state dir fallback;
+  - image/kubernetes/*.yaml through `podman kube play` with a token Secret:
+    probes, tasks, `podman kube down`;
 and prints figures: image sizes, start-to-ready median of 10, idle RSS.
 
 Environment: IMAGE_ENGINE (podman), IMAGE_NAME (forceai/runtime-runner),
@@ -118,8 +126,13 @@ def mib(n):
 
 # --- HTTP ------------------------------------------------------------------------------
 
-def http(method, url, body=None, token=TOKEN, timeout=30, headers=None):
+CURRENT = object()  # token argument: the suite's TOKEN at call time
+
+
+def http(method, url, body=None, token=CURRENT, timeout=30, headers=None):
     """Returns (status, headers, body bytes); status 0 on connection errors."""
+    if token is CURRENT:
+        token = TOKEN
     h = dict(headers or {})
     if token:
         h["X-EXECD-ACCESS-TOKEN"] = token
@@ -195,7 +208,7 @@ def terminal(events):
     return None
 
 
-def wait_ping(port, deadline_s=15.0, token=TOKEN):
+def wait_ping(port, deadline_s=15.0, token=CURRENT):
     t0 = time.monotonic()
     while time.monotonic() - t0 < deadline_s:
         st, _, _ = http("GET", "http://127.0.0.1:%d/ping" % port, token=token, timeout=1)
@@ -1031,6 +1044,427 @@ def t_execd_image():
               "%.2f s, ExitCode %s" % (dt, code))
 
 
+# --- least privilege, non-root and read-only modes, Kubernetes (issue 11) ---------------
+
+def documented_caps():
+    """The minimal capability line as documented (image/README.md and README.md
+    must say the same): the test runs exactly that."""
+    found = {}
+    for doc in ("image/README.md", "README.md"):
+        try:
+            with open(os.path.join(ROOT, doc)) as f:
+                m = re.search(r"--cap-drop ALL --cap-add ([A-Z_]+(?:,[A-Z_]+)*)", f.read())
+        except OSError:
+            m = None
+        found[doc] = m.group(1) if m else None
+    caps = found["image/README.md"]
+    check("the minimal capability line is documented, the same in README.md and image/README.md",
+          caps is not None and found["README.md"] == caps, str(found))
+    return caps.split(",") if caps else None
+
+
+def hardening(port):
+    st, _, raw = http("GET", "http://127.0.0.1:%d/v1/hardening" % port)
+    try:
+        return json.loads(raw) if st == 200 else None
+    except ValueError:
+        return None
+
+
+def wait_exit(name, timeout=15.0):
+    """The container's exit code once it stopped (None while it runs)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        r = eng("inspect", "--format", "{{.State.Running}} {{.State.ExitCode}}", name)
+        f = r.stdout.split()
+        if len(f) == 2 and f[0] == "false":
+            return int(f[1])
+        time.sleep(0.1)
+    return None
+
+
+def t_least_privilege(caps):
+    """The root runner with exactly the documented capabilities runs real work;
+    with any one of them missing it refuses to start, naming it."""
+    if not caps:
+        return
+    flags = ["--cap-drop", "ALL", "--cap-add", ",".join(caps)]
+    port = free_port()
+    name, r = run_container("caps", IMG, port=port, run_flags=flags)
+    ready = r.returncode == 0 and wait_ping(port) is not None
+    if check("root runner starts with exactly --cap-drop ALL --cap-add %s" % ",".join(caps), ready,
+             tail(r.stderr) or tail(logs(name))):
+        rep = hardening(port) or {}
+        ident = rep.get("identity") or {}
+        rc_ = (ident.get("runner_capabilities") or {})
+        check("minimal caps: /v1/hardening says root mode, nothing missing",
+              ident.get("mode") == "root" and rc_.get("missing_for_root_mode") == []
+              and sorted(rc_.get("effective") or []) == sorted("CAP_" + c for c in caps),
+              json.dumps(ident)[:400])
+        ok_c, why_c = hardening_no_caps(rep)
+        check("minimal caps: tasks have no capabilities (report)", ok_c, why_c)
+        workload(name, port, "minimal caps: ")
+        dt, code, _ = stop_and_measure(name)
+        check("minimal caps: podman stop exits 0", code == "0", "%.2f s, ExitCode %s" % (dt, code))
+
+    # The set from the issue (ready, then exit 126 for every task before the
+    # start-up check), and each capability of the minimal set missing alone.
+    cases = [[c for c in caps if c not in ("CHOWN", "KILL")]] + [[c for c in caps if c != m] for m in caps]
+    for i, have in enumerate(cases):
+        missing = [c for c in caps if c not in have]
+        name, r = run_container("partial%d" % i, IMG, port=free_port(),
+                                run_flags=["--cap-drop", "ALL", "--cap-add", ",".join(have)])
+        code = wait_exit(name)
+        lg = logs(name)
+        named = all(("CAP_" + m) in lg for m in missing) and not any(
+            ("CAP_" + c) in lg.split("the minimal set")[0] for c in have)
+        check("partial caps %s: refuses to start (exit 1), naming %s, never ready" % (
+              ",".join(have), ",".join("CAP_" + m for m in missing)),
+              r.returncode == 0 and code == 1 and named and '"ready"' not in lg,
+              "exit %s: %s" % (code, tail(lg, 400)))
+
+
+NONROOT = ["--user", "1000:1000", "--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
+
+
+def check_nonroot_report(rep, label, state_dir="/tmp/forceai-runner-1000"):
+    ident = (rep or {}).get("identity") or {}
+    ll = (rep or {}).get("landlock") or {}
+    sd = (rep or {}).get("state_dir") or {}
+    check("%s/v1/hardening: identity non-root (uid 1000, no capabilities), with the reason" % label,
+          ident.get("mode") == "non-root" and ident.get("runner_uid") == 1000
+          and ident.get("task_uid") == 1000 and "403" in (ident.get("reason") or "")
+          and (ident.get("runner_capabilities") or {}).get("effective") == [],
+          json.dumps(ident)[:500])
+    check("%s/v1/hardening: what is in force (seccomp, no_new_privs, Landlock scoped, rlimits, tree kill)" % label,
+          hardening_seccomp(rep or {})[0] and rep.get("no_new_privs") is True
+          and ll.get("abi") and "every task" in (ll.get("scoped") or "")
+          and (rep.get("rlimits") or {}).get("nproc") and rep.get("tree_kill"),
+          json.dumps({k: (rep or {}).get(k) for k in ("no_new_privs", "landlock", "rlimits", "tree_kill")})[:500])
+    check("%s/v1/hardening: capabilities and securebits say why nothing is dropped or locked" % label,
+          (rep.get("capabilities") or "").startswith("none: the runner's bounding set is empty")
+          and "CAP_SETPCAP" in (rep.get("securebits") or ""),
+          "%r / %r" % (rep.get("capabilities"), rep.get("securebits")))
+    check("%sstate dir falls back to %s" % (label, state_dir),
+          sd.get("path") == state_dir and sd.get("fallback") is True, str(sd))
+
+
+def nonroot_extras(name, port, label):
+    """What non-root mode must refuse or keep out of reach."""
+    base = "http://127.0.0.1:%d" % port
+    st, _, raw = http("POST", base + "/command", {"command": "id", "uid": 1001})
+    check("%sa task as another uid is refused with 403 and says why" % label,
+          st == 403 and b"non-root mode" in raw, "HTTP %s %s" % (st, tail(raw.decode(errors="replace"), 200)))
+    st, _, raw = http("POST", base + "/command", {"command": "id", "uid": 0})
+    check("%sa root task is refused with 403" % label, st == 403, "HTTP %s" % st)
+    # Same uid as the runner: Landlock's scoping keeps its signals inside the task.
+    st, ev = run_command(port, "kill -TERM 1; echo rc=$?")
+    out = stdout_lines(ev) if st == 200 else []
+    time.sleep(0.3)
+    check("%sa task cannot signal the runner (same uid), which keeps serving" % label,
+          out[-1:] == ["rc=1"] and wait_ping(port, 3) is not None, str(out))
+    # A process exec'd into the box (as a probe is) has the token in its
+    # environment; a task must not be able to read it.
+    marker = "16.1803%d" % os.getpid()
+    ex = eng("exec", "-d", name, "sleep", marker)
+    scan = ("for p in /proc/[0-9]*; do tr '\\0' '\\n' <$p/environ 2>/dev/null; done "
+            "| grep -c '^EXECD_ACCESS_TOKEN='")
+    # control: the same scan from outside the tasks (podman exec, same uid) finds it
+    ctl = eng("exec", name, "sh", "-c", scan)
+    st, ev = run_command(port, scan + "; tr '\\0' ' ' </proc/1/environ 2>/dev/null | wc -c")
+    out = stdout_lines(ev) if st == 200 else []
+    alive = sleeps_alive(name, marker)
+    check("%sno task can read the token from another process's environment (exec'd process, runner)" % label,
+          ex.returncode == 0 and alive and ctl.stdout.strip() not in ("", "0") and out[:1] == ["0"],
+          "exec'd alive=%d, podman exec saw %s, the task saw %s" % (len(alive), ctl.stdout.strip(), out))
+
+
+def t_nonroot():
+    """--user 1000:1000 --cap-drop ALL --security-opt no-new-privileges."""
+    port = free_port()
+    name, r = run_container("nonroot", IMG, port=port, run_flags=NONROOT)
+    if not check("non-root: starts with %s" % " ".join(NONROOT),
+                 r.returncode == 0 and wait_ping(port) is not None, tail(r.stderr) or tail(logs(name))):
+        return
+    rep = hardening(port)
+    check_nonroot_report(rep, "non-root: ")
+    print("     # non-root hardening report: %s" % json.dumps(rep, sort_keys=True))
+    workload(name, port, "non-root: ")
+    nonroot_extras(name, port, "non-root: ")
+    dt, code, _ = stop_and_measure(name)
+    check("non-root: podman stop exits 0", code == "0", "%.2f s, ExitCode %s" % (dt, code))
+
+    # The fallback state dir in a shared /tmp: never one someone else made.
+    for what, prep in (("owned by root", lambda d: os.mkdir(d, 0o777)),
+                       ("a symlink", lambda d: os.symlink("/tmp", d))):
+        tmp = tempfile.mkdtemp(prefix="forceai-ct-tmp-")
+        tmpdirs.append(tmp)
+        os.chmod(tmp, 0o1777)
+        prep(os.path.join(tmp, "forceai-runner-1000"))
+        name, r = run_container("nonroot-sd%d" % len(what), IMG, port=free_port(),
+                                run_flags=NONROOT + ["-v", tmp + ":/tmp"])
+        code = wait_exit(name)
+        lg = logs(name)
+        check("non-root: a /tmp/forceai-runner-1000 %s is refused (exit 1, says why)" % what,
+              code == 1 and "forceai-runner-1000" in lg and '"ready"' not in lg,
+              "exit %s: %s" % (code, tail(lg, 300)))
+
+    # A token file the runner can read, its tasks could read: refused.
+    name, r = run_container("nonroot-tokfile", IMG, port=free_port(), run_flags=NONROOT,
+                            env={"FORCEAI_RUNNER_TOKEN_FILE": "/etc/passwd"})
+    code = wait_exit(name)
+    lg = logs(name)
+    check("non-root: --token-file is refused (exit 1), pointing at EXECD_ACCESS_TOKEN",
+          code == 1 and "EXECD_ACCESS_TOKEN" in lg and '"ready"' not in lg, "exit %s: %s" % (code, tail(lg, 300)))
+
+
+def t_readonly(caps):
+    """--read-only with only a tmpfs on /tmp and a volume on /workspace (no
+    tmpfs on /run: that is what a read-only Kubernetes pod gets), in root
+    mode with the minimal capabilities and in non-root mode."""
+    modes = [("read-only non-root: ", NONROOT, "/tmp/forceai-runner-1000", 1000)]
+    if caps:
+        modes.append(("read-only root: ", ["--cap-drop", "ALL", "--cap-add", ",".join(caps)],
+                      "/tmp/forceai-runner-0", 1000))
+    for i, (label, flags, sd, uid) in enumerate(modes):
+        vol = PREFIX + "ws%d" % i
+        port = free_port()
+        ro = ["--read-only", "--read-only-tmpfs=false", "--tmpfs", "/tmp:rw,mode=1777",
+              "-v", vol + ":/workspace"]
+        name, r = run_container("ro%d" % i, IMG, port=port, run_flags=flags + ro)
+        ok = check("%sstarts with %s" % (label, " ".join(ro)),
+                   r.returncode == 0 and wait_ping(port) is not None, tail(r.stderr) or tail(logs(name)))
+        if ok:
+            rep = hardening(port) or {}
+            if flags is NONROOT:
+                check_nonroot_report(rep, label, sd)
+            else:
+                s = rep.get("state_dir") or {}
+                check("%sstate dir falls back to %s" % (label, sd), s.get("path") == sd, str(s))
+            st, ev = run_command(port, "touch /etc/x 2>/dev/null && echo rootfs-writable || echo rootfs-ro; id -u")
+            check("%sthe root filesystem is read-only for tasks; id -u is %d" % (label, uid),
+                  stdout_lines(ev) == ["rootfs-ro", str(uid)] if st == 200 else False,
+                  str(stdout_lines(ev) if st == 200 else ev))
+            workload(name, port, label)
+        eng("rm", "-f", "-t", "0", name)
+        eng("volume", "rm", "-f", vol)
+
+
+KUBE_DIR = os.path.join(ROOT, "image", "kubernetes")
+
+
+def podman_version():
+    r = eng("version", "--format", "{{.Client.Version}}")
+    try:
+        return tuple(int(x) for x in r.stdout.strip().split("-")[0].split(".")[:2])
+    except ValueError:
+        return (0, 0)
+
+
+def kube_secret_yaml(token):
+    import base64
+    return ("apiVersion: v1\nkind: Secret\nmetadata:\n  name: forceai-runner-token\ntype: Opaque\n"
+            "data:\n  token: %s\n" % base64.b64encode(token.encode()).decode())
+
+
+def pod_ip(pod):
+    infra = eng("pod", "inspect", pod, "--format", "{{.InfraContainerID}}").stdout.strip()
+    r = eng("inspect", infra, "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}")
+    return r.stdout.strip()
+
+
+class PodPort:
+    """The pod's own address (kube play publishes nothing without hostPort):
+    http() and friends take a port, so route 127.0.0.1:<local> to it."""
+
+    def __init__(self, ip, port=8080):
+        self.ip, self.port = ip, port
+        self.srv = socket.socket()
+        self.srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.srv.bind(("127.0.0.1", 0))
+        self.srv.listen(16)
+        self.local = self.srv.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            try:
+                u = socket.create_connection((self.ip, self.port), timeout=10)
+            except OSError:
+                c.close()
+                continue
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a, b):
+        try:
+            while True:
+                d = a.recv(65536)
+                if not d:
+                    break
+                b.sendall(d)
+        except OSError:
+            pass
+        for s_ in (a, b):
+            try:
+                s_.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+
+    def close(self):
+        self.srv.close()
+
+
+def kube_cleanup(path, pod):
+    eng("kube", "down", path, timeout=120)
+    eng("pod", "rm", "-f", pod, timeout=60)
+    eng("secret", "rm", "forceai-runner-token")
+    eng("volume", "rm", "-f", "forceai-runner-token")
+
+
+def t_kube():
+    """Each manifest of image/kubernetes/ as real Kubernetes YAML through
+    `podman kube play`, with a Secret holding the token: probes, a task and
+    the files API through the pod, then `podman kube down`."""
+    try:
+        import yaml
+    except ImportError:
+        check("python3-yaml available (scripts/install-deps.sh check)", False)
+        return
+    global TOKEN
+    saved = TOKEN
+    ver = podman_version()
+    for fname, mode in (("runner-root.yaml", "root"), ("runner-restricted.yaml", "non-root")):
+        path = os.path.join(KUBE_DIR, fname)
+        try:
+            with open(path) as f:
+                doc = yaml.safe_load(f)
+            pod = doc["metadata"]["name"]
+            ctr_spec = doc["spec"]["containers"][0]
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
+            check("%s parses as a Pod" % fname, False, str(e))
+            continue
+        label = "kube %s: " % fname
+        ctr = pod + "-" + ctr_spec["name"]
+        psc = doc["spec"].get("securityContext") or {}
+        csc = ctr_spec.get("securityContext") or {}
+        env = {e["name"]: e for e in ctr_spec.get("env") or []}
+        grace_ms = int((env.get("FORCEAI_RUNNER_GRACE_MS") or {}).get("value") or 5000)
+        tgps = doc["spec"].get("terminationGracePeriodSeconds", 30)
+        check("%sterminationGracePeriodSeconds %s > --grace-ms %d ms + a margin" % (label, tgps, grace_ms),
+              tgps * 1000 >= grace_ms + 2000, "")
+        probes = [ctr_spec.get(k) for k in ("readinessProbe", "livenessProbe")]
+        check("%sreadiness and liveness probes run `forceai-runner --ping`" % label,
+              all(p and (p.get("exec") or {}).get("command") == ["/sbin/forceai-runner", "--ping"]
+                  for p in probes), str(probes)[:300])
+        if mode == "root":
+            want_caps = sorted("CAP_" + c for c in (documented_caps_cache or []))
+            got = sorted("CAP_" + c for c in (csc.get("capabilities") or {}).get("add") or [])
+            check("%sadds exactly the documented capabilities to drop ALL" % label,
+                  want_caps and got == want_caps and (csc.get("capabilities") or {}).get("drop") == ["ALL"],
+                  str(csc.get("capabilities")))
+        else:
+            restricted = (psc.get("runAsNonRoot") is True and csc.get("allowPrivilegeEscalation") is False
+                          and (csc.get("capabilities") or {}).get("drop") == ["ALL"]
+                          and not (csc.get("capabilities") or {}).get("add")
+                          and (psc.get("seccompProfile") or csc.get("seccompProfile") or {}).get("type")
+                          in ("RuntimeDefault", "Localhost")
+                          and csc.get("readOnlyRootFilesystem") is True
+                          and all("emptyDir" in v for v in doc["spec"].get("volumes") or []))
+            check("%ssatisfies the restricted Pod Security Standard (non-root, no escalation, drop ALL, "
+                  "RuntimeDefault seccomp, read-only root with emptyDirs)" % label, restricted,
+                  json.dumps({"pod": psc, "container": csc})[:400])
+
+        TOKEN = "kube-" + os.urandom(12).hex()
+        kube_cleanup(path, pod)
+        notes = []
+        # The token Secret, as Kubernetes YAML.
+        sec = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
+        tmpdirs.append(sec.name)
+        sec.write(kube_secret_yaml(TOKEN))
+        sec.close()
+        uses_env = any((e.get("valueFrom") or {}).get("secretKeyRef") for e in env.values())
+        if uses_env and ver < (4, 4):
+            # podman 4.3 stores a kube Secret as YAML but reads secretKeyRef as
+            # a JSON map of base64 values: give it that (same name, same key).
+            import base64
+            js = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+            tmpdirs.append(js.name)
+            json.dump({"token": base64.b64encode(TOKEN.encode()).decode()}, js)
+            js.close()
+            r = eng("secret", "create", "forceai-runner-token", js.name)
+            notes.append("podman %d.%d: secretKeyRef secret created as a JSON map" % ver)
+        else:
+            r = eng("kube", "play", sec.name, timeout=120)
+        if not check("%sthe token Secret is created" % label, r.returncode == 0, tail(r.stderr)):
+            continue
+        if not uses_env and ver < (4, 5):
+            # podman < 4.5 fills the Secret volume (a named volume) with the
+            # data still base64-encoded and ignores defaultMode: prepare the
+            # file as kubelet writes it (decoded value, root:root 0400).
+            eng("volume", "create", "forceai-runner-token")
+            mp = eng("volume", "inspect", "forceai-runner-token", "--format", "{{.Mountpoint}}").stdout.strip()
+            if mp:
+                with open(os.path.join(mp, "token"), "w") as f:
+                    f.write(TOKEN)
+                os.chmod(os.path.join(mp, "token"), 0o400)
+                os.chown(os.path.join(mp, "token"), 0, 0)
+                os.chmod(mp, 0o755)
+            notes.append("podman %d.%d: Secret volume prepared as kubelet writes it (0400)" % ver)
+        r = eng("kube", "play", path, timeout=180)
+        if not check("%spodman kube play (the YAML unchanged)%s" % (label, " [%s]" % "; ".join(notes) if notes else ""),
+                     r.returncode == 0, tail(r.stderr + r.stdout, 600)):
+            kube_cleanup(path, pod)
+            continue
+        if not uses_env:
+            # podman < 4.5 rewrote the file with the undecoded value: the
+            # runner took whatever the Secret volume holds.
+            got = eng("exec", ctr, "cat", "/var/run/secrets/forceai/token").stdout
+            mode_ = eng("exec", ctr, "stat", "-c", "%a %u", "/var/run/secrets/forceai/token").stdout.strip()
+            check("%sthe token file from the Secret volume is root-owned 0400" % label, mode_ == "400 0", mode_)
+            if got.strip() and got.strip() != TOKEN:
+                TOKEN = got.strip()
+                print("     # podman wrote the Secret's data undecoded: the runner's token is that text")
+        ip = pod_ip(pod)
+        fwd = PodPort(ip) if ip else None
+        port = fwd.local if fwd else 0
+        ready = port and wait_ping(port, 20) is not None
+        if check("%spod serves /ping with the token (pod IP %s)" % (label, ip), ready, tail(logs(ctr))):
+            st, _, _ = http("GET", "http://127.0.0.1:%d/ping" % port, token="wrong")
+            check("%s/ping with a wrong token gets 401" % label, st == 401, "HTTP %s" % st)
+            hc = eng("healthcheck", "run", ctr, timeout=60)
+            check("%sliveness probe (podman healthcheck run) passes" % label,
+                  hc.returncode == 0, tail(hc.stdout + hc.stderr))
+            rp = ctr_spec["readinessProbe"]["exec"]["command"]
+            pr = eng("exec", ctr, *rp, timeout=60)
+            check("%sreadiness probe command passes in the container" % label, pr.returncode == 0,
+                  tail(pr.stdout + pr.stderr))
+            st, ev = run_command(port, "id -u; id -g")
+            check("%sa task runs through the pod as 1000:1000" % label,
+                  st == 200 and stdout_lines(ev) == ["1000", "1000"], str(ev)[:300])
+            rep = hardening(port) or {}
+            check("%s/v1/hardening identity mode %s" % (label, mode),
+                  (rep.get("identity") or {}).get("mode") == mode, json.dumps(rep.get("identity"))[:300])
+            if mode == "non-root":
+                check_nonroot_report(rep, label)
+            workload(ctr, port, label)
+        if fwd:
+            fwd.close()
+        r = eng("kube", "down", path, timeout=120)
+        gone = eng("pod", "exists", pod).returncode != 0
+        check("%spodman kube down" % label, r.returncode == 0 and gone, tail(r.stderr))
+        kube_cleanup(path, pod)
+    TOKEN = saved
+
+
+documented_caps_cache = None
+
+
 def cleanup():
     if os.environ.get("CT_KEEP") == "1":
         print("     # kept containers: %s" % " ".join(containers))
@@ -1052,6 +1486,12 @@ def main():
             t_python()
             t_dropin_wrapper()
             t_execd_image()
+            global documented_caps_cache
+            documented_caps_cache = documented_caps()
+            t_least_privilege(documented_caps_cache)
+            t_nonroot()
+            t_readonly(documented_caps_cache)
+            t_kube()
     finally:
         cleanup()
     if figures:
