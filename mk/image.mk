@@ -45,8 +45,8 @@ IMAGE_SOURCE      ?= https://github.com/forceai/forceai-runner
 IMAGE_LICENSES    ?= NOASSERTION
 IMAGE_PORT        ?= 8080
 IMAGE_CONTAINER   ?= forceai-runner
-# `make run`: the root runner with only the capabilities it needs (README,
-# "Privileges"); IMAGE_RUN_FLAGS= gives the engine's default set
+# `make run`: the root runner with only the capabilities it needs
+# (docs/design.md §11.1); IMAGE_RUN_FLAGS= gives the engine's default set
 IMAGE_RUN_FLAGS   ?= --cap-drop ALL --cap-add SETUID,SETGID,SETPCAP,CHOWN,KILL
 
 # podman: no network for RUN steps (nothing is downloaded), one layer on top

@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* What a root runner needs for full confinement, and why (README,
- * "Least privilege"): --cap-drop ALL --cap-add SETUID,SETGID,SETPCAP,CHOWN,KILL
+/* What a root runner needs for full confinement, and why (docs/design.md
+ * §11.1): --cap-drop ALL --cap-add SETUID,SETGID,SETPCAP,CHOWN,KILL
  *   SETUID   setresuid to the task user; setfsuid for the files API
  *   SETGID   setgroups/setresgid; setfsgid for the files API
  *   SETPCAP  empty the task's bounding set, lock its securebits
