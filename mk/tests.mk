@@ -1,6 +1,6 @@
 # mk/tests.mk — unit tests and the `check` driver (included by the Makefile).
 
-UNIT_TESTS        := linesplit util spool seccomp multipart files chatstream peer snapshot
+UNIT_TESTS        := linesplit util spool seccomp multipart files chatstream peer snapshot statedir
 UNIT_SRCS_linesplit := runner/task/linesplit.c runner/core/util.c
 UNIT_SRCS_util      := runner/core/util.c
 UNIT_SRCS_spool     := runner/task/spool.c runner/core/log.c
@@ -10,6 +10,7 @@ UNIT_SRCS_files     := runner/files/files.c runner/core/log.c runner/core/util.c
 UNIT_SRCS_chatstream := runner/model/chatstream.c runner/core/util.c
 UNIT_SRCS_peer      := runner/http/peer.c
 UNIT_SRCS_snapshot  := runner/files/snapshot.c runner/core/error.c
+UNIT_SRCS_statedir  := runner/core/statedir.c runner/core/log.c runner/core/error.c
 UNIT_CFLAGS := -std=gnu11 -D_GNU_SOURCE $(WARN) -g -Irunner
 UNIT_LIBS   := -ljansson -lseccomp
 
