@@ -1209,12 +1209,24 @@ def t_nonroot():
               code == 1 and "forceai-runner-1000" in lg and '"ready"' not in lg,
               "exit %s: %s" % (code, tail(lg, 300)))
 
-    # A token file the runner can read, its tasks could read: refused.
-    name, r = run_container("nonroot-tokfile", IMG, port=free_port(), run_flags=NONROOT,
-                            env={"FORCEAI_RUNNER_TOKEN_FILE": "/etc/passwd"})
+    # A token file the runner can read, its tasks could read: refused. The
+    # Kubernetes way to let a non-root runner read a Secret file is fsGroup:
+    # root-owned, 0440, a group outside the task ids, which the owner-only
+    # check accepts; in non-root mode the tasks have that group too.
+    d = tempfile.mkdtemp(prefix="forceai-ct-tok-")
+    tmpdirs.append(d)
+    tok = os.path.join(d, "token")
+    with open(tok, "w") as f:
+        f.write(TOKEN)
+    os.chown(tok, 0, 200)
+    os.chmod(tok, 0o440)
+    name, r = run_container("nonroot-tokfile", IMG, port=free_port(),
+                            run_flags=NONROOT + ["--group-add", "200", "-v", tok + ":/run/token:ro"],
+                            env={"FORCEAI_RUNNER_TOKEN_FILE": "/run/token"})
     code = wait_exit(name)
     lg = logs(name)
-    check("non-root: --token-file is refused (exit 1), pointing at EXECD_ACCESS_TOKEN",
+    check("non-root: --token-file (root:200 0440, fsGroup-style) is refused (exit 1), "
+          "pointing at EXECD_ACCESS_TOKEN",
           code == 1 and "EXECD_ACCESS_TOKEN" in lg and '"ready"' not in lg, "exit %s: %s" % (code, tail(lg, 300)))
 
 
