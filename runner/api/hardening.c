@@ -63,7 +63,16 @@ json_t *hardening_report(struct runner *r)
 	json_object_set_new(o, "task_uid", json_integer(r->cfg.task_uid));
 	json_object_set_new(o, "task_gid", json_integer(r->cfg.task_gid));
 	json_object_set_new(o, "allow_root_tasks", json_boolean(r->cfg.allow_root_tasks));
-	json_object_set_new(o, "task_identities", ids_report(&r->cfg));
+	if (r->policy.caps.privileged) {
+		json_object_set_new(o, "task_identities", ids_report(&r->cfg));
+	} else {
+		/* Non-root mode: the range is moot, no identity can be changed to. */
+		char u[64], g[64];
+		snprintf(u, sizeof(u), "%u only (non-root mode)", (unsigned)r->cfg.task_uid);
+		snprintf(g, sizeof(g), "%u only (non-root mode)", (unsigned)r->cfg.task_gid);
+		json_object_set_new(o, "task_identities",
+				    json_pack("{s:s,s:s,s:b}", "uids", u, "gids", g, "root", 0));
+	}
 	json_object_set_new(o, "api_connections", http_access_report(r));
 	json_object_set_new(o, "model_proxy_connections", modelproxy_report(r));
 	const char *per_task = "request field \"network\": \"none\" or \"full\" (chat: full)";

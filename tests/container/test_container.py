@@ -1141,6 +1141,10 @@ def check_nonroot_report(rep, label, state_dir="/tmp/forceai-runner-1000"):
           and ll.get("abi") and "every task" in (ll.get("scoped") or "")
           and (rep.get("rlimits") or {}).get("nproc") and rep.get("tree_kill"),
           json.dumps({k: (rep or {}).get(k) for k in ("no_new_privs", "landlock", "rlimits", "tree_kill")})[:500])
+    ti = (rep or {}).get("task_identities") or {}
+    check("%s/v1/hardening: task identities: the runner's own only" % label,
+          (ti.get("uids") or "").startswith("1000 only") and (ti.get("gids") or "").startswith("1000 only"),
+          str(ti))
     check("%s/v1/hardening: capabilities and securebits say why nothing is dropped or locked" % label,
           (rep.get("capabilities") or "").startswith("none: the runner's bounding set is empty")
           and "CAP_SETPCAP" in (rep.get("securebits") or ""),
