@@ -33,6 +33,15 @@ static bool wanted(const uid_t *uids, unsigned n, bool all, long uid)
 
 enum kind { SHM, SEM, MSG };
 
+static int rmid(enum kind k, int id)
+{
+	if (k == SHM)
+		return shmctl(id, IPC_RMID, NULL);
+	if (k == SEM)
+		return semctl(id, 0, IPC_RMID);
+	return msgctl(id, IPC_RMID, NULL);
+}
+
 /* /proc/sysvipc/<kind>: a header line, then one object per line; the
  * columns of the id, owner and creator differ per kind. */
 static int clean_kind(enum kind k, const uid_t *uids, unsigned n, bool all, unsigned *count,
@@ -70,13 +79,25 @@ static int clean_kind(enum kind k, const uid_t *uids, unsigned n, bool all, unsi
 			continue;
 		if (!wanted(uids, n, all, v[col_uid[k]]) && !wanted(uids, n, all, v[col_cuid[k]]))
 			continue;
-		int id = (int)v[1], r;
-		if (k == SHM)
-			r = shmctl(id, IPC_RMID, NULL);
-		else if (k == SEM)
-			r = semctl(id, 0, IPC_RMID);
-		else
-			r = msgctl(id, IPC_RMID, NULL);
+		int id = (int)v[1];
+		int r = rmid(k, id);
+		/* Root may not remove another uid's object without CAP_SYS_ADMIN,
+		 * but its owner may: be the owner for the call (CAP_SETUID is
+		 * enough, and root keeps it; docs/design.md §11.1). */
+		if (r < 0 && errno == EPERM && geteuid() == 0 && v[col_uid[k]] > 0) {
+			if (setresuid((uid_t)-1, (uid_t)v[col_uid[k]], (uid_t)-1) < 0) {
+				rc = error_set(e, errno, NULL, "cannot become uid %ld to remove SysV "
+					       "IPC object %d", v[col_uid[k]], id);
+				break;
+			}
+			r = rmid(k, id);
+			int saved = errno;
+			if (setresuid((uid_t)-1, 0, (uid_t)-1) < 0) {
+				rc = error_set(e, errno, NULL, "cannot return to euid 0");
+				break;
+			}
+			errno = saved;
+		}
 		if (r < 0 && errno != EINVAL && errno != EIDRM) {
 			rc = error_set(e, errno, NULL, "cannot remove SysV IPC object %d (%s)", id,
 				       file[k]);
