@@ -492,14 +492,42 @@ static int take_dir(struct take_ctx *c, int dfd, uint32_t di, int depth)
 	return 0;
 }
 
+/* A directory a tenant took its own rights away from (chmod 0): a root
+ * runner opens it anyway (CAP_DAC_OVERRIDE), a non-root runner is its owner
+ * (tasks share its uid) and gives the rights back first, on the very inode
+ * examined (O_PATH, no symlink followed). -errno on failure. */
+static int open_own_dir(int dfd, const char *name, const struct kstatx *want)
+{
+	int pfd = openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (pfd < 0)
+		return -errno;
+	struct kstatx st;
+	int rc = kstatx(pfd, "", AT_EMPTY_PATH, &st);
+	if (rc == 0 && (st.ino != want->ino || st.uid != geteuid()))
+		rc = -EACCES;
+	char path[40];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", pfd);
+	if (rc == 0 && chmod(path, (mode_t)((st.mode | 0700) & 07777)) < 0)
+		rc = -errno;
+	int fd = rc < 0 ? rc : openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 && rc == 0)
+		fd = -errno;
+	close(pfd);
+	return fd;
+}
+
 /* openat(O_NOFOLLOW|O_DIRECTORY), then make sure it is the directory that
  * was examined, on the root's mount. */
 static int open_dir_checked(int dfd, const char *name, const struct kstatx *want,
 			    const struct snap_root *root)
 {
 	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == EACCES)
+		fd = open_own_dir(dfd, name, want);
+	else if (fd < 0)
+		fd = -errno;
 	if (fd < 0)
-		return -errno;
+		return fd;
 	struct kstatx st;
 	int rc = kstatx(fd, "", AT_EMPTY_PATH, &st);
 	if (rc == 0 && (st.ino != want->ino || other_mount(root, &st)))
@@ -812,18 +840,31 @@ static struct timespec ts_of(int64_t sec, uint32_t nsec)
  * others change the ctime only). The entry then records the new ctime. */
 static int set_attrs_fd(struct rctx *c, int fd, struct snap_entry *e, const char *name)
 {
-	if (fchown(fd, e->uid, e->gid) < 0 && (c->root_user || errno != EPERM))
-		return error_set(c->e, errno, NULL, "cannot chown '%s' under %s",
-				 name, c->root->path);
-	if (fchmod(fd, e->mode & 07777) < 0)
-		return error_set(c->e, errno, NULL, "cannot chmod '%s' under %s",
-				 name, c->root->path);
-	struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT}, ts_of(e->mtime_sec, e->mtime_nsec)};
-	if (futimens(fd, ts) < 0)
-		return error_set(c->e, errno, NULL, "cannot set the time of '%s' under %s",
-				 name, c->root->path);
+	/* Only what differs: a runner that is not root may change neither the
+	 * owner nor the mode of what it does not own (/tmp itself), and a task
+	 * sharing its uid could not have changed them either. */
 	struct kstatx st;
 	int rc = kstatx(fd, "", AT_EMPTY_PATH, &st);
+	if (rc < 0)
+		return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s",
+				 name, c->root->path);
+	if ((st.uid != e->uid || st.gid != e->gid) && fchown(fd, e->uid, e->gid) < 0 &&
+	    (c->root_user || errno != EPERM))
+		return error_set(c->e, errno, NULL, "cannot chown '%s' under %s",
+				 name, c->root->path);
+	if ((rc = kstatx(fd, "", AT_EMPTY_PATH, &st)) < 0) /* a chown clears set-id bits */
+		return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s",
+				 name, c->root->path);
+	if ((st.mode & 07777) != (e->mode & 07777) && fchmod(fd, e->mode & 07777) < 0)
+		return error_set(c->e, errno, NULL, "cannot chmod '%s' under %s",
+				 name, c->root->path);
+	/* The mtime of a directory someone else owns (non-root mode): tasks
+	 * only changed it by adding entries, which are gone again. */
+	struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT}, ts_of(e->mtime_sec, e->mtime_nsec)};
+	if (futimens(fd, ts) < 0 && (c->root_user || errno != EPERM || st.uid == geteuid()))
+		return error_set(c->e, errno, NULL, "cannot set the time of '%s' under %s",
+				 name, c->root->path);
+	rc = kstatx(fd, "", AT_EMPTY_PATH, &st);
 	if (rc < 0)
 		return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s",
 				 name, c->root->path);
