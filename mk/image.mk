@@ -47,7 +47,7 @@ IMAGE_PORT        ?= 8080
 IMAGE_CONTAINER   ?= forceai-runner
 # `make run`: the root runner with only the capabilities it needs
 # (docs/design.md §11.1); IMAGE_RUN_FLAGS= gives the engine's default set
-IMAGE_RUN_FLAGS   ?= --cap-drop ALL --cap-add SETUID,SETGID,SETPCAP,CHOWN,KILL
+IMAGE_RUN_FLAGS   ?= --cap-drop ALL --cap-add SETUID,SETGID,SETPCAP,CHOWN,KILL,DAC_OVERRIDE,FOWNER,FSETID
 
 # podman: no network for RUN steps (nothing is downloaded), one layer on top
 # of the base (vfs copies the whole rootfs for every intermediate layer)

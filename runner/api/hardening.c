@@ -26,12 +26,14 @@ static json_t *identity_report(struct runner *r)
 {
 	const struct caps_state *c = &r->policy.caps;
 	char miss[128], reason[512];
-	caps_names(CAPS_REQUIRED & ~c->effective, false, miss, sizeof(miss));
+	caps_names(c->required & ~c->effective, false, miss, sizeof(miss));
 	const char *mode = c->privileged ? (c->root ? "root" : "privileged") : "non-root";
 	if (c->privileged)
 		snprintf(reason, sizeof(reason), "the runner holds every capability it needs "
-			 "(CAP_SETUID, CAP_SETGID, CAP_SETPCAP, CAP_CHOWN, CAP_KILL): tasks run as "
-			 "their own uid/gid, their capabilities and bounding set emptied");
+			 "(CAP_SETUID, CAP_SETGID, CAP_SETPCAP, CAP_CHOWN, CAP_KILL%s): tasks run as "
+			 "their own uid/gid, their capabilities and bounding set emptied",
+			 c->required & CAPS_RESET ? "; for reset CAP_DAC_OVERRIDE, CAP_FOWNER, "
+						    "CAP_FSETID" : "");
 	else
 		snprintf(reason, sizeof(reason), "the runner runs as uid %u without %s: tasks run "
 			 "as the runner's own uid/gid (requests for another get 403); not in force: "
@@ -41,8 +43,8 @@ static json_t *identity_report(struct runner *r)
 			 reason, "runner_uid", (int)geteuid(), "runner_gid", (int)getegid(),
 			 "task_uid", (int)r->cfg.task_uid, "task_gid", (int)r->cfg.task_gid,
 			 "runner_capabilities", "effective", cap_list(c->effective), "bounding",
-			 cap_list(c->bounding), "required_for_root_mode", cap_list(CAPS_REQUIRED),
-			 "missing_for_root_mode", cap_list(CAPS_REQUIRED & ~c->effective));
+			 cap_list(c->bounding), "required_for_root_mode", cap_list(c->required),
+			 "missing_for_root_mode", cap_list(c->required & ~c->effective));
 }
 
 json_t *hardening_report(struct runner *r)

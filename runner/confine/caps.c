@@ -50,7 +50,7 @@ static int read_last_cap(void)
 	return c;
 }
 
-int caps_init(struct caps_state *st, struct error *err)
+int caps_init(struct caps_state *st, bool reset, struct error *err)
 {
 	memset(st, 0, sizeof(*st));
 	st->last_cap = read_last_cap();
@@ -70,18 +70,25 @@ int caps_init(struct caps_state *st, struct error *err)
 	st->sys_resource = capng_have_capability(CAPNG_EFFECTIVE, CAP_SYS_RESOURCE);
 	st->privileged = (st->effective & CAPS_REQUIRED) == CAPS_REQUIRED;
 	st->root = geteuid() == 0;
-	if (st->root && !st->privileged) {
-		char miss[128], add[96], all[96];
-		uint64_t m = CAPS_REQUIRED & ~st->effective;
+	st->required = CAPS_REQUIRED | (reset ? CAPS_RESET : 0);
+	if (st->root && (st->effective & st->required) != st->required) {
+		char miss[160], add[128], all[128];
+		uint64_t m = st->required & ~st->effective;
 		return error_set(
 			err, 0, NULL,
-			"the runner runs as root without %s: it could not confine tasks "
-			"(identity, bounding set, stdio pipes) or stop their process trees. "
-			"Grant them (--cap-add %s; the minimal set is --cap-drop ALL --cap-add %s) "
-			"or run the runner as a non-root user (--user 1000:1000: non-root mode, "
-			"tasks run as that user)",
-			caps_names(m, false, miss, sizeof(miss)), caps_names(m, true, add, sizeof(add)),
-			caps_names(CAPS_REQUIRED, true, all, sizeof(all)));
+			"the runner runs as root without %s: it could not %s. Grant them (--cap-add "
+			"%s; the minimal set is --cap-drop ALL --cap-add %s)%s or run the runner as "
+			"a non-root user (--user 1000:1000: non-root mode, tasks run as that user)",
+			caps_names(m, false, miss, sizeof(miss)),
+			m & CAPS_REQUIRED ? "confine tasks (identity, bounding set, stdio pipes) or "
+					    "stop their process trees"
+					  : "restore the writable roots on POST /v1/reset (files of "
+					    "any owner and mode, setgid bits)",
+			caps_names(m, true, add, sizeof(add)),
+			caps_names(st->required, true, all, sizeof(all)),
+			reset ? ", turn reset off (--allow-reset, FORCEAI_ALLOW_RESET=0) when boxes "
+				"are never reused across tenants,"
+			      : "");
 	}
 	/* The task securebits must be settable: a bit locked the other way
 	 * by whoever started us would make every task fail. */

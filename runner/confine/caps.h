@@ -19,6 +19,12 @@
 #define CAPS_REQUIRED                                                                      \
 	((1ULL << CAP_SETUID) | (1ULL << CAP_SETGID) | (1ULL << CAP_SETPCAP) |             \
 	 (1ULL << CAP_CHOWN) | (1ULL << CAP_KILL))
+/* With --allow-reset a root runner also restores the writable roots, whose
+ * entries belong to the task user or to anyone (docs/design.md §11.1):
+ *   DAC_OVERRIDE  read, write and search directories and files of others
+ *   FOWNER        chmod, utimes and sticky-directory removal of others' entries
+ *   FSETID        keep a setgid bit that chmod would clear for another group */
+#define CAPS_RESET ((1ULL << CAP_DAC_OVERRIDE) | (1ULL << CAP_FOWNER) | (1ULL << CAP_FSETID))
 
 struct caps_state {
 	int last_cap;       /* highest capability the kernel knows (cap_last_cap) */
@@ -28,17 +34,19 @@ struct caps_state {
 			     * can change identity, empty the bounding set and
 			     * lock securebits, the runner can signal task trees */
 	bool root;          /* euid 0 */
+	uint64_t required;  /* what a root runner needs with this configuration */
 	bool sys_resource;  /* CAP_SYS_RESOURCE: rlimits may exceed our hard limits */
 	unsigned securebits; /* the runner's own securebits at start */
 };
 
 /* Parent, at start. Fails (err set, naming every missing capability and
- * the fix) when the runner is root without all of CAPS_REQUIRED: a root
+ * the fix) when the runner is root without all of CAPS_REQUIRED (and
+ * CAPS_RESET when `reset`, i.e. --allow-reset): a root
  * runner that reported ready and then failed every task (or could not kill
  * one) would be worse than one that does not start. A runner that is not
  * root runs in non-root mode instead. */
 struct error;
-int caps_init(struct caps_state *st, struct error *err);
+int caps_init(struct caps_state *st, bool reset, struct error *err);
 
 /* "CAP_CHOWN, CAP_KILL" (the CAP_ names of the bits in mask) into buf;
  * with `bare`, podman's spelling "CHOWN,KILL". Returns buf. */

@@ -350,7 +350,7 @@ int confine_policy_init(struct confine_policy *pol, const struct runner_config *
 	pol->task_uid = cfg->task_uid;
 	pol->task_gid = cfg->task_gid;
 
-	if (caps_init(&pol->caps, err) < 0)
+	if (caps_init(&pol->caps, cfg->allow_reset, err) < 0)
 		return -1;
 	if (cfg->task_uid == 0 && !cfg->allow_root_tasks)
 		return error_set(err, 0, NULL,

@@ -552,7 +552,7 @@ def workload(name, port, label, uid=1000, gid=1000, root="/workspace"):
           and term.get("type") == "execution_complete",
           "HTTP %s out=%s err=%s term=%s" % (st, out, err, tail(json.dumps(term), 300)))
 
-    d = root + "/ct-%s%d" % (label.strip(": ").replace(" ", "-") or "w", os.getpid())
+    d = root + "/ct-%s%d" % (re.sub(r"[^A-Za-z0-9]+", "-", label).strip("-") or "w", os.getpid())
     payload = os.urandom(70000)
     st, _, raw = http("POST", base + "/directories", {d: {"mode": 755}})
     check("%sfiles API: mkdir %s" % (label, d), st == 200, "HTTP %s %s" % (st, tail(raw.decode(errors="replace"))))
@@ -1047,20 +1047,52 @@ def t_execd_image():
 # --- least privilege, non-root and read-only modes, Kubernetes (issue 11) ---------------
 
 def documented_caps():
-    """The minimal capability line as documented (image/README.md and README.md
-    must say the same): the test runs exactly that."""
+    """The two minimal capability lines as documented (README.md and
+    image/README.md must say the same): the image as shipped, with reset on,
+    and FORCEAI_ALLOW_RESET=0. The tests run exactly these."""
     found = {}
     for doc in ("image/README.md", "README.md"):
+        lines = {}
         try:
             with open(os.path.join(ROOT, doc)) as f:
-                m = re.search(r"--cap-drop ALL --cap-add ([A-Z_]+(?:,[A-Z_]+)*)", f.read())
+                for line in f:
+                    m = re.search(r"--cap-drop ALL --cap-add ([A-Z_]+(?:,[A-Z_]+)*)", line)
+                    if not m:
+                        continue
+                    if "FORCEAI_ALLOW_RESET=0" in line:
+                        lines["base"] = m.group(1)
+                    elif "reset on" in line:
+                        lines["reset"] = m.group(1)
         except OSError:
-            m = None
-        found[doc] = m.group(1) if m else None
-    caps = found["image/README.md"]
-    check("the minimal capability line is documented, the same in README.md and image/README.md",
-          caps is not None and found["README.md"] == caps, str(found))
-    return caps.split(",") if caps else None
+            pass
+        found[doc] = lines
+    want = found["image/README.md"]
+    ok = set(want) == {"base", "reset"} and found["README.md"] == want
+    check("the minimal capability lines (reset on; FORCEAI_ALLOW_RESET=0) are documented, the same "
+          "in README.md and image/README.md", ok, str(found))
+    return {k: v.split(",") for k, v in want.items()} if ok else None
+
+
+def reset_check(name, port, label, uid=1000):
+    """What a tenant leaves in the writable roots and /dev/shm is gone after
+    POST /v1/reset, and the image's own content is back."""
+    base = "http://127.0.0.1:%d" % port
+    st, ev = run_command(port, "echo x >/workspace/tenant-file; mkdir -p /tmp/tenant-dir/d; "
+                         "chmod 0 /tmp/tenant-dir; echo y >$HOME/tenant-home 2>/dev/null; "
+                         "echo z >/dev/shm/tenant-shm; echo done")
+    made = stdout_lines(ev) if st == 200 else []
+    st, _, raw = http("POST", base + "/v1/reset", {}, timeout=120)
+    try:
+        rep = json.loads(raw)
+    except ValueError:
+        rep = {}
+    st2, ev = run_command(port, "ls -A /workspace /tmp /dev/shm $HOME 2>&1 | grep -c tenant-; id -u")
+    after = stdout_lines(ev) if st2 == 200 else []
+    check("%sPOST /v1/reset removes what a tenant left (roots, /dev/shm)" % label,
+          made == ["done"] and st == 200 and rep.get("status") == "reset"
+          and after == ["0", str(uid)],
+          "task %s; reset HTTP %s %s; after %s" % (made, st, tail(raw.decode(errors="replace"), 300),
+                                                  after))
 
 
 def hardening(port):
@@ -1083,43 +1115,56 @@ def wait_exit(name, timeout=15.0):
     return None
 
 
-def t_least_privilege(caps):
-    """The root runner with exactly the documented capabilities runs real work;
-    with any one of them missing it refuses to start, naming it."""
-    if not caps:
+def t_least_privilege(doc):
+    """The root runner with exactly the documented capabilities runs real work
+    (and, with reset on, a reset); with any one of them missing it refuses to
+    start, naming it."""
+    if not doc:
         return
-    flags = ["--cap-drop", "ALL", "--cap-add", ",".join(caps)]
-    port = free_port()
-    name, r = run_container("caps", IMG, port=port, run_flags=flags)
-    ready = r.returncode == 0 and wait_ping(port) is not None
-    if check("root runner starts with exactly --cap-drop ALL --cap-add %s" % ",".join(caps), ready,
-             tail(r.stderr) or tail(logs(name))):
+    runs = [("minimal caps (reset on): ", doc["reset"], {"EXECD_ACCESS_TOKEN": TOKEN}),
+            ("minimal caps (FORCEAI_ALLOW_RESET=0): ", doc["base"],
+             {"EXECD_ACCESS_TOKEN": TOKEN, "FORCEAI_ALLOW_RESET": "0"})]
+    for label, caps, env in runs:
+        flags = ["--cap-drop", "ALL", "--cap-add", ",".join(caps)]
+        port = free_port()
+        name, r = run_container("caps%d" % len(caps), IMG, port=port, run_flags=flags, env=env)
+        ready = r.returncode == 0 and wait_ping(port) is not None
+        if not check("%sroot runner starts with exactly --cap-drop ALL --cap-add %s" % (label, ",".join(caps)),
+                     ready, tail(r.stderr) or tail(logs(name))):
+            continue
         rep = hardening(port) or {}
         ident = rep.get("identity") or {}
         rc_ = (ident.get("runner_capabilities") or {})
-        check("minimal caps: /v1/hardening says root mode, nothing missing",
+        check("%s/v1/hardening says root mode, nothing missing" % label,
               ident.get("mode") == "root" and rc_.get("missing_for_root_mode") == []
-              and sorted(rc_.get("effective") or []) == sorted("CAP_" + c for c in caps),
+              and sorted(rc_.get("effective") or []) == sorted("CAP_" + c for c in caps)
+              and sorted(rc_.get("required_for_root_mode") or []) == sorted("CAP_" + c for c in caps),
               json.dumps(ident)[:400])
         ok_c, why_c = hardening_no_caps(rep)
-        check("minimal caps: tasks have no capabilities (report)", ok_c, why_c)
-        workload(name, port, "minimal caps: ")
+        check("%stasks have no capabilities (report)" % label, ok_c, why_c)
+        workload(name, port, label)
+        if "FORCEAI_ALLOW_RESET" not in env:
+            reset_check(name, port, label)
         dt, code, _ = stop_and_measure(name)
-        check("minimal caps: podman stop exits 0", code == "0", "%.2f s, ExitCode %s" % (dt, code))
+        check("%spodman stop exits 0" % label, code == "0", "%.2f s, ExitCode %s" % (dt, code))
 
     # The set from the issue (ready, then exit 126 for every task before the
-    # start-up check), and each capability of the minimal set missing alone.
-    cases = [[c for c in caps if c not in ("CHOWN", "KILL")]] + [[c for c in caps if c != m] for m in caps]
-    for i, have in enumerate(cases):
-        missing = [c for c in caps if c not in have]
+    # start-up check), and each capability of each minimal set missing alone.
+    base, full = doc["base"], doc["reset"]
+    cases = [(["SETUID", "SETGID", "SETPCAP"], base, "0")]
+    cases += [([c for c in base if c != m], base, "0") for m in base]
+    cases += [([c for c in full if c != m], full, "1") for m in full if m not in base]
+    for i, (have, need, reset) in enumerate(cases):
+        missing = [c for c in need if c not in have]
         name, r = run_container("partial%d" % i, IMG, port=free_port(),
-                                run_flags=["--cap-drop", "ALL", "--cap-add", ",".join(have)])
+                                run_flags=["--cap-drop", "ALL", "--cap-add", ",".join(have)],
+                                env={"EXECD_ACCESS_TOKEN": TOKEN, "FORCEAI_ALLOW_RESET": reset})
         code = wait_exit(name)
         lg = logs(name)
         named = all(("CAP_" + m) in lg for m in missing) and not any(
             ("CAP_" + c) in lg.split("the minimal set")[0] for c in have)
-        check("partial caps %s: refuses to start (exit 1), naming %s, never ready" % (
-              ",".join(have), ",".join("CAP_" + m for m in missing)),
+        check("partial caps %s (reset %s): refuses to start (exit 1), naming %s, never ready" % (
+              ",".join(have), "on" if reset == "1" else "off", ",".join("CAP_" + m for m in missing)),
               r.returncode == 0 and code == 1 and named and '"ready"' not in lg,
               "exit %s: %s" % (code, tail(lg, 400)))
 
@@ -1195,6 +1240,7 @@ def t_nonroot():
     print("     # non-root hardening report: %s" % json.dumps(rep, sort_keys=True))
     workload(name, port, "non-root: ")
     nonroot_extras(name, port, "non-root: ")
+    reset_check(name, port, "non-root: ")
     dt, code, _ = stop_and_measure(name)
     check("non-root: podman stop exits 0", code == "0", "%.2f s, ExitCode %s" % (dt, code))
 
@@ -1234,13 +1280,14 @@ def t_nonroot():
           code == 1 and "EXECD_ACCESS_TOKEN" in lg and '"ready"' not in lg, "exit %s: %s" % (code, tail(lg, 300)))
 
 
-def t_readonly(caps):
+def t_readonly(doc):
     """--read-only with only a tmpfs on /tmp and a volume on /workspace (no
     tmpfs on /run: that is what a read-only Kubernetes pod gets), in root
-    mode with the minimal capabilities and in non-root mode."""
+    mode with the minimal capabilities (the image as shipped, reset on) and
+    in non-root mode."""
     modes = [("read-only non-root: ", NONROOT, "/tmp/forceai-runner-1000", 1000)]
-    if caps:
-        modes.append(("read-only root: ", ["--cap-drop", "ALL", "--cap-add", ",".join(caps)],
+    if doc:
+        modes.append(("read-only root: ", ["--cap-drop", "ALL", "--cap-add", ",".join(doc["reset"])],
                       "/tmp/forceai-runner-0", 1000))
     for i, (label, flags, sd, uid) in enumerate(modes):
         vol = PREFIX + "ws%d" % i
@@ -1262,6 +1309,7 @@ def t_readonly(caps):
                   stdout_lines(ev) == ["rootfs-ro", str(uid)] if st == 200 else False,
                   str(stdout_lines(ev) if st == 200 else ev))
             workload(name, port, label)
+            reset_check(name, port, label)
         eng("rm", "-f", "-t", "0", name)
         eng("volume", "rm", "-f", vol)
 
@@ -1379,9 +1427,12 @@ def t_kube():
               all(p and (p.get("exec") or {}).get("command") == ["/sbin/forceai-runner", "--ping"]
                   for p in probes), str(probes)[:300])
         if mode == "root":
-            want_caps = sorted("CAP_" + c for c in (documented_caps_cache or []))
+            reset_on = (env.get("FORCEAI_ALLOW_RESET") or {}).get("value", "1") != "0"
+            line = (documented_caps_cache or {}).get("reset" if reset_on else "base") or []
+            want_caps = sorted("CAP_" + c for c in line)
             got = sorted("CAP_" + c for c in (csc.get("capabilities") or {}).get("add") or [])
-            check("%sadds exactly the documented capabilities to drop ALL" % label,
+            check("%sadds exactly the documented capabilities to drop ALL (reset %s)" % (
+                  label, "on" if reset_on else "off"),
                   want_caps and got == want_caps and (csc.get("capabilities") or {}).get("drop") == ["ALL"],
                   str(csc.get("capabilities")))
         else:
@@ -1469,6 +1520,8 @@ def t_kube():
             if mode == "non-root":
                 check_nonroot_report(rep, label)
             workload(ctr, port, label)
+            if mode == "non-root":
+                reset_check(ctr, port, label)
         if fwd:
             fwd.close()
         r = eng("kube", "down", path, timeout=120)
