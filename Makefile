@@ -1,17 +1,12 @@
 # forceai-runner — see README.md. Quick start: `make run`, `make check`.
 
 CC       ?= cc
-PKGS     := libmicrohttpd jansson libseccomp libcap-ng libcurl
-CFLAGS   ?= -O2 -g
-WARN     := -Wall -Wextra -Werror
-BASEFLAGS = -std=gnu11 -D_GNU_SOURCE -DHAVE_WSLAY $(WARN) -Irunner $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-# wslay ships no pkg-config file in Debian: linked by name.
-LDLIBS   := -lmicrohttpd -ljansson -lseccomp -lcap-ng -lcurl -lwslay
+
+include mk/flags.mk
 
 RUNNER_SRCS := $(sort $(wildcard runner/*.c runner/*/*.c))
 OBJS        := $(patsubst runner/%.c,build/obj/%.o,$(RUNNER_SRCS))
 ASAN_OBJS   := $(patsubst runner/%.c,build/asan/obj/%.o,$(RUNNER_SRCS))
-SAN_FLAGS   := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 .PHONY: all deps check check-fast run run-local bench fuzz soak format format-check clean unit test-bins
 all: build/forceai-runner
@@ -19,16 +14,16 @@ all: build/forceai-runner
 deps:
 	@scripts/install-deps.sh build
 
-build/obj/%.o: runner/%.c
+build/obj/%.o: runner/%.c mk/flags.mk
 	@mkdir -p $(@D)
-	$(CC) $(BASEFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(DEV_CFLAGS) -MMD -MP -c $< -o $@
 
 build/forceai-runner: $(OBJS)
 	$(CC) $(CFLAGS) $(OBJS) -o $@ $(LDLIBS)
 
-build/asan/obj/%.o: runner/%.c
+build/asan/obj/%.o: runner/%.c mk/flags.mk
 	@mkdir -p $(@D)
-	$(CC) $(BASEFLAGS) -O1 -g $(SAN_FLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(ASAN_CFLAGS) -MMD -MP -c $< -o $@
 
 build/asan/forceai-runner: $(ASAN_OBJS)
 	$(CC) -g $(SAN_FLAGS) $(ASAN_OBJS) -o $@ $(LDLIBS)

@@ -18,7 +18,7 @@ BENCH_RUNNER   ?= build/forceai-runner
 BENCH_STATIC   ?= build/static/forceai-runner
 BENCH_POLICY   ?= seccomp/default.json
 BENCH_CC       ?= $(CC)
-BENCH_CFLAGS   ?= -std=gnu11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -pthread
+BENCH_CFLAGS   ?= $(TOOL_FLAGS) -pthread
 BENCH_PYTHON   ?= python3
 BENCH_QUICK    ?=
 BENCH_ONLY     ?=

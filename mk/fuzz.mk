@@ -21,14 +21,10 @@ FUZZ_ARGS       ?=
 FUZZ_DIR        := build/fuzz
 FUZZ_ALL        := http json_bodies linesplit seccomp $(if $(wildcard runner/files/multipart.c),multipart) chatstream ws
 FUZZ_TARGETS    ?= $(FUZZ_ALL)
-FUZZ_SAN        := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
-		   -fno-omit-frame-pointer
-FUZZ_BASE       := -std=gnu11 -D_GNU_SOURCE -DHAVE_WSLAY -g -O1 $(FUZZ_SAN) \
-		   $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-# Runner sources are other people's code under change: warnings, not errors.
-FUZZ_OBJ_CFLAGS := $(FUZZ_BASE) -Irunner -Wall -Wextra -fsanitize=fuzzer-no-link
-FUZZ_CFLAGS     := $(FUZZ_BASE) -Wall -Wextra -Werror -Irunner
-FUZZ_LIBS       := -lmicrohttpd -ljansson -lseccomp -lcap-ng -lcurl -lwslay
+# Flags: FUZZ_FLAGS of mk/flags.mk; runner objects also get coverage instrumentation.
+FUZZ_OBJ_CFLAGS = $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link
+FUZZ_CFLAGS     = $(FUZZ_FLAGS)
+FUZZ_LIBS       = $(LDLIBS)
 
 # Every runner object but main.c (libFuzzer has main()).
 FUZZ_RUNNER := $(filter-out runner/main.c,$(RUNNER_SRCS))
@@ -49,7 +45,7 @@ FUZZ_LD_http          := -Wl,--wrap=spawn_task -Wl,--wrap=random_id
 FUZZ_LD_json_bodies   := -Wl,--wrap=spawn_task
 FUZZ_LD_ws            := -Wl,--wrap=spawn_task
 
-$(FUZZ_DIR)/obj/%.o: runner/%.c
+$(FUZZ_DIR)/obj/%.o: runner/%.c mk/flags.mk
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_OBJ_CFLAGS) -MMD -MP -c $< -o $@
 

@@ -11,6 +11,7 @@
 #   static-distclean  remove build/static entirely (deps included)
 #
 # Every variable here is prefixed STATIC_, except RUNNER_SRCS (?=, shared with the main build).
+# The compiler flags are STATIC_FLAGS of mk/flags.mk.
 
 STATIC_MK          := $(lastword $(MAKEFILE_LIST))
 # Including this file must not change the including Makefile's default goal.
@@ -32,9 +33,8 @@ STATIC_VERIFY_BIN  ?= $(STATIC_BIN)
 STATIC_CC       ?= musl-gcc
 STATIC_STRIP    ?= strip
 STATIC_READELF  ?= readelf
-STATIC_CFLAGS   := -std=gnu11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -static \
-                   -g -fstack-protector-strong -ffunction-sections -fdata-sections
-STATIC_CPPFLAGS := -Irunner -isystem $(STATIC_DEPS_DIR)/include -isystem $(STATIC_KINC)
+STATIC_CFLAGS   = $(STATIC_FLAGS)
+STATIC_CPPFLAGS := -isystem $(STATIC_DEPS_DIR)/include -isystem $(STATIC_KINC)
 STATIC_LDFLAGS  := -static -L$(STATIC_DEPS_DIR)/lib -Wl,--gc-sections
 # Dependents before what they use: curl needs mbedTLS (ssl -> x509 -> crypto).
 STATIC_LDLIBS   := -lmicrohttpd -lcurl -lmbedtls -lmbedx509 -lmbedcrypto \
@@ -64,7 +64,7 @@ static-deps:
 $(STATIC_DEPS_STAMP): $(STATIC_DEPS_SCRIPT)
 	@$(STATIC_RUN_SCRIPT)
 
-$(STATIC_OBJDIR)/%.o: runner/%.c $(STATIC_DEPS_STAMP) $(STATIC_MK)
+$(STATIC_OBJDIR)/%.o: runner/%.c $(STATIC_DEPS_STAMP) $(STATIC_MK) mk/flags.mk
 	@mkdir -p $(@D)
 	$(STATIC_CC) $(STATIC_CFLAGS) $(STATIC_EXTRA_CFLAGS) $(STATIC_WSLAY_CFLAGS) $(STATIC_CPPFLAGS) -MMD -MP -c $< -o $@
 

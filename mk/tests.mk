@@ -11,21 +11,19 @@ UNIT_SRCS_chatstream := runner/model/chatstream.c runner/core/util.c
 UNIT_SRCS_peer      := runner/http/peer.c
 UNIT_SRCS_snapshot  := runner/files/snapshot.c runner/core/error.c
 UNIT_SRCS_statedir  := runner/core/statedir.c runner/core/log.c runner/core/error.c
-UNIT_CFLAGS := -std=gnu11 -D_GNU_SOURCE $(WARN) -g -Irunner
 UNIT_LIBS   := -ljansson -lseccomp
 
 build/tests/asan/test_%: tests/unit/test_%.c tests/unit/unit.h $$(UNIT_SRCS_$$*) | build/tests/asan
-	$(CC) $(UNIT_CFLAGS) -O1 $(SAN_FLAGS) $< $(UNIT_SRCS_$*) -o $@ $(UNIT_LIBS)
+	$(CC) $(UNIT_FLAGS) $(SAN_FLAGS) $< $(UNIT_SRCS_$*) -o $@ $(UNIT_LIBS)
 
 build/tests/plain/test_%: tests/unit/test_%.c tests/unit/unit.h $$(UNIT_SRCS_$$*) | build/tests/plain
-	$(CC) $(UNIT_CFLAGS) -O1 $< $(UNIT_SRCS_$*) -o $@ $(UNIT_LIBS)
+	$(CC) $(UNIT_FLAGS) $< $(UNIT_SRCS_$*) -o $@ $(UNIT_LIBS)
 
 build/tests/asan build/tests/plain:
 	@mkdir -p $@
 
-build/tests/probe: tests/security/probe.c | build/tests/plain
-	@mkdir -p build/tests
-	$(CC) -std=gnu11 -D_GNU_SOURCE -O1 -g -Wall -Wextra $< -o $@
+build/tests/probe: tests/security/probe.c mk/flags.mk | build/tests/plain
+	$(CC) $(TOOL_FLAGS) $< -o $@
 
 UNIT_BINS := $(foreach t,$(UNIT_TESTS),build/tests/asan/test_$(t) build/tests/plain/test_$(t))
 
