@@ -8,6 +8,15 @@ RUNNER_SRCS := $(sort $(wildcard runner/*.c runner/*/*.c))
 OBJS        := $(patsubst runner/%.c,build/obj/%.o,$(RUNNER_SRCS))
 ASAN_OBJS   := $(patsubst runner/%.c,build/asan/obj/%.o,$(RUNNER_SRCS))
 
+# The pure modules: no event loop, no runner state. They are built once (the runner's own objects
+# of each build) into a static library that unit tests and fuzz targets link, instead of hand-kept
+# source lists. `make lint` checks that they use nothing outside this set.
+PURE_SRCS := runner/core/util.c runner/core/error.c runner/core/log.c runner/core/statedir.c \
+	     runner/task/linesplit.c runner/task/spool.c \
+	     runner/model/chatstream.c runner/confine/seccomp.c runner/http/peer.c \
+	     $(wildcard runner/files/*.c)
+pure_objs = $(patsubst runner/%.c,$(1)/%.o,$(filter $(RUNNER_SRCS),$(PURE_SRCS)))
+
 .PHONY: all deps check check-fast run run-local bench fuzz soak format format-check clean unit test-bins
 all: build/forceai-runner
 
@@ -47,7 +56,8 @@ format-check:
 	clang-format --dry-run --Werror runner/*.c runner/*/*.[ch]
 
 clean:
-	rm -rf build/obj build/asan build/forceai-runner build/tests
+	rm -rf build/obj build/asan build/forceai-runner build/libpure.a build/tests \
+		build/fuzz/obj build/fuzz/libpure.a build/fuzz/fuzz_*
 
 # `make run`: the real thing — the image built from the Containerfile, run
 # with podman (or docker), endpoint + token + a curl printed.

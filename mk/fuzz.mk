@@ -26,21 +26,12 @@ FUZZ_OBJ_CFLAGS = $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link
 FUZZ_CFLAGS     = $(FUZZ_FLAGS)
 FUZZ_LIBS       = $(LDLIBS)
 
-# Every runner object but main.c (libFuzzer has main()).
-FUZZ_RUNNER := $(filter-out runner/main.c,$(RUNNER_SRCS))
-fuzz_objs = $(patsubst runner/%.c,$(FUZZ_DIR)/obj/%.o,$(1))
-
-# Per target: the runner sources it links, extra harness sources, link flags.
-FUZZ_SRCS_http        := $(FUZZ_RUNNER)
-FUZZ_SRCS_json_bodies := $(FUZZ_RUNNER)
-FUZZ_SRCS_linesplit   := runner/task/linesplit.c runner/core/util.c
-FUZZ_SRCS_seccomp     := runner/confine/seccomp.c runner/core/error.c
-FUZZ_SRCS_multipart   := runner/files/multipart.c
-FUZZ_SRCS_chatstream  := runner/model/chatstream.c runner/core/util.c
-FUZZ_SRCS_ws          := $(FUZZ_RUNNER)
-FUZZ_EXTRA_http        := tests/fuzz/fuzz_hooks.c
-FUZZ_EXTRA_json_bodies := tests/fuzz/fuzz_hooks.c
-FUZZ_EXTRA_ws          := tests/fuzz/fuzz_hooks.c
+# http, json_bodies and ws drive the whole server: every runner object but main.o (libFuzzer has
+# main()); the others link the pure library (PURE_SRCS in the Makefile).
+FUZZ_WHOLE       := http json_bodies ws
+FUZZ_RUNNER_OBJS := $(patsubst runner/%.c,$(FUZZ_DIR)/obj/%.o,$(filter-out runner/main.c,$(RUNNER_SRCS)))
+FUZZ_PURE        := $(FUZZ_DIR)/libpure.a
+fuzz_links        = $(if $(filter $(1),$(FUZZ_WHOLE)),$(FUZZ_RUNNER_OBJS) tests/fuzz/fuzz_hooks.c,$(FUZZ_PURE))
 FUZZ_LD_http          := -Wl,--wrap=spawn_task -Wl,--wrap=random_id
 FUZZ_LD_json_bodies   := -Wl,--wrap=spawn_task
 FUZZ_LD_ws            := -Wl,--wrap=spawn_task
@@ -49,10 +40,13 @@ $(FUZZ_DIR)/obj/%.o: runner/%.c mk/flags.mk
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_OBJ_CFLAGS) -MMD -MP -c $< -o $@
 
-$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $$(call fuzz_objs,$$(FUZZ_SRCS_$$*)) $$(FUZZ_EXTRA_$$*) \
-		| $(FUZZ_DIR)/obj
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(call fuzz_objs,$(FUZZ_SRCS_$*)) \
-		$(FUZZ_EXTRA_$*) $(FUZZ_LD_$*) -o $@ $(FUZZ_LIBS)
+$(FUZZ_PURE): $(call pure_objs,$(FUZZ_DIR)/obj)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $$(call fuzz_links,$$*) | $(FUZZ_DIR)/obj
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(call fuzz_links,$*) $(FUZZ_LD_$*) -o $@ \
+		$(FUZZ_LIBS)
 
 $(FUZZ_DIR)/obj:
 	@mkdir -p $@

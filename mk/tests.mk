@@ -1,23 +1,28 @@
-# mk/tests.mk — unit tests and the `check` driver (included by the Makefile).
+# mk/tests.mk — the pure library, unit tests and the `check` driver (included by the Makefile).
+#
+#   make unit                      build every tests/unit/test_*.c twice (ASan+UBSan, plain for
+#                                  valgrind) and run them (tests/unit/run.sh)
 
-UNIT_TESTS        := linesplit util spool seccomp multipart files chatstream peer snapshot statedir
-UNIT_SRCS_linesplit := runner/task/linesplit.c runner/core/util.c
-UNIT_SRCS_util      := runner/core/util.c
-UNIT_SRCS_spool     := runner/task/spool.c runner/core/log.c
-UNIT_SRCS_seccomp   := runner/confine/seccomp.c runner/core/error.c
-UNIT_SRCS_multipart := runner/files/multipart.c
-UNIT_SRCS_files     := runner/files/files.c runner/core/log.c runner/core/util.c
-UNIT_SRCS_chatstream := runner/model/chatstream.c runner/core/util.c
-UNIT_SRCS_peer      := runner/http/peer.c
-UNIT_SRCS_snapshot  := runner/files/snapshot.c runner/core/error.c
-UNIT_SRCS_statedir  := runner/core/statedir.c runner/core/log.c runner/core/error.c
-UNIT_LIBS   := -ljansson -lseccomp
+# One archive per build: dev objects (valgrind runs), ASan objects, fuzz objects (mk/fuzz.mk).
+# Removed first: `ar r` would keep members whose source is gone.
+build/libpure.a: $(call pure_objs,build/obj)
+build/asan/libpure.a: $(call pure_objs,build/asan/obj)
+build/libpure.a build/asan/libpure.a:
+	@rm -f $@
+	$(AR) rcs $@ $^
 
-build/tests/asan/test_%: tests/unit/test_%.c tests/unit/unit.h $$(UNIT_SRCS_$$*) | build/tests/asan
-	$(CC) $(UNIT_FLAGS) $(SAN_FLAGS) $< $(UNIT_SRCS_$*) -o $@ $(UNIT_LIBS)
+comma      := ,
+UNIT_ALL   := $(patsubst tests/unit/test_%.c,%,$(wildcard tests/unit/test_*.c))
+UNIT       ?= $(UNIT_ALL)
+UNIT_TESTS := $(subst $(comma), ,$(UNIT))
+UNIT_LIBS  := -ljansson -lseccomp
+UNIT_HARNESS := tests/unit/unit.h
 
-build/tests/plain/test_%: tests/unit/test_%.c tests/unit/unit.h $$(UNIT_SRCS_$$*) | build/tests/plain
-	$(CC) $(UNIT_FLAGS) $< $(UNIT_SRCS_$*) -o $@ $(UNIT_LIBS)
+build/tests/asan/test_%: tests/unit/test_%.c $(UNIT_HARNESS) build/asan/libpure.a | build/tests/asan
+	$(CC) $(UNIT_FLAGS) $(SAN_FLAGS) $< build/asan/libpure.a -o $@ $(UNIT_LIBS)
+
+build/tests/plain/test_%: tests/unit/test_%.c $(UNIT_HARNESS) build/libpure.a | build/tests/plain
+	$(CC) $(UNIT_FLAGS) $< build/libpure.a -o $@ $(UNIT_LIBS)
 
 build/tests/asan build/tests/plain:
 	@mkdir -p $@
