@@ -2,6 +2,9 @@
 #
 #   make unit                      build every tests/unit/test_*.c twice (ASan+UBSan, plain for
 #                                  valgrind) and run them (tests/unit/run.sh)
+#   make unit UNIT=files,util      only those test programs
+#   make unit UNIT_FILTER=glob_*   only the named cases (names or fnmatch patterns, comma-separated)
+#   build/tests/asan/test_files --list   the cases of one program; give names to run only those
 
 # One archive per build: dev objects (valgrind runs), ASan objects, fuzz objects (mk/fuzz.mk).
 # Removed first: `ar r` would keep members whose source is gone.
@@ -16,13 +19,13 @@ UNIT_ALL   := $(patsubst tests/unit/test_%.c,%,$(wildcard tests/unit/test_*.c))
 UNIT       ?= $(UNIT_ALL)
 UNIT_TESTS := $(subst $(comma), ,$(UNIT))
 UNIT_LIBS  := -ljansson -lseccomp
-UNIT_HARNESS := tests/unit/unit.h
+UNIT_HARNESS := tests/unit/unit.c tests/unit/unit.h
 
 build/tests/asan/test_%: tests/unit/test_%.c $(UNIT_HARNESS) build/asan/libpure.a | build/tests/asan
-	$(CC) $(UNIT_FLAGS) $(SAN_FLAGS) $< build/asan/libpure.a -o $@ $(UNIT_LIBS)
+	$(CC) $(UNIT_FLAGS) $(SAN_FLAGS) $< tests/unit/unit.c build/asan/libpure.a -o $@ $(UNIT_LIBS)
 
 build/tests/plain/test_%: tests/unit/test_%.c $(UNIT_HARNESS) build/libpure.a | build/tests/plain
-	$(CC) $(UNIT_FLAGS) $< build/libpure.a -o $@ $(UNIT_LIBS)
+	$(CC) $(UNIT_FLAGS) $< tests/unit/unit.c build/libpure.a -o $@ $(UNIT_LIBS)
 
 build/tests/asan build/tests/plain:
 	@mkdir -p $@
@@ -35,7 +38,7 @@ UNIT_BINS := $(foreach t,$(UNIT_TESTS),build/tests/asan/test_$(t) build/tests/pl
 test-bins: all build/asan/forceai-runner static $(UNIT_BINS) build/tests/probe
 
 unit: $(UNIT_BINS)
-	@tests/unit/run.sh
+	@UNIT_FILTER='$(UNIT_FILTER)' tests/unit/run.sh $(UNIT_TESTS)
 
 check:
 	@scripts/install-deps.sh check

@@ -45,14 +45,14 @@ static const char *tool_stream =
 	CHUNK("{\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":3,\"total_tokens\":10}}")
 	CHUNK("[DONE]");
 
-static void test_tool_calls_every_split(void)
+TEST(tool_calls_every_split)
 {
 	for (size_t piece = 1; piece <= strlen(tool_stream); piece++) {
 		struct chatstream cs;
 		enum cs_result r = run(&cs, 200, tool_stream, piece);
 		CHECK(r == CS_OK);
 		if (r != CS_OK) {
-			fprintf(stderr, "piece %zu: %s\n", piece, cs.message);
+			unit_diag("piece %zu: %s", piece, cs.message);
 			chatstream_free(&cs);
 			return;
 		}
@@ -69,7 +69,7 @@ static void test_tool_calls_every_split(void)
 	}
 }
 
-static void test_crlf_and_cr(void)
+TEST(crlf_and_cr)
 {
 	struct chatstream cs;
 	const char *s = "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"usage\":{\"prompt_tokens\":1,"
@@ -82,7 +82,7 @@ static void test_crlf_and_cr(void)
 	}
 }
 
-static void test_errors(void)
+TEST(errors)
 {
 	struct chatstream cs;
 	CHECK(run(&cs, 200, CHUNK("{\"choices\":[{\"delta\":{\"content\":\"x\"}}]}"), 5) ==
@@ -123,7 +123,7 @@ static void test_errors(void)
 	chatstream_free(&cs);
 }
 
-static void test_status_classes(void)
+TEST(status_classes)
 {
 	struct chatstream cs;
 	CHECK(run(&cs, 400, "{\"error\":{\"message\":\"Budget has been exceeded! Current cost: 2\",\"type\":\"budget_exceeded\",\"code\":\"400\"}}", 7) == CS_ERR_BUDGET);
@@ -151,7 +151,7 @@ static void test_status_classes(void)
 	chatstream_free(&cs);
 }
 
-static void test_retry_policy(void)
+TEST(retry_policy)
 {
 	CHECK(chatstream_retry_ms(CS_ERR_RATE_LIMITED, 1, "2") == 2000);
 	CHECK(chatstream_retry_ms(CS_ERR_RATE_LIMITED, 1, "0.5") == 500);
@@ -165,7 +165,7 @@ static void test_retry_policy(void)
 	CHECK(chatstream_retry_ms(CS_ERR_UNAUTHORIZED, 1, NULL) == -1);
 }
 
-static void test_usage_scan(void)
+TEST(usage_scan)
 {
 	struct usage_scan u = {0};
 	const char *s = "data: {\"choices\":[]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,"
@@ -191,15 +191,4 @@ static void test_usage_scan(void)
 	usage_scan_eof(&w);
 	CHECK(w.has_usage && w.usage.completion_tokens == 6 && w.usage.total_tokens == 8);
 	usage_scan_free(&w);
-}
-
-int main(void)
-{
-	test_tool_calls_every_split();
-	test_crlf_and_cr();
-	test_errors();
-	test_status_classes();
-	test_retry_policy();
-	test_usage_scan();
-	return unit_done();
 }

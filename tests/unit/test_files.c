@@ -58,9 +58,9 @@ static char *replace_str(const char *in, const char *old, const char *new_, uint
 	return out;
 }
 
-int main(void)
+/* Paths: absolute, cleaned like Go's filepath.Clean. */
+TEST(clean_path)
 {
-	/* Paths: absolute, cleaned like Go's filepath.Clean. */
 	check_clean("/", "/");
 	check_clean("//a//b/", "/a/b");
 	check_clean("/a/./b/../c", "/a/c");
@@ -76,8 +76,11 @@ int main(void)
 		char out[PATH_MAX];
 		CHECK(files_clean_path("/a\0b", 4, out, sizeof(out)) == -EINVAL);
 	}
+}
 
-	/* Globs: doublestar's semantics (a subset of its table). */
+/* Globs: doublestar's semantics (a subset of its table). */
+TEST(glob_match)
+{
 	check_glob("*", "abc", 1);
 	check_glob("*", "", 1);
 	check_glob("*c", "abc", 1);
@@ -130,13 +133,21 @@ int main(void)
 	check_glob("{a/{b,c},abc}", "a/b/c", 0);
 	check_glob("*.{c,h}", "x.h", 1);
 	check_glob("*.{c,h}", "x.o", 0);
-	/* Bad patterns are refused, not guessed at. */
+}
+
+/* Bad patterns are refused, not guessed at. */
+TEST(glob_bad_patterns_refused)
+{
 	check_glob("[", "a", -1);
 	check_glob("a[", "a", -1);
 	check_glob("[]a]", "]", -1);
 	check_glob("\\", "a", -1);
 	check_glob("ab{c,d", "abc", -1);
 	check_glob("{a,b}{c,d}{e,f}{g,h}{i,j}{k,l}{m,n}", "acegikm", -1); /* 128 alternatives */
+}
+
+TEST(glob_no_exponential_blowup)
+{
 	{
 		/* No exponential blow-up: many stars against a long non-match. */
 		char name[4001];
@@ -145,6 +156,10 @@ int main(void)
 		check_glob("*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*b", name, 0);
 		check_glob("**/*a*a*a*a*a*a*a*a*b", name, 0);
 	}
+}
+
+TEST(glob_subject)
+{
 	{
 		struct files_glob *g;
 		char err[128];
@@ -158,8 +173,11 @@ int main(void)
 		CHECK(files_glob_subject(g) == GLOB_ABS);
 		files_glob_free(g);
 	}
+}
 
-	/* Replace: Go's strings.ReplaceAll, across chunk boundaries. */
+/* Replace: Go's strings.ReplaceAll, across chunk boundaries. */
+TEST(replace_stream)
+{
 	{
 		uint64_t n;
 		char *o = replace_str("aaa", "aa", "b", &n);
@@ -197,8 +215,11 @@ int main(void)
 		free(o);
 		free(in);
 	}
+}
 
-	/* Line ranges (1-based, newline included, last line may lack one). */
+/* Line ranges (1-based, newline included, last line may lack one). */
+TEST(line_range)
+{
 	{
 		int fd = memfd_create("lines", 0);
 		const char *t = "one\ntwo\nthree\nfour";
@@ -211,8 +232,11 @@ int main(void)
 		CHECK(files_line_range(fd, 5, 1, &s, &l) == 0 && l == 0);
 		close(fd);
 	}
+}
 
-	/* rm -rf, mkdir -p and temp files in a scratch directory. */
+/* rm -rf, mkdir -p and temp files in a scratch directory. */
+TEST(mkdirs_tmp_rmrf)
+{
 	{
 		char dir[] = "/tmp/test_files.XXXXXX";
 		CHECK(mkdtemp(dir) != NULL);
@@ -259,8 +283,11 @@ int main(void)
 		close(dfd);
 		CHECK(rmdir(dir) == 0);
 	}
+}
 
-	/* FileInfo: execd's field order and forms. */
+/* FileInfo: execd's field order and forms. */
+TEST(info_json)
+{
 	{
 		struct stat st = {0};
 		st.st_mode = S_IFREG | 0640;
@@ -280,5 +307,4 @@ int main(void)
 				  "\"group\":\"4242425\",\"mode\":640}");
 		buf_free(&b);
 	}
-	return unit_done();
 }

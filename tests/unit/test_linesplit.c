@@ -39,25 +39,41 @@ static void check_all_splits(const char *in, const char *const *want, int nwant)
 				ok = strcmp(c.lines[i], want[i]) == 0;
 			CHECK(ok);
 			if (!ok) {
-				fprintf(stderr, "  input %s split %zu/%zu gave %d lines\n", in, a, b, c.n);
+				unit_diag("input %s split %zu/%zu gave %d lines", in, a, b, c.n);
 				return;
 			}
 		}
 	}
 }
 
-int main(void)
+TEST(cr_lf_and_crlf_end_lines)
 {
 	const char *w1[] = {"a", "b", "c", "", "d", "", "e"};
 	check_all_splits("a\r\nb\rc\n\nd\r\r\ne", w1, 7);
+}
+
+TEST(empty_lines)
+{
 	const char *w2[] = {"", "", ""};
 	check_all_splits("\n\r\n\r", w2, 3);
+}
+
+TEST(partial_line_at_flush)
+{
 	const char *w3[] = {"no newline"};
 	check_all_splits("no newline", w3, 1);
+}
+
+TEST(long_line_cut_at_max)
+{
 	/* max_line 16: a long line is cut into 16-byte pieces */
 	const char *w4[] = {"0123456789abcdef", "0123456789abcdef", "xy"};
 	check_all_splits("0123456789abcdef0123456789abcdefxy\n", w4, 3);
-	/* "\r" then "\n" in a later feed counts once */
+}
+
+/* "\r" then "\n" in a later feed counts once */
+TEST(cr_then_lf_in_next_feed)
+{
 	struct linesplit ls;
 	struct collect c = {.n = 0};
 	linesplit_init(&ls, 0);
@@ -68,5 +84,4 @@ int main(void)
 	CHECK(c.n == 2);
 	CHECK_STR(c.lines[0], "x");
 	CHECK_STR(c.lines[1], "y");
-	return unit_done();
 }

@@ -76,8 +76,7 @@ static void check_splits(const char *ctype, const char *body, size_t len, const 
 			if (parse3(ctype, body, len, a, b, &r) != 0 || r.len != strlen(want) ||
 			    memcmp(r.out, want, r.len) != 0) {
 				if (!bad++)
-					fprintf(stderr, "split %zu/%zu: got %s want %s\n", a, b,
-						r.out, want);
+					unit_diag("split %zu/%zu: got %s want %s", a, b, r.out, want);
 			}
 	CHECK(bad == 0);
 }
@@ -93,28 +92,32 @@ static void check_fails(const char *ctype, const char *body, const char *why_par
 		rc = multipart_finish(&m);
 	CHECK(rc == -1);
 	if (rc == -1 && why_part && !strstr(m.err, why_part))
-		fprintf(stderr, "error '%s' lacks '%s'\n", m.err, why_part);
+		unit_diag("error '%s' lacks '%s'", m.err, why_part);
 	CHECK(rc != -1 || !why_part || strstr(m.err, why_part));
 }
 
 #define CT "multipart/form-data; boundary=XyZ"
 
-int main(void)
+/* The SDK's shape: metadata (with filename) then file. */
+static const char *sdk = "--XyZ\r\n"
+			 "Content-Disposition: form-data; name=\"metadata\"; filename=\"metadata\"\r\n"
+			 "Content-Type: application/json\r\n\r\n"
+			 "{\"path\":\"/w/a.txt\"}\r\n"
+			 "--XyZ\r\n"
+			 "Content-Disposition: form-data; name=\"file\"; filename=\"a.txt\"\r\n"
+			 "Content-Type: application/octet-stream\r\n\r\n"
+			 "line1\r\nline2\r\n"
+			 "\r\n--XyZ--\r\n";
+
+TEST(sdk_upload_any_split)
 {
-	/* The SDK's shape: metadata (with filename) then file. */
-	const char *sdk = "--XyZ\r\n"
-			  "Content-Disposition: form-data; name=\"metadata\"; filename=\"metadata\"\r\n"
-			  "Content-Type: application/json\r\n\r\n"
-			  "{\"path\":\"/w/a.txt\"}\r\n"
-			  "--XyZ\r\n"
-			  "Content-Disposition: form-data; name=\"file\"; filename=\"a.txt\"\r\n"
-			  "Content-Type: application/octet-stream\r\n\r\n"
-			  "line1\r\nline2\r\n"
-			  "\r\n--XyZ--\r\n";
 	check_splits(CT, sdk, strlen(sdk),
 		     "<metadata|f:metadata|application/json>[{\"path\":\"/w/a.txt\"}]"
 		     "<file|f:a.txt|application/octet-stream>[line1\r\nline2\r\n]");
+}
 
+TEST(delimiter_lookalikes_are_data)
+{
 	/* Data that looks like the start of a delimiter, cut anywhere, is
 	 * data: "\r\n--Xy" then not "Z", lone CRs, "\r\r\n". */
 	const char *lookalike = "--XyZ\r\n"
@@ -123,7 +126,10 @@ int main(void)
 				"\r\n--XyZ--";
 	check_splits(CT, lookalike, strlen(lookalike),
 		     "<file||>[a\r\n--Xy\rb\r\r\n-\r\n-X\r\n--XyY\r\n]");
+}
 
+TEST(preamble_quoting_padding_epilogue)
+{
 	/* Preamble, quoted boundary, padding after a delimiter, epilogue,
 	 * no headers besides Content-Disposition, an empty part, escapes. */
 	const char *varied = "this is the preamble\r\n--a:b c\r\n"
@@ -133,7 +139,10 @@ int main(void)
 			     "\r\n--a:b c--\r\nepilogue --a:b c\r\n";
 	check_splits("Multipart/Form-Data ; boundary=\"a:b c\"", varied, strlen(varied),
 		     "<meta|f:x\"y|>[{}]<file|f:|>[]");
+}
 
+TEST(binary_data_untouched)
+{
 	/* Binary data with NULs and CRs of every kind passes untouched. */
 	char bin[600];
 	size_t bl = 0;
@@ -159,11 +168,16 @@ int main(void)
 		}
 		CHECK(ok);
 	}
+}
 
-	/* Zero parts is a valid (if useless) body. */
+/* Zero parts is a valid (if useless) body. */
+TEST(zero_parts)
+{
 	check_splits(CT, "--XyZ--\r\n", 9, "");
+}
 
-	/* Malformed inputs. */
+TEST(malformed_inputs_refused)
+{
 	check_fails(NULL, "", "Content-Type");
 	check_fails("application/json", "", "not multipart");
 	check_fails("multipart/form-data", "", "no multipart boundary");
@@ -192,49 +206,54 @@ int main(void)
 	check_fails(CT, "--XyZ junk\r\n", "delimiter line");
 	check_fails(CT, "--XyZ-x", "delimiter line");
 	check_fails(CT, "--XyZ\rx", "delimiter line");
-	{
-		/* Headers beyond the fixed buffer are refused, not grown. */
-		static char big[MP_HEADERS_MAX + 200];
-		strcpy(big, "--XyZ\r\nX-Pad: ");
-		size_t n = strlen(big);
-		memset(big + n, 'a', MP_HEADERS_MAX);
-		strcpy(big + n + MP_HEADERS_MAX, "\r\n\r\n");
-		check_fails(CT, big, "too large");
-	}
-	{
-		/* A callback's refusal stops everything and is passed back. */
-		static struct multipart m;
-		struct rec r = {.stop_at_begin = 2};
-		CHECK(multipart_init(&m, CT, &cbs, &r) == 0);
-		CHECK(multipart_feed(&m, sdk, strlen(sdk)) == 7);
-		CHECK(multipart_feed(&m, "more", 4) == -1);
-		CHECK(multipart_finish(&m) == -1);
-		CHECK(r.begins == 2 && r.ends == 1);
-	}
-	{
-		/* Any bytes at all never crash or overrun (a tiny inline fuzz). */
-		static struct multipart m;
-		unsigned seed = 12345;
-		char buf[256];
-		int crashes = 0;
-		for (int round = 0; round < 20000; round++) {
-			struct rec r = {0};
-			size_t n = 0;
-			const char *alpha = "\r\n-XyZ:;=\" ";
-			size_t l = (seed = seed * 1103515245 + 12345) % sizeof(buf);
-			memcpy(buf, sdk, l < strlen(sdk) ? l : strlen(sdk));
-			for (n = 0; n < l; n++)
-				if (((seed = seed * 1103515245 + 12345) >> 16) % 4 == 0)
-					buf[n] = alpha[(seed >> 8) % strlen(alpha)];
-			if (multipart_init(&m, CT, &cbs, &r) == 0) {
-				size_t cut = l ? (seed >> 4) % l : 0;
-				multipart_feed(&m, buf, cut);
-				multipart_feed(&m, buf + cut, l - cut);
-				multipart_finish(&m);
-			}
-			crashes += r.ends > r.begins;
+}
+
+TEST(headers_too_large)
+{
+	/* Headers beyond the fixed buffer are refused, not grown. */
+	static char big[MP_HEADERS_MAX + 200];
+	strcpy(big, "--XyZ\r\nX-Pad: ");
+	size_t n = strlen(big);
+	memset(big + n, 'a', MP_HEADERS_MAX);
+	strcpy(big + n + MP_HEADERS_MAX, "\r\n\r\n");
+	check_fails(CT, big, "too large");
+}
+
+TEST(callback_refusal_stops)
+{
+	/* A callback's refusal stops everything and is passed back. */
+	static struct multipart m;
+	struct rec r = {.stop_at_begin = 2};
+	CHECK(multipart_init(&m, CT, &cbs, &r) == 0);
+	CHECK(multipart_feed(&m, sdk, strlen(sdk)) == 7);
+	CHECK(multipart_feed(&m, "more", 4) == -1);
+	CHECK(multipart_finish(&m) == -1);
+	CHECK(r.begins == 2 && r.ends == 1);
+}
+
+TEST(random_bytes_never_crash)
+{
+	/* Any bytes at all never crash or overrun (a tiny inline fuzz). */
+	static struct multipart m;
+	unsigned seed = 12345;
+	char buf[256];
+	int crashes = 0;
+	for (int round = 0; round < 20000; round++) {
+		struct rec r = {0};
+		size_t n = 0;
+		const char *alpha = "\r\n-XyZ:;=\" ";
+		size_t l = (seed = seed * 1103515245 + 12345) % sizeof(buf);
+		memcpy(buf, sdk, l < strlen(sdk) ? l : strlen(sdk));
+		for (n = 0; n < l; n++)
+			if (((seed = seed * 1103515245 + 12345) >> 16) % 4 == 0)
+				buf[n] = alpha[(seed >> 8) % strlen(alpha)];
+		if (multipart_init(&m, CT, &cbs, &r) == 0) {
+			size_t cut = l ? (seed >> 4) % l : 0;
+			multipart_feed(&m, buf, cut);
+			multipart_feed(&m, buf + cut, l - cut);
+			multipart_finish(&m);
 		}
-		CHECK(crashes == 0);
+		crashes += r.ends > r.begins;
 	}
-	return unit_done();
+	CHECK(crashes == 0);
 }

@@ -1,6 +1,6 @@
 /* peer.c: the owner of the other end of a loopback TCP connection, as
  * sock_diag reports it; closed owners and foreign addresses. Needs root for
- * the other-uid case (skipped, and said so, otherwise). */
+ * the other-uid case (a SKIP otherwise). */
 #include "http/peer.h"
 
 #include <arpa/inet.h>
@@ -67,7 +67,7 @@ static void identify_uid(struct peer_diag *d, int lfd, const struct sockaddr_in 
 	close(p[1]);
 }
 
-int main(void)
+TEST(loopback_addresses)
 {
 	struct sockaddr_in v4 = {.sin_family = AF_INET};
 	v4.sin_addr.s_addr = htonl(0x7f000002);
@@ -82,20 +82,50 @@ int main(void)
 	CHECK(!peer_addr_is_loopback((struct sockaddr *)&v6));
 	inet_pton(AF_INET6, "2001:db8::1", &v6.sin6_addr);
 	CHECK(!peer_addr_is_loopback((struct sockaddr *)&v6));
+}
 
+/* A sock_diag socket and a loopback listener. */
+static bool setup(struct peer_diag *d, int *lfd, struct sockaddr_in *a)
+{
+	if (!CHECK(peer_diag_open(d) == 0))
+		return false;
+	CHECK(peer_diag_selftest(d) == 0);
+	*lfd = listener(a);
+	return CHECK(*lfd >= 0);
+}
+
+TEST(owner_uid_of_own_connection)
+{
 	struct peer_diag d;
-	CHECK(peer_diag_open(&d) == 0);
-	CHECK(peer_diag_selftest(&d) == 0);
 	struct sockaddr_in a;
-	int lfd = listener(&a);
-	CHECK(lfd >= 0);
+	int lfd;
+	if (!setup(&d, &lfd, &a))
+		return;
 	identify_uid(&d, lfd, &a, geteuid());
-	if (geteuid() == 0)
-		identify_uid(&d, lfd, &a, 12345);
-	else
-		printf("not root: the other-uid case is not run\n");
+	close(lfd);
+	peer_diag_close(&d);
+}
 
-	/* A socket that is not TCP has no peer to name. */
+TEST(owner_uid_of_other_user)
+{
+	if (geteuid() != 0)
+		SKIP("not root: cannot connect as another uid");
+	struct peer_diag d;
+	struct sockaddr_in a;
+	int lfd;
+	if (!setup(&d, &lfd, &a))
+		return;
+	identify_uid(&d, lfd, &a, 12345);
+	close(lfd);
+	peer_diag_close(&d);
+}
+
+/* A socket that is not TCP has no peer to name. */
+TEST(non_tcp_socket_unknown)
+{
+	struct peer_diag d;
+	if (!CHECK(peer_diag_open(&d) == 0))
+		return;
 	int sp[2];
 	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sp) == 0);
 	struct peer pr;
@@ -103,9 +133,19 @@ int main(void)
 	CHECK(pr.kind == PEER_UNKNOWN);
 	close(sp[0]);
 	close(sp[1]);
-
-	/* A closed diag socket: every lookup fails, and fails closed. */
 	peer_diag_close(&d);
+}
+
+/* A closed diag socket: every lookup fails, and fails closed. */
+TEST(closed_diag_socket_fails_closed)
+{
+	struct peer_diag d;
+	struct sockaddr_in a;
+	int lfd;
+	if (!setup(&d, &lfd, &a))
+		return;
+	peer_diag_close(&d);
+	struct peer pr;
 	int p[2];
 	CHECK(pipe(p) == 0);
 	pid_t pid = connect_as(geteuid(), &a, p[0]);
@@ -115,6 +155,7 @@ int main(void)
 	CHECK(write(p[1], "x", 1) == 1);
 	waitpid(pid, NULL, 0);
 	close(s);
+	close(p[0]);
+	close(p[1]);
 	close(lfd);
-	return unit_done();
 }

@@ -1,11 +1,6 @@
-/* Unit test of runner/seccomp.c: policy parsing errors, and the compiled
- * default policy applied to a forked child.
- *
- * Build and run from the repository root:
- *   cc -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -Irunner \
- *      tests/unit/test_seccomp.c runner/seccomp.c -ljansson -lseccomp -o test_seccomp
- *   ./test_seccomp [path/to/seccomp/default.json]
- * Exits non-zero when any check fails. */
+/* Unit test of runner/confine/seccomp.c: policy parsing errors, and the compiled default policy
+ * applied to a forked child. The policy is seccomp/default.json (run from the repository root),
+ * or UNIT_SECCOMP_POLICY. */
 #include "confine/seccomp_policy.h"
 #include "core/error.h"
 
@@ -13,7 +8,6 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +21,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "unit.h"
+
 #ifndef AF_ALG
 #define AF_ALG 38
 #endif
@@ -34,30 +30,34 @@
 #define AF_VSOCK 40
 #endif
 
-static int passed, failed;
+static char tmpdir[] = "/tmp/test_seccomp.XXXXXX";
 
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void check(int ok, const char *fmt, ...)
+/* The scratch directory, made by the first case that needs it and removed at exit. */
+static const char *scratch(void)
 {
-	va_list ap;
-	va_start(ap, fmt);
-	fprintf(stderr, "%s: ", ok ? "ok  " : "FAIL");
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-	if (ok)
-		passed++;
-	else
-		failed++;
+	static bool made;
+	if (!made && !mkdtemp(tmpdir)) {
+		perror("mkdtemp");
+		exit(2);
+	}
+	made = true;
+	return tmpdir;
 }
 
-static char tmpdir[] = "/tmp/test_seccomp.XXXXXX";
+__attribute__((destructor)) static void remove_scratch(void)
+{
+	if (strcmp(tmpdir + strlen(tmpdir) - 6, "XXXXXX") == 0)
+		return;
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "warning: could not remove %s\n", tmpdir);
+}
 
 static const char *write_policy(const char *name, const char *text)
 {
 	static char path[256];
-	snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
+	snprintf(path, sizeof(path), "%s/%s", scratch(), name);
 	FILE *f = fopen(path, "w");
 	if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
 		perror(path);
@@ -74,8 +74,8 @@ static void expect_error(const char *name, const char *text, const char *want)
 	struct seccomp_policy p;
 	const char *path = write_policy(name, text);
 	int rc = seccomp_policy_load(path, &p, &e);
-	check(rc < 0 && strstr(err, path) && strstr(err, want), "%s: error names the file and "
-	      "says \"%s\" (got rc %d: %s)", name, want, rc, rc < 0 ? err : "");
+	CHECKF(rc < 0 && strstr(err, path) && strstr(err, want), "%s: error names the file and "
+	       "says \"%s\" (got rc %d: %s)", name, want, rc, rc < 0 ? err : "");
 	if (rc == 0)
 		seccomp_policy_free(&p);
 }
@@ -83,12 +83,8 @@ static void expect_error(const char *name, const char *text, const char *want)
 #define HEAD "{\"defaultAction\":\"SCMP_ACT_ERRNO\",\"architectures\":[\"SCMP_ARCH_X86_64\"," \
 	     "\"SCMP_ARCH_AARCH64\"],"
 
-static void test_errors(void)
+TEST(policy_errors_name_file_and_cause)
 {
-	struct error e;
-	const char *err = e.msg;
-	struct seccomp_policy p;
-
 	expect_error("notjson.json", "{\"defaultAction\": \"SCMP_ACT_ERRNO\",\n  syscalls: []}\n",
 		     "invalid JSON at line 2, column");
 	expect_error("action.json", HEAD "\"syscalls\":[{\"names\":[\"read\"],"
@@ -122,67 +118,96 @@ static void test_errors(void)
 	expect_error("holes.json", "{\"defaultAction\":\"SCMP_ACT_ALLOW\",\"syscalls\":[{\"names\":"
 		     "[\"no_such_syscall\"],\"action\":\"SCMP_ACT_ERRNO\"}]}",
 		     "\"no_such_syscall\" is unknown to libseccomp");
+	expect_error("errnoname.json", HEAD "\"syscalls\":[{\"names\":[\"read\"],\"action\":"
+		     "\"SCMP_ACT_ERRNO\",\"errno\":\"EBOGUS\"}]}", "unknown \"errno\"");
+}
 
-	/* Under default-deny it is only a warning: the call stays denied. */
+/* Under default-deny an unknown name is only a warning: the call stays denied. */
+TEST(unknown_name_under_default_deny_warns)
+{
+	struct error e;
+	const char *err = e.msg;
+	struct seccomp_policy p;
 	const char *path = write_policy("unknown.json", HEAD "\"syscalls\":[{\"names\":[\"read\","
 					"\"no_such_syscall\",\"open\"],\"action\":\"SCMP_ACT_ALLOW\"}]}");
 	int rc = seccomp_policy_load(path, &p, &e);
-	check(rc == 0 && p.n_unknown == 1 && strstr(p.warning, "no_such_syscall") &&
-		      strcmp(p.name, "unknown.json") == 0,
-	      "unknown name under default-deny: loads with a warning (rc %d, %s%s)", rc,
-	      rc == 0 ? p.warning : err, "");
+	CHECKF(rc == 0 && p.n_unknown == 1 && strstr(p.warning, "no_such_syscall") &&
+		       strcmp(p.name, "unknown.json") == 0,
+	       "unknown name under default-deny: loads with a warning (rc %d, %s%s)", rc,
+	       rc == 0 ? p.warning : err, "");
 	if (rc == 0)
 		seccomp_policy_free(&p);
+}
 
-	/* Docker's conditional rules: a rule needing a capability is skipped
-	 * (tasks hold none); one for another architecture too. */
-	path = write_policy("docker.json", HEAD "\"syscalls\":[{\"names\":[\"read\"],\"action\":"
+/* Docker's conditional rules: a rule needing a capability is skipped (tasks hold none); one for
+ * another architecture too. */
+TEST(docker_conditional_rules)
+{
+	struct error e;
+	const char *err = e.msg;
+	struct seccomp_policy p;
+	const char *path = write_policy("docker.json", HEAD "\"syscalls\":[{\"names\":[\"read\"],\"action\":"
 			    "\"SCMP_ACT_ALLOW\"},{\"names\":[\"write\"],\"action\":\"SCMP_ACT_ALLOW\","
 			    "\"includes\":{\"caps\":[\"CAP_SYS_ADMIN\"]}},{\"names\":[\"close\"],"
 			    "\"action\":\"SCMP_ACT_ALLOW\",\"includes\":{\"arches\":[\"s390x\"]}},"
 			    "{\"names\":[\"dup\"],\"action\":\"SCMP_ACT_ALLOW\",\"excludes\":"
 			    "{\"caps\":[\"CAP_SYS_ADMIN\"]}},{\"names\":[\"clone3\"],\"action\":"
 			    "\"SCMP_ACT_ERRNO\",\"errno\":\"ENOSYS\"}]}");
-	rc = seccomp_policy_load(path, &p, &e);
-	check(rc == 0 && p.n_allowed == 2, "includes/excludes: only read and dup allowed (rc %d, "
-	      "%u allowed%s%s)", rc, rc == 0 ? p.n_allowed : 0, rc ? ": " : "", rc ? err : "");
+	int rc = seccomp_policy_load(path, &p, &e);
+	CHECKF(rc == 0 && p.n_allowed == 2, "includes/excludes: only read and dup allowed (rc %d, "
+	       "%u allowed%s%s)", rc, rc == 0 ? p.n_allowed : 0, rc ? ": " : "", rc ? err : "");
 	if (rc == 0)
 		seccomp_policy_free(&p);
-	expect_error("errnoname.json", HEAD "\"syscalls\":[{\"names\":[\"read\"],\"action\":"
-		     "\"SCMP_ACT_ERRNO\",\"errno\":\"EBOGUS\"}]}", "unknown \"errno\"");
-
-	char missing[300];
-	snprintf(missing, sizeof(missing), "%s/missing.json", tmpdir);
-	rc = seccomp_policy_load(missing, &p, &e);
-	check(rc < 0 && strstr(err, missing) && strstr(err, "cannot open: No such file"),
-	      "missing file: %s", err);
-
-	rc = seccomp_policy_load(tmpdir, &p, &e);
-	check(rc < 0 && strstr(err, tmpdir) && strstr(err, "cannot read"), "directory: %s", err);
-
-	if (geteuid() != 0) { /* root reads mode-000 files anyway */
-		path = write_policy("unreadable.json", "{}");
-		chmod(path, 0);
-		rc = seccomp_policy_load(path, &p, &e);
-		check(rc < 0 && strstr(err, "cannot open: Permission denied"),
-		      "unreadable file: %s", err);
-	}
 }
 
-/* Run in a child under the filter: one byte per check on `out`. */
+TEST(missing_file)
+{
+	struct error e;
+	const char *err = e.msg;
+	struct seccomp_policy p;
+	char missing[300];
+	snprintf(missing, sizeof(missing), "%s/missing.json", scratch());
+	int rc = seccomp_policy_load(missing, &p, &e);
+	CHECKF(rc < 0 && strstr(err, missing) && strstr(err, "cannot open: No such file"),
+	       "missing file: %s", err);
+}
+
+TEST(directory_is_not_a_policy)
+{
+	struct error e;
+	const char *err = e.msg;
+	struct seccomp_policy p;
+	int rc = seccomp_policy_load(scratch(), &p, &e);
+	CHECKF(rc < 0 && strstr(err, tmpdir) && strstr(err, "cannot read"), "directory: %s", err);
+}
+
+TEST(unreadable_file)
+{
+	struct error e;
+	const char *err = e.msg;
+	struct seccomp_policy p;
+	if (geteuid() == 0)
+		SKIP("root reads mode-000 files anyway");
+	const char *path = write_policy("unreadable.json", "{}");
+	chmod(path, 0);
+	int rc = seccomp_policy_load(path, &p, &e);
+	CHECKF(rc < 0 && strstr(err, "cannot open: Permission denied"), "unreadable file: %s", err);
+}
+
+/* Run in a child under the filter: one line per check on `out`, "1what" or "0what (errno)"; the
+ * parent turns each into a check. */
 static void child_checks(const struct seccomp_policy *p, int out)
 {
-#define EXPECT(cond, what)                                                                   \
-	do {                                                                                 \
-		int ok_ = (cond);                                                            \
-		if (!ok_)                                                                    \
-			fprintf(stderr, "FAIL: child: %s (errno %d %s)\n", what, errno,      \
-				strerror(errno));                                            \
-		else                                                                         \
-			fprintf(stderr, "ok  : child: %s\n", what);                          \
-		char c_ = (char)ok_;                                                         \
-		if (write(out, &c_, 1) != 1)                                                 \
-			_exit(3);                                                            \
+#define EXPECT(cond, what)                                                                         \
+	do {                                                                                       \
+		int ok_ = (cond), errno_ = errno;                                                  \
+		char l_[256];                                                                      \
+		int n_ = snprintf(l_, sizeof(l_), "%d%s (errno %d %s)\n", ok_, what, errno_,       \
+				  strerror(errno_));                                               \
+		if (n_ >= (int)sizeof(l_))                                                         \
+			l_[(n_ = sizeof(l_) - 1) - 1] = '\n';                                      \
+		if (write(out, l_, (size_t)n_) != n_)                                              \
+			_exit(3);                                                                  \
 	} while (0)
 
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
@@ -282,34 +307,49 @@ static void child_checks(const struct seccomp_policy *p, int out)
 #undef EXPECT
 }
 
-static void test_default(const char *path)
+static const char *default_policy(void)
+{
+	const char *path = getenv("UNIT_SECCOMP_POLICY");
+	return path && *path ? path : "seccomp/default.json";
+}
+
+TEST(default_policy_loads)
 {
 	struct error e;
 	const char *err = e.msg;
 	struct seccomp_policy p;
+	const char *path = default_policy();
 	int rc = seccomp_policy_load(path, &p, &e);
-	check(rc == 0, "default policy %s loads (%s)", path, rc == 0 ? "" : err);
+	CHECKF(rc == 0, "default policy %s loads (%s)", path, rc == 0 ? "" : err);
 	if (rc < 0)
 		return;
-	check(p.n_allowed > 200 && p.prog.len > 0 && p.n_unknown == 0 && p.warning[0] == '\0',
-	      "default policy: %u syscalls allowed, %u instructions, no warning (%s)", p.n_allowed,
-	      (unsigned)p.prog.len, p.warning);
-	check(strcmp(p.name, "default.json") == 0, "policy name is the basename (%s)", p.name);
+	CHECKF(p.n_allowed > 200 && p.prog.len > 0 && p.n_unknown == 0 && p.warning[0] == '\0',
+	       "default policy: %u syscalls allowed, %u instructions, no warning (%s)", p.n_allowed,
+	       (unsigned)p.prog.len, p.warning);
+	CHECKF(strcmp(p.name, "default.json") == 0, "policy name is the basename (%s)", p.name);
+	seccomp_policy_free(&p);
+}
 
+TEST(default_policy_filters_child)
+{
 	/* Valgrind does not model seccomp (and its own system calls would hit
-	 * the filter): the parsing checks above still ran under it. */
+	 * the filter): the parsing checks still run under it. */
 	const char *preload = getenv("LD_PRELOAD");
-	if (preload && strstr(preload, "vgpreload")) {
-		fprintf(stderr, "skip: filtered child checks under valgrind\n");
-		seccomp_policy_free(&p);
+	if (preload && strstr(preload, "vgpreload"))
+		SKIP("valgrind does not model seccomp");
+	struct error e;
+	const char *err = e.msg;
+	struct seccomp_policy p;
+	const char *path = default_policy();
+	int rc = seccomp_policy_load(path, &p, &e);
+	if (!CHECKF(rc == 0, "default policy %s loads (%s)", path, rc == 0 ? "" : err))
 		return;
-	}
 	int fds[2];
 	if (pipe(fds) < 0) {
 		perror("pipe");
 		exit(2);
 	}
-	fflush(stderr);
+	fflush(NULL);
 	pid_t pid = fork();
 	if (pid < 0) {
 		perror("fork");
@@ -320,36 +360,23 @@ static void test_default(const char *path)
 		child_checks(&p, fds[1]);
 	}
 	close(fds[1]);
-	char c;
-	ssize_t n;
-	while ((n = read(fds[0], &c, 1)) == 1) {
-		if (c)
-			passed++;
-		else
-			failed++;
+	FILE *in = fdopen(fds[0], "r");
+	if (!in) {
+		perror("fdopen");
+		exit(2);
 	}
-	close(fds[0]);
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	while ((n = getline(&line, &cap, in)) > 0) {
+		line[strcspn(line, "\n")] = 0;
+		CHECKF(line[0] == '1', "child: %s", line + 1);
+	}
+	free(line);
+	fclose(in);
 	int st = 0;
 	pid_t w = waitpid(pid, &st, 0);
-	check(w == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
-	      "filtered child exited cleanly (status 0x%x)", st);
+	CHECKF(w == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	       "filtered child exited cleanly (status 0x%x)", st);
 	seccomp_policy_free(&p);
-}
-
-int main(int argc, char **argv)
-{
-	const char *policy = argc > 1 ? argv[1] : "seccomp/default.json";
-	if (!mkdtemp(tmpdir)) {
-		perror("mkdtemp");
-		return 2;
-	}
-	test_errors();
-	test_default(policy);
-
-	char cmd[300];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "warning: could not remove %s\n", tmpdir);
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
 }

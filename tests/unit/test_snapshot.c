@@ -132,13 +132,24 @@ static void deep(const char *rel, int levels)
 	CHECK(fd >= 0);
 }
 
-int main(void)
+/* A scratch tree: roots a (with the state dir inside) and b, a directory outside the roots, and
+ * a snapshot of a, b and a root that does not exist. */
+struct fixture {
+	int state;
+	const char *roots[3];
+	char ra[PATH_MAX], rb[PATH_MAX];
+	struct snapshot s;
+	bool taken; /* snapshot_take ran: s is initialised */
+	char *before_a, *before_b, *before_out;
+};
+
+static bool setup(struct fixture *f)
 {
+	memset(f, 0, sizeof(*f));
+	f->state = -1;
 	snprintf(base, sizeof(base), "/tmp/forceai-unit-snapshot-XXXXXX");
-	if (!mkdtemp(base)) {
-		perror("mkdtemp");
-		return 1;
-	}
+	if (!CHECK(mkdtemp(base) != NULL))
+		return false;
 	mk("a", 0755);
 	mk("a/state", 0700); /* the state dir inside a root: left out */
 	mk("a/sub", 0750);
@@ -162,38 +173,56 @@ int main(void)
 	mk("outside", 0755);
 	put("outside/sentinel", "must survive\n", 0644);
 	/* Fixed times, so a listing shows any time not put back. */
-	char *before_a = listing("a"), *before_b = listing("b"), *before_out = listing("outside");
+	f->before_a = listing("a");
+	f->before_b = listing("b");
+	f->before_out = listing("outside");
 	if (getenv("SNAP_SHOW"))
-		fprintf(stderr, "%s", before_a);
+		fprintf(stderr, "%s", f->before_a);
 
-	char ra[PATH_MAX], rb[PATH_MAX], rs[PATH_MAX];
-	path(ra, "a");
-	path(rb, "b");
+	char rs[PATH_MAX];
+	path(f->ra, "a");
+	path(f->rb, "b");
 	path(rs, "a/state");
-	int state = open(rs, O_RDONLY | O_DIRECTORY);
-	CHECK(state >= 0);
-	const char *roots[] = {ra, rb, "/nonexistent-forceai-root"};
-	struct snapshot s;
+	f->state = open(rs, O_RDONLY | O_DIRECTORY);
+	f->roots[0] = f->ra;
+	f->roots[1] = f->rb;
+	f->roots[2] = "/nonexistent-forceai-root";
+	return CHECK(f->state >= 0);
+}
+
+static bool take(struct fixture *f)
+{
 	struct error e = {0};
 	char *skipped = NULL;
-	int rc = snapshot_take(&s, roots, 3, state, 1 << 20, &skipped, &e);
+	f->taken = true;
+	int rc = snapshot_take(&f->s, f->roots, 3, f->state, 1 << 20, &skipped, &e);
 	if (rc < 0)
-		fprintf(stderr, "snapshot_take: %s\n", e.msg);
+		unit_diag("snapshot_take: %s", e.msg);
 	CHECK(rc == 0);
 	CHECK(skipped && !strcmp(skipped, "/nonexistent-forceai-root"));
 	free(skipped);
-	CHECK(s.n_roots == 2);
+	return CHECK(f->s.n_roots == 2) && rc == 0;
+}
 
-	/* A restore of an untouched tree changes nothing. */
-	struct restore_stats st;
-	rc = snapshot_restore(&s, &st, &e);
-	CHECK(rc == 0);
-	CHECK(st.removed_files == 0 && st.restored_files == 0 && st.removed_dirs == 0);
-	char *again = listing("a");
-	CHECK(!strcmp(again, before_a));
-	free(again);
+static void teardown(struct fixture *f)
+{
+	if (f->taken)
+		snapshot_free(&f->s);
+	if (f->state >= 0)
+		close(f->state);
+	free(f->before_a);
+	free(f->before_b);
+	free(f->before_out);
+	char cmd[PATH_MAX + 16];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cleanup of %s failed\n", base);
+}
 
-	/* The tenant: every kind of change. */
+/* The tenant: every kind of change. */
+static void tenant_changes(void)
+{
+	char p1[PATH_MAX], p2[PATH_MAX];
 	put("a/edit", "changed by the tenant\n", 0600);
 	path(p1, "a/chmod");
 	chmod(p1, 0777);
@@ -223,57 +252,95 @@ int main(void)
 	deep("a/newdir", 300); /* deeper than the hoisting depth */
 	put("b/tenant", "b\n", 0600);
 	path(p1, "b/file");
-	truncate(p1, 0);
-	path(p1, "a/state/mine");
+	CHECK(truncate(p1, 0) == 0);
 	put("a/state/mine", "the runner's\n", 0600);
+}
 
-	rc = snapshot_restore(&s, &st, &e);
-	if (rc < 0)
-		fprintf(stderr, "snapshot_restore: %s\n", e.msg);
-	CHECK(rc == 0);
-	char *after_a = listing("a"), *after_b = listing("b"), *after_out = listing("outside");
-	/* The state dir's content is not the snapshot's business: compare
-	 * without it. */
-	CHECK(access(p1, F_OK) == 0);
-	if (strcmp(after_a, before_a))
-		fprintf(stderr, "--- before\n%s--- after\n%s", before_a, after_a);
-	CHECK(!strcmp(after_a, before_a));
-	CHECK(!strcmp(after_b, before_b));
-	CHECK(!strcmp(after_out, before_out));
-	CHECK(st.removed_files >= 4 && st.removed_dirs >= 300 && st.removed_links == 3);
-	CHECK(st.restored_files >= 4); /* edit, gone, x, keep (+ the hard links) */
-	CHECK(st.restored_dirs == 1);
-	CHECK(st.attrs_fixed == 0 || st.attrs_fixed == 1);
-	fprintf(stderr,
-		"restore: removed %llu files %llu dirs %llu links; restored %llu files %llu "
-		"dirs %llu links; unchanged %llu\n",
-		(unsigned long long)st.removed_files, (unsigned long long)st.removed_dirs,
-		(unsigned long long)st.removed_links, (unsigned long long)st.restored_files,
-		(unsigned long long)st.restored_dirs, (unsigned long long)st.restored_links,
-		(unsigned long long)st.unchanged);
+/* A restore of an untouched tree changes nothing. */
+TEST(restore_of_untouched_tree_changes_nothing)
+{
+	struct fixture f;
+	if (setup(&f) && take(&f)) {
+		struct restore_stats st;
+		struct error e = {0};
+		int rc = snapshot_restore(&f.s, &st, &e);
+		CHECK(rc == 0);
+		CHECK(st.removed_files == 0 && st.restored_files == 0 && st.removed_dirs == 0);
+		char *again = listing("a");
+		CHECK(!strcmp(again, f.before_a));
+		free(again);
+	}
+	teardown(&f);
+}
 
-	/* And once more: what was restored is recognised as unchanged now. */
-	rc = snapshot_restore(&s, &st, &e);
-	CHECK(rc == 0);
-	CHECK(st.restored_files == 0 && st.removed_files == 0 && st.restored_links == 0);
+TEST(restore_undoes_every_change)
+{
+	struct fixture f;
+	if (setup(&f) && take(&f)) {
+		tenant_changes();
+		struct restore_stats st;
+		struct error e = {0};
+		int rc = snapshot_restore(&f.s, &st, &e);
+		if (rc < 0)
+			unit_diag("snapshot_restore: %s", e.msg);
+		CHECK(rc == 0);
+		char *after_a = listing("a"), *after_b = listing("b"),
+		     *after_out = listing("outside");
+		/* The state dir's content is not the snapshot's business: compare
+		 * without it. */
+		char p1[PATH_MAX];
+		path(p1, "a/state/mine");
+		CHECK(access(p1, F_OK) == 0);
+		if (strcmp(after_a, f.before_a))
+			unit_diag("--- before\n%s--- after\n%s", f.before_a, after_a);
+		CHECK(!strcmp(after_a, f.before_a));
+		CHECK(!strcmp(after_b, f.before_b));
+		CHECK(!strcmp(after_out, f.before_out));
+		CHECK(st.removed_files >= 4 && st.removed_dirs >= 300 && st.removed_links == 3);
+		CHECK(st.restored_files >= 4); /* edit, gone, x, keep (+ the hard links) */
+		CHECK(st.restored_dirs == 1);
+		CHECK(st.attrs_fixed == 0 || st.attrs_fixed == 1);
+		fprintf(stderr,
+			"restore: removed %llu files %llu dirs %llu links; restored %llu files %llu "
+			"dirs %llu links; unchanged %llu\n",
+			(unsigned long long)st.removed_files, (unsigned long long)st.removed_dirs,
+			(unsigned long long)st.removed_links, (unsigned long long)st.restored_files,
+			(unsigned long long)st.restored_dirs, (unsigned long long)st.restored_links,
+			(unsigned long long)st.unchanged);
+		free(after_a);
+		free(after_b);
+		free(after_out);
+	}
+	teardown(&f);
+}
 
-	snapshot_free(&s);
-	/* Over the size bound: refused with a message naming it. */
-	struct snapshot s2;
-	rc = snapshot_take(&s2, roots, 2, state, 10, &skipped, &e);
-	CHECK(rc < 0 && strstr(e.msg, "--reset-snapshot-max"));
-	snapshot_free(&s2);
-	free(skipped);
-	close(state);
-	free(before_a);
-	free(before_b);
-	free(before_out);
-	free(after_a);
-	free(after_b);
-	free(after_out);
-	char cmd[PATH_MAX + 16];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
-	if (system(cmd) != 0)
-		fprintf(stderr, "cleanup of %s failed\n", base);
-	return unit_done();
+/* Once restored, a second restore recognises everything as unchanged. */
+TEST(second_restore_finds_nothing_to_do)
+{
+	struct fixture f;
+	if (setup(&f) && take(&f)) {
+		tenant_changes();
+		struct restore_stats st;
+		struct error e = {0};
+		CHECK(snapshot_restore(&f.s, &st, &e) == 0);
+		int rc = snapshot_restore(&f.s, &st, &e);
+		CHECK(rc == 0);
+		CHECK(st.restored_files == 0 && st.removed_files == 0 && st.restored_links == 0);
+	}
+	teardown(&f);
+}
+
+/* Over the size bound: refused with a message naming it. */
+TEST(size_bound_refused)
+{
+	struct fixture f;
+	if (setup(&f)) {
+		struct error e = {0};
+		char *skipped = NULL;
+		f.taken = true;
+		int rc = snapshot_take(&f.s, f.roots, 2, f.state, 10, &skipped, &e);
+		CHECK(rc < 0 && strstr(e.msg, "--reset-snapshot-max"));
+		free(skipped);
+	}
+	teardown(&f);
 }

@@ -6,59 +6,138 @@
 
 #include "unit.h"
 
-int main(void)
-{
-	char dir[] = "/tmp/spooltest-XXXXXX";
-	if (!mkdtemp(dir))
-		return 2;
-	int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+/* A spool in a fresh scratch directory. */
+struct fixture {
+	char dir[32];
+	int dfd;
 	struct spool s;
-	CHECK(spool_open(&s, dfd, 4096) == 0);
-	static char rbuf[SPOOL_MAX_REC];
-	struct spool_rec rec;
 	struct spool_cursor c;
-	spool_cursor_start(&s, &c);
-	CHECK(spool_next(&s, &c, &rec, rbuf, NULL) == 0);
+	struct spool_rec rec;
+};
 
-	/* Records come back in order with their type and offsets. */
-	CHECK(spool_append(&s, SPOOL_STDOUT, "hello", 5) == 0);
-	CHECK(spool_append(&s, SPOOL_EVENT, "exit\n{}", 7) == 0);
-	CHECK(spool_append(&s, SPOOL_STDERR, "err", 3) == 0);
-	CHECK(spool_next(&s, &c, &rec, rbuf, NULL) == 1);
+static char rbuf[SPOOL_MAX_REC];
+
+static bool setup(struct fixture *f)
+{
+	strcpy(f->dir, "/tmp/spooltest-XXXXXX");
+	if (!CHECK(mkdtemp(f->dir) != NULL))
+		return false;
+	f->dfd = open(f->dir, O_RDONLY | O_DIRECTORY);
+	if (!CHECK(spool_open(&f->s, f->dfd, 4096) == 0))
+		return false;
+	spool_cursor_start(&f->s, &f->c);
+	return true;
+}
+
+static void teardown(struct fixture *f)
+{
+	spool_close(&f->s);
+	close(f->dfd);
+	rmdir(f->dir);
+}
+
+/* stdout "hello", an event, stderr "err" */
+static void append3(struct fixture *f)
+{
+	CHECK(spool_append(&f->s, SPOOL_STDOUT, "hello", 5) == 0);
+	CHECK(spool_append(&f->s, SPOOL_EVENT, "exit\n{}", 7) == 0);
+	CHECK(spool_append(&f->s, SPOOL_STDERR, "err", 3) == 0);
+}
+
+TEST(empty_spool_has_no_record)
+{
+	struct fixture f;
+	if (!setup(&f))
+		return;
+	CHECK(spool_next(&f.s, &f.c, &f.rec, rbuf, NULL) == 0);
+	teardown(&f);
+}
+
+/* Records come back in order with their type and offsets. */
+TEST(records_in_order)
+{
+	struct fixture f;
+	if (!setup(&f))
+		return;
+	struct spool_rec rec;
+	append3(&f);
+	CHECK(spool_next(&f.s, &f.c, &rec, rbuf, NULL) == 1);
 	CHECK(rec.type == SPOOL_STDOUT && rec.len == 5 && rec.off == 0 && rec.seq == 0);
 	CHECK(memcmp(rbuf, "hello", 5) == 0);
-	CHECK(spool_next(&s, &c, &rec, rbuf, NULL) == 1);
+	CHECK(spool_next(&f.s, &f.c, &rec, rbuf, NULL) == 1);
 	CHECK(rec.type == SPOOL_EVENT && rec.seq == 1);
-	CHECK(spool_next(&s, &c, &rec, rbuf, NULL) == 1);
+	CHECK(spool_next(&f.s, &f.c, &rec, rbuf, NULL) == 1);
 	CHECK(rec.type == SPOOL_STDERR && rec.off == 5); /* events do not count as output */
-	CHECK(spool_next(&s, &c, &rec, rbuf, NULL) == 0);
+	CHECK(spool_next(&f.s, &f.c, &rec, rbuf, NULL) == 0);
+	teardown(&f);
+}
 
-	/* Seeking by output offset lands inside the right record. */
+/* Seeking by output offset lands inside the right record. */
+TEST(seek_by_offset)
+{
+	struct fixture f;
+	if (!setup(&f))
+		return;
+	struct spool_rec rec;
+	append3(&f);
 	uint32_t skip;
-	spool_seek_off(&s, &c, 6, &skip);
-	CHECK(spool_next(&s, &c, &rec, rbuf, NULL) == 1 && rec.type == SPOOL_STDERR && skip == 1);
+	spool_seek_off(&f.s, &f.c, 6, &skip);
+	CHECK(spool_next(&f.s, &f.c, &rec, rbuf, NULL) == 1 && rec.type == SPOOL_STDERR &&
+	      skip == 1);
+	teardown(&f);
+}
 
-	/* Past the cap the oldest segment goes; a cursor left behind jumps. */
-	struct spool_cursor old;
-	spool_cursor_start(&s, &old);
+/* Past the cap the oldest segment goes; a cursor left behind jumps. */
+static void fill_past_cap(struct fixture *f)
+{
 	char chunk[500];
 	memset(chunk, 'x', sizeof(chunk));
 	for (int i = 0; i < 40; i++)
-		CHECK(spool_append(&s, SPOOL_STDOUT, chunk, sizeof(chunk)) == 0);
-	CHECK(spool_first_off(&s) > 0);
-	bool skipped = false;
-	CHECK(spool_next(&s, &old, &rec, rbuf, &skipped) == 1);
-	CHECK(skipped);
-	CHECK(rec.off == spool_first_off(&s));
+		CHECK(spool_append(&f->s, SPOOL_STDOUT, chunk, sizeof(chunk)) == 0);
+}
 
-	/* Seek by sequence number. */
-	spool_seek_seq(&s, &c, s.next_seq - 2);
-	CHECK(spool_next(&s, &c, &rec, rbuf, NULL) == 1 && rec.seq == s.next_seq - 2);
-	CHECK(spool_next(&s, &c, &rec, rbuf, NULL) == 1 && rec.seq == s.next_seq - 1);
-	CHECK(spool_next(&s, &c, &rec, rbuf, NULL) == 0);
-	CHECK(spool_append(&s, SPOOL_STDOUT, chunk, SPOOL_MAX_REC + 1) < 0);
-	spool_close(&s);
-	close(dfd);
-	rmdir(dir);
-	return unit_done();
+TEST(cap_drops_oldest_segment)
+{
+	struct fixture f;
+	if (!setup(&f))
+		return;
+	struct spool_rec rec;
+	append3(&f);
+	struct spool_cursor old;
+	spool_cursor_start(&f.s, &old);
+	fill_past_cap(&f);
+	CHECK(spool_first_off(&f.s) > 0);
+	bool skipped = false;
+	CHECK(spool_next(&f.s, &old, &rec, rbuf, &skipped) == 1);
+	CHECK(skipped);
+	CHECK(rec.off == spool_first_off(&f.s));
+	teardown(&f);
+}
+
+/* Seek by sequence number. */
+TEST(seek_by_sequence)
+{
+	struct fixture f;
+	if (!setup(&f))
+		return;
+	struct spool_rec rec;
+	append3(&f);
+	fill_past_cap(&f);
+	struct spool *s = &f.s;
+	struct spool_cursor *c = &f.c;
+	spool_seek_seq(s, c, s->next_seq - 2);
+	CHECK(spool_next(s, c, &rec, rbuf, NULL) == 1 && rec.seq == s->next_seq - 2);
+	CHECK(spool_next(s, c, &rec, rbuf, NULL) == 1 && rec.seq == s->next_seq - 1);
+	CHECK(spool_next(s, c, &rec, rbuf, NULL) == 0);
+	teardown(&f);
+}
+
+TEST(oversized_record_refused)
+{
+	struct fixture f;
+	if (!setup(&f))
+		return;
+	static char big[SPOOL_MAX_REC + 1];
+	CHECK(spool_append(&f.s, SPOOL_STDOUT, big, SPOOL_MAX_REC + 1) < 0);
+	teardown(&f);
 }
