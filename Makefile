@@ -17,7 +17,7 @@ PURE_SRCS := runner/core/util.c runner/core/error.c runner/core/log.c runner/cor
 	     $(wildcard runner/files/*.c)
 pure_objs = $(patsubst runner/%.c,$(1)/%.o,$(filter $(RUNNER_SRCS),$(PURE_SRCS)))
 
-.PHONY: all deps check check-fast run run-local bench fuzz soak format format-check clean unit test-bins
+.PHONY: all deps check check-fast run run-local bench fuzz soak clean unit test-bins
 all: build/forceai-runner
 
 deps:
@@ -48,12 +48,7 @@ include mk/image.mk
 include mk/tests.mk
 include mk/fuzz.mk
 include mk/bench.mk
-
-format:
-	clang-format -i runner/*.c runner/*/*.[ch] tests/*/*.c
-
-format-check:
-	clang-format --dry-run --Werror runner/*.c runner/*/*.[ch]
+include mk/lint.mk
 
 clean:
 	rm -rf build/obj build/asan build/forceai-runner build/libpure.a build/tests \

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Install the Debian packages a make target needs, when they are missing.
-# usage: scripts/install-deps.sh build|check|image|run|bench|fuzz
+# usage: scripts/install-deps.sh build|check|image|run|bench|fuzz|lint
 #
 # image/run also prepare the container engine: with podman (the default; also
 # when no engine is installed yet) scripts/podman-setup.sh installs podman and
@@ -11,7 +11,7 @@ what=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
 
 build_pkgs="gcc make pkg-config libmicrohttpd-dev libjansson-dev libseccomp-dev libcap-ng-dev libcurl4-openssl-dev libwslay-dev"
-check_pkgs="$build_pkgs curl python3 python3-websockets python3-yaml procps valgrind nodejs npm bash coreutils util-linux git gcc tini"
+check_pkgs="$build_pkgs curl python3 python3-websockets python3-yaml procps valgrind nodejs npm bash coreutils util-linux git gcc tini binutils clang-format"
 # `make static`: musl and what scripts/build-static-deps.sh needs to build the
 # static libraries from Debian's source packages (it checks them again itself)
 static_pkgs="gcc make musl-tools gperf cmake dpkg-dev autoconf automake libtool patch xz-utils m4 pkg-config linux-libc-dev"
@@ -22,6 +22,7 @@ image_pkgs="$static_pkgs busybox-static ca-certificates file"
 run_pkgs="$image_pkgs curl"
 bench_pkgs="$check_pkgs tini bubblewrap firejail"
 fuzz_pkgs="$build_pkgs clang libclang-rt-14-dev"
+lint_pkgs="$build_pkgs python3 binutils clang-format"
 
 case "$what" in
 build) want=$build_pkgs ;;
@@ -30,6 +31,7 @@ image) want=$image_pkgs ;;
 run) want=$run_pkgs ;;
 bench) want=$bench_pkgs ;;
 fuzz) want=$fuzz_pkgs ;;
+lint) want=$lint_pkgs ;;
 *) echo "install-deps: unknown set '$what'" >&2; exit 2 ;;
 esac
 

@@ -34,6 +34,8 @@ stage() {
 }
 
 stage unit tests/unit/run.sh
+# Module cycles, pure-library boundary, clang-format (mk/lint.mk).
+stage lint make --no-print-directory lint
 stage pid1 python3 tests/run.py pid1
 stage integration python3 tests/run.py integration
 stage security python3 tests/run.py security

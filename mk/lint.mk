@@ -1,0 +1,44 @@
+# mk/lint.mk — `make lint`: checks of the tree that run no test (included by the Makefile).
+#
+#   make lint            the checks below in turn; prints "lint: N passed, N failed"
+#   make modgraph        the module graph of the dev build's objects (scripts/modgraph.py): fails
+#                        on a dependency cycle, or when a pure module (PURE_SRCS) uses another one
+#   make format-check    fails when clang-format (the committed .clang-format) would change a
+#                        file of runner/ or tests/*/ (the verdict of --dry-run --Werror), and
+#                        says how many lines; FORMAT_DIFF=1 shows the changes
+#   make format          rewrites those files with clang-format
+#
+# Needs python3, nm (binutils) and clang-format 14, Debian 12's (scripts/install-deps.sh lint).
+
+LINT_PYTHON  ?= python3
+CLANG_FORMAT ?= clang-format
+FORMAT_FILES  = $(sort $(wildcard runner/*.[ch] runner/*/*.[ch] tests/*/*.[ch]))
+LINT_CHECKS  := modgraph-selftest modgraph format-check
+
+.PHONY: lint modgraph modgraph-selftest format format-check
+
+# Every check runs even when an earlier one fails.
+lint:
+	@scripts/install-deps.sh lint
+	@pass=0 fail=0 failed=; \
+	for c in $(LINT_CHECKS); do \
+		echo "--- $$c"; \
+		if $(MAKE) --no-print-directory $$c; then pass=$$((pass + 1)); \
+		else fail=$$((fail + 1)); failed="$$failed $$c"; fi; \
+	done; \
+	if [ -n "$$failed" ]; then echo "lint: failed:$$failed"; fi; \
+	echo "lint: $$pass passed, $$fail failed"; \
+	[ $$fail -eq 0 ]
+
+modgraph-selftest:
+	@tests/lint/test_modgraph.sh
+
+modgraph: $(OBJS)
+	@$(LINT_PYTHON) scripts/modgraph.py --root build/obj \
+		--pure "$(patsubst runner/%.c,%,$(filter $(RUNNER_SRCS),$(PURE_SRCS)))" $(OBJS)
+
+format-check:
+	@CLANG_FORMAT="$(CLANG_FORMAT)" scripts/format-check.sh $(FORMAT_FILES)
+
+format:
+	$(CLANG_FORMAT) -i $(FORMAT_FILES)
