@@ -34,8 +34,11 @@ static enum cs_result run(struct chatstream *cs, long status, const char *s, siz
 
 #define CHUNK(x) "data: " x "\n\n"
 
+/* A data table: one event per line (clang-format would cascade the juxtaposed macros). */
+/* clang-format off */
 static const char *tool_stream =
-	": keep-alive\n\n" CHUNK("{\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hi \"}}]}")
+	": keep-alive\n\n"
+	CHUNK("{\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hi \"}}]}")
 	CHUNK("{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"there\"}}]}")
 	CHUNK("{\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":1,\"id\":\"c2\",\"type\":\"function\",\"function\":{\"name\":\"bash\",\"arguments\":\"\"}}]}}]}")
 	CHUNK("{\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c1\",\"function\":{\"name\":\"ba\",\"arguments\":\"{\\\"comm\"}}]}}]}")
@@ -44,6 +47,7 @@ static const char *tool_stream =
 	CHUNK("{\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}")
 	CHUNK("{\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":3,\"total_tokens\":10}}")
 	CHUNK("[DONE]");
+/* clang-format on */
 
 TEST(tool_calls_every_split)
 {
