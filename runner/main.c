@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "model/gateway.h"
-#include "files/files.h"
+#include "files/ident.h"
 #include "api/hardening.h"
 #include "api/routes.h"
 #include "http/http.h"

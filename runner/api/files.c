@@ -16,7 +16,12 @@
 #include <unistd.h>
 
 #include "api/api.h"
-#include "files/files.h"
+#include "files/glob.h"
+#include "files/ident.h"
+#include "files/info.h"
+#include "files/ops.h"
+#include "files/path.h"
+#include "files/walk.h"
 #include "core/log.h"
 #include "files/multipart.h"
 #include "core/runner.h"

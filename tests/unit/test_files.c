@@ -1,4 +1,9 @@
-#include "files/files.h"
+#include "files/glob.h"
+#include "files/ident.h"
+#include "files/info.h"
+#include "files/ops.h"
+#include "files/path.h"
+#include "files/walk.h"
 
 #include <errno.h>
 #include <fcntl.h>

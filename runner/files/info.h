@@ -1,0 +1,24 @@
+/* FileInfo, the files API's description of one file, exactly as execd
+ * writes it. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "core/util.h"
+
+/* id -> name cache for one response (listing thousands of entries must not
+ * read /etc/passwd thousands of times). */
+struct files_names {
+	unsigned next;
+	struct {
+		uint32_t id;
+		bool used, group;
+		char name[64];
+	} e[16];
+};
+/* Append one FileInfo object:
+ * {"path","type","size","modified_at","created_at","owner","group","mode"}
+ * (RFC 3339 UTC times; mode: permission bits as octal digits, 755). */
+void files_info_json(struct buf *out, const char *path, const struct stat *st,
+		     struct files_names *nc);

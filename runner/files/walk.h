@@ -1,0 +1,38 @@
+/* Tree walks of the files API: list (depth-limited) and search (glob, files
+ * only), and rm -rf. fd-relative, never following symbolic links.
+ * Functions return 0 on success and -errno on failure. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/util.h"
+#include "files/glob.h"
+#include "files/info.h"
+
+/* Bounds (docs/design.md §3.4): a request that would exceed them is refused
+ * with 400 instead of blocking the single-threaded runner for long. */
+#define FILES_MAX_RESULTS 10000  /* entries in one list/search response */
+#define FILES_MAX_VISITED 200000 /* entries one list/search may look at */
+#define FILES_MAX_WALK_MS 3000   /* wall time of one list/search walk */
+#define FILES_MAX_DEPTH 64       /* directory levels a list/search descends */
+#define FILES_RMRF_MAX_DEPTH 256 /* directory levels a recursive delete descends */
+
+#define FILES_ELIMIT 4097 /* a walk bound was hit (beyond errno) */
+
+/* List or search below a directory, in lexical order, parents before
+ * children. FileInfo objects are appended to out, comma-separated. */
+struct files_walk {
+	unsigned max_depth;            /* 1 = immediate children */
+	bool search;                   /* only non-directories, filtered by glob */
+	const struct files_glob *glob; /* search: NULL = everything */
+	struct buf *out;
+	size_t results, visited;
+	uint64_t deadline_ms; /* monotonic */
+	struct files_names names;
+	char limit_msg[160]; /* which bound was hit (with -FILES_ELIMIT) */
+};
+int files_walk(struct files_walk *w, int dirfd, const char *path);
+
+/* rm -rf of name in dirfd without following links. 0 or -errno. */
+int files_rmrf(int dirfd, const char *name);
