@@ -1,8 +1,13 @@
 /* Files API (docs/design.md §3.4): execd's /files and /directories routes. Every
- * filesystem operation runs as the task user (files.c); bodies stream both
- * ways (uploads are parsed chunk by chunk into a temporary file, downloads
- * are served from the file descriptor), so memory does not grow with file
- * size. Errors are execd-style JSON {"code","message"}. */
+ * filesystem operation runs as the task user (files/ident.h); bodies stream
+ * both ways (uploads are parsed chunk by chunk into a temporary file,
+ * downloads are served from the file descriptor), so memory does not grow
+ * with file size. Errors are execd-style JSON {"code","message"}, from one
+ * struct error each (core/error.h).
+ *
+ * Every route but upload goes through one prologue, files_route(): it takes
+ * the route's input (its path= parameters or its JSON body), switches to the
+ * task user, runs the operation and answers its error, if any. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -16,20 +21,22 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "core/cleanup.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/runner.h"
+#include "core/util.h"
 #include "files/glob.h"
 #include "files/ident.h"
 #include "files/info.h"
+#include "files/multipart.h"
 #include "files/ops.h"
 #include "files/path.h"
 #include "files/walk.h"
-#include "core/log.h"
-#include "files/multipart.h"
-#include "core/runner.h"
-#include "core/util.h"
 
-#define MAX_QUERY_PATHS 256          /* path=... repeated in one request */
-#define UPLOAD_MAX_FILES 64          /* metadata+file pairs in one upload */
-#define UPLOAD_META_MAX (64 * 1024)  /* bytes of one metadata part */
+#define MAX_QUERY_PATHS 256         /* path=... repeated in one request */
+#define UPLOAD_MAX_FILES 64         /* metadata+file pairs in one upload */
+#define UPLOAD_META_MAX (64 * 1024) /* bytes of one metadata part */
 
 static void ident_of(struct runner *r, struct files_ident *id)
 {
@@ -41,74 +48,129 @@ static void ident_of(struct runner *r, struct files_ident *id)
 									   : NULL;
 }
 
-/* An errno from files.c as an HTTP error. */
-static enum MHD_Result fs_error(struct http_req *req, int err, const char *op, const char *path)
+/* A -errno of the files layer as the request's error: its code (hence its
+ * status) and message. `upload` keeps the upload's own wording. */
+static int fs_error(struct error *e, int rc, const char *op, const char *path,
+		    const struct files_ident *id, bool upload)
 {
-	if (err < 0)
-		err = -err;
-	unsigned uid = (unsigned)req->r->cfg.task_uid;
+	int err = rc < 0 ? -rc : rc;
+	int r;
 	switch (err) {
 	case ENOENT:
-		return http_error(req, 404, "FILE_NOT_FOUND", "%s %.1024s: file not found", op, path);
+		r = error_set(e, 0, "FILE_NOT_FOUND", "%s %.1024s: file not found", op, path);
+		break;
 	case EACCES:
 	case EPERM:
 	case EROFS:
-		return http_error(req, 403, "PERMISSION_DENIED",
-				  "%s %.1024s: %s (acting as the task user, uid %u)", op, path,
-				  strerror(err), uid);
+		r = error_set(e, 0, "PERMISSION_DENIED",
+			      "%s %.1024s: %s (acting as the task user, uid %u)", op, path,
+			      strerror(err), (unsigned)id->uid);
+		break;
 	case FILES_EOUTSIDE:
-		return http_error(req, 403, "PERMISSION_DENIED",
-				  "%s %.1024s: outside the directories tasks may write (%.300s)", op,
-				  path, req->r->policy.landlock.roots);
+		r = error_set(e, 0, "PERMISSION_DENIED",
+			      "%s %.1024s: outside the directories tasks may write (%.300s)", op, path,
+			      id->write_roots ? id->write_roots : "");
+		break;
 	case EISDIR:
-		return http_error(req, 400, "INVALID_FILE", "%s %.1024s: is a directory", op, path);
+		r = error_set(e, 0, "INVALID_FILE", "%s %.1024s: is a directory", op, path);
+		break;
 	case ENOTDIR:
-		return http_error(req, 400, "INVALID_FILE", "%s %.1024s: not a directory", op, path);
+		r = error_set(e, 0, "INVALID_FILE",
+			      upload ? "%s %.1024s: a parent is not a directory"
+				     : "%s %.1024s: not a directory",
+			      op, path);
+		break;
 	case EEXIST:
 	case ENOTEMPTY:
-		return http_error(req, 409, "FILE_EXISTS", "%s %.1024s: already exists", op, path);
+		if (upload)
+			goto other;
+		r = error_set(e, 0, "FILE_EXISTS", "%s %.1024s: already exists", op, path);
+		break;
 	case ENAMETOOLONG:
 	case ELOOP:
 	case EINVAL:
 	case EXDEV:
 	case EBUSY:
-		return http_error(req, 400, "INVALID_REQUEST_BODY", "%s %.1024s: %s", op, path,
-				  strerror(err));
+		if (upload)
+			goto other;
+		r = error_set(e, 0, "INVALID_REQUEST_BODY", "%s %.1024s: %s", op, path,
+			      strerror(err));
+		break;
 	case EFBIG:
-		return http_error(req, 413, "FILE_TOO_LARGE", "%s %.1024s: file too large", op, path);
+		if (upload)
+			goto storage;
+		r = error_set(e, 0, "FILE_TOO_LARGE", "%s %.1024s: file too large", op, path);
+		break;
 	case ENOSPC:
 	case EDQUOT:
-		return http_error(req, 507, "INSUFFICIENT_STORAGE", "%s %.1024s: %s", op, path,
-				  strerror(err));
+	storage:
+		r = error_set(e, 0, "INSUFFICIENT_STORAGE", "%s %.1024s: %s", op, path,
+			      strerror(err));
+		break;
 	case FILES_ELIMIT:
-		return http_error(req, 400, "INVALID_REQUEST_BODY",
-				  "%s %.1024s: directory tree deeper than %d levels", op, path,
-				  FILES_RMRF_MAX_DEPTH);
+		if (upload)
+			goto other;
+		r = error_set(e, 0, "INVALID_REQUEST_BODY",
+			      "%s %.1024s: directory tree deeper than %d levels", op, path,
+			      FILES_RMRF_MAX_DEPTH);
+		break;
 	default:
+	other:
 		log_errno("files API operation failed", err, op);
-		return http_error(req, 500, "RUNTIME_ERROR", "%s %.1024s: %s", op, path,
-				  strerror(err));
+		r = error_set(e, 0, "RUNTIME_ERROR", "%s %.1024s: %s", op, path, strerror(err));
+		break;
 	}
+	if (e)
+		e->errnum = err < 4096 ? err : 0;
+	return r;
 }
 
-static enum MHD_Result queue_resp(struct http_req *req, unsigned status, struct MHD_Response *resp)
+static int oom(struct error *e)
 {
-	if (!resp)
-		return MHD_NO;
-	req->responded = true;
-	enum MHD_Result rc = MHD_queue_response(req->conn, status, resp);
-	MHD_destroy_response(resp);
-	return rc;
+	return error_set(e, 0, "RUNTIME_ERROR", "out of memory");
 }
 
-/* ---- query and body input ---- */
+/* ---- the files-route prologue ---- */
+
+/* What a route takes from the request. */
+enum files_input {
+	IN_QUERY,  /* nothing: the operation reads its own query */
+	IN_PATH,   /* exactly one path= */
+	IN_PATHS,  /* one or more path= */
+	IN_OBJECT, /* a JSON object body */
+	IN_ARRAY,  /* a JSON array body */
+};
+
+struct fcall {
+	struct http_req *req;
+	struct files_ident id;
+	struct error err;
+	enum MHD_Result res; /* the answer, once the operation gave one */
+	/* IN_PATH, IN_PATHS: each path= as asked (raw, len) and cleaned. */
+	size_t n;
+	const char *raw[MAX_QUERY_PATHS];
+	size_t len[MAX_QUERY_PATHS];
+	char (*paths)[PATH_MAX];
+	/* IN_OBJECT, IN_ARRAY */
+	json_t *body;
+};
+
+static void fcall_free(struct fcall **cp)
+{
+	struct fcall *c = *cp;
+	if (!c)
+		return;
+	free(c->paths);
+	json_decref(c->body);
+	free(c);
+}
+#define cleanup_fcall __attribute__((cleanup(fcall_free)))
+
+/* An operation: 0 once it answered (c->res), or -1 with c->err. */
+typedef int (*files_op)(struct fcall *c);
 
 struct qvals {
-	const char *name;
-	size_t nlen;
-	const char *v[MAX_QUERY_PATHS];
-	size_t len[MAX_QUERY_PATHS];
-	size_t n;
+	struct fcall *c;
 	bool overflow;
 };
 
@@ -117,57 +179,124 @@ static enum MHD_Result qvals_it(void *cls, enum MHD_ValueKind kind, const char *
 {
 	(void)kind;
 	struct qvals *q = cls;
-	if (key_size != q->nlen || memcmp(key, q->name, key_size) != 0)
+	struct fcall *c = q->c;
+	if (key_size != 4 || memcmp(key, "path", 4) != 0)
 		return MHD_YES;
-	if (q->n == MAX_QUERY_PATHS) {
+	if (c->n == MAX_QUERY_PATHS) {
 		q->overflow = true;
 		return MHD_NO;
 	}
-	q->v[q->n] = value ? value : "";
-	q->len[q->n] = value ? value_size : 0;
-	q->n++;
+	c->raw[c->n] = value ? value : "";
+	c->len[c->n] = value ? value_size : 0;
+	c->n++;
 	return MHD_YES;
 }
 
-/* Every path=... of the query (at least one), each checked and cleaned
- * into (*out)[i], an array the caller frees. Responds and returns -1 on
- * bad input. */
-static int query_paths(struct http_req *req, struct qvals *q, char (**outp)[PATH_MAX])
+/* Every path=... of the query (at least one), each checked and cleaned. */
+static int query_paths(struct fcall *c)
 {
-	*outp = NULL;
-	memset(q, 0, sizeof(*q));
-	q->name = "path";
-	q->nlen = 4;
-	MHD_get_connection_values_n(req->conn, MHD_GET_ARGUMENT_KIND, qvals_it, q);
-	if (q->overflow) {
-		http_error(req, 400, "INVALID_REQUEST_BODY", "more than %d 'path' parameters",
-			   MAX_QUERY_PATHS);
-		return -1;
-	}
-	if (q->n == 0 || (q->n == 1 && q->len[0] == 0)) {
-		http_error(req, 400, "MISSING_QUERY", "missing query parameter 'path'");
-		return -1;
-	}
-	char (*out)[PATH_MAX] = malloc(sizeof(char[1][PATH_MAX]) * q->n);
-	if (!out) {
-		http_error(req, 500, "RUNTIME_ERROR", "out of memory");
-		return -1;
-	}
-	*outp = out;
-	for (size_t i = 0; i < q->n; i++) {
-		int rc = files_clean_path(q->v[i], q->len[i], out[i], PATH_MAX);
-		if (rc < 0) {
-			http_error(req, 400, "INVALID_REQUEST_BODY",
-				   rc == -ENAMETOOLONG ? "path too long"
-				   : q->len[i] && !memchr(q->v[i], 0, q->len[i])
-					   ? "path must be absolute: %.1024s"
-					   : "path must be a non-empty absolute path without NUL bytes%.0s",
-				   q->v[i]);
-			return -1;
-		}
+	struct qvals q = {.c = c};
+	MHD_get_connection_values_n(c->req->conn, MHD_GET_ARGUMENT_KIND, qvals_it, &q);
+	if (q.overflow)
+		return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
+				 "more than %d 'path' parameters", MAX_QUERY_PATHS);
+	if (c->n == 0 || (c->n == 1 && c->len[0] == 0))
+		return error_set(&c->err, 0, "MISSING_QUERY", "missing query parameter 'path'");
+	c->paths = malloc(sizeof(char[1][PATH_MAX]) * c->n);
+	if (!c->paths)
+		return oom(&c->err);
+	for (size_t i = 0; i < c->n; i++) {
+		int rc = files_clean_path(c->raw[i], c->len[i], c->paths[i], PATH_MAX);
+		if (rc == -ENAMETOOLONG)
+			return error_set(&c->err, 0, "INVALID_REQUEST_BODY", "path too long");
+		if (rc < 0 && c->len[i] && !memchr(c->raw[i], 0, c->len[i]))
+			return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
+					 "path must be absolute: %.1024s", c->raw[i]);
+		if (rc < 0)
+			return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
+					 "path must be a non-empty absolute path without NUL bytes");
 	}
 	return 0;
 }
+
+static int body_json(struct fcall *c, bool array)
+{
+	struct http_req *req = c->req;
+	const char *want = array ? "array" : "object";
+	if (!req->body_len)
+		return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
+				 "the request body must be a JSON %s", want);
+	json_error_t jerr;
+	c->body = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!c->body)
+		return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
+				 "error parsing request, invalid JSON at line %d column %d: %s",
+				 jerr.line, jerr.column, jerr.text);
+	if (array ? !json_is_array(c->body) : !json_is_object(c->body))
+		return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
+				 "the request body must be a JSON %s", want);
+	return 0;
+}
+
+static int take_input(struct fcall *c, enum files_input in)
+{
+	switch (in) {
+	case IN_QUERY:
+		return 0;
+	case IN_PATH:
+		if (query_paths(c) < 0)
+			return -1;
+		if (c->n > 1)
+			return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
+					 "exactly one 'path' parameter is expected");
+		return 0;
+	case IN_PATHS:
+		return query_paths(c);
+	case IN_OBJECT:
+	case IN_ARRAY:
+		return body_json(c, in == IN_ARRAY);
+	}
+	return 0;
+}
+
+/* The one prologue of the files routes. */
+static enum MHD_Result files_route(struct http_req *req, enum files_input in, files_op op)
+{
+	cleanup_fcall struct fcall *c = calloc(1, sizeof(*c));
+	if (!c)
+		return MHD_NO;
+	c->req = req;
+	ident_of(req->r, &c->id);
+	int rc = take_input(c, in);
+	if (rc == 0) {
+		int e = files_enter(&c->id);
+		if (e < 0) {
+			rc = fs_error(&c->err, e, "act as the task user", "", &c->id, false);
+		} else {
+			rc = op(c);
+			files_leave();
+		}
+	}
+	return rc < 0 ? http_fail(req, &c->err) : c->res;
+}
+
+/* ---- answers ---- */
+
+static int answer_empty(struct fcall *c)
+{
+	c->res = http_empty(c->req, 200);
+	return 0;
+}
+
+static int answer_json(struct fcall *c, const struct buf *b)
+{
+	if (!b->data)
+		return oom(&c->err);
+	c->res = http_text(c->req, 200, "application/json", b->data, b->len, NULL, NULL);
+	return 0;
+}
+
+/* ---- query and body input ---- */
 
 /* One query value with its real length (a %00 shows up as a NUL inside). */
 static const char *query_n(struct http_req *req, const char *name, size_t *len)
@@ -175,31 +304,10 @@ static const char *query_n(struct http_req *req, const char *name, size_t *len)
 	const char *v = NULL;
 	*len = 0;
 	if (MHD_lookup_connection_value_n(req->conn, MHD_GET_ARGUMENT_KIND, name, strlen(name), &v,
-					  len) != MHD_YES || !v)
+					  len) != MHD_YES ||
+	    !v)
 		return NULL;
 	return v;
-}
-
-/* A single path=... (list, search, download). */
-static int query_path(struct http_req *req, char out[PATH_MAX])
-{
-	struct qvals *q = malloc(sizeof(*q));
-	char (*paths)[PATH_MAX] = NULL;
-	int rc = -1;
-	if (!q) {
-		http_error(req, 500, "RUNTIME_ERROR", "out of memory");
-	} else if (query_paths(req, q, &paths) == 0) {
-		if (q->n > 1) {
-			http_error(req, 400, "INVALID_REQUEST_BODY",
-				   "exactly one 'path' parameter is expected");
-		} else {
-			memcpy(out, paths[0], PATH_MAX);
-			rc = 0;
-		}
-	}
-	free(q);
-	free(paths);
-	return rc;
 }
 
 /* A non-negative decimal number ("depth", "offset", "limit"). */
@@ -217,30 +325,6 @@ static int parse_count(const char *s, size_t len, uint64_t max, uint64_t *out)
 		return -1;
 	*out = v;
 	return 0;
-}
-
-static json_t *body_json(struct http_req *req, bool array)
-{
-	json_error_t jerr;
-	if (!req->body_len) {
-		http_error(req, 400, "INVALID_REQUEST_BODY", "the request body must be a JSON %s",
-			   array ? "array" : "object");
-		return NULL;
-	}
-	json_t *j = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!j) {
-		http_error(req, 400, "INVALID_REQUEST_BODY",
-			   "error parsing request, invalid JSON at line %d column %d: %s", jerr.line,
-			   jerr.column, jerr.text);
-		return NULL;
-	}
-	if (array ? !json_is_array(j) : !json_is_object(j)) {
-		json_decref(j);
-		http_error(req, 400, "INVALID_REQUEST_BODY", "the request body must be a JSON %s",
-			   array ? "array" : "object");
-		return NULL;
-	}
-	return j;
 }
 
 /* mode: octal digits written as a decimal number (755 = 0755); absent,
@@ -279,15 +363,15 @@ struct perm {
 	bool as_root; /* beyond the task user's own rights */
 };
 
-/* Parse and authorize {owner?, group?, mode?}: 0, or -1 with the HTTP
- * status (400 or 403) and a message. */
-static int perm_parse(const struct runner_config *cfg, json_t *o, struct perm *p, unsigned *status,
+/* Parse and authorize {owner?, group?, mode?}: 0, or -1 with *forbidden
+ * (403, else 400) and a message. */
+static int perm_parse(const struct runner_config *cfg, json_t *o, struct perm *p, bool *forbidden,
 		      char *msg, size_t msglen)
 {
 	memset(p, 0, sizeof(*p));
 	p->uid = (uid_t)-1;
 	p->gid = (gid_t)-1;
-	*status = 400;
+	*forbidden = false;
 	if (!json_is_object(o)) {
 		snprintf(msg, msglen, "expected an object {owner, group, mode}");
 		return -1;
@@ -317,7 +401,7 @@ static int perm_parse(const struct runner_config *cfg, json_t *o, struct perm *p
 	p->as_root = (p->uid != (uid_t)-1 && p->uid != cfg->task_uid) ||
 		     (p->gid != (gid_t)-1 && p->gid != cfg->task_gid);
 	if (p->as_root && !cfg->allow_root_tasks) {
-		*status = 403;
+		*forbidden = true;
 		snprintf(msg, msglen,
 			 "the task user (%u:%u) may not give files to another owner or group; that "
 			 "needs --allow-root-tasks",
@@ -327,30 +411,26 @@ static int perm_parse(const struct runner_config *cfg, json_t *o, struct perm *p
 	return 0;
 }
 
-/* A path given as a string: checked and cleaned. Responds on bad input. */
-static int str_path(struct http_req *req, const char *s, size_t len, const char *field,
+/* A path given as a string: checked and cleaned. */
+static int str_path(struct error *e, const char *s, size_t len, const char *field,
 		    char out[PATH_MAX])
 {
-	if (!len) {
-		http_error(req, 400, "INVALID_REQUEST_BODY", "'%s' must be a non-empty path", field);
-		return -1;
-	}
-	if (files_clean_path(s, len, out, PATH_MAX) < 0) {
-		http_error(req, 400, "INVALID_REQUEST_BODY",
-			   "'%s' must be an absolute path without NUL bytes: %.1024s", field, s);
-		return -1;
-	}
+	if (!len)
+		return error_set(e, 0, "INVALID_REQUEST_BODY", "'%s' must be a non-empty path",
+				 field);
+	if (files_clean_path(s, len, out, PATH_MAX) < 0)
+		return error_set(e, 0, "INVALID_REQUEST_BODY",
+				 "'%s' must be an absolute path without NUL bytes: %.1024s", field, s);
 	return 0;
 }
 
 /* A JSON string field holding a path: checked and cleaned. */
-static int json_path(struct http_req *req, json_t *v, const char *field, char out[PATH_MAX])
+static int json_path(struct error *e, json_t *v, const char *field, char out[PATH_MAX])
 {
-	if (!json_is_string(v)) {
-		http_error(req, 400, "INVALID_REQUEST_BODY", "'%s' must be a non-empty path", field);
-		return -1;
-	}
-	return str_path(req, json_string_value(v), json_string_length(v), field, out);
+	if (!json_is_string(v))
+		return error_set(e, 0, "INVALID_REQUEST_BODY", "'%s' must be a non-empty path",
+				 field);
+	return str_path(e, json_string_value(v), json_string_length(v), field, out);
 }
 
 static void dirname_of(const char *clean, char out[PATH_MAX])
@@ -363,130 +443,97 @@ static void dirname_of(const char *clean, char out[PATH_MAX])
 
 /* ---- GET /files/info ---- */
 
-enum MHD_Result api_files_info(struct http_req *req)
+static int op_info(struct fcall *c)
 {
-	struct files_ident id;
-	ident_of(req->r, &id);
-	struct qvals *q = malloc(sizeof(*q));
-	char (*paths)[PATH_MAX] = NULL;
-	struct buf out = {0};
+	cleanup_buf struct buf out = {0};
 	struct files_names names = {0};
-	enum MHD_Result res = MHD_YES;
-	if (!q) {
-		res = http_error(req, 500, "RUNTIME_ERROR", "out of memory");
-		goto done;
-	}
-	if (query_paths(req, q, &paths) < 0)
-		goto done;
 	buf_append_str(&out, "{");
-	for (size_t i = 0; i < q->n; i++) {
+	for (size_t i = 0; i < c->n; i++) {
 		bool dup = false;
 		for (size_t j = 0; j < i && !dup; j++)
-			dup = q->len[j] == q->len[i] && !memcmp(q->v[j], q->v[i], q->len[i]);
+			dup = c->len[j] == c->len[i] && !memcmp(c->raw[j], c->raw[i], c->len[i]);
 		if (dup)
 			continue; /* a map: one key each */
 		struct stat st;
-		int rc = files_enter(&id);
-		if (rc == 0) {
-			rc = fstatat(AT_FDCWD, paths[i], &st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
-			files_leave();
-		}
-		if (rc < 0) {
-			res = fs_error(req, rc, "stat", paths[i]);
-			goto done;
-		}
+		if (fstatat(AT_FDCWD, c->paths[i], &st, AT_SYMLINK_NOFOLLOW) < 0)
+			return fs_error(&c->err, -errno, "stat", c->paths[i], &c->id, false);
 		if (i)
 			buf_append_str(&out, ",");
 		/* Keyed by the path as asked; FileInfo.path is the cleaned one. */
-		buf_append_json_str(&out, q->v[i], q->len[i]);
+		buf_append_json_str(&out, c->raw[i], c->len[i]);
 		buf_append_str(&out, ":");
-		files_info_json(&out, paths[i], &st, &names);
+		files_info_json(&out, c->paths[i], &st, &names);
 	}
 	buf_append_str(&out, "}");
-	res = out.data ? http_text(req, 200, "application/json", out.data, out.len, NULL, NULL)
-		       : http_error(req, 500, "RUNTIME_ERROR", "out of memory");
-done:
-	buf_free(&out);
-	free(q);
-	free(paths);
-	return res;
+	return answer_json(c, &out);
+}
+
+enum MHD_Result api_files_info(struct http_req *req)
+{
+	return files_route(req, IN_PATHS, op_info);
 }
 
 /* ---- DELETE /files, DELETE /directories ---- */
 
-static enum MHD_Result delete_paths(struct http_req *req, bool dirs)
+static int delete_one(struct fcall *c, const char *path, bool dirs)
 {
-	struct files_ident id;
-	ident_of(req->r, &id);
-	struct qvals *q = malloc(sizeof(*q));
-	char (*paths)[PATH_MAX] = NULL;
-	enum MHD_Result res = MHD_YES;
-	if (!q) {
-		res = http_error(req, 500, "RUNTIME_ERROR", "out of memory");
-		goto done;
+	const char *base;
+	if (!strcmp(path, "/"))
+		return error_set(&c->err, 0, "INVALID_REQUEST_BODY", "refusing to delete /");
+	cleanup_close int dirfd = files_open_parent(path, &base);
+	struct stat st;
+	int rc = dirfd;
+	if (dirfd >= 0)
+		rc = fstatat(dirfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+	if (rc == -ENOENT) {
+		rc = 0; /* already gone: deleting is idempotent, as in execd */
+	} else if (rc == 0 && dirs && !S_ISDIR(st.st_mode)) {
+		rc = -ENOTDIR;
+	} else if (rc == 0 && !dirs && S_ISDIR(st.st_mode)) {
+		rc = -EISDIR;
+	} else if (rc == 0 && (rc = files_check_writable(&c->id, dirfd)) == 0) {
+		if (dirs)
+			rc = files_rmrf(dirfd, base);
+		else if (unlinkat(dirfd, base, 0) < 0 && errno != ENOENT)
+			rc = -errno;
 	}
-	if (query_paths(req, q, &paths) < 0)
-		goto done;
-	for (size_t i = 0; i < q->n; i++) {
-		const char *path = paths[i], *base;
-		if (!strcmp(path, "/")) {
-			res = http_error(req, 400, "INVALID_REQUEST_BODY", "refusing to delete /");
-			goto done;
-		}
-		int rc = files_enter(&id);
-		if (rc < 0) {
-			res = fs_error(req, rc, "delete", path);
-			goto done;
-		}
-		int dirfd = files_open_parent(path, &base);
-		struct stat st;
-		rc = dirfd;
-		if (dirfd >= 0)
-			rc = fstatat(dirfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
-		if (rc == -ENOENT) {
-			rc = 0; /* already gone: deleting is idempotent, as in execd */
-		} else if (rc == 0 && dirs && !S_ISDIR(st.st_mode)) {
-			rc = -ENOTDIR;
-		} else if (rc == 0 && !dirs && S_ISDIR(st.st_mode)) {
-			rc = -EISDIR;
-		} else if (rc == 0 && (rc = files_check_writable(&id, dirfd)) == 0) {
-			if (dirs)
-				rc = files_rmrf(dirfd, base);
-			else if (unlinkat(dirfd, base, 0) < 0 && errno != ENOENT)
-				rc = -errno;
-		}
-		if (dirfd >= 0)
-			close(dirfd);
-		files_leave();
-		if (rc < 0) {
-			if (rc == -EISDIR)
-				res = http_error(req, 400, "INVALID_FILE",
-						 "%.1024s is a directory (use DELETE /directories)", path);
-			else if (rc == -ENOTDIR && !dirs)
-				res = fs_error(req, -ENOENT, "delete", path);
-			else if (rc == -ENOTDIR)
-				res = http_error(req, 400, "INVALID_FILE",
-						 "%.1024s is not a directory (use DELETE /files)", path);
-			else
-				res = fs_error(req, rc, "delete", path);
-			goto done;
-		}
-	}
-	res = http_empty(req, 200);
-done:
-	free(q);
-	free(paths);
-	return res;
+	if (rc == -EISDIR)
+		return error_set(&c->err, 0, "INVALID_FILE",
+				 "%.1024s is a directory (use DELETE /directories)", path);
+	if (rc == -ENOTDIR && !dirs)
+		return fs_error(&c->err, -ENOENT, "delete", path, &c->id, false);
+	if (rc == -ENOTDIR)
+		return error_set(&c->err, 0, "INVALID_FILE",
+				 "%.1024s is not a directory (use DELETE /files)", path);
+	if (rc < 0)
+		return fs_error(&c->err, rc, "delete", path, &c->id, false);
+	return 0;
+}
+
+static int op_delete_files(struct fcall *c)
+{
+	for (size_t i = 0; i < c->n; i++)
+		if (delete_one(c, c->paths[i], false) < 0)
+			return -1;
+	return answer_empty(c);
+}
+
+static int op_delete_dirs(struct fcall *c)
+{
+	for (size_t i = 0; i < c->n; i++)
+		if (delete_one(c, c->paths[i], true) < 0)
+			return -1;
+	return answer_empty(c);
 }
 
 enum MHD_Result api_files_delete(struct http_req *req)
 {
-	return delete_paths(req, false);
+	return files_route(req, IN_PATHS, op_delete_files);
 }
 
 enum MHD_Result api_dirs_delete(struct http_req *req)
 {
-	return delete_paths(req, true);
+	return files_route(req, IN_PATHS, op_delete_dirs);
 }
 
 /* ---- POST /files/mv ---- */
@@ -495,106 +542,75 @@ static int do_move(const struct files_ident *id, const char *src, const char *ds
 {
 	const char *sbase, *dbase;
 	char ddir[PATH_MAX];
-	int sfd = -1, dfd = -1, rc;
 	bool created;
 	size_t first_new;
 	struct stat st;
 	*op = "move";
-	if ((rc = files_enter(id)) < 0)
-		return rc;
-	sfd = files_open_parent(src, &sbase);
-	if (sfd < 0) {
-		rc = sfd == -EINVAL ? -EBUSY : sfd; /* "/" */
-		goto out;
-	}
+	cleanup_close int sfd = files_open_parent(src, &sbase);
+	if (sfd < 0)
+		return sfd == -EINVAL ? -EBUSY : sfd; /* "/" */
 	if (fstatat(sfd, sbase, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-		rc = -errno;
 		*op = "move (source)";
-		goto out;
+		return -errno;
 	}
-	if ((rc = files_check_writable(id, sfd)) < 0)
-		goto out;
+	int rc = files_check_writable(id, sfd);
+	if (rc < 0)
+		return rc;
 	dirname_of(dst, ddir);
-	if (!strcmp(dst, "/")) {
-		rc = -EEXIST;
-		goto out;
-	}
+	if (!strcmp(dst, "/"))
+		return -EEXIST;
 	dbase = strrchr(dst, '/') + 1;
 	/* Missing destination parents are made, as execd does (0755). */
-	dfd = files_mkdirs(id, ddir, 0755, &created, &first_new);
+	cleanup_close int dfd = files_mkdirs(id, ddir, 0755, &created, &first_new);
 	if (dfd < 0) {
-		rc = dfd;
 		*op = "move (destination directory)";
-		goto out;
+		return dfd;
 	}
 	if ((rc = files_check_writable(id, dfd)) < 0)
-		goto out;
+		return rc;
 	/* Never replace: a destination that exists is an error (execd). */
-	rc = files_rename_noreplace(sfd, sbase, dfd, dbase);
-out:
-	if (sfd >= 0)
-		close(sfd);
-	if (dfd >= 0)
-		close(dfd);
-	files_leave();
-	return rc;
+	return files_rename_noreplace(sfd, sbase, dfd, dbase);
+}
+
+static int op_move(struct fcall *c)
+{
+	size_t n = json_array_size(c->body);
+	cleanup_free char (*src)[PATH_MAX] = malloc(sizeof(char[1][PATH_MAX]) * (n ? n : 1));
+	cleanup_free char (*dst)[PATH_MAX] = malloc(sizeof(char[1][PATH_MAX]) * (n ? n : 1));
+	if (!src || !dst)
+		return oom(&c->err);
+	/* Everything is checked before anything moves. */
+	for (size_t i = 0; i < n; i++) {
+		json_t *it = json_array_get(c->body, i);
+		if (!json_is_object(it))
+			return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
+					 "each item must be an object {src, dest}");
+		if (json_path(&c->err, json_object_get(it, "src"), "src", src[i]) < 0 ||
+		    json_path(&c->err, json_object_get(it, "dest"), "dest", dst[i]) < 0)
+			return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const char *op;
+		int rc = do_move(&c->id, src[i], dst[i], &op);
+		if (rc == -EEXIST)
+			return error_set(&c->err, 0, "FILE_EXISTS",
+					 "move %.1024s: destination %.1024s already exists", src[i],
+					 dst[i]);
+		if (rc == -EXDEV)
+			return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
+					 "move %.1024s to %.1024s: not on the same filesystem", src[i],
+					 dst[i]);
+		if (rc < 0)
+			return fs_error(&c->err, rc, op,
+					rc == -ENOENT && strstr(op, "destination") ? dst[i] : src[i],
+					&c->id, false);
+	}
+	return answer_empty(c);
 }
 
 enum MHD_Result api_files_mv(struct http_req *req)
 {
-	json_t *body = body_json(req, true);
-	if (!body)
-		return req->responded ? MHD_YES : MHD_NO;
-	struct files_ident id;
-	ident_of(req->r, &id);
-	enum MHD_Result res = MHD_YES;
-	size_t n = json_array_size(body);
-	char (*src)[PATH_MAX] = malloc(sizeof(char[1][PATH_MAX]) * (n ? n : 1));
-	char (*dst)[PATH_MAX] = malloc(sizeof(char[1][PATH_MAX]) * (n ? n : 1));
-	if (!src || !dst) {
-		res = http_error(req, 500, "RUNTIME_ERROR", "out of memory");
-		goto done;
-	}
-	/* Everything is checked before anything moves. */
-	for (size_t i = 0; i < n; i++) {
-		json_t *it = json_array_get(body, i);
-		if (!json_is_object(it)) {
-			res = http_error(req, 400, "INVALID_REQUEST_BODY",
-					 "each item must be an object {src, dest}");
-			goto done;
-		}
-		if (json_path(req, json_object_get(it, "src"), "src", src[i]) < 0 ||
-		    json_path(req, json_object_get(it, "dest"), "dest", dst[i]) < 0)
-			goto done;
-	}
-	for (size_t i = 0; i < n; i++) {
-		const char *op;
-		int rc = do_move(&id, src[i], dst[i], &op);
-		if (rc == -EEXIST) {
-			res = http_error(req, 409, "FILE_EXISTS",
-					 "move %.1024s: destination %.1024s already exists", src[i],
-					 dst[i]);
-			goto done;
-		}
-		if (rc == -EXDEV) {
-			res = http_error(req, 400, "INVALID_REQUEST_BODY",
-					 "move %.1024s to %.1024s: not on the same filesystem", src[i],
-					 dst[i]);
-			goto done;
-		}
-		if (rc < 0) {
-			res = fs_error(req, rc, op, rc == -ENOENT && strstr(op, "destination")
-							    ? dst[i]
-							    : src[i]);
-			goto done;
-		}
-	}
-	res = http_empty(req, 200);
-done:
-	free(src);
-	free(dst);
-	json_decref(body);
-	return res;
+	return files_route(req, IN_ARRAY, op_move);
 }
 
 /* ---- POST /files/permissions, POST /directories ---- */
@@ -606,226 +622,187 @@ struct perm_req {
 	struct perm *perms;
 };
 
-static int perm_req_parse(struct http_req *req, json_t *body, struct perm_req *pr)
-{
-	pr->n = json_object_size(body);
-	pr->paths = malloc(sizeof(char[1][PATH_MAX]) * (pr->n ? pr->n : 1));
-	pr->perms = calloc(pr->n ? pr->n : 1, sizeof(*pr->perms));
-	if (!pr->paths || !pr->perms) {
-		http_error(req, 500, "RUNTIME_ERROR", "out of memory");
-		return -1;
-	}
-	const char *key;
-	json_t *v;
-	size_t i = 0;
-	json_object_foreach(body, key, v)
-	{
-		unsigned status;
-		char msg[256];
-		if (str_path(req, key, strlen(key), "path", pr->paths[i]) < 0)
-			return -1;
-		if (perm_parse(&req->r->cfg, v, &pr->perms[i], &status, msg, sizeof(msg)) < 0) {
-			http_error(req, status, status == 403 ? "PERMISSION_DENIED" : "INVALID_REQUEST_BODY",
-				   "%.1024s: %s", key, msg);
-			return -1;
-		}
-		i++;
-	}
-	return 0;
-}
-
 static void perm_req_free(struct perm_req *pr)
 {
 	free(pr->paths);
 	free(pr->perms);
 }
+#define cleanup_perm_req __attribute__((cleanup(perm_req_free)))
 
-enum MHD_Result api_files_permissions(struct http_req *req)
+static int perm_req_parse(struct fcall *c, struct perm_req *pr)
 {
-	json_t *body = body_json(req, false);
-	if (!body)
-		return req->responded ? MHD_YES : MHD_NO;
-	struct files_ident id;
-	ident_of(req->r, &id);
-	struct perm_req pr = {0};
-	enum MHD_Result res = MHD_YES;
-	if (perm_req_parse(req, body, &pr) < 0)
-		goto done;
+	pr->n = json_object_size(c->body);
+	pr->paths = malloc(sizeof(char[1][PATH_MAX]) * (pr->n ? pr->n : 1));
+	pr->perms = calloc(pr->n ? pr->n : 1, sizeof(*pr->perms));
+	if (!pr->paths || !pr->perms)
+		return oom(&c->err);
+	const char *key;
+	json_t *v;
+	size_t i = 0;
+	json_object_foreach(c->body, key, v)
+	{
+		bool forbidden;
+		char msg[256];
+		if (str_path(&c->err, key, strlen(key), "path", pr->paths[i]) < 0)
+			return -1;
+		if (perm_parse(&c->req->r->cfg, v, &pr->perms[i], &forbidden, msg, sizeof(msg)) < 0)
+			return error_set(&c->err, 0,
+					 forbidden ? "PERMISSION_DENIED" : "INVALID_REQUEST_BODY",
+					 "%.1024s: %s", key, msg);
+		i++;
+	}
+	return 0;
+}
+
+static int op_permissions(struct fcall *c)
+{
+	cleanup_perm_req struct perm_req pr = {0};
+	if (perm_req_parse(c, &pr) < 0)
+		return -1;
 	for (size_t i = 0; i < pr.n; i++) {
 		const char *path = pr.paths[i], *base = path;
 		const struct perm *p = &pr.perms[i];
-		int rc = files_enter(&id);
-		if (rc < 0) {
-			res = fs_error(req, rc, "chmod", path);
-			goto done;
+		cleanup_close int dirfd = -1;
+		int at = AT_FDCWD, rc = 0;
+		if (strcmp(path, "/")) {
+			dirfd = files_open_parent(path, &base);
+			rc = dirfd < 0 ? dirfd : 0;
+			at = dirfd;
 		}
-		int dirfd = strcmp(path, "/") ? files_open_parent(path, &base) : AT_FDCWD;
-		rc = dirfd == AT_FDCWD ? 0 : dirfd < 0 ? dirfd : 0;
 		/* Mode first, then owner (after a chown the user may not own it). */
-		if (rc == 0 && p->has_mode && fchmodat(dirfd, base, p->mode, 0) < 0)
+		if (rc == 0 && p->has_mode && fchmodat(at, base, p->mode, 0) < 0)
 			rc = -errno;
 		const char *op = "chmod";
 		if (rc == 0) {
 			op = "chown";
-			rc = files_chown(&id, dirfd, base, p->uid, p->gid, p->as_root);
+			rc = files_chown(&c->id, at, base, p->uid, p->gid, p->as_root);
 		}
-		if (dirfd >= 0)
-			close(dirfd);
-		files_leave();
-		if (rc < 0) {
-			res = fs_error(req, rc, op, path);
-			goto done;
-		}
+		if (rc < 0)
+			return fs_error(&c->err, rc, op, path, &c->id, false);
 	}
-	res = http_empty(req, 200);
-done:
-	perm_req_free(&pr);
-	json_decref(body);
-	return res;
+	return answer_empty(c);
 }
 
-enum MHD_Result api_dirs_create(struct http_req *req)
+enum MHD_Result api_files_permissions(struct http_req *req)
 {
-	json_t *body = body_json(req, false);
-	if (!body)
-		return req->responded ? MHD_YES : MHD_NO;
-	struct files_ident id;
-	ident_of(req->r, &id);
-	struct perm_req pr = {0};
-	enum MHD_Result res = MHD_YES;
-	if (perm_req_parse(req, body, &pr) < 0)
-		goto done;
+	return files_route(req, IN_OBJECT, op_permissions);
+}
+
+static int op_mkdirs(struct fcall *c)
+{
+	cleanup_perm_req struct perm_req pr = {0};
+	if (perm_req_parse(c, &pr) < 0)
+		return -1;
 	for (size_t i = 0; i < pr.n; i++) {
 		const struct perm *p = &pr.perms[i];
 		bool created;
 		size_t first_new;
-		int rc = files_enter(&id);
-		if (rc == 0) {
-			/* execd: a new directory gets mode (default 755) and owner;
-			 * an existing one is left as it is. */
-			rc = files_mkdirs(&id, pr.paths[i], p->has_mode ? p->mode : 0755, &created,
-					  &first_new);
-			if (rc >= 0) {
-				close(rc);
-				rc = files_chown_new(&id, pr.paths[i], first_new, p->uid, p->gid,
-						     p->as_root);
-			}
-			files_leave();
+		/* execd: a new directory gets mode (default 755) and owner; an
+		 * existing one is left as it is. */
+		int rc = files_mkdirs(&c->id, pr.paths[i], p->has_mode ? p->mode : 0755, &created,
+				      &first_new);
+		if (rc >= 0) {
+			close(rc);
+			rc = files_chown_new(&c->id, pr.paths[i], first_new, p->uid, p->gid,
+					     p->as_root);
 		}
-		if (rc < 0) {
-			res = fs_error(req, rc, "mkdir", pr.paths[i]);
-			goto done;
-		}
+		if (rc < 0)
+			return fs_error(&c->err, rc, "mkdir", pr.paths[i], &c->id, false);
 	}
-	res = http_empty(req, 200);
-done:
-	perm_req_free(&pr);
-	json_decref(body);
-	return res;
+	return answer_empty(c);
+}
+
+enum MHD_Result api_dirs_create(struct http_req *req)
+{
+	return files_route(req, IN_OBJECT, op_mkdirs);
 }
 
 /* ---- GET /directories/list, GET /files/search ---- */
 
-static enum MHD_Result walk_respond(struct http_req *req, struct files_walk *w, int rc,
-				    const char *what, const char *path)
+static int walk_answer(struct fcall *c, struct files_walk *w, int rc, const char *what,
+		       const char *path)
 {
 	if (rc == -FILES_ELIMIT)
-		return http_error(req, 400, "INVALID_REQUEST_BODY",
-				  "%s %.1024s: %s; narrow it (limits: %d results, %d entries looked "
-				  "at, %d ms, %d levels)",
-				  what, path, w->limit_msg, FILES_MAX_RESULTS, FILES_MAX_VISITED,
-				  FILES_MAX_WALK_MS, FILES_MAX_DEPTH);
+		return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
+				 "%s %.1024s: %s; narrow it (limits: %d results, %d entries looked "
+				 "at, %d ms, %d levels)",
+				 what, path, w->limit_msg, FILES_MAX_RESULTS, FILES_MAX_VISITED,
+				 FILES_MAX_WALK_MS, FILES_MAX_DEPTH);
 	if (rc < 0)
-		return fs_error(req, rc, what, path);
+		return fs_error(&c->err, rc, what, path, &c->id, false);
 	buf_append_str(w->out, "]");
-	if (!w->out->data)
-		return http_error(req, 500, "RUNTIME_ERROR", "out of memory");
-	return http_text(req, 200, "application/json", w->out->data, w->out->len, NULL, NULL);
+	return answer_json(c, w->out);
 }
 
-enum MHD_Result api_dirs_list(struct http_req *req)
+static int op_list(struct fcall *c)
 {
-	char path[PATH_MAX];
-	if (query_path(req, path) < 0)
-		return MHD_YES;
+	const char *path = c->paths[0];
 	uint64_t depth = 1;
 	size_t dl;
-	const char *d = query_n(req, "depth", &dl);
+	const char *d = query_n(c->req, "depth", &dl);
 	if (d && dl && parse_count(d, dl, UINT32_MAX, &depth) < 0)
-		return http_error(req, 400, "INVALID_REQUEST_BODY",
-				  "invalid query parameter 'depth': must be a non-negative number");
-	struct files_ident id;
-	ident_of(req->r, &id);
-	struct buf out = {0};
-	struct files_walk *w = calloc(1, sizeof(*w));
+		return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
+				 "invalid query parameter 'depth': must be a non-negative number");
+	cleanup_buf struct buf out = {0};
+	cleanup_free struct files_walk *w = calloc(1, sizeof(*w));
 	if (!w)
-		return http_error(req, 500, "RUNTIME_ERROR", "out of memory");
+		return oom(&c->err);
 	w->out = &out;
 	w->max_depth = depth > FILES_MAX_DEPTH ? FILES_MAX_DEPTH : (unsigned)depth;
 	buf_append_str(&out, "[");
-	int rc = files_enter(&id);
 	struct stat st;
-	int fd = -1;
-	enum MHD_Result res;
-	if (rc == 0 && fstatat(AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) < 0)
+	cleanup_close int fd = -1;
+	int rc = 0;
+	if (fstatat(AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		rc = -errno;
-	if (rc == 0 && S_ISLNK(st.st_mode)) {
-		files_leave();
-		res = http_error(req, 400, "INVALID_REQUEST_BODY",
+	if (rc == 0 && S_ISLNK(st.st_mode))
+		return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
 				 "path is a symbolic link, refusing to traverse: %.1024s", path);
-		goto done;
-	}
 	if (rc == 0 && !S_ISDIR(st.st_mode))
 		rc = -ENOTDIR;
 	if (rc == 0 && (fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		rc = -errno;
 	if (rc == 0)
 		rc = files_walk(w, fd, path);
-	files_leave();
-	res = walk_respond(req, w, rc, "list", path);
-done:
-	if (fd >= 0)
-		close(fd);
-	buf_free(&out);
-	free(w);
-	return res;
+	return walk_answer(c, w, rc, "list", path);
 }
 
-enum MHD_Result api_files_search(struct http_req *req)
+enum MHD_Result api_dirs_list(struct http_req *req)
 {
-	char path[PATH_MAX];
-	if (query_path(req, path) < 0)
-		return MHD_YES;
+	return files_route(req, IN_PATH, op_list);
+}
+
+static void glob_freep(struct files_glob **g)
+{
+	files_glob_free(*g);
+}
+
+static int op_search(struct fcall *c)
+{
+	const char *path = c->paths[0];
 	size_t pl;
-	const char *pattern = query_n(req, "pattern", &pl);
+	const char *pattern = query_n(c->req, "pattern", &pl);
 	if (!pattern || !pl)
 		pattern = "**";
 	else if (memchr(pattern, 0, pl))
-		return http_error(req, 400, "INVALID_REQUEST_BODY", "pattern contains a NUL byte");
+		return error_set(&c->err, 0, "INVALID_REQUEST_BODY", "pattern contains a NUL byte");
 	char err[128];
-	struct files_glob *g = NULL;
+	__attribute__((cleanup(glob_freep))) struct files_glob *g = NULL;
 	if (files_glob_compile(&g, pattern, err, sizeof(err)) < 0)
-		return http_error(req, 400, "INVALID_REQUEST_BODY", "invalid pattern %.600s: %s",
-				  pattern, err);
-	struct files_ident id;
-	ident_of(req->r, &id);
-	struct buf out = {0};
-	struct files_walk *w = calloc(1, sizeof(*w));
-	enum MHD_Result res;
-	int fd = -1;
-	if (!w) {
-		files_glob_free(g);
-		return http_error(req, 500, "RUNTIME_ERROR", "out of memory");
-	}
+		return error_set(&c->err, 0, "INVALID_REQUEST_BODY", "invalid pattern %.600s: %s",
+				 pattern, err);
+	cleanup_buf struct buf out = {0};
+	cleanup_free struct files_walk *w = calloc(1, sizeof(*w));
+	if (!w)
+		return oom(&c->err);
 	w->out = &out;
 	w->search = true;
 	w->glob = g;
 	w->max_depth = FILES_MAX_DEPTH;
 	buf_append_str(&out, "[");
 	struct stat st;
-	int rc = files_enter(&id);
-	if (rc == 0 && fstatat(AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		rc = -errno;
+	cleanup_close int fd = -1;
+	int rc = fstatat(AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
 	if (rc == 0 && S_ISDIR(st.st_mode)) {
 		fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		rc = fd < 0 ? -errno : files_walk(w, fd, path);
@@ -839,87 +816,63 @@ enum MHD_Result api_files_search(struct http_req *req)
 			w->results = 1;
 		}
 	}
-	files_leave();
-	res = walk_respond(req, w, rc, "search", path);
-	if (fd >= 0)
-		close(fd);
-	buf_free(&out);
-	free(w);
-	files_glob_free(g);
-	return res;
+	return walk_answer(c, w, rc, "search", path);
+}
+
+enum MHD_Result api_files_search(struct http_req *req)
+{
+	return files_route(req, IN_PATH, op_search);
 }
 
 /* ---- POST /files/replace ---- */
 
-enum MHD_Result api_files_replace(struct http_req *req)
+static int op_replace(struct fcall *c)
 {
-	json_t *body = body_json(req, false);
-	if (!body)
-		return req->responded ? MHD_YES : MHD_NO;
-	struct files_ident id;
-	ident_of(req->r, &id);
 	size_t vl;
-	const char *verbose = query_n(req, "verbose", &vl);
+	const char *verbose = query_n(c->req, "verbose", &vl);
 	bool want_counts = verbose && vl == 4 && !strncasecmp(verbose, "true", 4);
-	size_t n = json_object_size(body);
-	char (*paths)[PATH_MAX] = malloc(sizeof(char[1][PATH_MAX]) * (n ? n : 1));
-	enum MHD_Result res = MHD_YES;
-	struct buf out = {0};
+	size_t n = json_object_size(c->body);
+	cleanup_free char (*paths)[PATH_MAX] = malloc(sizeof(char[1][PATH_MAX]) * (n ? n : 1));
+	cleanup_buf struct buf out = {0};
 	const char *key;
 	json_t *v;
 	size_t i = 0;
-	if (!paths) {
-		res = http_error(req, 500, "RUNTIME_ERROR", "out of memory");
-		goto done;
-	}
-	json_object_foreach(body, key, v)
+	if (!paths)
+		return oom(&c->err);
+	json_object_foreach(c->body, key, v)
 	{
-		if (str_path(req, key, strlen(key), "path", paths[i]) < 0)
-			goto done;
+		if (str_path(&c->err, key, strlen(key), "path", paths[i]) < 0)
+			return -1;
 		json_t *o = json_is_object(v) ? json_object_get(v, "old") : NULL;
 		json_t *nw = json_is_object(v) ? json_object_get(v, "new") : NULL;
 		if (!json_is_object(v) || (o && !json_is_string(o)) ||
-		    (nw && !json_is_null(nw) && !json_is_string(nw))) {
-			res = http_error(req, 400, "INVALID_REQUEST_BODY",
+		    (nw && !json_is_null(nw) && !json_is_string(nw)))
+			return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
 					 "%.1024s: expected {\"old\": string, \"new\": string}", key);
-			goto done;
-		}
-		if (!o || !json_string_length(o)) {
-			res = http_error(req, 400, "INVALID_REQUEST_BODY",
+		if (!o || !json_string_length(o))
+			return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
 					 "%.1024s: old content must not be empty", key);
-			goto done;
-		}
 		i++;
 	}
 	buf_append_str(&out, "{");
 	i = 0;
-	json_object_foreach(body, key, v)
+	json_object_foreach(c->body, key, v)
 	{
 		json_t *o = json_object_get(v, "old"), *nw = json_object_get(v, "new");
 		const char *ns = json_is_string(nw) ? json_string_value(nw) : "";
 		size_t nl = json_is_string(nw) ? json_string_length(nw) : 0;
 		uint64_t count = 0;
-		int rc = files_enter(&id);
-		if (rc == 0) {
-			rc = files_replace(&id, paths[i], json_string_value(o), json_string_length(o), ns,
-					   nl, &count);
-			files_leave();
-		}
-		if (rc == -EFBIG) {
-			res = http_error(req, 413, "FILE_TOO_LARGE",
-					 "replace %.1024s: files over %llu MiB are not rewritten", paths[i],
-					 (unsigned long long)(FILES_REPLACE_MAX >> 20));
-			goto done;
-		}
-		if (rc == -EINVAL) {
-			res = http_error(req, 400, "INVALID_FILE", "replace %.1024s: not a regular file",
-					 paths[i]);
-			goto done;
-		}
-		if (rc < 0) {
-			res = fs_error(req, rc, "replace", paths[i]);
-			goto done;
-		}
+		int rc = files_replace(&c->id, paths[i], json_string_value(o), json_string_length(o),
+				       ns, nl, &count);
+		if (rc == -EFBIG)
+			return error_set(&c->err, 0, "FILE_TOO_LARGE",
+					 "replace %.1024s: files over %llu MiB are not rewritten",
+					 paths[i], (unsigned long long)(FILES_REPLACE_MAX >> 20));
+		if (rc == -EINVAL)
+			return error_set(&c->err, 0, "INVALID_FILE",
+					 "replace %.1024s: not a regular file", paths[i]);
+		if (rc < 0)
+			return fs_error(&c->err, rc, "replace", paths[i], &c->id, false);
 		if (i)
 			buf_append_str(&out, ",");
 		buf_append_json_str(&out, key, strlen(key));
@@ -928,38 +881,16 @@ enum MHD_Result api_files_replace(struct http_req *req)
 	}
 	buf_append_str(&out, "}");
 	if (!want_counts)
-		res = http_empty(req, 200); /* execd: empty unless ?verbose=true */
-	else if (!out.data)
-		res = http_error(req, 500, "RUNTIME_ERROR", "out of memory");
-	else
-		res = http_text(req, 200, "application/json", out.data, out.len, NULL, NULL);
-done:
-	buf_free(&out);
-	free(paths);
-	json_decref(body);
-	return res;
+		return answer_empty(c); /* execd: empty unless ?verbose=true */
+	return answer_json(c, &out);
+}
+
+enum MHD_Result api_files_replace(struct http_req *req)
+{
+	return files_route(req, IN_OBJECT, op_replace);
 }
 
 /* ---- GET /files/download ---- */
-
-static enum MHD_Result error_with_header(struct http_req *req, unsigned status, const char *code,
-					 const char *msg, const char *hname, const char *hval)
-{
-	json_t *j = json_pack("{s:s,s:s}", "code", code, "message", msg);
-	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
-	json_decref(j);
-	if (!s)
-		return MHD_NO;
-	struct MHD_Response *resp =
-		MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
-	if (!resp) {
-		free(s);
-		return MHD_NO;
-	}
-	MHD_add_response_header(resp, "Content-Type", "application/json");
-	MHD_add_response_header(resp, hname, hval);
-	return queue_resp(req, status, resp);
-}
 
 static int parse_u64(const char **pp, uint64_t *out)
 {
@@ -1061,11 +992,44 @@ static void content_disposition(char *out, size_t outsz, const char *name)
 		snprintf(out, outsz, "attachment; filename*=UTF-8''%s", enc);
 }
 
-enum MHD_Result api_files_download(struct http_req *req)
+static enum MHD_Result queue_resp(struct http_req *req, unsigned status, struct MHD_Response *resp)
 {
-	char path[PATH_MAX];
-	if (query_path(req, path) < 0)
-		return MHD_YES;
+	if (!resp)
+		return MHD_NO;
+	req->responded = true;
+	enum MHD_Result rc = MHD_queue_response(req->conn, status, resp);
+	MHD_destroy_response(resp);
+	return rc;
+}
+
+/* 416 with the Content-Range the client needs (RFC 9110 §15.5.17). */
+static int answer_416(struct fcall *c, uint64_t size)
+{
+	error_set(&c->err, 0, "RANGE_NOT_SATISFIABLE", "range not satisfiable (file size %llu)",
+		  (unsigned long long)size);
+	json_t *j = json_pack("{s:s,s:s}", "code", error_code(&c->err), "message", c->err.msg);
+	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	json_decref(j);
+	if (!s)
+		return oom(&c->err);
+	struct MHD_Response *resp =
+		MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(s);
+		return oom(&c->err);
+	}
+	char hv[48];
+	snprintf(hv, sizeof(hv), "bytes */%llu", (unsigned long long)size);
+	MHD_add_response_header(resp, "Content-Type", "application/json");
+	MHD_add_response_header(resp, "Content-Range", hv);
+	c->res = queue_resp(c->req, error_http_status(&c->err), resp);
+	return 0;
+}
+
+static int op_download(struct fcall *c)
+{
+	struct http_req *req = c->req;
+	const char *path = c->paths[0];
 	size_t ol = 0, ll = 0;
 	const char *off_s = query_n(req, "offset", &ol), *lim_s = query_n(req, "limit", &ll);
 	bool lines = (off_s && ol) || (lim_s && ll);
@@ -1073,83 +1037,60 @@ enum MHD_Result api_files_download(struct http_req *req)
 	const char *range = http_header(req, "Range");
 	if (lines) {
 		if (!(off_s && ol) || !(lim_s && ll))
-			return http_error(req, 400, "INVALID_REQUEST_BODY",
-					  "both offset and limit must be provided together for "
-					  "line-based reading");
+			return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
+					 "both offset and limit must be provided together for "
+					 "line-based reading");
 		if (parse_count(off_s, ol, 1ULL << 50, &first) < 0 || first < 1)
-			return http_error(req, 400, "INVALID_REQUEST_BODY",
-					  "offset must be a positive integer (1-based)");
+			return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
+					 "offset must be a positive integer (1-based)");
 		if (parse_count(lim_s, ll, 1ULL << 50, &count) < 0 || count < 1)
-			return http_error(req, 400, "INVALID_REQUEST_BODY",
-					  "limit must be a positive integer");
+			return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
+					 "limit must be a positive integer");
 		if (range)
-			return http_error(req, 400, "INVALID_REQUEST_BODY",
-					  "offset/limit and the Range header are mutually exclusive");
+			return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
+					 "offset/limit and the Range header are mutually exclusive");
 	}
-	struct files_ident id;
-	ident_of(req->r, &id);
-	int rc = files_enter(&id);
-	if (rc < 0)
-		return fs_error(req, rc, "download", path);
 	/* O_NONBLOCK: a FIFO must not hang the runner at open. */
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-	rc = fd < 0 ? -errno : 0;
-	files_leave();
-	if (rc < 0)
-		return fs_error(req, rc, "download", path);
+	cleanup_close int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	struct stat st;
-	if (fstat(fd, &st) < 0) {
-		rc = -errno;
-		close(fd);
-		return fs_error(req, rc, "download", path);
-	}
-	if (S_ISDIR(st.st_mode)) {
-		close(fd);
-		return http_error(req, 400, "INVALID_FILE",
-				  "%.1024s is a directory (use GET /directories/list)", path);
-	}
-	if (!S_ISREG(st.st_mode)) {
-		close(fd);
-		return http_error(req, 400, "INVALID_FILE", "%.1024s is not a regular file", path);
-	}
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return fs_error(&c->err, -errno, "download", path, &c->id, false);
+	if (S_ISDIR(st.st_mode))
+		return error_set(&c->err, 0, "INVALID_FILE",
+				 "%.1024s is a directory (use GET /directories/list)", path);
+	if (!S_ISREG(st.st_mode))
+		return error_set(&c->err, 0, "INVALID_FILE", "%.1024s is not a regular file", path);
 	uint64_t size = (uint64_t)st.st_size, start = 0, len = size;
 	unsigned status = 200;
 	char crange[96] = "";
 	if (lines) {
 		off_t s, l;
-		if ((rc = files_line_range(fd, first, count, &s, &l)) < 0) {
-			close(fd);
-			return fs_error(req, rc, "download", path);
-		}
+		int rc = files_line_range(fd, first, count, &s, &l);
+		if (rc < 0)
+			return fs_error(&c->err, rc, "download", path, &c->id, false);
 		start = (uint64_t)s;
 		len = (uint64_t)l;
 	} else if (range) {
-		if (parse_range(range, size, &start, &len) < 0) {
-			close(fd);
-			char msg[128], hv[48];
-			snprintf(msg, sizeof(msg), "range not satisfiable (file size %llu)",
-				 (unsigned long long)size);
-			snprintf(hv, sizeof(hv), "bytes */%llu", (unsigned long long)size);
-			return error_with_header(req, 416, "RANGE_NOT_SATISFIABLE", msg,
-						 "Content-Range", hv);
-		}
+		if (parse_range(range, size, &start, &len) < 0)
+			return answer_416(c, size);
 		status = 206;
 		snprintf(crange, sizeof(crange), "bytes %llu-%llu/%llu", (unsigned long long)start,
 			 (unsigned long long)(start + len - 1), (unsigned long long)size);
 	}
 	struct MHD_Response *resp;
 	if (len == 0) {
-		close(fd);
 		resp = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
 	} else {
 		/* Served straight from the descriptor (sendfile): nothing buffered.
 		 * MHD closes fd with the response. */
 		resp = MHD_create_response_from_fd_at_offset64(len, fd, start);
-		if (!resp)
-			close(fd);
+		if (resp)
+			(void)take_fd(fd);
 	}
-	if (!resp)
-		return MHD_NO;
+	if (!resp) {
+		c->res = MHD_NO;
+		return 0;
+	}
 	if (lines) {
 		MHD_add_response_header(resp, "Content-Type", "text/plain");
 	} else {
@@ -1166,7 +1107,13 @@ enum MHD_Result api_files_download(struct http_req *req)
 		if (crange[0])
 			MHD_add_response_header(resp, "Content-Range", crange);
 	}
-	return queue_resp(req, status, resp);
+	c->res = queue_resp(req, status, resp);
+	return 0;
+}
+
+enum MHD_Result api_files_download(struct http_req *req)
+{
+	return files_route(req, IN_PATH, op_download);
 }
 
 /* ---- POST /files/upload ---- */
@@ -1191,91 +1138,61 @@ struct upload {
 	unsigned n_meta, n_file;
 	/* The first error; the rest of the body is then read and dropped,
 	 * because MHD can only answer once the request is complete. */
-	unsigned status;
-	const char *code;
-	char msg[512];
+	bool failed;
+	struct error err;
 	struct up_item items[UPLOAD_MAX_FILES];
 };
 
-static int up_fail(struct upload *u, unsigned status, const char *code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static int up_fail(struct upload *u, unsigned status, const char *code, const char *fmt, ...)
+static int up_fail(struct upload *u, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int up_fail(struct upload *u, const char *code, const char *fmt, ...)
 {
-	if (u->status)
+	if (u->failed)
 		return 1;
+	char msg[ERROR_MSG_MAX];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(u->msg, sizeof(u->msg), fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	u->status = status;
-	u->code = code;
+	error_set(&u->err, 0, code, "%s", msg);
+	u->failed = true;
 	return 1;
 }
 
-/* An errno as the upload's error (same mapping as fs_error). */
+/* An errno as the upload's error. */
 static int up_fs_fail(struct upload *u, int err, const char *op, const char *path)
 {
-	err = err < 0 ? -err : err;
-	switch (err) {
-	case ENOENT:
-		return up_fail(u, 404, "FILE_NOT_FOUND", "%s %.1024s: file not found", op, path);
-	case EACCES:
-	case EPERM:
-	case EROFS:
-		return up_fail(u, 403, "PERMISSION_DENIED",
-			       "%s %.1024s: %s (acting as the task user, uid %u)", op, path,
-			       strerror(err), (unsigned)u->id.uid);
-	case FILES_EOUTSIDE:
-		return up_fail(u, 403, "PERMISSION_DENIED",
-			       "%s %.1024s: outside the directories tasks may write (%.300s)", op,
-			       path, u->id.write_roots ? u->id.write_roots : "");
-	case EISDIR:
-		return up_fail(u, 400, "INVALID_FILE", "%s %.1024s: is a directory", op, path);
-	case ENOTDIR:
-		return up_fail(u, 400, "INVALID_FILE", "%s %.1024s: a parent is not a directory",
-			       op, path);
-	case ENOSPC:
-	case EDQUOT:
-	case EFBIG:
-		return up_fail(u, 507, "INSUFFICIENT_STORAGE", "%s %.1024s: %s", op, path,
-			       strerror(err));
-	default:
-		log_errno("upload failed", err, op);
-		return up_fail(u, 500, "RUNTIME_ERROR", "%s %.1024s: %s", op, path, strerror(err));
-	}
+	if (u->failed)
+		return 1;
+	fs_error(&u->err, err, op, path, &u->id, true);
+	u->failed = true;
+	return 1;
 }
 
 static int up_meta_end(struct upload *u)
 {
 	struct up_item *it = &u->items[u->n_meta];
 	json_error_t jerr;
-	json_t *j = json_loadb(u->meta.data ? u->meta.data : "", u->meta.len, 0, &jerr);
-	if (!j || !json_is_object(j)) {
-		json_decref(j);
-		return up_fail(u, 400, "INVALID_FILE_METADATA",
+	cleanup_json json_t *j = json_loadb(u->meta.data ? u->meta.data : "", u->meta.len, 0, &jerr);
+	if (!j || !json_is_object(j))
+		return up_fail(u, "INVALID_FILE_METADATA",
 			       "invalid metadata format: %s (want a JSON object {path, owner, group, "
 			       "mode})",
 			       j ? "not an object" : jerr.text);
-	}
-	int rc = 0;
 	json_t *p = json_object_get(j, "path");
-	if (!json_is_string(p) || !json_string_length(p)) {
-		rc = up_fail(u, 400, "INVALID_FILE_METADATA", "metadata path is empty");
-	} else if (files_clean_path(json_string_value(p), json_string_length(p), it->path,
-				    sizeof(it->path)) < 0 ||
-		   !strcmp(it->path, "/")) {
-		rc = up_fail(u, 400, "INVALID_FILE_METADATA",
-			     "metadata path must be an absolute file path: %.1024s",
-			     json_string_value(p));
-	}
-	unsigned status;
+	if (!json_is_string(p) || !json_string_length(p))
+		return up_fail(u, "INVALID_FILE_METADATA", "metadata path is empty");
+	if (files_clean_path(json_string_value(p), json_string_length(p), it->path,
+			     sizeof(it->path)) < 0 ||
+	    !strcmp(it->path, "/"))
+		return up_fail(u, "INVALID_FILE_METADATA",
+			       "metadata path must be an absolute file path: %.1024s",
+			       json_string_value(p));
+	bool forbidden;
 	char msg[256];
-	if (!rc && perm_parse(&u->r->cfg, j, &it->perm, &status, msg, sizeof(msg)) < 0)
-		rc = up_fail(u, status, status == 403 ? "PERMISSION_DENIED" : "INVALID_FILE_METADATA",
-			     "%.1024s: %s", it->path, msg);
-	json_decref(j);
-	if (rc)
-		return rc;
+	if (perm_parse(&u->r->cfg, j, &it->perm, &forbidden, msg, sizeof(msg)) < 0)
+		return up_fail(u, forbidden ? "PERMISSION_DENIED" : "INVALID_FILE_METADATA",
+			       "%.1024s: %s", it->path, msg);
 	it->base = strrchr(it->path, '/') + 1;
 	it->dirfd = -1;
 	it->tmp.fd = -1;
@@ -1321,7 +1238,7 @@ static int up_part_begin(void *arg, const struct mp_part *part)
 	struct upload *u = arg;
 	if (!strcmp(part->name, "metadata")) {
 		if (u->n_meta == UPLOAD_MAX_FILES)
-			return up_fail(u, 400, "INVALID_FILE", "more than %d files in one upload",
+			return up_fail(u, "INVALID_FILE", "more than %d files in one upload",
 				       UPLOAD_MAX_FILES);
 		buf_reset(&u->meta);
 		u->part = UP_META;
@@ -1329,7 +1246,7 @@ static int up_part_begin(void *arg, const struct mp_part *part)
 	}
 	if (!strcmp(part->name, "file")) {
 		if (u->n_file >= u->n_meta)
-			return up_fail(u, 400, "INVALID_FILE_METADATA",
+			return up_fail(u, "INVALID_FILE_METADATA",
 				       "a file part without a metadata part before it");
 		u->part = UP_FILE;
 		return up_file_begin(u, &u->items[u->n_file++]);
@@ -1343,10 +1260,10 @@ static int up_part_data(void *arg, const char *data, size_t len)
 	struct upload *u = arg;
 	if (u->part == UP_META) {
 		if (u->meta.len + len > UPLOAD_META_MAX)
-			return up_fail(u, 400, "INVALID_FILE_METADATA",
+			return up_fail(u, "INVALID_FILE_METADATA",
 				       "metadata part larger than %d bytes", UPLOAD_META_MAX);
 		if (buf_append(&u->meta, data, len) < 0)
-			return up_fail(u, 500, "RUNTIME_ERROR", "out of memory");
+			return up_fail(u, "RUNTIME_ERROR", "out of memory");
 	} else if (u->part == UP_FILE) {
 		struct up_item *it = &u->items[u->n_file - 1];
 		int rc = files_write_all(it->tmp.fd, data, len);
@@ -1401,46 +1318,33 @@ enum MHD_Result api_files_upload_body(struct http_req *req, const char *data, si
 		req->ctx = u;
 		req->ctx_free = up_free;
 		if (multipart_init(&u->mp, http_header(req, "Content-Type"), &up_cb, u) < 0)
-			up_fail(u, 400, "INVALID_FILE", "%s", u->mp.err);
+			up_fail(u, "INVALID_FILE", "%s", u->mp.err);
 	}
-	if (u->status)
+	if (u->failed)
 		return MHD_YES; /* drain */
-	if (multipart_feed(&u->mp, data, len) == -1 && !u->status)
-		up_fail(u, 400, "INVALID_FILE", "malformed multipart body: %s", u->mp.err);
+	if (multipart_feed(&u->mp, data, len) == -1 && !u->failed)
+		up_fail(u, "INVALID_FILE", "malformed multipart body: %s", u->mp.err);
 	return MHD_YES;
 }
 
-enum MHD_Result api_files_upload(struct http_req *req)
+/* The whole body is in: give each file its name (atomic rename). */
+static int op_upload_commit(struct fcall *c)
 {
-	struct upload *u = req->ctx;
-	if (!u) {
-		/* No body at all: still say why the Content-Type is wrong first. */
-		struct multipart *m = malloc(sizeof(*m));
-		if (!m)
-			return MHD_NO;
-		int bad = multipart_init(m, http_header(req, "Content-Type"), &up_cb, NULL);
-		enum MHD_Result res = http_error(req, 400, "INVALID_FILE", "%s",
-						 bad ? m->err : "multipart form is empty");
-		free(m);
-		return res;
-	}
-	if (!u->status && multipart_finish(&u->mp) < 0)
-		up_fail(u, 400, "INVALID_FILE", "malformed multipart body: %s", u->mp.err);
-	if (!u->status && u->n_meta == 0)
-		up_fail(u, 400, "INVALID_FILE_METADATA", "metadata file is missing");
-	if (!u->status && u->n_file == 0)
-		up_fail(u, 400, "INVALID_FILE_CONTENT", "file is missing");
-	if (!u->status && u->n_meta != u->n_file)
-		up_fail(u, 400, "INVALID_FILE", "metadata and file count mismatch: %u vs %u",
-			u->n_meta, u->n_file);
-	/* The whole body is in: give each file its name (atomic rename). */
-	for (unsigned i = 0; i < u->n_file && !u->status; i++) {
+	struct upload *u = c->req->ctx;
+	if (!u->failed && multipart_finish(&u->mp) < 0)
+		up_fail(u, "INVALID_FILE", "malformed multipart body: %s", u->mp.err);
+	if (!u->failed && u->n_meta == 0)
+		up_fail(u, "INVALID_FILE_METADATA", "metadata file is missing");
+	if (!u->failed && u->n_file == 0)
+		up_fail(u, "INVALID_FILE_CONTENT", "file is missing");
+	if (!u->failed && u->n_meta != u->n_file)
+		up_fail(u, "INVALID_FILE", "metadata and file count mismatch: %u vs %u", u->n_meta,
+			u->n_file);
+	for (unsigned i = 0; i < u->n_file && !u->failed; i++) {
 		struct up_item *it = &u->items[i];
 		mode_t mode = it->perm.has_mode ? it->perm.mode : it->keep_mode ? it->old_mode : 0755;
-		int rc = files_enter(&u->id);
 		const char *op = "upload";
-		if (rc == 0 && fchmod(it->tmp.fd, mode) < 0)
-			rc = -errno;
+		int rc = fchmod(it->tmp.fd, mode) < 0 ? -errno : 0;
 		if (rc == 0)
 			rc = files_tmp_commit(&it->tmp, it->base);
 		/* Owner last: a file given away can no longer be linked into
@@ -1458,11 +1362,27 @@ enum MHD_Result api_files_upload(struct http_req *req)
 			rc = files_chown_new(&u->id, dir, it->first_new, it->perm.uid, it->perm.gid,
 					     it->perm.as_root);
 		}
-		files_leave();
 		if (rc < 0)
 			up_fs_fail(u, rc, op, it->path);
 	}
-	if (u->status)
-		return http_error(req, u->status, u->code, "%s", u->msg);
-	return http_empty(req, 200);
+	if (u->failed) {
+		c->err = u->err;
+		return -1;
+	}
+	return answer_empty(c);
+}
+
+enum MHD_Result api_files_upload(struct http_req *req)
+{
+	if (!req->ctx) {
+		/* No body at all: still say why the Content-Type is wrong first. */
+		cleanup_free struct multipart *m = malloc(sizeof(*m));
+		if (!m)
+			return MHD_NO;
+		struct error e;
+		int bad = multipart_init(m, http_header(req, "Content-Type"), &up_cb, NULL);
+		error_set(&e, 0, "INVALID_FILE", "%s", bad ? m->err : "multipart form is empty");
+		return http_fail(req, &e);
+	}
+	return files_route(req, IN_QUERY, op_upload_commit);
 }

@@ -62,6 +62,8 @@ static const struct {
 } code_status[] = {
 	{"INVALID_REQUEST_BODY", 400},
 	{"INVALID_FILE", 400},
+	{"INVALID_FILE_METADATA", 400},
+	{"INVALID_FILE_CONTENT", 400},
 	{"MISSING_QUERY", 400},
 	{"INVALID_QUERY", 400},
 	{"INVALID_LAST_EVENT_ID", 400},
