@@ -11,6 +11,7 @@
 #include "core/loop.h"
 #include "core/reaper.h"
 #include "core/signals.h"
+#include "files/sched.h"
 
 struct http_server;
 struct task_table;
@@ -60,4 +61,5 @@ struct runner {
 	struct ws_table *ws;           /* open WebSocket connections (http/ws.c) */
 	struct pty_table *ptys;        /* execd PTY sessions (api/pty.c) */
 	struct profile *profile;       /* one-shot and reset (task/profile.h) */
+	struct files_sched files_sched; /* the files API's long scans, in slices */
 };
