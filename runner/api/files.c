@@ -32,7 +32,9 @@
 #include "files/multipart.h"
 #include "files/ops.h"
 #include "files/path.h"
+#include "files/sched.h"
 #include "files/walk.h"
+#include "task/profile.h"
 
 #define MAX_QUERY_PATHS 256         /* path=... repeated in one request */
 #define UPLOAD_MAX_FILES 64         /* metadata+file pairs in one upload */
@@ -106,6 +108,13 @@ static int fs_error(struct error *e, int rc, const char *op, const char *path,
 	storage:
 		r = error_set(e, 0, "INSUFFICIENT_STORAGE", "%s %.1024s: %s", op, path,
 			      strerror(err));
+		break;
+	case ESTALE:
+		r = error_set(e, 0, "CONFLICT",
+			      "%s %.1024s: changed while it was being worked on; try again", op, path);
+		break;
+	case ETXTBSY:
+		r = error_set(e, 0, "CONFLICT", "%s %.1024s: %s", op, path, strerror(err));
 		break;
 	case FILES_ELIMIT:
 		if (upload)
@@ -259,6 +268,126 @@ static int take_input(struct fcall *c, enum files_input in)
 	return 0;
 }
 
+/* ---- work in slices ---- */
+
+/* A request whose work runs in slices on the loop (files/sched.h): its
+ * first slice runs at once (small work answers straight away); if there is
+ * more, the request waits suspended until the job is done, then is
+ * answered. The job lives in req->ctx, so a client that goes away frees
+ * it. */
+struct fjob;
+typedef int (*fjob_step_fn)(struct fjob *j, uint64_t deadline_ms); /* 1 more, 0 done, -1 err */
+typedef int (*fjob_answer_fn)(struct fcall *c, struct fjob *j);
+typedef void (*fjob_release_fn)(struct fjob *j);
+
+struct fjob {
+	struct files_job sj; /* first: the scheduler's view */
+	struct http_req *req;
+	struct files_ident id;
+	fjob_step_fn step;
+	fjob_answer_fn answer;
+	fjob_release_fn release;
+	struct error err;
+	bool failed, done;
+};
+
+static void fjob_free(struct http_req *req)
+{
+	struct fjob *j = req->ctx;
+	if (!j)
+		return;
+	files_sched_remove(&req->r->files_sched, &j->sj);
+	/* Descriptors are closed and temporaries removed as the task user. */
+	bool entered = files_enter(&j->id) == 0;
+	j->release(j);
+	if (entered)
+		files_leave();
+	free(j);
+	req->ctx = NULL;
+}
+
+/* One slice, as the task user. */
+static int fjob_slice(struct fjob *j, uint64_t deadline_ms)
+{
+	/* A reset began (task/profile.h): this is the previous tenant's work;
+	 * it must not go on touching the files being restored. */
+	if (j->req->gen != profile_gen(j->req->r)) {
+		error_set(&j->err, 0, "RESETTING", "the box was reset during this request");
+		j->failed = true;
+		return 0;
+	}
+	int rc = files_enter(&j->id);
+	if (rc < 0) {
+		fs_error(&j->err, rc, "act as the task user", "", &j->id, false);
+	} else {
+		rc = j->step(j, deadline_ms);
+		files_leave();
+	}
+	if (rc < 0)
+		j->failed = true;
+	return rc < 0 ? 0 : rc;
+}
+
+static int fjob_sched_step(struct files_job *sj, uint64_t deadline_ms)
+{
+	return fjob_slice((struct fjob *)sj, deadline_ms);
+}
+
+static void fjob_sched_done(struct files_job *sj)
+{
+	struct fjob *j = (struct fjob *)sj;
+	j->done = true;
+	http_req_resume(j->req); /* its handler runs again and answers */
+}
+
+static int fjob_answer(struct fcall *c, struct fjob *j)
+{
+	if (j->failed) {
+		c->err = j->err;
+		return -1;
+	}
+	return j->answer(c, j);
+}
+
+/* A new job (size bytes, struct fjob first) for this request. */
+static void *fjob_new(struct fcall *c, size_t size, fjob_step_fn step, fjob_answer_fn answer,
+		      fjob_release_fn release)
+{
+	struct fjob *j = calloc(1, size);
+	if (!j)
+		return NULL;
+	j->sj.step = fjob_sched_step;
+	j->sj.done = fjob_sched_done;
+	j->req = c->req;
+	j->id = c->id;
+	j->step = step;
+	j->answer = answer;
+	j->release = release;
+	c->req->ctx = j;
+	c->req->ctx_free = fjob_free;
+	return j;
+}
+
+/* Run a job made by fjob_new (called as the task user). */
+static int fjob_run(struct fcall *c, struct fjob *j)
+{
+	struct runner *r = c->req->r;
+	int rc = j->step(j, monotonic_ms() + FILES_SLICE_MS);
+	if (rc > 0) {
+		/* None waits once shutting down: it would only be cut. */
+		if (r->shutting_down || http_stopping(r))
+			return error_set(&c->err, 0, "UNAVAILABLE", "the runner is shutting down");
+		if ((rc = files_sched_add(&r->files_sched, &r->loop, &j->sj)) < 0)
+			return fs_error(&c->err, rc, "schedule", "", &c->id, false);
+		http_req_suspend(c->req);
+		c->res = MHD_YES; /* no answer yet */
+		return 0;
+	}
+	j->failed = rc < 0;
+	j->done = true;
+	return fjob_answer(c, j);
+}
+
 /* The one prologue of the files routes. */
 static enum MHD_Result files_route(struct http_req *req, enum files_input in, files_op op)
 {
@@ -267,6 +396,13 @@ static enum MHD_Result files_route(struct http_req *req, enum files_input in, fi
 		return MHD_NO;
 	c->req = req;
 	ident_of(req->r, &c->id);
+	if (req->ctx_free == fjob_free) {
+		/* Called again: its job is done (or the server is stopping). */
+		struct fjob *j = req->ctx;
+		int rc = j->done ? fjob_answer(c, j)
+				 : error_set(&c->err, 0, "UNAVAILABLE", "the runner is shutting down");
+		return rc < 0 ? http_fail(req, &c->err) : c->res;
+	}
 	int rc = take_input(c, in);
 	if (rc == 0) {
 		int e = files_enter(&c->id);
@@ -441,6 +577,18 @@ static void dirname_of(const char *clean, char out[PATH_MAX])
 	out[n] = 0;
 }
 
+/* lstat of a clean path, resolved without magic links. */
+static int stat_nofollow(const char *path, struct stat *st)
+{
+	const char *base;
+	if (!strcmp(path, "/"))
+		return stat("/", st) < 0 ? -errno : 0;
+	cleanup_close int dirfd = files_open_parent(path, &base);
+	if (dirfd < 0)
+		return dirfd;
+	return fstatat(dirfd, base, st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+}
+
 /* ---- GET /files/info ---- */
 
 static int op_info(struct fcall *c)
@@ -455,8 +603,9 @@ static int op_info(struct fcall *c)
 		if (dup)
 			continue; /* a map: one key each */
 		struct stat st;
-		if (fstatat(AT_FDCWD, c->paths[i], &st, AT_SYMLINK_NOFOLLOW) < 0)
-			return fs_error(&c->err, -errno, "stat", c->paths[i], &c->id, false);
+		int rc = stat_nofollow(c->paths[i], &st);
+		if (rc < 0)
+			return fs_error(&c->err, rc, "stat", c->paths[i], &c->id, false);
 		if (i)
 			buf_append_str(&out, ",");
 		/* Keyed by the path as asked; FileInfo.path is the cleaned one. */
@@ -543,7 +692,7 @@ static int do_move(const struct files_ident *id, const char *src, const char *ds
 	const char *sbase, *dbase;
 	char ddir[PATH_MAX];
 	bool created;
-	size_t first_new;
+	struct files_made made;
 	struct stat st;
 	*op = "move";
 	cleanup_close int sfd = files_open_parent(src, &sbase);
@@ -561,7 +710,8 @@ static int do_move(const struct files_ident *id, const char *src, const char *ds
 		return -EEXIST;
 	dbase = strrchr(dst, '/') + 1;
 	/* Missing destination parents are made, as execd does (0755). */
-	cleanup_close int dfd = files_mkdirs(id, ddir, 0755, &created, &first_new);
+	cleanup_close int dfd = files_mkdirs(id, ddir, 0755, &created, &made);
+	files_made_free(&made);
 	if (dfd < 0) {
 		*op = "move (destination directory)";
 		return dfd;
@@ -654,32 +804,59 @@ static int perm_req_parse(struct fcall *c, struct perm_req *pr)
 	return 0;
 }
 
+/* Mode and owner of one path. The last component is opened (O_PATH, a
+ * link itself, never what it leads to) and checked: a link or anything but
+ * a regular file or directory is refused; the change is made through that
+ * descriptor, beneath the write roots (Landlock's rule for writes). */
+static int set_perm(struct fcall *c, const char *path, const struct perm *p)
+{
+	const char *base = ".";
+	cleanup_close int dirfd = -1;
+	if (strcmp(path, "/")) {
+		dirfd = files_open_parent(path, &base);
+		if (dirfd < 0)
+			return fs_error(&c->err, dirfd, "chmod", path, &c->id, false);
+	} else if ((dirfd = files_open(AT_FDCWD, "/", O_PATH | O_DIRECTORY, 0)) < 0) {
+		return fs_error(&c->err, dirfd, "chmod", path, &c->id, false);
+	}
+	cleanup_close int fd = files_open_last(dirfd, base, O_PATH);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return fs_error(&c->err, fd < 0 ? fd : -errno, "chmod", path, &c->id, false);
+	if (S_ISLNK(st.st_mode))
+		return error_set(&c->err, 0, "INVALID_FILE",
+				 "chmod %.1024s: is a symbolic link (links are not followed)", path);
+	if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+		return error_set(&c->err, 0, "INVALID_FILE",
+				 "chmod %.1024s: not a regular file or directory", path);
+	/* A directory is judged as itself (it may be a root), a file by the
+	 * directory it is in. */
+	int rc = files_check_writable(&c->id, S_ISDIR(st.st_mode) ? fd : dirfd);
+	if (rc < 0)
+		return fs_error(&c->err, rc, "chmod", path, &c->id, false);
+	/* Giving away one of several names of a file would give away the
+	 * others too, wherever they are. */
+	if (p->as_root && S_ISREG(st.st_mode) && st.st_nlink > 1)
+		return error_set(&c->err, 0, "PERMISSION_DENIED",
+				 "chown %.1024s: the file has %lu hard links; refusing to give it "
+				 "away",
+				 path, (unsigned long)st.st_nlink);
+	/* Mode first, then owner (after a chown the user may not own it). */
+	if (p->has_mode && (rc = files_chmod_fd(fd, dirfd, base, p->mode)) < 0)
+		return fs_error(&c->err, rc, "chmod", path, &c->id, false);
+	if ((rc = files_chown_fd(&c->id, fd, p->uid, p->gid, p->as_root)) < 0)
+		return fs_error(&c->err, rc, "chown", path, &c->id, false);
+	return 0;
+}
+
 static int op_permissions(struct fcall *c)
 {
 	cleanup_perm_req struct perm_req pr = {0};
 	if (perm_req_parse(c, &pr) < 0)
 		return -1;
-	for (size_t i = 0; i < pr.n; i++) {
-		const char *path = pr.paths[i], *base = path;
-		const struct perm *p = &pr.perms[i];
-		cleanup_close int dirfd = -1;
-		int at = AT_FDCWD, rc = 0;
-		if (strcmp(path, "/")) {
-			dirfd = files_open_parent(path, &base);
-			rc = dirfd < 0 ? dirfd : 0;
-			at = dirfd;
-		}
-		/* Mode first, then owner (after a chown the user may not own it). */
-		if (rc == 0 && p->has_mode && fchmodat(at, base, p->mode, 0) < 0)
-			rc = -errno;
-		const char *op = "chmod";
-		if (rc == 0) {
-			op = "chown";
-			rc = files_chown(&c->id, at, base, p->uid, p->gid, p->as_root);
-		}
-		if (rc < 0)
-			return fs_error(&c->err, rc, op, path, &c->id, false);
-	}
+	for (size_t i = 0; i < pr.n; i++)
+		if (set_perm(c, pr.paths[i], &pr.perms[i]) < 0)
+			return -1;
 	return answer_empty(c);
 }
 
@@ -696,15 +873,15 @@ static int op_mkdirs(struct fcall *c)
 	for (size_t i = 0; i < pr.n; i++) {
 		const struct perm *p = &pr.perms[i];
 		bool created;
-		size_t first_new;
+		struct files_made made;
 		/* execd: a new directory gets mode (default 755) and owner; an
 		 * existing one is left as it is. */
 		int rc = files_mkdirs(&c->id, pr.paths[i], p->has_mode ? p->mode : 0755, &created,
-				      &first_new);
+				      &made);
 		if (rc >= 0) {
 			close(rc);
-			rc = files_chown_new(&c->id, pr.paths[i], first_new, p->uid, p->gid,
-					     p->as_root);
+			rc = files_chown_made(&c->id, pr.paths[i], &made, p->uid, p->gid, p->as_root);
+			files_made_free(&made);
 		}
 		if (rc < 0)
 			return fs_error(&c->err, rc, "mkdir", pr.paths[i], &c->id, false);
@@ -719,19 +896,81 @@ enum MHD_Result api_dirs_create(struct http_req *req)
 
 /* ---- GET /directories/list, GET /files/search ---- */
 
-static int walk_answer(struct fcall *c, struct files_walk *w, int rc, const char *what,
-		       const char *path)
+struct walk_job {
+	struct fjob j;
+	struct files_walk w;
+	struct buf out;
+	struct files_glob *glob;
+	const char *what;
+	char path[PATH_MAX];
+};
+
+static int walk_step(struct fjob *j, uint64_t deadline_ms)
 {
+	struct walk_job *wj = (struct walk_job *)j;
+	int rc = files_walk_step(&wj->w, deadline_ms);
 	if (rc == -FILES_ELIMIT)
-		return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
+		return error_set(&j->err, 0, "INVALID_REQUEST_BODY",
 				 "%s %.1024s: %s; narrow it (limits: %d results, %d entries looked "
 				 "at, %d ms, %d levels)",
-				 what, path, w->limit_msg, FILES_MAX_RESULTS, FILES_MAX_VISITED,
-				 FILES_MAX_WALK_MS, FILES_MAX_DEPTH);
+				 wj->what, wj->path, wj->w.limit_msg, FILES_MAX_RESULTS,
+				 FILES_MAX_VISITED, FILES_MAX_WALK_MS, FILES_MAX_DEPTH);
 	if (rc < 0)
-		return fs_error(&c->err, rc, what, path, &c->id, false);
-	buf_append_str(w->out, "]");
-	return answer_json(c, w->out);
+		return fs_error(&j->err, rc, wj->what, wj->path, &j->id, false);
+	return rc;
+}
+
+static int walk_answer(struct fcall *c, struct fjob *j)
+{
+	struct walk_job *wj = (struct walk_job *)j;
+	buf_append_str(&wj->out, "]");
+	return answer_json(c, &wj->out);
+}
+
+static void walk_release(struct fjob *j)
+{
+	struct walk_job *wj = (struct walk_job *)j;
+	files_walk_free(&wj->w);
+	buf_free(&wj->out);
+	files_glob_free(wj->glob);
+}
+
+/* A walk job over path (glob taken). */
+static struct walk_job *walk_job_new(struct fcall *c, const char *what, struct files_glob *glob)
+{
+	struct walk_job *wj = fjob_new(c, sizeof(*wj), walk_step, walk_answer, walk_release);
+	if (!wj) {
+		files_glob_free(glob);
+		return NULL;
+	}
+	wj->glob = glob;
+	wj->what = what;
+	snprintf(wj->path, sizeof(wj->path), "%s", c->paths[0]);
+	wj->w.out = &wj->out;
+	wj->w.glob = glob;
+	buf_append_str(&wj->out, "[");
+	return wj;
+}
+
+/* The root of a walk: resolved without magic links; a link there is not
+ * followed. *fd: a directory descriptor, or -1 when it is no directory. */
+static int open_walk_root(const char *path, struct stat *st, int *fd)
+{
+	const char *base = ".";
+	cleanup_close int dirfd = -1;
+	*fd = -1;
+	if (strcmp(path, "/"))
+		dirfd = files_open_parent(path, &base);
+	else
+		dirfd = files_open(AT_FDCWD, "/", O_PATH | O_DIRECTORY, 0);
+	if (dirfd < 0)
+		return dirfd;
+	if (fstatat(dirfd, base, st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	if (!S_ISDIR(st->st_mode))
+		return 0; /* the caller decides */
+	*fd = files_open_last(dirfd, base, O_RDONLY | O_DIRECTORY);
+	return *fd < 0 ? *fd : 0;
 }
 
 static int op_list(struct fcall *c)
@@ -743,38 +982,30 @@ static int op_list(struct fcall *c)
 	if (d && dl && parse_count(d, dl, UINT32_MAX, &depth) < 0)
 		return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
 				 "invalid query parameter 'depth': must be a non-negative number");
-	cleanup_buf struct buf out = {0};
-	cleanup_free struct files_walk *w = calloc(1, sizeof(*w));
-	if (!w)
-		return oom(&c->err);
-	w->out = &out;
-	w->max_depth = depth > FILES_MAX_DEPTH ? FILES_MAX_DEPTH : (unsigned)depth;
-	buf_append_str(&out, "[");
 	struct stat st;
-	cleanup_close int fd = -1;
-	int rc = 0;
-	if (fstatat(AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		rc = -errno;
-	if (rc == 0 && S_ISLNK(st.st_mode))
+	int fd, rc = open_walk_root(path, &st, &fd);
+	if (rc == 0 && fd < 0 && S_ISLNK(st.st_mode))
 		return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
 				 "path is a symbolic link, refusing to traverse: %.1024s", path);
-	if (rc == 0 && !S_ISDIR(st.st_mode))
+	if (rc == 0 && fd < 0)
 		rc = -ENOTDIR;
-	if (rc == 0 && (fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-		rc = -errno;
-	if (rc == 0)
-		rc = files_walk(w, fd, path);
-	return walk_answer(c, w, rc, "list", path);
+	if (rc < 0)
+		return fs_error(&c->err, rc, "list", path, &c->id, false);
+	struct walk_job *wj = walk_job_new(c, "list", NULL);
+	if (!wj) {
+		close(fd);
+		return oom(&c->err);
+	}
+	wj->w.max_depth = depth > FILES_MAX_DEPTH ? FILES_MAX_DEPTH : (unsigned)depth;
+	rc = files_walk_start(&wj->w, fd, path);
+	if (rc < 0)
+		return fs_error(&c->err, rc, "list", path, &c->id, false);
+	return fjob_run(c, &wj->j);
 }
 
 enum MHD_Result api_dirs_list(struct http_req *req)
 {
 	return files_route(req, IN_PATH, op_list);
-}
-
-static void glob_freep(struct files_glob **g)
-{
-	files_glob_free(*g);
 }
 
 static int op_search(struct fcall *c)
@@ -787,36 +1018,35 @@ static int op_search(struct fcall *c)
 	else if (memchr(pattern, 0, pl))
 		return error_set(&c->err, 0, "INVALID_REQUEST_BODY", "pattern contains a NUL byte");
 	char err[128];
-	__attribute__((cleanup(glob_freep))) struct files_glob *g = NULL;
+	struct files_glob *g = NULL;
 	if (files_glob_compile(&g, pattern, err, sizeof(err)) < 0)
 		return error_set(&c->err, 0, "INVALID_REQUEST_BODY", "invalid pattern %.600s: %s",
 				 pattern, err);
-	cleanup_buf struct buf out = {0};
-	cleanup_free struct files_walk *w = calloc(1, sizeof(*w));
-	if (!w)
+	struct walk_job *wj = walk_job_new(c, "search", g);
+	if (!wj)
 		return oom(&c->err);
-	w->out = &out;
-	w->search = true;
-	w->glob = g;
-	w->max_depth = FILES_MAX_DEPTH;
-	buf_append_str(&out, "[");
+	wj->w.search = true;
+	wj->w.max_depth = FILES_MAX_DEPTH;
 	struct stat st;
-	cleanup_close int fd = -1;
-	int rc = fstatat(AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
-	if (rc == 0 && S_ISDIR(st.st_mode)) {
-		fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		rc = fd < 0 ? -errno : files_walk(w, fd, path);
-	} else if (rc == 0) {
+	int fd, rc = open_walk_root(path, &st, &fd);
+	if (rc < 0)
+		return fs_error(&c->err, rc, "search", path, &c->id, false);
+	if (fd < 0) {
 		/* Like execd's walk: a root that is not a directory is itself the
 		 * one candidate (a link is not followed). */
 		enum files_glob_subject sub = files_glob_subject(g);
 		const char *name = sub == GLOB_ABS ? path : sub == GLOB_REL ? "" : strrchr(path, '/') + 1;
 		if (files_glob_match(g, name, strlen(name))) {
-			files_info_json(&out, path, &st, &w->names);
-			w->results = 1;
+			files_info_json(&wj->out, path, &st, &wj->w.names);
+			wj->w.results = 1;
 		}
+		wj->j.done = true;
+		return walk_answer(c, &wj->j);
 	}
-	return walk_answer(c, w, rc, "search", path);
+	rc = files_walk_start(&wj->w, fd, path);
+	if (rc < 0)
+		return fs_error(&c->err, rc, "search", path, &c->id, false);
+	return fjob_run(c, &wj->j);
 }
 
 enum MHD_Result api_files_search(struct http_req *req)
@@ -826,22 +1056,102 @@ enum MHD_Result api_files_search(struct http_req *req)
 
 /* ---- POST /files/replace ---- */
 
+struct replace_job {
+	struct fjob j;
+	json_t *body; /* a reference: keys, old and new point into it */
+	void *iter;   /* the file being worked on */
+	char path[PATH_MAX];
+	bool open;
+	struct files_replace rp;
+	struct buf out; /* {"path":{"replacedCount":N},...} */
+	bool want_counts, any;
+};
+
+static int replace_fail(struct replace_job *rj, int rc)
+{
+	struct fjob *j = &rj->j;
+	if (rc == -EFBIG)
+		return error_set(&j->err, 0, "FILE_TOO_LARGE",
+				 "replace %.1024s: files over %llu MiB are not rewritten", rj->path,
+				 (unsigned long long)(FILES_REPLACE_MAX >> 20));
+	if (rc == -EINVAL)
+		return error_set(&j->err, 0, "INVALID_FILE", "replace %.1024s: not a regular file",
+				 rj->path);
+	if (rc == -ELOOP)
+		return error_set(&j->err, 0, "INVALID_FILE",
+				 "replace %.1024s: is a symbolic link (links are not followed)",
+				 rj->path);
+	return fs_error(&j->err, rc, "replace", rj->path, &j->id, false);
+}
+
+/* Files one after the other, each opened, streamed and put in place. */
+static int replace_step(struct fjob *j, uint64_t deadline_ms)
+{
+	struct replace_job *rj = (struct replace_job *)j;
+	do {
+		if (!rj->iter)
+			return 0;
+		const char *key = json_object_iter_key(rj->iter);
+		json_t *v = json_object_iter_value(rj->iter);
+		int rc;
+		if (!rj->open) {
+			json_t *o = json_object_get(v, "old"), *nw = json_object_get(v, "new");
+			rc = files_clean_path(key, strlen(key), rj->path, sizeof(rj->path));
+			if (rc == 0)
+				rc = files_replace_open(&rj->rp, &j->id, rj->path, json_string_value(o),
+							json_string_length(o),
+							json_is_string(nw) ? json_string_value(nw) : "",
+							json_is_string(nw) ? json_string_length(nw) : 0);
+			rj->open = true;
+			if (rc < 0)
+				return replace_fail(rj, rc);
+		}
+		rc = files_replace_step(&rj->rp, deadline_ms);
+		if (rc < 0)
+			return replace_fail(rj, rc);
+		if (rc > 0)
+			return 1;
+		if (rj->any)
+			buf_append_str(&rj->out, ",");
+		rj->any = true;
+		buf_append_json_str(&rj->out, key, strlen(key));
+		buf_appendf(&rj->out, ":{\"replacedCount\":%llu}", (unsigned long long)rj->rp.count);
+		files_replace_close(&rj->rp);
+		rj->open = false;
+		rj->iter = json_object_iter_next(rj->body, rj->iter);
+	} while (monotonic_ms() < deadline_ms);
+	return rj->iter ? 1 : 0;
+}
+
+static int replace_answer(struct fcall *c, struct fjob *j)
+{
+	struct replace_job *rj = (struct replace_job *)j;
+	if (!rj->want_counts)
+		return answer_empty(c); /* execd: empty unless ?verbose=true */
+	buf_append_str(&rj->out, "}");
+	return answer_json(c, &rj->out);
+}
+
+static void replace_release(struct fjob *j)
+{
+	struct replace_job *rj = (struct replace_job *)j;
+	if (rj->open)
+		files_replace_close(&rj->rp);
+	buf_free(&rj->out);
+	json_decref(rj->body);
+}
+
 static int op_replace(struct fcall *c)
 {
 	size_t vl;
 	const char *verbose = query_n(c->req, "verbose", &vl);
-	bool want_counts = verbose && vl == 4 && !strncasecmp(verbose, "true", 4);
-	size_t n = json_object_size(c->body);
-	cleanup_free char (*paths)[PATH_MAX] = malloc(sizeof(char[1][PATH_MAX]) * (n ? n : 1));
-	cleanup_buf struct buf out = {0};
 	const char *key;
 	json_t *v;
-	size_t i = 0;
-	if (!paths)
-		return oom(&c->err);
+	char path[PATH_MAX];
+	/* Everything is checked before any file is touched. */
 	json_object_foreach(c->body, key, v)
 	{
-		if (str_path(&c->err, key, strlen(key), "path", paths[i]) < 0)
+		if (str_path(&c->err, key, strlen(key), "path", path) < 0)
 			return -1;
 		json_t *o = json_is_object(v) ? json_object_get(v, "old") : NULL;
 		json_t *nw = json_is_object(v) ? json_object_get(v, "new") : NULL;
@@ -852,37 +1162,16 @@ static int op_replace(struct fcall *c)
 		if (!o || !json_string_length(o))
 			return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
 					 "%.1024s: old content must not be empty", key);
-		i++;
 	}
-	buf_append_str(&out, "{");
-	i = 0;
-	json_object_foreach(c->body, key, v)
-	{
-		json_t *o = json_object_get(v, "old"), *nw = json_object_get(v, "new");
-		const char *ns = json_is_string(nw) ? json_string_value(nw) : "";
-		size_t nl = json_is_string(nw) ? json_string_length(nw) : 0;
-		uint64_t count = 0;
-		int rc = files_replace(&c->id, paths[i], json_string_value(o), json_string_length(o),
-				       ns, nl, &count);
-		if (rc == -EFBIG)
-			return error_set(&c->err, 0, "FILE_TOO_LARGE",
-					 "replace %.1024s: files over %llu MiB are not rewritten",
-					 paths[i], (unsigned long long)(FILES_REPLACE_MAX >> 20));
-		if (rc == -EINVAL)
-			return error_set(&c->err, 0, "INVALID_FILE",
-					 "replace %.1024s: not a regular file", paths[i]);
-		if (rc < 0)
-			return fs_error(&c->err, rc, "replace", paths[i], &c->id, false);
-		if (i)
-			buf_append_str(&out, ",");
-		buf_append_json_str(&out, key, strlen(key));
-		buf_appendf(&out, ":{\"replacedCount\":%llu}", (unsigned long long)count);
-		i++;
-	}
-	buf_append_str(&out, "}");
-	if (!want_counts)
-		return answer_empty(c); /* execd: empty unless ?verbose=true */
-	return answer_json(c, &out);
+	struct replace_job *rj =
+		fjob_new(c, sizeof(*rj), replace_step, replace_answer, replace_release);
+	if (!rj)
+		return oom(&c->err);
+	rj->body = json_incref(c->body);
+	rj->iter = json_object_iter(rj->body);
+	rj->want_counts = verbose && vl == 4 && !strncasecmp(verbose, "true", 4);
+	buf_append_str(&rj->out, "{");
+	return fjob_run(c, &rj->j);
 }
 
 enum MHD_Result api_files_replace(struct http_req *req)
@@ -1026,6 +1315,124 @@ static int answer_416(struct fcall *c, uint64_t size)
 	return 0;
 }
 
+/* Open a file to read its content: resolved without magic links (ordinary
+ * links are followed, as a task's open() would), checked through an O_PATH
+ * descriptor first so that a FIFO or device is never opened, refused on
+ * /proc (resolved by the runner, /proc/self is the runner: its memory map,
+ * its descriptors), then opened non-blocking and checked to be the same
+ * file. -1 with c->err, or the descriptor and its stat. */
+static int open_content(struct fcall *c, const char *path, struct stat *st)
+{
+	cleanup_close int pfd = files_open(AT_FDCWD, path, O_PATH, 0);
+	if (pfd < 0 || fstat(pfd, st) < 0)
+		return fs_error(&c->err, pfd < 0 ? pfd : -errno, "download", path, &c->id, false);
+	if (S_ISDIR(st->st_mode))
+		return error_set(&c->err, 0, "INVALID_FILE",
+				 "%.1024s is a directory (use GET /directories/list)", path);
+	if (!S_ISREG(st->st_mode))
+		return error_set(&c->err, 0, "INVALID_FILE", "%.1024s is not a regular file", path);
+	int proc = files_on_procfs(pfd);
+	if (proc < 0)
+		return fs_error(&c->err, proc, "download", path, &c->id, false);
+	if (proc)
+		return error_set(&c->err, 0, "PERMISSION_DENIED",
+				 "download %.1024s: files under /proc are not served (a task reads "
+				 "its own)",
+				 path);
+	int fd = files_open(AT_FDCWD, path, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+	struct stat now;
+	if (fd < 0 || fstat(fd, &now) < 0) {
+		int rc = fd < 0 ? fd : -errno;
+		if (fd >= 0)
+			close(fd);
+		return fs_error(&c->err, rc, "download", path, &c->id, false);
+	}
+	if (now.st_dev != st->st_dev || now.st_ino != st->st_ino) {
+		close(fd);
+		return fs_error(&c->err, -ESTALE, "download", path, &c->id, false);
+	}
+	*st = now;
+	return fd;
+}
+
+/* The answer: the byte range [start, start+len) straight from the
+ * descriptor (sendfile; nothing buffered); fd is taken. */
+static int answer_file(struct fcall *c, int fd, const struct stat *st, const char *path,
+		       uint64_t start, uint64_t len, bool lines, unsigned status,
+		       const char *crange)
+{
+	struct MHD_Response *resp;
+	if (len == 0) {
+		close(fd);
+		resp = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+	} else {
+		/* MHD closes fd with the response. */
+		resp = MHD_create_response_from_fd_at_offset64(len, fd, start);
+		if (!resp)
+			close(fd);
+	}
+	if (!resp) {
+		c->res = MHD_NO;
+		return 0;
+	}
+	if (lines) {
+		MHD_add_response_header(resp, "Content-Type", "text/plain");
+	} else {
+		char cd[6 * NAME_MAX + 80], lm[64];
+		struct tm tm;
+		time_t mt = st->st_mtim.tv_sec;
+		content_disposition(cd, sizeof(cd), strrchr(path, '/')[1] ? strrchr(path, '/') + 1
+									 : "file");
+		MHD_add_response_header(resp, "Content-Type", "application/octet-stream");
+		MHD_add_response_header(resp, "Content-Disposition", cd);
+		MHD_add_response_header(resp, "Accept-Ranges", "bytes");
+		if (gmtime_r(&mt, &tm) && strftime(lm, sizeof(lm), "%a, %d %b %Y %H:%M:%S GMT", &tm))
+			MHD_add_response_header(resp, "Last-Modified", lm);
+		if (crange && crange[0])
+			MHD_add_response_header(resp, "Content-Range", crange);
+	}
+	c->res = queue_resp(c->req, status, resp);
+	return 0;
+}
+
+/* offset/limit: the line range is found by a scan, in slices. */
+struct lines_job {
+	struct fjob j;
+	int fd;
+	struct stat st;
+	struct files_lines l;
+	char path[PATH_MAX];
+};
+
+static int lines_step(struct fjob *j, uint64_t deadline_ms)
+{
+	struct lines_job *lj = (struct lines_job *)j;
+	int rc = files_lines_step(&lj->l, lj->fd, deadline_ms);
+	if (rc == -FILES_ELIMIT)
+		return error_set(&j->err, 0, "INVALID_REQUEST_BODY",
+				 "download %.1024s: the line range ends more than %llu MiB into the "
+				 "file; read it with a byte Range instead",
+				 lj->path, (unsigned long long)(FILES_LINES_SCAN_MAX >> 20));
+	if (rc < 0)
+		return fs_error(&j->err, rc, "download", lj->path, &j->id, false);
+	return rc;
+}
+
+static int lines_answer(struct fcall *c, struct fjob *j)
+{
+	struct lines_job *lj = (struct lines_job *)j;
+	int fd = take_fd(lj->fd);
+	return answer_file(c, fd, &lj->st, lj->path, (uint64_t)lj->l.start, (uint64_t)lj->l.len,
+			   true, 200, NULL);
+}
+
+static void lines_release(struct fjob *j)
+{
+	struct lines_job *lj = (struct lines_job *)j;
+	if (lj->fd >= 0)
+		close(lj->fd);
+}
+
 static int op_download(struct fcall *c)
 {
 	struct http_req *req = c->req;
@@ -1050,65 +1457,32 @@ static int op_download(struct fcall *c)
 			return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
 					 "offset/limit and the Range header are mutually exclusive");
 	}
-	/* O_NONBLOCK: a FIFO must not hang the runner at open. */
-	cleanup_close int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	struct stat st;
-	if (fd < 0 || fstat(fd, &st) < 0)
-		return fs_error(&c->err, -errno, "download", path, &c->id, false);
-	if (S_ISDIR(st.st_mode))
-		return error_set(&c->err, 0, "INVALID_FILE",
-				 "%.1024s is a directory (use GET /directories/list)", path);
-	if (!S_ISREG(st.st_mode))
-		return error_set(&c->err, 0, "INVALID_FILE", "%.1024s is not a regular file", path);
+	cleanup_close int fd = open_content(c, path, &st);
+	if (fd < 0)
+		return -1;
+	if (lines) {
+		struct lines_job *lj =
+			fjob_new(c, sizeof(*lj), lines_step, lines_answer, lines_release);
+		if (!lj)
+			return oom(&c->err);
+		lj->fd = take_fd(fd);
+		lj->st = st;
+		snprintf(lj->path, sizeof(lj->path), "%s", path);
+		files_lines_init(&lj->l, first, count);
+		return fjob_run(c, &lj->j);
+	}
 	uint64_t size = (uint64_t)st.st_size, start = 0, len = size;
 	unsigned status = 200;
 	char crange[96] = "";
-	if (lines) {
-		off_t s, l;
-		int rc = files_line_range(fd, first, count, &s, &l);
-		if (rc < 0)
-			return fs_error(&c->err, rc, "download", path, &c->id, false);
-		start = (uint64_t)s;
-		len = (uint64_t)l;
-	} else if (range) {
+	if (range) {
 		if (parse_range(range, size, &start, &len) < 0)
 			return answer_416(c, size);
 		status = 206;
 		snprintf(crange, sizeof(crange), "bytes %llu-%llu/%llu", (unsigned long long)start,
 			 (unsigned long long)(start + len - 1), (unsigned long long)size);
 	}
-	struct MHD_Response *resp;
-	if (len == 0) {
-		resp = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
-	} else {
-		/* Served straight from the descriptor (sendfile): nothing buffered.
-		 * MHD closes fd with the response. */
-		resp = MHD_create_response_from_fd_at_offset64(len, fd, start);
-		if (resp)
-			(void)take_fd(fd);
-	}
-	if (!resp) {
-		c->res = MHD_NO;
-		return 0;
-	}
-	if (lines) {
-		MHD_add_response_header(resp, "Content-Type", "text/plain");
-	} else {
-		char cd[6 * NAME_MAX + 80], lm[64];
-		struct tm tm;
-		time_t mt = st.st_mtim.tv_sec;
-		content_disposition(cd, sizeof(cd), strrchr(path, '/')[1] ? strrchr(path, '/') + 1
-									 : "file");
-		MHD_add_response_header(resp, "Content-Type", "application/octet-stream");
-		MHD_add_response_header(resp, "Content-Disposition", cd);
-		MHD_add_response_header(resp, "Accept-Ranges", "bytes");
-		if (gmtime_r(&mt, &tm) && strftime(lm, sizeof(lm), "%a, %d %b %Y %H:%M:%S GMT", &tm))
-			MHD_add_response_header(resp, "Last-Modified", lm);
-		if (crange[0])
-			MHD_add_response_header(resp, "Content-Range", crange);
-	}
-	c->res = queue_resp(req, status, resp);
-	return 0;
+	return answer_file(c, take_fd(fd), &st, path, start, len, false, status, crange);
 }
 
 enum MHD_Result api_files_download(struct http_req *req)
@@ -1126,7 +1500,7 @@ struct up_item {
 	struct files_tmp tmp;
 	bool keep_mode; /* no mode given: keep the replaced file's */
 	mode_t old_mode;
-	size_t first_new; /* parents made for it (chowned once it is in place) */
+	struct files_made made; /* parents made for it (chowned once it is in place) */
 };
 
 struct upload {
@@ -1196,6 +1570,7 @@ static int up_meta_end(struct upload *u)
 	it->base = strrchr(it->path, '/') + 1;
 	it->dirfd = -1;
 	it->tmp.fd = -1;
+	it->made.fd = -1;
 	u->n_meta++;
 	return 0;
 }
@@ -1211,7 +1586,7 @@ static int up_file_begin(struct upload *u, struct up_item *it)
 	bool created;
 	struct stat st;
 	/* Parents as execd makes them: 0755, with the metadata's owner. */
-	it->dirfd = files_mkdirs(&u->id, dir, 0755, &created, &it->first_new);
+	it->dirfd = files_mkdirs(&u->id, dir, 0755, &created, &it->made);
 	if (it->dirfd < 0) {
 		rc = it->dirfd;
 		it->dirfd = -1;
@@ -1298,6 +1673,7 @@ static void up_free(struct http_req *req)
 			files_tmp_discard(&it->tmp);
 		if (it->dirfd >= 0)
 			close(it->dirfd);
+		files_made_free(&it->made);
 	}
 	if (entered)
 		files_leave();
@@ -1347,20 +1723,22 @@ static int op_upload_commit(struct fcall *c)
 		int rc = fchmod(it->tmp.fd, mode) < 0 ? -errno : 0;
 		if (rc == 0)
 			rc = files_tmp_commit(&it->tmp, it->base);
-		/* Owner last: a file given away can no longer be linked into
-		 * place by the user (protected_hardlinks). */
+		/* Owner last, through the file's own descriptor: a file given
+		 * away can no longer be linked into place by the user
+		 * (protected_hardlinks). */
 		if (rc == 0) {
 			op = "chown";
-			rc = files_chown(&u->id, it->dirfd, it->base, it->perm.uid, it->perm.gid,
-					 it->perm.as_root);
+			rc = files_chown_fd(&u->id, it->tmp.fd, it->perm.uid, it->perm.gid,
+					    it->perm.as_root);
 		}
+		files_tmp_discard(&it->tmp); /* closes it; its name is the real one now */
 		if (rc == 0) {
 			/* Parents made for it get the metadata's owner, as in execd. */
 			char dir[PATH_MAX];
 			dirname_of(it->path, dir);
 			op = "chown";
-			rc = files_chown_new(&u->id, dir, it->first_new, it->perm.uid, it->perm.gid,
-					     it->perm.as_root);
+			rc = files_chown_made(&u->id, dir, &it->made, it->perm.uid, it->perm.gid,
+					      it->perm.as_root);
 		}
 		if (rc < 0)
 			up_fs_fail(u, rc, op, it->path);

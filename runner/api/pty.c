@@ -475,8 +475,9 @@ static int ensure_cwd(struct runner *r, const char *in, char *out, size_t outsz,
 	if ((rc = files_enter(&id)) < 0)
 		return error_set(err, -rc, "RUNTIME_ERROR", "cannot act as the task user");
 	bool created;
-	size_t first_new;
-	rc = files_mkdirs(&id, out, 0755, &created, &first_new);
+	struct files_made made;
+	rc = files_mkdirs(&id, out, 0755, &created, &made);
+	files_made_free(&made);
 	files_leave();
 	if (rc < 0)
 		return error_set(err, rc <= -4096 ? EACCES : -rc, NULL,

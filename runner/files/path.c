@@ -8,7 +8,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#ifndef SYS_openat2
+#define SYS_openat2 437 /* the same on every architecture */
+#endif
 
 int files_clean_path(const char *in, size_t len, char *out, size_t outsz)
 {
@@ -47,73 +56,250 @@ int files_clean_path(const char *in, size_t len, char *out, size_t outsz)
 	return 0;
 }
 
+/* ---- resolution without openat2 ----
+ * Where openat2 is missing (Linux < 5.6, valgrind, a container runtime's
+ * seccomp profile answering ENOSYS) the same rules, walked one component
+ * at a time: each opened O_PATH|O_NOFOLLOW from the one before, links read
+ * and followed by us, never by the kernel. */
+
+#define MAX_LINKS 40
+
+/* A /proc magic link (fd/N, cwd, exe, root, map_files/...) reads as an
+ * absolute path or "type:[...]"; procfs's ordinary links (self,
+ * thread-self, mounts, net) as a relative path without a colon. */
+static bool magic_link(int fd, const char *target)
+{
+	struct statfs sf;
+	if (fstatfs(fd, &sf) < 0)
+		return true; /* fail closed */
+	return sf.f_type == PROC_SUPER_MAGIC && (target[0] == '/' || strchr(target, ':'));
+}
+
+int files_open_compat(int dirfd, const char *path, int flags, uint64_t resolve)
+{
+	/* rest: what is left to resolve, links spliced in front. */
+	char rest[2 * PATH_MAX], target[PATH_MAX];
+	if (strlen(path) >= sizeof(rest))
+		return -ENAMETOOLONG;
+	snprintf(rest, sizeof(rest), "%s", path);
+	int cur;
+	if (path[0] == '/')
+		cur = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	else if (dirfd == AT_FDCWD)
+		cur = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	else
+		cur = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+	if (cur < 0)
+		return -errno;
+	unsigned links = 0;
+	char *p = rest;
+	for (;;) {
+		while (*p == '/')
+			p++;
+		if (!*p) {
+			/* Nothing left (a path of "/" or "."): the directory held. */
+			if ((flags & O_PATH) && !(flags & ~(O_PATH | O_DIRECTORY | O_NOFOLLOW)))
+				return cur;
+			int fd = openat(cur, ".", flags | O_CLOEXEC);
+			int e = errno;
+			close(cur);
+			return fd < 0 ? -e : fd;
+		}
+		size_t n = strcspn(p, "/");
+		char comp[NAME_MAX + 1];
+		if (n > NAME_MAX) {
+			close(cur);
+			return -ENAMETOOLONG;
+		}
+		memcpy(comp, p, n);
+		comp[n] = 0;
+		p += n;
+		bool last = !p[strspn(p, "/")];
+		if ((resolve & RESOLVE_BENEATH) && !strcmp(comp, "..")) {
+			close(cur);
+			return -EXDEV;
+		}
+		int nfd = openat(cur, comp, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		struct stat st;
+		if (nfd < 0 || fstat(nfd, &st) < 0) {
+			int e = errno;
+			if (nfd >= 0)
+				close(nfd);
+			close(cur);
+			return -e;
+		}
+		if (S_ISLNK(st.st_mode) && !(last && (flags & O_NOFOLLOW))) {
+			ssize_t tl = readlinkat(nfd, "", target, sizeof(target) - 1);
+			int e = errno;
+			if (tl >= 0)
+				target[tl] = 0;
+			int rc = tl < 0                           ? -e
+				 : resolve & RESOLVE_NO_SYMLINKS  ? -ELOOP
+				 : magic_link(nfd, target)        ? -ELOOP
+				 : ++links > MAX_LINKS            ? -ELOOP
+				 : (resolve & RESOLVE_BENEATH) && target[0] == '/' ? -EXDEV
+				 : strlen(target) + strlen(p) + 2 > sizeof(rest) ? -ENAMETOOLONG
+										 : 0;
+			close(nfd);
+			if (rc < 0) {
+				close(cur);
+				return rc;
+			}
+			/* Splice the target in front of what is left (the length
+			 * was checked above). */
+			size_t tl2 = strlen(target), pl = strlen(p);
+			memmove(rest + tl2 + 1, p, pl + 1);
+			memcpy(rest, target, tl2);
+			rest[tl2] = '/';
+			p = rest;
+			if (target[0] == '/') {
+				close(cur);
+				cur = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+				if (cur < 0)
+					return -errno;
+			}
+			continue;
+		}
+		if (!last) {
+			close(cur);
+			cur = nfd;
+			continue;
+		}
+		/* The last component, checked not to be a link to follow: open
+		 * it as asked (never through a link swapped in meanwhile). */
+		int fd = nfd;
+		if (!(flags & O_PATH) || (flags & O_DIRECTORY)) {
+			fd = openat(cur, comp, flags | O_NOFOLLOW | O_CLOEXEC);
+			int e = errno;
+			close(nfd);
+			if (fd < 0) {
+				close(cur);
+				return -e;
+			}
+		}
+		close(cur);
+		return fd;
+	}
+}
+
+int files_open(int dirfd, const char *path, int flags, uint64_t resolve)
+{
+	struct open_how how = {
+		.flags = (uint64_t)(unsigned)(flags | O_CLOEXEC),
+		.resolve = resolve | RESOLVE_NO_MAGICLINKS,
+	};
+	/* EAGAIN: a concurrent rename raced a ".." under RESOLVE_BENEATH. */
+	for (int tries = 0;; tries++) {
+		long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+		if (fd >= 0)
+			return (int)fd;
+		if (errno == ENOSYS)
+			return files_open_compat(dirfd, path, flags, resolve);
+		if ((errno != EAGAIN && errno != EINTR) || tries == 8)
+			return -errno;
+	}
+}
+
+int files_open_last(int dirfd, const char *name, int flags)
+{
+	if (!*name || strchr(name, '/'))
+		return -EINVAL;
+	return files_open(dirfd, name, flags | O_NOFOLLOW, RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH);
+}
+
 int files_open_parent(const char *path, const char **base)
 {
 	const char *slash = strrchr(path, '/');
 	if (!slash || !slash[1])
 		return -EINVAL; /* "/" */
 	*base = slash + 1;
-	int fd;
-	if (slash == path) {
-		fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	} else {
-		char dir[PATH_MAX];
-		size_t n = (size_t)(slash - path);
-		if (n >= sizeof(dir))
-			return -ENAMETOOLONG;
-		memcpy(dir, path, n);
-		dir[n] = 0;
-		fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	}
-	return fd < 0 ? -errno : fd;
-}
-
-static int fd_path(int fd, char *out, size_t outsz)
-{
-	char link[32];
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	ssize_t n = readlink(link, out, outsz - 1);
-	if (n < 0)
-		return -errno;
-	if ((size_t)n >= outsz - 1)
+	if (slash == path)
+		return files_open(AT_FDCWD, "/", O_PATH | O_DIRECTORY, 0);
+	char dir[PATH_MAX];
+	size_t n = (size_t)(slash - path);
+	if (n >= sizeof(dir))
 		return -ENAMETOOLONG;
-	out[n] = 0;
-	return 0;
+	memcpy(dir, path, n);
+	dir[n] = 0;
+	return files_open(AT_FDCWD, dir, O_PATH | O_DIRECTORY, 0);
 }
 
-static bool beneath(const char *path, const char *root, size_t rl)
+int files_on_procfs(int fd)
 {
-	while (rl > 1 && root[rl - 1] == '/')
-		rl--;
-	if (rl == 1 && root[0] == '/')
-		return true;
-	return !strncmp(path, root, rl) && (path[rl] == 0 || path[rl] == '/');
+	struct statfs sf;
+	if (fstatfs(fd, &sf) < 0)
+		return -errno;
+	return sf.f_type == PROC_SUPER_MAGIC;
+}
+
+struct node_id {
+	dev_t dev;
+	ino_t ino;
+};
+
+#define MAX_ROOTS 64
+
+/* The directories writes may go beneath, as Landlock holds them (their
+ * inodes, resolved when the rule was made: here, now). */
+static size_t root_ids(const struct files_ident *id, struct node_id *out)
+{
+	size_t n = 0;
+	struct stat st;
+	/* Landlock grants /dev/shm to tasks too. */
+	if (stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode))
+		out[n++] = (struct node_id){st.st_dev, st.st_ino};
+	for (const char *p = id->write_roots; *p && n < MAX_ROOTS;) {
+		size_t len = strcspn(p, ":");
+		if (len && len < PATH_MAX && p[0] == '/') {
+			char root[PATH_MAX];
+			memcpy(root, p, len);
+			root[len] = 0;
+			if (stat(root, &st) == 0 && S_ISDIR(st.st_mode))
+				out[n++] = (struct node_id){st.st_dev, st.st_ino};
+		}
+		p += len;
+		if (*p == ':')
+			p++;
+	}
+	return n;
 }
 
 int files_check_writable(const struct files_ident *id, int dirfd)
 {
 	if (!id->write_roots)
 		return 0;
-	char real[PATH_MAX];
-	/* The kernel's own name for the directory we hold: no lexical tricks. */
-	if (fd_path(dirfd, real, sizeof(real)) < 0)
-		return -FILES_EOUTSIDE; /* fail closed (no /proc) */
-	if (beneath(real, "/dev/shm", 8))
-		return 0; /* Landlock grants it to tasks too */
-	for (const char *p = id->write_roots; *p;) {
-		size_t n = strcspn(p, ":");
-		if (n && n < PATH_MAX && p[0] == '/') {
-			/* Landlock holds the root's inode: compare real paths. */
-			char root[PATH_MAX], rroot[PATH_MAX];
-			memcpy(root, p, n);
-			root[n] = 0;
-			const char *cmp = realpath(root, rroot) ? rroot : root;
-			if (beneath(real, cmp, strlen(cmp)))
-				return 0;
+	struct node_id roots[MAX_ROOTS + 1];
+	size_t nr = root_ids(id, roots);
+	struct stat st;
+	if (fstat(dirfd, &st) < 0)
+		return -FILES_EOUTSIDE;
+	/* Up through ".." from the directory we hold until a root or "/"
+	 * (as Landlock walks a path's ancestors, across mount points): what
+	 * the task calls the directory does not matter, and no name is
+	 * resolved that the task could swap. Fails closed. */
+	int cur = -1, rc = -FILES_EOUTSIDE;
+	for (int depth = 0; depth < PATH_MAX; depth++) {
+		bool hit = false;
+		for (size_t i = 0; i < nr && !hit; i++)
+			hit = st.st_dev == roots[i].dev && st.st_ino == roots[i].ino;
+		if (hit) {
+			rc = 0;
+			break;
 		}
-		p += n;
-		if (*p == ':')
-			p++;
+		int up = openat(cur >= 0 ? cur : dirfd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		struct stat ust;
+		if (up < 0)
+			break;
+		if (fstat(up, &ust) < 0 || (ust.st_dev == st.st_dev && ust.st_ino == st.st_ino)) {
+			close(up); /* "/" is its own parent */
+			break;
+		}
+		if (cur >= 0)
+			close(cur);
+		cur = up;
+		st = ust;
 	}
-	return -FILES_EOUTSIDE;
+	if (cur >= 0)
+		close(cur);
+	return rc;
 }

@@ -8,199 +8,344 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "core/log.h"
+#include "files/path.h"
 
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* ---- directory reading, in steps ---- */
+
+/* The entries of one directory (not . and ..): read, then sorted, each
+ * phase resumable so that a directory of 200,000 entries is read and
+ * sorted in slices too. */
 struct names {
-	char *blk; /* [d_type][name]\0 ... */
+	DIR *dir;   /* while reading */
+	char *blk;  /* name\0name\0... */
 	size_t len, cap;
-	char **v;
+	char **v, **tmp; /* v: the names; tmp: the merge sort's other half */
 	size_t n;
+	/* bottom-up merge sort: pass `width`, merging [lo, mid) and [mid, hi)
+	 * from `src` into `dst` at i, j -> k */
+	size_t width, lo, mid, hi, i, j, k;
+	bool merging, sorted;
 };
 
 static void names_free(struct names *nm)
 {
+	if (nm->dir)
+		closedir(nm->dir);
 	free(nm->blk);
 	free(nm->v);
+	free(nm->tmp);
 	memset(nm, 0, sizeof(*nm));
 }
 
-static int cmp_name(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* All entries of directory dirfd (not . and ..), sorted by name when
- * asked. Reads through a fresh descriptor, so the caller's is untouched;
- * the directory's size bounds the memory (walk bounds cap it further). */
-static int read_names(int dirfd, struct names *nm, bool sorted, size_t max)
+/* Start reading dirfd through a fresh descriptor (the caller's is
+ * untouched). */
+static int names_open(struct names *nm, int dirfd)
 {
 	memset(nm, 0, sizeof(*nm));
 	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	DIR *d = fdopendir(fd);
-	if (!d) {
+	nm->dir = fdopendir(fd);
+	if (!nm->dir) {
 		int e = errno;
 		close(fd);
 		return -e;
 	}
-	size_t count = 0;
-	int rc = 0;
-	for (;;) {
+	return 0;
+}
+
+/* Read on until the end (0), the deadline (1), more than max entries
+ * (-FILES_ELIMIT) or an error. */
+static int names_read(struct names *nm, size_t max, uint64_t deadline_us)
+{
+	for (unsigned k = 0;; k++) {
+		if ((k & 63) == 63 && now_us() >= deadline_us)
+			return 1;
 		errno = 0;
-		struct dirent *de = readdir(d);
+		struct dirent *de = readdir(nm->dir);
 		if (!de) {
-			rc = errno ? -errno : 0;
+			if (errno)
+				return -errno;
 			break;
 		}
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		if (++count > max) {
-			rc = -FILES_ELIMIT;
-			break;
-		}
-		size_t l = strlen(de->d_name) + 2;
+		if (++nm->n > max)
+			return -FILES_ELIMIT;
+		size_t l = strlen(de->d_name) + 1;
 		if (nm->len + l > nm->cap) {
 			size_t nc = nm->cap ? nm->cap * 2 : 4096;
 			while (nc < nm->len + l)
 				nc *= 2;
 			char *b = realloc(nm->blk, nc);
-			if (!b) {
-				rc = -ENOMEM;
-				break;
-			}
+			if (!b)
+				return -ENOMEM;
 			nm->blk = b;
 			nm->cap = nc;
 		}
-		nm->blk[nm->len] = (char)de->d_type;
-		memcpy(nm->blk + nm->len + 1, de->d_name, l - 1);
+		memcpy(nm->blk + nm->len, de->d_name, l);
 		nm->len += l;
 	}
-	closedir(d);
-	if (rc < 0) {
-		names_free(nm);
-		return rc;
-	}
-	nm->v = malloc((count ? count : 1) * sizeof(char *));
-	if (!nm->v) {
-		names_free(nm);
+	closedir(nm->dir);
+	nm->dir = NULL;
+	nm->v = malloc((nm->n ? nm->n : 1) * sizeof(char *));
+	if (!nm->v)
 		return -ENOMEM;
-	}
-	for (size_t off = 0; off < nm->len;) {
-		nm->v[nm->n++] = nm->blk + off + 1;
-		off += strlen(nm->blk + off + 1) + 2;
-	}
-	if (sorted)
-		qsort(nm->v, nm->n, sizeof(char *), cmp_name);
+	size_t i = 0;
+	for (size_t off = 0; off < nm->len; off += strlen(nm->blk + off) + 1)
+		nm->v[i++] = nm->blk + off;
+	nm->width = 1;
 	return 0;
+}
+
+/* Sort on (bottom-up merge sort: every step is bounded work) until sorted
+ * (0) or the deadline (1). */
+static int names_sort(struct names *nm, uint64_t deadline_us)
+{
+	if (nm->n < 2 || nm->sorted) {
+		nm->sorted = true;
+		return 0;
+	}
+	if (!nm->tmp && !(nm->tmp = malloc(nm->n * sizeof(char *))))
+		return -ENOMEM;
+	char **src = nm->v, **dst = nm->tmp;
+	for (unsigned work = 0;; work++) {
+		if ((work & 1023) == 1023 && now_us() >= deadline_us)
+			return 1;
+		if (!nm->merging) {
+			if (nm->lo >= nm->n) {
+				/* A pass is over: the sorted runs are in dst now. */
+				nm->v = dst;
+				nm->tmp = src;
+				src = nm->v;
+				dst = nm->tmp;
+				nm->width *= 2;
+				nm->lo = 0;
+				if (nm->width >= nm->n) {
+					nm->sorted = true;
+					return 0;
+				}
+			}
+			nm->mid = nm->lo + nm->width < nm->n ? nm->lo + nm->width : nm->n;
+			nm->hi = nm->lo + 2 * nm->width < nm->n ? nm->lo + 2 * nm->width : nm->n;
+			nm->i = nm->lo;
+			nm->j = nm->mid;
+			nm->k = nm->lo;
+			nm->merging = true;
+		}
+		if (nm->k < nm->hi) {
+			if (nm->j >= nm->hi || (nm->i < nm->mid && strcmp(src[nm->i], src[nm->j]) <= 0))
+				dst[nm->k++] = src[nm->i++];
+			else
+				dst[nm->k++] = src[nm->j++];
+			continue;
+		}
+		nm->merging = false;
+		nm->lo = nm->hi;
+	}
+}
+
+/* All of it in one go (rm -rf). */
+static int names_all(int dirfd, struct names *nm)
+{
+	int rc = names_open(nm, dirfd);
+	if (rc == 0)
+		rc = names_read(nm, SIZE_MAX, UINT64_MAX);
+	if (rc < 0)
+		names_free(nm);
+	return rc;
 }
 
 /* ---- list / search ---- */
 
-static int walk_dir(struct files_walk *w, int dirfd, struct buf *path, size_t rel_off,
-		    unsigned depth)
-{
+struct files_wframe {
+	int fd;
 	struct names nm;
-	int rc = read_names(dirfd, &nm, true, FILES_MAX_VISITED - w->visited);
-	if (rc == -FILES_ELIMIT) {
-		snprintf(w->limit_msg, sizeof(w->limit_msg),
-			 "more than %d entries to look at", FILES_MAX_VISITED);
-		return rc;
+	enum { WF_READ, WF_SORT, WF_EMIT } phase;
+	size_t next;     /* the entry to look at next */
+	size_t path_len; /* w->path up to this directory */
+};
+
+static void walk_limit(struct files_walk *w, const char *fmt, long v)
+{
+	snprintf(w->limit_msg, sizeof(w->limit_msg), fmt, v);
+}
+
+int files_walk_start(struct files_walk *w, int dirfd, const char *root)
+{
+	if (w->max_depth > FILES_MAX_DEPTH)
+		w->max_depth = FILES_MAX_DEPTH;
+	w->frames = calloc(FILES_MAX_DEPTH, sizeof(*w->frames));
+	if (!w->frames) {
+		close(dirfd);
+		return -ENOMEM;
 	}
-	if (rc < 0)
-		/* Below the root a directory that cannot be read (permissions,
-		 * /proc oddities) is skipped, as a task's find would go on. */
-		return depth > 0 && rc != -ENOMEM ? 0 : rc;
-	size_t base_len = path->len;
-	for (size_t i = 0; i < nm.n && rc == 0; i++) {
-		const char *name = nm.v[i];
-		w->visited++;
-		if ((w->visited & 255) == 0 && monotonic_ms() > w->deadline_ms) {
-			snprintf(w->limit_msg, sizeof(w->limit_msg), "took longer than %d ms",
-				 FILES_MAX_WALK_MS);
-			rc = -FILES_ELIMIT;
+	buf_append_str(&w->path, root);
+	buf_append(&w->path, "", 1);
+	if (!w->path.data) {
+		close(dirfd);
+		return -ENOMEM;
+	}
+	w->path.len--;
+	w->rel_off = w->path.len > 1 ? w->path.len + 1 : 1;
+	if (w->max_depth == 0) {
+		close(dirfd);
+		return 0;
+	}
+	w->frames[0] = (struct files_wframe){.fd = dirfd, .path_len = w->path.len};
+	w->depth = 1;
+	return 0;
+}
+
+static void frame_pop(struct files_walk *w)
+{
+	struct files_wframe *f = &w->frames[--w->depth];
+	names_free(&f->nm);
+	close(f->fd);
+	w->path.len = f->path_len;
+	if (w->path.data)
+		w->path.data[w->path.len] = 0;
+}
+
+/* Look at the next entry of the top frame: 0 = go on, <0 = stop. */
+static int walk_entry(struct files_walk *w, struct files_wframe *f)
+{
+	const char *name = f->nm.v[f->next++];
+	unsigned level = w->depth - 1;
+	w->visited++;
+	w->path.len = f->path_len;
+	if ((f->path_len > 1 && buf_append(&w->path, "/", 1) < 0) ||
+	    buf_append(&w->path, name, strlen(name)) < 0 || buf_append(&w->path, "", 1) < 0)
+		return -ENOMEM;
+	w->path.len--; /* the NUL stays, uncounted */
+	struct stat st;
+	if (fstatat(f->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOMEM ? -ENOMEM : 0; /* gone meanwhile, or not stat-able */
+	bool is_dir = S_ISDIR(st.st_mode);
+	bool take;
+	if (!w->search) {
+		take = true;
+	} else if (is_dir) {
+		take = false;
+	} else if (!w->glob) {
+		take = true;
+	} else {
+		enum files_glob_subject sub = files_glob_subject(w->glob);
+		const char *s = sub == GLOB_ABS ? w->path.data
+				: sub == GLOB_REL ? w->path.data + w->rel_off
+						  : name;
+		take = files_glob_match(w->glob, s, strlen(s));
+	}
+	if (take) {
+		if (w->results >= FILES_MAX_RESULTS) {
+			walk_limit(w, "more than %ld results", FILES_MAX_RESULTS);
+			return -FILES_ELIMIT;
+		}
+		if (w->results++)
+			buf_append(w->out, ",", 1);
+		files_info_json(w->out, w->path.data, &st, &w->names);
+	}
+	if (is_dir && level + 1 < w->max_depth) {
+		int sub = openat(f->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sub < 0) {
+			/* A directory the user may not read is skipped, like any
+			 * directory a task could not look into. */
+			if (errno == EMFILE || errno == ENFILE || errno == ENOMEM)
+				return -errno;
+			return 0;
+		}
+		/* Parents before children: the child is walked next. */
+		w->frames[w->depth++] = (struct files_wframe){.fd = sub, .path_len = w->path.len};
+	}
+	return 0;
+}
+
+int files_walk_step(struct files_walk *w, uint64_t deadline_ms)
+{
+	const uint64_t limit = (uint64_t)FILES_MAX_WALK_MS * 1000u;
+	uint64_t start = now_us(), deadline = deadline_ms * 1000u;
+	/* The work-time bound counts the slices, not the time in between. */
+	if (w->work_us >= limit) {
+		walk_limit(w, "took longer than %ld ms", FILES_MAX_WALK_MS);
+		return -FILES_ELIMIT;
+	}
+	if (start + (limit - w->work_us) < deadline)
+		deadline = start + (limit - w->work_us);
+	int rc = 0;
+	for (unsigned k = 0; w->depth > 0; k++) {
+		if ((k & 15) == 15 && now_us() >= deadline) {
+			rc = 1;
 			break;
 		}
-		path->len = base_len;
-		if ((base_len > 1 && buf_append(path, "/", 1) < 0) ||
-		    buf_append(path, name, strlen(name)) < 0 || buf_append(path, "", 1) < 0) {
-			rc = -ENOMEM;
-			break;
-		}
-		path->len--; /* the NUL stays, uncounted */
-		struct stat st;
-		if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-			if (errno == ENOMEM) {
-				rc = -errno;
-				break;
-			}
-			continue; /* removed meanwhile, or not stat-able: not listed */
-		}
-		bool is_dir = S_ISDIR(st.st_mode);
-		bool take;
-		if (!w->search) {
-			take = true;
-		} else if (is_dir) {
-			take = false;
-		} else if (!w->glob) {
-			take = true;
-		} else {
-			enum files_glob_subject sub = files_glob_subject(w->glob);
-			const char *s = sub == GLOB_ABS ? path->data
-					: sub == GLOB_REL ? path->data + rel_off
-							  : name;
-			take = files_glob_match(w->glob, s, strlen(s));
-		}
-		if (take) {
-			if (w->results >= FILES_MAX_RESULTS) {
-				snprintf(w->limit_msg, sizeof(w->limit_msg), "more than %d results",
-					 FILES_MAX_RESULTS);
-				rc = -FILES_ELIMIT;
-				break;
-			}
-			if (w->results++)
-				buf_append(w->out, ",", 1);
-			files_info_json(w->out, path->data, &st, &w->names);
-		}
-		if (is_dir && depth + 1 < w->max_depth) {
-			int sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (sub < 0) {
-				/* A directory the user may not read is skipped, like any
-				 * directory a task could not look into. */
-				if (errno == EMFILE || errno == ENFILE || errno == ENOMEM) {
-					rc = -errno;
-					break;
+		struct files_wframe *f = &w->frames[w->depth - 1];
+		unsigned level = w->depth - 1;
+		if (f->phase == WF_READ) {
+			if (!f->nm.dir && !f->nm.v) {
+				rc = names_open(&f->nm, f->fd);
+				if (rc < 0) {
+					/* Below the root a directory that cannot be read
+					 * (permissions, /proc oddities) is skipped, as a
+					 * task's find would go on. */
+					if (level == 0 || rc == -ENOMEM)
+						break;
+					frame_pop(w);
+					rc = 0;
+					continue;
 				}
+			}
+			size_t seen = w->visited < FILES_MAX_VISITED ? w->visited : FILES_MAX_VISITED;
+			rc = names_read(&f->nm, FILES_MAX_VISITED - seen, deadline);
+			if (rc == -FILES_ELIMIT) {
+				walk_limit(w, "more than %ld entries to look at", FILES_MAX_VISITED);
+				break;
+			}
+			if (rc < 0 && level > 0 && rc != -ENOMEM) {
+				frame_pop(w);
+				rc = 0;
 				continue;
 			}
-			rc = walk_dir(w, sub, path, rel_off, depth + 1);
-			close(sub);
+			if (rc != 0)
+				break; /* the deadline (1), or an error */
+			f->phase = WF_SORT;
 		}
+		if (f->phase == WF_SORT) {
+			rc = names_sort(&f->nm, deadline);
+			if (rc != 0)
+				break;
+			f->phase = WF_EMIT;
+		}
+		if (f->next >= f->nm.n) {
+			frame_pop(w);
+			continue;
+		}
+		if ((rc = walk_entry(w, f)) < 0)
+			break;
 	}
-	path->len = base_len;
-	names_free(&nm);
+	w->work_us += now_us() - start;
+	if (rc == 1 && w->work_us >= limit) {
+		walk_limit(w, "took longer than %ld ms", FILES_MAX_WALK_MS);
+		rc = -FILES_ELIMIT;
+	}
 	return rc;
 }
 
-int files_walk(struct files_walk *w, int dirfd, const char *root)
+void files_walk_free(struct files_walk *w)
 {
-	if (w->max_depth == 0)
-		return 0;
-	if (w->max_depth > FILES_MAX_DEPTH)
-		w->max_depth = FILES_MAX_DEPTH;
-	struct buf path = {0};
-	buf_append_str(&path, root);
-	buf_append(&path, "", 1);
-	path.len--;
-	if (!path.data)
-		return -ENOMEM;
-	size_t rel_off = path.len > 1 ? path.len + 1 : 1;
-	w->deadline_ms = monotonic_ms() + FILES_MAX_WALK_MS;
-	int rc = walk_dir(w, dirfd, &path, rel_off, 0);
-	buf_free(&path);
-	return rc;
+	while (w->frames && w->depth > 0)
+		frame_pop(w);
+	free(w->frames);
+	w->frames = NULL;
+	buf_free(&w->path);
 }
 
 /* ---- rm -rf ---- */
@@ -228,7 +373,7 @@ static int rmrf_at(int dirfd, const char *name, unsigned depth)
 	/* Entries created while we delete make rmdir fail: go round again. */
 	for (int round = 0; round < 3; round++) {
 		struct names nm;
-		rc = read_names(fd, &nm, false, SIZE_MAX);
+		rc = names_all(fd, &nm);
 		if (rc < 0)
 			break;
 		for (size_t i = 0; i < nm.n && rc == 0; i++)

@@ -9,30 +9,44 @@
 #include "core/util.h"
 #include "files/glob.h"
 #include "files/info.h"
+#include "files/path.h"
 
 /* Bounds (docs/design.md §3.4): a request that would exceed them is refused
  * with 400 instead of blocking the single-threaded runner for long. */
 #define FILES_MAX_RESULTS 10000  /* entries in one list/search response */
 #define FILES_MAX_VISITED 200000 /* entries one list/search may look at */
-#define FILES_MAX_WALK_MS 3000   /* wall time of one list/search walk */
+#define FILES_MAX_WALK_MS 3000   /* work time of one list/search walk */
 #define FILES_MAX_DEPTH 64       /* directory levels a list/search descends */
 #define FILES_RMRF_MAX_DEPTH 256 /* directory levels a recursive delete descends */
 
-#define FILES_ELIMIT 4097 /* a walk bound was hit (beyond errno) */
-
 /* List or search below a directory, in lexical order, parents before
- * children. FileInfo objects are appended to out, comma-separated. */
+ * children, resumable: each step works until a deadline (the loop runs it
+ * in slices, sched.h). FileInfo objects are appended to out, comma-
+ * separated. The bounds above apply; FILES_MAX_WALK_MS counts the time
+ * spent in steps. */
+struct files_wframe;
 struct files_walk {
+	/* set by the caller */
 	unsigned max_depth;            /* 1 = immediate children */
 	bool search;                   /* only non-directories, filtered by glob */
 	const struct files_glob *glob; /* search: NULL = everything */
 	struct buf *out;
+	/* results */
 	size_t results, visited;
-	uint64_t deadline_ms; /* monotonic */
+	uint64_t work_us;
 	struct files_names names;
 	char limit_msg[160]; /* which bound was hit (with -FILES_ELIMIT) */
+	/* state */
+	struct files_wframe *frames; /* one per directory level being walked */
+	unsigned depth;
+	struct buf path;
+	size_t rel_off;
 };
-int files_walk(struct files_walk *w, int dirfd, const char *path);
+/* Start at dirfd (taken: closed by the walk), which path names. */
+int files_walk_start(struct files_walk *w, int dirfd, const char *path);
+/* 1 = more to do, 0 = done, -FILES_ELIMIT (limit_msg) or -errno. */
+int files_walk_step(struct files_walk *w, uint64_t deadline_ms);
+void files_walk_free(struct files_walk *w);
 
 /* rm -rf of name in dirfd without following links. 0 or -errno. */
 int files_rmrf(int dirfd, const char *name);

@@ -7,8 +7,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -248,11 +250,12 @@ TEST(mkdirs_tmp_rmrf)
 		struct files_ident id = {.uid = getuid(), .gid = getgid(), .write_roots = NULL};
 		char p[PATH_MAX];
 		bool created;
-		size_t first_new;
+		struct files_made made;
 		snprintf(p, sizeof(p), "%s/x/y/z", dir);
-		int fd = files_mkdirs(&id, p, 0700, &created, &first_new);
-		CHECK(fd >= 0 && created && first_new == strlen(dir) + 2);
-		CHECK(files_chown_new(&id, p, first_new, getuid(), (gid_t)-1, false) == 0);
+		int fd = files_mkdirs(&id, p, 0700, &created, &made);
+		CHECK(fd >= 0 && created && made.n == 3 && made.first == strlen(dir) + 1);
+		CHECK(files_chown_made(&id, p, &made, getuid(), (gid_t)-1, false) == 0);
+		files_made_free(&made);
 		struct stat st;
 		CHECK(stat(p, &st) == 0 && (st.st_mode & 07777) == 0700);
 		snprintf(p, sizeof(p), "%s/x", dir);
@@ -265,6 +268,8 @@ TEST(mkdirs_tmp_rmrf)
 		CHECK(old >= 0 && write(old, "old", 3) == 3);
 		close(old);
 		CHECK(files_tmp_commit(&t, "f") == 0);
+		CHECK(t.fd >= 0); /* still open, for an owner change */
+		files_tmp_discard(&t);
 		char buf[8] = {0};
 		int rfd = openat(fd, "f", O_RDONLY);
 		CHECK(rfd >= 0 && read(rfd, buf, sizeof(buf)) == 3 && !strcmp(buf, "new"));
@@ -312,4 +317,313 @@ TEST(info_json)
 				  "\"group\":\"4242425\",\"mode\":640}");
 		buf_free(&b);
 	}
+}
+
+/* A scratch directory holding a small world: root/ (a write root) with a
+ * file, a FIFO, links; out/ beside it. */
+static void mkfile(const char *dir, const char *name, const char *content)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	CHECK(fd >= 0 && files_write_all(fd, content, strlen(content)) == 0);
+	close(fd);
+}
+
+static char *slurp(const char *dir, const char *name)
+{
+	static char buf[256];
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	int fd = open(p, O_RDONLY);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	buf[n > 0 ? n : 0] = 0;
+	if (fd >= 0)
+		close(fd);
+	return buf;
+}
+
+/* Resolution: no magic link, no link at the last component of a write,
+ * the write roots judged from the directory held. */
+TEST(resolution)
+{
+	char dir[] = "/tmp/test_files_res.XXXXXX", p[PATH_MAX], roots[PATH_MAX];
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(p, sizeof(p), "mkdir -p %s/root/sub %s/out && ln -s ../out %s/root/up && "
+			       "ln -s %s/out/f %s/root/lnk && ln -s /proc/self %s/root/self",
+		 dir, dir, dir, dir, dir, dir);
+	CHECK(system(p) == 0);
+	snprintf(p, sizeof(p), "%s/out", dir);
+	mkfile(p, "f", "outside\n");
+	snprintf(roots, sizeof(roots), "/nonexistent:%s/root", dir);
+	struct files_ident id = {.uid = getuid(), .gid = getgid(), .write_roots = roots};
+
+	/* The roots, from what is held: inside, the root itself, outside,
+	 * and "inside" by name but outside in fact (through a link). */
+	snprintf(p, sizeof(p), "%s/root/sub", dir);
+	int fd = files_open(AT_FDCWD, p, O_PATH | O_DIRECTORY, 0);
+	CHECK(fd >= 0 && files_check_writable(&id, fd) == 0);
+	close(fd);
+	snprintf(p, sizeof(p), "%s/root", dir);
+	fd = files_open(AT_FDCWD, p, O_PATH | O_DIRECTORY, 0);
+	CHECK(fd >= 0 && files_check_writable(&id, fd) == 0);
+	close(fd);
+	snprintf(p, sizeof(p), "%s/root/up", dir);
+	fd = files_open(AT_FDCWD, p, O_PATH | O_DIRECTORY, 0);
+	CHECK(fd >= 0 && files_check_writable(&id, fd) == -FILES_EOUTSIDE);
+	close(fd);
+	fd = files_open(AT_FDCWD, "/", O_PATH | O_DIRECTORY, 0);
+	CHECK(fd >= 0 && files_check_writable(&id, fd) == -FILES_EOUTSIDE);
+	struct files_ident anywhere = id;
+	anywhere.write_roots = NULL;
+	CHECK(files_check_writable(&anywhere, fd) == 0);
+	close(fd);
+
+	/* The last component of a write is never followed. */
+	snprintf(p, sizeof(p), "%s/root", dir);
+	int dfd = files_open(AT_FDCWD, p, O_PATH | O_DIRECTORY, 0);
+	CHECK(files_open_last(dfd, "lnk", O_RDWR) == -ELOOP);
+	fd = files_open_last(dfd, "lnk", O_PATH);
+	struct stat st;
+	CHECK(fd >= 0 && fstat(fd, &st) == 0 && S_ISLNK(st.st_mode));
+	close(fd);
+	CHECK(files_open_last(dfd, "sub/x", O_RDONLY) == -EINVAL);
+	CHECK(files_open_last(dfd, "..", O_PATH) < 0);
+
+	/* Magic links are not followed, however reached; /proc is known. */
+	char self[64];
+	int probe = open("/dev/null", O_RDONLY);
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", probe);
+	CHECK(files_open(AT_FDCWD, self, O_RDONLY, 0) == -ELOOP);
+	snprintf(p, sizeof(p), "%s/root/self/fd/%d", dir, probe);
+	CHECK(files_open(AT_FDCWD, p, O_RDONLY, 0) == -ELOOP);
+	snprintf(p, sizeof(p), "%s/root/self/status", dir);
+	fd = files_open(AT_FDCWD, p, O_PATH, 0);
+	CHECK(fd >= 0 && files_on_procfs(fd) == 1);
+	close(fd);
+	CHECK(files_on_procfs(dfd) == 0);
+
+	/* The same without openat2. */
+	snprintf(p, sizeof(p), "%s/root/self/fd/%d", dir, probe);
+	CHECK(files_open_compat(AT_FDCWD, p, O_RDONLY, 0) == -ELOOP);
+	CHECK(files_open_compat(AT_FDCWD, self, O_PATH, 0) == -ELOOP);
+	close(probe);
+	snprintf(p, sizeof(p), "%s/root/self/status", dir);
+	fd = files_open_compat(AT_FDCWD, p, O_RDONLY, 0);
+	CHECK(fd >= 0 && files_on_procfs(fd) == 1);
+	close(fd);
+	snprintf(p, sizeof(p), "%s/root/up/f", dir);
+	fd = files_open_compat(AT_FDCWD, p, O_RDONLY, 0);
+	char b[16] = {0};
+	CHECK(fd >= 0 && read(fd, b, sizeof(b) - 1) == 8 && !strcmp(b, "outside\n"));
+	close(fd);
+	CHECK(files_open_compat(AT_FDCWD, p, O_RDONLY, RESOLVE_NO_SYMLINKS) == -ELOOP);
+	CHECK(files_open_compat(dfd, "lnk", O_RDONLY | O_NOFOLLOW, 0) == -ELOOP);
+	fd = files_open_compat(dfd, "lnk", O_PATH | O_NOFOLLOW, 0);
+	CHECK(fd >= 0 && fstat(fd, &st) == 0 && S_ISLNK(st.st_mode));
+	close(fd);
+	CHECK(files_open_compat(dfd, "../out", O_PATH, RESOLVE_BENEATH) == -EXDEV);
+	fd = files_open_compat(AT_FDCWD, "/", O_PATH | O_DIRECTORY, 0);
+	CHECK(fd >= 0 && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode));
+	close(fd);
+	snprintf(p, sizeof(p), "%s/root/sub", dir);
+	CHECK(files_open_compat(AT_FDCWD, p, O_RDONLY | O_DIRECTORY, 0) >= 0);
+
+	/* Owner and mode through a descriptor (O_PATH will do). */
+	snprintf(p, sizeof(p), "%s/root", dir);
+	mkfile(p, "m", "x");
+	fd = files_open_last(dfd, "m", O_PATH);
+	CHECK(fd >= 0 && files_chmod_fd(fd, dfd, "m", 0600) == 0);
+	CHECK(fstat(fd, &st) == 0 && (st.st_mode & 07777) == 0600);
+	CHECK(files_chown_fd(&id, fd, getuid(), (gid_t)-1, false) == 0);
+	close(fd);
+	close(dfd);
+	snprintf(p, sizeof(p), "rm -rf %s", dir);
+	CHECK(system(p) == 0);
+}
+
+/* Replace acts on the descriptor it checked: links and FIFOs refused (a
+ * FIFO without blocking), in place through the descriptor when the file
+ * has other names, by temp and rename when not. */
+TEST(replace_file)
+{
+	char dir[] = "/tmp/test_files_rep.XXXXXX", p[PATH_MAX];
+	CHECK(mkdtemp(dir) != NULL);
+	struct files_ident id = {.uid = getuid(), .gid = getgid(), .write_roots = NULL};
+	mkfile(dir, "f", "one two one");
+	mkfile(dir, "other", "other");
+	snprintf(p, sizeof(p), "cd %s && ln f f2 && ln -s other lnk && mkfifo fifo", dir);
+	CHECK(system(p) == 0);
+	struct files_replace rp;
+	snprintf(p, sizeof(p), "%s/lnk", dir);
+	CHECK(files_replace_open(&rp, &id, p, "o", 1, "0", 1) == -ELOOP);
+	files_replace_close(&rp);
+	snprintf(p, sizeof(p), "%s/fifo", dir);
+	CHECK(files_replace_open(&rp, &id, p, "o", 1, "0", 1) == -EINVAL);
+	files_replace_close(&rp);
+	snprintf(p, sizeof(p), "%s", dir);
+	CHECK(files_replace_open(&rp, &id, p, "o", 1, "0", 1) == -EISDIR);
+	files_replace_close(&rp);
+	/* In place (two names): the inode stays, both names see it. */
+	struct stat before, after;
+	snprintf(p, sizeof(p), "%s/f", dir);
+	CHECK(stat(p, &before) == 0);
+	CHECK(files_replace_open(&rp, &id, p, "one", 3, "1", 1) == 0 && !rp.use_tmp);
+	int rc;
+	while ((rc = files_replace_step(&rp, 0)) > 0) /* one chunk per step */
+		;
+	CHECK(rc == 0 && rp.count == 2);
+	files_replace_close(&rp);
+	CHECK(stat(p, &after) == 0 && after.st_ino == before.st_ino);
+	CHECK_STR(slurp(dir, "f2"), "1 two 1");
+	/* By temp and rename (one name): a new inode, the same mode. */
+	snprintf(p, sizeof(p), "%s/f2", dir);
+	CHECK(unlink(p) == 0);
+	snprintf(p, sizeof(p), "%s/f", dir);
+	CHECK(chmod(p, 0640) == 0);
+	CHECK(files_replace_open(&rp, &id, p, "two", 3, "deux", 4) == 0 && rp.use_tmp);
+	while ((rc = files_replace_step(&rp, 0)) > 0)
+		;
+	CHECK(rc == 0 && rp.count == 1);
+	files_replace_close(&rp);
+	CHECK(stat(p, &after) == 0 && after.st_ino != before.st_ino &&
+	      (after.st_mode & 07777) == 0640);
+	CHECK_STR(slurp(dir, "f"), "1 deux 1");
+	/* Swapped after the check: the rename is refused, nothing changes. */
+	CHECK(files_replace_open(&rp, &id, p, "deux", 4, "two", 3) == 0 && rp.use_tmp);
+	char q[PATH_MAX];
+	snprintf(q, sizeof(q), "%s/other", dir);
+	CHECK(renameat2(AT_FDCWD, p, AT_FDCWD, q, RENAME_EXCHANGE) == 0);
+	while ((rc = files_replace_step(&rp, 0)) > 0)
+		;
+	CHECK(rc == -ESTALE);
+	files_replace_close(&rp);
+	CHECK_STR(slurp(dir, "f"), "other");
+	CHECK_STR(slurp(dir, "other"), "1 deux 1");
+	snprintf(p, sizeof(p), "ls -A %s | wc -l | grep -qx 4", dir); /* no temp left */
+	CHECK(system(p) == 0);
+	snprintf(p, sizeof(p), "rm -rf %s", dir);
+	CHECK(system(p) == 0);
+}
+
+/* mkdir -p records what it made; an owner change finds exactly those again
+ * and refuses one swapped meanwhile. */
+TEST(mkdirs_made)
+{
+	char dir[] = "/tmp/test_files_mk.XXXXXX", p[PATH_MAX], q[PATH_MAX];
+	CHECK(mkdtemp(dir) != NULL);
+	struct files_ident id = {.uid = getuid(), .gid = getgid(), .write_roots = NULL};
+	struct files_made made;
+	bool created;
+	snprintf(p, sizeof(p), "%s/a/b/c", dir);
+	int fd = files_mkdirs(&id, p, 0750, &created, &made);
+	CHECK(fd >= 0 && created && made.n == 3);
+	close(fd);
+	struct stat st;
+	CHECK(stat(p, &st) == 0 && (st.st_mode & 07777) == 0750);
+	CHECK(files_chown_made(&id, p, &made, getuid(), getgid(), false) == 0);
+	/* The task swaps a/b for another directory: not the one made. */
+	snprintf(p, sizeof(p), "%s/a/b", dir);
+	snprintf(q, sizeof(q), "%s/a/x", dir);
+	CHECK(rename(p, q) == 0 && mkdir(p, 0755) == 0);
+	snprintf(p, sizeof(p), "%s/a/b/c", dir);
+	CHECK(files_chown_made(&id, p, &made, getuid(), getgid(), false) == -ESTALE);
+	files_made_free(&made);
+	/* Nothing new: nothing recorded. */
+	snprintf(p, sizeof(p), "%s/a", dir);
+	fd = files_mkdirs(&id, p, 0755, &created, &made);
+	CHECK(fd >= 0 && !created && made.n == 0);
+	close(fd);
+	files_made_free(&made);
+	snprintf(p, sizeof(p), "rm -rf %s", dir);
+	CHECK(system(p) == 0);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A walk in the smallest steps gives the same answer as in one: sorted,
+ * parents before children, every entry once. */
+TEST(walk_steps)
+{
+	char dir[] = "/tmp/test_files_walk.XXXXXX", p[PATH_MAX];
+	CHECK(mkdtemp(dir) != NULL);
+	enum { N = 700 };
+	char *want[N + 1];
+	unsigned seed = 12345;
+	for (int i = 0; i < N; i++) {
+		seed = seed * 1103515245 + 12345;
+		char name[32];
+		snprintf(name, sizeof(name), "n%08x-%d", seed, i);
+		mkfile(dir, name, "");
+		want[i] = strdup(name);
+	}
+	snprintf(p, sizeof(p), "%s/d", dir);
+	CHECK(mkdir(p, 0755) == 0);
+	mkfile(p, "inner", "");
+	want[N] = strdup("d");
+	qsort(want, N + 1, sizeof(char *), cmp_str);
+	for (int steps = 0; steps < 2; steps++) {
+		struct buf out = {0};
+		struct files_walk w = {.max_depth = 2, .out = &out};
+		int fd = open(dir, O_RDONLY | O_DIRECTORY);
+		CHECK(files_walk_start(&w, fd, dir) == 0);
+		int rc, n = 0;
+		while ((rc = files_walk_step(&w, steps ? 0 : UINT64_MAX)) > 0)
+			n++;
+		CHECK(rc == 0 && w.results == N + 2);
+		CHECK(steps ? n > 10 : n == 0);
+		buf_append(&out, "", 1);
+		/* The entries in order, "d/inner" right after "d". */
+		const char *at = out.data;
+		for (int i = 0; i <= N && at; i++) {
+			char key[PATH_MAX];
+			snprintf(key, sizeof(key), "\"path\":\"%s/%s\"", dir, want[i]);
+			at = strstr(at, key);
+			CHECK(at != NULL);
+			if (at && !strcmp(want[i], "d")) {
+				snprintf(key, sizeof(key), "\"path\":\"%s/d/inner\"", dir);
+				const char *next = strstr(at + 1, "\"path\"");
+				CHECK(next && !strncmp(next, key, strlen(key)));
+			}
+		}
+		files_walk_free(&w);
+		buf_free(&out);
+	}
+	for (int i = 0; i <= N; i++)
+		free(want[i]);
+	snprintf(p, sizeof(p), "rm -rf %s", dir);
+	CHECK(system(p) == 0);
+}
+
+/* A line scan in the smallest steps finds what one scan finds, and stops
+ * at FILES_LINES_SCAN_MAX. */
+TEST(lines_steps)
+{
+	int fd = memfd_create("lines", 0);
+	/* 200,000 short lines: many chunks. */
+	struct buf text = {0};
+	for (int i = 0; i < 200000; i++)
+		buf_appendf(&text, "%d\n", i);
+	CHECK(text.data && files_write_all(fd, text.data, text.len) == 0);
+	buf_free(&text);
+	off_t s1, l1;
+	CHECK(files_line_range(fd, 150001, 3, &s1, &l1) == 0);
+	struct files_lines l;
+	files_lines_init(&l, 150001, 3);
+	int rc, steps = 0;
+	while ((rc = files_lines_step(&l, fd, 0)) > 0)
+		steps++;
+	CHECK(rc == 0 && steps > 10 && l.start == s1 && l.len == l1);
+	char buf[32] = {0};
+	CHECK(pread(fd, buf, (size_t)l.len, l.start) == l.len);
+	CHECK_STR(buf, "150000\n150001\n150002\n");
+	close(fd);
+	/* No newline in the first FILES_LINES_SCAN_MAX bytes: bounded. */
+	fd = memfd_create("hole", 0);
+	CHECK(ftruncate(fd, (off_t)FILES_LINES_SCAN_MAX + 4096) == 0);
+	CHECK(files_line_range(fd, 2, 1, &s1, &l1) == -FILES_ELIMIT);
+	close(fd);
 }
