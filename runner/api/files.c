@@ -624,55 +624,125 @@ enum MHD_Result api_files_info(struct http_req *req)
 
 /* ---- DELETE /files, DELETE /directories ---- */
 
-static int delete_one(struct fcall *c, const char *path, bool dirs)
+/* What one path of a delete needs: the directory it is in (*dirfd) and a
+ * check of its type and place; 1 = nothing to do (already gone), 0 = go
+ * on, -1 with e. */
+static int delete_check(struct error *e, const struct files_ident *id, const char *path,
+			bool dirs, int *dirfd, const char **base)
 {
-	const char *base;
+	*dirfd = -1;
 	if (!strcmp(path, "/"))
-		return error_set(&c->err, 0, "INVALID_REQUEST_BODY", "refusing to delete /");
-	cleanup_close int dirfd = files_open_parent(path, &base);
+		return error_set(e, 0, "INVALID_REQUEST_BODY", "refusing to delete /");
+	cleanup_close int fd = files_open_parent(path, base);
 	struct stat st;
-	int rc = dirfd;
-	if (dirfd >= 0)
-		rc = fstatat(dirfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
-	if (rc == -ENOENT) {
-		rc = 0; /* already gone: deleting is idempotent, as in execd */
-	} else if (rc == 0 && dirs && !S_ISDIR(st.st_mode)) {
-		rc = -ENOTDIR;
-	} else if (rc == 0 && !dirs && S_ISDIR(st.st_mode)) {
-		rc = -EISDIR;
-	} else if (rc == 0 && (rc = files_check_writable(&c->id, dirfd)) == 0) {
-		if (dirs)
-			rc = files_rmrf(dirfd, base);
-		else if (unlinkat(dirfd, base, 0) < 0 && errno != ENOENT)
-			rc = -errno;
-	}
-	if (rc == -EISDIR)
-		return error_set(&c->err, 0, "INVALID_FILE",
+	int rc = fd;
+	if (fd >= 0)
+		rc = fstatat(fd, *base, &st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+	if (rc == -ENOENT)
+		return 1; /* already gone: deleting is idempotent, as in execd */
+	if ((rc == 0 && dirs && !S_ISDIR(st.st_mode)) || (rc == -ENOTDIR && dirs))
+		return error_set(e, 0, "INVALID_FILE", "%.1024s is not a directory (use DELETE /files)",
+				 path);
+	if (rc == 0 && !dirs && S_ISDIR(st.st_mode))
+		return error_set(e, 0, "INVALID_FILE",
 				 "%.1024s is a directory (use DELETE /directories)", path);
 	if (rc == -ENOTDIR && !dirs)
-		return fs_error(&c->err, -ENOENT, "delete", path, &c->id, false);
-	if (rc == -ENOTDIR)
-		return error_set(&c->err, 0, "INVALID_FILE",
-				 "%.1024s is not a directory (use DELETE /files)", path);
+		rc = -ENOENT;
+	if (rc == 0)
+		rc = files_check_writable(id, fd);
 	if (rc < 0)
-		return fs_error(&c->err, rc, "delete", path, &c->id, false);
+		return fs_error(e, rc, "delete", path, id, false);
+	*dirfd = take_fd(fd);
 	return 0;
 }
 
 static int op_delete_files(struct fcall *c)
 {
-	for (size_t i = 0; i < c->n; i++)
-		if (delete_one(c, c->paths[i], false) < 0)
+	for (size_t i = 0; i < c->n; i++) {
+		const char *base;
+		cleanup_close int dirfd = -1;
+		int rc = delete_check(&c->err, &c->id, c->paths[i], false, &dirfd, &base);
+		if (rc < 0)
 			return -1;
+		if (rc == 0 && unlinkat(dirfd, base, 0) < 0 && errno != ENOENT)
+			return fs_error(&c->err, -errno, "delete", c->paths[i], &c->id, false);
+	}
 	return answer_empty(c);
+}
+
+/* rm -rf of each path in turn, in slices (a tree of a million files takes
+ * seconds to remove). */
+struct delete_job {
+	struct fjob j;
+	size_t n, i;
+	char (*paths)[PATH_MAX];
+	int dirfd; /* of paths[i], while it is removed */
+	struct files_rmrf rm;
+	bool removing;
+};
+
+static int delete_step(struct fjob *j, uint64_t deadline_ms)
+{
+	struct delete_job *dj = (struct delete_job *)j;
+	do {
+		if (dj->i == dj->n)
+			return 0;
+		const char *path = dj->paths[dj->i];
+		int rc;
+		if (!dj->removing) {
+			const char *base;
+			rc = delete_check(&j->err, &j->id, path, true, &dj->dirfd, &base);
+			if (rc < 0)
+				return -1;
+			if (rc == 0) { /* there: what needs no walk goes now */
+				rc = files_rmrf_start(&dj->rm, dj->dirfd, base);
+				if (rc < 0)
+					return fs_error(&j->err, rc, "delete", path, &j->id, false);
+				dj->removing = rc > 0;
+			}
+		}
+		if (dj->removing) {
+			rc = files_rmrf_step(&dj->rm, deadline_ms);
+			if (rc < 0)
+				return fs_error(&j->err, rc, "delete", path, &j->id, false);
+			if (rc > 0)
+				return 1;
+		}
+		files_rmrf_free(&dj->rm);
+		if (dj->dirfd >= 0)
+			close(dj->dirfd);
+		dj->dirfd = -1;
+		dj->removing = false;
+		dj->i++;
+	} while (monotonic_ms() < deadline_ms);
+	return dj->i < dj->n ? 1 : 0;
+}
+
+static int delete_answer(struct fcall *c, struct fjob *j)
+{
+	(void)j;
+	return answer_empty(c);
+}
+
+static void delete_release(struct fjob *j)
+{
+	struct delete_job *dj = (struct delete_job *)j;
+	files_rmrf_free(&dj->rm);
+	if (dj->dirfd >= 0)
+		close(dj->dirfd);
+	free(dj->paths);
 }
 
 static int op_delete_dirs(struct fcall *c)
 {
-	for (size_t i = 0; i < c->n; i++)
-		if (delete_one(c, c->paths[i], true) < 0)
-			return -1;
-	return answer_empty(c);
+	struct delete_job *dj =
+		fjob_new(c, sizeof(*dj), delete_step, delete_answer, delete_release);
+	if (!dj)
+		return oom(&c->err);
+	dj->dirfd = -1;
+	dj->n = c->n;
+	dj->paths = take_ptr(c->paths); /* the job outlives this call */
+	return fjob_run(c, &dj->j);
 }
 
 enum MHD_Result api_files_delete(struct http_req *req)

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,17 +154,6 @@ static int names_sort(struct names *nm, uint64_t deadline_us)
 		nm->merging = false;
 		nm->lo = nm->hi;
 	}
-}
-
-/* All of it in one go (rm -rf). */
-static int names_all(int dirfd, struct names *nm)
-{
-	int rc = names_open(nm, dirfd);
-	if (rc == 0)
-		rc = names_read(nm, SIZE_MAX, UINT64_MAX);
-	if (rc < 0)
-		names_free(nm);
-	return rc;
 }
 
 /* ---- list / search ---- */
@@ -348,52 +338,120 @@ void files_walk_free(struct files_walk *w)
 	buf_free(&w->path);
 }
 
-/* ---- rm -rf ---- */
+/* ---- rm -rf, in steps ---- */
 
-static int rmrf_at(int dirfd, const char *name, unsigned depth)
+struct files_rmframe {
+	int fd;
+	struct names nm;
+	size_t next;
+	unsigned round; /* entries made while we delete: read again */
+	char name[NAME_MAX + 1]; /* in the directory below it */
+};
+
+static int rm_push(struct files_rmrf *rm, int parent, const char *name)
 {
-	if (unlinkat(dirfd, name, 0) == 0)
+	if (rm->depth >= FILES_RMRF_MAX_DEPTH)
+		return -FILES_ELIMIT;
+	if (strlen(name) > NAME_MAX)
+		return -ENAMETOOLONG;
+	int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct files_rmframe *f = &rm->frames[rm->depth++];
+	memset(f, 0, sizeof(*f));
+	f->fd = fd;
+	strcpy(f->name, name);
+	return 0;
+}
+
+static void rm_pop(struct files_rmrf *rm)
+{
+	struct files_rmframe *f = &rm->frames[--rm->depth];
+	names_free(&f->nm);
+	close(f->fd);
+}
+
+/* name in dirfd: gone (0, also when it was not there), a directory to
+ * empty first (1), or -errno. */
+static int rm_entry(int dirfd, const char *name)
+{
+	if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
 		return 0;
 	int e = errno;
-	if (e == ENOENT)
-		return 0;
 	if (e != EISDIR && e != EPERM)
 		return -e;
 	struct stat st;
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return errno == ENOENT ? 0 : -errno;
-	if (!S_ISDIR(st.st_mode))
-		return -e;
-	if (depth >= FILES_RMRF_MAX_DEPTH)
-		return -FILES_ELIMIT;
-	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	int rc = 0;
-	/* Entries created while we delete make rmdir fail: go round again. */
-	for (int round = 0; round < 3; round++) {
-		struct names nm;
-		rc = names_all(fd, &nm);
-		if (rc < 0)
-			break;
-		for (size_t i = 0; i < nm.n && rc == 0; i++)
-			rc = rmrf_at(fd, nm.v[i], depth + 1);
-		names_free(&nm);
-		if (rc < 0)
-			break;
-		if (unlinkat(dirfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT) {
-			rc = 0;
-			break;
+	return S_ISDIR(st.st_mode) ? 1 : -e;
+}
+
+int files_rmrf_start(struct files_rmrf *rm, int dirfd, const char *name)
+{
+	memset(rm, 0, sizeof(*rm));
+	rm->dirfd = dirfd;
+	int rc = rm_entry(dirfd, name);
+	if (rc <= 0)
+		return rc; /* done already (or failed) */
+	rm->frames = calloc(FILES_RMRF_MAX_DEPTH, sizeof(*rm->frames));
+	if (!rm->frames)
+		return -ENOMEM;
+	rc = rm_push(rm, dirfd, name);
+	return rc < 0 ? rc : 1;
+}
+
+int files_rmrf_step(struct files_rmrf *rm, uint64_t deadline_ms)
+{
+	uint64_t deadline = deadline_ms * 1000u;
+	for (unsigned k = 0; rm->depth > 0; k++) {
+		if ((k & 15) == 15 && now_us() >= deadline)
+			return 1;
+		struct files_rmframe *f = &rm->frames[rm->depth - 1];
+		int rc;
+		if (!f->nm.v) {
+			if (!f->nm.dir && (rc = names_open(&f->nm, f->fd)) < 0)
+				return rc;
+			rc = names_read(&f->nm, SIZE_MAX, deadline);
+			if (rc != 0)
+				return rc; /* the deadline (1), or an error */
 		}
-		rc = -errno;
-		if (errno != ENOTEMPTY && errno != EEXIST)
-			break;
+		if (f->next < f->nm.n) {
+			const char *name = f->nm.v[f->next++];
+			rc = rm_entry(f->fd, name);
+			if (rc > 0)
+				rc = rm_push(rm, f->fd, name);
+			if (rc < 0)
+				return rc;
+			continue;
+		}
+		/* Emptied: remove it from the directory it is in. */
+		int parent = rm->depth > 1 ? rm->frames[rm->depth - 2].fd : rm->dirfd;
+		names_free(&f->nm);
+		f->next = 0;
+		if (unlinkat(parent, f->name, AT_REMOVEDIR) == 0 || errno == ENOENT) {
+			rm_pop(rm);
+			continue;
+		}
+		if ((errno != ENOTEMPTY && errno != EEXIST) || ++f->round >= 3)
+			return -errno;
 	}
-	close(fd);
-	return rc;
+	return 0;
+}
+
+void files_rmrf_free(struct files_rmrf *rm)
+{
+	while (rm->frames && rm->depth > 0)
+		rm_pop(rm);
+	free(rm->frames);
+	rm->frames = NULL;
 }
 
 int files_rmrf(int dirfd, const char *name)
 {
-	return rmrf_at(dirfd, name, 0);
+	struct files_rmrf rm;
+	int rc = files_rmrf_start(&rm, dirfd, name);
+	while (rc > 0)
+		rc = files_rmrf_step(&rm, UINT64_MAX / 1000u);
+	files_rmrf_free(&rm);
+	return rc;
 }

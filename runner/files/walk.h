@@ -48,5 +48,18 @@ int files_walk_start(struct files_walk *w, int dirfd, const char *path);
 int files_walk_step(struct files_walk *w, uint64_t deadline_ms);
 void files_walk_free(struct files_walk *w);
 
-/* rm -rf of name in dirfd without following links. 0 or -errno. */
+/* rm -rf of name in dirfd without following links, resumable: start
+ * removes what needs no walk (0: done); then each step works until a
+ * deadline. 1 = more to do, 0 = done, -FILES_ELIMIT (deeper than
+ * FILES_RMRF_MAX_DEPTH) or -errno. dirfd is borrowed. */
+struct files_rmframe;
+struct files_rmrf {
+	int dirfd;
+	struct files_rmframe *frames; /* one per directory level being emptied */
+	unsigned depth;
+};
+int files_rmrf_start(struct files_rmrf *rm, int dirfd, const char *name);
+int files_rmrf_step(struct files_rmrf *rm, uint64_t deadline_ms);
+void files_rmrf_free(struct files_rmrf *rm);
+/* The same in one go. 0 or -errno. */
 int files_rmrf(int dirfd, const char *name);

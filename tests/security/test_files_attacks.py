@@ -147,8 +147,9 @@ class ReplaceRace(FilesAttack):
 
 class LongScans(FilesAttack):
     """Finding 4: long scans (a line range of a 40 GiB sparse file, a search
-    over a big tree with a costly pattern, replace in big files) must not
-    stall the loop: /ping keeps answering within PING_MAX_MS."""
+    over a big tree with a costly pattern, removing that tree, replace in
+    big files) must not stall the loop: /ping keeps answering within
+    PING_MAX_MS."""
 
     def measure(self, name, method, path, body=None, timeout=40):
         with Pinger(self.r, period=0.005, timeout=20) as p:
@@ -204,6 +205,10 @@ class LongScans(FilesAttack):
                                 "/directories/list?path=%s&depth=2" % q(tree))
         self.assertEqual(st, 400, data[:200])  # over 10,000 results
         self.assertIn(b"10000 results", data)
+        st, data = self.measure("delete 150,150 entries", "DELETE",
+                                "/directories?path=" + q(tree))
+        self.assertEqual((st, data), (200, b""))
+        self.assertFalse(os.path.exists(tree))
 
     def test_replace_in_big_files(self):
         files = [os.path.join(self.ws, "big%d" % i) for i in range(8)]

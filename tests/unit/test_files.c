@@ -627,3 +627,36 @@ TEST(lines_steps)
 	CHECK(files_line_range(fd, 2, 1, &s1, &l1) == -FILES_ELIMIT);
 	close(fd);
 }
+
+/* rm -rf in the smallest steps: everything goes, links are removed, not
+ * followed; too deep a tree is refused. */
+TEST(rmrf_steps)
+{
+	char dir[] = "/tmp/test_files_rm.XXXXXX", p[PATH_MAX];
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(p, sizeof(p), "cd %s && mkdir -p t/a/b/c keep && touch keep/k && ln -s ../../keep t/a/l "
+			       "&& for i in $(seq 300); do touch t/f$i t/a/b/g$i; done", dir);
+	CHECK(system(p) == 0);
+	int dfd = open(dir, O_PATH | O_DIRECTORY);
+	struct files_rmrf rm;
+	int rc = files_rmrf_start(&rm, dfd, "t"), steps = 0;
+	CHECK(rc == 1);
+	while ((rc = files_rmrf_step(&rm, 0)) > 0)
+		steps++;
+	CHECK(rc == 0 && steps > 10);
+	files_rmrf_free(&rm);
+	struct stat st;
+	CHECK(fstatat(dfd, "t", &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT);
+	CHECK(fstatat(dfd, "keep/k", &st, 0) == 0);
+	/* Nothing at all: done at start. */
+	CHECK(files_rmrf_start(&rm, dfd, "nothing") == 0);
+	files_rmrf_free(&rm);
+	/* Deeper than FILES_RMRF_MAX_DEPTH levels. */
+	snprintf(p, sizeof(p), "cd %s && mkdir deep && cd deep && for i in $(seq %d); do mkdir d && "
+			       "cd d; done", dir, FILES_RMRF_MAX_DEPTH + 1);
+	CHECK(system(p) == 0);
+	CHECK(files_rmrf(dfd, "deep") == -FILES_ELIMIT);
+	close(dfd);
+	snprintf(p, sizeof(p), "rm -rf %s", dir);
+	CHECK(system(p) == 0);
+}
