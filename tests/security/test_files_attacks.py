@@ -47,7 +47,8 @@ class FilesAttack(unittest.TestCase):
             if os.path.lexists(p):
                 os.unlink(p)
         if rc != 0:
-            raise AssertionError("runner exited %s after SIGTERM; log tail:\n%s" % (rc, log[-3000:]))
+            raise AssertionError("runner exited %s after SIGTERM; log tail:\n%s"
+                                 % (rc, log[-3000:]))
 
     def task(self, cmd, timeout=120):
         """A foreground task as the task user; its stdout."""
@@ -188,7 +189,8 @@ class LongScans(FilesAttack):
         self.task("python3 -c \"import os\n"
                   "for i in range(150):\n"
                   " d='%s/%%d' %% i; os.makedirs(d)\n"
-                  " for j in range(1000): open('%%s/%%06d%%s' %% (d, j, 'a' * 194), 'w').close()\"" %
+                  " for j in range(1000):"
+                  " open('%%s/%%06d%%s' %% (d, j, 'a' * 194), 'w').close()\"" %
                   tree, timeout=300)
         # Each name costs the matcher ~140 x 60 steps (the star retried
         # at every position against 60 literals).
