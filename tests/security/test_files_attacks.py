@@ -17,11 +17,12 @@ from harness import Runner
 
 TASK_UID = 1000
 TASK_GID = 1000
-# Worst /ping allowed while the files API works through a long scan. The
-# loop's own slices are a few ms; the rest is headroom for a shared,
-# noisy 2-core machine. A runner that scans on its loop misses it by
-# seconds.
-PING_MAX_MS = 250.0
+# /ping while the files API works through a long scan. The loop's own
+# slices are a few ms; the rest is headroom for a shared, noisy 2-core
+# machine (a runner that scans on its loop misses both by seconds: a
+# search 3 s, a line range or replace over 20 s).
+PING_MAX_MS = 1000.0
+PING_P99_MS = 100.0
 
 
 def q(path):
@@ -163,6 +164,7 @@ class LongScans(FilesAttack):
         print("\n    %s: status %s in %.2f s, ping %s" % (name, st, took, fig))
         self.assertEqual(p.bad, [], "/ping failed")
         self.assertLess(fig["max_ms"], PING_MAX_MS, "the loop stalled during " + name)
+        self.assertLess(fig["p99_ms"], PING_P99_MS, "the loop stalled during " + name)
         return st, data
 
     def test_line_range_of_sparse_40g(self):
