@@ -47,7 +47,7 @@ static void ident_of(struct runner *r, struct files_ident *id)
 	/* Tasks may only write beneath the Landlock roots: neither may the API
 	 * on their behalf (reads are allowed everywhere, as for tasks). */
 	id->write_roots = r->policy.enabled && r->policy.landlock.abi > 0 ? r->policy.landlock.roots
-									   : NULL;
+									  : NULL;
 }
 
 /* A -errno of the files layer as the request's error: its code (hence its
@@ -70,8 +70,8 @@ static int fs_error(struct error *e, int rc, const char *op, const char *path,
 		break;
 	case FILES_EOUTSIDE:
 		r = error_set(e, 0, "PERMISSION_DENIED",
-			      "%s %.1024s: outside the directories tasks may write (%.300s)", op, path,
-			      id->write_roots ? id->write_roots : "");
+			      "%s %.1024s: outside the directories tasks may write (%.300s)", op,
+			      path, id->write_roots ? id->write_roots : "");
 		break;
 	case EISDIR:
 		r = error_set(e, 0, "INVALID_FILE", "%s %.1024s: is a directory", op, path);
@@ -111,7 +111,8 @@ static int fs_error(struct error *e, int rc, const char *op, const char *path,
 		break;
 	case ESTALE:
 		r = error_set(e, 0, "CONFLICT",
-			      "%s %.1024s: changed while it was being worked on; try again", op, path);
+			      "%s %.1024s: changed while it was being worked on; try again", op,
+			      path);
 		break;
 	case ETXTBSY:
 		r = error_set(e, 0, "CONFLICT", "%s %.1024s: %s", op, path, strerror(err));
@@ -222,8 +223,9 @@ static int query_paths(struct fcall *c)
 			return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
 					 "path must be absolute: %.1024s", c->raw[i]);
 		if (rc < 0)
-			return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
-					 "path must be a non-empty absolute path without NUL bytes");
+			return error_set(
+				&c->err, 0, "INVALID_REQUEST_BODY",
+				"path must be a non-empty absolute path without NUL bytes");
 	}
 	return 0;
 }
@@ -400,7 +402,8 @@ static enum MHD_Result files_route(struct http_req *req, enum files_input in, fi
 		/* Called again: its job is done (or the server is stopping). */
 		struct fjob *j = req->ctx;
 		int rc = j->done ? fjob_answer(c, j)
-				 : error_set(&c->err, 0, "UNAVAILABLE", "the runner is shutting down");
+				 : error_set(&c->err, 0, "UNAVAILABLE",
+					     "the runner is shutting down");
 		return rc < 0 ? http_fail(req, &c->err) : c->res;
 	}
 	int rc = take_input(c, in);
@@ -478,7 +481,8 @@ static int parse_mode(json_t *v, bool *has, mode_t *out, char *msg, size_t msgle
 	mode_t m = 0, shift = 0;
 	for (json_int_t x = d; x; x /= 10, shift += 3) {
 		if (x % 10 > 7) {
-			snprintf(msg, msglen, "mode %lld is not octal digits (0-7 each)", (long long)d);
+			snprintf(msg, msglen, "mode %lld is not octal digits (0-7 each)",
+				 (long long)d);
 			return -1;
 		}
 		m |= (mode_t)(x % 10) << shift;
@@ -526,9 +530,11 @@ static int perm_parse(const struct runner_config *cfg, json_t *o, struct perm *p
 		const char *name = json_string_value(v);
 		if (!*name)
 			continue;
-		int rc = k == 0 ? files_lookup_user(name, &p->uid) : files_lookup_group(name, &p->gid);
+		int rc = k == 0 ? files_lookup_user(name, &p->uid)
+				: files_lookup_group(name, &p->gid);
 		if (rc < 0 || strlen(name) != json_string_length(v)) {
-			snprintf(msg, msglen, "unknown %s '%.128s'", k == 0 ? "user" : "group", name);
+			snprintf(msg, msglen, "unknown %s '%.128s'", k == 0 ? "user" : "group",
+				 name);
 			return -1;
 		}
 	}
@@ -556,7 +562,8 @@ static int str_path(struct error *e, const char *s, size_t len, const char *fiel
 				 field);
 	if (files_clean_path(s, len, out, PATH_MAX) < 0)
 		return error_set(e, 0, "INVALID_REQUEST_BODY",
-				 "'%s' must be an absolute path without NUL bytes: %.1024s", field, s);
+				 "'%s' must be an absolute path without NUL bytes: %.1024s", field,
+				 s);
 	return 0;
 }
 
@@ -627,8 +634,8 @@ enum MHD_Result api_files_info(struct http_req *req)
 /* What one path of a delete needs: the directory it is in (*dirfd) and a
  * check of its type and place; 1 = nothing to do (already gone), 0 = go
  * on, -1 with e. */
-static int delete_check(struct error *e, const struct files_ident *id, const char *path,
-			bool dirs, int *dirfd, const char **base)
+static int delete_check(struct error *e, const struct files_ident *id, const char *path, bool dirs,
+			int *dirfd, const char **base)
 {
 	*dirfd = -1;
 	if (!strcmp(path, "/"))
@@ -641,8 +648,8 @@ static int delete_check(struct error *e, const struct files_ident *id, const cha
 	if (rc == -ENOENT)
 		return 1; /* already gone: deleting is idempotent, as in execd */
 	if ((rc == 0 && dirs && !S_ISDIR(st.st_mode)) || (rc == -ENOTDIR && dirs))
-		return error_set(e, 0, "INVALID_FILE", "%.1024s is not a directory (use DELETE /files)",
-				 path);
+		return error_set(e, 0, "INVALID_FILE",
+				 "%.1024s is not a directory (use DELETE /files)", path);
 	if (rc == 0 && !dirs && S_ISDIR(st.st_mode))
 		return error_set(e, 0, "INVALID_FILE",
 				 "%.1024s is a directory (use DELETE /directories)", path);
@@ -795,8 +802,8 @@ static int do_move(const struct files_ident *id, const char *src, const char *ds
 static int op_move(struct fcall *c)
 {
 	size_t n = json_array_size(c->body);
-	cleanup_free char (*src)[PATH_MAX] = malloc(sizeof(char[1][PATH_MAX]) * (n ? n : 1));
-	cleanup_free char (*dst)[PATH_MAX] = malloc(sizeof(char[1][PATH_MAX]) * (n ? n : 1));
+	cleanup_free char(*src)[PATH_MAX] = malloc(sizeof(char[1][PATH_MAX]) * (n ? n : 1));
+	cleanup_free char(*dst)[PATH_MAX] = malloc(sizeof(char[1][PATH_MAX]) * (n ? n : 1));
 	if (!src || !dst)
 		return oom(&c->err);
 	/* Everything is checked before anything moves. */
@@ -818,11 +825,12 @@ static int op_move(struct fcall *c)
 					 dst[i]);
 		if (rc == -EXDEV)
 			return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
-					 "move %.1024s to %.1024s: not on the same filesystem", src[i],
-					 dst[i]);
+					 "move %.1024s to %.1024s: not on the same filesystem",
+					 src[i], dst[i]);
 		if (rc < 0)
 			return fs_error(&c->err, rc, op,
-					rc == -ENOENT && strstr(op, "destination") ? dst[i] : src[i],
+					rc == -ENOENT && strstr(op, "destination") ? dst[i]
+										   : src[i],
 					&c->id, false);
 	}
 	return answer_empty(c);
@@ -859,8 +867,7 @@ static int perm_req_parse(struct fcall *c, struct perm_req *pr)
 	const char *key;
 	json_t *v;
 	size_t i = 0;
-	json_object_foreach(c->body, key, v)
-	{
+	json_object_foreach(c->body, key, v) {
 		bool forbidden;
 		char msg[256];
 		if (str_path(&c->err, key, strlen(key), "path", pr->paths[i]) < 0)
@@ -895,7 +902,8 @@ static int set_perm(struct fcall *c, const char *path, const struct perm *p)
 		return fs_error(&c->err, fd < 0 ? fd : -errno, "chmod", path, &c->id, false);
 	if (S_ISLNK(st.st_mode))
 		return error_set(&c->err, 0, "INVALID_FILE",
-				 "chmod %.1024s: is a symbolic link (links are not followed)", path);
+				 "chmod %.1024s: is a symbolic link (links are not followed)",
+				 path);
 	if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
 		return error_set(&c->err, 0, "INVALID_FILE",
 				 "chmod %.1024s: not a regular file or directory", path);
@@ -950,7 +958,8 @@ static int op_mkdirs(struct fcall *c)
 				      &made);
 		if (rc >= 0) {
 			close(rc);
-			rc = files_chown_made(&c->id, pr.paths[i], &made, p->uid, p->gid, p->as_root);
+			rc = files_chown_made(&c->id, pr.paths[i], &made, p->uid, p->gid,
+					      p->as_root);
 			files_made_free(&made);
 		}
 		if (rc < 0)
@@ -1105,7 +1114,9 @@ static int op_search(struct fcall *c)
 		/* Like execd's walk: a root that is not a directory is itself the
 		 * one candidate (a link is not followed). */
 		enum files_glob_subject sub = files_glob_subject(g);
-		const char *name = sub == GLOB_ABS ? path : sub == GLOB_REL ? "" : strrchr(path, '/') + 1;
+		const char *name = sub == GLOB_ABS   ? path
+				   : sub == GLOB_REL ? ""
+						     : strrchr(path, '/') + 1;
 		if (files_glob_match(g, name, strlen(name))) {
 			files_info_json(&wj->out, path, &st, &wj->w.names);
 			wj->w.results = 1;
@@ -1168,10 +1179,12 @@ static int replace_step(struct fjob *j, uint64_t deadline_ms)
 			json_t *o = json_object_get(v, "old"), *nw = json_object_get(v, "new");
 			rc = files_clean_path(key, strlen(key), rj->path, sizeof(rj->path));
 			if (rc == 0)
-				rc = files_replace_open(&rj->rp, &j->id, rj->path, json_string_value(o),
-							json_string_length(o),
-							json_is_string(nw) ? json_string_value(nw) : "",
-							json_is_string(nw) ? json_string_length(nw) : 0);
+				rc = files_replace_open(&rj->rp, &j->id, rj->path,
+							json_string_value(o), json_string_length(o),
+							json_is_string(nw) ? json_string_value(nw)
+									   : "",
+							json_is_string(nw) ? json_string_length(nw)
+									   : 0);
 			rj->open = true;
 			if (rc < 0)
 				return replace_fail(rj, rc);
@@ -1185,7 +1198,8 @@ static int replace_step(struct fjob *j, uint64_t deadline_ms)
 			buf_append_str(&rj->out, ",");
 		rj->any = true;
 		buf_append_json_str(&rj->out, key, strlen(key));
-		buf_appendf(&rj->out, ":{\"replacedCount\":%llu}", (unsigned long long)rj->rp.count);
+		buf_appendf(&rj->out, ":{\"replacedCount\":%llu}",
+			    (unsigned long long)rj->rp.count);
 		files_replace_close(&rj->rp);
 		rj->open = false;
 		rj->iter = json_object_iter_next(rj->body, rj->iter);
@@ -1219,8 +1233,7 @@ static int op_replace(struct fcall *c)
 	json_t *v;
 	char path[PATH_MAX];
 	/* Everything is checked before any file is touched. */
-	json_object_foreach(c->body, key, v)
-	{
+	json_object_foreach(c->body, key, v) {
 		if (str_path(&c->err, key, strlen(key), "path", path) < 0)
 			return -1;
 		json_t *o = json_is_object(v) ? json_object_get(v, "old") : NULL;
@@ -1228,7 +1241,8 @@ static int op_replace(struct fcall *c)
 		if (!json_is_object(v) || (o && !json_is_string(o)) ||
 		    (nw && !json_is_null(nw) && !json_is_string(nw)))
 			return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
-					 "%.1024s: expected {\"old\": string, \"new\": string}", key);
+					 "%.1024s: expected {\"old\": string, \"new\": string}",
+					 key);
 		if (!o || !json_string_length(o))
 			return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
 					 "%.1024s: old content must not be empty", key);
@@ -1339,8 +1353,8 @@ static void content_disposition(char *out, size_t outsz, const char *name)
 	char enc[3 * NAME_MAX + 1];
 	size_t n = 0;
 	for (const unsigned char *p = (const unsigned char *)name; *p && n + 4 < sizeof(enc); p++) {
-		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-		    strchr("-._~", *p))
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    (*p >= '0' && *p <= '9') || strchr("-._~", *p))
 			enc[n++] = (char)*p;
 		else
 			n += (size_t)snprintf(enc + n, sizeof(enc) - n, "%%%02X", *p);
@@ -1451,12 +1465,13 @@ static int answer_file(struct fcall *c, int fd, const struct stat *st, const cha
 		char cd[6 * NAME_MAX + 80], lm[64];
 		struct tm tm;
 		time_t mt = st->st_mtim.tv_sec;
-		content_disposition(cd, sizeof(cd), strrchr(path, '/')[1] ? strrchr(path, '/') + 1
-									 : "file");
+		content_disposition(cd, sizeof(cd),
+				    strrchr(path, '/')[1] ? strrchr(path, '/') + 1 : "file");
 		MHD_add_response_header(resp, "Content-Type", "application/octet-stream");
 		MHD_add_response_header(resp, "Content-Disposition", cd);
 		MHD_add_response_header(resp, "Accept-Ranges", "bytes");
-		if (gmtime_r(&mt, &tm) && strftime(lm, sizeof(lm), "%a, %d %b %Y %H:%M:%S GMT", &tm))
+		if (gmtime_r(&mt, &tm) &&
+		    strftime(lm, sizeof(lm), "%a, %d %b %Y %H:%M:%S GMT", &tm))
 			MHD_add_response_header(resp, "Last-Modified", lm);
 		if (crange && crange[0])
 			MHD_add_response_header(resp, "Content-Range", crange);
@@ -1479,10 +1494,11 @@ static int lines_step(struct fjob *j, uint64_t deadline_ms)
 	struct lines_job *lj = (struct lines_job *)j;
 	int rc = files_lines_step(&lj->l, lj->fd, deadline_ms);
 	if (rc == -FILES_ELIMIT)
-		return error_set(&j->err, 0, "INVALID_REQUEST_BODY",
-				 "download %.1024s: the line range ends more than %llu MiB into the "
-				 "file; read it with a byte Range instead",
-				 lj->path, (unsigned long long)(FILES_LINES_SCAN_MAX >> 20));
+		return error_set(
+			&j->err, 0, "INVALID_REQUEST_BODY",
+			"download %.1024s: the line range ends more than %llu MiB into the "
+			"file; read it with a byte Range instead",
+			lj->path, (unsigned long long)(FILES_LINES_SCAN_MAX >> 20));
 	if (rc < 0)
 		return fs_error(&j->err, rc, "download", lj->path, &j->id, false);
 	return rc;
@@ -1524,8 +1540,9 @@ static int op_download(struct fcall *c)
 			return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
 					 "limit must be a positive integer");
 		if (range)
-			return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
-					 "offset/limit and the Range header are mutually exclusive");
+			return error_set(
+				&c->err, 0, "INVALID_REQUEST_BODY",
+				"offset/limit and the Range header are mutually exclusive");
 	}
 	struct stat st;
 	cleanup_close int fd = open_content(c, path, &st);
@@ -1617,12 +1634,14 @@ static int up_meta_end(struct upload *u)
 {
 	struct up_item *it = &u->items[u->n_meta];
 	json_error_t jerr;
-	cleanup_json json_t *j = json_loadb(u->meta.data ? u->meta.data : "", u->meta.len, 0, &jerr);
+	cleanup_json json_t *j =
+		json_loadb(u->meta.data ? u->meta.data : "", u->meta.len, 0, &jerr);
 	if (!j || !json_is_object(j))
-		return up_fail(u, "INVALID_FILE_METADATA",
-			       "invalid metadata format: %s (want a JSON object {path, owner, group, "
-			       "mode})",
-			       j ? "not an object" : jerr.text);
+		return up_fail(
+			u, "INVALID_FILE_METADATA",
+			"invalid metadata format: %s (want a JSON object {path, owner, group, "
+			"mode})",
+			j ? "not an object" : jerr.text);
 	json_t *p = json_object_get(j, "path");
 	if (!json_is_string(p) || !json_string_length(p))
 		return up_fail(u, "INVALID_FILE_METADATA", "metadata path is empty");
@@ -1788,7 +1807,9 @@ static int op_upload_commit(struct fcall *c)
 			u->n_file);
 	for (unsigned i = 0; i < u->n_file && !u->failed; i++) {
 		struct up_item *it = &u->items[i];
-		mode_t mode = it->perm.has_mode ? it->perm.mode : it->keep_mode ? it->old_mode : 0755;
+		mode_t mode = it->perm.has_mode ? it->perm.mode
+			      : it->keep_mode   ? it->old_mode
+						: 0755;
 		const char *op = "upload";
 		int rc = fchmod(it->tmp.fd, mode) < 0 ? -errno : 0;
 		if (rc == 0)

@@ -11,9 +11,9 @@ enum { T_LIT, T_ANY, T_CLASS, T_STAR, T_GSLASH, T_GEND, T_SGEND };
 
 struct gtok {
 	unsigned char kind;
-	bool neg;         /* T_CLASS: [!...] */
-	uint32_t c;       /* T_LIT */
-	uint32_t r0, rn;  /* T_CLASS: ranges[r0 .. r0+rn) */
+	bool neg;        /* T_CLASS: [!...] */
+	uint32_t c;      /* T_LIT */
+	uint32_t r0, rn; /* T_CLASS: ranges[r0 .. r0+rn) */
 };
 
 struct galt {
@@ -199,7 +199,8 @@ static int tokenize(struct galt *a, const char *p, size_t n)
 			if (j - i >= 2 && seg_start && j == n) {
 				/* A double star ending the pattern; after a slash it
 				 * also matches the directory itself ("a" for a/ + it). */
-				if (a->n && a->t[a->n - 1].kind == T_LIT && a->t[a->n - 1].c == '/') {
+				if (a->n && a->t[a->n - 1].kind == T_LIT &&
+				    a->t[a->n - 1].c == '/') {
 					a->t[a->n - 1].kind = T_SGEND;
 					i = j;
 					continue;
@@ -244,7 +245,8 @@ static int tokenize(struct galt *a, const char *p, size_t n)
 						i++;
 					if (i >= end - 1)
 						return -EINVAL;
-					i += utf8_dec((const unsigned char *)p + i, end - 1 - i, &hi);
+					i += utf8_dec((const unsigned char *)p + i, end - 1 - i,
+						      &hi);
 				}
 				a->ranges[nr++] = lo;
 				a->ranges[nr++] = hi;
@@ -281,8 +283,9 @@ int files_glob_compile(struct files_glob **out, const char *pattern, char *err, 
 	expand(&e, pattern, n, 0);
 	int rc = 0;
 	if (e.err) {
-		snprintf(err, errlen, e.err == 1 ? "malformed pattern (unclosed [ or {)"
-						 : "pattern expands to more than %d alternatives",
+		snprintf(err, errlen,
+			 e.err == 1 ? "malformed pattern (unclosed [ or {)"
+				    : "pattern expands to more than %d alternatives",
 			 FILES_GLOB_ALTS);
 		rc = -EINVAL;
 	}

@@ -76,7 +76,8 @@ void files_info_json(struct buf *out, const char *path, const struct stat *st,
 	fmt_time(ct, sizeof(ct), &st->st_ctim);
 	buf_append_str(out, "{\"path\":");
 	buf_append_json_str(out, path, strlen(path));
-	buf_appendf(out, ",\"type\":\"%s\",\"size\":%lld,\"modified_at\":\"%s\",\"created_at\":\"%s\",",
+	buf_appendf(out,
+		    ",\"type\":\"%s\",\"size\":%lld,\"modified_at\":\"%s\",\"created_at\":\"%s\",",
 		    type_name(st->st_mode), (long long)st->st_size, mt, ct);
 	const char *owner = id_name(nc, st->st_uid, false);
 	buf_append_str(out, "\"owner\":");

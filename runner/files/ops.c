@@ -415,9 +415,9 @@ static int subst_chunk(struct files_replace *rp, int in)
 	size_t pos = 0;
 	int rc;
 	for (;;) {
-		char *hit = rp->have - pos >= rp->olen ? memmem(b + pos, rp->have - pos, rp->old,
-								 rp->olen)
-						      : NULL;
+		char *hit = rp->have - pos >= rp->olen
+				    ? memmem(b + pos, rp->have - pos, rp->old, rp->olen)
+				    : NULL;
 		if (!hit)
 			break;
 		size_t at = (size_t)(hit - b);

@@ -14,8 +14,8 @@
 
 #include "files/ident.h"
 
-#define FILES_REPLACE_MAX (64ULL << 20)    /* file (and result) size replace rewrites */
-#define FILES_LINES_SCAN_MAX (1ULL << 30)  /* bytes a line-range download scans */
+#define FILES_REPLACE_MAX (64ULL << 20)   /* file (and result) size replace rewrites */
+#define FILES_LINES_SCAN_MAX (1ULL << 30) /* bytes a line-range download scans */
 
 /* mkdir -p of a clean path. Missing directories are created 0755, the last
  * one `mode` (exactly, whatever the umask). Returns a descriptor of the
@@ -23,9 +23,9 @@
  * was made; `made` records the directories made (for files_chown_made;
  * release it with files_made_free). */
 struct files_made {
-	int fd;        /* the last directory that existed before (-1: none made) */
-	size_t first;  /* offset in path of the first component made */
-	size_t n;      /* directories made, top down */
+	int fd;       /* the last directory that existed before (-1: none made) */
+	size_t first; /* offset in path of the first component made */
+	size_t n;     /* directories made, top down */
 	struct stat *ids;
 };
 int files_mkdirs(const struct files_ident *id, const char *path, mode_t mode, bool *created,

@@ -133,13 +133,13 @@ int files_open_compat(int dirfd, const char *path, int flags, uint64_t resolve)
 			int e = errno;
 			if (tl >= 0)
 				target[tl] = 0;
-			int rc = tl < 0                           ? -e
-				 : resolve & RESOLVE_NO_SYMLINKS  ? -ELOOP
-				 : magic_link(nfd, target)        ? -ELOOP
-				 : ++links > MAX_LINKS            ? -ELOOP
+			int rc = tl < 0                                            ? -e
+				 : resolve & RESOLVE_NO_SYMLINKS                   ? -ELOOP
+				 : magic_link(nfd, target)                         ? -ELOOP
+				 : ++links > MAX_LINKS                             ? -ELOOP
 				 : (resolve & RESOLVE_BENEATH) && target[0] == '/' ? -EXDEV
-				 : strlen(target) + strlen(p) + 2 > sizeof(rest) ? -ENAMETOOLONG
-										 : 0;
+				 : strlen(target) + strlen(p) + 2 > sizeof(rest)   ? -ENAMETOOLONG
+										   : 0;
 			close(nfd);
 			if (rc < 0) {
 				close(cur);

@@ -27,8 +27,8 @@ static uint64_t now_us(void)
  * phase resumable so that a directory of 200,000 entries is read and
  * sorted in slices too. */
 struct names {
-	DIR *dir;   /* while reading */
-	char *blk;  /* name\0name\0... */
+	DIR *dir;  /* while reading */
+	char *blk; /* name\0name\0... */
 	size_t len, cap;
 	char **v, **tmp; /* v: the names; tmp: the merge sort's other half */
 	size_t n;
@@ -145,7 +145,8 @@ static int names_sort(struct names *nm, uint64_t deadline_us)
 			nm->merging = true;
 		}
 		if (nm->k < nm->hi) {
-			if (nm->j >= nm->hi || (nm->i < nm->mid && strcmp(src[nm->i], src[nm->j]) <= 0))
+			if (nm->j >= nm->hi ||
+			    (nm->i < nm->mid && strcmp(src[nm->i], src[nm->j]) <= 0))
 				dst[nm->k++] = src[nm->i++];
 			else
 				dst[nm->k++] = src[nm->j++];
@@ -231,7 +232,7 @@ static int walk_entry(struct files_walk *w, struct files_wframe *f)
 		take = true;
 	} else {
 		enum files_glob_subject sub = files_glob_subject(w->glob);
-		const char *s = sub == GLOB_ABS ? w->path.data
+		const char *s = sub == GLOB_ABS   ? w->path.data
 				: sub == GLOB_REL ? w->path.data + w->rel_off
 						  : name;
 		take = files_glob_match(w->glob, s, strlen(s));
@@ -293,10 +294,12 @@ int files_walk_step(struct files_walk *w, uint64_t deadline_ms)
 					continue;
 				}
 			}
-			size_t seen = w->visited < FILES_MAX_VISITED ? w->visited : FILES_MAX_VISITED;
+			size_t seen = w->visited < FILES_MAX_VISITED ? w->visited
+								     : FILES_MAX_VISITED;
 			rc = names_read(&f->nm, FILES_MAX_VISITED - seen, deadline);
 			if (rc == -FILES_ELIMIT) {
-				walk_limit(w, "more than %ld entries to look at", FILES_MAX_VISITED);
+				walk_limit(w, "more than %ld entries to look at",
+					   FILES_MAX_VISITED);
 				break;
 			}
 			if (rc < 0 && level > 0 && rc != -ENOMEM) {
@@ -344,7 +347,7 @@ struct files_rmframe {
 	int fd;
 	struct names nm;
 	size_t next;
-	unsigned round; /* entries made while we delete: read again */
+	unsigned round;          /* entries made while we delete: read again */
 	char name[NAME_MAX + 1]; /* in the directory below it */
 };
 

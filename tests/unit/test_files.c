@@ -103,8 +103,14 @@ TEST(glob_match)
 	check_glob("ab[e-g]", "abc", 0);
 	check_glob("ab[^c]", "abc", 0);
 	check_glob("ab[!e-g]", "abc", 1);
-	check_glob("a?b", "a\xe2\x98\xba" "b", 1);
-	check_glob("a???b", "a\xe2\x98\xba" "b", 0);
+	check_glob("a?b",
+		   "a\xe2\x98\xba"
+		   "b",
+		   1);
+	check_glob("a???b",
+		   "a\xe2\x98\xba"
+		   "b",
+		   0);
 	check_glob("a?b", "a/b", 0);
 	check_glob("a*b", "a/b", 0);
 	check_glob("[\\]a]", "]", 1);
@@ -281,8 +287,9 @@ TEST(mkdirs_tmp_rmrf)
 		CHECK(system(p) == 0);
 		close(fd);
 		/* A symlink inside the tree is removed, its target is not. */
-		snprintf(p, sizeof(p), "mkdir -p %s/keep && touch %s/keep/k && ln -s %s/keep %s/x/link",
-			 dir, dir, dir, dir);
+		snprintf(p, sizeof(p),
+			 "mkdir -p %s/keep && touch %s/keep/k && ln -s %s/keep %s/x/link", dir, dir,
+			 dir, dir);
 		CHECK(system(p) == 0);
 		int dfd = open(dir, O_PATH | O_DIRECTORY);
 		CHECK(files_rmrf(dfd, "x") == 0);
@@ -349,8 +356,9 @@ TEST(resolution)
 {
 	char dir[] = "/tmp/test_files_res.XXXXXX", p[PATH_MAX], roots[PATH_MAX];
 	CHECK(mkdtemp(dir) != NULL);
-	snprintf(p, sizeof(p), "mkdir -p %s/root/sub %s/out && ln -s ../out %s/root/up && "
-			       "ln -s %s/out/f %s/root/lnk && ln -s /proc/self %s/root/self",
+	snprintf(p, sizeof(p),
+		 "mkdir -p %s/root/sub %s/out && ln -s ../out %s/root/up && "
+		 "ln -s %s/out/f %s/root/lnk && ln -s /proc/self %s/root/self",
 		 dir, dir, dir, dir, dir, dir);
 	CHECK(system(p) == 0);
 	snprintf(p, sizeof(p), "%s/out", dir);
@@ -634,8 +642,10 @@ TEST(rmrf_steps)
 {
 	char dir[] = "/tmp/test_files_rm.XXXXXX", p[PATH_MAX];
 	CHECK(mkdtemp(dir) != NULL);
-	snprintf(p, sizeof(p), "cd %s && mkdir -p t/a/b/c keep && touch keep/k && ln -s ../../keep t/a/l "
-			       "&& for i in $(seq 300); do touch t/f$i t/a/b/g$i; done", dir);
+	snprintf(p, sizeof(p),
+		 "cd %s && mkdir -p t/a/b/c keep && touch keep/k && ln -s ../../keep t/a/l "
+		 "&& for i in $(seq 300); do touch t/f$i t/a/b/g$i; done",
+		 dir);
 	CHECK(system(p) == 0);
 	int dfd = open(dir, O_PATH | O_DIRECTORY);
 	struct files_rmrf rm;
@@ -652,8 +662,10 @@ TEST(rmrf_steps)
 	CHECK(files_rmrf_start(&rm, dfd, "nothing") == 0);
 	files_rmrf_free(&rm);
 	/* Deeper than FILES_RMRF_MAX_DEPTH levels. */
-	snprintf(p, sizeof(p), "cd %s && mkdir deep && cd deep && for i in $(seq %d); do mkdir d && "
-			       "cd d; done", dir, FILES_RMRF_MAX_DEPTH + 1);
+	snprintf(p, sizeof(p),
+		 "cd %s && mkdir deep && cd deep && for i in $(seq %d); do mkdir d && "
+		 "cd d; done",
+		 dir, FILES_RMRF_MAX_DEPTH + 1);
 	CHECK(system(p) == 0);
 	CHECK(files_rmrf(dfd, "deep") == -FILES_ELIMIT);
 	close(dfd);
