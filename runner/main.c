@@ -228,6 +228,15 @@ static const struct signal_action signal_table[] = {
 	{SIGTTOU, NULL},
 };
 
+/* ---- what the lower layers call up to, decided here ---- */
+
+/* The runtime profiles (task/profile.h) admit every task and follow it. */
+static const struct task_hooks task_hooks = {
+	.admit = profile_admit,
+	.started = profile_task_started,
+	.finished = profile_task_finished,
+};
+
 static int setup_state_dir(struct runner *r, struct error *err)
 {
 	int fd = statedir_open(&r->cfg, r->state_dir, sizeof(r->state_dir), &r->state_dir_fallback,
@@ -337,6 +346,7 @@ int main(int argc, char **argv)
 		error_set(&err, ENOMEM, NULL, "task tables");
 		return start_failed(&err);
 	}
+	tasks_set_hooks(r, &task_hooks);
 	if (profile_init(r, &err) < 0)
 		return start_failed(&err);
 	if (http_start(r, api_routes, api_n_routes, &err) < 0 || gateway_init(r, &err) < 0 ||

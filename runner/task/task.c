@@ -20,7 +20,6 @@
 #include "core/log.h"
 #include "core/runner.h"
 #include "task/pty.h"
-#include "task/profile.h"
 #include "task/spawn.h"
 #include "core/util.h"
 
@@ -61,6 +60,18 @@ int tasks_init(struct runner *r)
 {
 	r->tasks = calloc(1, sizeof(*r->tasks));
 	return r->tasks ? 0 : -1;
+}
+
+void tasks_set_hooks(struct runner *r, const struct task_hooks *hooks)
+{
+	r->tasks->hooks = hooks;
+}
+
+static void hook_finished(struct task *t)
+{
+	const struct task_hooks *h = t->r->tasks->hooks;
+	if (h && h->finished)
+		h->finished(t);
 }
 
 unsigned tasks_running(struct runner *r)
@@ -348,7 +359,7 @@ static void task_finalize(struct task *t)
 		 (json_int_t)(t->finished_ms - t->started_ms));
 	task_io_finish(t);
 	wake_readers(t);
-	profile_task_finished(t);
+	hook_finished(t);
 }
 
 static void task_unlink(struct task *t)
@@ -543,7 +554,8 @@ static int resolve_identity(struct runner *r, const struct task_spec *spec, uid_
  * runner accepts work, the cap, a cwd that exists. Returns the cwd. */
 static const char *task_admit(struct runner *r, const struct task_spec *spec, struct error *err)
 {
-	if (profile_admit(r, spec, err) < 0)
+	const struct task_hooks *h = r->tasks->hooks;
+	if (h && h->admit && h->admit(r, spec, err) < 0)
 		return NULL;
 	if (r->shutting_down) {
 		error_set(err, 0, "SERVICE_UNAVAILABLE", "the runner is shutting down");
@@ -625,7 +637,8 @@ static void task_link(struct task *t)
 		t->next->prev = t;
 	r->tasks->head = t;
 	t->linked = true;
-	profile_task_started(t);
+	if (r->tasks->hooks && r->tasks->hooks->started)
+		r->tasks->hooks->started(t);
 }
 
 struct task *task_start(struct runner *r, const struct task_spec *spec, struct error *err)
@@ -841,7 +854,7 @@ static void driven_log(struct task *t)
 		 task_status_name(t->status), "exit_code", t->exit_code, "duration_ms",
 		 (json_int_t)(t->finished_ms - t->started_ms));
 	wake_readers(t);
-	profile_task_finished(t);
+	hook_finished(t);
 }
 
 void task_driven_finish(struct task *t, enum task_status st, int exit_code, json_t *extra)

@@ -140,13 +140,26 @@ struct task {
 	bool linked;
 };
 
+/* What the layer above decides about every task of every API (main registers the runtime
+ * profiles', task/profile.h): admit runs before anything is allocated (-1 with e set: refused),
+ * started once the task is in the table, finished once it has written its terminal event. Any
+ * may be NULL. The engine calls up only through these. */
+struct task_hooks {
+	int (*admit)(struct runner *r, const struct task_spec *spec, struct error *e);
+	void (*started)(struct task *t);
+	void (*finished)(struct task *t);
+};
+
 struct task_table {
 	struct task *head;
 	unsigned running;
 	unsigned finished;
+	const struct task_hooks *hooks; /* NULL: none */
 };
 
 int tasks_init(struct runner *r);
+/* hooks outlives the table. */
+void tasks_set_hooks(struct runner *r, const struct task_hooks *hooks);
 void tasks_free_all(struct runner *r);
 unsigned tasks_running(struct runner *r);
 /* hard=false: SIGTERM every tree (grace timer follows); hard=true: SIGKILL. */
