@@ -14,6 +14,7 @@
 #include "api/hardening.h"
 #include "api/routes.h"
 #include "http/http.h"
+#include "http/ws.h"
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -237,6 +238,16 @@ static const struct task_hooks task_hooks = {
 	.finished = profile_task_finished,
 };
 
+/* The HTTP layer: while a reset runs only a few routes answer, and a request received across one
+ * is dropped (task/profile.h); the WebSocket connections (http/ws.h) are upgraded ones. */
+static const struct http_hooks http_hooks = {
+	.request_blocked = profile_request_blocked,
+	.request_gen = profile_gen,
+	.upgraded_count = ws_count,
+	.upgraded_tick = ws_tick,
+	.upgraded_close_all = ws_close_all,
+};
+
 static int setup_state_dir(struct runner *r, struct error *err)
 {
 	int fd = statedir_open(&r->cfg, r->state_dir, sizeof(r->state_dir), &r->state_dir_fallback,
@@ -349,8 +360,10 @@ int main(int argc, char **argv)
 	tasks_set_hooks(r, &task_hooks);
 	if (profile_init(r, &err) < 0)
 		return start_failed(&err);
-	if (http_start(r, api_routes, api_n_routes, &err) < 0 || gateway_init(r, &err) < 0 ||
-	    modelproxy_start(r, &err) < 0)
+	if (http_start(r, api_routes, api_n_routes, &err) < 0)
+		return start_failed(&err);
+	http_set_hooks(r, &http_hooks);
+	if (gateway_init(r, &err) < 0 || modelproxy_start(r, &err) < 0)
 		return start_failed(&err);
 	/* Added last: it runs after the daemons' pumps. */
 	loop_hook_add(&r->loop, &r->exit_check, exit_check, r);

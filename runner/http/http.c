@@ -15,8 +15,6 @@
 #include "core/util.h"
 #include "http/gate.h"
 #include "http/internal.h"
-#include "http/ws.h"
-#include "task/profile.h"
 
 /* Does path match pattern? Captures the '*' segment into out. */
 static bool match(const char *pattern, const char *path, char *out, size_t outlen)
@@ -224,6 +222,12 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 	return req;
 }
 
+static uint64_t request_gen(struct runner *r)
+{
+	const struct http_hooks *hk = r->http->hooks;
+	return hk && hk->request_gen ? hk->request_gen(r) : 0;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version,
 				  const char *upload_data, size_t *upload_size, void **con_cls)
@@ -273,9 +277,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			return http_failf(req, "PAYLOAD_TOO_LARGE", "request body over %llu bytes",
 					  (unsigned long long)r->cfg.max_body);
 		struct error pe;
-		if (profile_request_blocked(r, method, url, &pe))
+		if (h->hooks && h->hooks->request_blocked &&
+		    h->hooks->request_blocked(r, method, url, &pe))
 			return http_fail(req, &pe);
-		req->gen = profile_gen(r);
+		req->gen = request_gen(r);
 		return MHD_YES;
 	}
 	if (req->responded) {
@@ -285,7 +290,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	/* A reset ran while it was being received (e.g. an upload): it was the
 	 * previous tenant's. The rest of it is discarded, the handler never
 	 * sees it (an upload is not committed), and it gets a 503. */
-	if (req->gen != profile_gen(r)) {
+	if (req->gen != request_gen(r)) {
 		if (*upload_size) {
 			*upload_size = 0;
 			return MHD_YES;
@@ -401,6 +406,11 @@ int http_start(struct runner *r, const struct http_route *routes, size_t n_route
 	return http_daemon_start(&h->daemon, &r->loop, &conf, err);
 }
 
+void http_set_hooks(struct runner *r, const struct http_hooks *hooks)
+{
+	r->http->hooks = hooks;
+}
+
 json_t *http_access_report(struct runner *r)
 {
 	return r->http && r->http->gate ? gate_report(r->http->gate) : json_null();
@@ -425,7 +435,11 @@ void http_quiesce(struct runner *r)
 
 bool http_busy(struct runner *r)
 {
-	return (r->http && r->http->n_streams > 0) || ws_count(r) > 0;
+	struct http_server *h = r->http;
+	if (!h)
+		return false;
+	return h->n_streams > 0 ||
+	       (h->hooks && h->hooks->upgraded_count && h->hooks->upgraded_count(r) > 0);
 }
 
 void http_run_soon(struct runner *r)
@@ -468,7 +482,8 @@ void http_tick(struct runner *r)
 	struct http_server *h = r->http;
 	if (!h)
 		return;
-	ws_tick(r);
+	if (h->hooks && h->hooks->upgraded_tick)
+		h->hooks->upgraded_tick(r);
 	uint64_t now = monotonic_ms();
 	for (struct http_stream *s = h->streams; s;) {
 		struct http_stream *next = s->next;
@@ -492,7 +507,8 @@ void http_stop(struct runner *r)
 		/* Upgraded connections go first: libmicrohttpd must not be
 		 * stopped while one is still open; nor while a request is
 		 * suspended (their handlers see http_stopping()). */
-		ws_close_all(r);
+		if (h->hooks && h->hooks->upgraded_close_all)
+			h->hooks->upgraded_close_all(r);
 		while (h->suspended)
 			http_req_resume(h->suspended);
 		for (int i = 0; i < 4; i++) {

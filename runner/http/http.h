@@ -48,7 +48,7 @@ struct http_req {
 	char *raw_query;   /* the query string as sent (NULL: none), for strict parsers */
 	bool suspended;    /* http_req_suspend: waits for http_req_resume */
 	struct http_req *snext, *sprev;
-	uint64_t gen;      /* the reset generation it arrived in (task/profile.h) */
+	uint64_t gen;      /* the generation it arrived in (http_hooks.request_gen) */
 	void (*ctx_free)(struct http_req *req);
 };
 
@@ -84,6 +84,24 @@ struct http_stream {
 struct error;
 int http_start(struct runner *r, const struct http_route *routes, size_t n_routes,
 	       struct error *err);
+/* What the layer above decides for the server (main registers them; any may be NULL), so the
+ * HTTP layer never calls up:
+ * - the request gate, before a request's handler runs: request_blocked refuses it now (e set,
+ *   answered with http_fail); request_gen is the generation a request belongs to: one whose
+ *   generation changed while its body was being received is refused (the runtime profiles'
+ *   reset, task/profile.h);
+ * - connections upgraded away from HTTP (WebSocket, http/ws.c): counted as busy, ticked with
+ *   the streams, and closed first by http_stop (libmicrohttpd must not stop with one open). */
+struct http_hooks {
+	bool (*request_blocked)(struct runner *r, const char *method, const char *path,
+				struct error *e);
+	uint64_t (*request_gen)(struct runner *r);
+	unsigned (*upgraded_count)(struct runner *r);
+	void (*upgraded_tick)(struct runner *r);
+	void (*upgraded_close_all)(struct runner *r);
+};
+/* After http_start; hooks outlives the server. */
+void http_set_hooks(struct runner *r, const struct http_hooks *hooks);
 unsigned http_port(struct runner *r);
 /* Who may connect (gate.h), for GET /v1/hardening. New reference. */
 json_t *http_access_report(struct runner *r);
