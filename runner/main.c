@@ -19,7 +19,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "model/modelproxy.h"
-#include "task/profile.h"
+#include "profile/profile.h"
 #include "task/proctree.h"
 #include "api/api.h"
 #include "core/runner.h"
@@ -231,7 +231,7 @@ static const struct signal_action signal_table[] = {
 
 /* ---- what the lower layers call up to, decided here ---- */
 
-/* The runtime profiles (task/profile.h) admit every task and follow it. */
+/* The runtime profiles (profile/profile.h) admit every task and follow it. */
 static const struct task_hooks task_hooks = {
 	.admit = profile_admit,
 	.started = profile_task_started,
@@ -239,7 +239,7 @@ static const struct task_hooks task_hooks = {
 };
 
 /* The HTTP layer: while a reset runs only a few routes answer, and a request received across one
- * is dropped (task/profile.h); the WebSocket connections (http/ws.h) are upgraded ones. */
+ * is dropped (profile/profile.h); the WebSocket connections (http/ws.h) are upgraded ones. */
 static const struct http_hooks http_hooks = {
 	.request_blocked = profile_request_blocked,
 	.request_gen = profile_gen,

@@ -80,7 +80,7 @@ enum MHD_Result api_metrics(struct http_req *req);
 enum MHD_Result api_metrics_watch(struct http_req *req);
 enum MHD_Result api_hardening(struct http_req *req);
 
-/* reset.c: POST /v1/reset (task/profile.h) */
+/* reset.c: POST /v1/reset (profile/profile.h) */
 enum MHD_Result api_reset(struct http_req *req);
 
 /* files.c: execd-compatible files and directories API */

@@ -1,9 +1,9 @@
 /* POST /v1/reset (the `pooled` profile): answered once the reset is done,
- * with what it removed and how long it took; see task/reset.c. */
+ * with what it removed and how long it took; see profile/reset.c. */
 #include "api/api.h"
 #include "core/error.h"
 #include "core/runner.h"
-#include "task/profile.h"
+#include "profile/profile.h"
 
 enum MHD_Result api_reset(struct http_req *req)
 {

@@ -45,7 +45,7 @@ struct runner_config {
 	char **main_argv;         /* after "--"; NULL when none */
 	bool ping;                /* --ping: probe a running runner, then exit (ping.h) */
 
-	/* The gateway's runtime profiles (task/profile.h). */
+	/* The gateway's runtime profiles (profile/profile.h). */
 	bool one_shot;               /* serve one task, then exit with its status */
 	bool allow_reset;            /* POST /v1/reset (pooled boxes) */
 	uint64_t reset_snapshot_max; /* bytes of the writable roots kept for reset */

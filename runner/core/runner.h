@@ -60,6 +60,6 @@ struct runner {
 	struct modelproxy *modelproxy; /* loopback model proxy for chat tasks */
 	struct ws_table *ws;           /* open WebSocket connections (http/ws.c) */
 	struct pty_table *ptys;        /* execd PTY sessions (api/pty.c) */
-	struct profile *profile;       /* one-shot and reset (task/profile.h) */
+	struct profile *profile;       /* one-shot and reset (profile/profile.h) */
 	struct files_sched files_sched; /* the files API's long scans, in slices */
 };

@@ -89,7 +89,7 @@ int http_start(struct runner *r, const struct http_route *routes, size_t n_route
  * - the request gate, before a request's handler runs: request_blocked refuses it now (e set,
  *   answered with http_fail); request_gen is the generation a request belongs to: one whose
  *   generation changed while its body was being received is refused (the runtime profiles'
- *   reset, task/profile.h);
+ *   reset, profile/profile.h);
  * - connections upgraded away from HTTP (WebSocket, http/ws.c): counted as busy, ticked with
  *   the streams, and closed first by http_stop (libmicrohttpd must not stop with one open). */
 struct http_hooks {

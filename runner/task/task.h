@@ -141,7 +141,7 @@ struct task {
 };
 
 /* What the layer above decides about every task of every API (main registers the runtime
- * profiles', task/profile.h): admit runs before anything is allocated (-1 with e set: refused),
+ * profiles', profile/profile.h): admit runs before anything is allocated (-1 with e set: refused),
  * started once the task is in the table, finished once it has written its terminal event. Any
  * may be NULL. The engine calls up only through these. */
 struct task_hooks {

@@ -43,8 +43,8 @@
 #include "files/snapshot.h"
 #include "http/http.h"
 #include "model/modelproxy.h"
+#include "profile/profile.h"
 #include "task/ipcclean.h"
-#include "task/profile.h"
 #include "task/session.h"
 #include "task/task.h"
 

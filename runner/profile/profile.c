@@ -1,6 +1,6 @@
 /* Runtime profiles: the hooks of profile.h and the one-shot profile. The
  * reset engine is reset.c. */
-#include "task/profile.h"
+#include "profile/profile.h"
 
 #include <errno.h>
 #include <stdlib.h>

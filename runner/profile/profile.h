@@ -1,10 +1,12 @@
 /* The gateway's runtime profiles (README "Runtime profiles"):
  * - `ephemeral-task`: --one-shot, the runner serves one task and exits with
- *   its status once the terminal event is delivered (oneshot.c);
+ *   its status once the terminal event is delivered (profile.c);
  * - `pooled`: POST /v1/reset makes a used box indistinguishable from a fresh
  *   one for the next tenant (reset.c, files/snapshot.c, api/reset.c);
  * - `session`: the default, nothing to do.
- * The task engine and the HTTP layer call the hooks below. */
+ * main registers the hooks below with the task engine (struct task_hooks)
+ * and the HTTP layer (struct http_hooks): this module sits above both, and
+ * above the model proxy and the files layer that a reset uses. */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
