@@ -55,6 +55,7 @@
 #include "api/routes.h"
 #include "core/error.h"
 #include "http/http.h"
+#include "http/ws.h"
 #include "core/runner.h"
 #include "task/session.h"
 #include "task/spawn.h"
@@ -261,6 +262,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		dprintf(diag_fd, "fuzz_http: http_start: %s\n", err.msg);
 		abort();
 	}
+	/* As main.c registers them: WebSocket connections keep the server busy and are ticked (no
+	 * runtime profile here: its gate would let everything through). */
+	static const struct http_hooks hooks = {.upgraded_count = ws_count,
+						.upgraded_tick = ws_tick,
+						.upgraded_close_all = ws_close_all};
+	http_set_hooks(&R, &hooks);
 	id_counter = 0;
 	fake_task(TASK_API_EXECD);
 	fake_task(TASK_API_NATIVE);
