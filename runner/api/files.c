@@ -34,7 +34,7 @@
 #include "files/path.h"
 #include "files/sched.h"
 #include "files/walk.h"
-#include "task/profile.h"
+#include "profile/profile.h"
 
 #define MAX_QUERY_PATHS 256         /* path=... repeated in one request */
 #define UPLOAD_MAX_FILES 64         /* metadata+file pairs in one upload */
@@ -311,7 +311,7 @@ static void fjob_free(struct http_req *req)
 /* One slice, as the task user. */
 static int fjob_slice(struct fjob *j, uint64_t deadline_ms)
 {
-	/* A reset began (task/profile.h): this is the previous tenant's work;
+	/* A reset began (profile/profile.h): this is the previous tenant's work;
 	 * it must not go on touching the files being restored. */
 	if (j->req->gen != profile_gen(j->req->r)) {
 		error_set(&j->err, 0, "RESETTING", "the box was reset during this request");
