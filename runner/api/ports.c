@@ -274,6 +274,5 @@ enum MHD_Result api_ports(struct http_req *req)
 		}
 		json_array_append_new(arr, o);
 	}
-	return http_json(req, 200,
-			 json_pack("{s:o,s:b}", "ports", arr, "truncated", ls.truncated));
+	return http_json(req, 200, json_pack("{s:o,s:b}", "ports", arr, "truncated", ls.truncated));
 }

@@ -316,8 +316,7 @@ static void on_timeout(struct loop *loop, struct loop_timer *t)
 		up_events(p);
 		return;
 	}
-	error_set(&p->err, 0, "GATEWAY_TIMEOUT",
-		  "port %u: no response within %llu ms", p->port,
+	error_set(&p->err, 0, "GATEWAY_TIMEOUT", "port %u: no response within %llu ms", p->port,
 		  (unsigned long long)p->r->cfg.proxy_timeout_ms);
 	fail(p);
 }
@@ -485,10 +484,20 @@ static void on_up_event(struct loop *loop, struct loop_watch *w, uint32_t events
  * the framing the runner redoes, its own token, and the forwarding fields
  * it sets itself. */
 static const char *const req_drop[] = {
-	"Connection",	     "Keep-Alive",	  "Proxy-Connection", "TE",
-	"Trailer",	     "Transfer-Encoding", "Upgrade",	      "Content-Length",
-	"Expect",	     "Proxy-Authorization", "X-EXECD-ACCESS-TOKEN", "X-Forwarded-For",
-	"X-Forwarded-Proto", "X-Forwarded-Host",
+	"Connection",
+	"Keep-Alive",
+	"Proxy-Connection",
+	"TE",
+	"Trailer",
+	"Transfer-Encoding",
+	"Upgrade",
+	"Content-Length",
+	"Expect",
+	"Proxy-Authorization",
+	"X-EXECD-ACCESS-TOKEN",
+	"X-Forwarded-For",
+	"X-Forwarded-Proto",
+	"X-Forwarded-Host",
 };
 
 static bool in_list(const char *const *list, size_t n, const char *name)
@@ -746,7 +755,7 @@ enum MHD_Result api_proxy_body(struct http_req *req, const char *data, size_t le
 /* Response fields not passed on: hop-by-hop ones and the framing that
  * libmicrohttpd redoes. */
 static const char *const resp_drop[] = {
-	"Connection", "Keep-Alive", "Proxy-Connection", "TE", "Trailer", "Transfer-Encoding",
+	"Connection", "Keep-Alive",     "Proxy-Connection",   "TE", "Trailer", "Transfer-Encoding",
 	"Upgrade",    "Content-Length", "Proxy-Authenticate",
 };
 
@@ -764,8 +773,8 @@ static void copy_fields(struct proxy *p, struct MHD_Response *resp, bool upgrade
 		if (conn && h1_list_has_token(conn, name))
 			continue;
 		if (MHD_add_response_header(resp, name, v) != MHD_YES)
-			log_warn("proxy: response field dropped", "{s:i,s:s}", "port",
-				 (int)p->port, "field", name);
+			log_warn("proxy: response field dropped", "{s:i,s:s}", "port", (int)p->port,
+				 "field", name);
 	}
 }
 
@@ -875,8 +884,8 @@ static const struct http_stream_ops body_ops = {
 	.close = body_close,
 };
 
-static void on_upgraded(void *cls, struct MHD_Connection *conn, void *con_cls,
-			const char *extra_in, size_t extra_in_size, MHD_socket sock,
+static void on_upgraded(void *cls, struct MHD_Connection *conn, void *con_cls, const char *extra_in,
+			size_t extra_in_size, MHD_socket sock,
 			struct MHD_UpgradeResponseHandle *urh);
 
 static enum MHD_Result respond(struct proxy *p, struct http_req *req)
@@ -1059,8 +1068,8 @@ static void on_client_event(struct loop *loop, struct loop_watch *w, uint32_t ev
 	splice_pump(w->arg);
 }
 
-static void on_upgraded(void *cls, struct MHD_Connection *conn, void *con_cls,
-			const char *extra_in, size_t extra_in_size, MHD_socket sock,
+static void on_upgraded(void *cls, struct MHD_Connection *conn, void *con_cls, const char *extra_in,
+			size_t extra_in_size, MHD_socket sock,
 			struct MHD_UpgradeResponseHandle *urh)
 {
 	(void)conn;

@@ -221,12 +221,12 @@ int h1_response_body(const struct h1_head *h, bool head_request, enum h1_body_ki
 }
 
 enum {
-	CH_SIZE,     /* hex digits */
-	CH_EXT,      /* chunk extensions up to the LF */
-	CH_DATA,     /* data bytes */
-	CH_DATA_CR,  /* CR LF after the data */
+	CH_SIZE,    /* hex digits */
+	CH_EXT,     /* chunk extensions up to the LF */
+	CH_DATA,    /* data bytes */
+	CH_DATA_CR, /* CR LF after the data */
 	CH_DATA_LF,
-	CH_TRAILER,  /* trailer lines up to the empty line */
+	CH_TRAILER, /* trailer lines up to the empty line */
 	CH_DONE,
 };
 

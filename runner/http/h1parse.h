@@ -11,7 +11,7 @@
 #define H1_MAX_HEADERS 100
 
 struct h1_field {
-	const char *name; /* NUL-terminated, inside the parsed buffer */
+	const char *name;  /* NUL-terminated, inside the parsed buffer */
 	const char *value; /* NUL-terminated, optional white space trimmed */
 };
 
@@ -58,16 +58,16 @@ int h1_response_body(const struct h1_head *h, bool head_request, enum h1_body_ki
 /* The chunked transfer coding, decoded in place. */
 struct h1_chunked {
 	int state;
-	uint64_t left;     /* data bytes left in the current chunk */
-	unsigned digits;   /* hex digits of the size line so far */
-	size_t line_len;   /* bytes of the current size or trailer line */
-	size_t trailer;    /* trailer bytes so far */
-	bool ext;          /* inside chunk extensions */
-	bool done;         /* the last chunk and the trailer section are in */
+	uint64_t left;   /* data bytes left in the current chunk */
+	unsigned digits; /* hex digits of the size line so far */
+	size_t line_len; /* bytes of the current size or trailer line */
+	size_t trailer;  /* trailer bytes so far */
+	bool ext;        /* inside chunk extensions */
+	bool done;       /* the last chunk and the trailer section are in */
 };
 
-#define H1_CHUNK_LINE_MAX 4096  /* chunk-size line with extensions */
-#define H1_TRAILER_MAX 16384    /* trailer section; the trailers are dropped */
+#define H1_CHUNK_LINE_MAX 4096 /* chunk-size line with extensions */
+#define H1_TRAILER_MAX 16384   /* trailer section; the trailers are dropped */
 
 void h1_chunked_init(struct h1_chunked *c);
 /* Decode buf[0..len) in place: the data bytes are moved to the front of buf
