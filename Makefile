@@ -14,6 +14,7 @@ ASAN_OBJS   := $(patsubst runner/%.c,build/asan/obj/%.o,$(RUNNER_SRCS))
 PURE_SRCS := runner/core/util.c runner/core/error.c runner/core/log.c runner/core/statedir.c \
 	     runner/task/linesplit.c runner/task/spool.c \
 	     runner/model/chatstream.c runner/confine/seccomp.c runner/http/peer.c \
+	     runner/http/h1parse.c \
 	     $(filter-out runner/files/sched.c,$(wildcard runner/files/*.c))
 pure_objs = $(patsubst runner/%.c,$(1)/%.o,$(filter $(RUNNER_SRCS),$(PURE_SRCS)))
 

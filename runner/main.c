@@ -20,6 +20,7 @@
 #include "core/log.h"
 #include "model/modelproxy.h"
 #include "profile/profile.h"
+#include "api/proxy.h"
 #include "task/proctree.h"
 #include "api/api.h"
 #include "core/runner.h"
@@ -353,7 +354,7 @@ int main(int argc, char **argv)
 		error_set(&err, -rc, NULL, "timerfd_create");
 		return start_failed(&err);
 	}
-	if (tasks_init(r) < 0 || sessions_init(r) < 0) {
+	if (tasks_init(r) < 0 || sessions_init(r) < 0 || proxy_init(r) < 0) {
 		error_set(&err, ENOMEM, NULL, "task tables");
 		return start_failed(&err);
 	}
@@ -394,7 +395,9 @@ int main(int argc, char **argv)
 	proctree_kill_children(r->self_pid, SIGKILL, 0);
 	reaper_reap(&r->reaper);
 	profile_abort(r); /* a waiting reset request must not stay suspended */
+	proxy_close_all(r); /* libmicrohttpd must not stop with upgraded connections */
 	http_stop(r);
+	proxy_free_all(r);
 	sessions_free_all(r);
 	pty_free_all(r);
 	tasks_free_all(r);

@@ -96,3 +96,10 @@ enum MHD_Result api_files_download(struct http_req *req);
 enum MHD_Result api_dirs_list(struct http_req *req);
 enum MHD_Result api_dirs_create(struct http_req *req);
 enum MHD_Result api_dirs_delete(struct http_req *req);
+
+/* proxy.c: ANY /proxy/{port}/{path} to 127.0.0.1:{port} in the box */
+enum MHD_Result api_proxy_start(struct http_req *req);
+enum MHD_Result api_proxy_body(struct http_req *req, const char *data, size_t len);
+enum MHD_Result api_proxy(struct http_req *req);
+/* ports.c: GET /v1/ports */
+enum MHD_Result api_ports(struct http_req *req);

@@ -84,6 +84,8 @@ static const struct opt_def opts[] = {
 	{"max-client-connections", "FORCEAI_MAX_CLIENT_CONNECTIONS", OPT_UINT,
 	 OFF(max_client_conns), "512", "connections at once from one client (address, or uid "
 	 "inside the box)"},
+	{"proxy-timeout-ms", "FORCEAI_PROXY_TIMEOUT_MS", OPT_U64, OFF(proxy_timeout_ms), "60000",
+	 "time a server behind /proxy/{port} has to take a request and start its answer (504)"},
 	{"landlock-roots", "FORCEAI_LANDLOCK_ROOTS", OPT_STR, OFF(landlock_roots),
 	 "/workspace:/tmp:/home", "colon-separated roots tasks may write under (Landlock)"},
 	{"limit-nproc", "FORCEAI_LIMIT_NPROC", OPT_U64, OFF(rlimit_nproc), "0",

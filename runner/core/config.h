@@ -37,6 +37,7 @@ struct runner_config {
 	uint64_t header_timeout_ms; /* idle connection / slowloris timeout */
 	uint64_t header_deadline_ms; /* a connection's request head must be in by then */
 	unsigned max_client_conns;   /* connections at once per client */
+	uint64_t proxy_timeout_ms;  /* /proxy/{port}: upstream silence before 504 */
 	const char *landlock_roots; /* colon-separated writable roots */
 	uint64_t rlimit_nproc, rlimit_nofile, rlimit_as, rlimit_fsize; /* 0 = unset */
 	uint64_t task_memory_max; /* cgroup v2 memory.max per task; 0 = max */

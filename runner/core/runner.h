@@ -21,6 +21,7 @@ struct modelproxy;
 struct ws_table;
 struct pty_table;
 struct profile;
+struct proxy_table;
 
 enum init_mode { INIT_PID1, INIT_SUBREAPER };
 
@@ -62,4 +63,5 @@ struct runner {
 	struct pty_table *ptys;        /* execd PTY sessions (api/pty.c) */
 	struct profile *profile;       /* one-shot and reset (profile/profile.h) */
 	struct files_sched files_sched; /* the files API's long scans, in slices */
+	struct proxy_table *proxies;   /* open /proxy/{port} requests (api/proxy.c) */
 };

@@ -36,6 +36,8 @@ int buf_reserve(struct buf *b, size_t extra)
 
 int buf_append(struct buf *b, const void *data, size_t len)
 {
+	if (!len)
+		return 0; /* an empty buffer may have no storage yet */
 	if (buf_reserve(b, len) < 0)
 		return -ENOMEM;
 	memcpy(b->data + b->len, data, len);

@@ -16,10 +16,13 @@
 #include "http/gate.h"
 #include "http/internal.h"
 
-/* Does path match pattern? Captures the '*' segment into out. */
+/* Does path match pattern? Captures the '*' segment into out; a final
+ * "**" matches the rest (even nothing). */
 static bool match(const char *pattern, const char *path, char *out, size_t outlen)
 {
 	while (*pattern && *path) {
+		if (pattern[0] == '*' && pattern[1] == '*')
+			return true;
 		if (*pattern == '*') {
 			size_t n = strcspn(path, "/");
 			if (n == 0 || n >= outlen)
@@ -35,7 +38,7 @@ static bool match(const char *pattern, const char *path, char *out, size_t outle
 		pattern++;
 		path++;
 	}
-	return *pattern == 0 && *path == 0;
+	return (*pattern == 0 || !strcmp(pattern, "**")) && *path == 0;
 }
 
 static bool authorized(struct http_req *req)
@@ -209,8 +212,9 @@ static enum MHD_Result framing_error(struct http_req *req, const char *problem)
 }
 
 /* libmicrohttpd's first look at a request: the raw request target, kept for
- * the routes that must see the query exactly as sent. Returns the request
- * state (the connection's con_cls). */
+ * the routes that must see the query exactly as sent, or the whole target
+ * (the port proxy forwards it undecoded). Returns the request state (the
+ * connection's con_cls). */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
 	(void)cls;
@@ -219,6 +223,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 	const char *q = uri ? strchr(uri, '?') : NULL;
 	if (req && q)
 		req->raw_query = strdup(q + 1);
+	if (req && uri)
+		req->raw_target = strdup(uri);
 	return req;
 }
 
@@ -258,7 +264,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			if (!match(rt->pattern, url, req->param_buf, sizeof(req->param_buf)))
 				continue;
 			path_known = true;
-			if (!strcmp(rt->method, method)) {
+			if (!strcmp(rt->method, method) || !strcmp(rt->method, "*")) {
 				req->route = rt;
 				req->param = req->param_buf;
 				break;
@@ -281,6 +287,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		    h->hooks->request_blocked(r, method, url, &pe))
 			return http_fail(req, &pe);
 		req->gen = request_gen(r);
+		if (req->route->start)
+			return req->route->start(req);
 		return MHD_YES;
 	}
 	if (req->responded) {
@@ -359,6 +367,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		req->ctx_free(req);
 	free(req->body);
 	free(req->raw_query);
+	free(req->raw_target);
 	free(req);
 	*con_cls = NULL;
 }

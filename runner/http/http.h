@@ -18,9 +18,14 @@
 struct runner;
 struct http_req;
 
-/* A route: method and path pattern ('*' matches one non-empty segment,
- * captured as req->param); fn answers once the body is complete; body, if
- * set, takes each body chunk as it arrives (no buffering, no max-body). */
+/* A route: method ("*": any) and path pattern ('*' matches one non-empty
+ * segment, captured as req->param; a final "**" the rest of the path); fn
+ * answers once the body is complete; body, if set, takes each body chunk
+ * as it arrives (no buffering, no max-body) and may leave the rest of it in
+ * req->body_left (it then suspends the connection: libmicrohttpd hands the
+ * rest over once resumed); start, if set, runs once the head is in, before
+ * any body, and may answer at once or suspend (it is then called again, as
+ * fn, once resumed). */
 typedef enum MHD_Result (*http_route_fn)(struct http_req *req);
 typedef enum MHD_Result (*http_body_fn)(struct http_req *req, const char *data, size_t len);
 struct http_route {
@@ -28,6 +33,7 @@ struct http_route {
 	const char *pattern;
 	http_route_fn fn;
 	http_body_fn body;
+	http_route_fn start;
 };
 
 struct http_req {
@@ -46,6 +52,7 @@ struct http_req {
 	bool completed_ok; /* set before ctx_free: false when the client went away */
 	size_t body_left;  /* a body route leaves this many bytes of the chunk for later */
 	char *raw_query;   /* the query string as sent (NULL: none), for strict parsers */
+	char *raw_target;  /* the request target as sent (path and query, undecoded) */
 	bool suspended;    /* http_req_suspend: waits for http_req_resume */
 	struct http_req *snext, *sprev;
 	uint64_t gen;      /* the generation it arrived in (http_hooks.request_gen) */
@@ -72,6 +79,7 @@ struct http_stream {
 	struct MHD_Connection *conn;
 	struct buf out; /* bytes to send */
 	bool done;      /* nothing more after out */
+	bool failed;    /* cut short: the connection is closed, not completed */
 	bool suspended;
 	bool closed;
 	bool ending; /* http_streams_end: ends as soon as it has nothing to send */
@@ -139,6 +147,15 @@ struct MHD_Response *http_json_response(json_t *body);
 enum MHD_Result http_empty(struct http_req *req, unsigned status);
 enum MHD_Result http_text(struct http_req *req, unsigned status, const char *ctype,
 			  const char *data, size_t len, const char *hname, const char *hval);
+/* Queue resp (NULL: out of memory, MHD_NO) as the answer to req. */
+enum MHD_Result http_queue(struct http_req *req, unsigned status, struct MHD_Response *resp);
+/* A streamed response of size bytes (UINT64_MAX: unknown, sent chunked to
+ * HTTP/1.1 clients) that the caller completes with headers and queues with
+ * http_queue; libmicrohttpd takes at most block bytes at a time. NULL when
+ * out of memory (ops->close has run). */
+struct MHD_Response *http_stream_response(struct http_req *req, struct http_stream *s,
+					  const struct http_stream_ops *ops, uint64_t size,
+					  size_t block);
 /* Start a streamed response with the given content type. */
 enum MHD_Result http_stream_start(struct http_req *req, struct http_stream *s,
 				  const struct http_stream_ops *ops, const char *content_type);

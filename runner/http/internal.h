@@ -20,5 +20,3 @@ struct http_server {
 	struct http_req *suspended; /* http_req_suspend */
 };
 
-/* Queue resp (NULL: out of memory, MHD_NO) as the answer to req. */
-enum MHD_Result http_queue(struct http_req *req, unsigned status, struct MHD_Response *resp);

@@ -24,6 +24,8 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 		s->last_send_ms = monotonic_ms();
 		return (ssize_t)n;
 	}
+	if (s->failed)
+		return MHD_CONTENT_READER_END_WITH_ERROR;
 	if (s->done || s->ending)
 		return MHD_CONTENT_READER_END_OF_STREAM;
 	/* Stopping: MHD_stop_daemon() aborts the process if a connection is
@@ -63,8 +65,9 @@ static void stream_free_cb(void *cls)
 	stream_close(s);
 }
 
-enum MHD_Result http_stream_start(struct http_req *req, struct http_stream *s,
-				  const struct http_stream_ops *ops, const char *content_type)
+struct MHD_Response *http_stream_response(struct http_req *req, struct http_stream *s,
+					  const struct http_stream_ops *ops, uint64_t size,
+					  size_t block)
 {
 	struct http_server *h = req->r->http;
 	s->ops = ops;
@@ -73,12 +76,12 @@ enum MHD_Result http_stream_start(struct http_req *req, struct http_stream *s,
 	s->suspended = false;
 	s->closed = false;
 	s->last_send_ms = monotonic_ms();
-	struct MHD_Response *resp =
-		MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_reader, s,
-						  stream_free_cb);
+	struct MHD_Response *resp = MHD_create_response_from_callback(
+		size == UINT64_MAX ? MHD_SIZE_UNKNOWN : size, block, stream_reader, s,
+		stream_free_cb);
 	if (!resp) {
 		stream_close(s);
-		return MHD_NO;
+		return NULL;
 	}
 	s->next = h->streams;
 	s->prev = NULL;
@@ -86,6 +89,15 @@ enum MHD_Result http_stream_start(struct http_req *req, struct http_stream *s,
 		h->streams->prev = s;
 	h->streams = s;
 	h->n_streams++;
+	return resp;
+}
+
+enum MHD_Result http_stream_start(struct http_req *req, struct http_stream *s,
+				  const struct http_stream_ops *ops, const char *content_type)
+{
+	struct MHD_Response *resp = http_stream_response(req, s, ops, UINT64_MAX, 16 * 1024);
+	if (!resp)
+		return MHD_NO;
 	MHD_add_response_header(resp, "Content-Type", content_type);
 	MHD_add_response_header(resp, "Cache-Control", "no-cache");
 	MHD_add_response_header(resp, "X-Accel-Buffering", "no");

@@ -24,6 +24,11 @@ build/bench/results.json and build/bench/results.md, and a table on stdout.
                       {"command":"true"} for 60 s: tasks/s, latency p50/p99, runner
                       CPU time per task (/proc/PID/stat) vs 16 threads looping
                       fork+exec+wait of /bin/sh -c true for 60 s (rawspawn.c -c)
+  9 port proxy        1 GiB GET through /proxy/{port} from a task's server
+                      (python3 -m http.server, a sparse file) read by curl vs curl
+                      straight to that port; 1 GiB PUT the same way to a task that
+                      reads and hashes it (tests/integration/proxy_upstreams.py);
+                      runner VmHWM over both vs its VmRSS before
 
 Exit status: 1 when a benchmark could not run correctly (a task failed, a
 stream was not byte-exact, a driver failed); missed goals only fail with
@@ -803,6 +808,85 @@ def bench_load(cfg, res, binary):
                  os.sysconf("SC_CLK_TCK"), run["self_cpu_s"] / tasks * 1e3))
 
 
+def bench_proxy(cfg, res, binary):
+    """9: the port proxy's download throughput vs direct, and the runner's memory."""
+    size = cfg.tput_bytes
+    r = Runner(binary, cfg, name="proxy")
+    try:
+        name = os.path.join(r.tmp, "blob")
+        with open(name, "wb") as f:
+            f.truncate(size)
+        os.chmod(name, 0o644)
+        script = os.path.join(r.tmp, "proxy_upstreams.py")
+        shutil.copy(os.path.join(ROOT, "tests", "integration", "proxy_upstreams.py"), script)
+        os.chmod(script, 0o644)
+        port, sink = free_port(), free_port()
+        for cmd, p in (("/usr/bin/python3 -m http.server %d --bind 127.0.0.1 --directory %s"
+                        % (port, r.tmp), port),
+                       ("/usr/bin/python3 %s echo %d" % (script, sink), sink)):
+            st, data = http(r.port, "POST", "/command", {"command": "exec " + cmd,
+                                                          "background": True})
+            if st != 200:
+                raise BenchError("cannot start a server task: HTTP %d %r" % (st, data[:200]))
+            deadline = time.monotonic() + 15
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", p), timeout=1).close()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise BenchError("the server task does not listen on %d" % p)
+                    time.sleep(0.05)
+        time.sleep(0.2)
+        before = proc_status(r.pid)
+
+        def get(url):
+            t0 = time.monotonic()
+            c = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
+                                url], stdout=subprocess.PIPE, text=True)
+            t = time.monotonic() - t0
+            code, got = (c.stdout.split() + ["0", "0"])[:2]
+            if c.returncode != 0 or code != "200" or int(got) != size:
+                raise BenchError("curl %s: exit %d, HTTP %s, %s bytes (want %d)" % (
+                    url, c.returncode, code, got, size))
+            return t
+
+        def put(url):
+            t0 = time.monotonic()
+            c = subprocess.run(["curl", "-s", "-T", name, url], stdout=subprocess.PIPE, text=True)
+            t = time.monotonic() - t0
+            try:
+                got = json.loads(c.stdout)["bytes"]
+            except (ValueError, KeyError, TypeError):
+                got = None
+            if c.returncode != 0 or got != size:
+                raise BenchError("curl -T %s: exit %d, answer %r (want %d bytes)" % (
+                    url, c.returncode, c.stdout[:200], size))
+            return t
+
+        t_proxy, t_direct, t_up, t_up_direct = [], [], [], []
+        for i in range(cfg.tput_reps):
+            t_proxy.append(get("http://127.0.0.1:%d/proxy/%d/blob" % (r.port, port)))
+            t_direct.append(get("http://127.0.0.1:%d/blob" % port))
+            t_up.append(put("http://127.0.0.1:%d/proxy/%d/sink" % (r.port, sink)))
+            t_up_direct.append(put("http://127.0.0.1:%d/sink" % sink))
+        after = proc_status(r.pid)
+    finally:
+        r.close()
+    mbs = size / statistics.median(t_proxy) / 1e6
+    direct = size / statistics.median(t_direct) / 1e6
+    res.add("9", "%d MiB GET through /proxy/{port} from a task's server, curl (median of %d)" % (
+        size // MIB, len(t_proxy)), mbs, "MB/s", "curl straight to the port", direct,
+        extra={"seconds": t_proxy, "baseline_seconds": t_direct})
+    res.add("9", "%d MiB PUT through /proxy/{port} to a task that reads it, curl -T (median of %d)" % (
+        size // MIB, len(t_up)), size / statistics.median(t_up) / 1e6, "MB/s",
+        "curl -T straight to the port", size / statistics.median(t_up_direct) / 1e6,
+        extra={"seconds": t_up, "baseline_seconds": t_up_direct})
+    hwm, rss0 = after.get("VmHWM", 0) / 1024.0, before.get("VmRSS", 0) / 1024.0
+    res.add("9", "runner VmHWM over the proxied downloads and uploads", hwm, "MiB",
+            "runner VmRSS before", rss0, goal="< 32 MiB", ok=hwm < 32)
+
+
 # ---------------------------------------------------------------- main
 
 def main():
@@ -870,6 +954,7 @@ def main():
         ("5", "throughput", lambda: bench_throughput(cfg, res, cfg.runner)),
         ("6", "concurrency", lambda: [bench_concurrency(cfg, res, n, b) for n, b in binaries]),
         ("8", "load", lambda: bench_load(cfg, res, cfg.runner)),
+        ("9", "port proxy", lambda: bench_proxy(cfg, res, cfg.runner)),
     ]
     try:
         for num, label, fn in steps:

@@ -23,6 +23,11 @@
  * mount namespace with fresh tmpfs on /tmp, /var/tmp and /dev/shm, so what
  * is written there vanishes with the fuzzer.
  *
+ * The port proxy (/proxy/{port}/...) connects to 127.0.0.1: when it may, the
+ * process enters a network namespace of its own (loopback up), where
+ * nothing listens but the runner, so the fuzzer never talks to the
+ * machine's services.
+ *
  * Ids are predictable (-Wl,--wrap=random_id) so seeds can name them:
  *   execd task   00000000000000000000000000000001
  *   native task  00000000000000000000000000000002
@@ -30,7 +35,8 @@
  * The access token is "fuzz-token" (X-EXECD-ACCESS-TOKEN).
  *
  * Invariants checked after every input (abort = finding): the connection is
- * released and no stream stays open once the client is gone; every 512
+ * released and no stream or proxied request stays open once the client is
+ * gone; every 512
  * inputs, the process's open fd count has not grown. */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -51,7 +57,10 @@
 #include <grp.h>
 #include <sched.h>
 #include <sys/mount.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
 
+#include "api/proxy.h"
 #include "api/routes.h"
 #include "core/error.h"
 #include "http/http.h"
@@ -173,6 +182,26 @@ static void private_tmp(void)
 		}
 }
 
+/* A network namespace of our own, loopback up (see the header). */
+static void private_net(void)
+{
+	if (unshare(CLONE_NEWNET) < 0) {
+		dprintf(diag_fd, "fuzz_http: no private network namespace (%s): /proxy/{port} "
+				"requests may reach services on this machine's loopback\n",
+			strerror(errno));
+		return;
+	}
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct ifreq ifr = {0};
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+		die("SIOCGIFFLAGS lo");
+	ifr.ifr_flags |= IFF_UP;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+		die("SIOCSIFFLAGS lo");
+	close(s);
+}
+
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
 	(void)st;
@@ -217,6 +246,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	if (diag_fd < 0)
 		diag_fd = STDERR_FILENO;
 	private_tmp();
+	private_net();
 	if (mkdir(SANDBOX, 0755) < 0 && errno != EEXIST)
 		die("mkdir sandbox");
 	struct stat sst;
@@ -256,7 +286,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	if (loop_init(&R.loop) < 0)
 		die("loop_init");
 	reaper_init(&R.reaper);
-	if (tasks_init(&R) < 0 || sessions_init(&R) < 0)
+	if (tasks_init(&R) < 0 || sessions_init(&R) < 0 || proxy_init(&R) < 0)
 		die("tables");
 	if (http_start(&R, api_routes, api_n_routes, &err) < 0) {
 		dprintf(diag_fd, "fuzz_http: http_start: %s\n", err.msg);
@@ -370,6 +400,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	close(c);
 	settle();
+	if (proxy_count(&R))
+		die("a proxied request stayed open after its client went away");
 	clean_sandbox();
 
 	if (++n_inputs % 512 == 0) {

@@ -151,7 +151,31 @@ def http_seeds():
                                               "tty": {"cols": 10, "rows": 5}})
     s["inventory"] = req("GET", "/command?running=false&limit=2") + req("GET", "/command?&&") + \
         req("GET", "/command?cursor") + req("GET", "/command?running=%zz&")
+    # The port proxy: in the fuzzer's own network namespace nothing listens
+    # but the runner, so these end in 502 or 403.
+    s["proxy_get"] = req("GET", "/proxy/8000/a%20b?x=1", headers="X-Forwarded-For: 1.2.3.4\r\n")
+    s["proxy_post"] = req("POST", "/proxy/9/echo", {"a": 1})
+    s["proxy_chunked"] = chunked("PUT", "/proxy/65535/", [b"abc", b"de"])
+    s["proxy_upgrade"] = req("GET", "/proxy/1/ws", headers="Connection: Upgrade\r\n"
+                             "Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+                             "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n")
+    s["proxy_bad_port"] = req("GET", "/proxy/70000/") + req("GET", "/proxy/") + \
+        req("DELETE", "/proxy/%38/")
+    s["ports"] = req("GET", "/v1/ports")
     return s
+
+
+def h1parse_seeds():
+    """fuzz_h1parse: byte 0 = piece size, byte 1 bit 0 = HEAD, then upstream bytes."""
+    return {
+        "length": b"\x00\x00HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+        "chunked": b"\x07\x00HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                   b"5\r\nhello\r\n3;x=y\r\nabc\r\n0\r\nT: 1\r\n\r\n",
+        "upgrade": b"\x03\x01HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                   b"Connection: Upgrade\r\n\r\n",
+        "interim": b"\x01\x00HTTP/1.1 100 Continue\r\n\r\nHTTP/1.0 404 Not Found\nX: y\n\n",
+        "chunks_only": b"\x05\x00a\r\n0123456789\r\n0\r\n\r\n",
+    }
 
 
 def json_seeds():
@@ -319,7 +343,8 @@ def ws_seeds():
 def main():
     only = set(sys.argv[1:])  # targets to write (default: all)
     sets = {"http": http_seeds(), "json_bodies": json_seeds(), "linesplit": linesplit_seeds(),
-            "seccomp": seccomp_seeds(), "multipart": multipart_seeds(), "ws": ws_seeds()}
+            "seccomp": seccomp_seeds(), "multipart": multipart_seeds(), "ws": ws_seeds(),
+            "h1parse": h1parse_seeds()}
     for target, seeds in sets.items():
         if only and target not in only:
             continue

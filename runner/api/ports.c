@@ -1,0 +1,278 @@
+/* GET /v1/ports (docs/design.md §14): the TCP ports listening in the box,
+ * from /proc/net/tcp and /proc/net/tcp6 (state 0A), each with the process
+ * holding the socket (socket inode -> /proc/PID/fd) and the task whose tree
+ * that process is in (parent links up to the task's shim). */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/fsuid.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api/api.h"
+#include "core/cleanup.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/runner.h"
+#include "task/task.h"
+
+#define MAX_LISTEN 4096 /* listening sockets reported at most */
+
+struct lsock {
+	unsigned port;
+	bool v6;
+	char addr[INET6_ADDRSTRLEN];
+	uid_t uid;
+	unsigned long inode;
+	pid_t pid; /* 0 = not found */
+};
+
+struct lsocks {
+	struct lsock *v;
+	size_t n;
+	bool truncated;
+};
+
+/* One line of /proc/net/tcp{,6}: "sl: local rem st tx:rx tr:when retr uid
+ * timeout inode ...", addresses as hex words in host order. */
+static int parse_line(const char *line, bool v6, struct lsock *out)
+{
+	char local[40];
+	unsigned port, state, uid;
+	unsigned long inode;
+	if (sscanf(line, " %*u: %39[0-9A-Fa-f]:%x %*[0-9A-Fa-f]:%*x %x %*s %*s %*s %u %*u %lu",
+		   local, &port, &state, &uid, &inode) != 5)
+		return -1;
+	if (state != 0x0A || port == 0 || port > 65535)
+		return 0; /* not listening */
+	size_t words = v6 ? 4 : 1;
+	if (strlen(local) != words * 8)
+		return -1;
+	uint32_t a[4];
+	for (size_t i = 0; i < words; i++) {
+		char w[9];
+		memcpy(w, local + i * 8, 8);
+		w[8] = 0;
+		a[i] = (uint32_t)strtoul(w, NULL, 16);
+	}
+	memset(out, 0, sizeof(*out));
+	out->port = port;
+	out->v6 = v6;
+	out->uid = (uid_t)uid;
+	out->inode = inode;
+	if (!inet_ntop(v6 ? AF_INET6 : AF_INET, a, out->addr, sizeof(out->addr)))
+		return -1;
+	return 1;
+}
+
+static void read_table(const char *path, bool v6, struct lsocks *ls)
+{
+	FILE *f = fopen(path, "re");
+	if (!f) {
+		if (errno != ENOENT) /* tcp6 is absent without IPv6 */
+			log_errno("cannot read the listening sockets", errno, path);
+		return;
+	}
+	char line[512];
+	if (!fgets(line, sizeof(line), f)) { /* the header */
+		fclose(f);
+		return;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		struct lsock s;
+		if (parse_line(line, v6, &s) != 1)
+			continue;
+		if (ls->n == MAX_LISTEN) {
+			ls->truncated = true;
+			break;
+		}
+		ls->v[ls->n++] = s;
+	}
+	fclose(f);
+}
+
+static pid_t parse_pid(const char *s)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || *end || v <= 0 || v > 0x3fffffff)
+		return 0;
+	return (pid_t)v;
+}
+
+/* Open /proc/PID/fd. A process of another uid needs ptrace-read access:
+ * without CAP_SYS_PTRACE (containers drop it) the runner takes the
+ * process's file-system identity for the open, as the files API does. */
+static DIR *open_fd_dir(int procfd, pid_t pid)
+{
+	char path[32], dir[16];
+	snprintf(dir, sizeof(dir), "%d", (int)pid);
+	snprintf(path, sizeof(path), "%d/fd", (int)pid);
+	int fd = openat(procfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 && errno == EACCES) {
+		struct stat st;
+		if (fstatat(procfd, dir, &st, 0) == 0) {
+			setfsgid(st.st_gid);
+			setfsuid(st.st_uid);
+			fd = openat(procfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			int saved = errno;
+			setfsuid(geteuid());
+			setfsgid(getegid());
+			errno = saved;
+		}
+	}
+	if (fd < 0)
+		return NULL;
+	DIR *d = fdopendir(fd);
+	if (!d)
+		close(fd);
+	return d;
+}
+
+/* inode -> pid for every listening socket, from one /proc walk. */
+static void find_owners(struct lsocks *ls)
+{
+	int procfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (procfd < 0)
+		return;
+	DIR *proc = fdopendir(procfd);
+	if (!proc) {
+		close(procfd);
+		return;
+	}
+	size_t left = ls->n;
+	struct dirent *de;
+	while (left && (de = readdir(proc))) {
+		pid_t pid = parse_pid(de->d_name);
+		if (!pid)
+			continue;
+		DIR *fds = open_fd_dir(procfd, pid);
+		if (!fds)
+			continue;
+		struct dirent *fe;
+		while (left && (fe = readdir(fds))) {
+			if (fe->d_name[0] == '.')
+				continue;
+			char link[64];
+			ssize_t n = readlinkat(dirfd(fds), fe->d_name, link, sizeof(link) - 1);
+			if (n <= 8 || memcmp(link, "socket:[", 8))
+				continue;
+			link[n] = 0;
+			unsigned long inode = strtoul(link + 8, NULL, 10);
+			for (size_t i = 0; i < ls->n; i++) {
+				if (ls->v[i].inode == inode && !ls->v[i].pid) {
+					ls->v[i].pid = pid;
+					left--;
+				}
+			}
+		}
+		closedir(fds);
+	}
+	closedir(proc);
+}
+
+static pid_t read_ppid(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	/* comm may hold spaces and parentheses: fields after the last ')'. */
+	char *rp = strrchr(buf, ')');
+	int ppid;
+	if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1)
+		return 0;
+	return (pid_t)ppid;
+}
+
+static void read_comm(pid_t pid, char *out, size_t outlen)
+{
+	char path[64];
+	out[0] = 0;
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t n = read(fd, out, outlen - 1);
+	close(fd);
+	if (n < 0)
+		n = 0;
+	out[n] = 0;
+	out[strcspn(out, "\n")] = 0;
+}
+
+/* The task whose tree holds pid: every process of a task descends from its
+ * shim (orphans are reparented to it). */
+static struct task *owner_task(struct runner *r, pid_t pid)
+{
+	for (int depth = 0; pid > 1 && depth < 64; depth++) {
+		if (pid == r->self_pid)
+			return NULL;
+		for (struct task *t = r->tasks->head; t; t = t->next)
+			if (t->proc_running && t->shim_pid == pid && t->api != TASK_API_TOOL)
+				return t;
+		pid = read_ppid(pid);
+	}
+	return NULL;
+}
+
+static int cmp_lsock(const void *a, const void *b)
+{
+	const struct lsock *x = a, *y = b;
+	if (x->port != y->port)
+		return x->port < y->port ? -1 : 1;
+	if (x->v6 != y->v6)
+		return x->v6 ? 1 : -1;
+	return strcmp(x->addr, y->addr);
+}
+
+enum MHD_Result api_ports(struct http_req *req)
+{
+	struct runner *r = req->r;
+	struct lsocks ls = {0};
+	cleanup_free struct lsock *v = calloc(MAX_LISTEN, sizeof(*v));
+	if (!v) {
+		struct error err;
+		error_set(&err, ENOMEM, "RUNTIME_ERROR", "listing ports");
+		return http_fail(req, &err);
+	}
+	ls.v = v;
+	read_table("/proc/net/tcp", false, &ls);
+	read_table("/proc/net/tcp6", true, &ls);
+	find_owners(&ls);
+	qsort(ls.v, ls.n, sizeof(*ls.v), cmp_lsock);
+	json_t *arr = json_array();
+	for (size_t i = 0; i < ls.n; i++) {
+		struct lsock *s = &ls.v[i];
+		json_t *o = json_pack("{s:i,s:s,s:s,s:i}", "port", (int)s->port, "address", s->addr,
+				      "family", s->v6 ? "ipv6" : "ipv4", "uid", (int)s->uid);
+		if (!o)
+			continue;
+		if (s->pid) {
+			char comm[32];
+			read_comm(s->pid, comm, sizeof(comm));
+			json_object_set_new(o, "pid", json_integer(s->pid));
+			json_object_set_new(o, "process", json_string(comm));
+			if (s->pid == r->self_pid) {
+				json_object_set_new(o, "runner", json_true());
+			} else {
+				struct task *t = owner_task(r, s->pid);
+				if (t)
+					json_object_set_new(o, "task_id", json_string(t->id));
+			}
+		}
+		json_array_append_new(arr, o);
+	}
+	return http_json(req, 200, json_pack("{s:o,s:b}", "ports", arr, "truncated", ls.truncated));
+}

@@ -1,0 +1,1141 @@
+/* The port proxy (docs/design.md §14). One struct proxy per proxied request:
+ *
+ *   start    the head is in: check the port, connect (non-blocking) with the
+ *            client's connection suspended, so that a refused connection is
+ *            still answered 502 before any body is read;
+ *   request  the request head and body go to the upstream through a bounded
+ *            buffer (the client is suspended while it is full); the response
+ *            head is read meanwhile, bounded (H1_MAX_HEADERS, HEAD_MAX);
+ *   response the body is read from the upstream only as libmicrohttpd asks
+ *            for it (the stream suspends when the upstream has nothing), so
+ *            a slow client holds the upstream back and memory stays flat;
+ *   upgraded a 101 answer: libmicrohttpd hands over the client socket and
+ *            both sockets are spliced as raw bytes on the loop.
+ *
+ * While a connection is suspended, libmicrohttpd does not watch it: a watch
+ * of ours on the client socket (EPOLLRDHUP) notices a client that leaves.
+ * The upstream has --proxy-timeout-ms to accept the connection, to take
+ * each part of the request, and once it has all of it, to send the whole
+ * response head (504 beyond); the body has no time limit (a server-sent
+ * event stream may be idle for long). */
+#include "api/proxy.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "api/api.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/runner.h"
+#include "core/util.h"
+#include "http/h1parse.h"
+#include "model/modelproxy.h"
+
+#define HEAD_MAX (16 * 1024)   /* upstream response head */
+#define OUT_MAX (64 * 1024)    /* request bytes on their way to the upstream */
+#define SPLICE_CAP (64 * 1024) /* each direction of an upgraded connection */
+#define BODY_BLOCK (64 * 1024) /* response body bytes per turn of the loop */
+
+enum phase {
+	P_CONNECTING, /* the client waits in its first call */
+	P_REQUEST,    /* forwarding the request, reading the response head */
+	P_RESPONSE,   /* the response is queued: its body streams */
+	P_UPGRADED,   /* spliced */
+	P_FAILED,     /* err holds the answer */
+	P_DONE,
+};
+
+struct pipebuf {
+	char *data;
+	size_t len, off;
+	bool eof;  /* the source ended */
+	bool shut; /* ... and the destination was told (shutdown SHUT_WR) */
+};
+
+struct proxy_table {
+	struct proxy *head;
+	unsigned count;
+	bool final; /* the loop has ended: records are freed at once */
+};
+
+struct proxy {
+	struct runner *r;
+	struct proxy *next, *prev;
+	int refs; /* the request (until libmicrohttpd is done), the stream */
+	struct http_req *req;
+	struct MHD_Connection *conn;
+	enum phase phase;
+	struct error err;
+	unsigned port;
+	bool head_request;
+	bool upgrade;       /* the client asked for a protocol upgrade */
+	bool chunked_out;   /* the request body goes to the upstream chunked */
+	bool in_first_call; /* suspended in the first call (connecting) */
+	bool req_done;      /* the request body is complete */
+	bool last_chunk;    /* the chunked terminator is in out */
+	bool up_write_dead; /* the upstream stopped taking the request: drop the rest */
+	bool suspended;     /* we suspended the client connection */
+	bool client_gone;
+
+	int up_fd;
+	struct loop_watch up_w;
+	struct loop_timer timer; /* while we wait on the upstream (request phase) */
+	bool timer_init;
+	uint64_t progress_ms; /* the upstream's last sign of life, monotonic */
+	int client_fd;
+	struct loop_watch hup_w; /* the client socket while suspended */
+
+	struct buf out; /* request bytes for the upstream */
+
+	char *in; /* the response head, then body bytes read with it */
+	size_t in_len;
+	size_t pend_off; /* body bytes in in[pend_off..in_len) */
+	bool head_done;
+	struct h1_head head;
+
+	struct http_stream hs;
+	bool hs_waiting; /* the stream is suspended until the upstream is readable */
+	enum h1_body_kind body_kind;
+	uint64_t body_left; /* H1_BODY_LENGTH */
+	struct h1_chunked ch;
+	bool body_end;
+
+	struct MHD_UpgradeResponseHandle *urh;
+	struct loop_watch cl_w; /* the upgraded client socket */
+	struct pipebuf c2u, u2c;
+};
+
+static void up_events(struct proxy *p);
+static void splice_pump(struct proxy *p);
+
+/* ---- lifetime ---- */
+
+int proxy_init(struct runner *r)
+{
+	r->proxies = calloc(1, sizeof(*r->proxies));
+	return r->proxies ? 0 : -1;
+}
+
+unsigned proxy_count(struct runner *r)
+{
+	return r->proxies ? r->proxies->count : 0;
+}
+
+static void hup_del(struct proxy *p)
+{
+	loop_watch_del(&p->r->loop, &p->hup_w);
+}
+
+/* Everything towards the upstream: socket, watches, timer, buffers. */
+static void up_close(struct proxy *p)
+{
+	struct loop *loop = &p->r->loop;
+	loop_watch_del(loop, &p->up_w);
+	if (p->up_fd >= 0)
+		close(p->up_fd);
+	p->up_fd = -1;
+	if (p->timer_init)
+		loop_timer_close(loop, &p->timer);
+	p->timer_init = false;
+	buf_free(&p->out);
+	free(p->in);
+	p->in = NULL;
+	p->in_len = p->pend_off = 0;
+}
+
+static void proxy_free_cb(struct loop *loop, void *arg)
+{
+	(void)loop;
+	struct proxy *p = arg;
+	free(p->c2u.data);
+	free(p->u2c.data);
+	free(p);
+}
+
+static void proxy_unref(struct proxy *p)
+{
+	if (--p->refs > 0)
+		return;
+	struct proxy_table *t = p->r->proxies;
+	if (p->prev)
+		p->prev->next = p->next;
+	else
+		t->head = p->next;
+	if (p->next)
+		p->next->prev = p->prev;
+	t->count--;
+	hup_del(p);
+	loop_watch_del(&p->r->loop, &p->cl_w);
+	up_close(p);
+	/* Watches of this batch may still point into p. */
+	if (t->final)
+		proxy_free_cb(&p->r->loop, p);
+	else if (loop_defer(&p->r->loop, proxy_free_cb, p) < 0)
+		log_warn("proxy: out of memory: a request record is leaked", NULL);
+}
+
+/* libmicrohttpd is done with the request (answered, cut, or closed after an
+ * upgrade). */
+static void proxy_req_free(struct http_req *req)
+{
+	struct proxy *p = req->ctx;
+	req->ctx = NULL;
+	p->req = NULL;
+	p->conn = NULL;
+	p->suspended = false;
+	hup_del(p);
+	if (p->phase != P_DONE && p->phase != P_UPGRADED)
+		up_close(p);
+	if (p->phase != P_UPGRADED)
+		p->phase = P_DONE;
+	proxy_unref(p);
+}
+
+/* ---- the client connection ---- */
+
+static void on_client_hup(struct loop *loop, struct loop_watch *w, uint32_t events)
+{
+	(void)loop;
+	(void)events;
+	struct proxy *p = w->arg;
+	p->client_gone = true;
+	hup_del(p);
+	if (p->phase != P_UPGRADED)
+		up_close(p);
+	if (p->hs_waiting) {
+		p->hs_waiting = false;
+		http_stream_wake(&p->hs); /* fill() cuts the connection */
+	} else if (p->suspended) {
+		p->suspended = false;
+		http_req_resume(p->req);
+	}
+}
+
+/* While libmicrohttpd does not watch the client (suspended), we do: a
+ * client that leaves must not leave us waiting on an idle upstream. */
+static void hup_add(struct proxy *p)
+{
+	if (p->hup_w.added || p->client_fd < 0)
+		return;
+	int rc = loop_watch_add(&p->r->loop, &p->hup_w, p->client_fd, EPOLLRDHUP, on_client_hup, p);
+	if (rc < 0)
+		log_errno("proxy: cannot watch the client socket", -rc, NULL);
+}
+
+static void client_suspend(struct proxy *p)
+{
+	if (p->suspended || !p->req)
+		return;
+	http_req_suspend(p->req);
+	p->suspended = true;
+	hup_add(p);
+}
+
+static void client_resume(struct proxy *p)
+{
+	if (!p->suspended)
+		return;
+	p->suspended = false;
+	hup_del(p);
+	http_req_resume(p->req);
+}
+
+/* The request fails with err (set): the client gets it at its next call. */
+static void fail(struct proxy *p)
+{
+	if (p->phase == P_FAILED || p->phase == P_DONE)
+		return;
+	log_info("proxy: upstream failed", "{s:i,s:s,s:s}", "port", (int)p->port, "code",
+		 error_code(&p->err), "error", p->err.msg);
+	p->phase = P_FAILED;
+	up_close(p);
+	client_resume(p);
+}
+
+/* ---- the upstream: connect, request, response head ---- */
+
+static void progress(struct proxy *p)
+{
+	p->progress_ms = monotonic_ms();
+}
+
+/* Do we wait on the upstream (connecting, writing, awaiting the head)? */
+static bool waiting_on_upstream(struct proxy *p)
+{
+	if (p->phase == P_CONNECTING)
+		return true;
+	if (p->phase != P_REQUEST)
+		return false;
+	return (buf_avail(&p->out) && !p->up_write_dead) || (p->req_done && !p->head_done);
+}
+
+/* The timer runs while we wait on the upstream; progress moves the deadline
+ * lazily (checked when it fires), not with a system call per read. */
+static void timer_update(struct proxy *p)
+{
+	if (!p->timer_init)
+		return;
+	bool waiting = waiting_on_upstream(p);
+	if (waiting && !p->timer.armed) {
+		progress(p);
+		loop_timer_start(&p->r->loop, &p->timer, p->r->cfg.proxy_timeout_ms, 0);
+	} else if (!waiting && p->timer.armed) {
+		loop_timer_stop(&p->r->loop, &p->timer);
+	}
+}
+
+static void on_timeout(struct loop *loop, struct loop_timer *t)
+{
+	(void)loop;
+	struct proxy *p = t->arg;
+	if (!waiting_on_upstream(p))
+		return;
+	uint64_t idle = monotonic_ms() - p->progress_ms, limit = p->r->cfg.proxy_timeout_ms;
+	if (idle < limit) {
+		loop_timer_start(&p->r->loop, &p->timer, limit - idle, 0);
+		return;
+	}
+	if (p->head_done) {
+		/* The answer is in but the upstream takes no more of the
+		 * request: the rest of the body is dropped, the answer goes
+		 * out once the client has sent it all. */
+		p->up_write_dead = true;
+		buf_reset(&p->out);
+		client_resume(p);
+		up_events(p);
+		return;
+	}
+	error_set(&p->err, 0, "GATEWAY_TIMEOUT", "port %u: no response within %llu ms", p->port,
+		  (unsigned long long)p->r->cfg.proxy_timeout_ms);
+	fail(p);
+}
+
+/* Write what is buffered; false when the upstream failed (p failed). */
+static void flush_out(struct proxy *p)
+{
+	while (!p->up_write_dead && buf_avail(&p->out) > 0) {
+		ssize_t n = send(p->up_fd, p->out.data + p->out.off, buf_avail(&p->out),
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n > 0) {
+			p->out.off += (size_t)n;
+			progress(p);
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		/* The upstream closed its side: an answer may already be
+		 * there (413, 401); else reading finds out. */
+		p->up_write_dead = true;
+		buf_reset(&p->out);
+	}
+	if (buf_avail(&p->out) == 0)
+		buf_reset(&p->out);
+}
+
+/* A complete final (or informational) head at the start of in. */
+static bool head_parsed(struct proxy *p)
+{
+	for (;;) {
+		enum h1_result rc = h1_parse_response_head(p->in, p->in_len, HEAD_MAX, &p->head);
+		if (rc == H1_MORE)
+			return false;
+		if (rc != H1_OK) {
+			error_set(&p->err, 0, "BAD_GATEWAY", "port %u: %s", p->port,
+				  rc == H1_TOO_BIG ? "response head over 16 KiB or 100 fields"
+						   : "invalid HTTP response head");
+			fail(p);
+			return false;
+		}
+		if (p->head.status >= 200 || p->head.status == 101)
+			break;
+		/* 100 Continue, 103 Early Hints: not passed on. */
+		memmove(p->in, p->in + p->head.head_len, p->in_len - p->head.head_len);
+		p->in_len -= p->head.head_len;
+	}
+	if (p->head.status == 101 && !p->upgrade) {
+		error_set(&p->err, 0, "BAD_GATEWAY", "port %u: 101 without an upgrade request",
+			  p->port);
+		fail(p);
+		return false;
+	}
+	p->head_done = true;
+	p->pend_off = p->head.head_len;
+	return true;
+}
+
+static void read_head(struct proxy *p)
+{
+	while (!p->head_done && p->phase == P_REQUEST) {
+		ssize_t n = recv(p->up_fd, p->in + p->in_len, HEAD_MAX - p->in_len, MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n <= 0) {
+			error_set(&p->err, n < 0 ? errno : 0, "BAD_GATEWAY",
+				  "port %u: connection closed before a response", p->port);
+			fail(p);
+			return;
+		}
+		/* No progress(): the whole head must come within the time
+		 * limit (a trickling upstream is cut as a silent one). */
+		p->in_len += (size_t)n;
+		/* The body waits for libmicrohttpd to ask for it. */
+		if (head_parsed(p) && p->req_done)
+			client_resume(p);
+	}
+}
+
+static void up_events(struct proxy *p)
+{
+	timer_update(p);
+	if (!p->up_w.added)
+		return;
+	uint32_t ev = 0;
+	switch (p->phase) {
+	case P_CONNECTING:
+		ev = EPOLLOUT;
+		break;
+	case P_REQUEST:
+		if (buf_avail(&p->out) && !p->up_write_dead)
+			ev |= EPOLLOUT;
+		if (!p->head_done)
+			ev |= EPOLLIN;
+		break;
+	case P_RESPONSE:
+		ev = p->hs_waiting ? EPOLLIN : 0;
+		break;
+	case P_UPGRADED:
+		if (!p->u2c.eof && p->u2c.len < SPLICE_CAP)
+			ev |= EPOLLIN;
+		if (p->c2u.len > p->c2u.off)
+			ev |= EPOLLOUT;
+		break;
+	default:
+		break;
+	}
+	loop_watch_set(&p->r->loop, &p->up_w, ev);
+}
+
+static void on_up_event(struct loop *loop, struct loop_watch *w, uint32_t events)
+{
+	(void)loop;
+	struct proxy *p = w->arg;
+	switch (p->phase) {
+	case P_CONNECTING: {
+		int soerr = 0;
+		socklen_t sl = sizeof(soerr);
+		if (getsockopt(p->up_fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
+			soerr = errno;
+		if (soerr) {
+			error_set(&p->err, soerr, "BAD_GATEWAY", "port %u: cannot connect",
+				  p->port);
+			fail(p);
+			return;
+		}
+		p->phase = P_REQUEST;
+		progress(p);
+		flush_out(p);
+		client_resume(p); /* its first call again, now to go on */
+		break;
+	}
+	case P_REQUEST:
+		if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) {
+			flush_out(p);
+			/* Room again: the client's body goes on. */
+			if (!p->req_done && buf_avail(&p->out) < OUT_MAX / 2)
+				client_resume(p);
+		}
+		if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+			read_head(p);
+		break;
+	case P_RESPONSE:
+		if (p->hs_waiting) {
+			p->hs_waiting = false;
+			hup_del(p);
+			http_stream_wake(&p->hs);
+		}
+		break;
+	case P_UPGRADED:
+		splice_pump(p);
+		return;
+	default:
+		return;
+	}
+	up_events(p);
+}
+
+/* ---- the request head for the upstream ---- */
+
+/* Request fields that are not forwarded: hop-by-hop ones (RFC 9110 §7.6.1),
+ * the framing the runner redoes, its own token, and the forwarding fields
+ * it sets itself. */
+static const char *const req_drop[] = {
+	"Connection",
+	"Keep-Alive",
+	"Proxy-Connection",
+	"TE",
+	"Trailer",
+	"Transfer-Encoding",
+	"Upgrade",
+	"Content-Length",
+	"Expect",
+	"Proxy-Authorization",
+	"X-EXECD-ACCESS-TOKEN",
+	"X-Forwarded-For",
+	"X-Forwarded-Proto",
+	"X-Forwarded-Host",
+};
+
+static bool in_list(const char *const *list, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcasecmp(list[i], name))
+			return true;
+	return false;
+}
+
+struct head_build {
+	struct proxy *p;
+	struct buf *b;
+	const char *connection; /* the client's Connection field (joined) */
+	struct buf xff;         /* X-Forwarded-For so far */
+	bool host;
+	int rc;
+};
+
+static enum MHD_Result add_req_field(void *cls, enum MHD_ValueKind kind, const char *key,
+				     size_t key_size, const char *value, size_t value_size)
+{
+	(void)kind;
+	(void)key_size;
+	struct head_build *hb = cls;
+	if (!value)
+		value = "", value_size = 0;
+	if (!strcasecmp(key, "X-Forwarded-For")) {
+		if (buf_avail(&hb->xff))
+			buf_append_str(&hb->xff, ", ");
+		buf_append(&hb->xff, value, value_size);
+		return MHD_YES;
+	}
+	if (in_list(req_drop, sizeof(req_drop) / sizeof(req_drop[0]), key))
+		return MHD_YES;
+	/* Fields the client names in Connection are hop-by-hop too. */
+	if (hb->connection && h1_list_has_token(hb->connection, key))
+		return MHD_YES;
+	if (!strcasecmp(key, "Host"))
+		hb->host = true;
+	if (buf_appendf(hb->b, "%s: %.*s\r\n", key, (int)value_size, value) < 0)
+		hb->rc = -1;
+	return MHD_YES;
+}
+
+static enum MHD_Result join_connection(void *cls, enum MHD_ValueKind kind, const char *key,
+				       const char *value)
+{
+	(void)kind;
+	struct buf *b = cls;
+	if (value && !strcasecmp(key, "Connection")) {
+		if (buf_avail(b))
+			buf_append_str(b, ",");
+		buf_append_str(b, value);
+	}
+	return MHD_YES;
+}
+
+static void peer_ip(struct MHD_Connection *conn, char *out, size_t outlen)
+{
+	snprintf(out, outlen, "unknown");
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	if (!ci || !ci->client_addr)
+		return;
+	const struct sockaddr *sa = ci->client_addr;
+	if (sa->sa_family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, outlen);
+	else if (sa->sa_family == AF_INET6)
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out, outlen);
+}
+
+static int build_head(struct proxy *p, struct http_req *req, const char *target)
+{
+	struct buf conn_hdr = {0};
+	MHD_get_connection_values(req->conn, MHD_HEADER_KIND, join_connection, &conn_hdr);
+	buf_append(&conn_hdr, "", 1);
+	const char *upgrade = http_header(req, "Upgrade");
+	p->upgrade = upgrade && *upgrade && h1_list_has_token(conn_hdr.data, "upgrade");
+
+	struct head_build hb = {.p = p, .b = &p->out, .connection = conn_hdr.data};
+	buf_appendf(&p->out, "%s %s HTTP/1.1\r\n", req->method, target);
+	MHD_get_connection_values_n(req->conn, MHD_HEADER_KIND, add_req_field, &hb);
+	if (!hb.host)
+		buf_appendf(&p->out, "Host: 127.0.0.1:%u\r\n", p->port);
+	char ip[INET6_ADDRSTRLEN + 8];
+	peer_ip(req->conn, ip, sizeof(ip));
+	buf_appendf(&p->out, "X-Forwarded-For: %.*s%s%s\r\nX-Forwarded-Proto: http\r\n",
+		    (int)buf_avail(&hb.xff), hb.xff.data ? hb.xff.data : "",
+		    buf_avail(&hb.xff) ? ", " : "", ip);
+	const char *cl = http_header(req, "Content-Length");
+	const char *te = http_header(req, "Transfer-Encoding");
+	if (cl)
+		buf_appendf(&p->out, "Content-Length: %s\r\n", cl);
+	else if (te) /* http.c let only "chunked" through */
+		p->chunked_out = true, buf_append_str(&p->out, "Transfer-Encoding: chunked\r\n");
+	if (p->upgrade)
+		buf_appendf(&p->out, "Connection: Upgrade\r\nUpgrade: %s\r\n\r\n", upgrade);
+	else
+		buf_append_str(&p->out, "Connection: close\r\n\r\n");
+	buf_free(&conn_hdr);
+	buf_free(&hb.xff);
+	return hb.rc < 0 || !p->out.data ? -1 : 0;
+}
+
+/* ---- the route ---- */
+
+/* /proxy/{port}[/path][?query] as sent: the port, and the target for the
+ * upstream in *target ("/path?query", "/" at least). */
+static int parse_target(const char *raw, unsigned *port, const char **rest, struct error *err)
+{
+	if (!raw || strncmp(raw, "/proxy/", 7))
+		return error_set(err, 0, "INVALID_PORT",
+				 "the request target must start with /proxy/");
+	const char *s = raw + 7;
+	size_t n = strcspn(s, "/?");
+	if (n == 0)
+		return error_set(err, 0, "INVALID_PORT", "port is required: /proxy/{port}/{path}");
+	unsigned long v = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9' || i >= 5)
+			return error_set(err, 0, "INVALID_PORT", "invalid port '%.*s'",
+					 (int)(n > 16 ? 16 : n), s);
+		v = v * 10 + (unsigned long)(s[i] - '0');
+	}
+	if (v < 1 || v > 65535)
+		return error_set(err, 0, "INVALID_PORT", "port %lu is outside 1..65535", v);
+	*port = (unsigned)v;
+	*rest = s + n;
+	return 0;
+}
+
+static int connect_upstream(struct proxy *p)
+{
+	p->up_fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (p->up_fd < 0)
+		return error_set(&p->err, errno, "RUNTIME_ERROR", "socket");
+	int one = 1;
+	setsockopt(p->up_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p->port)};
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	int rc = connect(p->up_fd, (struct sockaddr *)&sa, sizeof(sa));
+	if (rc < 0 && errno != EINPROGRESS)
+		return error_set(&p->err, errno, "BAD_GATEWAY", "port %u: cannot connect", p->port);
+	int wrc = loop_watch_add(&p->r->loop, &p->up_w, p->up_fd, 0, on_up_event, p);
+	if (wrc < 0)
+		return error_set(&p->err, -wrc, "RUNTIME_ERROR", "epoll_ctl");
+	if (loop_timer_init(&p->r->loop, &p->timer, on_timeout, p) < 0)
+		return error_set(&p->err, errno, "RUNTIME_ERROR", "timerfd_create");
+	p->timer_init = true;
+	p->phase = rc == 0 ? P_REQUEST : P_CONNECTING;
+	return 0;
+}
+
+enum MHD_Result api_proxy_start(struct http_req *req)
+{
+	struct runner *r = req->r;
+	struct error err = {0};
+	unsigned port = 0;
+	const char *rest = NULL;
+	if (parse_target(req->raw_target, &port, &rest, &err) < 0)
+		return http_fail(req, &err);
+	if (port == http_port(r) || port == modelproxy_port(r)) {
+		error_set(&err, 0, "FORBIDDEN", "port %u is the runner's own", port);
+		return http_fail(req, &err);
+	}
+	struct proxy *p = calloc(1, sizeof(*p));
+	if (!p)
+		return MHD_NO;
+	p->r = r;
+	p->refs = 1;
+	p->req = req;
+	p->conn = req->conn;
+	p->port = port;
+	p->up_fd = -1;
+	p->client_fd = -1;
+	p->head_request = !strcmp(req->method, "HEAD");
+	p->next = r->proxies->head;
+	if (p->next)
+		p->next->prev = p;
+	r->proxies->head = p;
+	r->proxies->count++;
+	req->ctx = p;
+	req->ctx_free = proxy_req_free;
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (ci)
+		p->client_fd = ci->connect_fd;
+
+	char *target = NULL;
+	if (*rest == '/')
+		target = strdup(rest);
+	else if (asprintf(&target, "/%s", rest) < 0)
+		target = NULL;
+	if (!target || build_head(p, req, target) < 0) {
+		free(target);
+		return MHD_NO;
+	}
+	free(target);
+	if (!(p->in = malloc(HEAD_MAX)) || connect_upstream(p) < 0) {
+		p->phase = P_FAILED;
+		up_close(p);
+		log_info("proxy: upstream failed", "{s:i,s:s,s:s}", "port", (int)port, "code",
+			 error_code(&p->err), "error", p->err.msg);
+		return http_fail(req, &p->err);
+	}
+	if (p->phase == P_CONNECTING) {
+		/* Answered (502) or let on once connected. */
+		p->in_first_call = true;
+		client_suspend(p);
+	} else {
+		flush_out(p);
+	}
+	up_events(p);
+	return MHD_YES;
+}
+
+enum MHD_Result api_proxy_body(struct http_req *req, const char *data, size_t len)
+{
+	struct proxy *p = req->ctx;
+	if (!p || p->client_gone)
+		return MHD_NO;
+	if (p->phase != P_REQUEST || p->up_write_dead)
+		return MHD_YES; /* dropped: the answer is known (failed, or given early) */
+	/* Take what fits; what the upstream takes at once makes room again. */
+	size_t taken = 0;
+	while (taken < len && !p->up_write_dead) {
+		size_t room = buf_avail(&p->out) < OUT_MAX ? OUT_MAX - buf_avail(&p->out) : 0;
+		size_t frame = p->chunked_out ? 24 : 0;
+		size_t n = room > frame ? room - frame : 0;
+		if (n > len - taken)
+			n = len - taken;
+		if (!n)
+			break;
+		int rc = 0;
+		if (p->chunked_out)
+			rc = buf_appendf(&p->out, "%zx\r\n", n);
+		rc |= buf_append(&p->out, data + taken, n);
+		if (p->chunked_out)
+			rc |= buf_append_str(&p->out, "\r\n");
+		if (rc < 0)
+			return MHD_NO;
+		taken += n;
+		flush_out(p);
+	}
+	/* Left over only while the buffer is full and waits for EPOLLOUT
+	 * (dropped when the upstream stopped taking the request). */
+	req->body_left = p->up_write_dead ? 0 : len - taken;
+	if (req->body_left)
+		client_suspend(p); /* resumed when the upstream took half */
+	up_events(p);
+	return MHD_YES;
+}
+
+/* Response fields not passed on: hop-by-hop ones and the framing that
+ * libmicrohttpd redoes. */
+static const char *const resp_drop[] = {
+	"Connection", "Keep-Alive",     "Proxy-Connection",   "TE", "Trailer", "Transfer-Encoding",
+	"Upgrade",    "Content-Length", "Proxy-Authenticate",
+};
+
+static void copy_fields(struct proxy *p, struct MHD_Response *resp, bool upgrade)
+{
+	const char *conn = h1_field(&p->head, "Connection");
+	for (size_t i = 0; i < p->head.n_fields; i++) {
+		const char *name = p->head.fields[i].name, *v = p->head.fields[i].value;
+		if (upgrade && !strcasecmp(name, "Upgrade")) {
+			MHD_add_response_header(resp, name, v);
+			continue;
+		}
+		if (in_list(resp_drop, sizeof(resp_drop) / sizeof(resp_drop[0]), name))
+			continue;
+		if (conn && h1_list_has_token(conn, name))
+			continue;
+		if (MHD_add_response_header(resp, name, v) != MHD_YES)
+			log_warn("proxy: response field dropped", "{s:i,s:s}", "port", (int)p->port,
+				 "field", name);
+	}
+}
+
+/* Up to max body bytes into buf: the count; 0 = nothing now (the
+ * upstream socket is watched); -1 = the end; -2 = cut short. */
+static ssize_t body_read(struct proxy *p, char *buf, size_t max)
+{
+	if (p->client_gone)
+		return -2;
+	if (p->body_end)
+		return -1;
+	for (;;) {
+		size_t pend = p->in_len - p->pend_off;
+		ssize_t n;
+		bool from_in = pend > 0;
+		size_t want = max;
+		if (p->body_kind == H1_BODY_LENGTH && want > p->body_left)
+			want = (size_t)p->body_left;
+		if (from_in) {
+			n = (ssize_t)(want < pend ? want : pend);
+			memcpy(buf, p->in + p->pend_off, (size_t)n);
+			if (p->body_kind != H1_BODY_CHUNKED)
+				p->pend_off += (size_t)n;
+		} else {
+			if (p->up_fd < 0)
+				return -2;
+			n = recv(p->up_fd, buf, want, MSG_DONTWAIT);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+				/* Nothing now: the stream suspends until the
+				 * upstream is readable (or the client leaves). */
+				p->hs_waiting = true;
+				hup_add(p);
+				up_events(p);
+				return 0;
+			}
+			if (n < 0)
+				return -2;
+			if (n == 0) {
+				/* The end of a body delimited by the close;
+				 * anything else is cut short. */
+				if (p->body_kind != H1_BODY_CLOSE)
+					return -2;
+				p->body_end = true;
+				up_close(p);
+				return -1;
+			}
+		}
+		if (p->body_kind == H1_BODY_CHUNKED) {
+			size_t used = 0;
+			ssize_t out = h1_chunked_decode(&p->ch, buf, (size_t)n, &used);
+			if (from_in)
+				p->pend_off += used;
+			if (out < 0) {
+				log_warn("proxy: invalid chunked body from the upstream", "{s:i}",
+					 "port", (int)p->port);
+				return -2;
+			}
+			if (p->ch.done) {
+				p->body_end = true;
+				up_close(p);
+				return out > 0 ? out : -1;
+			}
+			if (out == 0)
+				continue; /* framing only */
+			return out;
+		}
+		if (p->body_kind == H1_BODY_LENGTH) {
+			p->body_left -= (uint64_t)n;
+			if (!p->body_left) {
+				p->body_end = true;
+				up_close(p);
+			}
+		}
+		return n;
+	}
+}
+
+/* The stream's producer: the next block of the body, read from the
+ * upstream only now that libmicrohttpd has sent the previous one. */
+static void body_produce(struct http_stream *s)
+{
+	struct proxy *p = (struct proxy *)((char *)s - offsetof(struct proxy, hs));
+	if (buf_reserve(&s->out, BODY_BLOCK) < 0) {
+		s->failed = true;
+		return;
+	}
+	ssize_t n = body_read(p, s->out.data + s->out.len, BODY_BLOCK);
+	if (n > 0)
+		s->out.len += (size_t)n;
+	if (n == -1 || (n > 0 && p->body_end))
+		s->done = true;
+	else if (n == -2)
+		s->failed = true;
+}
+
+static void body_close(struct http_stream *s)
+{
+	struct proxy *p = (struct proxy *)((char *)s - offsetof(struct proxy, hs));
+	p->hs_waiting = false;
+	proxy_unref(p);
+}
+
+static const struct http_stream_ops body_ops = {
+	.produce = body_produce,
+	.close = body_close,
+};
+
+static void on_upgraded(void *cls, struct MHD_Connection *conn, void *con_cls, const char *extra_in,
+			size_t extra_in_size, MHD_socket sock,
+			struct MHD_UpgradeResponseHandle *urh);
+
+static enum MHD_Result respond(struct proxy *p, struct http_req *req)
+{
+	struct MHD_Response *resp;
+	if (p->head.status == 101) {
+		resp = MHD_create_response_for_upgrade(on_upgraded, p);
+		if (!resp)
+			return MHD_NO;
+		copy_fields(p, resp, true);
+		loop_timer_stop(&p->r->loop, &p->timer);
+		loop_watch_set(&p->r->loop, &p->up_w, 0);
+		if (http_queue(req, 101, resp) != MHD_YES) {
+			error_set(&p->err, 0, "BAD_GATEWAY",
+				  "port %u: the upgrade cannot be passed on (HTTP/1.1 only)",
+				  p->port);
+			fail(p);
+			return http_fail(req, &p->err);
+		}
+		return MHD_YES;
+	}
+	if (h1_response_body(&p->head, p->head_request, &p->body_kind, &p->body_left) < 0) {
+		error_set(&p->err, 0, "BAD_GATEWAY", "port %u: invalid Content-Length", p->port);
+		fail(p);
+		return http_fail(req, &p->err);
+	}
+	uint64_t size = UINT64_MAX;
+	if (p->body_kind == H1_BODY_LENGTH)
+		size = p->body_left;
+	if (p->head_request) {
+		/* No body, but the size of the one a GET would get. */
+		uint64_t cl = 0;
+		enum h1_body_kind k;
+		struct h1_head tmp = p->head;
+		if (h1_response_body(&tmp, false, &k, &cl) == 0 && k == H1_BODY_LENGTH)
+			size = cl;
+	}
+	if (p->body_kind == H1_BODY_CHUNKED)
+		h1_chunked_init(&p->ch);
+	if (p->body_kind == H1_BODY_NONE || (p->body_kind == H1_BODY_LENGTH && !p->body_left))
+		p->body_end = true;
+	bool no_body = p->body_end && !p->head_request;
+	if (no_body) {
+		resp = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+	} else {
+		p->refs++; /* the stream's */
+		resp = http_stream_response(req, &p->hs, &body_ops, size, BODY_BLOCK);
+	}
+	if (!resp)
+		return MHD_NO;
+	copy_fields(p, resp, false); /* the fields point into p->in */
+	if (no_body)
+		up_close(p);
+	p->phase = P_RESPONSE;
+	return http_queue(req, p->head.status, resp);
+}
+
+enum MHD_Result api_proxy(struct http_req *req)
+{
+	struct proxy *p = req->ctx;
+	if (!p)
+		return http_failf(req, "RUNTIME_ERROR", "proxy state lost");
+	if (p->client_gone)
+		return MHD_NO;
+	if (p->in_first_call) {
+		/* The first call again (resumed): connected, or failed. */
+		p->in_first_call = false;
+		if (p->phase == P_FAILED)
+			return http_fail(req, &p->err);
+		return MHD_YES;
+	}
+	if (p->phase == P_FAILED)
+		return http_fail(req, &p->err);
+	if (p->phase != P_REQUEST) {
+		if (http_stopping(p->r))
+			return MHD_NO;
+		client_suspend(p);
+		return MHD_YES;
+	}
+	if (!p->req_done) {
+		if (p->chunked_out && !p->up_write_dead && !p->last_chunk) {
+			if (buf_append_str(&p->out, "0\r\n\r\n") < 0)
+				return MHD_NO;
+			p->last_chunk = true;
+		}
+		p->req_done = true;
+		flush_out(p);
+		up_events(p);
+	}
+	if (!p->head_done) {
+		if (http_stopping(p->r))
+			return MHD_NO;
+		client_suspend(p); /* until the head is in */
+		return MHD_YES;
+	}
+	return respond(p, req);
+}
+
+/* ---- upgraded: both sockets spliced ---- */
+
+static void splice_close(struct proxy *p)
+{
+	struct loop *loop = &p->r->loop;
+	loop_watch_del(loop, &p->cl_w);
+	up_close(p);
+	free(p->c2u.data);
+	free(p->u2c.data);
+	p->c2u.data = p->u2c.data = NULL;
+	p->phase = P_DONE;
+	struct MHD_UpgradeResponseHandle *urh = p->urh;
+	p->urh = NULL;
+	if (urh) {
+		/* libmicrohttpd closes the client socket and completes the
+		 * request (proxy_req_free). */
+		MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+		http_run_soon(p->r);
+	}
+}
+
+/* Move bytes src -> b -> dst; -1 when the connection is broken. */
+static int splice_move(int src, struct pipebuf *b, int dst)
+{
+	for (;;) {
+		if (b->len > b->off) {
+			ssize_t n = send(dst, b->data + b->off, b->len - b->off,
+					 MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+				break;
+			if (n < 0)
+				return -1;
+			b->off += (size_t)n;
+			continue;
+		}
+		b->len = b->off = 0;
+		if (b->eof)
+			break;
+		ssize_t n = recv(src, b->data + b->len, SPLICE_CAP - b->len, MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		if (n < 0)
+			return -1;
+		if (n == 0) {
+			b->eof = true;
+			break;
+		}
+		b->len += (size_t)n;
+	}
+	if (b->eof && b->len == b->off && !b->shut) {
+		b->shut = true;
+		if (shutdown(dst, SHUT_WR) < 0 && errno != ENOTCONN)
+			return -1;
+	}
+	return 0;
+}
+
+static void splice_pump(struct proxy *p)
+{
+	if (splice_move(p->client_fd, &p->c2u, p->up_fd) < 0 ||
+	    splice_move(p->up_fd, &p->u2c, p->client_fd) < 0 || (p->c2u.shut && p->u2c.shut)) {
+		splice_close(p);
+		return;
+	}
+	uint32_t ev = 0;
+	if (!p->c2u.eof && p->c2u.len < SPLICE_CAP)
+		ev |= EPOLLIN;
+	if (p->u2c.len > p->u2c.off)
+		ev |= EPOLLOUT;
+	loop_watch_set(&p->r->loop, &p->cl_w, ev);
+	up_events(p);
+}
+
+static void on_client_event(struct loop *loop, struct loop_watch *w, uint32_t events)
+{
+	(void)loop;
+	(void)events;
+	splice_pump(w->arg);
+}
+
+static void on_upgraded(void *cls, struct MHD_Connection *conn, void *con_cls, const char *extra_in,
+			size_t extra_in_size, MHD_socket sock,
+			struct MHD_UpgradeResponseHandle *urh)
+{
+	(void)conn;
+	(void)con_cls;
+	struct proxy *p = cls;
+	p->urh = urh;
+	p->client_fd = sock;
+	p->phase = P_UPGRADED;
+	buf_free(&p->out);
+	p->c2u.data = malloc(SPLICE_CAP);
+	p->u2c.data = malloc(SPLICE_CAP);
+	int fl = fcntl(sock, F_GETFL);
+	if (!p->c2u.data || !p->u2c.data || p->up_fd < 0 || fl < 0 ||
+	    fcntl(sock, F_SETFL, fl | O_NONBLOCK) < 0 ||
+	    loop_watch_add(&p->r->loop, &p->cl_w, sock, 0, on_client_event, p) < 0) {
+		log_warn("proxy: cannot splice an upgraded connection", "{s:i}", "port",
+			 (int)p->port);
+		splice_close(p);
+		return;
+	}
+	int one = 1;
+	setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	/* Bytes that came with the heads belong to the new protocol. */
+	size_t n = extra_in_size < SPLICE_CAP ? extra_in_size : SPLICE_CAP;
+	memcpy(p->c2u.data, extra_in, n);
+	p->c2u.len = n;
+	size_t pend = p->in_len - p->pend_off;
+	memcpy(p->u2c.data, p->in + p->pend_off, pend);
+	p->u2c.len = pend;
+	free(p->in);
+	p->in = NULL;
+	p->in_len = p->pend_off = 0;
+	splice_pump(p);
+}
+
+/* ---- shutdown ---- */
+
+void proxy_close_all(struct runner *r)
+{
+	if (!r->proxies)
+		return;
+	r->proxies->final = true;
+	for (struct proxy *p = r->proxies->head, *next; p; p = next) {
+		next = p->next;
+		p->refs++; /* p stays while we look at it */
+		if (p->phase == P_UPGRADED) {
+			splice_close(p);
+		} else if (p->phase == P_RESPONSE) {
+			p->client_gone = true;
+			up_close(p);
+			if (p->hs_waiting) {
+				p->hs_waiting = false;
+				hup_del(p);
+				http_stream_wake(&p->hs);
+			}
+		} else if (p->phase != P_DONE && p->phase != P_FAILED) {
+			error_set(&p->err, 0, "UNAVAILABLE", "the runner is stopping");
+			fail(p);
+		}
+		next = p->next;
+		proxy_unref(p);
+	}
+}
+
+void proxy_free_all(struct runner *r)
+{
+	free(r->proxies);
+	r->proxies = NULL;
+}

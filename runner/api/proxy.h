@@ -1,0 +1,17 @@
+/* The port proxy (docs/design.md §14): ANY /proxy/{port}/{path}?{query}
+ * forwarded to 127.0.0.1:{port} inside the box, as OpenSandbox's execd
+ * does, on the runner's one loop: non-blocking upstream sockets, streamed
+ * bodies both ways with backpressure, upgrades spliced as raw bytes. */
+#pragma once
+#include <stdbool.h>
+
+struct runner;
+
+/* The table of open proxied requests (r->proxies). */
+int proxy_init(struct runner *r);
+/* Before http_stop: end every proxied request (upgraded ones are closed,
+ * waiting ones answered or cut) so libmicrohttpd can stop. */
+void proxy_close_all(struct runner *r);
+void proxy_free_all(struct runner *r);
+/* Open proxied requests (for /metrics and tests of leaks). */
+unsigned proxy_count(struct runner *r);
