@@ -13,7 +13,8 @@ ASAN_OBJS   := $(patsubst runner/%.c,build/asan/obj/%.o,$(RUNNER_SRCS))
 # source lists. `make lint` checks that they use nothing outside this set.
 PURE_SRCS := runner/core/util.c runner/core/error.c runner/core/log.c runner/core/statedir.c \
 	     runner/task/linesplit.c runner/task/spool.c \
-	     runner/model/chatstream.c runner/confine/seccomp.c runner/http/peer.c \
+	     runner/model/chatstream.c runner/confine/seccomp.c runner/confine/seccomp_cache.c \
+	     runner/core/sha256.c runner/http/peer.c \
 	     $(filter-out runner/files/sched.c,$(wildcard runner/files/*.c))
 pure_objs = $(patsubst runner/%.c,$(1)/%.o,$(filter $(RUNNER_SRCS),$(PURE_SRCS)))
 

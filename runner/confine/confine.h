@@ -78,12 +78,14 @@ _Noreturn void confine_exec(const struct confine_plan *plan);
 int confine_close_fds(const struct confine_policy *pol, int lowfd, int keep);
 
 /* Parent side, at start: detect Landlock, build the ruleset, compile the
- * seccomp policy from `seccomp_path`, default rlimits. Returns 0, or -1 with
- * err set. Fail closed: the caller exits when this fails. */
+ * seccomp policy from `seccomp_path` (or take its verified cache: beside the
+ * policy, or in cache_dirfd, the state dir; -1 = none), default rlimits.
+ * Returns 0, or -1 with err set. Fail closed: the caller exits when this
+ * fails. */
 struct runner_config;
 struct error;
 int confine_policy_init(struct confine_policy *pol, const struct runner_config *cfg,
-			struct error *err);
+			int cache_dirfd, struct error *err);
 void confine_policy_free(struct confine_policy *pol);
 
 /* What is in force, for GET /v1/hardening and the start log line:
