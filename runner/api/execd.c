@@ -33,27 +33,36 @@ struct execd_stream {
 	char init_text[33];
 	uint64_t cur_ts; /* timestamp of the record being split */
 	int cur_type;
+	uint64_t now_ms; /* monotonic, once per produce() */
 };
 
+/* Events are built with plain appends: one per output line, so no
+ * printf on this path. */
 static void ev_begin(struct execd_stream *es, const char *type, uint64_t ts)
 {
-	buf_appendf(&es->hs.out, "{\"type\":\"%s\",", type);
+	struct buf *o = &es->hs.out;
+	buf_append_lit(o, "{\"type\":\"");
+	buf_append_str(o, type);
+	buf_append_lit(o, "\",");
 	(void)ts;
 }
 
 static void ev_end(struct execd_stream *es, uint64_t ts)
 {
-	buf_appendf(&es->hs.out, "\"timestamp\":%llu}\n\n", (unsigned long long)ts);
-	es->last_event_ms = monotonic_ms();
+	struct buf *o = &es->hs.out;
+	buf_append_lit(o, "\"timestamp\":");
+	buf_append_u64(o, ts);
+	buf_append_lit(o, "}\n\n");
+	es->last_event_ms = es->now_ms;
 }
 
 static void ev_text(struct execd_stream *es, const char *type, const char *text, size_t len,
 		    uint64_t ts)
 {
 	ev_begin(es, type, ts);
-	buf_append_str(&es->hs.out, "\"text\":");
+	buf_append_lit(&es->hs.out, "\"text\":");
 	buf_append_json_str(&es->hs.out, text, len);
-	buf_append_str(&es->hs.out, ",");
+	buf_append_lit(&es->hs.out, ",");
 	ev_end(es, ts);
 }
 
@@ -109,6 +118,7 @@ static void ev_terminal(struct execd_stream *es, struct task *t)
 static void produce(struct execd_stream *es)
 {
 	static char rbuf[SPOOL_MAX_REC];
+	es->now_ms = monotonic_ms();
 	if (es->state == ES_INIT) {
 		ev_text(es, "init", es->init_text, strlen(es->init_text), now_ms());
 		es->state = ES_BODY;

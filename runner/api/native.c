@@ -42,17 +42,21 @@ static void encode_record(struct native_stream *ns, const struct spool_rec *rec,
 			ns->hs.done = true; /* the terminal event */
 		return;
 	}
-	buf_appendf(o, "id: %llu\nevent: %s\ndata: {", (unsigned long long)id,
-		    rec->type == SPOOL_STDOUT ? "stdout" : "stderr");
+	buf_append_lit(o, "id: ");
+	buf_append_u64(o, id);
+	if (rec->type == SPOOL_STDOUT)
+		buf_append_lit(o, "\nevent: stdout\ndata: {");
+	else
+		buf_append_lit(o, "\nevent: stderr\ndata: {");
 	if (utf8_valid((const unsigned char *)data, rec->len)) {
-		buf_append_str(o, "\"text\":");
+		buf_append_lit(o, "\"text\":");
 		buf_append_json_str(o, data, rec->len);
 	} else {
-		buf_append_str(o, "\"data_b64\":\"");
+		buf_append_lit(o, "\"data_b64\":\"");
 		buf_append_base64(o, (const unsigned char *)data, rec->len);
-		buf_append_str(o, "\"");
+		buf_append_lit(o, "\"");
 	}
-	buf_append_str(o, "}\n\n");
+	buf_append_lit(o, "}\n\n");
 }
 
 static void produce(struct native_stream *ns)

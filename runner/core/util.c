@@ -159,6 +159,27 @@ size_t utf8_incomplete_tail(const unsigned char *s, size_t len)
 	return 0;
 }
 
+/* Bytes a JSON string cannot hold as they are: controls, '"', '\\', DEL
+ * (escaped like Go does) and everything >= 0x80 (checked as UTF-8). */
+static const unsigned char json_special[256] = {
+	[0 ... 0x1f] = 1, ['"'] = 1, ['\\'] = 1, [0x7f ... 0xff] = 1,
+};
+
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+/* Non-zero when one of the 8 bytes of w needs a look (json_special): below
+ * 0x20, '"', '\\', 0x7f or above. Exact for "none" (which is all the fast
+ * path needs). */
+static inline uint64_t word_special(uint64_t w)
+{
+	uint64_t ctl = (w - ONES * 0x20) & ~w;
+	uint64_t q = w ^ (ONES * '"'), bs = w ^ (ONES * '\\');
+	uint64_t quote = (q - ONES) & ~q, back = (bs - ONES) & ~bs;
+	uint64_t high = w | (w + ONES); /* 0x7f + 1 and >= 0x80 set the top bit */
+	return (ctl | quote | back | high) & HIGHS;
+}
+
 int buf_append_json_str(struct buf *b, const char *str, size_t len)
 {
 	const unsigned char *s = (const unsigned char *)str;
@@ -170,16 +191,20 @@ int buf_append_json_str(struct buf *b, const char *str, size_t len)
 	*o++ = '"';
 	size_t i = 0;
 	while (i < len) {
-		/* Runs of plain printable ASCII are copied in one go. */
-		size_t run = i;
-		while (run < len && s[run] >= 0x20 && s[run] < 0x7f && s[run] != '"' && s[run] != '\\')
-			run++;
-		if (run > i) {
-			memcpy(o, s + i, run - i);
-			o += run - i;
-			i = run;
-			continue;
+		/* Plain printable ASCII is copied 8 bytes at a time. */
+		while (i + 8 <= len) {
+			uint64_t w;
+			memcpy(&w, s + i, 8);
+			if (word_special(w))
+				break;
+			memcpy(o, &w, 8);
+			o += 8;
+			i += 8;
 		}
+		while (i < len && !json_special[s[i]])
+			*o++ = (char)s[i++];
+		if (i >= len)
+			break;
 		unsigned char c = s[i];
 		if (c >= 0x80) {
 			size_t n = utf8_seq(s + i, len - i);
@@ -195,41 +220,41 @@ int buf_append_json_str(struct buf *b, const char *str, size_t len)
 			continue;
 		}
 		i++;
+		*o++ = '\\';
 		switch (c) {
 		case '"':
-			*o++ = '\\';
-			*o++ = '"';
-			break;
 		case '\\':
-			*o++ = '\\';
-			*o++ = '\\';
+			*o++ = (char)c;
 			break;
 		case '\n':
-			*o++ = '\\';
 			*o++ = 'n';
 			break;
 		case '\r':
-			*o++ = '\\';
 			*o++ = 'r';
 			break;
 		case '\t':
-			*o++ = '\\';
 			*o++ = 't';
 			break;
-		default:
-			if (c < 0x20 || c == 0x7f) {
-				memcpy(o, "\\u00", 4);
-				o[4] = hex[c >> 4];
-				o[5] = hex[c & 15];
-				o += 6;
-			} else {
-				*o++ = (char)c;
-			}
+		default: /* other controls and DEL */
+			memcpy(o, "u00", 3);
+			o[3] = hex[c >> 4];
+			o[4] = hex[c & 15];
+			o += 5;
 		}
 	}
 	*o++ = '"';
 	b->len = (size_t)(o - b->data);
 	return 0;
+}
+
+int buf_append_u64(struct buf *b, uint64_t v)
+{
+	char tmp[20];
+	size_t n = 0;
+	do
+		tmp[sizeof(tmp) - ++n] = (char)('0' + v % 10);
+	while ((v /= 10));
+	return buf_append(b, tmp + sizeof(tmp) - n, n);
 }
 
 int buf_append_base64(struct buf *b, const unsigned char *s, size_t len)

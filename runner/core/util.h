@@ -18,6 +18,10 @@ int buf_append_str(struct buf *b, const char *s);
  * U+FFFD, as Go's encoder does. */
 int buf_append_json_str(struct buf *b, const char *s, size_t len);
 int buf_append_base64(struct buf *b, const unsigned char *s, size_t len);
+/* Decimal digits of v. */
+int buf_append_u64(struct buf *b, uint64_t v);
+/* buf_append of a string literal (its length known at compile time). */
+#define buf_append_lit(b, lit) buf_append((b), "" lit, sizeof(lit) - 1)
 void buf_reset(struct buf *b);
 void buf_free(struct buf *b);
 static inline size_t buf_avail(const struct buf *b) { return b->len - b->off; }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 static int tmpfile_in(int dirfd)
@@ -32,14 +33,20 @@ static int tmpfile_in(int dirfd)
 
 static int new_segment(struct spool *s)
 {
-	int fd = tmpfile_in(s->dirfd);
-	if (fd < 0)
-		return fd;
+	int fd;
 	if (s->nseg == 2) {
+		/* The oldest segment's file is written over from the start
+		 * (its logical size restarts at 0): its pages are in the cache
+		 * and its blocks reserved already, where a new file would
+		 * allocate them all again and dropping the old one free them. */
+		fd = s->seg[0].fd;
 		s->dropped_bytes = s->seg[1].first_off;
-		close(s->seg[0].fd);
 		s->seg[0] = s->seg[1];
 		s->nseg = 1;
+	} else {
+		fd = tmpfile_in(s->dirfd);
+		if (fd < 0)
+			return fd;
 	}
 	struct spool_seg *g = &s->seg[s->nseg++];
 	g->fd = fd;
@@ -67,19 +74,30 @@ void spool_close(struct spool *s)
 	s->nseg = 0;
 }
 
-static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
+/* Header and payload in one call. */
+static int pwrite2_all(int fd, const void *a, size_t alen, const void *b, size_t blen,
+		       uint64_t off)
 {
-	const char *p = buf;
-	while (len) {
-		ssize_t n = pwrite(fd, p, len, (off_t)off);
+	struct iovec iov[2] = {{(void *)a, alen}, {(void *)b, blen}};
+	int n_iov = blen ? 2 : 1;
+	struct iovec *v = iov;
+	while (n_iov) {
+		ssize_t n = pwritev(fd, v, n_iov, (off_t)off);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
 		}
-		p += n;
-		len -= (size_t)n;
 		off += (uint64_t)n;
+		while (n_iov && (size_t)n >= v->iov_len) {
+			n -= (ssize_t)v->iov_len;
+			v++;
+			n_iov--;
+		}
+		if (n_iov) {
+			v->iov_base = (char *)v->iov_base + n;
+			v->iov_len -= (size_t)n;
+		}
 	}
 	return 0;
 }
@@ -117,14 +135,10 @@ int spool_append(struct spool *s, uint16_t type, const void *data, uint32_t len)
 	struct spool_rec rec = {
 		.seq = s->next_seq, .off = s->next_off, .ts_ms = now_ms(), .len = len, .type = type};
 	/* Header then payload; only this process reads the file back. */
-	char hdr[sizeof(rec)];
-	memcpy(hdr, &rec, sizeof(rec));
-	int r = pwrite_all(g->fd, hdr, sizeof(hdr), g->size);
-	if (r == 0 && len)
-		r = pwrite_all(g->fd, data, len, g->size + sizeof(hdr));
+	int r = pwrite2_all(g->fd, &rec, sizeof(rec), data, len, g->size);
 	if (r < 0)
 		return r;
-	g->size += sizeof(hdr) + len;
+	g->size += sizeof(rec) + len;
 	s->next_seq++;
 	if (type != SPOOL_EVENT)
 		s->next_off += len; /* offsets count output bytes only */
