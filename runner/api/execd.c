@@ -136,7 +136,8 @@ static void produce(struct execd_stream *es)
 	/* Bound one batch so a fast task cannot grow the buffer without end. */
 	while (buf_avail(&es->hs.out) < 16 * 1024) {
 		struct spool_rec rec;
-		int rc = task_reader_next(&es->rd, &rec, rbuf);
+		const char *data;
+		int rc = task_reader_next_ref(&es->rd, &rec, rbuf, &data);
 		if (rc < 0) {
 			log_errno("reading the task log failed", -rc, t->id);
 			break;
@@ -149,7 +150,7 @@ static void produce(struct execd_stream *es)
 			break;
 		}
 		if (rec.type == SPOOL_EVENT) {
-			if (rec.len >= 5 && !memcmp(rbuf, "exit\n", 5)) {
+			if (rec.len >= 5 && !memcmp(data, "exit\n", 5)) {
 				ev_terminal(es, t);
 				es->state = ES_DONE;
 				break;
@@ -161,7 +162,7 @@ static void produce(struct execd_stream *es)
 			i = 0;
 		es->cur_type = rec.type;
 		es->cur_ts = rec.ts_ms;
-		linesplit_feed(&es->ls[i], rbuf, rec.len, on_line, es);
+		linesplit_feed(&es->ls[i], data, rec.len, on_line, es);
 	}
 	if (es->state == ES_BODY && es->ping_due && !buf_avail(&es->hs.out)) {
 		ev_text(es, "ping", "pong", 4, now_ms());

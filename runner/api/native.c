@@ -48,10 +48,9 @@ static void encode_record(struct native_stream *ns, const struct spool_rec *rec,
 		buf_append_lit(o, "\nevent: stdout\ndata: {");
 	else
 		buf_append_lit(o, "\nevent: stderr\ndata: {");
-	if (utf8_valid((const unsigned char *)data, rec->len)) {
-		buf_append_lit(o, "\"text\":");
-		buf_append_json_str(o, data, rec->len);
-	} else {
+	buf_append_lit(o, "\"text\":");
+	if (buf_append_json_utf8(o, data, rec->len) == 1) {
+		o->len -= sizeof("\"text\":") - 1;
 		buf_append_lit(o, "\"data_b64\":\"");
 		buf_append_base64(o, (const unsigned char *)data, rec->len);
 		buf_append_lit(o, "\"");
@@ -65,7 +64,8 @@ static void produce(struct native_stream *ns)
 	struct task *t = ns->rd.task;
 	while (!ns->hs.done && buf_avail(&ns->hs.out) < 16 * 1024) {
 		struct spool_rec rec;
-		int rc = task_reader_next(&ns->rd, &rec, rbuf);
+		const char *data;
+		int rc = task_reader_next_ref(&ns->rd, &rec, rbuf, &data);
 		if (rc < 0) {
 			log_errno("reading the task log failed", -rc, t->id);
 			break;
@@ -82,7 +82,7 @@ static void produce(struct native_stream *ns)
 			}
 			break;
 		}
-		encode_record(ns, &rec, rbuf);
+		encode_record(ns, &rec, data);
 	}
 	if (!ns->hs.done && ns->keepalive_due && !buf_avail(&ns->hs.out))
 		buf_append_str(&ns->hs.out, ": keep-alive\n\n");

@@ -180,7 +180,8 @@ static inline uint64_t word_special(uint64_t w)
 	return (ctl | quote | back | high) & HIGHS;
 }
 
-int buf_append_json_str(struct buf *b, const char *str, size_t len)
+/* The escaper; *invalid (may be NULL) counts bytes that were not UTF-8. */
+static int json_str(struct buf *b, const char *str, size_t len, size_t *invalid)
 {
 	const unsigned char *s = (const unsigned char *)str;
 	/* Worst case 6 bytes per input byte (\u00XX), plus quotes. */
@@ -188,16 +189,28 @@ int buf_append_json_str(struct buf *b, const char *str, size_t len)
 		return -ENOMEM;
 	char *o = b->data + b->len;
 	static const char hex[] = "0123456789abcdef";
+	size_t bad = 0;
 	*o++ = '"';
 	size_t i = 0;
 	while (i < len) {
-		/* Plain printable ASCII is copied 8 bytes at a time. */
+		/* Plain printable ASCII is copied 8 bytes at a time; in the word
+		 * that holds a special byte, the lowest flagged byte is exactly
+		 * the first special one (borrows and carries only run upwards). */
 		while (i + 8 <= len) {
 			uint64_t w;
 			memcpy(&w, s + i, 8);
-			if (word_special(w))
-				break;
 			memcpy(o, &w, 8);
+			uint64_t m = word_special(w);
+			if (m) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+				size_t k = (size_t)__builtin_ctzll(m) / 8;
+#else
+				size_t k = 0; /* the byte loop below finds it */
+#endif
+				o += k;
+				i += k;
+				break;
+			}
 			o += 8;
 			i += 8;
 		}
@@ -216,6 +229,7 @@ int buf_append_json_str(struct buf *b, const char *str, size_t len)
 				memcpy(o, "\xef\xbf\xbd", 3); /* U+FFFD */
 				o += 3;
 				i++;
+				bad++;
 			}
 			continue;
 		}
@@ -244,6 +258,26 @@ int buf_append_json_str(struct buf *b, const char *str, size_t len)
 	}
 	*o++ = '"';
 	b->len = (size_t)(o - b->data);
+	if (invalid)
+		*invalid = bad;
+	return 0;
+}
+
+int buf_append_json_str(struct buf *b, const char *str, size_t len)
+{
+	return json_str(b, str, len, NULL);
+}
+
+int buf_append_json_utf8(struct buf *b, const char *str, size_t len)
+{
+	size_t start = b->len, bad;
+	int rc = json_str(b, str, len, &bad);
+	if (rc < 0)
+		return rc;
+	if (bad) {
+		b->len = start;
+		return 1;
+	}
 	return 0;
 }
 

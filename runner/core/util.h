@@ -17,6 +17,9 @@ int buf_append_str(struct buf *b, const char *s);
 /* A JSON string literal (quotes included). Invalid UTF-8 bytes become
  * U+FFFD, as Go's encoder does. */
 int buf_append_json_str(struct buf *b, const char *s, size_t len);
+/* The same when s is valid UTF-8 (0); 1 and nothing appended when it is
+ * not (one pass instead of utf8_valid and then the escaper). */
+int buf_append_json_utf8(struct buf *b, const char *s, size_t len);
 int buf_append_base64(struct buf *b, const unsigned char *s, size_t len);
 /* Decimal digits of v. */
 int buf_append_u64(struct buf *b, uint64_t v);

@@ -138,11 +138,23 @@ int spool_append(struct spool *s, uint16_t type, const void *data, uint32_t len)
 	int r = pwrite2_all(g->fd, &rec, sizeof(rec), data, len, g->size);
 	if (r < 0)
 		return r;
+	s->last = rec;
+	s->last_gen = g->gen;
+	s->last_pos = g->size;
+	s->hot = NULL;
 	g->size += sizeof(rec) + len;
 	s->next_seq++;
 	if (type != SPOOL_EVENT)
 		s->next_off += len; /* offsets count output bytes only */
 	return 0;
+}
+
+int spool_append_hot(struct spool *s, uint16_t type, const void *data, uint32_t len)
+{
+	int r = spool_append(s, type, data, len);
+	if (r == 0)
+		s->hot = data;
+	return r;
 }
 
 void spool_cursor_start(const struct spool *s, struct spool_cursor *c)
@@ -160,8 +172,8 @@ static struct spool_seg *seg_of(struct spool *s, uint64_t gen)
 	return NULL;
 }
 
-int spool_next(struct spool *s, struct spool_cursor *c, struct spool_rec *rec, void *buf,
-	       bool *skipped)
+int spool_next_ref(struct spool *s, struct spool_cursor *c, struct spool_rec *rec, void *buf,
+		   const void **data, bool *skipped)
 {
 	if (skipped)
 		*skipped = false;
@@ -180,14 +192,30 @@ int spool_next(struct spool *s, struct spool_cursor *c, struct spool_rec *rec, v
 		c->gen = g->gen;
 		c->pos = 0;
 	}
-	int r = pread_all(g->fd, rec, sizeof(*rec), c->pos);
-	if (r == 0 && rec->len)
-		r = pread_all(g->fd, buf, rec->len, c->pos + sizeof(*rec));
-	if (r < 0)
-		return r;
+	if (s->hot && c->gen == s->last_gen && c->pos == s->last_pos) {
+		*rec = s->last;
+		*data = s->hot;
+	} else {
+		int r = pread_all(g->fd, rec, sizeof(*rec), c->pos);
+		if (r == 0 && rec->len)
+			r = pread_all(g->fd, buf, rec->len, c->pos + sizeof(*rec));
+		if (r < 0)
+			return r;
+		*data = buf;
+	}
 	c->pos += sizeof(*rec) + rec->len;
 	c->seq = rec->seq + 1;
 	return 1;
+}
+
+int spool_next(struct spool *s, struct spool_cursor *c, struct spool_rec *rec, void *buf,
+	       bool *skipped)
+{
+	const void *data;
+	int r = spool_next_ref(s, c, rec, buf, &data, skipped);
+	if (r == 1 && data != buf && rec->len)
+		memcpy(buf, data, rec->len);
+	return r;
 }
 
 void spool_seek_seq(struct spool *s, struct spool_cursor *c, uint64_t seq)

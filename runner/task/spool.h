@@ -35,6 +35,12 @@ struct spool {
 	int nseg;
 	uint64_t next_seq, next_off, next_gen;
 	uint64_t dropped_bytes; /* payload bytes no longer retained */
+	/* The last record appended, and where its payload still is in the
+	 * caller's memory (hot; NULL when not): a reader that has caught up
+	 * takes it from there instead of reading the file back. */
+	struct spool_rec last;
+	uint64_t last_gen, last_pos;
+	const void *hot;
 };
 
 struct spool_cursor {
@@ -45,12 +51,24 @@ struct spool_cursor {
 int spool_open(struct spool *s, int dirfd, uint64_t cap);
 void spool_close(struct spool *s);
 int spool_append(struct spool *s, uint16_t type, const void *data, uint32_t len);
+/* spool_append, and the payload stays readable at data until
+ * spool_drop_hot (the caller's buffer is about to be reused). */
+int spool_append_hot(struct spool *s, uint16_t type, const void *data, uint32_t len);
+static inline void spool_drop_hot(struct spool *s)
+{
+	s->hot = NULL;
+}
 /* Cursor at the oldest retained record. */
 void spool_cursor_start(const struct spool *s, struct spool_cursor *c);
 /* Next record into rec/buf (buf holds SPOOL_MAX_REC). 1 = got one, 0 = none
  * yet, -errno on I/O error. Sets *skipped when records were lost. */
 int spool_next(struct spool *s, struct spool_cursor *c, struct spool_rec *rec, void *buf,
 	       bool *skipped);
+/* spool_next without the copy where it can: *data points at the payload,
+ * in the hot buffer when the cursor is at the hot record, else read into
+ * buf. Valid until the next append or spool_drop_hot. */
+int spool_next_ref(struct spool *s, struct spool_cursor *c, struct spool_rec *rec, void *buf,
+		   const void **data, bool *skipped);
 /* Position c at the first record with seq >= seq. */
 void spool_seek_seq(struct spool *s, struct spool_cursor *c, uint64_t seq);
 uint64_t spool_first_off(const struct spool *s);

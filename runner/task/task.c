@@ -162,11 +162,17 @@ static void on_output(struct loop *loop, struct loop_watch *w, uint32_t events)
 	int which = w == &t->out_w ? 0 : 1;
 	int fd = which == 0 ? t->out_fd : t->err_fd;
 	/* 32 KiB per read keeps each stream's encoded batch small (memory
-	 * with hundreds of streams) while a read still moves a lot. */
-	unsigned char buf[32 * 1024 + 4];
+	 * with hundreds of streams) while a read still moves a lot. The
+	 * buffer is shared: the record it held is no longer hot. */
+	struct task_table *tt = t->r->tasks;
+	if (tt->rbuf_owner) {
+		spool_drop_hot(&tt->rbuf_owner->spool);
+		tt->rbuf_owner = NULL;
+	}
+	unsigned char *buf = tt->rbuf;
 	size_t carry = t->carry_len[which];
 	memcpy(buf, t->carry[which], carry);
-	ssize_t n = read(fd, buf + carry, sizeof(buf) - carry);
+	ssize_t n = read(fd, buf + carry, sizeof(tt->rbuf) - carry);
 	if (n < 0 && errno == EIO)
 		n = 0; /* a terminal whose every task side is closed */
 	if (n < 0) {
@@ -193,10 +199,12 @@ static void on_output(struct loop *loop, struct loop_watch *w, uint32_t events)
 		tail = 0;
 	memcpy(t->carry[which], buf + total - tail, tail);
 	t->carry_len[which] = tail;
-	int rc = spool_append(&t->spool, which == 0 ? SPOOL_STDOUT : SPOOL_STDERR, buf,
-			      (uint32_t)(total - tail));
+	int rc = spool_append_hot(&t->spool, which == 0 ? SPOOL_STDOUT : SPOOL_STDERR, buf,
+				  (uint32_t)(total - tail));
 	if (rc < 0)
 		log_errno("task log write failed", -rc, t->id);
+	else
+		tt->rbuf_owner = t;
 	update_backpressure(t);
 	wake_readers(t);
 }
@@ -376,6 +384,8 @@ static void task_free(struct task *t)
 		return;
 	struct runner *r = t->r;
 	task_unlink(t);
+	if (r->tasks && r->tasks->rbuf_owner == t)
+		r->tasks->rbuf_owner = NULL;
 	if (t->driver && t->driver->release)
 		t->driver->release(t);
 	t->driver = NULL;
@@ -772,6 +782,23 @@ int task_reader_next(struct task_reader *rd, struct spool_rec *rec, void *buf)
 	bool skipped;
 	int rc = spool_next(&t->spool, &rd->cur, rec, buf, &skipped);
 	if (rc == 1) {
+		if (rec->type != SPOOL_EVENT)
+			rd->off_read = rec->off + rec->len;
+		if (t->paused)
+			update_backpressure(t);
+	}
+	return rc;
+}
+
+int task_reader_next_ref(struct task_reader *rd, struct spool_rec *rec, void *buf,
+			 const char **data)
+{
+	struct task *t = rd->task;
+	bool skipped;
+	const void *p;
+	int rc = spool_next_ref(&t->spool, &rd->cur, rec, buf, &p, &skipped);
+	if (rc == 1) {
+		*data = p;
 		if (rec->type != SPOOL_EVENT)
 			rd->off_read = rec->off + rec->len;
 		if (t->paused)

@@ -144,6 +144,11 @@ struct task_table {
 	struct task *head;
 	unsigned running;
 	unsigned finished;
+	/* Every pipe read lands here; the record it makes stays hot in its
+	 * task's spool (readers that caught up take it from here) until the
+	 * next read, of whichever task, reuses the buffer. */
+	struct task *rbuf_owner;
+	unsigned char rbuf[32 * 1024 + 4];
 };
 
 int tasks_init(struct runner *r);
@@ -180,5 +185,10 @@ void task_reader_attach(struct task *t, struct task_reader *rd, bool live);
 void task_reader_detach(struct task_reader *rd);
 /* 1 = a record, 0 = nothing yet, <0 = -errno. buf holds SPOOL_MAX_REC. */
 int task_reader_next(struct task_reader *rd, struct spool_rec *rec, void *buf);
+/* The same without a copy where the record is still in memory: *data
+ * points at the payload (or into buf), valid until the caller returns to
+ * the loop. */
+int task_reader_next_ref(struct task_reader *rd, struct spool_rec *rec, void *buf,
+			 const char **data);
 /* All records read and the task is finished. */
 bool task_reader_at_end(struct task_reader *rd);

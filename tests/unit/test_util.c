@@ -169,13 +169,26 @@ TEST(json_escaper_matches_reference)
 			in[off + i] = r % 4 ? (unsigned char)(0x20 + (r >> 3) % 0x5f)
 					    : alpha[(r >> 3) % sizeof(alpha)];
 		}
-		struct buf got = {0}, want = {0};
+		struct buf got = {0}, want = {0}, strict = {0};
 		buf_append_json_str(&got, (const char *)in + off, len);
 		ref_json(&want, in + off, len);
 		if (got.len != want.len || memcmp(got.data, want.data, got.len)) {
 			bad++;
 			fprintf(stderr, "  json differential: round %d len %zu differs\n", round, len);
 		}
+		/* The strict form: the same output for valid UTF-8, nothing
+		 * (and 1) for anything else, as utf8_valid decides. */
+		buf_append(&strict, "x", 1);
+		int rc = buf_append_json_utf8(&strict, (const char *)in + off, len);
+		bool valid = utf8_valid(in + off, len);
+		if (valid ? rc != 0 || strict.len != got.len + 1 ||
+				    memcmp(strict.data + 1, got.data, got.len)
+			  : rc != 1 || strict.len != 1) {
+			bad++;
+			fprintf(stderr, "  json strict: round %d len %zu valid %d rc %d\n", round, len,
+				valid, rc);
+		}
+		buf_free(&strict);
 		buf_free(&got);
 		buf_free(&want);
 	}
