@@ -151,6 +151,11 @@ static int close_fds_except(int lowfd, int *keep, int nkeep)
 	return close_range_or_loop(next, ~0U);
 }
 
+int confine_close_fds_keep(int lowfd, int *keep, int nkeep)
+{
+	return close_fds_except(lowfd, keep, nkeep);
+}
+
 int confine_close_fds(const struct confine_policy *pol, int lowfd, int keep)
 {
 	int k[3] = {pol->enabled ? pol->landlock_ruleset_fd : -1,

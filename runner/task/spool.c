@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -31,29 +32,39 @@ static int tmpfile_in(int dirfd)
 	return -EEXIST;
 }
 
+static void seg_free_mem(struct spool_seg *g)
+{
+	free(g->mem);
+	g->mem = NULL;
+	g->memcap = 0;
+}
+
 static int new_segment(struct spool *s)
 {
 	int fd;
-	if (s->nseg == 2) {
+	if (s->nseg == 2 && s->seg[0].fd >= 0) {
 		/* The oldest segment's file is written over from the start
 		 * (its logical size restarts at 0): its pages are in the cache
 		 * and its blocks reserved already, where a new file would
 		 * allocate them all again and dropping the old one free them. */
 		fd = s->seg[0].fd;
-		s->dropped_bytes = s->seg[1].first_off;
-		s->seg[0] = s->seg[1];
-		s->nseg = 1;
 	} else {
 		fd = tmpfile_in(s->dirfd);
 		if (fd < 0)
 			return fd;
 	}
+	if (s->nseg == 2) {
+		s->dropped_bytes = s->seg[1].first_off;
+		seg_free_mem(&s->seg[0]);
+		s->seg[0] = s->seg[1];
+		s->nseg = 1;
+	}
 	struct spool_seg *g = &s->seg[s->nseg++];
+	memset(g, 0, sizeof(*g));
 	g->fd = fd;
 	g->gen = s->next_gen++;
 	g->first_seq = s->next_seq;
 	g->first_off = s->next_off;
-	g->size = 0;
 	return 0;
 }
 
@@ -63,14 +74,21 @@ int spool_open(struct spool *s, int dirfd, uint64_t cap)
 	s->dirfd = dirfd;
 	s->cap = cap;
 	s->seg[0].fd = s->seg[1].fd = -1;
-	return new_segment(s);
+	/* The first segment starts in memory: most tasks print little, and
+	 * creating a file is most of what a short task costs here. */
+	s->nseg = 1;
+	s->next_gen = 1;
+	return 0;
 }
 
 void spool_close(struct spool *s)
 {
-	for (int i = 0; i < s->nseg; i++)
+	for (int i = 0; i < s->nseg; i++) {
 		if (s->seg[i].fd >= 0)
 			close(s->seg[i].fd);
+		s->seg[i].fd = -1;
+		seg_free_mem(&s->seg[i]);
+	}
 	s->nseg = 0;
 }
 
@@ -121,21 +139,74 @@ static int pread_all(int fd, void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
+/* The memory segment moves to a file (it outgrew SPOOL_MEM_MAX). */
+static int spill(struct spool *s, struct spool_seg *g)
+{
+	int fd = tmpfile_in(s->dirfd);
+	if (fd < 0)
+		return fd;
+	int r = pwrite2_all(fd, g->mem, g->size, NULL, 0, 0);
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	g->fd = fd;
+	seg_free_mem(g);
+	return 0;
+}
+
+static int seg_write(struct spool_seg *g, const struct spool_rec *rec, const void *data,
+		     uint32_t len)
+{
+	if (g->fd >= 0)
+		return pwrite2_all(g->fd, rec, sizeof(*rec), data, len, g->size);
+	size_t need = g->size + sizeof(*rec) + len;
+	if (need > g->memcap) {
+		size_t cap = g->memcap ? g->memcap : 512;
+		while (cap < need)
+			cap *= 2;
+		char *m = realloc(g->mem, cap);
+		if (!m)
+			return -ENOMEM;
+		g->mem = m;
+		g->memcap = cap;
+	}
+	memcpy(g->mem + g->size, rec, sizeof(*rec));
+	if (len)
+		memcpy(g->mem + g->size + sizeof(*rec), data, len);
+	return 0;
+}
+
+static int seg_read(const struct spool_seg *g, void *buf, size_t len, uint64_t off)
+{
+	if (g->fd >= 0)
+		return pread_all(g->fd, buf, len, off);
+	if (off + len > g->size)
+		return -EIO;
+	memcpy(buf, g->mem + off, len);
+	return 0;
+}
+
 int spool_append(struct spool *s, uint16_t type, const void *data, uint32_t len)
 {
 	if (len > SPOOL_MAX_REC)
 		return -EMSGSIZE;
 	struct spool_seg *g = &s->seg[s->nseg - 1];
-	if (g->size > 0 && g->size + sizeof(struct spool_rec) + len > s->cap / 2) {
+	uint64_t after = g->size + sizeof(struct spool_rec) + len;
+	if (g->size > 0 && after > s->cap / 2) {
 		int r = new_segment(s);
 		if (r < 0)
 			return r;
 		g = &s->seg[s->nseg - 1];
+	} else if (g->fd < 0 && after > SPOOL_MEM_MAX) {
+		int r = spill(s, g);
+		if (r < 0)
+			return r;
 	}
 	struct spool_rec rec = {
 		.seq = s->next_seq, .off = s->next_off, .ts_ms = now_ms(), .len = len, .type = type};
 	/* Header then payload; only this process reads the file back. */
-	int r = pwrite2_all(g->fd, &rec, sizeof(rec), data, len, g->size);
+	int r = seg_write(g, &rec, data, len);
 	if (r < 0)
 		return r;
 	s->last = rec;
@@ -196,9 +267,9 @@ int spool_next_ref(struct spool *s, struct spool_cursor *c, struct spool_rec *re
 		*rec = s->last;
 		*data = s->hot;
 	} else {
-		int r = pread_all(g->fd, rec, sizeof(*rec), c->pos);
+		int r = seg_read(g, rec, sizeof(*rec), c->pos);
 		if (r == 0 && rec->len)
-			r = pread_all(g->fd, buf, rec->len, c->pos + sizeof(*rec));
+			r = seg_read(g, buf, rec->len, c->pos + sizeof(*rec));
 		if (r < 0)
 			return r;
 		*data = buf;
@@ -230,7 +301,7 @@ void spool_seek_seq(struct spool *s, struct spool_cursor *c, uint64_t seq)
 	c->seq = g->first_seq;
 	while (c->seq < seq && c->pos < g->size) {
 		struct spool_rec rec;
-		if (pread_all(g->fd, &rec, sizeof(rec), c->pos) < 0)
+		if (seg_read(g, &rec, sizeof(rec), c->pos) < 0)
 			return;
 		c->pos += sizeof(rec) + rec.len;
 		c->seq = rec.seq + 1;
@@ -252,7 +323,7 @@ void spool_seek_off(struct spool *s, struct spool_cursor *c, uint64_t off, uint3
 	c->seq = g->first_seq;
 	while (c->pos < g->size) {
 		struct spool_rec rec;
-		if (pread_all(g->fd, &rec, sizeof(rec), c->pos) < 0)
+		if (seg_read(g, &rec, sizeof(rec), c->pos) < 0)
 			return;
 		if (rec.type != SPOOL_EVENT && off < rec.off + rec.len) {
 			if (off > rec.off)

@@ -1,5 +1,6 @@
 /* A task's output log: records appended to unlinked files in the private
- * state dir, so memory stays small whatever a task prints. At most two
+ * state dir, so memory stays small whatever a task prints (the first
+ * SPOOL_MEM_MAX bytes stay in memory: short tasks never create a file). At most two
  * segments of cap/2 bytes are kept; the oldest is dropped when a third would
  * start. Readers hold cursors; a cursor left behind a dropped segment jumps
  * to the oldest retained record. */
@@ -9,6 +10,8 @@
 #include <stdint.h>
 
 #define SPOOL_MAX_REC 65536u
+/* Up to this much of the first segment is kept in memory, no file. */
+#define SPOOL_MEM_MAX 8192u
 
 enum spool_type { SPOOL_STDOUT = 1, SPOOL_STDERR = 2, SPOOL_EVENT = 3 /* JSON event */ };
 
@@ -22,7 +25,9 @@ struct spool_rec {
 };
 
 struct spool_seg {
-	int fd;
+	int fd;    /* -1: the segment is in memory (mem) */
+	char *mem;
+	size_t memcap;
 	uint64_t gen;
 	uint64_t first_seq, first_off;
 	uint64_t size; /* bytes in the file */

@@ -60,7 +60,13 @@ const char *task_status_name(enum task_status s)
 int tasks_init(struct runner *r)
 {
 	r->tasks = calloc(1, sizeof(*r->tasks));
-	return r->tasks ? 0 : -1;
+	if (!r->tasks)
+		return -1;
+	int rc = spawn_shim_init(&r->tasks->shim, &r->policy);
+	if (rc < 0)
+		log_warn("task shim not available: shims are forked", "{s:s}", "error",
+			 strerror(-rc));
+	return 0;
 }
 
 unsigned tasks_running(struct runner *r)
@@ -496,6 +502,7 @@ void tasks_free_all(struct runner *r)
 			task_reader_detach(t->readers);
 		task_free(t);
 	}
+	spawn_shim_free(&r->tasks->shim);
 	free(r->tasks);
 	r->tasks = NULL;
 }
@@ -714,9 +721,13 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, struct e
 	}
 	t->started_ms = now_ms();
 	t->started_mono = monotonic_ms();
-	pid_t pid = spawn_task(&plan, &io);
+	bool shim_ok = !r->tasks->shim.disabled;
+	pid_t pid = spawn_task(&r->tasks->shim, &plan, &io);
 	if (pid < 0)
 		return start_failed(err, -pid);
+	if (shim_ok && r->tasks->shim.disabled)
+		log_warn("task shim could not be exec'd: shims are forked from now on", "{s:s}",
+			 "error", strerror(r->tasks->shim.disabled_errno));
 	t->shim_pid = pid;
 	t->proc_running = true;
 	r->tasks->running++;

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include "core/loop.h"
+#include "task/spawn.h"
 #include "task/spool.h"
 
 struct runner;
@@ -149,6 +150,7 @@ struct task_table {
 	 * next read, of whichever task, reuses the buffer. */
 	struct task *rbuf_owner;
 	unsigned char rbuf[32 * 1024 + 4];
+	struct spawn_shim shim; /* the exec'd shim (task/spawn.h) */
 };
 
 int tasks_init(struct runner *r);

@@ -193,3 +193,42 @@ TEST(hot_record_served_from_memory)
 	      rec.len == 2 && memcmp(rbuf, "zz", 2) == 0);
 	teardown(&f);
 }
+
+/* A large spool starts in memory (no file in the dir) and spills to a file
+ * past SPOOL_MEM_MAX; a reader sees one unbroken log. */
+TEST(memory_first_then_spills_to_a_file)
+{
+	struct fixture f;
+	if (!setup(&f))
+		return;
+	spool_close(&f.s);
+	struct spool *s = &f.s;
+	struct spool_rec rec;
+	char chunk[200];
+	uint32_t skip;
+	CHECK(spool_open(s, f.dfd, 1 << 20) == 0);
+	CHECK(s->seg[0].fd < 0);
+	struct spool_cursor m;
+	spool_cursor_start(s, &m);
+	int got = 0;
+	bool seq_ok = true;
+	for (int i = 0; i < 100; i++) {
+		memset(chunk, '0' + i % 10, sizeof(chunk));
+		CHECK(spool_append(s, i % 7 ? SPOOL_STDOUT : SPOOL_EVENT, chunk, 200) == 0);
+		if (i == 10)
+			CHECK(s->seg[0].fd < 0); /* 11 x 232 bytes: still in memory */
+		if (i % 3 == 0)
+			while (spool_next(s, &m, &rec, rbuf, NULL) == 1)
+				seq_ok &= rec.seq == (uint64_t)got++ &&
+					  rbuf[199] == '0' + (char)(rec.seq % 10);
+	}
+	while (spool_next(s, &m, &rec, rbuf, NULL) == 1)
+		seq_ok &= rec.seq == (uint64_t)got++ && rbuf[0] == '0' + (char)(rec.seq % 10);
+	CHECK(s->seg[0].fd >= 0 && s->seg[0].mem == NULL); /* spilled */
+	CHECK(got == 100 && seq_ok);
+	spool_seek_seq(s, &m, 5);
+	CHECK(spool_next(s, &m, &rec, rbuf, NULL) == 1 && rec.seq == 5);
+	spool_seek_off(s, &m, 250, &skip);
+	CHECK(spool_next(s, &m, &rec, rbuf, NULL) == 1 && rec.seq == 2 && skip == 50);
+	teardown(&f);
+}
