@@ -40,9 +40,28 @@ static long num(const char *s)
 	return v;
 }
 
+/* Our argv (the task's command among it) is copied, then blanked where
+ * /proc/PID/cmdline reads it: `ps` and pgrep show "forceai-shim", as
+ * they showed the runner's command line for the fork()ed shim. */
+static char **hide_argv(int argc, char **argv)
+{
+	char **copy = calloc((size_t)argc + 1, sizeof(*copy));
+	if (!copy)
+		fail("out of memory");
+	for (int i = 0; i < argc; i++)
+		if (!(copy[i] = strdup(argv[i])))
+			fail("out of memory");
+	char *start = argv[0], *end = argv[argc - 1] + strlen(argv[argc - 1]);
+	memset(start, 0, (size_t)(end - start));
+	memcpy(start, "forceai-shim", (size_t)(end - start) > 12 ? 12 : (size_t)(end - start));
+	return copy;
+}
+
 int main(int argc, char **argv, char **envp)
 {
 	prctl(PR_SET_NAME, "forceai-shim", 0, 0, 0);
+	if (argc > 0)
+		argv = hide_argv(argc, argv);
 	/* Everything blocked: the shim only ever waits for its own set. */
 	sigset_t all, set;
 	sigfillset(&all);
