@@ -17,9 +17,17 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	(void)pos;
 	struct http_stream *s = cls;
-	if (!buf_avail(&s->out) && !s->done)
-		s->ops->produce(s);
+	/* Fill MHD's buffer: what is left of the last batch, then more from
+	 * the producer, so each send is a full buffer rather than an event's
+	 * tail on its own (an event is often just larger than the buffer). */
 	size_t n = buf_take(&s->out, buf, max);
+	while (n < max && !s->done) {
+		s->ops->produce(s);
+		size_t got = buf_take(&s->out, buf + n, max - n);
+		if (!got)
+			break;
+		n += got;
+	}
 	if (n > 0) {
 		s->last_send_ms = monotonic_ms();
 		return (ssize_t)n;
