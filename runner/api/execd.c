@@ -34,6 +34,11 @@ struct execd_stream {
 	uint64_t cur_ts; /* timestamp of the record being split */
 	int cur_type;
 	uint64_t now_ms; /* monotonic, once per produce() */
+	/* ",\"timestamp\":TS}\n\n" of cur_ts: output lines of one record
+	 * share it, so it is formatted once. */
+	char tail[48];
+	size_t tail_len;
+	uint64_t tail_ts;
 };
 
 /* Events are built with plain appends: one per output line, so no
@@ -66,16 +71,39 @@ static void ev_text(struct execd_stream *es, const char *type, const char *text,
 	ev_end(es, ts);
 }
 
+/* One output line as an event: reserved once, written in place (this runs
+ * for every line a task prints). */
+static void ev_line(struct execd_stream *es, bool err, const char *text, size_t len)
+{
+	static const char out_pre[] = "{\"type\":\"stdout\",\"text\":";
+	static const char err_pre[] = "{\"type\":\"stderr\",\"text\":";
+	if (es->tail_ts != es->cur_ts || !es->tail_len) {
+		es->tail_ts = es->cur_ts;
+		es->tail_len = (size_t)snprintf(es->tail, sizeof(es->tail),
+						",\"timestamp\":%llu}\n\n",
+						(unsigned long long)es->cur_ts);
+	}
+	struct buf *o = &es->hs.out;
+	if (buf_reserve(o, sizeof(out_pre) - 1 + JSON_STR_MAX(len) + es->tail_len) < 0)
+		return;
+	char *p = o->data + o->len;
+	memcpy(p, err ? err_pre : out_pre, sizeof(out_pre) - 1);
+	p = json_escape_to(p + sizeof(out_pre) - 1, text, len);
+	memcpy(p, es->tail, es->tail_len);
+	o->len = (size_t)(p + es->tail_len - o->data);
+	es->last_event_ms = es->now_ms;
+}
+
 static int on_line(void *arg, const char *line, size_t len)
 {
 	struct execd_stream *es = arg;
-	const char *type = es->cur_type == SPOOL_STDERR && !es->session_mode ? "stderr" : "stdout";
+	bool err = es->cur_type == SPOOL_STDERR && !es->session_mode;
 	if (len == 0) {
 		if (es->session_mode)
 			return 0;
-		ev_text(es, type, "\n", 1, es->cur_ts);
+		ev_line(es, err, "\n", 1);
 	} else {
-		ev_text(es, type, line, len, es->cur_ts);
+		ev_line(es, err, line, len);
 	}
 	return 0;
 }

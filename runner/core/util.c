@@ -180,14 +180,11 @@ static inline uint64_t word_special(uint64_t w)
 	return (ctl | quote | back | high) & HIGHS;
 }
 
-/* The escaper; *invalid (may be NULL) counts bytes that were not UTF-8. */
-static int json_str(struct buf *b, const char *str, size_t len, size_t *invalid)
+/* The escaper into o (room for JSON_STR_MAX(len)); *invalid (may be NULL)
+ * counts bytes that were not UTF-8. Returns the end. */
+static char *json_escape(char *o, const char *str, size_t len, size_t *invalid)
 {
 	const unsigned char *s = (const unsigned char *)str;
-	/* Worst case 6 bytes per input byte (\u00XX), plus quotes. */
-	if (buf_reserve(b, len * 6 + 2) < 0)
-		return -ENOMEM;
-	char *o = b->data + b->len;
 	static const char hex[] = "0123456789abcdef";
 	size_t bad = 0;
 	*o++ = '"';
@@ -257,9 +254,21 @@ static int json_str(struct buf *b, const char *str, size_t len, size_t *invalid)
 		}
 	}
 	*o++ = '"';
-	b->len = (size_t)(o - b->data);
 	if (invalid)
 		*invalid = bad;
+	return o;
+}
+
+char *json_escape_to(char *o, const char *s, size_t len)
+{
+	return json_escape(o, s, len, NULL);
+}
+
+static int json_str(struct buf *b, const char *str, size_t len, size_t *invalid)
+{
+	if (buf_reserve(b, JSON_STR_MAX(len)) < 0)
+		return -ENOMEM;
+	b->len = (size_t)(json_escape(b->data + b->len, str, len, invalid) - b->data);
 	return 0;
 }
 
