@@ -33,6 +33,7 @@ struct execd_stream {
 	char init_text[33];
 	uint64_t cur_ts; /* timestamp of the record being split */
 	int cur_type;
+	struct task_rec_ref cur; /* the output record being fed in pieces */
 	uint64_t now_ms; /* monotonic, once per produce() */
 	/* ",\"timestamp\":TS}\n\n" of cur_ts: output lines of one record
 	 * share it, so it is formatted once. */
@@ -142,6 +143,22 @@ static void ev_terminal(struct execd_stream *es, struct task *t)
 	ev_end(es, ts);
 }
 
+/* The next piece (up to 8 KiB) of the output record es->cur, whose
+ * unconsumed payload is at data, through the line splitter. */
+static void feed_piece(struct execd_stream *es, const char *data)
+{
+	struct task_rec_ref *c = &es->cur;
+	uint32_t piece = c->rec.len - c->done;
+	if (piece > 8192)
+		piece = 8192;
+	int i = c->rec.type == SPOOL_STDOUT || es->session_mode ? 0 : 1;
+	es->cur_type = c->rec.type;
+	es->cur_ts = c->rec.ts_ms;
+	linesplit_feed(&es->ls[i], data, piece, on_line, es);
+	c->done += piece;
+	c->active = c->done < c->rec.len;
+}
+
 /* Produce more events into es->hs.out. */
 static void produce(struct execd_stream *es)
 {
@@ -161,36 +178,45 @@ static void produce(struct execd_stream *es)
 	if (es->state != ES_BODY)
 		return;
 	struct task *t = es->rd.task;
-	/* Bound one batch so a fast task cannot grow the buffer without end. */
+	/* Bound one batch so a fast task cannot grow the buffer without end:
+	 * a record is split in pieces of 8 KiB (a cut is like a cut between
+	 * two reads: the splitter keeps the partial line). */
 	while (buf_avail(&es->hs.out) < 16 * 1024) {
-		struct spool_rec rec;
+		struct task_rec_ref *c = &es->cur;
 		const char *data;
-		int rc = task_reader_next_ref(&es->rd, &rec, rbuf, &data);
+		if (c->active) {
+			int rc = task_reader_rest(&es->rd, c, rbuf, &data);
+			if (rc < 0) {
+				log_errno("reading the task log failed", -rc, t->id);
+				c->active = false;
+				continue;
+			}
+			feed_piece(es, data);
+			continue;
+		}
+		int rc = task_reader_next_rec(&es->rd, c, rbuf, &data);
 		if (rc < 0) {
 			log_errno("reading the task log failed", -rc, t->id);
 			break;
 		}
 		if (rc == 0) {
+			c->active = false;
 			if (t->finished && task_reader_at_end(&es->rd)) {
 				ev_terminal(es, t);
 				es->state = ES_DONE;
 			}
 			break;
 		}
-		if (rec.type == SPOOL_EVENT) {
-			if (rec.len >= 5 && !memcmp(data, "exit\n", 5)) {
+		if (c->rec.type == SPOOL_EVENT) {
+			c->active = false;
+			if (c->rec.len >= 5 && !memcmp(data, "exit\n", 5)) {
 				ev_terminal(es, t);
 				es->state = ES_DONE;
 				break;
 			}
 			continue;
 		}
-		int i = rec.type == SPOOL_STDOUT ? 0 : 1;
-		if (es->session_mode)
-			i = 0;
-		es->cur_type = rec.type;
-		es->cur_ts = rec.ts_ms;
-		linesplit_feed(&es->ls[i], data, rec.len, on_line, es);
+		feed_piece(es, data); /* its first piece from what was just read */
 	}
 	if (es->state == ES_BODY && es->ping_due && !buf_avail(&es->hs.out)) {
 		ev_text(es, "ping", "pong", 4, now_ms());
@@ -229,7 +255,8 @@ static void es_wake(struct task_reader *rd)
 	http_stream_wake(&es->hs);
 }
 
-static const struct http_stream_ops execd_ops = {es_produce, es_close, es_tick};
+static const struct http_stream_ops execd_ops = {
+	.produce = es_produce, .close = es_close, .tick = es_tick};
 
 static enum MHD_Result start_stream(struct http_req *req, struct task *t, bool session_mode,
 				    const char *init_text)

@@ -22,17 +22,26 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 	 * tail on its own (an event is often just larger than the buffer). */
 	size_t n = buf_take(&s->out, buf, max);
 	while (n < max && !s->done) {
-		s->ops->produce(s);
-		size_t got = buf_take(&s->out, buf + n, max - n);
+		size_t got;
+		if (s->ops->produce_into) {
+			got = s->ops->produce_into(s, buf + n, max - n);
+		} else {
+			s->ops->produce(s);
+			got = buf_take(&s->out, buf + n, max - n);
+		}
 		if (!got)
 			break;
 		n += got;
 	}
+	/* A producer that wrote straight into buf may end with its last
+	 * bytes still in out (done is set with them). */
+	if (n < max && s->ops->produce_into)
+		n += buf_take(&s->out, buf + n, max - n);
 	if (n > 0) {
 		s->last_send_ms = monotonic_ms();
 		return (ssize_t)n;
 	}
-	if (s->done || s->ending)
+	if ((s->done && !buf_avail(&s->out)) || s->ending)
 		return MHD_CONTENT_READER_END_OF_STREAM;
 	/* Stopping: MHD_stop_daemon() aborts the process if a connection is
 	 * still suspended, so a stream with nothing more to send now ends. */

@@ -279,6 +279,23 @@ int spool_next_ref(struct spool *s, struct spool_cursor *c, struct spool_rec *re
 	return 1;
 }
 
+int spool_payload(struct spool *s, uint64_t gen, uint64_t pos, uint32_t off, uint32_t len,
+		  void *buf, const void **data)
+{
+	if (s->hot && gen == s->last_gen && pos == s->last_pos) {
+		*data = (const char *)s->hot + off;
+		return 0;
+	}
+	struct spool_seg *g = seg_of(s, gen);
+	if (!g || pos + sizeof(struct spool_rec) + off + len > g->size)
+		return -ESTALE;
+	int r = len ? seg_read(g, buf, len, pos + sizeof(struct spool_rec) + off) : 0;
+	if (r < 0)
+		return r;
+	*data = buf;
+	return 0;
+}
+
 int spool_next(struct spool *s, struct spool_cursor *c, struct spool_rec *rec, void *buf,
 	       bool *skipped)
 {

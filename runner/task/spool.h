@@ -74,6 +74,11 @@ int spool_next(struct spool *s, struct spool_cursor *c, struct spool_rec *rec, v
  * buf. Valid until the next append or spool_drop_hot. */
 int spool_next_ref(struct spool *s, struct spool_cursor *c, struct spool_rec *rec, void *buf,
 		   const void **data, bool *skipped);
+/* The payload of the record at (gen, pos) from byte off, len bytes: *data
+ * points into the hot buffer when that record is hot, else into buf (read
+ * from the file). -ESTALE when its segment was dropped meanwhile. */
+int spool_payload(struct spool *s, uint64_t gen, uint64_t pos, uint32_t off, uint32_t len,
+		  void *buf, const void **data);
 /* Position c at the first record with seq >= seq. */
 void spool_seek_seq(struct spool *s, struct spool_cursor *c, uint64_t seq);
 uint64_t spool_first_off(const struct spool *s);

@@ -167,8 +167,8 @@ static void on_output(struct loop *loop, struct loop_watch *w, uint32_t events)
 	struct task *t = w->arg;
 	int which = w == &t->out_w ? 0 : 1;
 	int fd = which == 0 ? t->out_fd : t->err_fd;
-	/* 32 KiB per read keeps each stream's encoded batch small (memory
-	 * with hundreds of streams) while a read still moves a lot. The
+	/* Up to 64 KiB (a record's most) per read: streams encode a record
+	 * in pieces, so their buffers stay small whatever its size. The
 	 * buffer is shared: the record it held is no longer hot. */
 	struct task_table *tt = t->r->tasks;
 	if (tt->rbuf_owner) {
@@ -815,6 +815,31 @@ int task_reader_next_ref(struct task_reader *rd, struct spool_rec *rec, void *bu
 		if (t->paused)
 			update_backpressure(t);
 	}
+	return rc;
+}
+
+int task_reader_next_rec(struct task_reader *rd, struct task_rec_ref *ref, void *buf,
+			 const char **data)
+{
+	int rc = task_reader_next_ref(rd, &ref->rec, buf, data);
+	if (rc == 1) {
+		/* A record never spans segments: it ends where the cursor is. */
+		ref->gen = rd->cur.gen;
+		ref->pos = rd->cur.pos - sizeof(struct spool_rec) - ref->rec.len;
+		ref->done = 0;
+		ref->active = true;
+	}
+	return rc;
+}
+
+int task_reader_rest(struct task_reader *rd, const struct task_rec_ref *ref, void *buf,
+		     const char **data)
+{
+	const void *p;
+	int rc = spool_payload(&rd->task->spool, ref->gen, ref->pos, ref->done,
+			       ref->rec.len - ref->done, buf, &p);
+	if (rc == 0)
+		*data = p;
 	return rc;
 }
 

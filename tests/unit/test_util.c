@@ -157,11 +157,11 @@ TEST(json_escaper_matches_reference)
 					      ']', 'a', 0x7e, 0x7f, 0x80, 0x81, 0xbf, 0xc0, 0xc2,
 					      0xc3, 0xa9, 0xe2, 0x82, 0xac, 0xed, 0xa0, 0xf0, 0x9f,
 					      0xf4, 0x90, 0xff, '\n', '\r', '\t'};
-	unsigned char in[96];
+	unsigned char in[200];
 	unsigned seed = 12345;
 	int bad = 0;
 	for (int round = 0; round < 20000 && bad < 5; round++) {
-		size_t len = (size_t)(round % 81), off = (size_t)(round / 81 % 8);
+		size_t len = (size_t)(round % 161), off = (size_t)(round / 161 % 16);
 		for (size_t i = 0; i < len; i++) {
 			seed = seed * 1103515245u + 12345u;
 			unsigned r = seed >> 16;
@@ -188,6 +188,28 @@ TEST(json_escaper_matches_reference)
 			fprintf(stderr, "  json strict: round %d len %zu valid %d rc %d\n", round, len,
 				valid, rc);
 		}
+		/* In pieces of random room: the same bytes as the whole literal,
+		 * no character cut, every call with 6 bytes of room progresses. */
+		char piece[600];
+		struct buf parts = {0};
+		buf_append(&parts, "\"", 1);
+		size_t at = 0;
+		bool stuck = false;
+		while (at < len && !stuck) {
+			seed = seed * 1103515245u + 12345u;
+			size_t room = 6 + (seed >> 16) % 40, used = 0;
+			size_t w = json_escape_part(piece, room, (const char *)in + off + at, len - at,
+						    &used);
+			stuck = used == 0 || w > room;
+			buf_append(&parts, piece, w);
+			at += used;
+		}
+		buf_append(&parts, "\"", 1);
+		if (stuck || parts.len != got.len || memcmp(parts.data, got.data, got.len)) {
+			bad++;
+			fprintf(stderr, "  json pieces: round %d len %zu differs\n", round, len);
+		}
+		buf_free(&parts);
 		buf_free(&strict);
 		buf_free(&got);
 		buf_free(&want);
