@@ -3,7 +3,7 @@
  * fds already at 0..n-1 and:
  *
  *   argv: forceai-shim FRSHIMW1 POLICY_FD LL_FD LL_ROOT_FD PROCS_FD NFDS UID GID
- *         DENY_INET PDEATH_SIGNAL RUNNER_PID CWD PATH TASK_ARGV...
+ *         DENY_INET PDEATH_SIGNAL RUNNER_PID CTTY CWD PATH TASK_ARGV...
  *   envp: the task's environment
  *
  * It is the task's child subreaper, runs it confined (confine_exec) and
@@ -85,15 +85,16 @@ int main(int argc, char **argv, char **envp)
 	close(policy_fd);
 	struct confine_plan plan = {
 		.policy = &pol,
-		.path = argv[13],
+		.path = argv[14],
 		.argv = argv + SHIM_WIRE_ARGC,
 		.envp = envp,
-		.cwd = argv[12],
+		.cwd = argv[13],
 		.uid = (uid_t)num(argv[7]),
 		.gid = (gid_t)num(argv[8]),
 		.cgroup_procs_fd = procs,
 		.deny_inet = num(argv[9]) != 0,
 		.pdeath_signal = (int)num(argv[10]),
+		.ctty = num(argv[12]) != 0,
 	};
 	spawn_shim_signals(&set);
 	spawn_shim_run(&plan, n, &set);

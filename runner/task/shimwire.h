@@ -9,7 +9,7 @@
 #include "confine/confine.h"
 
 #define SHIM_WIRE_MAGIC "FRSHIMW1"
-#define SHIM_WIRE_ARGC 14 /* shim argv before the task's own argv */
+#define SHIM_WIRE_ARGC 15 /* shim argv before the task's own argv */
 
 struct shim_wire_rlimit {
 	int32_t resource;

@@ -322,7 +322,7 @@ static pid_t spawn_exec(const struct spawn_shim *sh, struct confine_plan *plan,
 	const struct confine_policy *pol = plan->policy;
 	int ll = pol->enabled ? pol->landlock_ruleset_fd : -1;
 	int llr = pol->enabled ? pol->landlock.root_ruleset_fd : -1;
-	char nums[10][24];
+	char nums[11][24];
 	put_num(nums[0], 24, sh->policy_fd);
 	put_num(nums[1], 24, ll);
 	put_num(nums[2], 24, llr);
@@ -333,6 +333,7 @@ static pid_t spawn_exec(const struct spawn_shim *sh, struct confine_plan *plan,
 	put_num(nums[7], 24, plan->deny_inet);
 	put_num(nums[8], 24, plan->pdeath_signal);
 	put_num(nums[9], 24, (long)getpid());
+	put_num(nums[10], 24, plan->ctty);
 	size_t nargs = 0;
 	while (plan->argv[nargs])
 		nargs++;
@@ -341,10 +342,10 @@ static pid_t spawn_exec(const struct spawn_shim *sh, struct confine_plan *plan,
 		return -ENOMEM;
 	argv[0] = "forceai-shim";
 	argv[1] = SHIM_WIRE_MAGIC;
-	for (int i = 0; i < 10; i++)
+	for (int i = 0; i < 11; i++)
 		argv[2 + i] = nums[i];
-	argv[12] = (char *)plan->cwd;
-	argv[13] = (char *)plan->path;
+	argv[13] = (char *)plan->cwd;
+	argv[14] = (char *)plan->path;
 	for (size_t i = 0; i < nargs; i++)
 		argv[SHIM_WIRE_ARGC + i] = plan->argv[i];
 	struct exec_child *c = malloc(sizeof(*c));
