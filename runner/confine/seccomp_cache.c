@@ -279,8 +279,10 @@ int seccomp_policy_load_cached(const char *path, int cache_dirfd, struct seccomp
 		st = cache_read(cache_dirfd, CACHE_NAME, key, out, why, sizeof(why));
 		if (st == CACHE_BAD) {
 			size_t n = strlen(damaged);
-			snprintf(damaged + n, sizeof(damaged) - n, "%sstate-dir cache %s rejected "
-				 "(%s)", n ? "; " : "", CACHE_NAME, why);
+			snprintf(damaged + n, sizeof(damaged) - n,
+				 "%sstate-dir cache %s rejected "
+				 "(%s)",
+				 n ? "; " : "", CACHE_NAME, why);
 		}
 	}
 	snprintf(out->name, sizeof(out->name), "%s", base ? base + 1 : path);

@@ -37,7 +37,8 @@ static void block(struct sha256 *c, const unsigned char *p)
 	for (int i = 0; i < 64; i++) {
 		uint32_t t1 = h + (ror(e, 6) ^ ror(e, 11) ^ ror(e, 25)) + ((e & f) ^ (~e & g)) +
 			      K[i] + w[i];
-		uint32_t t2 = (ror(a, 2) ^ ror(a, 13) ^ ror(a, 22)) + ((a & b) ^ (a & cc) ^ (b & cc));
+		uint32_t t2 =
+			(ror(a, 2) ^ ror(a, 13) ^ ror(a, 22)) + ((a & b) ^ (a & cc) ^ (b & cc));
 		h = g;
 		g = f;
 		f = e;

@@ -27,19 +27,20 @@ int shim_wire_write(const struct confine_policy *pol)
 	w->n_rlimits = (uint32_t)pol->n_rlimits;
 	for (size_t i = 0; i < pol->n_rlimits && i < 8; i++)
 		w->rlimits[i] = (struct shim_wire_rlimit){.resource = pol->rlimits[i].resource,
-							   .cur = pol->rlimits[i].value.rlim_cur,
-							   .max = pol->rlimits[i].value.rlim_max};
+							  .cur = pol->rlimits[i].value.rlim_cur,
+							  .max = pol->rlimits[i].value.rlim_max};
 	w->seccomp_flags = pol->seccomp.flags;
 	w->seccomp_len = len;
 	memcpy(w->netdeny, pol->netdeny.insns, sizeof(w->netdeny));
 	if (len)
-		memcpy(w->seccomp, pol->seccomp.prog.filter, (size_t)len * sizeof(struct sock_filter));
+		memcpy(w->seccomp, pol->seccomp.prog.filter,
+		       (size_t)len * sizeof(struct sock_filter));
 	int fd = memfd_create("forceai-shim-policy", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	int rc = fd < 0 ? -errno : 0;
 	if (rc == 0 && write(fd, w, size) != (ssize_t)size)
 		rc = -EIO;
-	if (rc == 0 && fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW |
-						   F_SEAL_WRITE) < 0)
+	if (rc == 0 &&
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) < 0)
 		rc = -errno;
 	free(w);
 	if (rc < 0) {
@@ -57,8 +58,7 @@ int shim_wire_read(int fd, struct confine_policy *pol, int ll_fd, int ll_root_fd
 		return -errno;
 	if ((size_t)st.st_size < sizeof(struct shim_wire))
 		return -EINVAL;
-	const struct shim_wire *w =
-		mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	const struct shim_wire *w = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 	if (w == MAP_FAILED)
 		return -errno;
 	if (memcmp(w->magic, SHIM_WIRE_MAGIC, sizeof(w->magic)) || w->size != st.st_size ||
@@ -73,9 +73,9 @@ int shim_wire_read(int fd, struct confine_policy *pol, int ll_fd, int ll_root_fd
 	pol->caps.securebits = w->securebits;
 	pol->n_rlimits = w->n_rlimits;
 	for (uint32_t i = 0; i < w->n_rlimits; i++)
-		pol->rlimits[i] = (struct confine_rlimit){
-			.resource = w->rlimits[i].resource,
-			.value = {.rlim_cur = w->rlimits[i].cur, .rlim_max = w->rlimits[i].max}};
+		pol->rlimits[i] = (struct confine_rlimit){.resource = w->rlimits[i].resource,
+							  .value = {.rlim_cur = w->rlimits[i].cur,
+								    .rlim_max = w->rlimits[i].max}};
 	pol->seccomp.flags = w->seccomp_flags;
 	pol->seccomp.prog.len = (unsigned short)w->seccomp_len;
 	pol->seccomp.prog.filter = (struct sock_filter *)w->seccomp;
