@@ -126,6 +126,14 @@ bool utf8_valid(const unsigned char *s, size_t len)
 {
 	size_t i = 0;
 	while (i < len) {
+#if defined(__SSE2__)
+		/* Sixteen ASCII bytes at a time. */
+		if (i + 16 <= len &&
+		    !_mm_movemask_epi8(_mm_loadu_si128((const __m128i *)(s + i)))) {
+			i += 16;
+			continue;
+		}
+#endif
 		/* Eight ASCII bytes at a time. */
 		if (i + 8 <= len) {
 			uint64_t w;
