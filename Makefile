@@ -4,7 +4,9 @@ CC       ?= cc
 
 include mk/flags.mk
 
-RUNNER_SRCS := $(sort $(wildcard runner/*.c runner/*/*.c))
+# runner/shim/ is a program of its own (the task shim), embedded by
+# runner/task/shim_blob.c: see mk/shim.mk.
+RUNNER_SRCS := $(sort $(filter-out runner/shim/%,$(wildcard runner/*.c runner/*/*.c)))
 OBJS        := $(patsubst runner/%.c,build/obj/%.o,$(RUNNER_SRCS))
 ASAN_OBJS   := $(patsubst runner/%.c,build/asan/obj/%.o,$(RUNNER_SRCS))
 
@@ -13,8 +15,9 @@ ASAN_OBJS   := $(patsubst runner/%.c,build/asan/obj/%.o,$(RUNNER_SRCS))
 # source lists. `make lint` checks that they use nothing outside this set.
 PURE_SRCS := runner/core/util.c runner/core/error.c runner/core/log.c runner/core/statedir.c \
 	     runner/task/linesplit.c runner/task/spool.c \
-	     runner/model/chatstream.c runner/confine/seccomp.c runner/http/peer.c \
 	     runner/http/h1parse.c \
+	     runner/model/chatstream.c runner/confine/seccomp.c runner/confine/seccomp_cache.c \
+	     runner/core/sha256.c runner/http/peer.c \
 	     $(filter-out runner/files/sched.c,$(wildcard runner/files/*.c))
 pure_objs = $(patsubst runner/%.c,$(1)/%.o,$(filter $(RUNNER_SRCS),$(PURE_SRCS)))
 
@@ -43,6 +46,7 @@ build/obj build/asan/obj:
 
 -include $(wildcard build/obj/*.d build/obj/*/*.d build/asan/obj/*.d build/asan/obj/*/*.d)
 
+include mk/shim.mk
 include mk/static.mk
 include mk/image.mk
 .SECONDEXPANSION:
@@ -52,7 +56,7 @@ include mk/bench.mk
 include mk/lint.mk
 
 clean:
-	rm -rf build/obj build/asan build/forceai-runner build/libpure.a build/tests \
+	rm -rf build/obj build/asan build/forceai-runner build/libpure.a build/tests build/shim \
 		build/fuzz/obj build/fuzz/libpure.a build/fuzz/fuzz_*
 
 # `make run`: the real thing — the image built from the Containerfile, run

@@ -97,6 +97,10 @@ bb chmod 0755 /run
 bb mkdir -p /etc/forceai-runner
 bb cp "$S/etc/forceai-runner/seccomp.json" /etc/forceai-runner/seccomp.json
 bb chmod 0644 /etc/forceai-runner/seccomp.json
+if [ -e "$S/etc/forceai-runner/seccomp.json.bpf" ]; then
+	bb cp "$S/etc/forceai-runner/seccomp.json.bpf" /etc/forceai-runner/seccomp.json.bpf
+	bb chmod 0644 /etc/forceai-runner/seccomp.json.bpf
+fi
 if [ ! -e /etc/ssl/certs/ca-certificates.crt ]; then
 	bb mkdir -p /etc/ssl/certs
 	bb cp "$S/etc/ssl/certs/ca-certificates.crt" /etc/ssl/certs/ca-certificates.crt

@@ -7,13 +7,15 @@
 #   busybox                           <- Debian busybox-static (/bin/busybox)
 #   install.sh, applets               <- image/install.sh, image/applets
 #   etc/forceai-runner/seccomp.json   <- seccomp/default.json
+#   etc/forceai-runner/seccomp.json.bpf <- the same compiled by the static runner
+#                                        (--write-seccomp-cache: starts skip it)
 #   etc/ssl/certs/ca-certificates.crt <- Debian ca-certificates (host bundle)
 #   opensandbox/bootstrap.sh          <- image/opensandbox/bootstrap.sh with the
 #                                        seccomp policy embedded
 #
 # Usage: image/stage-rootfs.sh [OUTDIR]        (default build/image-rootfs)
 # Env:   BUSYBOX=/path/to/static/busybox  CA_BUNDLE=/path/to/bundle.crt
-#        SECCOMP_POLICY=/path/to/policy.json
+#        SECCOMP_POLICY=/path/to/policy.json  RUNNER=build/static/forceai-runner
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -22,6 +24,7 @@ out=${1:-$top/build/image-rootfs}
 BUSYBOX=${BUSYBOX:-/bin/busybox}
 CA_BUNDLE=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 SECCOMP_POLICY=${SECCOMP_POLICY:-$top/seccomp/default.json}
+RUNNER=${RUNNER:-$top/build/static/forceai-runner}
 
 die() { printf 'stage-rootfs: %s\n' "$*" >&2; exit 1; }
 
@@ -49,6 +52,12 @@ for a in $(cat "$tmp/applets"); do
 	"$BUSYBOX" --list | grep -qxF -- "$a" || die "busybox has no applet '$a' (image/applets)"
 done
 install -m 0644 "$SECCOMP_POLICY" "$tmp/etc/forceai-runner/seccomp.json"
+# The compiled program, keyed to this runner build (a stale one is ignored).
+if [ -x "$RUNNER" ]; then
+	"$RUNNER" --seccomp-policy "$tmp/etc/forceai-runner/seccomp.json" --write-seccomp-cache \
+		>/dev/null || die "$RUNNER --write-seccomp-cache failed"
+	chmod 0644 "$tmp/etc/forceai-runner/seccomp.json.bpf"
+fi
 install -m 0644 "$CA_BUNDLE" "$tmp/etc/ssl/certs/ca-certificates.crt"
 
 # OpenSandbox replacement bootstrap: OpenSandbox copies only /execd and

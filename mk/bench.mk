@@ -1,6 +1,6 @@
 # mk/bench.mk - `make bench`: the benchmarks of tests/bench (included by the Makefile).
 #
-#   make bench                     full run (about 5-8 minutes on 2 cores; 8 alone is 2 x 60 s)
+#   make bench                     full run (about 8-10 minutes on 2 cores; 8 alone is 2 x 60 s)
 #   make bench BENCH_QUICK=1       smoke run with small sizes (< 1 minute), for `make check`
 #   make bench BENCH_RUNNER=/path/to/forceai-runner   measure another build (not rebuilt)
 #   make bench BENCH_ONLY=4,7      only some benchmarks (numbers as in tests/bench/bench.py)
@@ -10,7 +10,7 @@
 # and prints the table. Exits non-zero when a benchmark could not run correctly.
 # Sizes: BENCH_READY_RUNS BENCH_RTT_N BENCH_SANDBOX_N BENCH_ROUNDS BENCH_TPUT_MIB
 # BENCH_TPUT_REPS BENCH_CONC_TASKS BENCH_CONC_KIB BENCH_LOAD_SECONDS BENCH_LOAD_CLIENTS
-# (empty = defaults of the mode).
+# BENCH_FILES_MIB BENCH_FILES_ROUNDS (empty = defaults of the mode).
 # Every variable here is prefixed BENCH_.
 
 BENCH_OUT      ?= build/bench
@@ -34,6 +34,8 @@ BENCH_CONC_TASKS  ?=
 BENCH_CONC_KIB    ?=
 BENCH_LOAD_SECONDS ?=
 BENCH_LOAD_CLIENTS ?=
+BENCH_FILES_MIB    ?=
+BENCH_FILES_ROUNDS ?=
 
 BENCH_TOOLS := $(BENCH_OUT)/ready $(BENCH_OUT)/rawspawn $(BENCH_OUT)/rtt
 # The dev build is (re)built by this Makefile; any other BENCH_RUNNER is taken as it is.
@@ -53,7 +55,9 @@ BENCH_OPTS = --runner $(BENCH_RUNNER) --static $(BENCH_STATIC) --policy $(BENCH_
 	$(if $(BENCH_CONC_TASKS),--conc-tasks $(BENCH_CONC_TASKS)) \
 	$(if $(BENCH_CONC_KIB),--conc-kib $(BENCH_CONC_KIB)) \
 	$(if $(BENCH_LOAD_SECONDS),--load-seconds $(BENCH_LOAD_SECONDS)) \
-	$(if $(BENCH_LOAD_CLIENTS),--load-clients $(BENCH_LOAD_CLIENTS))
+	$(if $(BENCH_LOAD_CLIENTS),--load-clients $(BENCH_LOAD_CLIENTS)) \
+	$(if $(BENCH_FILES_MIB),--files-mib $(BENCH_FILES_MIB)) \
+	$(if $(BENCH_FILES_ROUNDS),--files-rounds $(BENCH_FILES_ROUNDS))
 
 $(BENCH_TOOLS): $(BENCH_OUT)/%: tests/bench/%.c tests/bench/bench.h
 	@command -v $(firstword $(BENCH_CC)) >/dev/null 2>&1 || scripts/install-deps.sh build
@@ -64,9 +68,6 @@ $(BENCH_TOOLS): $(BENCH_OUT)/%: tests/bench/%.c tests/bench/bench.h
 bench: $(BENCH_TOOLS) $(BENCH_BUILD)
 	@scripts/install-deps.sh bench
 	$(BENCH_PYTHON) tests/bench/bench.py $(BENCH_OPTS)
-	$(BENCH_PYTHON) tests/bench/files_bench.py --runner $(BENCH_RUNNER) \
-	    $(if $(BENCH_QUICK),--size-mib 32 --rounds 1,--size-mib 1024 --rounds 3) \
-	    --json $(BENCH_OUT)$(if $(BENCH_QUICK),/quick)/files.json
 	$(BENCH_PYTHON) tests/bench/proxy_bench.py --runner $(BENCH_RUNNER) $(if $(BENCH_QUICK),--quick) \
 	    --json $(BENCH_OUT)$(if $(BENCH_QUICK),/quick)/proxy.json
 	$(BENCH_PYTHON) tests/bench/pty_bench.py --runner $(BENCH_RUNNER) $(if $(BENCH_QUICK),--quick) \

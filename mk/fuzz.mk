@@ -71,3 +71,6 @@ fuzz-smoke: fuzz-build
 
 soak: all
 	SOAK=1 python3 tests/run.py fault
+
+# The runner embeds the task shim (mk/shim.mk).
+$(FUZZ_DIR)/obj/task/shim_blob.o: build/shim/forceai-shim

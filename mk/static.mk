@@ -71,6 +71,14 @@ $(STATIC_OBJDIR)/%.o: runner/%.c $(STATIC_DEPS_STAMP) $(STATIC_MK) mk/flags.mk
 $(STATIC_OBJDIR):
 	@mkdir -p $@
 
+# The task shim, built with the same musl toolchain and headers (mk/shim.mk).
+STATIC_SHIM := $(STATIC_OUT)/shim/forceai-shim
+$(STATIC_SHIM): $(SHIM_SRCS) $(SHIM_HDRS) $(STATIC_DEPS_STAMP) $(STATIC_MK)
+	@mkdir -p $(@D)
+	$(STATIC_CC) $(SHIM_FLAGS) $(STATIC_CPPFLAGS) $(SHIM_SRCS) -o $@
+$(STATIC_OBJDIR)/task/shim_blob.o: $(STATIC_SHIM)
+$(STATIC_OBJDIR)/task/shim_blob.o: STATIC_EXTRA_CFLAGS += -DSHIM_BIN='"$(STATIC_SHIM)"'
+
 $(STATIC_DEBUG_BIN): $(STATIC_OBJS) $(STATIC_DEPS_STAMP)
 	@test -n "$(STATIC_OBJS)" || { echo "static: no sources (RUNNER_SRCS is empty)" >&2; exit 1; }
 	$(STATIC_CC) $(STATIC_CFLAGS) $(STATIC_EXTRA_CFLAGS) $(STATIC_OBJS) -o $@ \

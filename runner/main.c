@@ -287,6 +287,15 @@ int main(int argc, char **argv)
 		return rc;
 	}
 
+	if (r->cfg.write_seccomp_cache) {
+		char out[4096];
+		snprintf(out, sizeof(out), "%s.bpf", r->cfg.seccomp_policy);
+		if (seccomp_cache_write_file(r->cfg.seccomp_policy, out, &err) < 0)
+			return start_failed(&err);
+		printf("%s\n", out);
+		return 0;
+	}
+
 	/* Tasks must not read our memory or environment through /proc. */
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) {
 		error_set(&err, errno, NULL, "prctl(PR_SET_DUMPABLE)");
@@ -309,7 +318,10 @@ int main(int argc, char **argv)
 		r->cfg.task_uid = getuid();
 		r->cfg.task_gid = getgid();
 	}
-	if (confine_policy_init(&r->policy, &r->cfg, &err) < 0)
+	/* The state dir first: it also holds the compiled seccomp program. */
+	if (setup_state_dir(r, &err) < 0)
+		return start_failed(&err);
+	if (confine_policy_init(&r->policy, &r->cfg, r->state_dir_fd, &err) < 0)
 		return start_failed(&err);
 	/* Non-root mode: tasks have the runner's uid and groups, and Landlock
 	 * lets them read everywhere, so a secret file the runner can read, they
@@ -331,8 +343,6 @@ int main(int argc, char **argv)
 		error_set(&err, errno, NULL, "cannot drop supplementary groups");
 		return start_failed(&err);
 	}
-	if (setup_state_dir(r, &err) < 0)
-		return start_failed(&err);
 
 	raise_nofile(r);
 	int rc = loop_init(&r->loop);

@@ -10,7 +10,7 @@ set -euo pipefail
 what=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
 
-build_pkgs="gcc make pkg-config libmicrohttpd-dev libjansson-dev libseccomp-dev libcap-ng-dev libcurl4-openssl-dev libwslay-dev"
+build_pkgs="gcc musl-tools make pkg-config libmicrohttpd-dev libjansson-dev libseccomp-dev libcap-ng-dev libcurl4-openssl-dev libwslay-dev"
 check_pkgs="$build_pkgs curl python3 python3-websockets python3-yaml procps valgrind nodejs npm bash coreutils util-linux git gcc tini binutils clang-format"
 # `make static`: musl and what scripts/build-static-deps.sh needs to build the
 # static libraries from Debian's source packages (it checks them again itself)
@@ -20,7 +20,7 @@ static_pkgs="gcc make musl-tools gperf cmake dpkg-dev autoconf automake libtool 
 image_pkgs="$static_pkgs busybox-static ca-certificates file"
 # `make run`: the image, plus curl to wait for /ping
 run_pkgs="$image_pkgs curl"
-bench_pkgs="$check_pkgs tini bubblewrap firejail"
+bench_pkgs="$check_pkgs tini bubblewrap firejail nginx"
 fuzz_pkgs="$build_pkgs clang libclang-rt-14-dev"
 lint_pkgs="$build_pkgs python3 binutils clang-format"
 

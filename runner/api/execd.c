@@ -33,40 +33,78 @@ struct execd_stream {
 	char init_text[33];
 	uint64_t cur_ts; /* timestamp of the record being split */
 	int cur_type;
+	struct task_rec_ref cur; /* the output record being fed in pieces */
+	uint64_t now_ms; /* monotonic, once per produce() */
+	/* ",\"timestamp\":TS}\n\n" of cur_ts: output lines of one record
+	 * share it, so it is formatted once. */
+	char tail[48];
+	size_t tail_len;
+	uint64_t tail_ts;
 };
 
+/* Events are built with plain appends: one per output line, so no
+ * printf on this path. */
 static void ev_begin(struct execd_stream *es, const char *type, uint64_t ts)
 {
-	buf_appendf(&es->hs.out, "{\"type\":\"%s\",", type);
+	struct buf *o = &es->hs.out;
+	buf_append_lit(o, "{\"type\":\"");
+	buf_append_str(o, type);
+	buf_append_lit(o, "\",");
 	(void)ts;
 }
 
 static void ev_end(struct execd_stream *es, uint64_t ts)
 {
-	buf_appendf(&es->hs.out, "\"timestamp\":%llu}\n\n", (unsigned long long)ts);
-	es->last_event_ms = monotonic_ms();
+	struct buf *o = &es->hs.out;
+	buf_append_lit(o, "\"timestamp\":");
+	buf_append_u64(o, ts);
+	buf_append_lit(o, "}\n\n");
+	es->last_event_ms = es->now_ms;
 }
 
 static void ev_text(struct execd_stream *es, const char *type, const char *text, size_t len,
 		    uint64_t ts)
 {
 	ev_begin(es, type, ts);
-	buf_append_str(&es->hs.out, "\"text\":");
+	buf_append_lit(&es->hs.out, "\"text\":");
 	buf_append_json_str(&es->hs.out, text, len);
-	buf_append_str(&es->hs.out, ",");
+	buf_append_lit(&es->hs.out, ",");
 	ev_end(es, ts);
+}
+
+/* One output line as an event: reserved once, written in place (this runs
+ * for every line a task prints). */
+static void ev_line(struct execd_stream *es, bool err, const char *text, size_t len)
+{
+	static const char out_pre[] = "{\"type\":\"stdout\",\"text\":";
+	static const char err_pre[] = "{\"type\":\"stderr\",\"text\":";
+	if (es->tail_ts != es->cur_ts || !es->tail_len) {
+		es->tail_ts = es->cur_ts;
+		es->tail_len = (size_t)snprintf(es->tail, sizeof(es->tail),
+						",\"timestamp\":%llu}\n\n",
+						(unsigned long long)es->cur_ts);
+	}
+	struct buf *o = &es->hs.out;
+	if (buf_reserve(o, sizeof(out_pre) - 1 + JSON_STR_MAX(len) + es->tail_len) < 0)
+		return;
+	char *p = o->data + o->len;
+	memcpy(p, err ? err_pre : out_pre, sizeof(out_pre) - 1);
+	p = json_escape_to(p + sizeof(out_pre) - 1, text, len);
+	memcpy(p, es->tail, es->tail_len);
+	o->len = (size_t)(p + es->tail_len - o->data);
+	es->last_event_ms = es->now_ms;
 }
 
 static int on_line(void *arg, const char *line, size_t len)
 {
 	struct execd_stream *es = arg;
-	const char *type = es->cur_type == SPOOL_STDERR && !es->session_mode ? "stderr" : "stdout";
+	bool err = es->cur_type == SPOOL_STDERR && !es->session_mode;
 	if (len == 0) {
 		if (es->session_mode)
 			return 0;
-		ev_text(es, type, "\n", 1, es->cur_ts);
+		ev_line(es, err, "\n", 1);
 	} else {
-		ev_text(es, type, line, len, es->cur_ts);
+		ev_line(es, err, line, len);
 	}
 	return 0;
 }
@@ -105,10 +143,27 @@ static void ev_terminal(struct execd_stream *es, struct task *t)
 	ev_end(es, ts);
 }
 
+/* The next piece (up to 8 KiB) of the output record es->cur, whose
+ * unconsumed payload is at data, through the line splitter. */
+static void feed_piece(struct execd_stream *es, const char *data)
+{
+	struct task_rec_ref *c = &es->cur;
+	uint32_t piece = c->rec.len - c->done;
+	if (piece > 8192)
+		piece = 8192;
+	int i = c->rec.type == SPOOL_STDOUT || es->session_mode ? 0 : 1;
+	es->cur_type = c->rec.type;
+	es->cur_ts = c->rec.ts_ms;
+	linesplit_feed(&es->ls[i], data, piece, on_line, es);
+	c->done += piece;
+	c->active = c->done < c->rec.len;
+}
+
 /* Produce more events into es->hs.out. */
 static void produce(struct execd_stream *es)
 {
 	static char rbuf[SPOOL_MAX_REC];
+	es->now_ms = monotonic_ms();
 	if (es->state == ES_INIT) {
 		ev_text(es, "init", es->init_text, strlen(es->init_text), now_ms());
 		es->state = ES_BODY;
@@ -123,35 +178,45 @@ static void produce(struct execd_stream *es)
 	if (es->state != ES_BODY)
 		return;
 	struct task *t = es->rd.task;
-	/* Bound one batch so a fast task cannot grow the buffer without end. */
+	/* Bound one batch so a fast task cannot grow the buffer without end:
+	 * a record is split in pieces of 8 KiB (a cut is like a cut between
+	 * two reads: the splitter keeps the partial line). */
 	while (buf_avail(&es->hs.out) < 16 * 1024) {
-		struct spool_rec rec;
-		int rc = task_reader_next(&es->rd, &rec, rbuf);
+		struct task_rec_ref *c = &es->cur;
+		const char *data;
+		if (c->active) {
+			int rc = task_reader_rest(&es->rd, c, rbuf, &data);
+			if (rc < 0) {
+				log_errno("reading the task log failed", -rc, t->id);
+				c->active = false;
+				continue;
+			}
+			feed_piece(es, data);
+			continue;
+		}
+		int rc = task_reader_next_rec(&es->rd, c, rbuf, &data);
 		if (rc < 0) {
 			log_errno("reading the task log failed", -rc, t->id);
 			break;
 		}
 		if (rc == 0) {
+			c->active = false;
 			if (t->finished && task_reader_at_end(&es->rd)) {
 				ev_terminal(es, t);
 				es->state = ES_DONE;
 			}
 			break;
 		}
-		if (rec.type == SPOOL_EVENT) {
-			if (rec.len >= 5 && !memcmp(rbuf, "exit\n", 5)) {
+		if (c->rec.type == SPOOL_EVENT) {
+			c->active = false;
+			if (c->rec.len >= 5 && !memcmp(data, "exit\n", 5)) {
 				ev_terminal(es, t);
 				es->state = ES_DONE;
 				break;
 			}
 			continue;
 		}
-		int i = rec.type == SPOOL_STDOUT ? 0 : 1;
-		if (es->session_mode)
-			i = 0;
-		es->cur_type = rec.type;
-		es->cur_ts = rec.ts_ms;
-		linesplit_feed(&es->ls[i], rbuf, rec.len, on_line, es);
+		feed_piece(es, data); /* its first piece from what was just read */
 	}
 	if (es->state == ES_BODY && es->ping_due && !buf_avail(&es->hs.out)) {
 		ev_text(es, "ping", "pong", 4, now_ms());
@@ -190,7 +255,8 @@ static void es_wake(struct task_reader *rd)
 	http_stream_wake(&es->hs);
 }
 
-static const struct http_stream_ops execd_ops = {es_produce, es_close, es_tick};
+static const struct http_stream_ops execd_ops = {
+	.produce = es_produce, .close = es_close, .tick = es_tick};
 
 static enum MHD_Result start_stream(struct http_req *req, struct task *t, bool session_mode,
 				    const char *init_text)

@@ -108,7 +108,8 @@ static void ws_tick(struct http_stream *hs, uint64_t now)
 	http_stream_wake(hs);
 }
 
-static const struct http_stream_ops watch_ops = {ws_produce, ws_close, ws_tick};
+static const struct http_stream_ops watch_ops = {
+	.produce = ws_produce, .close = ws_close, .tick = ws_tick};
 
 enum MHD_Result api_metrics_watch(struct http_req *req)
 {

@@ -19,75 +19,142 @@
 #define KEEPALIVE_MS 5000 /* well inside the idle timeout of proxies and of our own server */
 
 struct native_stream {
-	struct http_stream hs; /* hs.out: the events to send; hs.done after the terminal one */
+	struct http_stream hs; /* hs.out: small events; hs.done after the terminal one */
 	struct task_reader rd;
 	bool keepalive_due;
+	/* The output record being written straight into the send buffer, in
+	 * as many pieces as it takes (stage 0 header, 1 text, 2 trailer). */
+	struct task_rec_ref cur;
+	int stage;
+	bool b64;
 };
 
-static void encode_record(struct native_stream *ns, const struct spool_rec *rec, const char *data)
+/* An event record (started, exit, agent events): small, through out. */
+static void encode_event(struct native_stream *ns, const struct spool_rec *rec, const char *data)
 {
 	struct buf *o = &ns->hs.out;
-	uint64_t id = rec->seq + 1;
-	if (rec->type == SPOOL_EVENT) {
-		const char *nl = memchr(data, '\n', rec->len);
-		if (!nl)
-			return;
-		size_t nlen = (size_t)(nl - data);
-		buf_appendf(o, "id: %llu\nevent: %.*s\ndata: ", (unsigned long long)id, (int)nlen,
-			    data);
-		buf_append(o, nl + 1, rec->len - nlen - 1);
-		buf_append_str(o, "\n\n");
-		if ((nlen == 4 && !memcmp(data, "exit", 4)) ||
-		    (nlen == 5 && !memcmp(data, "error", 5)))
-			ns->hs.done = true; /* the terminal event */
+	const char *nl = memchr(data, '\n', rec->len);
+	if (!nl)
 		return;
-	}
-	buf_appendf(o, "id: %llu\nevent: %s\ndata: {", (unsigned long long)id,
-		    rec->type == SPOOL_STDOUT ? "stdout" : "stderr");
-	if (utf8_valid((const unsigned char *)data, rec->len)) {
-		buf_append_str(o, "\"text\":");
-		buf_append_json_str(o, data, rec->len);
-	} else {
-		buf_append_str(o, "\"data_b64\":\"");
-		buf_append_base64(o, (const unsigned char *)data, rec->len);
-		buf_append_str(o, "\"");
-	}
-	buf_append_str(o, "}\n\n");
+	size_t nlen = (size_t)(nl - data);
+	buf_appendf(o, "id: %llu\nevent: %.*s\ndata: ", (unsigned long long)rec->seq + 1,
+		    (int)nlen, data);
+	buf_append(o, nl + 1, rec->len - nlen - 1);
+	buf_append_str(o, "\n\n");
+	if ((nlen == 4 && !memcmp(data, "exit", 4)) || (nlen == 5 && !memcmp(data, "error", 5)))
+		ns->hs.done = true; /* the terminal event */
 }
 
-static void produce(struct native_stream *ns)
+/* The next piece of ns->cur into dst; the bytes written. */
+static size_t record_piece(struct native_stream *ns, char *dst, size_t max)
+{
+	static char scratch[SPOOL_MAX_REC];
+	struct task_rec_ref *c = &ns->cur;
+	const char *data = NULL;
+	size_t n = 0;
+	if (ns->stage < 2) {
+		int rc = task_reader_rest(&ns->rd, c, scratch, &data);
+		if (rc < 0) {
+			/* No longer retained (a reader far behind): the event ends
+			 * with what it had. */
+			log_errno("reading the task log failed", -rc, ns->rd.task->id);
+			if (ns->stage == 0) {
+				c->active = false;
+				return 0;
+			}
+			c->done = c->rec.len;
+		}
+	}
+	if (ns->stage == 0) {
+		char hdr[96];
+		size_t h = (size_t)snprintf(hdr, sizeof(hdr), "id: %llu\nevent: %s\ndata: {\"%s\":\"",
+					    (unsigned long long)c->rec.seq + 1,
+					    c->rec.type == SPOOL_STDOUT ? "stdout" : "stderr",
+					    ns->b64 ? "data_b64" : "text");
+		if (max < h + 8)
+			return 0;
+		memcpy(dst, hdr, h);
+		n = h;
+		ns->stage = 1;
+	}
+	if (ns->stage == 1) {
+		size_t left = c->rec.len - c->done;
+		if (ns->b64) {
+			/* Whole groups of 3 until the last. */
+			size_t take = (max - n) / 4 * 3;
+			if (take < left)
+				left = take;
+			n += base64_encode_to(dst + n, (const unsigned char *)data, left);
+			c->done += (uint32_t)left;
+		} else if (max - n >= 6) {
+			size_t used;
+			n += json_escape_part(dst + n, max - n, data, left, &used);
+			c->done += (uint32_t)used;
+		}
+		if (c->done < c->rec.len)
+			return n;
+		ns->stage = 2;
+	}
+	if (max - n < 4)
+		return n;
+	memcpy(dst + n, "\"}\n\n", 4);
+	c->active = false;
+	return n + 4;
+}
+
+static size_t ns_produce_into(struct http_stream *hs, char *dst, size_t max)
 {
 	static char rbuf[SPOOL_MAX_REC];
+	struct native_stream *ns = (struct native_stream *)hs;
 	struct task *t = ns->rd.task;
-	while (!ns->hs.done && buf_avail(&ns->hs.out) < 16 * 1024) {
-		struct spool_rec rec;
-		int rc = task_reader_next(&ns->rd, &rec, rbuf);
+	size_t n = 0;
+	for (;;) {
+		n += buf_take(&hs->out, dst + n, max - n);
+		if (buf_avail(&hs->out) || n == max)
+			break;
+		if (ns->cur.active) {
+			size_t k = record_piece(ns, dst + n, max - n);
+			n += k;
+			if (ns->cur.active)
+				break; /* dst is full */
+			continue;
+		}
+		if (hs->done)
+			break;
+		const char *data;
+		int rc = task_reader_next_rec(&ns->rd, &ns->cur, rbuf, &data);
 		if (rc < 0) {
 			log_errno("reading the task log failed", -rc, t->id);
 			break;
 		}
 		if (rc == 0) {
+			ns->cur.active = false;
 			if (task_reader_at_end(&ns->rd)) {
 				/* The exit record could not be written (disk full):
 				 * the terminal event is owed all the same. */
-				buf_appendf(&ns->hs.out,
+				buf_appendf(&hs->out,
 					    "id: %llu\nevent: exit\ndata: {\"exit_code\":%d,\"status\":\"%s\"}\n\n",
 					    (unsigned long long)t->spool.next_seq + 1, t->exit_code,
 					    task_status_name(t->status));
-				ns->hs.done = true;
+				hs->done = true;
+				continue;
 			}
+			if (ns->keepalive_due && !n)
+				buf_append_str(&hs->out, ": keep-alive\n\n");
+			ns->keepalive_due = false;
+			n += buf_take(&hs->out, dst + n, max - n);
 			break;
 		}
-		encode_record(ns, &rec, rbuf);
+		if (ns->cur.rec.type == SPOOL_EVENT) {
+			ns->cur.active = false;
+			encode_event(ns, &ns->cur.rec, data);
+			continue;
+		}
+		/* Text or base64 is decided on the whole record, as before. */
+		ns->b64 = !utf8_valid((const unsigned char *)data, ns->cur.rec.len);
+		ns->stage = 0;
 	}
-	if (!ns->hs.done && ns->keepalive_due && !buf_avail(&ns->hs.out))
-		buf_append_str(&ns->hs.out, ": keep-alive\n\n");
-	ns->keepalive_due = false;
-}
-
-static void ns_produce(struct http_stream *hs)
-{
-	produce((struct native_stream *)hs);
+	return n;
 }
 
 static void ns_close(struct http_stream *hs)
@@ -113,7 +180,8 @@ static void ns_wake(struct task_reader *rd)
 	http_stream_wake(&ns->hs);
 }
 
-static const struct http_stream_ops native_ops = {ns_produce, ns_close, ns_tick};
+static const struct http_stream_ops native_ops = {
+	.close = ns_close, .tick = ns_tick, .produce_into = ns_produce_into};
 
 static enum MHD_Result start_stream(struct http_req *req, struct task *t, bool from_start,
 				    uint64_t after_id)

@@ -151,6 +151,11 @@ static int close_fds_except(int lowfd, int *keep, int nkeep)
 	return close_range_or_loop(next, ~0U);
 }
 
+int confine_close_fds_keep(int lowfd, int *keep, int nkeep)
+{
+	return close_fds_except(lowfd, keep, nkeep);
+}
+
 int confine_close_fds(const struct confine_policy *pol, int lowfd, int keep)
 {
 	int k[3] = {pol->enabled ? pol->landlock_ruleset_fd : -1,
@@ -339,7 +344,7 @@ static int add_rlimit(struct confine_policy *pol, int res, rlim_t want, bool is_
 }
 
 int confine_policy_init(struct confine_policy *pol, const struct runner_config *cfg,
-			struct error *err)
+			int cache_dirfd, struct error *err)
 {
 	memset(pol, 0, sizeof(*pol));
 	pol->landlock_ruleset_fd = -1;
@@ -372,7 +377,7 @@ int confine_policy_init(struct confine_policy *pol, const struct runner_config *
 		return 0;
 	}
 
-	if (seccomp_policy_load(cfg->seccomp_policy, &pol->seccomp, err) < 0)
+	if (seccomp_policy_load_cached(cfg->seccomp_policy, cache_dirfd, &pol->seccomp, err) < 0)
 		return -1;
 	if (pol->seccomp.warning[0])
 		log_warn("seccomp policy", "{s:s,s:s}", "policy", cfg->seccomp_policy, "warning",
@@ -437,10 +442,11 @@ json_t *confine_report(const struct confine_policy *pol)
 
 	if (on) {
 		struct utsname uts;
-		json_t *sc = json_pack("{s:s,s:i,s:s,s:s}", "policy", pol->seccomp.name,
+		json_t *sc = json_pack("{s:s,s:i,s:s,s:s,s:s}", "policy", pol->seccomp.name,
 				       "allowed_syscalls", (int)pol->seccomp.n_allowed,
 				       "architecture", uname(&uts) == 0 ? uts.machine : "?",
-				       "other_architectures", "killed (x32 and 32-bit compat)");
+				       "other_architectures", "killed (x32 and 32-bit compat)",
+				       "program", pol->seccomp.source);
 		if (pol->seccomp.warning[0])
 			json_object_set_new(sc, "warning", json_string(pol->seccomp.warning));
 		json_object_set_new(o, "seccomp", sc);

@@ -76,14 +76,18 @@ _Noreturn void confine_exec(const struct confine_plan *plan);
  * intermediate process between the runner and confine_exec (spawn's shim).
  * Returns 0 or -errno. */
 int confine_close_fds(const struct confine_policy *pol, int lowfd, int keep);
+/* The same with an explicit list (keep[] is sorted in place; -1 = none). */
+int confine_close_fds_keep(int lowfd, int *keep, int nkeep);
 
 /* Parent side, at start: detect Landlock, build the ruleset, compile the
- * seccomp policy from `seccomp_path`, default rlimits. Returns 0, or -1 with
- * err set. Fail closed: the caller exits when this fails. */
+ * seccomp policy from `seccomp_path` (or take its verified cache: beside the
+ * policy, or in cache_dirfd, the state dir; -1 = none), default rlimits.
+ * Returns 0, or -1 with err set. Fail closed: the caller exits when this
+ * fails. */
 struct runner_config;
 struct error;
 int confine_policy_init(struct confine_policy *pol, const struct runner_config *cfg,
-			struct error *err);
+			int cache_dirfd, struct error *err);
 void confine_policy_free(struct confine_policy *pol);
 
 /* What is in force, for GET /v1/hardening and the start log line:

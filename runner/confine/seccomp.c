@@ -31,6 +31,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <linux/seccomp.h>
 #include <stdarg.h>
@@ -65,6 +66,7 @@ struct loader {
 	unsigned n_allowed;
 	unsigned n_unknown;
 	char unknown[160]; /* comma-separated unknown names, truncated */
+	bool kernel_dep;   /* a minKernel condition was evaluated */
 };
 
 static int fail(struct loader *ld, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -252,6 +254,7 @@ static bool arch_is_native(struct loader *ld, const char *name)
 
 static bool kernel_at_least(struct loader *ld, const char *want)
 {
+	ld->kernel_dep = true; /* the result depends on the running kernel */
 	unsigned wmaj = 0, wmin = 0, kmaj = 0, kmin = 0;
 	if (sscanf(want, "%u.%u", &wmaj, &wmin) < 1)
 		return false;
@@ -597,10 +600,13 @@ static int compile(struct loader *ld, json_t *root, struct seccomp_policy *out)
 	return 0;
 }
 
-int seccomp_policy_load(const char *path, struct seccomp_policy *out, struct error *err)
+int seccomp_policy_compile(const char *path, const char *data, size_t len,
+			   struct seccomp_policy *out, bool *kernel_dep, struct error *err)
 {
 	memset(out, 0, sizeof(*out));
 	error_clear(err);
+	if (kernel_dep)
+		*kernel_dep = false;
 	struct loader *ld = calloc(1, sizeof(*ld));
 	if (!ld)
 		return error_set(err, ENOMEM, NULL, "seccomp policy %s", path ? path : "(none)");
@@ -612,38 +618,89 @@ int seccomp_policy_load(const char *path, struct seccomp_policy *out, struct err
 		fail(ld, "uname: %s", strerror(errno));
 		goto out;
 	}
-	if (!path || !*path) {
-		fail(ld, "no policy file configured");
-		goto out;
-	}
-	/* Open it ourselves so the message carries the errno. */
-	FILE *f = fopen(path, "re");
-	if (!f) {
-		fail(ld, "cannot open: %s", strerror(errno));
-		goto out;
-	}
 	json_error_t jerr;
-	json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &jerr);
-	int read_errno = ferror(f) ? errno : 0;
-	fclose(f);
+	json_t *root = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root) {
-		if (read_errno)
-			fail(ld, "cannot read: %s", strerror(read_errno));
-		else
-			fail(ld, "invalid JSON at line %d, column %d: %s", jerr.line, jerr.column,
-			     jerr.text);
+		fail(ld, "invalid JSON at line %d, column %d: %s", jerr.line, jerr.column,
+		     jerr.text);
 		goto out;
 	}
-	const char *base = strrchr(path, '/');
-	snprintf(out->name, sizeof(out->name), "%s", base ? base + 1 : path);
+	const char *base = path ? strrchr(path, '/') : NULL;
+	snprintf(out->name, sizeof(out->name), "%s", base ? base + 1 : ld->path);
 	rc = compile(ld, root, out);
 	json_decref(root);
+	if (kernel_dep)
+		*kernel_dep = ld->kernel_dep;
 out:
 	if (ld->ctx)
 		seccomp_release(ld->ctx);
 	free(ld);
 	if (rc < 0)
 		seccomp_policy_free(out);
+	return rc;
+}
+
+/* The policy file's bytes (NUL-terminated) into *data; -1 with err set. */
+int seccomp_policy_read(const char *path, char **data, size_t *len, struct error *err)
+{
+	*data = NULL;
+	*len = 0;
+	if (!path || !*path)
+		return error_set(err, 0, NULL, "seccomp policy (none): no policy file configured");
+	/* Open it ourselves so the message carries the errno. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return error_set(err, 0, NULL, "seccomp policy %s: cannot open: %s", path,
+				 strerror(errno));
+	size_t cap = 16384, n = 0;
+	char *buf = malloc(cap + 1);
+	for (;;) {
+		if (!buf)
+			break;
+		if (n == cap) {
+			char *b = cap < (64u << 20) ? realloc(buf, 2 * cap + 1) : NULL;
+			if (!b) {
+				free(buf);
+				buf = NULL;
+				break;
+			}
+			buf = b;
+			cap *= 2;
+		}
+		ssize_t got = read(fd, buf + n, cap - n);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			int e = errno;
+			free(buf);
+			close(fd);
+			return error_set(err, 0, NULL, "seccomp policy %s: cannot read: %s", path,
+					 strerror(e));
+		}
+		if (got == 0)
+			break;
+		n += (size_t)got;
+	}
+	close(fd);
+	if (!buf)
+		return error_set(err, 0, NULL, "seccomp policy %s: out of memory (or larger than "
+				 "64 MiB)", path);
+	buf[n] = 0;
+	*data = buf;
+	*len = n;
+	return 0;
+}
+
+int seccomp_policy_load(const char *path, struct seccomp_policy *out, struct error *err)
+{
+	memset(out, 0, sizeof(*out));
+	error_clear(err);
+	char *data;
+	size_t len;
+	if (seccomp_policy_read(path, &data, &len, err) < 0)
+		return -1;
+	int rc = seccomp_policy_compile(path, data, len, out, NULL, err);
+	free(data);
 	return rc;
 }
 

@@ -2,6 +2,7 @@
  * jansson and compiled once with libseccomp at start (docs/design.md §6). */
 #pragma once
 #include <linux/filter.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 struct seccomp_policy {
@@ -11,12 +12,35 @@ struct seccomp_policy {
 	unsigned flags;         /* SECCOMP_FILTER_FLAG_* from the policy's "flags" */
 	unsigned n_unknown;     /* names libseccomp knows on no architecture (skipped) */
 	char warning[256];      /* non-fatal problems worth a log line; "" when none */
+	char source[160];       /* where the program came from (seccomp_policy_load_cached) */
 };
 
 /* Parse and compile `path`. Returns 0, or -1 with err set: a one-line
  * message naming the file and the problem. */
 struct error;
 int seccomp_policy_load(const char *path, struct seccomp_policy *out, struct error *err);
+/* The same from the file's bytes (path only names it). *kernel_dep (may be
+ * NULL) is set when a rule's minKernel was evaluated: the program then
+ * depends on the running kernel's release. */
+int seccomp_policy_compile(const char *path, const char *data, size_t len,
+			   struct seccomp_policy *out, bool *kernel_dep, struct error *err);
+/* The policy file's bytes, NUL-terminated (free them). -1 with err set. */
+int seccomp_policy_read(const char *path, char **data, size_t *len, struct error *err);
+
+/* Compiling takes milliseconds at every start: the program is cached
+ * (seccomp_cache.c). The cache key is SHA-256 over the cache format, the
+ * native architecture, libseccomp's version and the policy file's bytes
+ * (and the kernel release, checked separately, when the policy has
+ * minKernel rules); the file carries a SHA-256 of its header and program,
+ * checked before use. Looked for at "<path>.bpf" (written at image build
+ * time with --write-seccomp-cache), then "seccomp-cache.bpf" in cache_dirfd
+ * (the state dir; -1: none). A cache that is missing, stale or does not
+ * verify means compile as without one (then written to cache_dirfd); a
+ * policy that does not compile is still an error. out->source says which. */
+int seccomp_policy_load_cached(const char *path, int cache_dirfd, struct seccomp_policy *out,
+			       struct error *err);
+/* Compile `path` and write its cache to `cache_path`. -1 with err set. */
+int seccomp_cache_write_file(const char *path, const char *cache_path, struct error *err);
 
 /* Child side, async-signal-safe: install the precompiled filter.
  * Returns 0 or -errno. */

@@ -132,6 +132,9 @@ static const struct opt_def opts[] = {
 	 "enable POST /v1/reset: the writable roots are snapshotted at start and restored"},
 	{"reset-snapshot-max", "FORCEAI_RESET_SNAPSHOT_MAX", OPT_U64, OFF(reset_snapshot_max),
 	 "268435456", "largest content of the writable roots kept for reset (bytes)"},
+	{"write-seccomp-cache", "FORCEAI_WRITE_SECCOMP_CACHE", OPT_BOOL, OFF(write_seccomp_cache),
+	 "0", "compile the seccomp policy into POLICY.bpf beside it and exit (image build: starts "
+	 "then skip the compile)"},
 	{"insecure-no-confine", "FORCEAI_INSECURE_NO_CONFINE", OPT_BOOL, OFF(insecure_no_confine),
 	 "0", "TEST ONLY: run tasks without seccomp/capability/Landlock confinement"},
 };

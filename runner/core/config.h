@@ -28,6 +28,7 @@ struct runner_config {
 	uint32_t task_id_lo, task_id_hi; /* ids requests may ask for (core/ids.h) */
 	bool exec_network_none;          /* exec tasks get no IP sockets unless asked */
 	bool insecure_no_confine; /* test-only: benchmarks of confinement cost */
+	bool write_seccomp_cache; /* compile POLICY into POLICY.bpf and exit */
 	unsigned max_tasks;       /* concurrent running tasks; 429 beyond */
 	uint64_t max_body;        /* request body bytes; 413 beyond */
 	uint64_t task_log_max;    /* retained output per task (bytes) */

@@ -188,7 +188,8 @@ int loop_run_once(struct loop *loop, int timeout_ms)
 	loop_run_hooks(loop);
 	if (loop->stop)
 		return 0;
-	int n = epoll_wait(loop->epfd, evs, 64, timeout_ms);
+	int n = epoll_wait(loop->epfd, evs, 64, loop->poll_now ? 0 : timeout_ms);
+	loop->poll_now = false;
 	if (n < 0)
 		return errno == EINTR ? 0 : -errno;
 	for (int i = 0; i < n; i++) {

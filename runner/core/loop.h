@@ -49,6 +49,7 @@ struct loop {
 	struct loop_deferred *deferred; /* run once, after the current dispatch batch */
 	struct loop_hook *hooks;        /* run after every dispatch batch */
 	bool stop;
+	bool poll_now; /* a hook has more work at once: the next wait does not sleep */
 };
 
 int loop_init(struct loop *loop);
@@ -81,4 +82,11 @@ int loop_run(struct loop *loop);
  * number of events (0 on timeout or EINTR) or -errno. For tests and fuzzing
  * that drive the loop step by step. */
 int loop_run_once(struct loop *loop, int timeout_ms);
+/* From a hook: there is more to do right away (e.g. a connection with more
+ * to send); the next wait only collects what is ready, without sleeping.
+ * Cheaper than a 0 ms timer (no syscall, no interrupt). */
+static inline void loop_poll_now(struct loop *loop)
+{
+	loop->poll_now = true;
+}
 void loop_stop(struct loop *loop);

@@ -17,7 +17,25 @@ int buf_append_str(struct buf *b, const char *s);
 /* A JSON string literal (quotes included). Invalid UTF-8 bytes become
  * U+FFFD, as Go's encoder does. */
 int buf_append_json_str(struct buf *b, const char *s, size_t len);
+/* Worst case of a JSON string literal of len bytes: \u00XX per byte, quotes. */
+#define JSON_STR_MAX(len) ((len) * 6 + 2)
+/* The same literal written at o, which has room for JSON_STR_MAX(len);
+ * returns the end. For callers that reserve once for a whole event. */
+char *json_escape_to(char *o, const char *s, size_t len);
+/* A piece of a literal (no quotes): as much of s as fits in room, never a
+ * character cut; *used gets the input consumed. Returns the bytes written.
+ * At least 6 bytes of room always take at least one character. */
+size_t json_escape_part(char *o, size_t room, const char *s, size_t len, size_t *used);
+/* Base64 of s at o ((len + 2) / 3 * 4 bytes, padded). Returns that. */
+size_t base64_encode_to(char *o, const unsigned char *s, size_t len);
+/* The same when s is valid UTF-8 (0); 1 and nothing appended when it is
+ * not (one pass instead of utf8_valid and then the escaper). */
+int buf_append_json_utf8(struct buf *b, const char *s, size_t len);
 int buf_append_base64(struct buf *b, const unsigned char *s, size_t len);
+/* Decimal digits of v. */
+int buf_append_u64(struct buf *b, uint64_t v);
+/* buf_append of a string literal (its length known at compile time). */
+#define buf_append_lit(b, lit) buf_append((b), "" lit, sizeof(lit) - 1)
 void buf_reset(struct buf *b);
 void buf_free(struct buf *b);
 static inline size_t buf_avail(const struct buf *b) { return b->len - b->off; }

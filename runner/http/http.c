@@ -409,7 +409,7 @@ int http_start(struct runner *r, const struct http_route *routes, size_t n_route
 		.on_uri = on_uri,
 		.allow_upgrade = true,
 		.timeout_s = timeout_s,
-		.conn_memory_limit = 32 * 1024,
+		.conn_memory_limit = 64 * 1024,
 		.conn_limit = max_conns,
 	};
 	return http_daemon_start(&h->daemon, &r->loop, &conf, err);

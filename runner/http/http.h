@@ -71,6 +71,12 @@ struct http_stream_ops {
 	void (*close)(struct http_stream *s);
 	/* Called from the 1 s tick: may wake the stream for a keep-alive. */
 	void (*tick)(struct http_stream *s, uint64_t now_mono_ms);
+	/* Optional, instead of produce: write up to max bytes straight into
+	 * libmicrohttpd's send buffer (no copy through `out`, and no buffer of
+	 * the stream's own to hold a large event); returns the bytes written,
+	 * 0 when there is nothing now. It may still use `out` (it must then
+	 * move what it can of it to dst itself). */
+	size_t (*produce_into)(struct http_stream *s, char *dst, size_t max);
 };
 
 struct http_stream {

@@ -90,14 +90,22 @@ static void pump(struct loop *loop, void *arg)
 	struct http_daemon *hd = arg;
 	if (!hd->d)
 		return;
-	if (hd->need_run)
+	MHD_UNSIGNED_LONG_LONG ms = 1;
+	/* A connection with more to send (or resumed again from inside
+	 * MHD_run) wants another round at once: a few here, then a poll that
+	 * does not sleep, so task pipes get their turn between rounds. A 0 ms
+	 * timer would cost a syscall and an interrupt every round. */
+	for (int round = 0; round < 4; round++) {
+		if (!hd->need_run && (MHD_get_timeout(hd->d, &ms) != MHD_YES || ms != 0))
+			break;
 		http_daemon_run(hd);
-	MHD_UNSIGNED_LONG_LONG ms;
-	if (hd->need_run) {
-		/* Resumed again from inside MHD_run (a paused upstream let go
-		 * on the spot): another round at once. */
-		ms = 0;
-	} else if (MHD_get_timeout(hd->d, &ms) != MHD_YES) {
+		ms = 1;
+	}
+	if (hd->need_run || (MHD_get_timeout(hd->d, &ms) == MHD_YES && ms == 0)) {
+		loop_poll_now(loop);
+		return;
+	}
+	if (MHD_get_timeout(hd->d, &ms) != MHD_YES) {
 		if (hd->timer.armed)
 			loop_timer_stop(loop, &hd->timer);
 		return;
@@ -105,8 +113,7 @@ static void pump(struct loop *loop, void *arg)
 	/* Re-arm only when the deadline really moves: one syscall per loop
 	 * turn adds up when output streams fast. */
 	uint64_t deadline = monotonic_ms() + ms;
-	if (!hd->timer.armed || ms == 0 || deadline + 50 < hd->deadline ||
-	    deadline > hd->deadline + 50) {
+	if (!hd->timer.armed || deadline + 50 < hd->deadline || deadline > hd->deadline + 50) {
 		loop_timer_start(loop, &hd->timer, ms, 0);
 		hd->deadline = deadline;
 	}

@@ -17,16 +17,33 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	(void)pos;
 	struct http_stream *s = cls;
-	if (!buf_avail(&s->out) && !s->done)
-		s->ops->produce(s);
+	/* Fill MHD's buffer: what is left of the last batch, then more from
+	 * the producer, so each send is a full buffer rather than an event's
+	 * tail on its own (an event is often just larger than the buffer). */
 	size_t n = buf_take(&s->out, buf, max);
+	while (n < max && !s->done) {
+		size_t got;
+		if (s->ops->produce_into) {
+			got = s->ops->produce_into(s, buf + n, max - n);
+		} else {
+			s->ops->produce(s);
+			got = buf_take(&s->out, buf + n, max - n);
+		}
+		if (!got)
+			break;
+		n += got;
+	}
+	/* A producer that wrote straight into buf may end with its last
+	 * bytes still in out (done is set with them). */
+	if (n < max && s->ops->produce_into)
+		n += buf_take(&s->out, buf + n, max - n);
 	if (n > 0) {
 		s->last_send_ms = monotonic_ms();
 		return (ssize_t)n;
 	}
 	if (s->failed)
 		return MHD_CONTENT_READER_END_WITH_ERROR;
-	if (s->done || s->ending)
+	if ((s->done && !buf_avail(&s->out)) || s->ending)
 		return MHD_CONTENT_READER_END_OF_STREAM;
 	/* Stopping: MHD_stop_daemon() aborts the process if a connection is
 	 * still suspended, so a stream with nothing more to send now ends. */

@@ -26,34 +26,44 @@ int linesplit_feed(struct linesplit *ls, const char *data, size_t len, linesplit
 {
 	if (len == 0)
 		return 0; /* an empty read must not forget a pending '\r' */
-	size_t i = 0;
-	if (ls->last_cr && data[0] == '\n')
-		i = 1; /* the second half of a "\r\n" */
+	const char *p = data, *end = data + len;
+	if (ls->last_cr && *p == '\n')
+		p++; /* the second half of a "\r\n" */
 	ls->last_cr = false;
-	size_t start = i;
-	for (; i < len; i++) {
-		char c = data[i];
-		if (c != '\n' && c != '\r') {
-			if (buf_avail(&ls->partial) + (i - start) + 1 > ls->max_line) {
-				int rc = emit(ls, data + start, i - start, cb, arg);
-				if (rc)
-					return rc;
-				start = i;
-			}
+	/* Terminators are found with memchr (most output has no '\r': one
+	 * scan tells), not byte by byte. */
+	const char *cr = memchr(p, '\r', (size_t)(end - p));
+	while (p < end) {
+		const char *stop = cr ? cr : end;
+		const char *t = memchr(p, '\n', (size_t)(stop - p));
+		if (!t)
+			t = cr; /* '\r' first, or no terminator at all (NULL) */
+		size_t have = buf_avail(&ls->partial);
+		size_t seg = (size_t)((t ? t : end) - p);
+		if (have + seg > ls->max_line) {
+			/* A piece of exactly max_line bytes, the rest goes on. */
+			size_t take = ls->max_line > have ? ls->max_line - have : 0;
+			int rc = emit(ls, p, take, cb, arg);
+			if (rc)
+				return rc;
+			p += take;
 			continue;
 		}
-		int rc = emit(ls, data + start, i - start, cb, arg);
+		if (!t)
+			break;
+		int rc = emit(ls, p, seg, cb, arg);
 		if (rc)
 			return rc;
-		if (c == '\r') {
-			if (i + 1 < len && data[i + 1] == '\n')
-				i++;
-			else if (i + 1 == len)
+		if (*t == '\r') {
+			if (t + 1 < end && t[1] == '\n')
+				t++;
+			else if (t + 1 == end)
 				ls->last_cr = true;
+			cr = t + 1 < end ? memchr(t + 1, '\r', (size_t)(end - t - 1)) : NULL;
 		}
-		start = i + 1;
+		p = t + 1;
 	}
-	if (start < len && buf_append(&ls->partial, data + start, len - start) < 0)
+	if (p < end && buf_append(&ls->partial, p, (size_t)(end - p)) < 0)
 		return -1;
 	return 0;
 }

@@ -2,17 +2,23 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "task/proctree.h"
+#include "task/shimwire.h"
 #include "core/signals.h"
 
 /* Move the task's fds to 0..n-1 without clobbering each other. */
@@ -77,40 +83,37 @@ static _Noreturn void exit_like(int st)
 	_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 255);
 }
 
-static _Noreturn void shim_main(struct confine_plan *plan, const struct spawn_io *io)
+struct task_child {
+	const struct confine_plan *plan;
+	/* 16-byte aligned top of stack for the clone child. */
+	_Alignas(16) char stack[32 * 1024];
+};
+
+static int task_child_main(void *arg)
 {
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGCHLD);
-	sigaddset(&set, SHIM_SIG_TERM);
-	sigaddset(&set, SHIM_SIG_KILL);
-	sigaddset(&set, SHIM_SIG_FORWARD);
-	sigaddset(&set, SIGINT);
-	sigprocmask(SIG_BLOCK, &set, NULL);
+	struct task_child *tc = arg;
+	signals_reset_child();
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	confine_exec(tc->plan);
+}
 
-	/* If the runner dies, take the tree down with us. */
-	prctl(PR_SET_PDEATHSIG, SHIM_SIG_KILL);
-	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	setpgid(0, 0);
-
-	int n = place_fds(io);
-	if (n < 0)
-		_exit(126);
-	/* The Landlock ruleset and the cgroup leaf's procs file stay open:
-	 * the task uses both (a closed procs file would fail every task with
-	 * EBADF where cgroup v2 is delegated). */
-	if (confine_close_fds(plan->policy, n, plan->cgroup_procs_fd) < 0)
-		close_from(n);
+/* The shim's life once its fds are in place (0..n-1 the task's, the
+ * Landlock rulesets and cgroup procs file kept): start the task, wait,
+ * take the rest of the tree down, exit like the task. `set` is blocked. */
+_Noreturn void spawn_shim_run(struct confine_plan *plan, int n, const sigset_t *set)
+{
 	plan->nkeep_fds = n;
 
-	pid_t task = fork();
+	/* The task shares our memory until its execve (CLONE_VM|CLONE_VFORK,
+	 * we are suspended meanwhile): no copy of the address space, no
+	 * copy-on-write faults after. Its stack is this array; confine_exec
+	 * uses only system calls and its own frame, and no signal handler can
+	 * run in it (there are none: dispositions are default or ignored). */
+	struct task_child tc = {.plan = plan};
+	pid_t task = clone(task_child_main, tc.stack + sizeof(tc.stack),
+			   CLONE_VM | CLONE_VFORK | SIGCHLD, &tc);
 	if (task < 0)
 		_exit(126);
-	if (task == 0) {
-		signals_reset_child();
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		confine_exec(plan);
-	}
 	/* Only the task needs its stdio; holding pipe ends here would keep
 	 * the runner from seeing EOF. */
 	for (int fd = 0; fd < n; fd++)
@@ -128,7 +131,7 @@ static _Noreturn void shim_main(struct confine_plan *plan, const struct spawn_io
 	int status = 0;
 	for (;;) {
 		siginfo_t si;
-		int sig = sigwaitinfo(&set, &si);
+		int sig = sigwaitinfo(set, &si);
 		if (sig < 0)
 			continue;
 		if (sig == SIGCHLD) {
@@ -173,8 +176,217 @@ static _Noreturn void shim_main(struct confine_plan *plan, const struct spawn_io
 	exit_like(status);
 }
 
-pid_t spawn_task(struct confine_plan *plan, const struct spawn_io *io)
+void spawn_shim_signals(sigset_t *set)
 {
+	sigemptyset(set);
+	sigaddset(set, SIGCHLD);
+	sigaddset(set, SHIM_SIG_TERM);
+	sigaddset(set, SHIM_SIG_KILL);
+	sigaddset(set, SHIM_SIG_FORWARD);
+	sigaddset(set, SIGINT);
+}
+
+/* The fork()ed shim: a copy of the runner (the fallback when the shim
+ * binary cannot be exec'd). */
+static _Noreturn void shim_main(struct confine_plan *plan, const struct spawn_io *io)
+{
+	sigset_t set;
+	spawn_shim_signals(&set);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+
+	/* If the runner dies, take the tree down with us. */
+	prctl(PR_SET_PDEATHSIG, SHIM_SIG_KILL);
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	setpgid(0, 0);
+
+	int n = place_fds(io);
+	if (n < 0)
+		_exit(126);
+	/* The Landlock ruleset and the cgroup leaf's procs file stay open:
+	 * the task uses both (a closed procs file would fail every task with
+	 * EBADF where cgroup v2 is delegated). */
+	if (confine_close_fds(plan->policy, n, plan->cgroup_procs_fd) < 0)
+		close_from(n);
+	spawn_shim_run(plan, n, &set);
+}
+
+/* ---- the exec'd shim ---------------------------------------------------- */
+
+extern const char spawn_shim_elf[], spawn_shim_elf_end[];
+
+int spawn_shim_init(struct spawn_shim *sh, const struct confine_policy *pol)
+{
+	sh->exe_fd = sh->policy_fd = -1;
+	sh->disabled = false;
+	size_t len = (size_t)(spawn_shim_elf_end - spawn_shim_elf);
+	if (len < 64 || memcmp(spawn_shim_elf, "\177ELF", 4))
+		return -ENOEXEC;
+	int fd = memfd_create("forceai-shim", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	int rc = 0;
+	size_t off = 0;
+	while (rc == 0 && off < len) {
+		ssize_t n = write(fd, spawn_shim_elf + off, len - off);
+		if (n < 0 && errno != EINTR)
+			rc = -errno;
+		else if (n > 0)
+			off += (size_t)n;
+	}
+	/* Sealed: nothing can change what every task's shim runs. */
+	if (rc == 0 && fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW |
+						   F_SEAL_WRITE) < 0)
+		rc = -errno;
+	if (rc == 0 && fchmod(fd, 0500) < 0)
+		rc = -errno;
+	if (rc < 0) {
+		close(fd);
+		return rc;
+	}
+	int pfd = shim_wire_write(pol);
+	if (pfd < 0) {
+		close(fd);
+		return pfd;
+	}
+	/* Out of the way of the stdio dup2s in the spawn child (0..4). */
+	int hi[2] = {fcntl(fd, F_DUPFD_CLOEXEC, 64), fcntl(pfd, F_DUPFD_CLOEXEC, 64)};
+	rc = hi[0] < 0 || hi[1] < 0 ? -errno : 0;
+	close(fd);
+	close(pfd);
+	if (rc < 0) {
+		if (hi[0] >= 0)
+			close(hi[0]);
+		if (hi[1] >= 0)
+			close(hi[1]);
+		return rc;
+	}
+	sh->exe_fd = hi[0];
+	sh->policy_fd = hi[1];
+	return 0;
+}
+
+void spawn_shim_free(struct spawn_shim *sh)
+{
+	if (sh->exe_fd >= 0)
+		close(sh->exe_fd);
+	if (sh->policy_fd >= 0)
+		close(sh->policy_fd);
+	sh->exe_fd = sh->policy_fd = -1;
+}
+
+struct exec_child {
+	const struct spawn_shim *shim;
+	const struct spawn_io *io;
+	char *const *argv, *const *envp;
+	int keep[4];
+	int err; /* set by the child when it could not exec (shared memory) */
+	_Alignas(16) char stack[16 * 1024];
+};
+
+/* Runs in the runner's memory (CLONE_VM|CLONE_VFORK; the runner waits):
+ * only system calls on our own stack and fd table, then the shim. */
+static int exec_child_main(void *arg)
+{
+	struct exec_child *c = arg;
+	int n = place_fds(c->io);
+	if (n < 0) {
+		c->err = -n;
+		_exit(127);
+	}
+	for (int i = 0; i < 4; i++)
+		if (c->keep[i] >= 0 && fcntl(c->keep[i], F_SETFD, 0) < 0) {
+			c->err = errno;
+			_exit(127);
+		}
+	int keep[5] = {c->keep[0], c->keep[1], c->keep[2], c->keep[3], c->shim->exe_fd};
+	if (confine_close_fds_keep(n, keep, 5) < 0)
+		close_from(n); /* cannot spare the exe fd here: exec then fails */
+	syscall(SYS_execveat, c->shim->exe_fd, "", c->argv, c->envp, AT_EMPTY_PATH);
+	c->err = errno;
+	_exit(127);
+}
+
+static void put_num(char *buf, size_t len, long v)
+{
+	snprintf(buf, len, "%ld", v);
+}
+
+/* The shim exec'd from the sealed memfd: no copy of the runner's address
+ * space at all (no fork, no copy-on-write faults in the runner while the
+ * task runs), and the shim is a small static program whose own clone of
+ * the task is cheap. -errno when it could not be exec'd (the caller
+ * falls back to fork). */
+static pid_t spawn_exec(const struct spawn_shim *sh, struct confine_plan *plan,
+			const struct spawn_io *io)
+{
+	const struct confine_policy *pol = plan->policy;
+	int ll = pol->enabled ? pol->landlock_ruleset_fd : -1;
+	int llr = pol->enabled ? pol->landlock.root_ruleset_fd : -1;
+	char nums[11][24];
+	put_num(nums[0], 24, sh->policy_fd);
+	put_num(nums[1], 24, ll);
+	put_num(nums[2], 24, llr);
+	put_num(nums[3], 24, plan->cgroup_procs_fd);
+	put_num(nums[4], 24, 3 + io->n_extra);
+	put_num(nums[5], 24, (long)plan->uid);
+	put_num(nums[6], 24, (long)plan->gid);
+	put_num(nums[7], 24, plan->deny_inet);
+	put_num(nums[8], 24, plan->pdeath_signal);
+	put_num(nums[9], 24, (long)getpid());
+	put_num(nums[10], 24, plan->ctty);
+	size_t nargs = 0;
+	while (plan->argv[nargs])
+		nargs++;
+	char **argv = calloc(SHIM_WIRE_ARGC + nargs + 1, sizeof(*argv));
+	if (!argv)
+		return -ENOMEM;
+	argv[0] = "forceai-shim";
+	argv[1] = SHIM_WIRE_MAGIC;
+	for (int i = 0; i < 11; i++)
+		argv[2 + i] = nums[i];
+	argv[13] = (char *)plan->cwd;
+	argv[14] = (char *)plan->path;
+	for (size_t i = 0; i < nargs; i++)
+		argv[SHIM_WIRE_ARGC + i] = plan->argv[i];
+	struct exec_child *c = malloc(sizeof(*c));
+	if (!c) {
+		free(argv);
+		return -ENOMEM;
+	}
+	*c = (struct exec_child){.shim = sh, .io = io, .argv = argv, .envp = plan->envp,
+				 .keep = {sh->policy_fd, ll, llr, plan->cgroup_procs_fd}};
+	/* No handler may run in the child on our memory: everything blocked
+	 * until it has exec'd (the shim sets its own mask). */
+	sigset_t all, old;
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &old);
+	pid_t pid = clone(exec_child_main, c->stack + sizeof(c->stack),
+			  CLONE_VM | CLONE_VFORK | SIGCHLD, c);
+	int e = pid < 0 ? errno : c->err;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	free(argv);
+	free(c);
+	if (pid > 0 && e) {
+		/* It could not exec: reap it here, the caller forks instead. */
+		while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
+			;
+	}
+	return e ? -e : pid;
+}
+
+pid_t spawn_task(struct spawn_shim *sh, struct confine_plan *plan, const struct spawn_io *io)
+{
+	if (sh && sh->exe_fd >= 0 && !sh->disabled) {
+		pid_t pid = spawn_exec(sh, plan, io);
+		if (pid > 0)
+			return pid;
+		if (pid == -ENOMEM)
+			return pid;
+		/* E.g. memfds not executable here (vm.memfd_noexec): the fork
+		 * path from now on. */
+		sh->disabled = true;
+		sh->disabled_errno = -pid;
+	}
 	pid_t pid = fork();
 	if (pid < 0)
 		return -errno;

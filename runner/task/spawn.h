@@ -9,6 +9,8 @@
  * shim kills what is left of the tree and exits with the same status (exit
  * code, or death by the same signal). */
 #pragma once
+#include <signal.h>
+#include <stdbool.h>
 #include <sys/types.h>
 
 #include "confine/confine.h"
@@ -25,5 +27,25 @@ struct spawn_io {
 	int n_extra;
 };
 
-/* Returns the shim's pid or -errno. The plan's nkeep_fds is set here. */
-pid_t spawn_task(struct confine_plan *plan, const struct spawn_io *io);
+/* The shim is a small static program embedded in the runner (runner/shim/,
+ * task/shim_blob.c), exec'd from a sealed memfd by a CLONE_VM|CLONE_VFORK
+ * child: the runner's address space is never copied. Where that cannot
+ * work (memfds not executable), the shim is fork()ed as before. */
+struct spawn_shim {
+	int exe_fd;    /* sealed memfd holding the shim binary; -1: none */
+	int policy_fd; /* sealed memfd with the policy (shimwire.h) */
+	bool disabled; /* exec failed once: fork from then on */
+	int disabled_errno;
+};
+
+/* At start, after the policy is final. 0 or -errno (then: fork). */
+int spawn_shim_init(struct spawn_shim *sh, const struct confine_policy *pol);
+void spawn_shim_free(struct spawn_shim *sh);
+
+/* Returns the shim's pid or -errno. The plan's nkeep_fds is set here.
+ * sh may be NULL (fork). */
+pid_t spawn_task(struct spawn_shim *sh, struct confine_plan *plan, const struct spawn_io *io);
+
+/* The shim's own part, shared by the fork()ed and the exec'd shim. */
+void spawn_shim_signals(sigset_t *set);
+_Noreturn void spawn_shim_run(struct confine_plan *plan, int n, const sigset_t *set);

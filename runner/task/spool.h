@@ -1,5 +1,6 @@
 /* A task's output log: records appended to unlinked files in the private
- * state dir, so memory stays small whatever a task prints. At most two
+ * state dir, so memory stays small whatever a task prints (the first
+ * SPOOL_MEM_MAX bytes stay in memory: short tasks never create a file). At most two
  * segments of cap/2 bytes are kept; the oldest is dropped when a third would
  * start. Readers hold cursors; a cursor left behind a dropped segment jumps
  * to the oldest retained record. */
@@ -9,6 +10,8 @@
 #include <stdint.h>
 
 #define SPOOL_MAX_REC 65536u
+/* Up to this much of the first segment is kept in memory, no file. */
+#define SPOOL_MEM_MAX 8192u
 
 enum spool_type { SPOOL_STDOUT = 1, SPOOL_STDERR = 2, SPOOL_EVENT = 3 /* JSON event */ };
 
@@ -22,7 +25,9 @@ struct spool_rec {
 };
 
 struct spool_seg {
-	int fd;
+	int fd;    /* -1: the segment is in memory (mem) */
+	char *mem;
+	size_t memcap;
 	uint64_t gen;
 	uint64_t first_seq, first_off;
 	uint64_t size; /* bytes in the file */
@@ -35,6 +40,12 @@ struct spool {
 	int nseg;
 	uint64_t next_seq, next_off, next_gen;
 	uint64_t dropped_bytes; /* payload bytes no longer retained */
+	/* The last record appended, and where its payload still is in the
+	 * caller's memory (hot; NULL when not): a reader that has caught up
+	 * takes it from there instead of reading the file back. */
+	struct spool_rec last;
+	uint64_t last_gen, last_pos;
+	const void *hot;
 };
 
 struct spool_cursor {
@@ -45,12 +56,29 @@ struct spool_cursor {
 int spool_open(struct spool *s, int dirfd, uint64_t cap);
 void spool_close(struct spool *s);
 int spool_append(struct spool *s, uint16_t type, const void *data, uint32_t len);
+/* spool_append, and the payload stays readable at data until
+ * spool_drop_hot (the caller's buffer is about to be reused). */
+int spool_append_hot(struct spool *s, uint16_t type, const void *data, uint32_t len);
+static inline void spool_drop_hot(struct spool *s)
+{
+	s->hot = NULL;
+}
 /* Cursor at the oldest retained record. */
 void spool_cursor_start(const struct spool *s, struct spool_cursor *c);
 /* Next record into rec/buf (buf holds SPOOL_MAX_REC). 1 = got one, 0 = none
  * yet, -errno on I/O error. Sets *skipped when records were lost. */
 int spool_next(struct spool *s, struct spool_cursor *c, struct spool_rec *rec, void *buf,
 	       bool *skipped);
+/* spool_next without the copy where it can: *data points at the payload,
+ * in the hot buffer when the cursor is at the hot record, else read into
+ * buf. Valid until the next append or spool_drop_hot. */
+int spool_next_ref(struct spool *s, struct spool_cursor *c, struct spool_rec *rec, void *buf,
+		   const void **data, bool *skipped);
+/* The payload of the record at (gen, pos) from byte off, len bytes: *data
+ * points into the hot buffer when that record is hot, else into buf (read
+ * from the file). -ESTALE when its segment was dropped meanwhile. */
+int spool_payload(struct spool *s, uint64_t gen, uint64_t pos, uint32_t off, uint32_t len,
+		  void *buf, const void **data);
 /* Position c at the first record with seq >= seq. */
 void spool_seek_seq(struct spool *s, struct spool_cursor *c, uint64_t seq);
 uint64_t spool_first_off(const struct spool *s);

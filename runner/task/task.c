@@ -59,7 +59,13 @@ const char *task_status_name(enum task_status s)
 int tasks_init(struct runner *r)
 {
 	r->tasks = calloc(1, sizeof(*r->tasks));
-	return r->tasks ? 0 : -1;
+	if (!r->tasks)
+		return -1;
+	int rc = spawn_shim_init(&r->tasks->shim, &r->policy);
+	if (rc < 0)
+		log_warn("task shim not available: shims are forked", "{s:s}", "error",
+			 strerror(-rc));
+	return 0;
 }
 
 void tasks_set_hooks(struct runner *r, const struct task_hooks *hooks)
@@ -172,12 +178,18 @@ static void on_output(struct loop *loop, struct loop_watch *w, uint32_t events)
 	struct task *t = w->arg;
 	int which = w == &t->out_w ? 0 : 1;
 	int fd = which == 0 ? t->out_fd : t->err_fd;
-	/* 32 KiB per read keeps each stream's encoded batch small (memory
-	 * with hundreds of streams) while a read still moves a lot. */
-	unsigned char buf[32 * 1024 + 4];
+	/* Up to 64 KiB (a record's most) per read: streams encode a record
+	 * in pieces, so their buffers stay small whatever its size. The
+	 * buffer is shared: the record it held is no longer hot. */
+	struct task_table *tt = t->r->tasks;
+	if (tt->rbuf_owner) {
+		spool_drop_hot(&tt->rbuf_owner->spool);
+		tt->rbuf_owner = NULL;
+	}
+	unsigned char *buf = tt->rbuf;
 	size_t carry = t->carry_len[which];
 	memcpy(buf, t->carry[which], carry);
-	ssize_t n = read(fd, buf + carry, sizeof(buf) - carry);
+	ssize_t n = read(fd, buf + carry, sizeof(tt->rbuf) - carry);
 	if (n < 0 && errno == EIO)
 		n = 0; /* a terminal whose every task side is closed */
 	if (n < 0) {
@@ -204,10 +216,12 @@ static void on_output(struct loop *loop, struct loop_watch *w, uint32_t events)
 		tail = 0;
 	memcpy(t->carry[which], buf + total - tail, tail);
 	t->carry_len[which] = tail;
-	int rc = spool_append(&t->spool, which == 0 ? SPOOL_STDOUT : SPOOL_STDERR, buf,
-			      (uint32_t)(total - tail));
+	int rc = spool_append_hot(&t->spool, which == 0 ? SPOOL_STDOUT : SPOOL_STDERR, buf,
+				  (uint32_t)(total - tail));
 	if (rc < 0)
 		log_errno("task log write failed", -rc, t->id);
+	else
+		tt->rbuf_owner = t;
 	update_backpressure(t);
 	wake_readers(t);
 }
@@ -387,6 +401,8 @@ static void task_free(struct task *t)
 		return;
 	struct runner *r = t->r;
 	task_unlink(t);
+	if (r->tasks && r->tasks->rbuf_owner == t)
+		r->tasks->rbuf_owner = NULL;
 	if (t->driver && t->driver->release)
 		t->driver->release(t);
 	t->driver = NULL;
@@ -497,6 +513,7 @@ void tasks_free_all(struct runner *r)
 			task_reader_detach(t->readers);
 		task_free(t);
 	}
+	spawn_shim_free(&r->tasks->shim);
 	free(r->tasks);
 	r->tasks = NULL;
 }
@@ -717,9 +734,13 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, struct e
 	}
 	t->started_ms = now_ms();
 	t->started_mono = monotonic_ms();
-	pid_t pid = spawn_task(&plan, &io);
+	bool shim_ok = !r->tasks->shim.disabled;
+	pid_t pid = spawn_task(&r->tasks->shim, &plan, &io);
 	if (pid < 0)
 		return start_failed(err, -pid);
+	if (shim_ok && r->tasks->shim.disabled)
+		log_warn("task shim could not be exec'd: shims are forked from now on", "{s:s}",
+			 "error", strerror(r->tasks->shim.disabled_errno));
 	t->shim_pid = pid;
 	t->proc_running = true;
 	r->tasks->running++;
@@ -790,6 +811,48 @@ int task_reader_next(struct task_reader *rd, struct spool_rec *rec, void *buf)
 		if (t->paused)
 			update_backpressure(t);
 	}
+	return rc;
+}
+
+int task_reader_next_ref(struct task_reader *rd, struct spool_rec *rec, void *buf,
+			 const char **data)
+{
+	struct task *t = rd->task;
+	bool skipped;
+	const void *p;
+	int rc = spool_next_ref(&t->spool, &rd->cur, rec, buf, &p, &skipped);
+	if (rc == 1) {
+		*data = p;
+		if (rec->type != SPOOL_EVENT)
+			rd->off_read = rec->off + rec->len;
+		if (t->paused)
+			update_backpressure(t);
+	}
+	return rc;
+}
+
+int task_reader_next_rec(struct task_reader *rd, struct task_rec_ref *ref, void *buf,
+			 const char **data)
+{
+	int rc = task_reader_next_ref(rd, &ref->rec, buf, data);
+	if (rc == 1) {
+		/* A record never spans segments: it ends where the cursor is. */
+		ref->gen = rd->cur.gen;
+		ref->pos = rd->cur.pos - sizeof(struct spool_rec) - ref->rec.len;
+		ref->done = 0;
+		ref->active = true;
+	}
+	return rc;
+}
+
+int task_reader_rest(struct task_reader *rd, const struct task_rec_ref *ref, void *buf,
+		     const char **data)
+{
+	const void *p;
+	int rc = spool_payload(&rd->task->spool, ref->gen, ref->pos, ref->done,
+			       ref->rec.len - ref->done, buf, &p);
+	if (rc == 0)
+		*data = p;
 	return rc;
 }
 

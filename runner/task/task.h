@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include "core/loop.h"
+#include "task/spawn.h"
 #include "task/spool.h"
 
 struct runner;
@@ -155,6 +156,12 @@ struct task_table {
 	unsigned running;
 	unsigned finished;
 	const struct task_hooks *hooks; /* NULL: none */
+	/* Every pipe read lands here; the record it makes stays hot in its
+	 * task's spool (readers that caught up take it from here) until the
+	 * next read, of whichever task, reuses the buffer. */
+	struct task *rbuf_owner;
+	unsigned char rbuf[SPOOL_MAX_REC];
+	struct spawn_shim shim; /* the exec'd shim (task/spawn.h) */
 };
 
 int tasks_init(struct runner *r);
@@ -193,5 +200,26 @@ void task_reader_attach(struct task *t, struct task_reader *rd, bool live);
 void task_reader_detach(struct task_reader *rd);
 /* 1 = a record, 0 = nothing yet, <0 = -errno. buf holds SPOOL_MAX_REC. */
 int task_reader_next(struct task_reader *rd, struct spool_rec *rec, void *buf);
+/* The same without a copy where the record is still in memory: *data
+ * points at the payload (or into buf), valid until the caller returns to
+ * the loop. */
+int task_reader_next_ref(struct task_reader *rd, struct spool_rec *rec, void *buf,
+			 const char **data);
+
+/* A record a stream consumes over several calls (a long one goes out in
+ * pieces): where it is, to fetch the rest of its payload later. */
+struct task_rec_ref {
+	struct spool_rec rec;
+	uint64_t gen, pos;
+	uint32_t done; /* payload bytes consumed */
+	bool active;
+};
+/* task_reader_next_ref, also noting where the record is in ref (active). */
+int task_reader_next_rec(struct task_reader *rd, struct task_rec_ref *ref, void *buf,
+			 const char **data);
+/* The unconsumed payload of ref (from ref->done): *data as for
+ * task_reader_next_ref. -ESTALE when it is no longer retained. */
+int task_reader_rest(struct task_reader *rd, const struct task_rec_ref *ref, void *buf,
+		     const char **data);
 /* All records read and the task is finished. */
 bool task_reader_at_end(struct task_reader *rd);

@@ -13,9 +13,10 @@ build/bench/results.json and build/bench/results.md, and a table on stdout.
   3 binary size       stripped static runner vs stripped tini-static
   4 round trip        POST /command {"command":"true"} until the terminal event
                       (rtt.c, keep-alive) vs fork+exec+wait of /bin/sh -c true
-                      (rawspawn.c); p50 and p99
-  5 throughput        1 GiB of 100-byte lines through POST /v1/tasks read by
-                      curl -sN -o /dev/null vs the same generator | cat > /dev/null
+                      and of /bin/bash -c true (rawspawn.c); p50 and p99
+  5 throughput        1 GiB of 100-byte lines through POST /v1/tasks and through
+                      execd POST /command (one JSON event per line), read by
+                      curl -sN -o /dev/null, vs the same generator | cat > /dev/null
   6 concurrency       N tasks each printing M bytes at once, every stream checked
                       byte for byte; runner VmHWM vs its idle RSS
   7 confinement       round trip with confinement vs --insecure-no-confine, and
@@ -24,11 +25,15 @@ build/bench/results.json and build/bench/results.md, and a table on stdout.
                       {"command":"true"} for 60 s: tasks/s, latency p50/p99, runner
                       CPU time per task (/proc/PID/stat) vs 16 threads looping
                       fork+exec+wait of /bin/sh -c true for 60 s (rawspawn.c -c)
-  9 port proxy        1 GiB GET through /proxy/{port} from a task's server
+  10 port proxy       1 GiB GET through /proxy/{port} from a task's server
                       (python3 -m http.server, a sparse file) read by curl vs curl
                       straight to that port; 1 GiB PUT the same way to a task that
                       reads and hashes it (tests/integration/proxy_upstreams.py);
                       runner VmHWM over both vs its VmRSS before
+  9 files             1 GiB GET /files/download and POST /files/upload (curl -F)
+                      vs Debian's nginx serving (sendfile on) and storing
+                      (client_body_in_file_only) the same file on loopback
+                      (files_bench.py)
 
 Exit status: 1 when a benchmark could not run correctly (a task failed, a
 stream was not byte-exact, a driver failed); missed goals only fail with
@@ -494,12 +499,13 @@ def bench_latency(cfg, res, binary):
               "mean": statistics.fmean(v) / 1e6} for k, v in samples.items() if v}
     on50, on99 = ms["rtt_on"]["p50"], ms["rtt_on"]["p99"]
     res.add("4", "round trip `true`, POST /command, p50 (n=%d)" % ms["rtt_on"]["n"], on50, "ms",
-            "fork+exec+wait /bin/sh -c true, p50", ms["raw_sh"]["p50"], goal="<= 3x raw",
+            "fork+exec+wait /bin/sh -c true, p50", ms["raw_sh"]["p50"], goal="<= 3x raw sh",
             ok=on50 <= 3 * ms["raw_sh"]["p50"])
     res.add("4", "round trip `true`, POST /command, p99", on99, "ms",
             "fork+exec+wait /bin/sh -c true, p99", ms["raw_sh"]["p99"])
     res.add("4", "round trip `true`, POST /command, p50 vs bash", on50, "ms",
-            "fork+exec+wait /bin/bash -c true, p50 (the runner's shell)", ms["raw_bash"]["p50"])
+            "fork+exec+wait /bin/bash -c true, p50 (the runner's shell)", ms["raw_bash"]["p50"],
+            goal="<= 2x raw bash", ok=on50 <= 2 * ms["raw_bash"]["p50"])
     res.add("4", "round trip `true`, POST /v1/tasks, p50", ms["rtt_native"]["p50"], "ms",
             "fork+exec+wait /bin/sh -c true, p50", ms["raw_sh"]["p50"],
             extra={"p99_ms": ms["rtt_native"]["p99"]})
@@ -527,43 +533,62 @@ def bench_latency(cfg, res, binary):
 
 
 def bench_throughput(cfg, res, binary):
-    """5: streaming throughput of the native API vs a plain pipe."""
+    """5: streaming throughput of the native API and of execd /command vs a plain pipe.
+
+    Interleaved per repetition: /v1/tasks, the pipe, /command, the pipe; both
+    figures are against the median of every pipe run."""
     gen = "yes \"$(printf '%%099d' 0)\" | head -c %d" % cfg.tput_bytes
-    body = json.dumps({"task": gen, "capability": "exec"})
+    kinds = (("tasks", "/v1/tasks", json.dumps({"task": gen, "capability": "exec"})),
+             ("command", "/command", json.dumps({"command": gen})))
     r = Runner(binary, cfg, name="throughput")
     try:
-        url = "http://127.0.0.1:%d/v1/tasks" % r.port
-        t_run, t_pipe, wire = [], [], []
+        t = {"tasks": [], "command": [], "pipe": []}
+        wire = {"tasks": [], "command": []}
+        cpu = {"tasks": [], "command": []}
         for i in range(cfg.tput_reps):
-            t0 = time.monotonic()
-            c = subprocess.run(["curl", "-sN", "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
-                                "-H", "Content-Type: application/json", "-d", body, url],
-                               stdout=subprocess.PIPE, text=True)
-            t1 = time.monotonic()
-            code, size = (c.stdout.split() + ["0", "0"])[:2]
-            fin = [l for l in r.loglines() if l.get("msg") == "task finished"]
-            if c.returncode != 0 or code != "200" or int(size) < cfg.tput_bytes:
-                raise BenchError("curl: exit %d, HTTP %s, %s bytes received (want >= %d); runner: %s" % (
-                    c.returncode, code, size, cfg.tput_bytes, fin[-1] if fin else "no 'task finished' log line"))
-            if not fin or fin[-1].get("status") != "succeeded":
-                raise BenchError("throughput task did not succeed: %s" % (fin[-1] if fin else "no 'task finished' log line"))
-            t_run.append(t1 - t0)
-            wire.append(int(size))
-            t0 = time.monotonic()
-            p = subprocess.run(["/bin/sh", "-c", gen + " | cat > /dev/null"])
-            t1 = time.monotonic()
-            if p.returncode != 0:
-                raise BenchError("pipe baseline failed: exit %d" % p.returncode)
-            t_pipe.append(t1 - t0)
+            for kind, path, body in kinds:
+                url = "http://127.0.0.1:%d%s" % (r.port, path)
+                c0 = proc_cpu(r.pid)[0]
+                t0 = time.monotonic()
+                c = subprocess.run(["curl", "-sN", "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
+                                    "-H", "Content-Type: application/json", "-d", body, url],
+                                   stdout=subprocess.PIPE, text=True)
+                t1 = time.monotonic()
+                c1 = proc_cpu(r.pid)[0]
+                code, size = (c.stdout.split() + ["0", "0"])[:2]
+                fin = [l for l in r.loglines() if l.get("msg") == "task finished"]
+                if c.returncode != 0 or code != "200" or int(size) < cfg.tput_bytes:
+                    raise BenchError("curl %s: exit %d, HTTP %s, %s bytes received (want >= %d); runner: %s" % (
+                        path, c.returncode, code, size, cfg.tput_bytes,
+                        fin[-1] if fin else "no 'task finished' log line"))
+                if not fin or fin[-1].get("status") != "succeeded":
+                    raise BenchError("throughput task did not succeed: %s" % (
+                        fin[-1] if fin else "no 'task finished' log line"))
+                t[kind].append(t1 - t0)
+                wire[kind].append(int(size))
+                cpu[kind].append(c1 - c0)
+                t0 = time.monotonic()
+                p = subprocess.run(["/bin/sh", "-c", gen + " | cat > /dev/null"])
+                t1 = time.monotonic()
+                if p.returncode != 0:
+                    raise BenchError("pipe baseline failed: exit %d" % p.returncode)
+                t["pipe"].append(t1 - t0)
     finally:
         r.close()
-    run_mbs = cfg.tput_bytes / statistics.median(t_run) / 1e6
-    pipe_mbs = cfg.tput_bytes / statistics.median(t_pipe) / 1e6
-    res.add("5", "stream %d MiB of 100-byte lines, /v1/tasks -> curl (median of %d)" % (
-        cfg.tput_bytes // MIB, len(t_run)), run_mbs, "MB/s",
-        "same generator | cat > /dev/null", pipe_mbs,
-        extra={"seconds": t_run, "baseline_seconds": t_pipe, "wire_bytes": wire,
-               "wire_overhead": wire[0] / cfg.tput_bytes})
+    pipe_mbs = cfg.tput_bytes / statistics.median(t["pipe"]) / 1e6
+    gib = cfg.tput_bytes / float(1 << 30)
+    for kind, label, goal in (("tasks", "/v1/tasks -> curl", 0.75),
+                              ("command", "execd /command -> curl (one JSON event per line)", 0.4)):
+        mbs = cfg.tput_bytes / statistics.median(t[kind]) / 1e6
+        res.add("5", "stream %d MiB of 100-byte lines, %s (median of %d)" % (
+            cfg.tput_bytes // MIB, label, len(t[kind])), mbs, "MB/s",
+            "same generator | cat > /dev/null", pipe_mbs, goal=">= %.2gx" % goal,
+            ok=mbs >= goal * pipe_mbs,
+            extra={"seconds": t[kind], "baseline_seconds": t["pipe"], "wire_bytes": wire[kind],
+                   "wire_overhead": wire[kind][0] / cfg.tput_bytes,
+                   "runner_cpu_s_per_gib": [c / gib for c in cpu[kind]]})
+        res.add("5", "runner CPU per GiB, %s (median)" % label.split(" ->")[0],
+                statistics.median(cpu[kind]) / gib, "s")
 
 
 def expected_output(i, size):
@@ -783,6 +808,7 @@ def bench_load(cfg, res, binary):
     blabel = "%d loops fork+exec+wait /bin/sh -c true" % n
     res.add("8", "load: tasks/s, %s, POST /command `true` (keep-alive; %d tasks)" % (label, tasks),
             run["tasks_per_s"], "tasks/s", blabel + ", runs/s", base["tasks_per_s"],
+            goal=">= 0.5x", ok=run["tasks_per_s"] >= 0.5 * base["tasks_per_s"],
             extra={"driver": run, "baseline_driver": base,
                    "runner_fds_before": fd0, "runner_fds_after": fd1,
                    "runner_vmhwm_mib": st.get("VmHWM", 0) / 1024.0,
@@ -794,6 +820,7 @@ def bench_load(cfg, res, binary):
                                                            "baseline_max_ms": base["max_ns"] / 1e6})
     res.add("8", "load: runner CPU per task (utime+stime / tasks)", self_cpu / tasks * 1e3, "ms",
             "raw loops' own CPU per spawn (fork+wait)", base["self_cpu_s"] / btasks * 1e3,
+            goal="<= 1 ms", ok=self_cpu / tasks * 1e3 <= 1.0,
             extra={"runner_cpu_s": self_cpu, "tasks": tasks,
                    "client_cpu_per_task_ms": run["self_cpu_s"] / tasks * 1e3})
     res.add("8", "load: task-side CPU per task (runner cutime+cstime / tasks)", kids_cpu / tasks * 1e3, "ms",
@@ -875,16 +902,44 @@ def bench_proxy(cfg, res, binary):
         r.close()
     mbs = size / statistics.median(t_proxy) / 1e6
     direct = size / statistics.median(t_direct) / 1e6
-    res.add("9", "%d MiB GET through /proxy/{port} from a task's server, curl (median of %d)" % (
+    res.add("10", "%d MiB GET through /proxy/{port} from a task's server, curl (median of %d)" % (
         size // MIB, len(t_proxy)), mbs, "MB/s", "curl straight to the port", direct,
         extra={"seconds": t_proxy, "baseline_seconds": t_direct})
-    res.add("9", "%d MiB PUT through /proxy/{port} to a task that reads it, curl -T (median of %d)" % (
+    res.add("10", "%d MiB PUT through /proxy/{port} to a task that reads it, curl -T (median of %d)" % (
         size // MIB, len(t_up)), size / statistics.median(t_up) / 1e6, "MB/s",
         "curl -T straight to the port", size / statistics.median(t_up_direct) / 1e6,
         extra={"seconds": t_up, "baseline_seconds": t_up_direct})
     hwm, rss0 = after.get("VmHWM", 0) / 1024.0, before.get("VmRSS", 0) / 1024.0
-    res.add("9", "runner VmHWM over the proxied downloads and uploads", hwm, "MiB",
+    res.add("10", "runner VmHWM over the proxied downloads and uploads", hwm, "MiB",
             "runner VmRSS before", rss0, goal="< 32 MiB", ok=hwm < 32)
+def bench_files(cfg, res, binary):
+    """9: files API, 1 GiB download and upload vs nginx on the same file (files_bench.py)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import files_bench
+    try:
+        f = files_bench.measure(binary, cfg.files_mib, cfg.files_rounds)
+    except RuntimeError as e:
+        raise BenchError(str(e))
+    if not f["ok"]:
+        raise BenchError("files: a transfer failed or was not byte-exact (see stderr)")
+    size = "%d MiB" % cfg.files_mib
+    res.add("9", "files: %s download, GET /files/download (median of %d)" % (size, f["rounds"]),
+            f["download_MBps"], "MB/s", "nginx, sendfile on, same file", f["nginx_download_MBps"],
+            goal=">= 0.8x", ok=f["download_MBps"] >= 0.8 * f["nginx_download_MBps"],
+            extra={"runner_peak_rss_kib": f["runner_peak_rss_kib"]["download"],
+                   "seconds": f["seconds"]["download"],
+                   "baseline_seconds": f["seconds"]["nginx_download"]})
+    res.add("9", "files: %s upload, POST /files/upload multipart (median of %d)" % (size, f["rounds"]),
+            f["upload_MBps"], "MB/s", "nginx, client_body_in_file_only, same POST",
+            f["nginx_upload_MBps"], goal=">= 0.5x",
+            ok=f["upload_MBps"] >= 0.5 * f["nginx_upload_MBps"],
+            extra={"runner_peak_rss_kib": f["runner_peak_rss_kib"]["upload"],
+                   "seconds": f["seconds"]["upload"],
+                   "baseline_seconds": f["seconds"]["nginx_upload"]})
+    res.add("9", "files: download vs cat FILE > /dev/null", f["download_MBps"], "MB/s",
+            "cat FILE > /dev/null", f["cat_read_MBps"])
+    res.add("9", "files: upload vs cat FILE > COPY", f["upload_MBps"], "MB/s",
+            "cat FILE > COPY", f["cat_write_MBps"])
 
 
 # ---------------------------------------------------------------- main
@@ -911,11 +966,14 @@ def main():
     ap.add_argument("--conc-kib", type=int)
     ap.add_argument("--load-seconds", type=int, help="duration of the load run (8)")
     ap.add_argument("--load-clients", type=int, help="concurrent clients of the load run (8)")
+    ap.add_argument("--files-mib", type=int, help="file size of the files benchmark (9)")
+    ap.add_argument("--files-rounds", type=int, help="rounds of the files benchmark (9)")
     cfg = ap.parse_args()
     q = cfg.quick
     defaults = dict(ready_runs=(5, 20), rtt_n=(50, 1000), sandbox_n=(10, 200), rounds=(2, 10),
                     tput_mib=(32, 1024), tput_reps=(1, 3), conc_tasks=(16, 256), conc_kib=(256, 1024),
-                    load_seconds=(3, 60), load_clients=(16, 16))
+                    load_seconds=(3, 60), load_clients=(16, 16), files_mib=(32, 1024),
+                    files_rounds=(1, 3))
     for k, (quick, full) in defaults.items():
         if getattr(cfg, k) is None:
             setattr(cfg, k, quick if q else full)
@@ -954,7 +1012,8 @@ def main():
         ("5", "throughput", lambda: bench_throughput(cfg, res, cfg.runner)),
         ("6", "concurrency", lambda: [bench_concurrency(cfg, res, n, b) for n, b in binaries]),
         ("8", "load", lambda: bench_load(cfg, res, cfg.runner)),
-        ("9", "port proxy", lambda: bench_proxy(cfg, res, cfg.runner)),
+        ("9", "files", lambda: bench_files(cfg, res, cfg.runner)),
+        ("10", "port proxy", lambda: bench_proxy(cfg, res, cfg.runner)),
     ]
     try:
         for num, label, fn in steps:

@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
 """Files API throughput: a 1 GiB file uploaded (POST /files/upload, curl -F)
 and downloaded (GET /files/download, curl -o /dev/null) through the runner,
-each against `cat` of the same file in the same run, interleaved round by
-round because the machine is shared and noisy:
+against Debian's nginx serving and accepting the same file on loopback, and
+against `cat`, all in the same run, interleaved round by round because the
+machine is shared and noisy:
 
-  download  vs  cat FILE > /dev/null          (read from the page cache)
-  upload    vs  cat FILE > COPY               (read + write a new file)
+  download  vs  nginx, sendfile on (GET of the file)     and  cat FILE > /dev/null
+  upload    vs  nginx, client_body_in_file_only (the same multipart POST stored
+                to a file)                               and  cat FILE > COPY
 
-Prints MB/s (10^6 bytes) of the median round and the ratio API / cat; also
-the runner's peak RSS during the transfers. --json PATH writes the same as
-JSON. Exit status 1 when a transfer fails or is not byte-exact.
+nginx runs from a private config on a loopback port in a scratch dir
+(scripts/install-deps.sh bench installs it). Prints MB/s (10^6 bytes) of the
+median round and the ratios; also the runner's peak RSS during the transfers.
+--json PATH writes the same as JSON. Exit status 1 when a transfer fails or
+is not byte-exact. bench.py (benchmark 9) calls measure().
 
   python3 tests/bench/files_bench.py [--runner build/forceai-runner]
       [--size-mib 1024] [--rounds 3] [--dir /tmp] [--json out.json]
@@ -70,6 +74,94 @@ class RssPeak:
         self.t.join()
 
 
+NGINX_CONF = """worker_processes 1;
+daemon off;
+master_process off;
+error_log %(dir)s/error.log warn;
+pid %(dir)s/nginx.pid;
+events { worker_connections 64; }
+http {
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    client_body_temp_path %(dir)s/body;
+    proxy_temp_path %(dir)s/proxy;
+    fastcgi_temp_path %(dir)s/fcgi;
+    uwsgi_temp_path %(dir)s/uwsgi;
+    scgi_temp_path %(dir)s/scgi;
+    server {
+        listen 127.0.0.1:%(port)d;
+        root %(root)s;
+        # The whole request body is stored in a file (client_body_in_file_only),
+        # then the request goes on without it to a location that answers 200.
+        location = /upload {
+            client_body_in_file_only on;
+            client_max_body_size 0;
+            proxy_pass_request_body off;
+            proxy_set_header Content-Length "";
+            proxy_pass http://127.0.0.1:%(port)d/stored;
+        }
+        location = /stored { return 200 "stored"; }
+    }
+}
+"""
+
+
+class Nginx:
+    """Debian's nginx on a loopback port, private config and scratch dir."""
+
+    def __init__(self, root, scratch):
+        import socket
+        self.bin = shutil.which("nginx") or "/usr/sbin/nginx"
+        if not os.access(self.bin, os.X_OK):
+            raise RuntimeError("nginx not installed (scripts/install-deps.sh bench)")
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        self.port = s.getsockname()[1]
+        s.close()
+        self.dir = scratch
+        self.body = os.path.join(scratch, "body")
+        for d in ("body", "proxy", "fcgi", "uwsgi", "scgi"):
+            os.makedirs(os.path.join(scratch, d), exist_ok=True)
+        conf = os.path.join(scratch, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(NGINX_CONF % {"dir": scratch, "port": self.port, "root": root})
+        self.proc = subprocess.Popen([self.bin, "-c", conf, "-p", scratch],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("nginx exited: %s" % self.proc.stderr.read().decode()[-500:])
+            try:
+                c = socket.create_connection(("127.0.0.1", self.port), timeout=0.5)
+                c.close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        self.close()
+        raise RuntimeError("nginx did not listen on port %d" % self.port)
+
+    def url(self, path):
+        return "http://127.0.0.1:%d%s" % (self.port, path)
+
+    def stored(self):
+        """Size of the newest stored upload body, then remove them all."""
+        names = [os.path.join(self.body, n) for n in os.listdir(self.body)]
+        size = max((os.path.getsize(n) for n in names), default=-1)
+        for n in names:
+            os.unlink(n)
+        return size
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runner", default=os.path.join(ROOT, "build", "forceai-runner"))
@@ -78,20 +170,41 @@ def main():
     ap.add_argument("--dir", default="/tmp", help="where the test files go (needs 3x size)")
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args()
+    res = measure(args.runner, args.size_mib, args.rounds, args.dir)
+    peak = res["runner_peak_rss_kib"]
+    print("files API throughput, %d MiB file, median of %d rounds (load %.1f):" % (
+        args.size_mib, args.rounds, os.getloadavg()[0]))
+    for k, nb, cb in (("download", "nginx sendfile", "cat FILE > /dev/null"),
+                      ("upload", "nginx body to file", "cat FILE > COPY")):
+        print("  %-9s %8s MB/s   %s %8s MB/s (ratio %.2f)   %s %8s MB/s (ratio %.2f)   "
+              "runner peak RSS %d KiB" % (
+                  k, res[k + "_MBps"], nb, res["nginx_%s_MBps" % k], res["nginx_%s_ratio" % k],
+                  cb, res["cat_%s_MBps" % ("read" if k == "download" else "write")],
+                  res[k + "_ratio"], peak[k]))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=2)
+    return 0 if res["ok"] else 1
 
-    os.environ["RUNNER_BIN"] = os.path.abspath(args.runner)
+
+def measure(runner_bin, size_mib, rounds, where="/tmp"):
+    """Runs the rounds; returns the figures (see main for their names)."""
+    os.environ["RUNNER_BIN"] = os.path.abspath(runner_bin)
     sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
     from harness import Runner  # noqa: E402 (RUNNER_BIN must be set first)
 
-    size = args.size_mib << 20
-    work = tempfile.mkdtemp(prefix="forceai-files-bench-", dir=args.dir)
+    size = size_mib << 20
+    work = tempfile.mkdtemp(prefix="forceai-files-bench-", dir=where)
     os.chmod(work, 0o777)  # the runner writes as the task user
-    runner = None
+    runner = nginx = None
     failed = False
     try:
         # The task user must be allowed to write there (Landlock roots).
         extra = () if work.startswith("/tmp/") else ("--landlock-roots", "/tmp:" + work)
         runner = Runner(args=extra)
+        scratch = os.path.join(work, "nginx")
+        os.mkdir(scratch)
+        nginx = Nginx(work, scratch)
         pid = runner.host_pid()
         src = os.path.join(work, "src.bin")
         with open(src, "wb") as f:
@@ -108,9 +221,18 @@ def main():
             json.dump({"path": target}, f)
         copy = os.path.join(work, "copy.bin")
         url = runner.url
-        t = {"cat_read": [], "download": [], "cat_write": [], "upload": []}
+        t = {"cat_read": [], "download": [], "cat_write": [], "upload": [],
+             "nginx_download": [], "nginx_upload": []}
         peak = {"download": 0, "upload": 0}
-        for rnd in range(args.rounds):
+        for rnd in range(rounds):
+            dt, r = timed(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
+                           nginx.url("/src.bin")])
+            ok = r.stdout.decode() == "200 %d" % size
+            if not ok:
+                print("nginx download failed: %r %r" % (r.stdout, r.stderr), file=sys.stderr)
+            failed |= not ok
+            t["nginx_download"].append(dt)
+
             dt, r = timed(["sh", "-c", 'cat "$1" > /dev/null', "sh", src])
             failed |= r.returncode != 0
             t["cat_read"].append(dt)
@@ -146,38 +268,42 @@ def main():
             if os.path.exists(target):
                 os.unlink(target)
 
+            dt, r = timed(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}",
+                           "-F", "metadata=@%s;type=application/json;filename=metadata" % meta,
+                           "-F", "file=@%s;filename=uploaded.bin" % src, nginx.url("/upload")])
+            ok = r.stdout.decode() == "200" and nginx.stored() > size
+            if not ok:
+                print("nginx upload failed: %r %r" % (r.stdout, r.stderr), file=sys.stderr)
+            failed |= not ok
+            t["nginx_upload"].append(dt)
+
         def mbps(k):
             return size / 1e6 / statistics.median(t[k])
         res = {
             "size_bytes": size,
-            "rounds": args.rounds,
+            "rounds": rounds,
             "download_MBps": round(mbps("download"), 1),
             "cat_read_MBps": round(mbps("cat_read"), 1),
             "download_ratio": round(mbps("download") / mbps("cat_read"), 3),
             "upload_MBps": round(mbps("upload"), 1),
             "cat_write_MBps": round(mbps("cat_write"), 1),
             "upload_ratio": round(mbps("upload") / mbps("cat_write"), 3),
+            "nginx_download_MBps": round(mbps("nginx_download"), 1),
+            "nginx_download_ratio": round(mbps("download") / mbps("nginx_download"), 3),
+            "nginx_upload_MBps": round(mbps("nginx_upload"), 1),
+            "nginx_upload_ratio": round(mbps("upload") / mbps("nginx_upload"), 3),
             "runner_peak_rss_kib": peak,
             "seconds": {k: [round(x, 3) for x in v] for k, v in t.items()},
             "loadavg": os.getloadavg(),
             "ok": not failed,
         }
-        print("files API throughput, %d MiB file, median of %d rounds (load %.1f):" % (
-            args.size_mib, args.rounds, os.getloadavg()[0]))
-        print("  %-9s %9s MB/s   baseline %-24s %9s MB/s   ratio %.2f   runner peak RSS %d KiB" % (
-            "download", res["download_MBps"], "cat FILE > /dev/null", res["cat_read_MBps"],
-            res["download_ratio"], peak["download"]))
-        print("  %-9s %9s MB/s   baseline %-24s %9s MB/s   ratio %.2f   runner peak RSS %d KiB" % (
-            "upload", res["upload_MBps"], "cat FILE > COPY", res["cat_write_MBps"],
-            res["upload_ratio"], peak["upload"]))
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(res, f, indent=2)
+        return res
     finally:
+        if nginx:
+            nginx.close()
         if runner:
             runner.close()
         shutil.rmtree(work, ignore_errors=True)
-    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -11,9 +11,12 @@
 /* Set by a target that installs its own fake spawner. */
 pid_t (*fuzz_spawn_hook)(struct confine_plan *plan, const struct spawn_io *io);
 
-pid_t __wrap_spawn_task(struct confine_plan *plan, const struct spawn_io *io);
-pid_t __wrap_spawn_task(struct confine_plan *plan, const struct spawn_io *io)
+pid_t __wrap_spawn_task(struct spawn_shim *sh, struct confine_plan *plan,
+			const struct spawn_io *io);
+pid_t __wrap_spawn_task(struct spawn_shim *sh, struct confine_plan *plan,
+			const struct spawn_io *io)
 {
+	(void)sh;
 	if (fuzz_spawn_hook)
 		return fuzz_spawn_hook(plan, io);
 	static const char msg[] = "fuzz: a request reached spawn_task: no process may be spawned\n";

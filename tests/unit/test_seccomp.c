@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -379,4 +380,113 @@ TEST(default_policy_filters_child)
 	CHECKF(w == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
 	       "filtered child exited cleanly (status 0x%x)", st);
 	seccomp_policy_free(&p);
+}
+
+static bool same_prog(const struct seccomp_policy *a, const struct seccomp_policy *b)
+{
+	return a->prog.len == b->prog.len && a->prog.len &&
+	       !memcmp(a->prog.filter, b->prog.filter, a->prog.len * sizeof(*a->prog.filter)) &&
+	       a->n_allowed == b->n_allowed && a->flags == b->flags;
+}
+
+/* The compiled-program cache: missing -> compiled and written; then used;
+ * stale (the policy changed) -> recompiled; damaged -> rejected with a
+ * warning and recompiled; beside the policy (.bpf) -> used first. */
+TEST(cache_missing_stale_damaged_image)
+{
+	const char *policy = default_policy();
+	struct error e;
+	struct seccomp_policy ref, p;
+	char dir[300], cache[340], copy[300];
+	snprintf(dir, sizeof(dir), "%s/state", scratch());
+	snprintf(cache, sizeof(cache), "%s/seccomp-cache.bpf", dir);
+	if (mkdir(dir, 0700) < 0) {
+		perror(dir);
+		exit(2);
+	}
+	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	CHECKF(seccomp_policy_load(policy, &ref, &e) == 0, "cache: reference compile (%s)", e.msg);
+
+	/* A copy we can change. */
+	char *data;
+	size_t len;
+	CHECKF(seccomp_policy_read(policy, &data, &len, &e) == 0, "cache: policy read");
+	const char *path = write_policy("cached.json", data);
+	snprintf(copy, sizeof(copy), "%s", path);
+
+	int rc = seccomp_policy_load_cached(copy, dirfd, &p, &e);
+	CHECKF(rc == 0 && strstr(p.source, "compiled") && strstr(p.source, "missing") &&
+		      strstr(p.source, "written") && access(cache, F_OK) == 0 && same_prog(&p, &ref),
+	      "cache: missing -> compiled, written, same program (%s)", rc ? e.msg : p.source);
+	seccomp_policy_free(&p);
+
+	rc = seccomp_policy_load_cached(copy, dirfd, &p, &e);
+	CHECKF(rc == 0 && !strcmp(p.source, "cache in the state dir") && same_prog(&p, &ref) &&
+		      !strcmp(p.name, "cached.json"),
+	      "cache: second load uses the cache, same program (%s)", rc ? e.msg : p.source);
+	seccomp_policy_free(&p);
+
+	/* Stale: the policy's bytes changed (one allowed call fewer). */
+	char *ed = strstr(data, "\"getpid\",");
+	CHECKF(ed != NULL, "cache: the default policy allows getpid");
+	if (ed)
+		memcpy(ed, "\"zzzzzz\",", 9);
+	write_policy("cached.json", data);
+	rc = seccomp_policy_load_cached(copy, dirfd, &p, &e);
+	CHECKF(rc == 0 && strstr(p.source, "compiled") && strstr(p.source, "stale") &&
+		      p.n_allowed + 1 == ref.n_allowed && !same_prog(&p, &ref),
+	      "cache: stale (policy changed) -> recompiled (%s, %u allowed)",
+	      rc ? e.msg : p.source, p.n_allowed);
+	seccomp_policy_free(&p);
+	rc = seccomp_policy_load_cached(copy, dirfd, &p, &e);
+	CHECKF(rc == 0 && !strcmp(p.source, "cache in the state dir") &&
+		      p.n_allowed + 1 == ref.n_allowed, "cache: rewritten for the new policy (%s)",
+	      rc ? e.msg : p.source);
+	seccomp_policy_free(&p);
+
+	/* Damaged: one bit of the program flipped. */
+	int fd = open(cache, O_RDWR);
+	struct stat st;
+	unsigned char byte = 0;
+	CHECKF(fd >= 0 && fstat(fd, &st) == 0 && pread(fd, &byte, 1, st.st_size - 3) == 1,
+	      "cache: file readable");
+	byte ^= 0x10;
+	CHECKF(pwrite(fd, &byte, 1, st.st_size - 3) == 1, "cache: one byte flipped");
+	close(fd);
+	rc = seccomp_policy_load_cached(copy, dirfd, &p, &e);
+	CHECKF(rc == 0 && strstr(p.source, "compiled") && strstr(p.source, "damaged") &&
+		      strstr(p.warning, "checksum mismatch") && p.n_allowed + 1 == ref.n_allowed,
+	      "cache: damaged program rejected, recompiled (%s; %s)", rc ? e.msg : p.source,
+	      p.warning);
+	seccomp_policy_free(&p);
+	/* Truncated, and garbage. */
+	CHECKF(truncate(cache, 100) == 0, "cache: truncated");
+	rc = seccomp_policy_load_cached(copy, dirfd, &p, &e);
+	CHECKF(rc == 0 && strstr(p.source, "damaged") && strstr(p.warning, "rejected"),
+	      "cache: truncated file rejected (%s)", rc ? e.msg : p.source);
+	seccomp_policy_free(&p);
+
+	/* Beside the policy: written by --write-seccomp-cache, used first;
+	 * a policy that does not compile still fails even with a cache. */
+	char img[320];
+	snprintf(img, sizeof(img), "%s.bpf", copy);
+	CHECKF(seccomp_cache_write_file(copy, img, &e) == 0, "cache: image cache written (%s)",
+	      e.msg);
+	rc = seccomp_policy_load_cached(copy, -1, &p, &e);
+	CHECKF(rc == 0 && strstr(p.source, "beside the policy") && p.n_allowed + 1 == ref.n_allowed,
+	      "cache: image cache used (%s)", rc ? e.msg : p.source);
+	seccomp_policy_free(&p);
+	write_policy("cached.json", "{\"defaultAction\": 1}");
+	rc = seccomp_policy_load_cached(copy, dirfd, &p, &e);
+	CHECKF(rc < 0 && strstr(e.msg, "cached.json"),
+	      "cache: a broken policy fails although caches exist (%s)", rc < 0 ? e.msg : "");
+	if (rc == 0)
+		seccomp_policy_free(&p);
+	rc = seccomp_policy_load_cached(copy, -1, &p, &e);
+	CHECKF(rc < 0, "cache: without a state dir too");
+	if (rc == 0)
+		seccomp_policy_free(&p);
+	free(data);
+	seccomp_policy_free(&ref);
+	close(dirfd);
 }

@@ -1,5 +1,6 @@
 #include "core/util.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "unit.h"
@@ -97,4 +98,121 @@ TEST(buf_append_and_avail)
 	CHECK(buf_avail(&b) == 13);
 	CHECK(memcmp(b.data + b.off, "97" "0998" "0999" "xyz", 13) == 0);
 	buf_free(&b);
+}
+
+/* An independent byte-at-a-time escaper: the reference the fast one must
+ * match byte for byte. */
+static size_t ref_seq(const unsigned char *s, size_t len)
+{
+	unsigned c = s[0];
+	size_t n = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xc2 && c <= 0xdf ? 2 : 0;
+	if (!n || len < n)
+		return 0;
+	unsigned long cp = c & (n == 2 ? 0x1f : n == 3 ? 0x0f : 0x07);
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+static void ref_json(struct buf *b, const unsigned char *s, size_t len)
+{
+	buf_append(b, "\"", 1);
+	for (size_t i = 0; i < len;) {
+		unsigned c = s[i];
+		if (c >= 0x80) {
+			size_t n = ref_seq(s + i, len - i);
+			buf_append(b, n ? (const char *)s + i : "\xef\xbf\xbd", n ? n : 3);
+			i += n ? n : 1;
+			continue;
+		}
+		i++;
+		if (c == '"' || c == '\\')
+			buf_appendf(b, "\\%c", c);
+		else if (c == '\n')
+			buf_append(b, "\\n", 2);
+		else if (c == '\r')
+			buf_append(b, "\\r", 2);
+		else if (c == '\t')
+			buf_append(b, "\\t", 2);
+		else if (c < 0x20 || c == 0x7f)
+			buf_appendf(b, "\\u%04x", c);
+		else
+			buf_append(b, (const char *)&c, 1);
+	}
+	buf_append(b, "\"", 1);
+}
+
+/* Random inputs over the bytes where the fast path's word test could go
+ * wrong (around 0x20, '"', '\\', 0x7f, 0x80, UTF-8 leads), every length
+ * up to 80 and every alignment. */
+TEST(json_escaper_matches_reference)
+{
+	static const unsigned char alpha[] = {0x00, 0x01, 0x1f, 0x20, 0x21, '"', '#', '[', '\\',
+					      ']', 'a', 0x7e, 0x7f, 0x80, 0x81, 0xbf, 0xc0, 0xc2,
+					      0xc3, 0xa9, 0xe2, 0x82, 0xac, 0xed, 0xa0, 0xf0, 0x9f,
+					      0xf4, 0x90, 0xff, '\n', '\r', '\t'};
+	unsigned char in[200];
+	unsigned seed = 12345;
+	int bad = 0;
+	for (int round = 0; round < 20000 && bad < 5; round++) {
+		size_t len = (size_t)(round % 161), off = (size_t)(round / 161 % 16);
+		for (size_t i = 0; i < len; i++) {
+			seed = seed * 1103515245u + 12345u;
+			unsigned r = seed >> 16;
+			/* Mostly plain text, with special bytes sprinkled in. */
+			in[off + i] = r % 4 ? (unsigned char)(0x20 + (r >> 3) % 0x5f)
+					    : alpha[(r >> 3) % sizeof(alpha)];
+		}
+		struct buf got = {0}, want = {0}, strict = {0};
+		buf_append_json_str(&got, (const char *)in + off, len);
+		ref_json(&want, in + off, len);
+		if (got.len != want.len || memcmp(got.data, want.data, got.len)) {
+			bad++;
+			fprintf(stderr, "  json differential: round %d len %zu differs\n", round, len);
+		}
+		/* The strict form: the same output for valid UTF-8, nothing
+		 * (and 1) for anything else, as utf8_valid decides. */
+		buf_append(&strict, "x", 1);
+		int rc = buf_append_json_utf8(&strict, (const char *)in + off, len);
+		bool valid = utf8_valid(in + off, len);
+		if (valid ? rc != 0 || strict.len != got.len + 1 ||
+				    memcmp(strict.data + 1, got.data, got.len)
+			  : rc != 1 || strict.len != 1) {
+			bad++;
+			fprintf(stderr, "  json strict: round %d len %zu valid %d rc %d\n", round, len,
+				valid, rc);
+		}
+		/* In pieces of random room: the same bytes as the whole literal,
+		 * no character cut, every call with 6 bytes of room progresses. */
+		char piece[600];
+		struct buf parts = {0};
+		buf_append(&parts, "\"", 1);
+		size_t at = 0;
+		bool stuck = false;
+		while (at < len && !stuck) {
+			seed = seed * 1103515245u + 12345u;
+			size_t room = 6 + (seed >> 16) % 40, used = 0;
+			size_t w = json_escape_part(piece, room, (const char *)in + off + at, len - at,
+						    &used);
+			stuck = used == 0 || w > room;
+			buf_append(&parts, piece, w);
+			at += used;
+		}
+		buf_append(&parts, "\"", 1);
+		if (stuck || parts.len != got.len || memcmp(parts.data, got.data, got.len)) {
+			bad++;
+			fprintf(stderr, "  json pieces: round %d len %zu differs\n", round, len);
+		}
+		buf_free(&parts);
+		buf_free(&strict);
+		buf_free(&got);
+		buf_free(&want);
+	}
+	CHECK(bad == 0);
 }

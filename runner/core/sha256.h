@@ -1,0 +1,15 @@
+/* SHA-256 (FIPS 180-4): cache keys and checksums (seccomp_cache.c). */
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+struct sha256 {
+	uint32_t h[8];
+	uint64_t len; /* bytes hashed so far */
+	unsigned char blk[64];
+	size_t n; /* bytes waiting in blk */
+};
+
+void sha256_init(struct sha256 *c);
+void sha256_update(struct sha256 *c, const void *data, size_t len);
+void sha256_final(struct sha256 *c, unsigned char out[32]);

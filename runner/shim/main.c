@@ -1,0 +1,101 @@
+/* forceai-shim: the per-task shim as its own small static program (see
+ * task/spawn.h), exec'd by the runner from a sealed memfd with the task's
+ * fds already at 0..n-1 and:
+ *
+ *   argv: forceai-shim FRSHIMW1 POLICY_FD LL_FD LL_ROOT_FD PROCS_FD NFDS UID GID
+ *         DENY_INET PDEATH_SIGNAL RUNNER_PID CTTY CWD PATH TASK_ARGV...
+ *   envp: the task's environment
+ *
+ * It is the task's child subreaper, runs it confined (confine_exec) and
+ * exits like it, exactly as the fork()ed shim does (spawn_shim_run). Not
+ * part of the runner's own sources (the Makefile builds it apart and
+ * task/shim_blob.c embeds it). */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "task/shimwire.h"
+#include "task/spawn.h"
+
+static _Noreturn void fail(const char *what)
+{
+	static const char pre[] = "forceai-runner: shim: ";
+	ssize_t n = write(2, pre, sizeof(pre) - 1);
+	n = write(2, what, strlen(what));
+	n = write(2, "\n", 1);
+	(void)n;
+	_exit(126);
+}
+
+static long num(const char *s)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || !*s || *end)
+		fail("bad argument");
+	return v;
+}
+
+/* Our argv (the task's command among it) is copied, then blanked where
+ * /proc/PID/cmdline reads it: `ps` and pgrep show "forceai-shim", as
+ * they showed the runner's command line for the fork()ed shim. */
+static char **hide_argv(int argc, char **argv)
+{
+	char **copy = calloc((size_t)argc + 1, sizeof(*copy));
+	if (!copy)
+		fail("out of memory");
+	for (int i = 0; i < argc; i++)
+		if (!(copy[i] = strdup(argv[i])))
+			fail("out of memory");
+	char *start = argv[0], *end = argv[argc - 1] + strlen(argv[argc - 1]);
+	memset(start, 0, (size_t)(end - start));
+	memcpy(start, "forceai-shim", (size_t)(end - start) > 12 ? 12 : (size_t)(end - start));
+	return copy;
+}
+
+int main(int argc, char **argv, char **envp)
+{
+	prctl(PR_SET_NAME, "forceai-shim", 0, 0, 0);
+	if (argc > 0)
+		argv = hide_argv(argc, argv);
+	/* Everything blocked: the shim only ever waits for its own set. */
+	sigset_t all, set;
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+	if (argc < SHIM_WIRE_ARGC + 1 || strcmp(argv[1], SHIM_WIRE_MAGIC))
+		fail("not started by the runner");
+	int policy_fd = (int)num(argv[2]), ll = (int)num(argv[3]), llr = (int)num(argv[4]);
+	int procs = (int)num(argv[5]), n = (int)num(argv[6]);
+	pid_t runner = (pid_t)num(argv[11]);
+	/* If the runner dies, take the tree down with us; if it is gone
+	 * already, there is nobody to report to. */
+	prctl(PR_SET_PDEATHSIG, SHIM_SIG_KILL, 0, 0, 0);
+	if (getppid() != runner)
+		_exit(126);
+	prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+	setpgid(0, 0);
+
+	static struct confine_policy pol;
+	if (shim_wire_read(policy_fd, &pol, ll, llr) < 0)
+		fail("cannot read the policy");
+	close(policy_fd);
+	struct confine_plan plan = {
+		.policy = &pol,
+		.path = argv[14],
+		.argv = argv + SHIM_WIRE_ARGC,
+		.envp = envp,
+		.cwd = argv[13],
+		.uid = (uid_t)num(argv[7]),
+		.gid = (gid_t)num(argv[8]),
+		.cgroup_procs_fd = procs,
+		.deny_inet = num(argv[9]) != 0,
+		.pdeath_signal = (int)num(argv[10]),
+		.ctty = num(argv[12]) != 0,
+	};
+	spawn_shim_signals(&set);
+	spawn_shim_run(&plan, n, &set);
+}

@@ -1,0 +1,37 @@
+/* What the exec'd task shim (runner/shim/main.c) needs of the confinement
+ * policy, in a fixed little format both sides read the same whatever libc
+ * built them: written once at start into a sealed memfd that every shim
+ * inherits. The per-task part travels in the shim's argv (spawn.c). */
+#pragma once
+#include <linux/filter.h>
+#include <stdint.h>
+
+#include "confine/confine.h"
+
+#define SHIM_WIRE_MAGIC "FRSHIMW1"
+#define SHIM_WIRE_ARGC 15 /* shim argv before the task's own argv */
+
+struct shim_wire_rlimit {
+	int32_t resource;
+	uint32_t pad;
+	uint64_t cur, max;
+};
+
+struct shim_wire {
+	char magic[8];
+	uint32_t size; /* this header and the seccomp program */
+	uint32_t enabled, allow_root_tasks, privileged;
+	int32_t last_cap;
+	uint32_t securebits;
+	uint32_t n_rlimits;
+	struct shim_wire_rlimit rlimits[8];
+	uint32_t seccomp_flags, seccomp_len;
+	struct sock_filter netdeny[NETDENY_LEN];
+	struct sock_filter seccomp[]; /* seccomp_len instructions */
+};
+
+/* Runner side: the policy as a sealed memfd (close-on-exec; the spawn
+ * child keeps it open for the shim). The fd or -errno. */
+int shim_wire_write(const struct confine_policy *pol);
+/* Shim side: map fd and fill pol (landlock fds as given). 0 or -errno. */
+int shim_wire_read(int fd, struct confine_policy *pol, int ll_fd, int ll_root_fd);
