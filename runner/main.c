@@ -63,8 +63,7 @@ static int spawn_main(struct runner *r)
 		/* The raised fd limit is the runner's, not the main process's
 		 * (select() users break beyond 1024). */
 		if (setrlimit(RLIMIT_NOFILE, &r->nofile_at_start) < 0)
-			log_errno("setrlimit(RLIMIT_NOFILE) of the main child failed", errno,
-				  NULL);
+			log_errno("setrlimit(RLIMIT_NOFILE) of the main child failed", errno, NULL);
 		execvp(r->cfg.main_argv[0], r->cfg.main_argv);
 		int err = errno;
 		log_error("cannot run the main command", "{s:s,s:s}", "argv0", r->cfg.main_argv[0],
@@ -387,8 +386,8 @@ int main(int argc, char **argv)
 	}
 	loop_timer_start(&r->loop, &r->tick, 1000, 1000);
 
-	log_info("ready", "{s:s,s:s,s:i,s:s,s:b,s:i,s:i}", "version", FORCEAI_RUNNER_VERSION, "listen",
-		 r->cfg.listen_host, "port", (int)http_port(r), "init_mode",
+	log_info("ready", "{s:s,s:s,s:i,s:s,s:b,s:i,s:i}", "version", FORCEAI_RUNNER_VERSION,
+		 "listen", r->cfg.listen_host, "port", (int)http_port(r), "init_mode",
 		 r->init_mode == INIT_PID1 ? "pid1" : "subreaper", "token_required",
 		 r->cfg.token != NULL, "pid", (int)r->self_pid, "model_proxy_port",
 		 (int)modelproxy_port(r));
@@ -404,7 +403,7 @@ int main(int argc, char **argv)
 	tasks_kill_all(r, true);
 	proctree_kill_children(r->self_pid, SIGKILL, 0);
 	reaper_reap(&r->reaper);
-	profile_abort(r); /* a waiting reset request must not stay suspended */
+	profile_abort(r);   /* a waiting reset request must not stay suspended */
 	proxy_close_all(r); /* libmicrohttpd must not stop with upgraded connections */
 	http_stop(r);
 	proxy_free_all(r);

@@ -44,8 +44,8 @@ int api_parse_task_io(json_t *body, struct task_spec *spec, struct error *err);
 /* execd's GET /command query (raw query string, NULL = none): 0, or -1
  * with the message execd gives ("invalid query parameter", "invalid
  * cursor"). running: -1 all, 0 finished, 1 running. */
-int api_parse_command_list_query(const char *raw, int *running, unsigned *limit,
-				 char *cursor, size_t cursor_size, const char **msg);
+int api_parse_command_list_query(const char *raw, int *running, unsigned *limit, char *cursor,
+				 size_t cursor_size, const char **msg);
 
 /* pty.c: execd PTY sessions over WebSocket */
 enum MHD_Result api_pty_create(struct http_req *req);

@@ -34,7 +34,7 @@ struct execd_stream {
 	uint64_t cur_ts; /* timestamp of the record being split */
 	int cur_type;
 	struct task_rec_ref cur; /* the output record being fed in pieces */
-	uint64_t now_ms; /* monotonic, once per produce() */
+	uint64_t now_ms;         /* monotonic, once per produce() */
 	/* ",\"timestamp\":TS}\n\n" of cur_ts: output lines of one record
 	 * share it, so it is formatted once. */
 	char tail[48];
@@ -80,9 +80,9 @@ static void ev_line(struct execd_stream *es, bool err, const char *text, size_t 
 	static const char err_pre[] = "{\"type\":\"stderr\",\"text\":";
 	if (es->tail_ts != es->cur_ts || !es->tail_len) {
 		es->tail_ts = es->cur_ts;
-		es->tail_len = (size_t)snprintf(es->tail, sizeof(es->tail),
-						",\"timestamp\":%llu}\n\n",
-						(unsigned long long)es->cur_ts);
+		es->tail_len =
+			(size_t)snprintf(es->tail, sizeof(es->tail), ",\"timestamp\":%llu}\n\n",
+					 (unsigned long long)es->cur_ts);
 	}
 	struct buf *o = &es->hs.out;
 	if (buf_reserve(o, sizeof(out_pre) - 1 + JSON_STR_MAX(len) + es->tail_len) < 0)
@@ -251,12 +251,14 @@ static void es_tick(struct http_stream *hs, uint64_t now)
 
 static void es_wake(struct task_reader *rd)
 {
-	struct execd_stream *es = (struct execd_stream *)((char *)rd - offsetof(struct execd_stream, rd));
+	struct execd_stream *es =
+		(struct execd_stream *)((char *)rd - offsetof(struct execd_stream, rd));
 	http_stream_wake(&es->hs);
 }
 
-static const struct http_stream_ops execd_ops = {
-	.produce = es_produce, .close = es_close, .tick = es_tick};
+static const struct http_stream_ops execd_ops = {.produce = es_produce,
+						 .close = es_close,
+						 .tick = es_tick};
 
 static enum MHD_Result start_stream(struct http_req *req, struct task *t, bool session_mode,
 				    const char *init_text)
@@ -288,7 +290,8 @@ static int get_str(json_t *body, const char *key, bool required, const char **ou
 		return 0;
 	}
 	if (!json_is_string(v))
-		return error_set(err, 0, "INVALID_REQUEST_BODY", "field '%s' must be a string", key);
+		return error_set(err, 0, "INVALID_REQUEST_BODY", "field '%s' must be a string",
+				 key);
 	if (strlen(json_string_value(v)) != json_string_length(v))
 		return error_set(err, 0, "INVALID_REQUEST_BODY", "field '%s' contains a NUL byte",
 				 key);
@@ -546,8 +549,8 @@ enum MHD_Result api_session_run(struct http_req *req)
 	if (!spec.cwd)
 		spec.cwd = s->cwd;
 	cleanup_free char *wrapped = session_wrap_command(spec.command, explicit_cwd);
-	cleanup_close int in_fd =
-		s->state_fd >= 0 ? dup(s->state_fd) : session_memfd("session-state");
+	cleanup_close int in_fd = s->state_fd >= 0 ? dup(s->state_fd)
+						   : session_memfd("session-state");
 	/* The run reads the state through this descriptor (shared offset). */
 	if (in_fd >= 0 && lseek(in_fd, 0, SEEK_SET) < 0)
 		close(take_fd(in_fd));

@@ -29,16 +29,22 @@ static json_t *identity_report(struct runner *r)
 	caps_names(c->required & ~c->effective, false, miss, sizeof(miss));
 	const char *mode = c->privileged ? (c->root ? "root" : "privileged") : "non-root";
 	if (c->privileged)
-		snprintf(reason, sizeof(reason), "the runner holds every capability it needs "
-			 "(CAP_SETUID, CAP_SETGID, CAP_SETPCAP, CAP_CHOWN, CAP_KILL%s): tasks run as "
-			 "their own uid/gid, their capabilities and bounding set emptied",
-			 c->required & CAPS_RESET ? "; for reset CAP_DAC_OVERRIDE, CAP_FOWNER, "
-						    "CAP_FSETID" : "");
+		snprintf(
+			reason, sizeof(reason),
+			"the runner holds every capability it needs "
+			"(CAP_SETUID, CAP_SETGID, CAP_SETPCAP, CAP_CHOWN, CAP_KILL%s): tasks run as "
+			"their own uid/gid, their capabilities and bounding set emptied",
+			c->required & CAPS_RESET ? "; for reset CAP_DAC_OVERRIDE, CAP_FOWNER, "
+						   "CAP_FSETID"
+						 : "");
 	else
-		snprintf(reason, sizeof(reason), "the runner runs as uid %u without %s: tasks run "
-			 "as the runner's own uid/gid (requests for another get 403); not in force: "
-			 "a task uid separate from the runner's, an emptied bounding set and locked "
-			 "securebits (CAP_SETPCAP)", (unsigned)geteuid(), miss);
+		snprintf(
+			reason, sizeof(reason),
+			"the runner runs as uid %u without %s: tasks run "
+			"as the runner's own uid/gid (requests for another get 403); not in force: "
+			"a task uid separate from the runner's, an emptied bounding set and locked "
+			"securebits (CAP_SETPCAP)",
+			(unsigned)geteuid(), miss);
 	return json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:{s:o,s:o,s:o,s:o}}", "mode", mode, "reason",
 			 reason, "runner_uid", (int)geteuid(), "runner_gid", (int)getegid(),
 			 "task_uid", (int)r->cfg.task_uid, "task_gid", (int)r->cfg.task_gid,
@@ -85,12 +91,14 @@ json_t *hardening_report(struct runner *r)
 				      r->cfg.exec_network_none ? "none" : "full", "per_task",
 				      per_task, "none", none));
 	json_object_set_new(o, "identity", identity_report(r));
-	json_object_set_new(o, "state_dir", json_pack("{s:s,s:b}", "path", r->state_dir, "fallback",
-						      r->state_dir_fallback));
+	json_object_set_new(o, "state_dir",
+			    json_pack("{s:s,s:b}", "path", r->state_dir, "fallback",
+				      r->state_dir_fallback));
 	json_object_set_new(o, "tree_kill",
-			    json_string(r->policy.cgroup_mode == CGROUP_V2
-						? "cgroup.kill"
-						: "per-task subreaper shim (no delegated cgroup v2)"));
+			    json_string(
+				    r->policy.cgroup_mode == CGROUP_V2
+					    ? "cgroup.kill"
+					    : "per-task subreaper shim (no delegated cgroup v2)"));
 	return o;
 }
 

@@ -54,7 +54,8 @@ int api_parse_task_io(json_t *body, struct task_spec *spec, struct error *err)
 			if (!json_is_integer(v) || json_integer_value(v) < 1 ||
 			    json_integer_value(v) > 65535)
 				return error_set(err, 0, "INVALID_REQUEST_BODY",
-						 "tty.%s must be an integer from 1 to 65535", keys[i]);
+						 "tty.%s must be an integer from 1 to 65535",
+						 keys[i]);
 			unsigned short n = (unsigned short)json_integer_value(v);
 			*(i == 0 ? &spec->cols : &spec->rows) = n;
 		}
@@ -227,8 +228,7 @@ enum MHD_Result api_task_signal(struct http_req *req)
 	if (task_signal(t, sig, false, &err) < 0)
 		return http_fail(req, &err);
 	log_info("task signalled", "{s:s,s:s}", "task", t->id, "signal", signal_name(sig));
-	return http_json(req, 200,
-			 json_pack("{s:s,s:s}", "id", t->id, "signal", signal_name(sig)));
+	return http_json(req, 200, json_pack("{s:s,s:s}", "id", t->id, "signal", signal_name(sig)));
 }
 
 /* ---- GET /v1/tasks ---- */
@@ -344,8 +344,8 @@ static bool blank(const char *s)
 	return s[strspn(s, " \t\r\n\v\f")] == 0;
 }
 
-int api_parse_command_list_query(const char *raw, int *running, unsigned *limit,
-				 char *cursor, size_t cursor_size, const char **msg)
+int api_parse_command_list_query(const char *raw, int *running, unsigned *limit, char *cursor,
+				 size_t cursor_size, const char **msg)
 {
 	*running = -1;
 	*limit = INVENTORY_DEFAULT_LIMIT;
@@ -380,9 +380,10 @@ int api_parse_command_list_query(const char *raw, int *running, unsigned *limit,
 			empty_cursor = true;
 			goto next;
 		}
-		int k = !strcmp(key, "running") ? 0 : !strcmp(key, "limit") ? 1
-						 : !strcmp(key, "cursor")  ? 2
-									   : -1;
+		int k = !strcmp(key, "running")  ? 0
+			: !strcmp(key, "limit")  ? 1
+			: !strcmp(key, "cursor") ? 2
+						 : -1;
 		if (k < 0 || !has_value || seen[k]) {
 			invalid = true;
 			goto next;
@@ -411,7 +412,7 @@ int api_parse_command_list_query(const char *raw, int *running, unsigned *limit,
 			if (strlen(value) >= cursor_size)
 				invalid = true;
 		}
-next:
+	next:
 		if (!amp)
 			break;
 		p = amp + 1;
@@ -431,7 +432,10 @@ next:
  * as "<r|t|a><16 hex><32 hex>"; opaque to clients. */
 static void cursor_encode(char out[50], int running, uint64_t started, const char *id)
 {
-	snprintf(out, 50, "%c%016llx%s", running < 0 ? 'a' : running ? 'r' : 't',
+	snprintf(out, 50, "%c%016llx%s",
+		 running < 0 ? 'a'
+		 : running   ? 'r'
+			     : 't',
 		 (unsigned long long)started, id);
 }
 
@@ -529,9 +533,9 @@ enum MHD_Result api_command_list(struct http_req *req)
 		struct task *t = list[i];
 		char started[40], finished[40];
 		iso_time(started, sizeof(started), t->started_ms);
-		json_t *o = json_pack("{s:s,s:b,s:b,s:s}", "session", t->id, "running",
-				      !t->finished, "background", t->background, "started_at",
-				      started);
+		json_t *o =
+			json_pack("{s:s,s:b,s:b,s:s}", "session", t->id, "running", !t->finished,
+				  "background", t->background, "started_at", started);
 		if (t->finished) {
 			iso_time(finished, sizeof(finished), t->finished_ms);
 			json_object_set_new(o, "finished_at", json_string(finished));

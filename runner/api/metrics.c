@@ -20,8 +20,8 @@ static int read_cpu(struct cpu_sample *s)
 	if (!f)
 		return -1;
 	unsigned long long v[8] = {0};
-	int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
-		       &v[3], &v[4], &v[5], &v[6], &v[7]);
+	int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+		       &v[4], &v[5], &v[6], &v[7]);
 	fclose(f);
 	if (n < 4)
 		return -1;
@@ -63,9 +63,10 @@ static json_t *metrics_now(void)
 		prev = cur;
 	}
 	double total = mem_kib("MemTotal"), avail = mem_kib("MemAvailable");
-	return json_pack("{s:f,s:f,s:f,s:f,s:I}", "cpu_count", (double)sysconf(_SC_NPROCESSORS_ONLN),
-			 "cpu_used_pct", pct, "mem_total_mib", total / 1024.0, "mem_used_mib",
-			 (total - avail) / 1024.0, "timestamp", (json_int_t)now_ms());
+	return json_pack("{s:f,s:f,s:f,s:f,s:I}", "cpu_count",
+			 (double)sysconf(_SC_NPROCESSORS_ONLN), "cpu_used_pct", pct,
+			 "mem_total_mib", total / 1024.0, "mem_used_mib", (total - avail) / 1024.0,
+			 "timestamp", (json_int_t)now_ms());
 }
 
 enum MHD_Result api_metrics(struct http_req *req)
@@ -108,8 +109,9 @@ static void ws_tick(struct http_stream *hs, uint64_t now)
 	http_stream_wake(hs);
 }
 
-static const struct http_stream_ops watch_ops = {
-	.produce = ws_produce, .close = ws_close, .tick = ws_tick};
+static const struct http_stream_ops watch_ops = {.produce = ws_produce,
+						 .close = ws_close,
+						 .tick = ws_tick};
 
 enum MHD_Result api_metrics_watch(struct http_req *req)
 {

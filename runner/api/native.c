@@ -37,8 +37,8 @@ static void encode_event(struct native_stream *ns, const struct spool_rec *rec, 
 	if (!nl)
 		return;
 	size_t nlen = (size_t)(nl - data);
-	buf_appendf(o, "id: %llu\nevent: %.*s\ndata: ", (unsigned long long)rec->seq + 1,
-		    (int)nlen, data);
+	buf_appendf(o, "id: %llu\nevent: %.*s\ndata: ", (unsigned long long)rec->seq + 1, (int)nlen,
+		    data);
 	buf_append(o, nl + 1, rec->len - nlen - 1);
 	buf_append_str(o, "\n\n");
 	if ((nlen == 4 && !memcmp(data, "exit", 4)) || (nlen == 5 && !memcmp(data, "error", 5)))
@@ -67,10 +67,11 @@ static size_t record_piece(struct native_stream *ns, char *dst, size_t max)
 	}
 	if (ns->stage == 0) {
 		char hdr[96];
-		size_t h = (size_t)snprintf(hdr, sizeof(hdr), "id: %llu\nevent: %s\ndata: {\"%s\":\"",
-					    (unsigned long long)c->rec.seq + 1,
-					    c->rec.type == SPOOL_STDOUT ? "stdout" : "stderr",
-					    ns->b64 ? "data_b64" : "text");
+		size_t h =
+			(size_t)snprintf(hdr, sizeof(hdr), "id: %llu\nevent: %s\ndata: {\"%s\":\"",
+					 (unsigned long long)c->rec.seq + 1,
+					 c->rec.type == SPOOL_STDOUT ? "stdout" : "stderr",
+					 ns->b64 ? "data_b64" : "text");
 		if (max < h + 8)
 			return 0;
 		memcpy(dst, hdr, h);
@@ -132,10 +133,11 @@ static size_t ns_produce_into(struct http_stream *hs, char *dst, size_t max)
 			if (task_reader_at_end(&ns->rd)) {
 				/* The exit record could not be written (disk full):
 				 * the terminal event is owed all the same. */
-				buf_appendf(&hs->out,
-					    "id: %llu\nevent: exit\ndata: {\"exit_code\":%d,\"status\":\"%s\"}\n\n",
-					    (unsigned long long)t->spool.next_seq + 1, t->exit_code,
-					    task_status_name(t->status));
+				buf_appendf(
+					&hs->out,
+					"id: %llu\nevent: exit\ndata: {\"exit_code\":%d,\"status\":\"%s\"}\n\n",
+					(unsigned long long)t->spool.next_seq + 1, t->exit_code,
+					task_status_name(t->status));
 				hs->done = true;
 				continue;
 			}
@@ -180,8 +182,9 @@ static void ns_wake(struct task_reader *rd)
 	http_stream_wake(&ns->hs);
 }
 
-static const struct http_stream_ops native_ops = {
-	.close = ns_close, .tick = ns_tick, .produce_into = ns_produce_into};
+static const struct http_stream_ops native_ops = {.close = ns_close,
+						  .tick = ns_tick,
+						  .produce_into = ns_produce_into};
 
 static enum MHD_Result start_stream(struct http_req *req, struct task *t, bool from_start,
 				    uint64_t after_id)
@@ -265,10 +268,11 @@ enum MHD_Result api_task_create(struct http_req *req)
 	if (api_parse_task(body, &spec, &err) < 0)
 		return http_fail(req, &err);
 	if (strcmp(spec.capability, "exec") && !gateway_enabled(req->r))
-		return http_failf(req, "CAPABILITY_UNAVAILABLE",
-				  "capability '%s' needs a model gateway (FORCEAI_GATEWAY_URL is not "
-				  "set)",
-				  spec.capability);
+		return http_failf(
+			req, "CAPABILITY_UNAVAILABLE",
+			"capability '%s' needs a model gateway (FORCEAI_GATEWAY_URL is not "
+			"set)",
+			spec.capability);
 	struct task *t;
 	if (!strcmp(spec.capability, "agent"))
 		t = agent_start(req->r, &spec, &err);

@@ -45,9 +45,9 @@ struct pty_client;
 struct pty_session {
 	char id[33];
 	char *cwd, *command;
-	struct task *task;        /* the current shell, kept by `pin` */
-	struct task_reader pin;   /* holds the record while the session lives */
-	uint64_t base;            /* output bytes of the session's earlier shells */
+	struct task *task;      /* the current shell, kept by `pin` */
+	struct task_reader pin; /* holds the record while the session lives */
+	uint64_t base;          /* output bytes of the session's earlier shells */
 	bool launch_attempted, launch_failed, pipe_mode;
 	struct pty_client *holder;  /* connected, or connecting */
 	struct pty_client *clients; /* every client that refers to the session */
@@ -66,10 +66,10 @@ struct pty_client {
 	struct task_reader rd; /* rd.task: the shell this client watches */
 	uint64_t base;         /* the session's base for rd.task */
 	uint64_t since;
-	uint64_t live_from;    /* task offset where replay ends and live output starts */
-	uint32_t skip;         /* bytes of the first record before `since` */
+	uint64_t live_from; /* task offset where replay ends and live output starts */
+	uint32_t skip;      /* bytes of the first record before `since` */
 	bool want_pipe, evicted, connected_sent, done;
-	struct buf replay;     /* replay bytes gathered into one frame */
+	struct buf replay; /* replay bytes gathered into one frame */
 	uint64_t replay_off;
 	struct task_input_waiter w;
 	struct pty_client *cnext, *cprev; /* in s->clients */
@@ -174,9 +174,8 @@ static void send_connected(struct pty_client *c)
 	flush_replay(c);
 	c->connected_sent = true;
 	struct pty_session *s = c->s;
-	send_json(c, json_pack("{s:s,s:s,s:s}", "type", "connected", "session_id",
-			       s ? s->id : "", "mode",
-			       s && s->pipe_mode ? "pipe" : "pty"));
+	send_json(c, json_pack("{s:s,s:s,s:s}", "type", "connected", "session_id", s ? s->id : "",
+			       "mode", s && s->pipe_mode ? "pipe" : "pty"));
 }
 
 static void finish(struct pty_client *c, int exit_code)
@@ -453,8 +452,7 @@ static const struct ws_ops pty_ws_ops = {on_open, on_message, on_writable, on_cl
 
 static enum MHD_Result not_found(struct http_req *req)
 {
-	return http_error(req, 404, "CONTEXT_NOT_FOUND", "pty session %.64s not found",
-			  req->param);
+	return http_error(req, 404, "CONTEXT_NOT_FOUND", "pty session %.64s not found", req->param);
 }
 
 /* The cwd as execd treats it: made (mkdir -p) when missing, here with the

@@ -80,10 +80,11 @@ int caps_init(struct caps_state *st, bool reset, struct error *err)
 			"%s; the minimal set is --cap-drop ALL --cap-add %s)%s or run the runner as "
 			"a non-root user (--user 1000:1000: non-root mode, tasks run as that user)",
 			caps_names(m, false, miss, sizeof(miss)),
-			m & CAPS_REQUIRED ? "confine tasks (identity, bounding set, stdio pipes) or "
-					    "stop their process trees"
-					  : "restore the writable roots on POST /v1/reset (files of "
-					    "any owner and mode, setgid bits)",
+			m & CAPS_REQUIRED
+				? "confine tasks (identity, bounding set, stdio pipes) or "
+				  "stop their process trees"
+				: "restore the writable roots on POST /v1/reset (files of "
+				  "any owner and mode, setgid bits)",
 			caps_names(m, true, add, sizeof(add)),
 			caps_names(st->required, true, all, sizeof(all)),
 			reset ? ", turn reset off (--allow-reset, FORCEAI_ALLOW_RESET=0) when boxes "

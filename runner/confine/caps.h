@@ -16,8 +16,8 @@
  *   SETPCAP  empty the task's bounding set, lock its securebits
  *   CHOWN    hand the task its stdio pipes (fchown), so /dev/stdout works
  *   KILL     signal task trees, which run as another uid */
-#define CAPS_REQUIRED                                                                      \
-	((1ULL << CAP_SETUID) | (1ULL << CAP_SETGID) | (1ULL << CAP_SETPCAP) |             \
+#define CAPS_REQUIRED                                                                              \
+	((1ULL << CAP_SETUID) | (1ULL << CAP_SETGID) | (1ULL << CAP_SETPCAP) |                     \
 	 (1ULL << CAP_CHOWN) | (1ULL << CAP_KILL))
 /* With --allow-reset a root runner also restores the writable roots, whose
  * entries belong to the task user or to anyone (docs/design.md §11.1):
@@ -27,15 +27,15 @@
 #define CAPS_RESET ((1ULL << CAP_DAC_OVERRIDE) | (1ULL << CAP_FOWNER) | (1ULL << CAP_FSETID))
 
 struct caps_state {
-	int last_cap;       /* highest capability the kernel knows (cap_last_cap) */
-	uint64_t bounding;  /* the runner's bounding set at start (report) */
-	uint64_t effective; /* the runner's effective set at start (report) */
-	bool privileged;    /* every CAPS_REQUIRED capability effective: the child
-			     * can change identity, empty the bounding set and
-			     * lock securebits, the runner can signal task trees */
-	bool root;          /* euid 0 */
-	uint64_t required;  /* what a root runner needs with this configuration */
-	bool sys_resource;  /* CAP_SYS_RESOURCE: rlimits may exceed our hard limits */
+	int last_cap;        /* highest capability the kernel knows (cap_last_cap) */
+	uint64_t bounding;   /* the runner's bounding set at start (report) */
+	uint64_t effective;  /* the runner's effective set at start (report) */
+	bool privileged;     /* every CAPS_REQUIRED capability effective: the child
+			      * can change identity, empty the bounding set and
+			      * lock securebits, the runner can signal task trees */
+	bool root;           /* euid 0 */
+	uint64_t required;   /* what a root runner needs with this configuration */
+	bool sys_resource;   /* CAP_SYS_RESOURCE: rlimits may exceed our hard limits */
 	unsigned securebits; /* the runner's own securebits at start */
 };
 
@@ -53,7 +53,7 @@ int caps_init(struct caps_state *st, bool reset, struct error *err);
 char *caps_names(uint64_t mask, bool bare, char *buf, size_t len);
 
 /* Child side, async-signal-safe; each returns 0 or -errno. */
-int caps_drop_bounding(const struct caps_state *st); /* needs CAP_SETPCAP */
+int caps_drop_bounding(const struct caps_state *st);   /* needs CAP_SETPCAP */
 int caps_lock_securebits(const struct caps_state *st); /* needs CAP_SETPCAP */
 /* Empty the effective, permitted and inheritable sets (capset) and the
  * ambient set, then read them back to be sure. */

@@ -91,7 +91,8 @@ static enum cgroup_mode none(const char *fmt, const char *a, const char *b)
 		why[sizeof(why) - 2] = '~';
 	snprintf(cg.reason, sizeof(cg.reason),
 		 "%s; per-task memory/pids/cpu limits are off, tasks get rlimits and the "
-		 "process-tree kill", why);
+		 "process-tree kill",
+		 why);
 	cg.mode = CGROUP_NONE;
 	return cg.mode;
 }
@@ -139,7 +140,8 @@ enum cgroup_mode cgroup_init(void)
 		snprintf(unified, sizeof(unified), "%s/unified", mnt);
 		if (statfs(unified, &sfs) == 0 && sfs.f_type == CGROUP2_SUPER_MAGIC)
 			return none("hybrid cgroup hierarchy: controllers are bound to cgroup v1, "
-				    "the v2 hierarchy at %s%s has none", unified, "");
+				    "the v2 hierarchy at %s%s has none",
+				    unified, "");
 		return none("%s is not a cgroup v2 filesystem (cgroup v1 or none)%s", mnt, "");
 	}
 
@@ -199,9 +201,9 @@ enum cgroup_mode cgroup_init(void)
 	cg.cpu = cpu;
 	cg.mode = CGROUP_V2;
 	if (snprintf(cg.reason, sizeof(cg.reason),
-		 "cgroup v2 delegated at %s: a leaf per task with %s%s%scgroup.kill", cg.base,
-		 cg.memory ? "memory.max, " : "", cg.pids ? "pids.max, " : "",
-		 cg.cpu ? "cpu.max, " : "") >= (int)sizeof(cg.reason))
+		     "cgroup v2 delegated at %s: a leaf per task with %s%s%scgroup.kill", cg.base,
+		     cg.memory ? "memory.max, " : "", cg.pids ? "pids.max, " : "",
+		     cg.cpu ? "cpu.max, " : "") >= (int)sizeof(cg.reason))
 		cg.reason[sizeof(cg.reason) - 1] = '\0'; /* truncated path: still readable */
 	return cg.mode;
 }

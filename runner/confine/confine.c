@@ -46,17 +46,22 @@
 /* ---- child side: async-signal-safe helpers ---------------------------- */
 
 static const char *const errnames[] = {
-	[EPERM] = "EPERM",     [ENOENT] = "ENOENT",   [ESRCH] = "ESRCH",
-	[EINTR] = "EINTR",     [EIO] = "EIO",         [ENXIO] = "ENXIO",
-	[E2BIG] = "E2BIG",     [ENOEXEC] = "ENOEXEC", [EBADF] = "EBADF",
-	[ECHILD] = "ECHILD",   [EAGAIN] = "EAGAIN",   [ENOMEM] = "ENOMEM",
-	[EACCES] = "EACCES",   [EFAULT] = "EFAULT",   [EBUSY] = "EBUSY",
-	[EEXIST] = "EEXIST",   [ENODEV] = "ENODEV",   [ENOTDIR] = "ENOTDIR",
-	[EISDIR] = "EISDIR",   [EINVAL] = "EINVAL",   [ENFILE] = "ENFILE",
-	[EMFILE] = "EMFILE",   [ETXTBSY] = "ETXTBSY", [EFBIG] = "EFBIG",
-	[ENOSPC] = "ENOSPC",   [EROFS] = "EROFS",     [ELOOP] = "ELOOP",
-	[ENAMETOOLONG] = "ENAMETOOLONG",              [ENOSYS] = "ENOSYS",
-	[EOPNOTSUPP] = "EOPNOTSUPP",                  [ELIBBAD] = "ELIBBAD",
+	[EPERM] = "EPERM",     [ENOENT] = "ENOENT",
+	[ESRCH] = "ESRCH",     [EINTR] = "EINTR",
+	[EIO] = "EIO",         [ENXIO] = "ENXIO",
+	[E2BIG] = "E2BIG",     [ENOEXEC] = "ENOEXEC",
+	[EBADF] = "EBADF",     [ECHILD] = "ECHILD",
+	[EAGAIN] = "EAGAIN",   [ENOMEM] = "ENOMEM",
+	[EACCES] = "EACCES",   [EFAULT] = "EFAULT",
+	[EBUSY] = "EBUSY",     [EEXIST] = "EEXIST",
+	[ENODEV] = "ENODEV",   [ENOTDIR] = "ENOTDIR",
+	[EISDIR] = "EISDIR",   [EINVAL] = "EINVAL",
+	[ENFILE] = "ENFILE",   [EMFILE] = "EMFILE",
+	[ETXTBSY] = "ETXTBSY", [EFBIG] = "EFBIG",
+	[ENOSPC] = "ENOSPC",   [EROFS] = "EROFS",
+	[ELOOP] = "ELOOP",     [ENAMETOOLONG] = "ENAMETOOLONG",
+	[ENOSYS] = "ENOSYS",   [EOPNOTSUPP] = "EOPNOTSUPP",
+	[ELIBBAD] = "ELIBBAD",
 };
 
 struct msg {
@@ -201,10 +206,10 @@ _Noreturn void confine_exec(const struct confine_plan *plan)
 		die("identity", "(root tasks are not allowed)", EPERM, 126);
 	/* Without privilege we cannot change identity: only a task that runs
 	 * as ourselves is possible. */
-	if (!priv && (getuid() != plan->uid || geteuid() != plan->uid ||
-		      getgid() != plan->gid || getegid() != plan->gid))
-		die("identity", "(runner not privileged: tasks must run as its own uid/gid)",
-		    EPERM, 126);
+	if (!priv && (getuid() != plan->uid || geteuid() != plan->uid || getgid() != plan->gid ||
+		      getegid() != plan->gid))
+		die("identity", "(runner not privileged: tasks must run as its own uid/gid)", EPERM,
+		    126);
 
 	/* 1. Own session and process group; nothing of the runner's fds. */
 	if (setsid() < 0)
@@ -310,12 +315,18 @@ _Noreturn void confine_exec(const struct confine_plan *plan)
 static const char *rlimit_name(int res)
 {
 	switch (res) {
-	case RLIMIT_CORE: return "core";
-	case RLIMIT_NPROC: return "nproc";
-	case RLIMIT_NOFILE: return "nofile";
-	case RLIMIT_AS: return "as";
-	case RLIMIT_FSIZE: return "fsize";
-	default: return "other";
+	case RLIMIT_CORE:
+		return "core";
+	case RLIMIT_NPROC:
+		return "nproc";
+	case RLIMIT_NOFILE:
+		return "nofile";
+	case RLIMIT_AS:
+		return "as";
+	case RLIMIT_FSIZE:
+		return "fsize";
+	default:
+		return "other";
 	}
 }
 
@@ -339,7 +350,8 @@ static int add_rlimit(struct confine_policy *pol, int res, rlim_t want, bool is_
 	if (pol->n_rlimits >= sizeof(pol->rlimits) / sizeof(pol->rlimits[0]))
 		return error_set(err, 0, NULL, "too many rlimits");
 	pol->rlimits[pol->n_rlimits++] =
-		(struct confine_rlimit){.resource = res, .value = {.rlim_cur = want, .rlim_max = want}};
+		(struct confine_rlimit){.resource = res,
+					.value = {.rlim_cur = want, .rlim_max = want}};
 	return 0;
 }
 
@@ -386,8 +398,7 @@ int confine_policy_init(struct confine_policy *pol, const struct runner_config *
 	if (add_rlimit(pol, RLIMIT_CORE, 0, false, "", err) < 0 ||
 	    add_rlimit(pol, RLIMIT_NPROC, cfg->rlimit_nproc ? cfg->rlimit_nproc : DEFAULT_NPROC,
 		       cfg->rlimit_nproc != 0, "limit-nproc", err) < 0 ||
-	    add_rlimit(pol, RLIMIT_NOFILE,
-		       cfg->rlimit_nofile ? cfg->rlimit_nofile : DEFAULT_NOFILE,
+	    add_rlimit(pol, RLIMIT_NOFILE, cfg->rlimit_nofile ? cfg->rlimit_nofile : DEFAULT_NOFILE,
 		       cfg->rlimit_nofile != 0, "limit-nofile", err) < 0 ||
 	    (cfg->rlimit_as &&
 	     add_rlimit(pol, RLIMIT_AS, cfg->rlimit_as, true, "limit-as", err) < 0) ||
@@ -442,11 +453,11 @@ json_t *confine_report(const struct confine_policy *pol)
 
 	if (on) {
 		struct utsname uts;
-		json_t *sc = json_pack("{s:s,s:i,s:s,s:s,s:s}", "policy", pol->seccomp.name,
-				       "allowed_syscalls", (int)pol->seccomp.n_allowed,
-				       "architecture", uname(&uts) == 0 ? uts.machine : "?",
-				       "other_architectures", "killed (x32 and 32-bit compat)",
-				       "program", pol->seccomp.source);
+		json_t *sc =
+			json_pack("{s:s,s:i,s:s,s:s,s:s}", "policy", pol->seccomp.name,
+				  "allowed_syscalls", (int)pol->seccomp.n_allowed, "architecture",
+				  uname(&uts) == 0 ? uts.machine : "?", "other_architectures",
+				  "killed (x32 and 32-bit compat)", "program", pol->seccomp.source);
 		if (pol->seccomp.warning[0])
 			json_object_set_new(sc, "warning", json_string(pol->seccomp.warning));
 		json_object_set_new(o, "seccomp", sc);
@@ -458,13 +469,16 @@ json_t *confine_report(const struct confine_policy *pol)
 	if (!on)
 		snprintf(caps, sizeof(caps), "not dropped (confinement disabled)");
 	else if (priv)
-		snprintf(caps, sizeof(caps), "all dropped (bounding, effective, permitted, "
+		snprintf(caps, sizeof(caps),
+			 "all dropped (bounding, effective, permitted, "
 			 "inheritable, ambient)");
 	else if (!pol->caps.bounding)
-		snprintf(caps, sizeof(caps), "none: the runner's bounding set is empty, so tasks "
+		snprintf(caps, sizeof(caps),
+			 "none: the runner's bounding set is empty, so tasks "
 			 "can hold none; effective, permitted, inheritable, ambient cleared");
 	else
-		snprintf(caps, sizeof(caps), "effective, permitted, inheritable, ambient cleared; "
+		snprintf(caps, sizeof(caps),
+			 "effective, permitted, inheritable, ambient cleared; "
 			 "bounding set inherited (%.200s): emptying it needs CAP_SETPCAP",
 			 caps_names(pol->caps.bounding, false, names, sizeof(names)));
 	json_object_set_new(o, "capabilities", json_string(caps));
@@ -472,8 +486,8 @@ json_t *confine_report(const struct confine_policy *pol)
 			    json_string(on && priv ? "noroot, no_setuid_fixup, "
 						     "no_cap_ambient_raise set; keep_caps "
 						     "clear; all locked"
-				       : on ? "unchanged (locking them needs CAP_SETPCAP)"
-					    : "unchanged"));
+					: on       ? "unchanged (locking them needs CAP_SETPCAP)"
+						   : "unchanged"));
 	json_object_set_new(o, "no_new_privs", json_boolean(on));
 
 	json_t *ll = json_object();
@@ -483,20 +497,23 @@ json_t *confine_report(const struct confine_policy *pol)
 			    ll_on ? split_roots(pol->landlock.roots) : json_array());
 	if (ll_on) {
 		json_object_set_new(ll, "always_writable",
-				    json_pack("[s,s,s]", "/dev/shm", "/dev/null (and zero, full, "
-					      "random, urandom, tty, ptmx)", "/dev/pts"));
+				    json_pack("[s,s,s]", "/dev/shm",
+					      "/dev/null (and zero, full, "
+					      "random, urandom, tty, ptmx)",
+					      "/dev/pts"));
 		json_object_set_new(ll, "skipped_roots", split_roots(pol->landlock.skipped));
 		json_object_set_new(
 			ll, "scoped",
-			json_string(pol->landlock.root_ruleset_fd >= 0
-					    ? priv ? "root tasks: signals and abstract UNIX sockets stay "
-						     "inside the task"
-						   : "every task (non-root mode: tasks share the runner's "
-						     "uid): signals and abstract UNIX sockets stay inside "
-						     "the task"
-				    : priv ? "none (ABI < 6)"
-					   : "none (ABI < 6): in non-root mode a task could signal the "
-					     "runner, which shares its uid"));
+			json_string(
+				pol->landlock.root_ruleset_fd >= 0
+					? priv ? "root tasks: signals and abstract UNIX sockets stay "
+						 "inside the task"
+					       : "every task (non-root mode: tasks share the runner's "
+						 "uid): signals and abstract UNIX sockets stay inside "
+						 "the task"
+				: priv ? "none (ABI < 6)"
+				       : "none (ABI < 6): in non-root mode a task could signal the "
+					 "runner, which shares its uid"));
 	} else {
 		json_object_set_new(ll, "reason",
 				    json_string(on ? pol->landlock.reason

@@ -44,9 +44,9 @@ struct confine_policy {
 /* Per task, built in the parent before fork. */
 struct confine_plan {
 	const struct confine_policy *policy;
-	const char *path;   /* absolute path of the program to execve */
+	const char *path; /* absolute path of the program to execve */
 	char *const *argv;
-	char *const *envp;  /* already clean: built by env.c */
+	char *const *envp; /* already clean: built by env.c */
 	const char *cwd;
 	uid_t uid;
 	gid_t gid;
@@ -65,10 +65,10 @@ struct confine_plan {
  * the identity change, with the task's own rights. Keeps the Landlock
  * ruleset fd it needs and plan->cgroup_procs_fd open across the fd sweep
  * until used. Stdio pipes (anonymous, among the kept fds) are handed to the
- * task uid so /dev/stdout and /proc/self/fd/N can be reopened. On failure writes one line naming the step and errno
- * to fd 2 ("forceai-runner: confine: <step>: <ERRNO> (errno N)") and exits
- * 126 (confinement failed); execve failing exits 127 for ENOENT/ENOTDIR
- * (not found) and 126 otherwise (found but not runnable). */
+ * task uid so /dev/stdout and /proc/self/fd/N can be reopened. On failure writes one line naming
+ * the step and errno to fd 2 ("forceai-runner: confine: <step>: <ERRNO> (errno N)") and exits 126
+ * (confinement failed); execve failing exits 127 for ENOENT/ENOTDIR (not found) and 126 otherwise
+ * (found but not runnable). */
 _Noreturn void confine_exec(const struct confine_plan *plan);
 
 /* Async-signal-safe: close every fd >= lowfd except the policy's Landlock

@@ -52,8 +52,8 @@
 #define LL_FS_MAKE_FIFO (1ULL << 10)
 #define LL_FS_MAKE_BLOCK (1ULL << 11)
 #define LL_FS_MAKE_SYM (1ULL << 12)
-#define LL_FS_REFER (1ULL << 13)    /* ABI 2 */
-#define LL_FS_TRUNCATE (1ULL << 14) /* ABI 3 */
+#define LL_FS_REFER (1ULL << 13)     /* ABI 2 */
+#define LL_FS_TRUNCATE (1ULL << 14)  /* ABI 3 */
 #define LL_FS_IOCTL_DEV (1ULL << 15) /* ABI 5 */
 
 #define LL_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0) /* ABI 6 */
@@ -148,10 +148,11 @@ static int build_ruleset(int abi, bool scoped, const char *roots, struct landloc
 
 	const __u64 read_rights = LL_FS_EXECUTE | LL_FS_READ_FILE | LL_FS_READ_DIR;
 	const __u64 dev_rights = (LL_FS_READ_FILE | LL_FS_WRITE_FILE | LL_FS_TRUNCATE |
-				  LL_FS_IOCTL_DEV | LL_FS_READ_DIR) & all;
-	static const char *const devices[] = {"/dev/null", "/dev/zero", "/dev/full",
+				  LL_FS_IOCTL_DEV | LL_FS_READ_DIR) &
+				 all;
+	static const char *const devices[] = {"/dev/null",   "/dev/zero",    "/dev/full",
 					      "/dev/random", "/dev/urandom", "/dev/tty",
-					      "/dev/ptmx", "/dev/pts", NULL};
+					      "/dev/ptmx",   "/dev/pts",     NULL};
 	int rc = add_path(rfd, "/", read_rights, true, err);
 	if (rc <= 0) {
 		if (rc == 0)

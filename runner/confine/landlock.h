@@ -6,8 +6,8 @@
 #include <stddef.h>
 
 struct landlock_info {
-	int abi;           /* Landlock ABI in use; 0 when not in force */
-	int ruleset_fd;    /* -1 when not in force; >= 64, out of the way of stdio dup2s */
+	int abi;        /* Landlock ABI in use; 0 when not in force */
+	int ruleset_fd; /* -1 when not in force; >= 64, out of the way of stdio dup2s */
 	/* The same rules, plus (ABI >= 6) scoping: no signal to, and no
 	 * abstract UNIX socket of, a process outside the task. For root
 	 * tasks, which the kernel's uid check would otherwise let signal the

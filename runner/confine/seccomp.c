@@ -87,8 +87,7 @@ static bool action_permits(uint32_t act)
 }
 
 /* Reject keys we do not know: silently ignoring one could widen the policy. */
-static int check_keys(struct loader *ld, json_t *obj, const char *where,
-		      const char *const *known)
+static int check_keys(struct loader *ld, json_t *obj, const char *where, const char *const *known)
 {
 	const char *key;
 	json_t *val;
@@ -130,10 +129,17 @@ static int get_errno(struct loader *ld, json_t *obj, const char *numkey, const c
 		const char *name;
 		int value;
 	} names[] = {
-		{"EPERM", EPERM},   {"ENOENT", ENOENT},   {"EACCES", EACCES},
-		{"EINVAL", EINVAL}, {"ENOSYS", ENOSYS},   {"EOPNOTSUPP", EOPNOTSUPP},
-		{"ENOTSUP", ENOTSUP}, {"EAFNOSUPPORT", EAFNOSUPPORT}, {"EPROTONOSUPPORT",
-		EPROTONOSUPPORT}, {"ENODEV", ENODEV}, {"EFAULT", EFAULT},
+		{"EPERM", EPERM},
+		{"ENOENT", ENOENT},
+		{"EACCES", EACCES},
+		{"EINVAL", EINVAL},
+		{"ENOSYS", ENOSYS},
+		{"EOPNOTSUPP", EOPNOTSUPP},
+		{"ENOTSUP", ENOTSUP},
+		{"EAFNOSUPPORT", EAFNOSUPPORT},
+		{"EPROTONOSUPPORT", EPROTONOSUPPORT},
+		{"ENODEV", ENODEV},
+		{"EFAULT", EFAULT},
 	};
 	json_t *num = json_object_get(obj, numkey);
 	json_t *name = json_object_get(obj, namekey);
@@ -208,7 +214,8 @@ static int parse_arches(struct loader *ld, json_t *root)
 			uint32_t tok = json_is_string(v) ? arch_token(json_string_value(v)) : 0;
 			if (!tok)
 				return fail(ld, "architectures[%zu]: unknown architecture %s", i,
-					    json_is_string(v) ? json_string_value(v) : "(not a string)");
+					    json_is_string(v) ? json_string_value(v)
+							      : "(not a string)");
 			native |= tok == ld->arch;
 		}
 	}
@@ -216,7 +223,8 @@ static int parse_arches(struct loader *ld, json_t *root)
 		if (!json_is_array(map))
 			return fail(ld, "\"archMap\" must be an array of objects");
 		json_array_foreach(map, i, v) {
-			static const char *const keys[] = {"architecture", "subArchitectures", NULL};
+			static const char *const keys[] = {"architecture", "subArchitectures",
+							   NULL};
 			char where[48];
 			snprintf(where, sizeof(where), "archMap[%zu]", i);
 			if (!json_is_object(v))
@@ -306,7 +314,8 @@ static int rule_applies(struct loader *ld, json_t *rule, const char *where, bool
 		json_t *mk = json_object_get(f, "minKernel");
 		if (mk && !json_is_null(mk)) {
 			if (!json_is_string(mk))
-				return fail(ld, "%s.minKernel: must be a string such as \"4.8\"", w);
+				return fail(ld, "%s.minKernel: must be a string such as \"4.8\"",
+					    w);
 			if (json_string_length(mk) > 0 &&
 			    kernel_at_least(ld, json_string_value(mk)) != (inc == 1))
 				*applies = false;
@@ -315,16 +324,19 @@ static int rule_applies(struct loader *ld, json_t *rule, const char *where, bool
 	return 0;
 }
 
-static int parse_args(struct loader *ld, json_t *jargs, const char *where,
-		      struct scmp_arg_cmp *out, unsigned *n)
+static int parse_args(struct loader *ld, json_t *jargs, const char *where, struct scmp_arg_cmp *out,
+		      unsigned *n)
 {
 	static const struct {
 		const char *name;
 		enum scmp_compare op;
 	} ops[] = {
-		{"SCMP_CMP_NE", SCMP_CMP_NE},         {"SCMP_CMP_LT", SCMP_CMP_LT},
-		{"SCMP_CMP_LE", SCMP_CMP_LE},         {"SCMP_CMP_EQ", SCMP_CMP_EQ},
-		{"SCMP_CMP_GE", SCMP_CMP_GE},         {"SCMP_CMP_GT", SCMP_CMP_GT},
+		{"SCMP_CMP_NE", SCMP_CMP_NE},
+		{"SCMP_CMP_LT", SCMP_CMP_LT},
+		{"SCMP_CMP_LE", SCMP_CMP_LE},
+		{"SCMP_CMP_EQ", SCMP_CMP_EQ},
+		{"SCMP_CMP_GE", SCMP_CMP_GE},
+		{"SCMP_CMP_GT", SCMP_CMP_GT},
 		{"SCMP_CMP_MASKED_EQ", SCMP_CMP_MASKED_EQ},
 	};
 	static const char *const keys[] = {"index", "value", "valueTwo", "op", NULL};
@@ -351,8 +363,10 @@ static int parse_args(struct loader *ld, json_t *jargs, const char *where,
 			return fail(ld, "%s: bad arg index (must be an integer 0..5)", w);
 		unsigned idx = (unsigned)json_integer_value(ji);
 		if (seen & (1u << idx))
-			return fail(ld, "%s: arg index %u used twice in one rule (conditions are "
-				    "ANDed; write separate rules to OR them)", w, idx);
+			return fail(ld,
+				    "%s: arg index %u used twice in one rule (conditions are "
+				    "ANDed; write separate rules to OR them)",
+				    w, idx);
 		seen |= 1u << idx;
 		json_t *jop = json_object_get(a, "op");
 		if (!json_is_string(jop))
@@ -369,8 +383,10 @@ static int parse_args(struct loader *ld, json_t *jargs, const char *where,
 			return -1;
 		/* OCI: for MASKED_EQ "value" is the mask, "valueTwo" the datum,
 		 * which is libseccomp's order too. */
-		out[*n] = (struct scmp_arg_cmp){.arg = idx, .op = ops[k].op, .datum_a = v1,
-						 .datum_b = v2};
+		out[*n] = (struct scmp_arg_cmp){.arg = idx,
+						.op = ops[k].op,
+						.datum_a = v1,
+						.datum_b = v2};
 		(*n)++;
 	}
 	return 0;
@@ -387,8 +403,8 @@ static void note_unknown(struct loader *ld, const char *name)
 
 static int add_rule(struct loader *ld, json_t *rule, size_t ri)
 {
-	static const char *const keys[] = {"names", "name", "action", "errnoRet", "errno",
-					   "args", "comment", "includes", "excludes", NULL};
+	static const char *const keys[] = {"names", "name",    "action",   "errnoRet", "errno",
+					   "args",  "comment", "includes", "excludes", NULL};
 	char where[32];
 	snprintf(where, sizeof(where), "syscalls[%zu]", ri);
 	if (!json_is_object(rule))
@@ -436,9 +452,11 @@ static int add_rule(struct loader *ld, json_t *rule, size_t ri)
 		int nr = seccomp_syscall_resolve_name_arch(ld->arch, name);
 		if (nr == __NR_SCMP_ERROR) {
 			if (action_permits(ld->def_action) && !action_permits(action))
-				return fail(ld, "%s: syscall \"%s\" is unknown to libseccomp, and "
+				return fail(ld,
+					    "%s: syscall \"%s\" is unknown to libseccomp, and "
 					    "skipping this rule would leave it allowed by the "
-					    "default action", where, name);
+					    "default action",
+					    where, name);
 			note_unknown(ld, name);
 			continue;
 		}
@@ -446,8 +464,8 @@ static int add_rule(struct loader *ld, json_t *rule, size_t ri)
 			continue; /* exists on other architectures only */
 		int rc = seccomp_rule_add_exact_array(ld->ctx, action, nr, nargs, args);
 		if (rc < 0)
-			return fail(ld, "%s: syscall \"%s\": libseccomp rejected the rule: %s", where,
-				    name, strerror(-rc));
+			return fail(ld, "%s: syscall \"%s\": libseccomp rejected the rule: %s",
+				    where, name, strerror(-rc));
 		if (action == SCMP_ACT_ALLOW) {
 			if (nr >= MAX_NR) {
 				ld->n_allowed++;
@@ -539,9 +557,17 @@ static int export_bpf(struct loader *ld, struct sock_fprog *prog)
 
 static int compile(struct loader *ld, json_t *root, struct seccomp_policy *out)
 {
-	static const char *const keys[] = {"defaultAction", "defaultErrnoRet", "defaultErrno",
-					   "architectures", "archMap", "syscalls", "flags",
-					   "listenerPath", "listenerMetadata", "comment", NULL};
+	static const char *const keys[] = {"defaultAction",
+					   "defaultErrnoRet",
+					   "defaultErrno",
+					   "architectures",
+					   "archMap",
+					   "syscalls",
+					   "flags",
+					   "listenerPath",
+					   "listenerMetadata",
+					   "comment",
+					   NULL};
 	if (!json_is_object(root))
 		return fail(ld, "the top level must be a JSON object");
 	if (check_keys(ld, root, "top level", keys) < 0)
@@ -683,8 +709,10 @@ int seccomp_policy_read(const char *path, char **data, size_t *len, struct error
 	}
 	close(fd);
 	if (!buf)
-		return error_set(err, 0, NULL, "seccomp policy %s: out of memory (or larger than "
-				 "64 MiB)", path);
+		return error_set(err, 0, NULL,
+				 "seccomp policy %s: out of memory (or larger than "
+				 "64 MiB)",
+				 path);
 	buf[n] = 0;
 	*data = buf;
 	*len = n;

@@ -56,8 +56,7 @@ static const struct opt_def opts[] = {
 	 "private directory (0700) for task output spools"},
 	{"seccomp-policy", "FORCEAI_SECCOMP_POLICY", OPT_STR, OFF(seccomp_policy),
 	 "/etc/forceai-runner/seccomp.json", "OCI seccomp JSON policy applied to every task"},
-	{"task-user", "FORCEAI_TASK_USER", OPT_USER, 0, "1000:1000",
-	 "UID:GID tasks run as"},
+	{"task-user", "FORCEAI_TASK_USER", OPT_USER, 0, "1000:1000", "UID:GID tasks run as"},
 	{"allow-root-tasks", "FORCEAI_ALLOW_ROOT_TASKS", OPT_BOOL, OFF(allow_root_tasks), "0",
 	 "honour uid/gid 0 in requests (root tasks still have no capabilities)"},
 	{"task-id-range", "FORCEAI_TASK_ID_RANGE", OPT_ID_RANGE, 0, "1000-4294967294",
@@ -82,7 +81,8 @@ static const struct opt_def opts[] = {
 	{"header-deadline-ms", "FORCEAI_HEADER_DEADLINE_MS", OPT_U64, OFF(header_deadline_ms),
 	 "5000", "a new connection that has not sent a whole request head by then is closed"},
 	{"max-client-connections", "FORCEAI_MAX_CLIENT_CONNECTIONS", OPT_UINT,
-	 OFF(max_client_conns), "512", "connections at once from one client (address, or uid "
+	 OFF(max_client_conns), "512",
+	 "connections at once from one client (address, or uid "
 	 "inside the box)"},
 	{"proxy-timeout-ms", "FORCEAI_PROXY_TIMEOUT_MS", OPT_U64, OFF(proxy_timeout_ms), "60000",
 	 "time a server behind /proxy/{port} has to take a request and start its answer (504)"},
@@ -133,7 +133,8 @@ static const struct opt_def opts[] = {
 	{"reset-snapshot-max", "FORCEAI_RESET_SNAPSHOT_MAX", OPT_U64, OFF(reset_snapshot_max),
 	 "268435456", "largest content of the writable roots kept for reset (bytes)"},
 	{"write-seccomp-cache", "FORCEAI_WRITE_SECCOMP_CACHE", OPT_BOOL, OFF(write_seccomp_cache),
-	 "0", "compile the seccomp policy into POLICY.bpf beside it and exit (image build: starts "
+	 "0",
+	 "compile the seccomp policy into POLICY.bpf beside it and exit (image build: starts "
 	 "then skip the compile)"},
 	{"insecure-no-confine", "FORCEAI_INSECURE_NO_CONFINE", OPT_BOOL, OFF(insecure_no_confine),
 	 "0", "TEST ONLY: run tasks without seccomp/capability/Landlock confinement"},
@@ -142,10 +143,11 @@ static const struct opt_def opts[] = {
 
 static void usage(FILE *out)
 {
-	fprintf(out, "usage: forceai-runner [OPTIONS] [-- CMD [ARG...]]\n\n"
-		     "Init (PID 1) and task endpoint of a forceai sandbox box.\n"
-		     "With -- CMD, CMD is the box's main process and the runner exits with its status.\n\n"
-		     "options (each also read from the environment variable shown):\n");
+	fprintf(out,
+		"usage: forceai-runner [OPTIONS] [-- CMD [ARG...]]\n\n"
+		"Init (PID 1) and task endpoint of a forceai sandbox box.\n"
+		"With -- CMD, CMD is the box's main process and the runner exits with its status.\n\n"
+		"options (each also read from the environment variable shown):\n");
 	for (size_t i = 0; i < N_OPTS; i++) {
 		const struct opt_def *o = &opts[i];
 		char left[64];
@@ -153,8 +155,8 @@ static void usage(FILE *out)
 		fprintf(out, "  %-24s %s\n  %-24s [%s%s%s]\n", left, o->help, "", o->env,
 			o->def ? ", default " : "", o->def ? o->def : "");
 	}
-	fprintf(out, "  %-24s %s\n  %-24s %s\n", "--version", "print the version and exit", "--help",
-		"print this help and exit");
+	fprintf(out, "  %-24s %s\n  %-24s %s\n", "--version", "print the version and exit",
+		"--help", "print this help and exit");
 	fprintf(out, "  %-24s %s\n", "--ping",
 		"health probe: GET /ping from the runner these options describe (token included), "
 		"exit 0 when it answers 200");
@@ -390,7 +392,8 @@ static int check_secret_file(const struct runner_config *cfg, const struct secre
 	else if ((mode & 0040) && ids_gid_allowed(cfg, sf->gid))
 		snprintf(why, sizeof(why),
 			 "has mode %04o and group %u, a gid tasks can run as (--task-user, "
-			 "--task-id-range): tasks can read it", mode, (unsigned)sf->gid);
+			 "--task-id-range): tasks can read it",
+			 mode, (unsigned)sf->gid);
 	else if (ids_uid_allowed(cfg, sf->uid))
 		snprintf(why, sizeof(why),
 			 "is owned by uid %u, a uid tasks can run as (--task-user, "
@@ -462,7 +465,8 @@ static int validate_gateway_url(const struct src *src, const char *url)
 	else if (!host || !*host)
 		rc = bad(src, "gateway-url", url, "no host");
 	else if (user)
-		rc = bad(src, "gateway-url", "(redacted)", "credentials in the URL are not allowed (use FORCEAI_GATEWAY_KEY)");
+		rc = bad(src, "gateway-url", "(redacted)",
+			 "credentials in the URL are not allowed (use FORCEAI_GATEWAY_KEY)");
 	else if (query || frag)
 		rc = bad(src, "gateway-url", url, "no query or fragment allowed");
 out:
@@ -589,7 +593,8 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 	if (cfg->task_log_max < 65536)
 		return bad_num(src, "task-log-max", cfg->task_log_max, "must be at least 65536");
 	if (cfg->stream_window < 4096 || cfg->stream_window > cfg->task_log_max / 4)
-		return bad_num(src, "stream-window", cfg->stream_window, "must be 4096 .. task-log-max/4");
+		return bad_num(src, "stream-window", cfg->stream_window,
+			       "must be 4096 .. task-log-max/4");
 	if (cfg->max_body < 1024)
 		return bad_num(src, "max-body", cfg->max_body, "must be at least 1024");
 	if (cfg->header_deadline_ms < 100 || cfg->header_deadline_ms > 600000)
@@ -601,7 +606,8 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 	if (cfg->gateway_url && validate_gateway_url(src, cfg->gateway_url) != 0)
 		return -1;
 	if (cfg->gateway_key && !cfg->gateway_url)
-		fprintf(stderr, "forceai-runner: warning: a gateway key is set but no --gateway-url\n");
+		fprintf(stderr,
+			"forceai-runner: warning: a gateway key is set but no --gateway-url\n");
 	if (cfg->agent_max_steps == 0 || cfg->agent_max_steps > 10000)
 		return bad(src, "agent-max-steps", "(value)", "must be 1..10000");
 	if (cfg->one_shot && cfg->main_argv)

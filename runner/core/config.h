@@ -23,23 +23,23 @@ struct runner_config {
 	const char *seccomp_policy;
 	uid_t task_uid;
 	gid_t task_gid;
-	bool task_user_set;    /* given, not the default (non-root mode uses its own) */
+	bool task_user_set; /* given, not the default (non-root mode uses its own) */
 	bool allow_root_tasks;
 	uint32_t task_id_lo, task_id_hi; /* ids requests may ask for (core/ids.h) */
 	bool exec_network_none;          /* exec tasks get no IP sockets unless asked */
-	bool insecure_no_confine; /* test-only: benchmarks of confinement cost */
-	bool write_seccomp_cache; /* compile POLICY into POLICY.bpf and exit */
-	unsigned max_tasks;       /* concurrent running tasks; 429 beyond */
-	uint64_t max_body;        /* request body bytes; 413 beyond */
-	uint64_t task_log_max;    /* retained output per task (bytes) */
-	uint64_t stream_window;   /* bytes a live client may lag before the pipe is paused */
-	unsigned retain_count;    /* finished task records kept */
-	uint64_t retain_ms;       /* ... and for how long */
-	uint64_t header_timeout_ms; /* idle connection / slowloris timeout */
-	uint64_t header_deadline_ms; /* a connection's request head must be in by then */
-	unsigned max_client_conns;   /* connections at once per client */
-	uint64_t proxy_timeout_ms;  /* /proxy/{port}: upstream silence before 504 */
-	const char *landlock_roots; /* colon-separated writable roots */
+	bool insecure_no_confine;        /* test-only: benchmarks of confinement cost */
+	bool write_seccomp_cache;        /* compile POLICY into POLICY.bpf and exit */
+	unsigned max_tasks;              /* concurrent running tasks; 429 beyond */
+	uint64_t max_body;               /* request body bytes; 413 beyond */
+	uint64_t task_log_max;           /* retained output per task (bytes) */
+	uint64_t stream_window;          /* bytes a live client may lag before the pipe is paused */
+	unsigned retain_count;           /* finished task records kept */
+	uint64_t retain_ms;              /* ... and for how long */
+	uint64_t header_timeout_ms;      /* idle connection / slowloris timeout */
+	uint64_t header_deadline_ms;     /* a connection's request head must be in by then */
+	unsigned max_client_conns;       /* connections at once per client */
+	uint64_t proxy_timeout_ms;       /* /proxy/{port}: upstream silence before 504 */
+	const char *landlock_roots;      /* colon-separated writable roots */
 	uint64_t rlimit_nproc, rlimit_nofile, rlimit_as, rlimit_fsize; /* 0 = unset */
 	uint64_t task_memory_max; /* cgroup v2 memory.max per task; 0 = max */
 	uint64_t task_pids_max;   /* cgroup v2 pids.max per task; 0 = max */
@@ -54,18 +54,18 @@ struct runner_config {
 
 	/* Model calls (docs/design.md §7). gateway_url NULL = no model access. */
 	const char *gateway_url;
-	char *gateway_key;        /* NULL = vault mode: no Authorization sent */
+	char *gateway_key; /* NULL = vault mode: no Authorization sent */
 	struct secret_file token_file, key_file;
-	const char *gateway_ca;   /* NULL = SSL_CERT_FILE / CURL_CA_BUNDLE / system */
+	const char *gateway_ca;    /* NULL = SSL_CERT_FILE / CURL_CA_BUNDLE / system */
 	const char *gateway_proxy; /* NULL = no proxy (proxy env vars ignored) */
 	uint64_t gateway_connect_timeout_ms;
 	uint64_t gateway_timeout_ms;
-	const char *model;        /* default model of agent tasks */
+	const char *model;         /* default model of agent tasks */
 	unsigned model_proxy_port; /* loopback model proxy (0 = ephemeral) */
 	uint64_t agent_max_steps;
-	uint64_t agent_timeout_ms;  /* 0 = none */
-	uint64_t agent_max_tokens;  /* 0 = none */
-	uint64_t agent_output_max;  /* tool output fed back to the model (bytes) */
+	uint64_t agent_timeout_ms; /* 0 = none */
+	uint64_t agent_max_tokens; /* 0 = none */
+	uint64_t agent_output_max; /* tool output fed back to the model (bytes) */
 };
 
 /* Parse argv + environment. Returns 0 to run, 1 when --help/--version was

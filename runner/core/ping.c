@@ -113,7 +113,7 @@ int ping_run(const struct runner_config *cfg)
 			continue;
 		}
 		int e = w < 0 && (errno == EAGAIN || errno == EINTR) ? wait_fd(fd, POLLOUT, &t0)
-								    : -(w < 0 ? errno : EPIPE);
+								     : -(w < 0 ? errno : EPIPE);
 		if (e < 0) {
 			explicit_bzero(req, sizeof(req));
 			rc = fail("send", -e);

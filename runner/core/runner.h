@@ -33,7 +33,7 @@ struct runner {
 	enum init_mode init_mode;
 	pid_t self_pid;
 
-	struct signals signals; /* what each signal means: main.c's table */
+	struct signals signals;      /* what each signal means: main.c's table */
 	struct loop_hook exit_check; /* after every batch: may the loop end? */
 
 	/* The box's main process (-- CMD), if any. */
@@ -50,18 +50,18 @@ struct runner {
 
 	struct rlimit nofile_at_start; /* restored for the main child */
 	int state_dir_fd;
-	char state_dir[512];     /* its path: --state-dir, or a fallback (statedir.h) */
+	char state_dir[512]; /* its path: --state-dir, or a fallback (statedir.h) */
 	bool state_dir_fallback;
 	struct loop_timer tick; /* 1 s housekeeping: keep-alives, record expiry */
 
 	struct http_server *http;
 	struct task_table *tasks;
 	struct session_table *sessions;
-	struct gateway *gateway;       /* NULL: no FORCEAI_GATEWAY_URL */
-	struct modelproxy *modelproxy; /* loopback model proxy for chat tasks */
-	struct ws_table *ws;           /* open WebSocket connections (http/ws.c) */
-	struct pty_table *ptys;        /* execd PTY sessions (api/pty.c) */
-	struct profile *profile;       /* one-shot and reset (profile/profile.h) */
+	struct gateway *gateway;        /* NULL: no FORCEAI_GATEWAY_URL */
+	struct modelproxy *modelproxy;  /* loopback model proxy for chat tasks */
+	struct ws_table *ws;            /* open WebSocket connections (http/ws.c) */
+	struct pty_table *ptys;         /* execd PTY sessions (api/pty.c) */
+	struct profile *profile;        /* one-shot and reset (profile/profile.h) */
 	struct files_sched files_sched; /* the files API's long scans, in slices */
-	struct proxy_table *proxies;   /* open /proxy/{port} requests (api/proxy.c) */
+	struct proxy_table *proxies;    /* open /proxy/{port} requests (api/proxy.c) */
 };

@@ -86,6 +86,7 @@ int statedir_open(const struct runner_config *cfg, char *path, size_t pathlen, b
 		reasons[used] = '\0';
 	}
 	return error_set(err, 0, "STATE_DIR", "no usable --state-dir: %s%s", reasons,
-			 cfg->state_dir_set ? "" : " (set --state-dir to a directory the runner may "
-						   "create)");
+			 cfg->state_dir_set ? ""
+					    : " (set --state-dir to a directory the runner may "
+					      "create)");
 }

@@ -175,7 +175,10 @@ size_t utf8_incomplete_tail(const unsigned char *s, size_t len)
 /* Bytes a JSON string cannot hold as they are: controls, '"', '\\', DEL
  * (escaped like Go does) and everything >= 0x80 (checked as UTF-8). */
 static const unsigned char json_special[256] = {
-	[0 ... 0x1f] = 1, ['"'] = 1, ['\\'] = 1, [0x7f ... 0xff] = 1,
+	[0 ... 0x1f] = 1,
+	['"'] = 1,
+	['\\'] = 1,
+	[0x7f ... 0xff] = 1,
 };
 
 #define ONES 0x0101010101010101ULL
@@ -203,7 +206,8 @@ static inline unsigned sse_special(__m128i v)
 	__m128i high = _mm_cmpgt_epi8(x, _mm_set1_epi8((char)(0x7e ^ 0x80)));
 	__m128i q = _mm_cmpeq_epi8(v, _mm_set1_epi8('"'));
 	__m128i bs = _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'));
-	return (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(ctl, high), _mm_or_si128(q, bs)));
+	return (unsigned)_mm_movemask_epi8(
+		_mm_or_si128(_mm_or_si128(ctl, high), _mm_or_si128(q, bs)));
 }
 #endif
 
@@ -211,8 +215,8 @@ static inline unsigned sse_special(__m128i v)
  * than 6 bytes of room are left before end (a character is never split).
  * *used gets the input consumed, *invalid the bytes that were not UTF-8.
  * Returns the end of the output. */
-static char *json_escape_core(char *o, const char *end, const char *str, size_t len,
-			      size_t *used, size_t *invalid)
+static char *json_escape_core(char *o, const char *end, const char *str, size_t len, size_t *used,
+			      size_t *invalid)
 {
 	const unsigned char *s = (const unsigned char *)str;
 	static const char hex[] = "0123456789abcdef";
@@ -259,7 +263,7 @@ static char *json_escape_core(char *o, const char *end, const char *str, size_t 
 		while (i < len && o < end && !json_special[s[i]])
 			*o++ = (char)s[i++];
 #if defined(__SSE2__)
-special:
+	special:
 #endif
 		if (i >= len || end - o < 6)
 			break;
@@ -449,14 +453,16 @@ const char *signal_name(int sig)
 		int sig;
 		const char *name;
 	} names[] = {
-		{SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},
-		{SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},
-		{SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
-		{SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}, {SIGCHLD, "SIGCHLD"},
-		{SIGCONT, "SIGCONT"}, {SIGSTOP, "SIGSTOP"}, {SIGTSTP, "SIGTSTP"}, {SIGTTIN, "SIGTTIN"},
-		{SIGTTOU, "SIGTTOU"}, {SIGURG, "SIGURG"},   {SIGXCPU, "SIGXCPU"}, {SIGXFSZ, "SIGXFSZ"},
-		{SIGVTALRM, "SIGVTALRM"}, {SIGPROF, "SIGPROF"}, {SIGWINCH, "SIGWINCH"}, {SIGIO, "SIGIO"},
-		{SIGPWR, "SIGPWR"},   {SIGSYS, "SIGSYS"},
+		{SIGHUP, "SIGHUP"},       {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"},
+		{SIGILL, "SIGILL"},       {SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"},
+		{SIGBUS, "SIGBUS"},       {SIGFPE, "SIGFPE"},   {SIGKILL, "SIGKILL"},
+		{SIGUSR1, "SIGUSR1"},     {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
+		{SIGPIPE, "SIGPIPE"},     {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"},
+		{SIGCHLD, "SIGCHLD"},     {SIGCONT, "SIGCONT"}, {SIGSTOP, "SIGSTOP"},
+		{SIGTSTP, "SIGTSTP"},     {SIGTTIN, "SIGTTIN"}, {SIGTTOU, "SIGTTOU"},
+		{SIGURG, "SIGURG"},       {SIGXCPU, "SIGXCPU"}, {SIGXFSZ, "SIGXFSZ"},
+		{SIGVTALRM, "SIGVTALRM"}, {SIGPROF, "SIGPROF"}, {SIGWINCH, "SIGWINCH"},
+		{SIGIO, "SIGIO"},         {SIGPWR, "SIGPWR"},   {SIGSYS, "SIGSYS"},
 	};
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (names[i].sig == sig)

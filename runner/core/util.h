@@ -18,7 +18,7 @@ int buf_append_str(struct buf *b, const char *s);
  * U+FFFD, as Go's encoder does. */
 int buf_append_json_str(struct buf *b, const char *s, size_t len);
 /* Worst case of a JSON string literal of len bytes: \u00XX per byte, quotes. */
-#define JSON_STR_MAX(len) ((len) * 6 + 2)
+#define JSON_STR_MAX(len) ((len)*6 + 2)
 /* The same literal written at o, which has room for JSON_STR_MAX(len);
  * returns the end. For callers that reserve once for a whole event. */
 char *json_escape_to(char *o, const char *s, size_t len);
@@ -38,10 +38,16 @@ int buf_append_u64(struct buf *b, uint64_t v);
 #define buf_append_lit(b, lit) buf_append((b), "" lit, sizeof(lit) - 1)
 void buf_reset(struct buf *b);
 void buf_free(struct buf *b);
-static inline size_t buf_avail(const struct buf *b) { return b->len - b->off; }
+static inline size_t buf_avail(const struct buf *b)
+{
+	return b->len - b->off;
+}
 /* Scoped: `cleanup_buf struct buf b = {0};` is freed when it goes out of
  * scope (see core/cleanup.h). */
-static inline void buf_freep(struct buf *b) { buf_free(b); }
+static inline void buf_freep(struct buf *b)
+{
+	buf_free(b);
+}
 #define cleanup_buf __attribute__((cleanup(buf_freep)))
 /* Copy up to max unread bytes into dst; the count. */
 size_t buf_take(struct buf *b, char *dst, size_t max);

@@ -126,7 +126,9 @@ int multipart_init(struct multipart *m, const char *content_type, const struct m
 			return fail(m, "the multipart boundary must be 1 to 70 characters");
 		for (size_t i = 0; i < bl; i++)
 			if ((unsigned char)val[i] < 32 || (unsigned char)val[i] > 126)
-				return fail(m, "the multipart boundary has a control or non-ASCII byte");
+				return fail(
+					m,
+					"the multipart boundary has a control or non-ASCII byte");
 		memcpy(m->delim, "\r\n--", 4);
 		memcpy(m->delim + 4, val, bl + 1);
 		m->dlen = 4 + bl;
@@ -234,7 +236,8 @@ static int scan(struct multipart *m, const char **pp, const char *end)
 				p += n;
 				if (m->match == m->dlen) {
 					m->match = 0;
-					if ((rc = emit(m, run, (size_t)((mstart ? mstart : start) - run))))
+					if ((rc = emit(m, run,
+						       (size_t)((mstart ? mstart : start) - run))))
 						return rc;
 					*pp = p;
 					return 1;
@@ -283,7 +286,8 @@ int multipart_feed(struct multipart *m, const char *data, size_t len)
 				break;
 			if (rc != 1)
 				return rc;
-			if (m->state == MP_BODY && m->cb->part_end && (rc = m->cb->part_end(m->arg))) {
+			if (m->state == MP_BODY && m->cb->part_end &&
+			    (rc = m->cb->part_end(m->arg))) {
 				m->state = MP_ERROR;
 				return rc;
 			}
@@ -317,12 +321,14 @@ int multipart_feed(struct multipart *m, const char *data, size_t len)
 					return fail(m, "part headers too large");
 				m->hdr[m->hlen++] = *p++;
 				if ((m->hlen == 2 && !memcmp(m->hdr, "\r\n", 2)) ||
-				    (m->hlen >= 4 && !memcmp(m->hdr + m->hlen - 4, "\r\n\r\n", 4))) {
+				    (m->hlen >= 4 &&
+				     !memcmp(m->hdr + m->hlen - 4, "\r\n\r\n", 4))) {
 					if (parse_headers(m) < 0)
 						return -1;
 					m->nparts++;
 					m->state = MP_BODY;
-					if (m->cb->part_begin && (rc = m->cb->part_begin(m->arg, &m->part))) {
+					if (m->cb->part_begin &&
+					    (rc = m->cb->part_begin(m->arg, &m->part))) {
 						m->state = MP_ERROR;
 						return rc;
 					}

@@ -19,9 +19,9 @@
 
 #define STORE_NAME ".reset-snapshot"
 #define NONE UINT32_MAX
-#define HOIST_DEPTH 64      /* a deeper tree being removed is moved up to its root */
-#define MAX_RM_DEPTH 4096   /* when it cannot be moved */
-#define MAX_PASSES 1000000  /* re-reads of one directory (hoisted trees come back) */
+#define HOIST_DEPTH 64     /* a deeper tree being removed is moved up to its root */
+#define MAX_RM_DEPTH 4096  /* when it cannot be moved */
+#define MAX_PASSES 1000000 /* re-reads of one directory (hoisted trees come back) */
 #define ITER_BUF 8192
 
 /* statx(2) with its ABI layout: musl 1.2.3 has no wrapper, and the kernel's
@@ -331,8 +331,8 @@ static int take_file(struct take_ctx *c, int dfd, const char *name, uint32_t idx
 	struct snapshot *s = c->s;
 	int src = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
 	if (src < 0)
-		return error_set(c->e, errno, NULL, "cannot read '%s' under %s",
-				 name, c->root->path);
+		return error_set(c->e, errno, NULL, "cannot read '%s' under %s", name,
+				 c->root->path);
 	struct stat fst;
 	if (fstat(src, &fst) < 0 || fst.st_ino != st->ino || !S_ISREG(fst.st_mode)) {
 		close(src);
@@ -436,8 +436,8 @@ static int take_dir(struct take_ctx *c, int dfd, uint32_t di, int depth)
 		name = ent_name(s, e);
 		struct kstatx st;
 		if ((rc = kstatx(dfd, name, AT_SYMLINK_NOFOLLOW, &st)) < 0)
-			return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s",
-					 name, c->root->path);
+			return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s", name,
+					 c->root->path);
 		ent_fill(e, &st);
 		if (other_mount(c->root, &st) || is_excluded(s, &st)) {
 			e->type = SNAP_KEEP;
@@ -560,8 +560,8 @@ static int store_open(struct snapshot *s, struct error *e)
 	return 0;
 }
 
-int snapshot_take(struct snapshot *s, const char *const *roots, unsigned n_roots,
-		  int state_dir_fd, uint64_t max_bytes, char **skipped, struct error *e)
+int snapshot_take(struct snapshot *s, const char *const *roots, unsigned n_roots, int state_dir_fd,
+		  uint64_t max_bytes, char **skipped, struct error *e)
 {
 	memset(s, 0, sizeof(*s));
 	s->store_fd = -1;
@@ -741,8 +741,8 @@ static int remove_entry(struct rctx *c, int dfd, const char *name, const struct 
 		if (unlinkat(dfd, name, 0) < 0) {
 			if (errno == ENOENT)
 				return 0;
-			return error_set(c->e, errno, NULL, "cannot remove '%s' under %s",
-					 name, c->root->path);
+			return error_set(c->e, errno, NULL, "cannot remove '%s' under %s", name,
+					 c->root->path);
 		}
 		if (S_ISREG(st->mode)) {
 			c->st->removed_files++;
@@ -771,8 +771,8 @@ static int remove_entry(struct rctx *c, int dfd, const char *name, const struct 
 	if (cfd == -ENOENT)
 		return 0;
 	if (cfd < 0)
-		return error_set(c->e, -cfd, NULL, "cannot open '%s' under %s",
-				 name, c->root->path);
+		return error_set(c->e, -cfd, NULL, "cannot open '%s' under %s", name,
+				 c->root->path);
 	int rc = remove_contents(c, cfd, depth + 1);
 	close(cfd);
 	if (rc < 0)
@@ -783,8 +783,8 @@ static int remove_entry(struct rctx *c, int dfd, const char *name, const struct 
 		/* Not empty: it holds a mount point, which stays. */
 		if (errno == ENOTEMPTY || errno == EEXIST || errno == EBUSY)
 			return 0;
-		return error_set(c->e, errno, NULL, "cannot remove '%s' under %s",
-				 name, c->root->path);
+		return error_set(c->e, errno, NULL, "cannot remove '%s' under %s", name,
+				 c->root->path);
 	}
 	c->st->removed_dirs++;
 	return 0;
@@ -846,28 +846,28 @@ static int set_attrs_fd(struct rctx *c, int fd, struct snap_entry *e, const char
 	struct kstatx st;
 	int rc = kstatx(fd, "", AT_EMPTY_PATH, &st);
 	if (rc < 0)
-		return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s",
-				 name, c->root->path);
+		return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s", name,
+				 c->root->path);
 	if ((st.uid != e->uid || st.gid != e->gid) && fchown(fd, e->uid, e->gid) < 0 &&
 	    (c->root_user || errno != EPERM))
-		return error_set(c->e, errno, NULL, "cannot chown '%s' under %s",
-				 name, c->root->path);
+		return error_set(c->e, errno, NULL, "cannot chown '%s' under %s", name,
+				 c->root->path);
 	if ((rc = kstatx(fd, "", AT_EMPTY_PATH, &st)) < 0) /* a chown clears set-id bits */
-		return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s",
-				 name, c->root->path);
+		return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s", name,
+				 c->root->path);
 	if ((st.mode & 07777) != (e->mode & 07777) && fchmod(fd, e->mode & 07777) < 0)
-		return error_set(c->e, errno, NULL, "cannot chmod '%s' under %s",
-				 name, c->root->path);
+		return error_set(c->e, errno, NULL, "cannot chmod '%s' under %s", name,
+				 c->root->path);
 	/* The mtime of a directory someone else owns (non-root mode): tasks
 	 * only changed it by adding entries, which are gone again. */
 	struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT}, ts_of(e->mtime_sec, e->mtime_nsec)};
 	if (futimens(fd, ts) < 0 && (c->root_user || errno != EPERM || st.uid == geteuid()))
-		return error_set(c->e, errno, NULL, "cannot set the time of '%s' under %s",
-				 name, c->root->path);
+		return error_set(c->e, errno, NULL, "cannot set the time of '%s' under %s", name,
+				 c->root->path);
 	rc = kstatx(fd, "", AT_EMPTY_PATH, &st);
 	if (rc < 0)
-		return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s",
-				 name, c->root->path);
+		return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s", name,
+				 c->root->path);
 	e->ino = st.ino;
 	e->ctime_sec = st.ctime.tv_sec;
 	e->ctime_nsec = st.ctime.tv_nsec;
@@ -879,23 +879,23 @@ static int set_attrs_at(struct rctx *c, int dfd, const char *name, struct snap_e
 {
 	if (fchownat(dfd, name, e->uid, e->gid, AT_SYMLINK_NOFOLLOW) < 0 &&
 	    (c->root_user || errno != EPERM))
-		return error_set(c->e, errno, NULL, "cannot chown '%s' under %s",
-				 name, c->root->path);
+		return error_set(c->e, errno, NULL, "cannot chown '%s' under %s", name,
+				 c->root->path);
 	if (e->type != SNAP_LNK) {
 		/* Just made by mknodat in a directory no task can reach now. */
 		if (fchmodat(dfd, name, e->mode & 07777, 0) < 0)
-			return error_set(c->e, errno, NULL, "cannot chmod '%s' under %s",
-					 name, c->root->path);
+			return error_set(c->e, errno, NULL, "cannot chmod '%s' under %s", name,
+					 c->root->path);
 	}
 	struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT}, ts_of(e->mtime_sec, e->mtime_nsec)};
 	if (utimensat(dfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
-		return error_set(c->e, errno, NULL, "cannot set the time of '%s' under %s",
-				 name, c->root->path);
+		return error_set(c->e, errno, NULL, "cannot set the time of '%s' under %s", name,
+				 c->root->path);
 	struct kstatx st;
 	int rc = kstatx(dfd, name, AT_SYMLINK_NOFOLLOW, &st);
 	if (rc < 0)
-		return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s",
-				 name, c->root->path);
+		return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s", name,
+				 c->root->path);
 	e->ino = st.ino;
 	e->ctime_sec = st.ctime.tv_sec;
 	e->ctime_nsec = st.ctime.tv_nsec;
@@ -907,20 +907,20 @@ static int copy_from_store(struct rctx *c, int dfd, const char *name, uint32_t i
 	struct snap_entry *e = &c->s->ent[idx];
 	int dst = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (dst < 0)
-		return error_set(c->e, errno, NULL, "cannot create '%s' under %s",
-				 name, c->root->path);
+		return error_set(c->e, errno, NULL, "cannot create '%s' under %s", name,
+				 c->root->path);
 	uint64_t copied = 0;
 	loff_t off = (loff_t)e->data_off;
 	int rc = copy_fd(c->s->store_fd, &off, e->size, dst, &copied);
 	if (rc < 0) {
 		close(dst);
-		return error_set(c->e, -rc, NULL, "cannot write '%s' under %s",
-				 name, c->root->path);
+		return error_set(c->e, -rc, NULL, "cannot write '%s' under %s", name,
+				 c->root->path);
 	}
 	rc = set_attrs_fd(c, dst, e, name);
 	if (close(dst) < 0 && rc == 0)
-		return error_set(c->e, errno, NULL, "cannot write '%s' under %s",
-				 name, c->root->path);
+		return error_set(c->e, errno, NULL, "cannot write '%s' under %s", name,
+				 c->root->path);
 	if (rc < 0)
 		return -1;
 	c->st->restored_files++;

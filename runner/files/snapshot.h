@@ -54,7 +54,7 @@ struct snap_entry {
 	uint64_t size;
 	uint64_t data_off; /* regular files: where the content is in the store */
 	uint64_t rdev;
-	uint32_t parent; /* index; UINT32_MAX for a root */
+	uint32_t parent;                  /* index; UINT32_MAX for a root */
 	uint32_t first_child, n_children; /* directories: contiguous, sorted by name */
 	uint32_t name_off, target_off;    /* into the pool; target: symlinks */
 	uint16_t name_len, target_len;
@@ -80,8 +80,8 @@ struct snapshot {
 	size_t n_ent, cap_ent, map_len;
 	char *pool;
 	size_t pool_len, pool_cap;
-	int state_fd; /* the state dir (not owned) */
-	int store_fd; /* one unnamed file in the state dir: every file's content */
+	int state_fd;   /* the state dir (not owned) */
+	int store_fd;   /* one unnamed file in the state dir: every file's content */
 	uint64_t bytes; /* file content kept in the store */
 	struct {
 		uint64_t dev, ino;
@@ -92,8 +92,8 @@ struct snapshot {
 struct restore_stats {
 	uint64_t removed_files, removed_dirs, removed_links, removed_other, removed_bytes;
 	uint64_t restored_files, restored_dirs, restored_links, restored_other, restored_bytes;
-	uint64_t attrs_fixed;   /* entries kept whose mode, owner or mtime were put back */
-	uint64_t unchanged;     /* entries found as they were */
+	uint64_t attrs_fixed;    /* entries kept whose mode, owner or mtime were put back */
+	uint64_t unchanged;      /* entries found as they were */
 	uint64_t mounts_skipped; /* entries on another mount, left alone */
 	uint64_t not_restorable; /* sockets that were changed or removed */
 };
@@ -101,8 +101,8 @@ struct restore_stats {
 /* Walk the roots (missing ones are skipped and named in *skipped, a
  * malloc'd colon-separated list or NULL) and fill the store. The state dir
  * may lie inside a root: it is left out. 0, or -1 with e set. */
-int snapshot_take(struct snapshot *s, const char *const *roots, unsigned n_roots,
-		  int state_dir_fd, uint64_t max_bytes, char **skipped, struct error *e);
+int snapshot_take(struct snapshot *s, const char *const *roots, unsigned n_roots, int state_dir_fd,
+		  uint64_t max_bytes, char **skipped, struct error *e);
 /* Make every root equal to the manifest. Runs in a child process of the
  * runner (it may take long); updates the manifest's inodes and ctimes of
  * what it recreated. 0, or -1 with e set (stats hold what was done). */

@@ -14,7 +14,7 @@
 #include "core/runner.h"
 #include "http/peer.h"
 
-#define SWEEP_MS 250      /* deadline resolution */
+#define SWEEP_MS 250       /* deadline resolution */
 #define LOG_EVERY_MS 10000 /* refusals are summed up, not logged one by one */
 
 struct gate_client {
@@ -307,7 +307,8 @@ json_t *gate_report(const struct gate *g)
 			 (unsigned)g->r->cfg.task_id_hi, IDS_NOBODY,
 			 g->r->cfg.allow_root_tasks ? ", 0" : "",
 			 ids_uid_allowed(&g->r->cfg, geteuid())
-				 ? "; not the runner's own uid, which cannot be told apart" : "");
+				 ? "; not the runner's own uid, which cannot be told apart"
+				 : "");
 		const char *how = g->diag_errno
 					  ? strerror(g->diag_errno)
 					  : "sock_diag (inet_diag owner uid of the peer socket)";

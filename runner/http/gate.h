@@ -23,7 +23,7 @@ struct runner;
 struct gate;
 
 struct gate_policy {
-	const char *name;        /* for logs: "http", "model proxy" */
+	const char *name; /* for logs: "http", "model proxy" */
 	bool refuse_tasks;
 	unsigned max_per_client; /* 0: no limit */
 	uint64_t first_head_ms;

@@ -105,7 +105,8 @@ static enum MHD_Result framing_it(void *cls, enum MHD_ValueKind kind, const char
 		f->te++;
 		value += strspn(value, " \t");
 		size_t n = strcspn(value, " \t");
-		if (n != 7 || strncasecmp(value, "chunked", 7) || value[n + strspn(value + n, " \t")])
+		if (n != 7 || strncasecmp(value, "chunked", 7) ||
+		    value[n + strspn(value + n, " \t")])
 			f->te_other = true;
 	}
 	return MHD_YES;
@@ -235,8 +236,8 @@ static uint64_t request_gen(struct runner *r)
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-				  const char *method, const char *version,
-				  const char *upload_data, size_t *upload_size, void **con_cls)
+				  const char *method, const char *version, const char *upload_data,
+				  size_t *upload_size, void **con_cls)
 {
 	(void)version;
 	struct runner *r = cls;
@@ -275,7 +276,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (!req->route) {
 			if (path_known)
 				return http_failf(req, "METHOD_NOT_ALLOWED",
-						  "method %.16s is not allowed on %.200s", method, url);
+						  "method %.16s is not allowed on %.200s", method,
+						  url);
 			return http_failf(req, "NOT_FOUND", "no route %.16s %.200s", method, url);
 		}
 		const char *cl = http_header(req, "Content-Length");

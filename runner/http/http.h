@@ -46,16 +46,16 @@ struct http_req {
 	bool body_too_big;
 	bool responded;
 	const struct http_route *route; /* NULL = none matched */
-	const char *param; /* the {id} segment of the path, if any */
+	const char *param;              /* the {id} segment of the path, if any */
 	char param_buf[128];
-	void *ctx; /* per-route state (e.g. an upload) */
+	void *ctx;         /* per-route state (e.g. an upload) */
 	bool completed_ok; /* set before ctx_free: false when the client went away */
 	size_t body_left;  /* a body route leaves this many bytes of the chunk for later */
 	char *raw_query;   /* the query string as sent (NULL: none), for strict parsers */
 	char *raw_target;  /* the request target as sent (path and query, undecoded) */
 	bool suspended;    /* http_req_suspend: waits for http_req_resume */
 	struct http_req *snext, *sprev;
-	uint64_t gen;      /* the generation it arrived in (http_hooks.request_gen) */
+	uint64_t gen; /* the generation it arrived in (http_hooks.request_gen) */
 	void (*ctx_free)(struct http_req *req);
 };
 
@@ -88,7 +88,7 @@ struct http_stream {
 	bool failed;    /* cut short: the connection is closed, not completed */
 	bool suspended;
 	bool closed;
-	bool ending; /* http_streams_end: ends as soon as it has nothing to send */
+	bool ending;           /* http_streams_end: ends as soon as it has nothing to send */
 	uint64_t last_send_ms; /* monotonic */
 	struct http_stream *next, *prev;
 };
@@ -136,8 +136,8 @@ bool http_stopping(struct runner *r);
 /* Responses (each returns the MHD result to hand back from the handler). */
 enum MHD_Result http_json(struct http_req *req, unsigned status, json_t *body); /* steals body */
 /* Deprecated (the status is chosen by the caller): use http_fail. */
-enum MHD_Result http_error(struct http_req *req, unsigned status, const char *code,
-			   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+enum MHD_Result http_error(struct http_req *req, unsigned status, const char *code, const char *fmt,
+			   ...) __attribute__((format(printf, 4, 5)));
 /* The error as a JSON {code, message} response, its status from
  * error_http_status(): the one way an error becomes a response. */
 struct error;
@@ -177,7 +177,6 @@ unsigned http_stream_count(struct runner *r);
 json_t *http_body_json(struct http_req *req, bool allow_empty);
 /* The same check without a request (no I/O): the object, or NULL with err
  * set (INVALID_REQUEST_BODY). */
-json_t *http_parse_json_object(const char *data, size_t len, bool allow_empty,
-				struct error *err);
+json_t *http_parse_json_object(const char *data, size_t len, bool allow_empty, struct error *err);
 const char *http_query(struct http_req *req, const char *name);
 const char *http_header(struct http_req *req, const char *name);

@@ -19,4 +19,3 @@ struct http_server {
 	unsigned n_streams;
 	struct http_req *suspended; /* http_req_suspend */
 };
-

@@ -21,9 +21,9 @@ enum peer_kind { PEER_OUTSIDE, PEER_IN_BOX, PEER_UNKNOWN };
 
 struct peer {
 	enum peer_kind kind;
-	uid_t uid;           /* PEER_IN_BOX only */
-	char addr[48];       /* numeric, for logs and per-client accounting */
-	int lookup_errno;    /* PEER_UNKNOWN: why (ENOENT: no owner found) */
+	uid_t uid;        /* PEER_IN_BOX only */
+	char addr[48];    /* numeric, for logs and per-client accounting */
+	int lookup_errno; /* PEER_UNKNOWN: why (ENOENT: no owner found) */
 };
 
 /* A NETLINK_SOCK_DIAG socket, reused for every lookup. */

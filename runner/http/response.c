@@ -47,8 +47,8 @@ enum MHD_Result http_json(struct http_req *req, unsigned status, json_t *body)
 	return http_queue(req, status, http_json_response(body));
 }
 
-enum MHD_Result http_error(struct http_req *req, unsigned status, const char *code,
-			   const char *fmt, ...)
+enum MHD_Result http_error(struct http_req *req, unsigned status, const char *code, const char *fmt,
+			   ...)
 {
 	char msg[512];
 	va_list ap;
@@ -103,8 +103,7 @@ const char *http_header(struct http_req *req, const char *name)
 	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
 }
 
-json_t *http_parse_json_object(const char *data, size_t len, bool allow_empty,
-				struct error *err)
+json_t *http_parse_json_object(const char *data, size_t len, bool allow_empty, struct error *err)
 {
 	if (len == 0) {
 		if (allow_empty)
@@ -136,4 +135,3 @@ json_t *http_body_json(struct http_req *req, bool allow_empty)
 		http_fail(req, &err);
 	return j;
 }
-

@@ -126,21 +126,22 @@ int http_daemon_start(struct http_daemon *hd, struct loop *loop,
 	hd->name = conf->name;
 	hd->loop = loop;
 	hd->timer.w.fd = -1;
-	hd->d = MHD_start_daemon(
-		MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
-			(conf->allow_upgrade ? MHD_ALLOW_UPGRADE : 0),
-		0, NULL, NULL,
-		conf->on_request, conf->arg, MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log,
-		(void *)conf->name, MHD_OPTION_LISTEN_SOCKET, conf->listen_fd,
-		MHD_OPTION_NOTIFY_COMPLETED, conf->on_completed, conf->arg,
-		MHD_OPTION_NOTIFY_CONNECTION, conf->on_connection, conf->connection_arg,
-		MHD_OPTION_URI_LOG_CALLBACK, conf->on_uri, conf->arg,
-		MHD_OPTION_CONNECTION_TIMEOUT, conf->timeout_s ? conf->timeout_s : 1,
-		MHD_OPTION_CONNECTION_MEMORY_LIMIT, conf->conn_memory_limit,
-		MHD_OPTION_CONNECTION_LIMIT, conf->conn_limit, MHD_OPTION_STRICT_FOR_CLIENT, 1,
-		/* SIGPIPE is ignored (main.c's signal table): lets MHD use
-		 * sendfile for downloads. */
-		MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, MHD_OPTION_END);
+	hd->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+					 (conf->allow_upgrade ? MHD_ALLOW_UPGRADE : 0),
+				 0, NULL, NULL, conf->on_request, conf->arg,
+				 MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log, (void *)conf->name,
+				 MHD_OPTION_LISTEN_SOCKET, conf->listen_fd,
+				 MHD_OPTION_NOTIFY_COMPLETED, conf->on_completed, conf->arg,
+				 MHD_OPTION_NOTIFY_CONNECTION, conf->on_connection,
+				 conf->connection_arg, MHD_OPTION_URI_LOG_CALLBACK, conf->on_uri,
+				 conf->arg, MHD_OPTION_CONNECTION_TIMEOUT,
+				 conf->timeout_s ? conf->timeout_s : 1,
+				 MHD_OPTION_CONNECTION_MEMORY_LIMIT, conf->conn_memory_limit,
+				 MHD_OPTION_CONNECTION_LIMIT, conf->conn_limit,
+				 MHD_OPTION_STRICT_FOR_CLIENT, 1,
+				 /* SIGPIPE is ignored (main.c's signal table): lets MHD use
+				  * sendfile for downloads. */
+				 MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, MHD_OPTION_END);
 	if (!hd->d) {
 		close(conf->listen_fd);
 		return error_set(err, 0, NULL, "cannot start the %s server (libmicrohttpd)",

@@ -24,7 +24,7 @@ struct http_daemon_conf {
 	 * makes the request's state (handed to `arg`'s callbacks as con_cls),
 	 * or NULL. */
 	void *(*on_uri)(void *arg, const char *uri, struct MHD_Connection *c);
-	bool allow_upgrade; /* connections may be upgraded (WebSocket, http/ws.c) */
+	bool allow_upgrade;       /* connections may be upgraded (WebSocket, http/ws.c) */
 	unsigned timeout_s;       /* idle connection timeout */
 	size_t conn_memory_limit; /* per-connection buffer */
 	unsigned conn_limit;      /* concurrent connections */

@@ -93,9 +93,9 @@ struct MHD_Response *http_stream_response(struct http_req *req, struct http_stre
 	s->suspended = false;
 	s->closed = false;
 	s->last_send_ms = monotonic_ms();
-	struct MHD_Response *resp = MHD_create_response_from_callback(
-		size == UINT64_MAX ? MHD_SIZE_UNKNOWN : size, block, stream_reader, s,
-		stream_free_cb);
+	struct MHD_Response *resp =
+		MHD_create_response_from_callback(size == UINT64_MAX ? MHD_SIZE_UNKNOWN : size,
+						  block, stream_reader, s, stream_free_cb);
 	if (!resp) {
 		stream_close(s);
 		return NULL;

@@ -21,9 +21,9 @@
 #include "core/runner.h"
 #include "core/util.h"
 
-#define WS_PING_MS 30000  /* a ping after this long without anything from the client */
-#define WS_IDLE_MS 90000  /* nothing at all (not even a pong) for this long: closed */
-#define WS_CLOSE_MS 2000  /* after our close frame, how long the client has to answer */
+#define WS_PING_MS 30000 /* a ping after this long without anything from the client */
+#define WS_IDLE_MS 90000 /* nothing at all (not even a pong) for this long: closed */
+#define WS_CLOSE_MS 2000 /* after our close frame, how long the client has to answer */
 
 struct ws_table {
 	struct ws_conn *head;
@@ -194,8 +194,7 @@ static void teardown(struct ws_conn *c)
 		log_error("out of memory freeing a websocket", NULL);
 }
 
-static ssize_t recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags,
-		       void *user)
+static ssize_t recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *user)
 {
 	(void)flags;
 	struct ws_conn *c = user;
@@ -513,12 +512,12 @@ static enum MHD_Result refuse(struct http_req *req, const struct ws_ops *ops, vo
 	return http_error(req, status, "BAD_WEBSOCKET_HANDSHAKE", "%s", msg);
 }
 
-enum MHD_Result ws_upgrade(struct http_req *req, const struct ws_ops *ops, void *arg,
-			   size_t window)
+enum MHD_Result ws_upgrade(struct http_req *req, const struct ws_ops *ops, void *arg, size_t window)
 {
 	if (!ws_is_upgrade_request(req))
-		return refuse(req, ops, arg, 400, "this endpoint needs a WebSocket upgrade "
-						  "(Upgrade: websocket)");
+		return refuse(req, ops, arg, 400,
+			      "this endpoint needs a WebSocket upgrade "
+			      "(Upgrade: websocket)");
 	if (!has_token(http_header(req, "Connection"), "upgrade"))
 		return refuse(req, ops, arg, 400, "Connection header without the upgrade token");
 	const char *ver = http_header(req, "Sec-WebSocket-Version");

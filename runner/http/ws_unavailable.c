@@ -18,8 +18,7 @@ bool ws_is_upgrade_request(struct http_req *req)
 	return up && !strcasecmp(up, "websocket");
 }
 
-enum MHD_Result ws_upgrade(struct http_req *req, const struct ws_ops *ops, void *arg,
-			   size_t window)
+enum MHD_Result ws_upgrade(struct http_req *req, const struct ws_ops *ops, void *arg, size_t window)
 {
 	(void)ops;
 	(void)arg;

@@ -46,10 +46,10 @@ struct agent {
 	uint64_t out_total;
 };
 
-#define BASH_TOOL                                                                                  \
+#define BASH_TOOL                                                                                   \
 	"{\"type\":\"function\",\"function\":{\"name\":\"bash\",\"description\":\"Run a shell "     \
 	"command (bash -c) in the sandbox, in the task's working directory. Returns the exit code " \
-	"and the output (stdout and stderr interleaved; long output is cut in the middle).\","     \
+	"and the output (stdout and stderr interleaved; long output is cut in the middle).\","      \
 	"\"parameters\":{\"type\":\"object\",\"properties\":{\"command\":{\"type\":\"string\","     \
 	"\"description\":\"the command line to run\"}},\"required\":[\"command\"]}}}"
 
@@ -206,12 +206,13 @@ static void on_done(struct gw_call *c, void *arg, enum gw_err err, const char *m
 		turn_complete(a);
 		return;
 	}
-	int64_t delay = chatstream_retry_ms(r, a->attempt + 1, a->retry_after[0] ? a->retry_after : NULL);
+	int64_t delay =
+		chatstream_retry_ms(r, a->attempt + 1, a->retry_after[0] ? a->retry_after : NULL);
 	if (delay >= 0) {
 		a->attempt++;
 		log_info("gateway call will be retried", "{s:s,s:s,s:i,s:I,s:i}", "task", a->t->id,
-			 "code", cs_result_code(r), "http_status", (int)a->cs.http_status, "delay_ms",
-			 (json_int_t)delay, "attempt", (int)a->attempt);
+			 "code", cs_result_code(r), "http_status", (int)a->cs.http_status,
+			 "delay_ms", (json_int_t)delay, "attempt", (int)a->attempt);
 		a->step--; /* the same step again */
 		chatstream_free(&a->cs);
 		a->cs_live = false;
@@ -282,11 +283,12 @@ static void turn_complete(struct agent *a)
 			char gen[32];
 			snprintf(gen, sizeof(gen), "call_%u_%u", a->step, i);
 			const char *id = tc->id.len ? tc->id.data : gen;
-			json_t *args = json_stringn(tc->args.data ? tc->args.data : "", tc->args.len);
+			json_t *args =
+				json_stringn(tc->args.data ? tc->args.data : "", tc->args.len);
 			json_t *name = json_stringn(tc->name.data, tc->name.len);
-			json_array_append_new(tcs, json_pack("{s:s,s:s,s:{s:O,s:O}}", "id", id, "type",
-							     "function", "function", "name", name,
-							     "arguments", args));
+			json_array_append_new(tcs, json_pack("{s:s,s:s,s:{s:O,s:O}}", "id", id,
+							     "type", "function", "function", "name",
+							     name, "arguments", args));
 			json_array_append_new(a->calls, json_pack("{s:s,s:o,s:o}", "id", id, "name",
 								  name, "arguments", args));
 		}
@@ -370,15 +372,16 @@ static void tool_finished(struct agent *a, int exit_code, const char *status, co
 		json_object_set_new(ev, "status", json_string(status));
 		json_object_set_new(ev, "truncated",
 				    json_boolean(a->out_total > a->r->cfg.agent_output_max));
-		content = tool_content(a, exit_code, strcmp(status, "succeeded") &&
-								 strcmp(status, "failed")
-							 ? status
-							 : NULL);
+		content = tool_content(a, exit_code,
+				       strcmp(status, "succeeded") && strcmp(status, "failed")
+					       ? status
+					       : NULL);
 	}
 	task_emit(a->t, "tool.result", ev);
 	json_decref(ev);
-	json_array_append_new(a->messages, json_pack("{s:s,s:s,s:o}", "role", "tool",
-						     "tool_call_id", a->call_id, "content", content));
+	json_array_append_new(a->messages,
+			      json_pack("{s:s,s:s,s:o}", "role", "tool", "tool_call_id", a->call_id,
+					"content", content));
 	buf_reset(&a->out_head);
 	buf_reset(&a->out_tail);
 	a->out_total = 0;
@@ -403,7 +406,8 @@ static void on_child_wake(struct task_reader *rd)
 		} else {
 			struct buf b = {0};
 			buf_append_base64(&b, (const unsigned char *)rbuf, rec.len);
-			json_object_set_new(ev, "data_b64", json_stringn(b.data ? b.data : "", b.len));
+			json_object_set_new(ev, "data_b64",
+					    json_stringn(b.data ? b.data : "", b.len));
 			buf_free(&b);
 		}
 		task_emit(a->t, "tool.result", ev);
@@ -442,7 +446,8 @@ static void next_tool(struct agent *a)
 	if (strcmp(name, "bash")) {
 		error_set(&err, 0, NULL, "unknown tool '%.100s' (the only tool is bash)", name);
 	} else if (!command || !*command) {
-		error_set(&err, 0, NULL, "the arguments must be a JSON object {\"command\": \"...\"}");
+		error_set(&err, 0, NULL,
+			  "the arguments must be a JSON object {\"command\": \"...\"}");
 	} else {
 		struct task_spec spec = {.api = TASK_API_TOOL,
 					 .command = command,
@@ -476,7 +481,8 @@ struct task *agent_start(struct runner *r, const struct task_spec *spec, struct 
 {
 	const char *model = spec->model ? spec->model : r->cfg.model;
 	if (!model) {
-		error_set(err, 0, "NO_MODEL", "no model: set 'model' in the request or FORCEAI_MODEL");
+		error_set(err, 0, "NO_MODEL",
+			  "no model: set 'model' in the request or FORCEAI_MODEL");
 		return NULL;
 	}
 	if (spec->env && env_validate(spec->env, err) < 0)

@@ -108,8 +108,9 @@ static bool is_budget(const char *type, const char *code, const char *msg)
 	/* LiteLLM's messages: "Budget has been exceeded!", "ExceededBudget",
 	 * "ExceededTokenBudget", "Max budget limit reached.", "over budget". */
 	return ci_contains(msg, "budget has been exceeded") || ci_contains(msg, "exceededbudget") ||
-	       ci_contains(msg, "exceededtokenbudget") || ci_contains(msg, "budget limit reached") ||
-	       ci_contains(msg, "over budget") || ci_contains(msg, "budget exceeded");
+	       ci_contains(msg, "exceededtokenbudget") ||
+	       ci_contains(msg, "budget limit reached") || ci_contains(msg, "over budget") ||
+	       ci_contains(msg, "budget exceeded");
 }
 
 static bool is_model_error(long status, const char *type, const char *code, const char *msg)
@@ -160,8 +161,7 @@ static bool error_parts(json_t *j, const char **msg, const char **type, const ch
 	return true;
 }
 
-static enum cs_result classify_json(long status, json_t *j, char *msg, size_t msglen,
-				    bool *found)
+static enum cs_result classify_json(long status, json_t *j, char *msg, size_t msglen, bool *found)
 {
 	const char *m, *type, *code;
 	char codebuf[32];
@@ -312,8 +312,7 @@ static int take_tool_calls(struct chatstream *cs, json_t *arr)
 	}
 	size_t i;
 	json_t *tc;
-	json_array_foreach(arr, i, tc)
-	{
+	json_array_foreach(arr, i, tc) {
 		if (!json_is_object(tc)) {
 			fail(cs, CS_ERR_MALFORMED, "a tool call is not an object");
 			return -1;
@@ -356,7 +355,8 @@ static int take_message(struct chatstream *cs, json_t *msg)
 		if (append_str(cs, &cs->text, content) < 0)
 			return -1;
 		if (cs->on_text)
-			cs->on_text(cs->arg, json_string_value(content), json_string_length(content));
+			cs->on_text(cs->arg, json_string_value(content),
+				    json_string_length(content));
 	}
 	return take_tool_calls(cs, json_object_get(msg, "tool_calls"));
 }
@@ -365,7 +365,8 @@ static void take_chunk(struct chatstream *cs, json_t *j)
 {
 	const char *m, *type, *code;
 	char codebuf[32];
-	if (json_object_get(j, "error") && error_parts(j, &m, &type, &code, codebuf, sizeof(codebuf))) {
+	if (json_object_get(j, "error") &&
+	    error_parts(j, &m, &type, &code, codebuf, sizeof(codebuf))) {
 		char msg[sizeof(cs->message)];
 		bool found;
 		enum cs_result r = classify_json(200, j, msg, sizeof(msg), &found);
@@ -393,8 +394,7 @@ static void take_chunk(struct chatstream *cs, json_t *j)
 	}
 	size_t i;
 	json_t *ch;
-	json_array_foreach(choices, i, ch)
-	{
+	json_array_foreach(choices, i, ch) {
 		if (!json_is_object(ch)) {
 			fail(cs, CS_ERR_MALFORMED, "a choice is not an object");
 			return;
@@ -454,7 +454,8 @@ static void dispatch(struct chatstream *cs)
 		if (!j || !json_is_object(j)) {
 			char snip[64];
 			clean_copy(snip, sizeof(snip), d, n > 40 ? 40 : n);
-			fail(cs, CS_ERR_MALFORMED, "a stream chunk is not a JSON object: '%s'", snip);
+			fail(cs, CS_ERR_MALFORMED, "a stream chunk is not a JSON object: '%s'",
+			     snip);
 		} else {
 			take_chunk(cs, j);
 		}

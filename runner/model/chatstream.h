@@ -12,7 +12,7 @@
 #include "core/util.h"
 
 #define CS_MAX_TOOL_CALLS 64
-#define CS_MAX_LINE (1u << 20)     /* one SSE line (a data: chunk) */
+#define CS_MAX_LINE (1u << 20)      /* one SSE line (a data: chunk) */
 #define CS_MAX_ERR_BODY (64u << 10) /* error bodies kept for the message */
 #define CS_MAX_TEXT (4u << 20)      /* assistant text / arguments kept */
 
@@ -50,9 +50,9 @@ struct chatstream {
 	enum cs_result result;
 	char message[512]; /* the gateway's message on error */
 
-	struct buf line;    /* SSE line being assembled */
-	bool after_cr;      /* the last byte fed was a \r terminator */
-	struct buf data;    /* data: lines of the current event */
+	struct buf line; /* SSE line being assembled */
+	bool after_cr;   /* the last byte fed was a \r terminator */
+	struct buf data; /* data: lines of the current event */
 	bool have_data;
 	struct buf errbody; /* body of a non-200 response */
 	bool got_done;
@@ -94,7 +94,7 @@ enum cs_result chatstream_classify(long status, const char *body, size_t len, ch
 struct usage_scan {
 	struct buf line;
 	bool overflow;
-	bool sse;    /* decided on the first non-blank byte */
+	bool sse; /* decided on the first non-blank byte */
 	bool decided;
 	struct buf doc; /* a plain JSON body (bounded) */
 	bool has_usage;

@@ -20,12 +20,12 @@
 struct gateway {
 	struct runner *r;
 	CURLM *multi;
-	struct loop_timer timer;   /* curl's timeout */
-	struct loop_timer reaper;  /* drops cancelled calls outside curl callbacks */
-	char *base;                /* the gateway URL without a trailing '/' */
-	char *auth;                /* "Authorization: Bearer ..." or NULL (vault mode) */
+	struct loop_timer timer;  /* curl's timeout */
+	struct loop_timer reaper; /* drops cancelled calls outside curl callbacks */
+	char *base;               /* the gateway URL without a trailing '/' */
+	char *auth;               /* "Authorization: Bearer ..." or NULL (vault mode) */
 	const char *ca;
-	int in_curl;               /* depth of curl calls that may run callbacks */
+	int in_curl; /* depth of curl calls that may run callbacks */
 	struct gw_call *calls;
 };
 
@@ -276,7 +276,8 @@ static void check_done(struct gateway *gw)
 		if (cc == CURLE_OK)
 			msg[0] = 0;
 		else
-			snprintf(msg, sizeof(msg), "%s", c->errbuf[0] ? c->errbuf : curl_easy_strerror(cc));
+			snprintf(msg, sizeof(msg), "%s",
+				 c->errbuf[0] ? c->errbuf : curl_easy_strerror(cc));
 		size_t n = strlen(msg);
 		while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
 			msg[--n] = 0;
@@ -436,8 +437,7 @@ struct gw_call *gw_call_start(struct runner *r, const struct gw_request *rq,
 	if (nrc != CURLE_OK && nrc != CURLE_UNKNOWN_OPTION && nrc != CURLE_NOT_BUILT_IN)
 		bad = 1;
 	/* "" = no proxy at all: http_proxy/HTTPS_PROXY/ALL_PROXY are ignored. */
-	bad |= curl_easy_setopt(e, CURLOPT_PROXY,
-				r->cfg.gateway_proxy ? r->cfg.gateway_proxy : "");
+	bad |= curl_easy_setopt(e, CURLOPT_PROXY, r->cfg.gateway_proxy ? r->cfg.gateway_proxy : "");
 	if (gw->ca)
 		bad |= curl_easy_setopt(e, CURLOPT_CAINFO, gw->ca);
 	bad |= curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
@@ -476,7 +476,8 @@ struct gw_call *gw_call_start(struct runner *r, const struct gw_request *rq,
 	CURLMcode mc = curl_multi_add_handle(gw->multi, e);
 	gw->in_curl--;
 	if (mc != CURLM_OK) {
-		log_error("curl_multi_add_handle failed", "{s:s}", "error", curl_multi_strerror(mc));
+		log_error("curl_multi_add_handle failed", "{s:s}", "error",
+			  curl_multi_strerror(mc));
 		c->cancelled = true;
 		call_unlink_free(take_ptr(c));
 		return NULL;
@@ -539,8 +540,8 @@ static const char *pick_ca(const struct runner *r)
 		return v;
 	/* The static (mbedTLS) build has no compiled-in default. */
 	static const char *const sys[] = {"/etc/ssl/certs/ca-certificates.crt",
-					  "/etc/pki/tls/certs/ca-bundle.crt",
-					  "/etc/ssl/cert.pem", NULL};
+					  "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem",
+					  NULL};
 	for (const char *const *p = sys; *p; p++)
 		if (access(*p, R_OK) == 0)
 			return *p;
@@ -566,8 +567,8 @@ int gateway_init(struct runner *r, struct error *err)
 	size_t n = strlen(gw->base);
 	while (n && gw->base[n - 1] == '/')
 		gw->base[--n] = 0;
-	if (r->cfg.gateway_key && asprintf(&gw->auth, "Authorization: Bearer %s",
-					   r->cfg.gateway_key) < 0) {
+	if (r->cfg.gateway_key &&
+	    asprintf(&gw->auth, "Authorization: Bearer %s", r->cfg.gateway_key) < 0) {
 		free(gw->base);
 		free(gw);
 		return error_set(err, ENOMEM, NULL, "gateway");
@@ -586,8 +587,8 @@ int gateway_init(struct runner *r, struct error *err)
 		rc = loop_timer_init(&r->loop, &gw->reaper, on_reaper, gw);
 	if (rc < 0)
 		return error_set(err, -rc, NULL, "timerfd_create");
-	log_info("gateway configured", "{s:s,s:b,s:s,s:b}", "url", gw->base, "key", gw->auth != NULL,
-		 "ca", gw->ca ? gw->ca : "(libcurl default)", "proxy",
+	log_info("gateway configured", "{s:s,s:b,s:s,s:b}", "url", gw->base, "key",
+		 gw->auth != NULL, "ca", gw->ca ? gw->ca : "(libcurl default)", "proxy",
 		 r->cfg.gateway_proxy != NULL);
 	return 0;
 }

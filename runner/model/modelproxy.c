@@ -31,9 +31,9 @@
 #define MP_MEM_MAX (32u << 20)     /* all buffered bytes of all requests together */
 #define MP_PER_TASK 64             /* requests in flight per task token */
 #define MP_MAX_CONNS 512
-#define MP_PER_CLIENT 256          /* connections per uid (tasks of one uid share it) */
-#define MP_IDLE_S 120              /* a connection silent this long (not waiting on us) */
-#define MP_NEXT_HEAD_MS 30000      /* a kept-alive connection's next request head */
+#define MP_PER_CLIENT 256     /* connections per uid (tasks of one uid share it) */
+#define MP_IDLE_S 120         /* a connection silent this long (not waiting on us) */
+#define MP_NEXT_HEAD_MS 30000 /* a kept-alive connection's next request head */
 
 struct mp_token {
 	char value[72];
@@ -41,7 +41,7 @@ struct mp_token {
 	struct cs_usage usage;
 	unsigned requests;
 	unsigned inflight; /* requests using it now (MP_PER_TASK) */
-	unsigned refs; /* the task + requests in flight */
+	unsigned refs;     /* the task + requests in flight */
 	struct mp_token *next, *prev;
 };
 
@@ -52,7 +52,7 @@ struct modelproxy {
 	struct mp_token *tokens;
 	struct mp_req *reqs;
 	struct gate *gate;
-	size_t mem;          /* bytes buffered in all requests (MP_MEM_MAX) */
+	size_t mem; /* bytes buffered in all requests (MP_MEM_MAX) */
 	bool stopping;
 	bool budget_blocked; /* someone waits for memory to be released */
 };
@@ -75,8 +75,8 @@ struct mp_req {
 	bool send_paused;  /* curl waits for body bytes */
 	bool discard;      /* the rest of the body goes nowhere */
 	bool too_big, start_failed;
-	bool counted;      /* in tok->inflight */
-	bool called;       /* the gateway call was started (it may be over) */
+	bool counted; /* in tok->inflight */
+	bool called;  /* the gateway call was started (it may be over) */
 	enum mp_state state;
 	bool responded;
 	struct gw_call *call;
@@ -95,7 +95,7 @@ struct mp_req {
 };
 
 static const char *const allowed[] = {"/v1/chat/completions", "/v1/completions", "/v1/embeddings",
-				      "/v1/models", "/v1/responses", NULL};
+				      "/v1/models",           "/v1/responses",   NULL};
 
 static void token_put(struct modelproxy *p, struct mp_token *k)
 {
@@ -126,11 +126,11 @@ static struct mp_token *token_find(struct modelproxy *p, const char *v)
 static enum MHD_Result mp_fail(struct mp_req *q, const struct error *e)
 {
 	unsigned status = error_http_status(e);
-	const char *type = status == 429  ? "rate_limit_error"
+	const char *type = status == 429   ? "rate_limit_error"
 			   : status >= 500 ? "gateway_error"
 					   : "invalid_request_error";
-	json_t *j = json_pack("{s:{s:s,s:s,s:s}}", "error", "message", e->msg, "type", type,
-			      "code", error_code(e));
+	json_t *j = json_pack("{s:{s:s,s:s,s:s}}", "error", "message", e->msg, "type", type, "code",
+			      error_code(e));
 	struct MHD_Response *resp = http_json_response(j);
 	if (!resp)
 		return MHD_NO;
@@ -390,7 +390,8 @@ static enum MHD_Result body_complete(struct mp_req *q)
 	if (!q->start_failed && !q->called && start_call(q) < 0)
 		q->start_failed = true;
 	if (q->start_failed)
-		return mp_failf(q, "gateway_unavailable", "the runner could not start a gateway call");
+		return mp_failf(q, "gateway_unavailable",
+				"the runner could not start a gateway call");
 	if (q->send_paused) {
 		q->send_paused = false;
 		gw_call_resume_send(q->call); /* read() now says: the end */
@@ -411,8 +412,8 @@ static enum MHD_Result queue_head(struct mp_req *q)
 		 * (gateway_timeout: 504, the others 502). */
 		return mp_failf(q, gw_err_code(q->err), "model gateway: %s", q->errmsg);
 	}
-	struct MHD_Response *resp =
-		MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, body_reader, q, NULL);
+	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024,
+								      body_reader, q, NULL);
 	if (!resp)
 		return MHD_NO;
 	MHD_add_response_header(resp, "Content-Type",
@@ -431,8 +432,8 @@ static enum MHD_Result queue_head(struct mp_req *q)
 /* ---- MHD ---- */
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-				  const char *method, const char *version,
-				  const char *upload_data, size_t *upload_size, void **con_cls)
+				  const char *method, const char *version, const char *upload_data,
+				  size_t *upload_size, void **con_cls)
 {
 	(void)version;
 	struct modelproxy *p = cls;
@@ -452,14 +453,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		const union MHD_ConnectionInfo *ci =
 			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 		int one = 1;
-		if (ci && setsockopt(ci->connect_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
+		if (ci &&
+		    setsockopt(ci->connect_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
 			log_errno("setsockopt(TCP_NODELAY) failed", errno, "model proxy");
 		q->next = p->reqs;
 		if (p->reqs)
 			p->reqs->prev = q;
 		p->reqs = q;
-		const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-							       "Authorization");
+		const char *auth =
+			MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
 		struct mp_token *k = NULL;
 		if (auth && !strncasecmp(auth, "Bearer ", 7))
 			k = token_find(p, auth + 7);
@@ -471,7 +473,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		k->refs++;
 		if (k->inflight >= MP_PER_TASK)
 			return mp_failf(q, "too_many_requests",
-					"%u requests of this task are in flight already", MP_PER_TASK);
+					"%u requests of this task are in flight already",
+					MP_PER_TASK);
 		k->inflight++;
 		q->counted = true;
 		bool ok = false;
@@ -480,7 +483,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 				ok = true;
 		if (!ok)
 			return mp_failf(q, "not_allowed",
-					"path %.200s is not forwarded by the runner's model proxy", url);
+					"path %.200s is not forwarded by the runner's model proxy",
+					url);
 		q->post = !strcmp(method, "POST");
 		if (!q->post && strcmp(method, "GET"))
 			return mp_failf(q, "method_not_allowed", "method %.16s is not allowed",
@@ -489,8 +493,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		const char *acc = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
 		if (acc && strlen(acc) < sizeof(q->accept))
 			snprintf(q->accept, sizeof(q->accept), "%s", acc);
-		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-							     "Content-Length");
+		const char *cl =
+			MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
 		if (cl) {
 			char *end;
 			errno = 0;
@@ -498,8 +502,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			if (errno || *end || *cl == '-')
 				return mp_failf(q, "bad_request", "invalid Content-Length");
 			if (v > MP_MAX_BODY)
-				return mp_failf(q, "request_too_large", "request body over %u bytes",
-						MP_MAX_BODY);
+				return mp_failf(q, "request_too_large",
+						"request body over %u bytes", MP_MAX_BODY);
 			q->content_length = (long long)v;
 		}
 		return MHD_YES;
@@ -576,8 +580,8 @@ int modelproxy_start(struct runner *r, struct error *err)
 	unsigned max_conns = gate_connection_limit(MP_MAX_CONNS, 4);
 	struct gate_policy gp = {.name = "model proxy",
 				 .refuse_tasks = false,
-				 .max_per_client =
-					 MP_PER_CLIENT < max_conns ? MP_PER_CLIENT : max_conns,
+				 .max_per_client = MP_PER_CLIENT < max_conns ? MP_PER_CLIENT
+									     : max_conns,
 				 .first_head_ms = r->cfg.header_deadline_ms,
 				 .next_head_ms = MP_NEXT_HEAD_MS};
 	p->gate = gate_new(r, &gp);
@@ -677,7 +681,8 @@ void modelproxy_stop(struct runner *r)
 			if (!q->eof) {
 				q->eof = true;
 				q->err = GW_ABORTED;
-				snprintf(q->errmsg, sizeof(q->errmsg), "the runner is shutting down");
+				snprintf(q->errmsg, sizeof(q->errmsg),
+					 "the runner is shutting down");
 			}
 			if (q->suspended) {
 				q->suspended = false;

@@ -12,11 +12,20 @@
 
 /* Not secrets, and tasks need them: locale, terminal, and the CA bundle an
  * egress MITM proxy installs (OpenSandbox's bootstrap exports these). */
-static const char *const passthrough[] = {
-	"PATH",          "LANG",           "LANGUAGE",          "LC_ALL",
-	"LC_CTYPE",      "TZ",             "TERM",              "SSL_CERT_FILE",
-	"SSL_CERT_DIR",  "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
-	"GIT_SSL_CAINFO", NULL};
+static const char *const passthrough[] = {"PATH",
+					  "LANG",
+					  "LANGUAGE",
+					  "LC_ALL",
+					  "LC_CTYPE",
+					  "TZ",
+					  "TERM",
+					  "SSL_CERT_FILE",
+					  "SSL_CERT_DIR",
+					  "CURL_CA_BUNDLE",
+					  "REQUESTS_CA_BUNDLE",
+					  "NODE_EXTRA_CA_CERTS",
+					  "GIT_SSL_CAINFO",
+					  NULL};
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 static bool valid_name(const char *s)
@@ -35,11 +44,11 @@ int env_validate(json_t *req_env, struct error *err)
 	if (!req_env || json_is_null(req_env))
 		return 0;
 	if (!json_is_object(req_env))
-		return error_set(err, 0, "INVALID_REQUEST_BODY", "env must be an object of strings");
+		return error_set(err, 0, "INVALID_REQUEST_BODY",
+				 "env must be an object of strings");
 	const char *k;
 	json_t *v;
-	json_object_foreach(req_env, k, v)
-	{
+	json_object_foreach(req_env, k, v) {
 		if (!valid_name(k) || strlen(k) > 256)
 			return error_set(err, 0, "INVALID_REQUEST_BODY",
 					 "env name '%.64s' is not a valid variable name", k);
@@ -109,7 +118,8 @@ char **env_build(uid_t uid, const char *cwd, json_t *req_env, struct error *err)
 	if (req_env && json_is_object(req_env)) {
 		const char *k;
 		json_t *v;
-		json_object_foreach(req_env, k, v) rc |= envb_set(&e, k, json_string_value(v));
+		json_object_foreach(req_env, k, v)
+			rc |= envb_set(&e, k, json_string_value(v));
 	}
 	if (rc || !e.v) {
 		env_free(e.v);

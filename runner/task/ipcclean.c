@@ -86,8 +86,10 @@ static int clean_kind(enum kind k, const uid_t *uids, unsigned n, bool all, unsi
 		 * enough, and root keeps it; docs/design.md §11.1). */
 		if (r < 0 && errno == EPERM && geteuid() == 0 && v[col_uid[k]] > 0) {
 			if (setresuid((uid_t)-1, (uid_t)v[col_uid[k]], (uid_t)-1) < 0) {
-				rc = error_set(e, errno, NULL, "cannot become uid %ld to remove SysV "
-					       "IPC object %d", v[col_uid[k]], id);
+				rc = error_set(e, errno, NULL,
+					       "cannot become uid %ld to remove SysV "
+					       "IPC object %d",
+					       v[col_uid[k]], id);
 				break;
 			}
 			r = rmid(k, id);
@@ -158,8 +160,7 @@ static int clean_mqueue(const uid_t *uids, unsigned n, bool all, struct ipc_stat
 	return rc;
 }
 
-int ipc_clean(const uid_t *uids, unsigned n, bool all_uids, struct ipc_stats *st,
-	      struct error *e)
+int ipc_clean(const uid_t *uids, unsigned n, bool all_uids, struct ipc_stats *st, struct error *e)
 {
 	memset(st, 0, sizeof(*st));
 	if (clean_kind(SHM, uids, n, all_uids, &st->shm, e) < 0 ||

@@ -17,5 +17,4 @@ struct ipc_stats {
 
 /* Remove every object whose owner or creator is one of uids (any uid but
  * root and ours when all_uids). 0, or -1 with e set. */
-int ipc_clean(const uid_t *uids, unsigned n, bool all_uids, struct ipc_stats *st,
-	      struct error *e);
+int ipc_clean(const uid_t *uids, unsigned n, bool all_uids, struct ipc_stats *st, struct error *e);

@@ -352,8 +352,8 @@ static const struct {
 	const char *name;
 	int sig;
 } allowed[] = {
-	{"INT", SIGINT},   {"TERM", SIGTERM}, {"HUP", SIGHUP}, {"QUIT", SIGQUIT},
-	{"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"KILL", SIGKILL}, {"STOP", SIGSTOP},
+	{"INT", SIGINT},   {"TERM", SIGTERM},   {"HUP", SIGHUP},   {"QUIT", SIGQUIT},
+	{"USR1", SIGUSR1}, {"USR2", SIGUSR2},   {"KILL", SIGKILL}, {"STOP", SIGSTOP},
 	{"CONT", SIGCONT}, {"WINCH", SIGWINCH},
 };
 

@@ -27,9 +27,9 @@ struct task_input_waiter {
 
 struct task_input {
 	struct task *t;
-	int fd;          /* pipe write end, or the PTY master (a dup); -1 once closed */
+	int fd; /* pipe write end, or the PTY master (a dup); -1 once closed */
 	bool tty;
-	int master;      /* PTY master for ioctls (a dup), or -1 */
+	int master;          /* PTY master for ioctls (a dup), or -1 */
 	struct loop_watch w; /* EPOLLOUT while bytes are pending */
 	struct buf pending;
 	bool eof_requested;
@@ -48,7 +48,10 @@ struct task_io_prep {
 	bool tty;
 	unsigned short cols, rows;
 };
-#define TASK_IO_PREP_INIT {-1, -1, -1, -1, false, 0, 0}
+#define TASK_IO_PREP_INIT                                                                          \
+	{                                                                                          \
+		-1, -1, -1, -1, false, 0, 0                                                        \
+	}
 int task_io_prepare(const struct task_spec *spec, uid_t uid, gid_t gid, struct task_io_prep *p,
 		    struct error *err);
 /* After the spawn: the child's ends are closed here, the input attached

@@ -157,7 +157,8 @@ char *session_wrap_command(const char *command, bool explicit_cwd)
 		     "trap '__forceai_rc=$?; export -p >&4 2>/dev/null; exit $__forceai_rc' EXIT\n"
 		     "exec 2>&1\n"
 		     "%s\n",
-		     explicit_cwd ? "" : "if [ -n \"$PWD\" ]; then cd -- \"$PWD\" 2>/dev/null; fi\n",
+		     explicit_cwd ? ""
+				  : "if [ -n \"$PWD\" ]; then cd -- \"$PWD\" 2>/dev/null; fi\n",
 		     command) < 0)
 		return NULL;
 	return out;

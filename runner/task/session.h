@@ -10,8 +10,8 @@ struct error;
 
 struct session {
 	char id[33];
-	char *cwd;     /* NULL = the default task cwd */
-	int state_fd;  /* memfd holding the last saved state, or -1 */
+	char *cwd;    /* NULL = the default task cwd */
+	int state_fd; /* memfd holding the last saved state, or -1 */
 	struct task *running;
 	int run_state_fd; /* the running command's state output (its fd 4), or -1 */
 	struct session *next;

@@ -234,8 +234,8 @@ int spawn_shim_init(struct spawn_shim *sh, const struct confine_policy *pol)
 			off += (size_t)n;
 	}
 	/* Sealed: nothing can change what every task's shim runs. */
-	if (rc == 0 && fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW |
-						   F_SEAL_WRITE) < 0)
+	if (rc == 0 &&
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) < 0)
 		rc = -errno;
 	if (rc == 0 && fchmod(fd, 0500) < 0)
 		rc = -errno;
@@ -353,7 +353,10 @@ static pid_t spawn_exec(const struct spawn_shim *sh, struct confine_plan *plan,
 		free(argv);
 		return -ENOMEM;
 	}
-	*c = (struct exec_child){.shim = sh, .io = io, .argv = argv, .envp = plan->envp,
+	*c = (struct exec_child){.shim = sh,
+				 .io = io,
+				 .argv = argv,
+				 .envp = plan->envp,
 				 .keep = {sh->policy_fd, ll, llr, plan->cgroup_procs_fd}};
 	/* No handler may run in the child on our memory: everything blocked
 	 * until it has exec'd (the shim sets its own mask). */

@@ -93,8 +93,7 @@ void spool_close(struct spool *s)
 }
 
 /* Header and payload in one call. */
-static int pwrite2_all(int fd, const void *a, size_t alen, const void *b, size_t blen,
-		       uint64_t off)
+static int pwrite2_all(int fd, const void *a, size_t alen, const void *b, size_t blen, uint64_t off)
 {
 	struct iovec iov[2] = {{(void *)a, alen}, {(void *)b, blen}};
 	int n_iov = blen ? 2 : 1;
@@ -203,8 +202,11 @@ int spool_append(struct spool *s, uint16_t type, const void *data, uint32_t len)
 		if (r < 0)
 			return r;
 	}
-	struct spool_rec rec = {
-		.seq = s->next_seq, .off = s->next_off, .ts_ms = now_ms(), .len = len, .type = type};
+	struct spool_rec rec = {.seq = s->next_seq,
+				.off = s->next_off,
+				.ts_ms = now_ms(),
+				.len = len,
+				.type = type};
 	/* Header then payload; only this process reads the file back. */
 	int r = seg_write(g, &rec, data, len);
 	if (r < 0)

@@ -16,8 +16,8 @@
 enum spool_type { SPOOL_STDOUT = 1, SPOOL_STDERR = 2, SPOOL_EVENT = 3 /* JSON event */ };
 
 struct spool_rec {
-	uint64_t seq; /* 0, 1, 2, ... */
-	uint64_t off; /* offset of this payload among all output (stdout+stderr) bytes */
+	uint64_t seq;   /* 0, 1, 2, ... */
+	uint64_t off;   /* offset of this payload among all output (stdout+stderr) bytes */
 	uint64_t ts_ms; /* wall clock when the bytes were read */
 	uint32_t len;
 	uint16_t type;
@@ -25,7 +25,7 @@ struct spool_rec {
 };
 
 struct spool_seg {
-	int fd;    /* -1: the segment is in memory (mem) */
+	int fd; /* -1: the segment is in memory (mem) */
 	char *mem;
 	size_t memcap;
 	uint64_t gen;

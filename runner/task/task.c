@@ -551,11 +551,12 @@ static int resolve_identity(struct runner *r, const struct task_spec *spec, uid_
 	/* Without the capabilities no identity change is possible: say so
 	 * here rather than fail the task with 126. */
 	if (!r->policy.caps.privileged && (*uid != r->cfg.task_uid || *gid != r->cfg.task_gid))
-		return error_set(err, 0, "FORBIDDEN",
-				 "the runner is in non-root mode (uid %u, no capabilities): tasks run "
-				 "as uid %u gid %u only, not %u:%u",
-				 (unsigned)geteuid(), (unsigned)r->cfg.task_uid,
-				 (unsigned)r->cfg.task_gid, (unsigned)*uid, (unsigned)*gid);
+		return error_set(
+			err, 0, "FORBIDDEN",
+			"the runner is in non-root mode (uid %u, no capabilities): tasks run "
+			"as uid %u gid %u only, not %u:%u",
+			(unsigned)geteuid(), (unsigned)r->cfg.task_uid, (unsigned)r->cfg.task_gid,
+			(unsigned)*uid, (unsigned)*gid);
 	if (!ids_uid_allowed(&r->cfg, *uid) || !ids_gid_allowed(&r->cfg, *gid))
 		return error_set(err, 0, "FORBIDDEN",
 				 "%s %u is not an identity tasks may have (the task user's own, or "
@@ -889,9 +890,9 @@ struct task *task_start_driven(struct runner *r, const struct task_spec *spec,
 	r->tasks->running++;
 	if (spec->timeout_ms)
 		loop_timer_start(&r->loop, &t->timer, spec->timeout_ms, 0);
-	cleanup_json json_t *started = json_pack("{s:s,s:I,s:s}", "task_id", t->id, "started_at",
-						 (json_int_t)t->started_ms, "capability",
-						 t->capability);
+	cleanup_json json_t *started =
+		json_pack("{s:s,s:I,s:s}", "task_id", t->id, "started_at",
+			  (json_int_t)t->started_ms, "capability", t->capability);
 	append_event(t, "started", started);
 	task_link(t);
 	log_info("task started", "{s:s,s:s}", "task", t->id, "capability", t->capability);

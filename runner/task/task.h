@@ -26,8 +26,8 @@ enum task_status {
 	TS_SUCCEEDED,
 	TS_FAILED,
 	TS_TIMEOUT,
-	TS_KILLED,    /* runner shutdown */
-	TS_CANCELLED, /* DELETE by a client */
+	TS_KILLED,     /* runner shutdown */
+	TS_CANCELLED,  /* DELETE by a client */
 	TS_MAX_STEPS,  /* agent: step limit reached */
 	TS_MAX_TOKENS, /* agent: token limit reached */
 	TS_ERROR,      /* agent: ended with a terminal `error` event */
@@ -45,18 +45,18 @@ enum task_network {
 struct task_spec {
 	enum task_api api;
 	const char *command;
-	const char *cwd;    /* NULL = default (/workspace if present, else /) */
-	json_t *env;        /* object of strings, or NULL */
+	const char *cwd;     /* NULL = default (/workspace if present, else /) */
+	json_t *env;         /* object of strings, or NULL */
 	uint64_t timeout_ms; /* 0 = none */
 	bool has_uid, has_gid;
 	uid_t uid;
 	gid_t gid;
 	bool background;
-	const char *capability; /* native API: "exec", "chat" or "agent" */
-	const char *model;      /* agent: model (NULL = the configured default) */
-	uint64_t max_steps;     /* agent: 0 = the configured default */
-	uint64_t max_tokens;    /* agent: 0 = the configured default */
-	bool has_timeout;       /* timeout_ms was given (agent: 0 = none) */
+	const char *capability;    /* native API: "exec", "chat" or "agent" */
+	const char *model;         /* agent: model (NULL = the configured default) */
+	uint64_t max_steps;        /* agent: 0 = the configured default */
+	uint64_t max_tokens;       /* agent: 0 = the configured default */
+	bool has_timeout;          /* timeout_ms was given (agent: 0 = none) */
 	enum task_network network; /* request field "network" */
 	/* Handed to the child as fds 3 and 4 when both are >= 0 (a session
 	 * run: the saved shell state in, the new state out). */
@@ -108,7 +108,7 @@ struct task {
 	size_t carry_len[2];
 	bool paused;
 	uint64_t last_read_mono; /* a paused or busy pipe is never cut off */
-	bool cgroup; /* has a cgroup v2 leaf named after its id */
+	bool cgroup;             /* has a cgroup v2 leaf named after its id */
 
 	struct spool spool;
 	struct task_reader *readers;

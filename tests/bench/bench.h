@@ -19,13 +19,13 @@ static inline uint64_t bench_now_ns(void)
 
 static inline void bench_sleep_ns(long ns)
 {
-	struct timespec ts = { ns / 1000000000L, ns % 1000000000L };
+	struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
 }
 
 __attribute__((format(printf, 2, 3), noreturn)) static inline void bench_die(const char *prog,
-									    const char *fmt, ...)
+									     const char *fmt, ...)
 {
 	va_list ap;
 	fprintf(stderr, "%s: ", prog);

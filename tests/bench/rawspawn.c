@@ -31,7 +31,7 @@ static const char *prog = "rawspawn";
 /* One fork+execv+waitpid; 0 with the duration in *lat when it exited 0, else 1. */
 static int one_spawn(char **cmd, int devnull, int errfd, int use_pipe, uint64_t *lat, int *st_out)
 {
-	int pfd[2] = { -1, -1 };
+	int pfd[2] = {-1, -1};
 	uint64_t t0 = bench_now_ns();
 	if (use_pipe && pipe2(pfd, O_CLOEXEC) < 0)
 		bench_die(prog, "pipe: %s", strerror(errno));
@@ -88,7 +88,8 @@ static void *loop_main(void *arg)
 		int st;
 		if (one_spawn(l->cmd, l->devnull, l->errfd, l->use_pipe, &lat, &st)) {
 			if (!l->failed)
-				fprintf(stderr, "%s: %s exited with status 0x%x\n", prog, l->cmd[0], st);
+				fprintf(stderr, "%s: %s exited with status 0x%x\n", prog, l->cmd[0],
+					st);
 			l->failed++;
 			continue;
 		}
@@ -179,10 +180,12 @@ static int run_load(long loops, long seconds, char **cmd, int devnull, int errfd
 	       (unsigned long long)pctl(all, total, 50), (unsigned long long)pctl(all, total, 90),
 	       (unsigned long long)pctl(all, total, 99),
 	       (unsigned long long)(total ? all[total - 1] : 0), total ? sum / (double)total : 0.0,
-	       tv_s(self.ru_utime) + tv_s(self.ru_stime), tv_s(kids.ru_utime) + tv_s(kids.ru_stime));
+	       tv_s(self.ru_utime) + tv_s(self.ru_stime),
+	       tv_s(kids.ru_utime) + tv_s(kids.ru_stime));
 	fflush(stdout);
 	if (failed)
-		fprintf(stderr, "%s: %ld of %zu runs failed\n", prog, failed, total + (size_t)failed);
+		fprintf(stderr, "%s: %ld of %zu runs failed\n", prog, failed,
+			total + (size_t)failed);
 	free(all);
 	free(l);
 	return failed ? 1 : 0;
@@ -195,15 +198,28 @@ int main(int argc, char **argv)
 	const char *errlog = NULL;
 	while ((opt = getopt(argc, argv, "+n:w:pe:c:d:")) != -1) {
 		switch (opt) {
-		case 'n': runs = bench_atol(prog, "-n", optarg); break;
-		case 'w': warmup = bench_atol(prog, "-w", optarg); break;
-		case 'p': use_pipe = 1; break;
-		case 'e': errlog = optarg; break;
-		case 'c': loops = bench_atol(prog, "-c", optarg); break;
-		case 'd': seconds = bench_atol(prog, "-d", optarg); break;
+		case 'n':
+			runs = bench_atol(prog, "-n", optarg);
+			break;
+		case 'w':
+			warmup = bench_atol(prog, "-w", optarg);
+			break;
+		case 'p':
+			use_pipe = 1;
+			break;
+		case 'e':
+			errlog = optarg;
+			break;
+		case 'c':
+			loops = bench_atol(prog, "-c", optarg);
+			break;
+		case 'd':
+			seconds = bench_atol(prog, "-d", optarg);
+			break;
 		default:
-			fprintf(stderr, "usage: rawspawn [-n RUNS] [-w WARMUP] [-p] [-e ERRLOG] -- CMD [ARG...]\n"
-					"       rawspawn -c LOOPS -d SECONDS [-p] [-e ERRLOG] -- CMD [ARG...]\n");
+			fprintf(stderr,
+				"usage: rawspawn [-n RUNS] [-w WARMUP] [-p] [-e ERRLOG] -- CMD [ARG...]\n"
+				"       rawspawn -c LOOPS -d SECONDS [-p] [-e ERRLOG] -- CMD [ARG...]\n");
 			return 2;
 		}
 	}
@@ -231,7 +247,8 @@ int main(int argc, char **argv)
 		int st;
 		if (one_spawn(cmd, devnull, errfd, use_pipe, &lat, &st)) {
 			if (!failed)
-				fprintf(stderr, "%s: %s exited with status 0x%x\n", prog, cmd[0], st);
+				fprintf(stderr, "%s: %s exited with status 0x%x\n", prog, cmd[0],
+					st);
 			failed++;
 			continue;
 		}

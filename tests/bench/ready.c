@@ -30,18 +30,19 @@ static int try_ping(int port, int timeout_ms)
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		bench_die(prog, "socket: %s", strerror(errno));
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	int ok = 0;
 	if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) {
 		int one = 1;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-		static const char req[] = "GET /ping HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+		static const char req[] =
+			"GET /ping HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
 		if (write(fd, req, sizeof req - 1) == (ssize_t)(sizeof req - 1)) {
 			char buf[512];
 			size_t have = 0;
 			for (;;) {
-				struct pollfd p = { .fd = fd, .events = POLLIN };
+				struct pollfd p = {.fd = fd, .events = POLLIN};
 				if (poll(&p, 1, timeout_ms) <= 0)
 					break;
 				ssize_t r = read(fd, buf + have, sizeof buf - 1 - have);
@@ -69,14 +70,27 @@ int main(int argc, char **argv)
 	int exit_mode = 0, opt;
 	while ((opt = getopt(argc, argv, "+n:p:l:T:i:x")) != -1) {
 		switch (opt) {
-		case 'n': runs = bench_atol(prog, "-n", optarg); break;
-		case 'p': port = bench_atol(prog, "-p", optarg); break;
-		case 'l': log = optarg; break;
-		case 'T': timeout_ms = bench_atol(prog, "-T", optarg); break;
-		case 'i': poll_us = bench_atol(prog, "-i", optarg); break;
-		case 'x': exit_mode = 1; break;
+		case 'n':
+			runs = bench_atol(prog, "-n", optarg);
+			break;
+		case 'p':
+			port = bench_atol(prog, "-p", optarg);
+			break;
+		case 'l':
+			log = optarg;
+			break;
+		case 'T':
+			timeout_ms = bench_atol(prog, "-T", optarg);
+			break;
+		case 'i':
+			poll_us = bench_atol(prog, "-i", optarg);
+			break;
+		case 'x':
+			exit_mode = 1;
+			break;
 		default:
-			fprintf(stderr, "usage: ready [-x] [-n RUNS] [-p PORT] [-l LOG] [-T MS] [-i US] -- CMD [ARG...]\n");
+			fprintf(stderr,
+				"usage: ready [-x] [-n RUNS] [-p PORT] [-l LOG] [-T MS] [-i US] -- CMD [ARG...]\n");
 			return 2;
 		}
 	}
@@ -108,7 +122,8 @@ int main(int argc, char **argv)
 				;
 			uint64_t t1 = bench_now_ns();
 			if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-				fprintf(stderr, "%s: run %ld: %s exited with status 0x%x\n", prog, i, cmd[0], st);
+				fprintf(stderr, "%s: run %ld: %s exited with status 0x%x\n", prog,
+					i, cmd[0], st);
 				failed = 1;
 				continue;
 			}
@@ -123,13 +138,15 @@ int main(int argc, char **argv)
 				break;
 			}
 			if (waitpid(pid, &st, WNOHANG) == pid) {
-				fprintf(stderr, "%s: run %ld: %s exited (status 0x%x) before it was ready; log: %s\n",
+				fprintf(stderr,
+					"%s: run %ld: %s exited (status 0x%x) before it was ready; log: %s\n",
 					prog, i, cmd[0], st, log);
 				dead = 1;
 				break;
 			}
 			if (bench_now_ns() > deadline) {
-				fprintf(stderr, "%s: run %ld: not ready after %ld ms\n", prog, i, timeout_ms);
+				fprintf(stderr, "%s: run %ld: not ready after %ld ms\n", prog, i,
+					timeout_ms);
 				break;
 			}
 			bench_sleep_ns(poll_us * 1000);
@@ -146,7 +163,9 @@ int main(int argc, char **argv)
 			if (w == pid)
 				break;
 			if (bench_now_ns() > kill_deadline) {
-				fprintf(stderr, "%s: run %ld: no exit 10 s after SIGTERM; SIGKILL\n", prog, i);
+				fprintf(stderr,
+					"%s: run %ld: no exit 10 s after SIGTERM; SIGKILL\n", prog,
+					i);
 				kill(pid, SIGKILL);
 				waitpid(pid, &st, 0);
 				failed = 1;

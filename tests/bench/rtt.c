@@ -70,7 +70,7 @@ static int conn_open(void)
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		bench_die(prog, "socket: %s", strerror(errno));
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0)
 		bench_die(prog, "connect 127.0.0.1:%d: %s", port, strerror(errno));
@@ -83,7 +83,7 @@ static int conn_open(void)
 static int fill(int fd, struct buf *raw)
 {
 	char tmp[65536];
-	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct pollfd p = {.fd = fd, .events = POLLIN};
 	int pr = poll(&p, 1, timeout_ms);
 	if (pr == 0) {
 		fprintf(stderr, "%s: no data for %d ms\n", prog, timeout_ms);
@@ -106,7 +106,7 @@ struct resp {
 	int chstate;
 	size_t chleft;
 	struct buf body;
-	size_t scan; /* body offset of the first frame not examined yet */
+	size_t scan;  /* body offset of the first frame not examined yet */
 	int terminal; /* 0 none, 1 ok, 2 failed */
 	char detail[200];
 };
@@ -159,7 +159,8 @@ static void scan_frames(struct resp *r)
 {
 	while (!r->terminal) {
 		char *start = r->body.p + r->scan;
-		char *end = r->body.len > r->scan ? memmem(start, r->body.len - r->scan, "\n\n", 2) : NULL;
+		char *end = r->body.len > r->scan ? memmem(start, r->body.len - r->scan, "\n\n", 2)
+						  : NULL;
 		if (!end)
 			return;
 		*end = 0; /* frames are examined once; the body is not needed afterwards */
@@ -168,7 +169,8 @@ static void scan_frames(struct resp *r)
 		} else if (strstr(start, "\"type\":\"error\"") || strstr(start, "event: error\n") ||
 			   (strncmp(start, "event: error", 12) == 0)) {
 			r->terminal = 2;
-		} else if (strstr(start, "event: exit\n") || strncmp(start, "event: exit", 11) == 0) {
+		} else if (strstr(start, "event: exit\n") ||
+			   strncmp(start, "event: exit", 11) == 0) {
 			r->terminal = strstr(start, "\"status\":\"succeeded\"") ? 1 : 2;
 		}
 		if (r->terminal == 2)
@@ -204,9 +206,10 @@ static int parse_headers(struct resp *r, struct buf *raw)
 
 /* One request on *fd (reopened when the server closes it). Returns 0 when the
  * task succeeded, with its round trip in *lat; 1 when it failed. */
-static int one_request(int *fd, const char *req, int reqlen, long i, uint64_t *lat, long *reconnects)
+static int one_request(int *fd, const char *req, int reqlen, long i, uint64_t *lat,
+		       long *reconnects)
 {
-	struct buf raw = { 0 };
+	struct buf raw = {0};
 	struct resp r;
 	memset(&r, 0, sizeof r);
 	int failed = 0;
@@ -243,7 +246,8 @@ static int one_request(int *fd, const char *req, int reqlen, long i, uint64_t *l
 			r.body.p ? r.body.p : "");
 		failed = 1;
 	} else if (!t1) {
-		fprintf(stderr, "%s: request %ld: response ended without a terminal event\n", prog, i);
+		fprintf(stderr, "%s: request %ld: response ended without a terminal event\n", prog,
+			i);
 		failed = 1;
 	} else if (r.terminal != 1) {
 		fprintf(stderr, "%s: request %ld: task failed: %s\n", prog, i, r.detail);
@@ -369,15 +373,16 @@ static int run_load(long clients, long seconds, const char *req, int reqlen)
 	printf("{\"clients\":%ld,\"seconds\":%ld,\"wall_s\":%.6f,\"tasks\":%zu,\"failed\":%ld,"
 	       "\"reconnects\":%ld,\"tasks_per_s\":%.3f,\"p50_ns\":%llu,\"p90_ns\":%llu,\"p99_ns\":%llu,"
 	       "\"max_ns\":%llu,\"mean_ns\":%.0f,\"self_cpu_s\":%.6f}\n",
-	       clients, seconds, wall, total, failed, reconnects, wall > 0 ? (double)total / wall : 0.0,
-	       (unsigned long long)pctl(all, total, 50), (unsigned long long)pctl(all, total, 90),
-	       (unsigned long long)pctl(all, total, 99),
+	       clients, seconds, wall, total, failed, reconnects,
+	       wall > 0 ? (double)total / wall : 0.0, (unsigned long long)pctl(all, total, 50),
+	       (unsigned long long)pctl(all, total, 90), (unsigned long long)pctl(all, total, 99),
 	       (unsigned long long)(total ? all[total - 1] : 0), total ? sum / (double)total : 0.0,
 	       (double)self.ru_utime.tv_sec + (double)self.ru_utime.tv_usec / 1e6 +
 		       (double)self.ru_stime.tv_sec + (double)self.ru_stime.tv_usec / 1e6);
 	fflush(stdout);
 	if (failed)
-		fprintf(stderr, "%s: %ld of %zu requests failed\n", prog, failed, total + (size_t)failed);
+		fprintf(stderr, "%s: %ld of %zu requests failed\n", prog, failed,
+			total + (size_t)failed);
 	free(all);
 	free(c);
 	return failed ? 1 : 0;
@@ -387,25 +392,42 @@ int main(int argc, char **argv)
 {
 	long runs = 1000, warmup = 20, clients = 0, seconds = 10;
 	const char *path = "/command", *body = "{\"command\":\"true\"}";
-	struct buf extra = { 0 };
+	struct buf extra = {0};
 	int opt;
 	while ((opt = getopt(argc, argv, "p:n:w:P:b:H:T:c:d:")) != -1) {
 		switch (opt) {
-		case 'p': port = (int)bench_atol(prog, "-p", optarg); break;
-		case 'n': runs = bench_atol(prog, "-n", optarg); break;
-		case 'w': warmup = bench_atol(prog, "-w", optarg); break;
-		case 'P': path = optarg; break;
-		case 'b': body = optarg; break;
+		case 'p':
+			port = (int)bench_atol(prog, "-p", optarg);
+			break;
+		case 'n':
+			runs = bench_atol(prog, "-n", optarg);
+			break;
+		case 'w':
+			warmup = bench_atol(prog, "-w", optarg);
+			break;
+		case 'P':
+			path = optarg;
+			break;
+		case 'b':
+			body = optarg;
+			break;
 		case 'H':
 			buf_add(&extra, optarg, strlen(optarg));
 			buf_add(&extra, "\r\n", 2);
 			break;
-		case 'T': timeout_ms = (int)bench_atol(prog, "-T", optarg); break;
-		case 'c': clients = bench_atol(prog, "-c", optarg); break;
-		case 'd': seconds = bench_atol(prog, "-d", optarg); break;
+		case 'T':
+			timeout_ms = (int)bench_atol(prog, "-T", optarg);
+			break;
+		case 'c':
+			clients = bench_atol(prog, "-c", optarg);
+			break;
+		case 'd':
+			seconds = bench_atol(prog, "-d", optarg);
+			break;
 		default:
-			fprintf(stderr, "usage: rtt -p PORT [-n RUNS] [-w WARMUP] [-P PATH] [-b JSON] [-H HDR]... [-T MS]\n"
-					"       rtt -p PORT -c CLIENTS -d SECONDS [-P PATH] [-b JSON] [-H HDR]... [-T MS]\n");
+			fprintf(stderr,
+				"usage: rtt -p PORT [-n RUNS] [-w WARMUP] [-P PATH] [-b JSON] [-H HDR]... [-T MS]\n"
+				"       rtt -p PORT -c CLIENTS -d SECONDS [-P PATH] [-b JSON] [-H HDR]... [-T MS]\n");
 			return 2;
 		}
 	}
@@ -414,10 +436,11 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	char req[8192];
-	int reqlen = snprintf(req, sizeof req,
-			      "POST %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
-			      "Content-Length: %zu\r\n%s\r\n%s",
-			      path, port, strlen(body), extra.p ? extra.p : "", body);
+	int reqlen = snprintf(
+		req, sizeof req,
+		"POST %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+		"Content-Length: %zu\r\n%s\r\n%s",
+		path, port, strlen(body), extra.p ? extra.p : "", body);
 	if (reqlen < 0 || reqlen >= (int)sizeof req)
 		bench_die(prog, "request too long");
 	if (clients > 0) {
@@ -442,6 +465,7 @@ int main(int argc, char **argv)
 	close(fd);
 	bench_print_samples(s, n);
 	if (reconnects)
-		fprintf(stderr, "%s: %ld reconnects (server closed the connection)\n", prog, reconnects);
+		fprintf(stderr, "%s: %ld reconnects (server closed the connection)\n", prog,
+			reconnects);
 	return failed;
 }

@@ -68,7 +68,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			fprintf(stderr, "OK without [DONE] or with status %ld\n", status);
 			abort();
 		}
-		if (a.b.len != cs.text.len || (a.b.len && memcmp(a.b.data, cs.text.data, a.b.len))) {
+		if (a.b.len != cs.text.len ||
+		    (a.b.len && memcmp(a.b.data, cs.text.data, a.b.len))) {
 			fprintf(stderr, "deltas differ from the assembled text\n");
 			abort();
 		}
@@ -78,7 +79,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		for (unsigned i = 0; i < cs.n_tools; i++) {
 			const struct cs_tool_call *t = &cs.tools[i];
-			if (!t->used || !t->name.len || !t->args.data || t->args.data[t->args.len]) {
+			if (!t->used || !t->name.len || !t->args.data ||
+			    t->args.data[t->args.len]) {
 				fprintf(stderr, "bad tool call %u in an OK result\n", i);
 				abort();
 			}

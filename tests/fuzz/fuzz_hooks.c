@@ -13,8 +13,7 @@ pid_t (*fuzz_spawn_hook)(struct confine_plan *plan, const struct spawn_io *io);
 
 pid_t __wrap_spawn_task(struct spawn_shim *sh, struct confine_plan *plan,
 			const struct spawn_io *io);
-pid_t __wrap_spawn_task(struct spawn_shim *sh, struct confine_plan *plan,
-			const struct spawn_io *io)
+pid_t __wrap_spawn_task(struct spawn_shim *sh, struct confine_plan *plan, const struct spawn_io *io)
 {
 	(void)sh;
 	if (fuzz_spawn_hook)

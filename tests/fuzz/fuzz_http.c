@@ -167,8 +167,9 @@ static void private_tmp(void)
 	if (setgroups(0, NULL) < 0)
 		die("setgroups");
 	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
-		dprintf(diag_fd, "fuzz_http: no private mount namespace (%s): the files API "
-				"writes only beneath " SANDBOX " (write roots)\n",
+		dprintf(diag_fd,
+			"fuzz_http: no private mount namespace (%s): the files API "
+			"writes only beneath " SANDBOX " (write roots)\n",
 			strerror(errno));
 		return;
 	}
@@ -186,8 +187,9 @@ static void private_tmp(void)
 static void private_net(void)
 {
 	if (unshare(CLONE_NEWNET) < 0) {
-		dprintf(diag_fd, "fuzz_http: no private network namespace (%s): /proxy/{port} "
-				"requests may reach services on this machine's loopback\n",
+		dprintf(diag_fd,
+			"fuzz_http: no private network namespace (%s): /proxy/{port} "
+			"requests may reach services on this machine's loopback\n",
 			strerror(errno));
 		return;
 	}
@@ -257,11 +259,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	if (!mkdtemp(state_dir))
 		die("mkdtemp");
 	atexit(cleanup);
-	char *av[] = {"fuzz_http",      "--listen",     "127.0.0.1:0",     "--state-dir",
-		      state_dir,        "--max-body",   "4096",            "--idle-timeout-ms",
-		      "1000",           "--task-log-max", "65536",         "--stream-window",
-		      "16384",          "--grace-ms",   "100",             "--task-user",
-		      "65533:65533",    "--landlock-roots", SANDBOX,       NULL};
+	char *av[] = {"fuzz_http",   "--listen",         "127.0.0.1:0", "--state-dir",
+		      state_dir,     "--max-body",       "4096",        "--idle-timeout-ms",
+		      "1000",        "--task-log-max",   "65536",       "--stream-window",
+		      "16384",       "--grace-ms",       "100",         "--task-user",
+		      "65533:65533", "--landlock-roots", SANDBOX,       NULL};
 	optind = 1;
 	struct error err;
 	if (config_parse(&R.cfg, (int)(sizeof(av) / sizeof(av[0])) - 1, av, &err) != 0) {
@@ -409,7 +411,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (fd_baseline < 0)
 			fd_baseline = fds;
 		else if (fds > fd_baseline + 4) {
-			dprintf(diag_fd, "fuzz_http: open fds grew from %d to %d\n", fd_baseline, fds);
+			dprintf(diag_fd, "fuzz_http: open fds grew from %d to %d\n", fd_baseline,
+				fds);
 			abort();
 		}
 	}

@@ -29,7 +29,8 @@
 
 static void fail(const char *what, const char *detail)
 {
-	fprintf(stderr, "fuzz_json_bodies: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
+	fprintf(stderr, "fuzz_json_bodies: %s%s%s\n", what, detail ? ": " : "",
+		detail ? detail : "");
 	abort();
 }
 

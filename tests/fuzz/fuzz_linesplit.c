@@ -151,7 +151,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (got.n != want.n || got.len != want.len ||
 	    (got.n && memcmp(got.lens, want.lens, got.n * sizeof(size_t)) != 0) ||
 	    (got.len && memcmp(got.data, want.data, got.len) != 0)) {
-		fprintf(stderr, "lines differ from the model: got %zu lines (%zu bytes), want %zu (%zu)\n",
+		fprintf(stderr,
+			"lines differ from the model: got %zu lines (%zu bytes), want %zu (%zu)\n",
 			got.n, got.len, want.n, want.len);
 		abort();
 	}

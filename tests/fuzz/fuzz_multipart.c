@@ -167,11 +167,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int ra = run(ct, body, blen, seed, false, &a, &fa);
 	int rb = run(ct, body, blen, seed, true, &b, &fb);
 	if (ra != rb || fa != fb) {
-		fprintf(stderr, "fuzz_multipart: whole feed %d/%d, chunked %d/%d\n", ra, fa, rb, fb);
+		fprintf(stderr, "fuzz_multipart: whole feed %d/%d, chunked %d/%d\n", ra, fa, rb,
+			fb);
 		abort();
 	}
 	if (a.len != b.len || (a.len && memcmp(a.data, b.data, a.len) != 0)) {
-		fprintf(stderr, "fuzz_multipart: parts differ with chunking (%zu vs %zu log bytes)\n",
+		fprintf(stderr,
+			"fuzz_multipart: parts differ with chunking (%zu vs %zu log bytes)\n",
 			a.len, b.len);
 		abort();
 	}

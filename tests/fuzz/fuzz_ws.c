@@ -210,7 +210,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 	}
 	if (!st.closes)
-		ws_close_all(&R); /* e.g. waiting for a close answer */
+		ws_close_all(&R);  /* e.g. waiting for a close answer */
 	loop_run_once(&R.loop, 0); /* deferred frees */
 	if (st.closes != 1)
 		abort();

@@ -81,28 +81,50 @@ struct result {
 static const char *errname(int e)
 {
 	switch (e) {
-	case EPERM: return "EPERM";
-	case ENOENT: return "ENOENT";
-	case ESRCH: return "ESRCH";
-	case EIO: return "EIO";
-	case EBADF: return "EBADF";
-	case EAGAIN: return "EAGAIN";
-	case ENOMEM: return "ENOMEM";
-	case EACCES: return "EACCES";
-	case EFAULT: return "EFAULT";
-	case EBUSY: return "EBUSY";
-	case EEXIST: return "EEXIST";
-	case ENOTDIR: return "ENOTDIR";
-	case EINVAL: return "EINVAL";
-	case EROFS: return "EROFS";
-	case ENOSYS: return "ENOSYS";
-	case EOPNOTSUPP: return "EOPNOTSUPP";
-	case EAFNOSUPPORT: return "EAFNOSUPPORT";
-	case EXDEV: return "EXDEV";
-	case ENODEV: return "ENODEV";
-	case ESTALE: return "ESTALE";
-	case ENOKEY: return "ENOKEY";
-	default: return "other";
+	case EPERM:
+		return "EPERM";
+	case ENOENT:
+		return "ENOENT";
+	case ESRCH:
+		return "ESRCH";
+	case EIO:
+		return "EIO";
+	case EBADF:
+		return "EBADF";
+	case EAGAIN:
+		return "EAGAIN";
+	case ENOMEM:
+		return "ENOMEM";
+	case EACCES:
+		return "EACCES";
+	case EFAULT:
+		return "EFAULT";
+	case EBUSY:
+		return "EBUSY";
+	case EEXIST:
+		return "EEXIST";
+	case ENOTDIR:
+		return "ENOTDIR";
+	case EINVAL:
+		return "EINVAL";
+	case EROFS:
+		return "EROFS";
+	case ENOSYS:
+		return "ENOSYS";
+	case EOPNOTSUPP:
+		return "EOPNOTSUPP";
+	case EAFNOSUPPORT:
+		return "EAFNOSUPPORT";
+	case EXDEV:
+		return "EXDEV";
+	case ENODEV:
+		return "ENODEV";
+	case ESTALE:
+		return "ESTALE";
+	case ENOKEY:
+		return "ENOKEY";
+	default:
+		return "other";
 	}
 }
 
@@ -165,7 +187,8 @@ static void check(const char *name, long (*fn)(void))
 			printf("{\"check\":\"%s\",\"refused\":true,\"signal\":%d}\n", name,
 			       WTERMSIG(st));
 		else
-			printf("{\"check\":\"%s\",\"error\":\"no result\",\"status\":%d}\n", name, st);
+			printf("{\"check\":\"%s\",\"error\":\"no result\",\"status\":%d}\n", name,
+			       st);
 		return;
 	}
 	if (r.ret < 0)
@@ -434,9 +457,9 @@ static long t_reboot(void)
 
 static void print_status(void)
 {
-	static const char *const keys[] = {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb",
-					   "NoNewPrivs", "Seccomp", "Seccomp_filters", "Uid",
-					   "Gid", "Groups", NULL};
+	static const char *const keys[] = {"CapInh", "CapPrm",     "CapEff",  "CapBnd",
+					   "CapAmb", "NoNewPrivs", "Seccomp", "Seccomp_filters",
+					   "Uid",    "Gid",        "Groups",  NULL};
 	FILE *f = fopen("/proc/self/status", "re");
 	if (!f) {
 		printf("{\"status\":null,\"error\":\"cannot open /proc/self/status\"}\n");
@@ -482,7 +505,8 @@ int main(int argc, char **argv)
 		else if (strcmp(argv[i], "--outside") == 0 && i + 1 < argc)
 			outside = argv[++i];
 		else {
-			fprintf(stderr, "usage: %s [--pid PID] [--root-file PATH] [--outside PATH]\n",
+			fprintf(stderr,
+				"usage: %s [--pid PID] [--root-file PATH] [--outside PATH]\n",
 				argv[0]);
 			return 2;
 		}

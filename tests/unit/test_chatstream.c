@@ -76,8 +76,9 @@ TEST(tool_calls_every_split)
 TEST(crlf_and_cr)
 {
 	struct chatstream cs;
-	const char *s = "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"usage\":{\"prompt_tokens\":1,"
-			"\"completion_tokens\":1}}\r\n\r\ndata: [DONE]\r\r";
+	const char *s =
+		"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"usage\":{\"prompt_tokens\":1,"
+		"\"completion_tokens\":1}}\r\n\r\ndata: [DONE]\r\r";
 	for (size_t piece = 1; piece < 8; piece++) {
 		CHECK(run(&cs, 200, s, piece) == CS_OK);
 		CHECK_STR(deltas, "a");
@@ -97,9 +98,10 @@ TEST(errors)
 	CHECK(run(&cs, 200, "", 1) == CS_ERR_MALFORMED);
 	chatstream_free(&cs);
 
-	CHECK(run(&cs, 200, CHUNK("{\"choices\":[{\"delta\":{\"content\":\"x\"}}]}")
-			    CHUNK("{\"error\":{\"message\":\"boom\",\"type\":\"server_error\"}}")
-				    CHUNK("[DONE]"),
+	CHECK(run(&cs, 200,
+		  CHUNK("{\"choices\":[{\"delta\":{\"content\":\"x\"}}]}")
+			  CHUNK("{\"error\":{\"message\":\"boom\",\"type\":\"server_error\"}}")
+				  CHUNK("[DONE]"),
 		  3) == CS_ERR_STREAM);
 	CHECK_STR(cs.message, "boom");
 	chatstream_free(&cs);
@@ -108,15 +110,16 @@ TEST(errors)
 	CHECK_STR(cs.message, "plain string error");
 	chatstream_free(&cs);
 
-	CHECK(run(&cs, 200, CHUNK("{\"error\":{\"message\":\"ExceededTokenBudget: x\",\"type\":\"auth_error\"}}"),
+	CHECK(run(&cs, 200,
+		  CHUNK("{\"error\":{\"message\":\"ExceededTokenBudget: x\",\"type\":\"auth_error\"}}"),
 		  100) == CS_ERR_BUDGET);
 	chatstream_free(&cs);
 
 	CHECK(run(&cs, 200, CHUNK("{nope") CHUNK("[DONE]"), 4) == CS_ERR_MALFORMED);
 	chatstream_free(&cs);
 
-	CHECK(run(&cs, 200, CHUNK("{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":99}]}}]}"), 9) ==
-	      CS_ERR_MALFORMED);
+	CHECK(run(&cs, 200, CHUNK("{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":99}]}}]}"),
+		  9) == CS_ERR_MALFORMED);
 	chatstream_free(&cs);
 
 	/* a gap in tool call indexes */
@@ -130,21 +133,28 @@ TEST(errors)
 TEST(status_classes)
 {
 	struct chatstream cs;
-	CHECK(run(&cs, 400, "{\"error\":{\"message\":\"Budget has been exceeded! Current cost: 2\",\"type\":\"budget_exceeded\",\"code\":\"400\"}}", 7) == CS_ERR_BUDGET);
+	CHECK(run(&cs, 400,
+		  "{\"error\":{\"message\":\"Budget has been exceeded! Current cost: 2\",\"type\":\"budget_exceeded\",\"code\":\"400\"}}",
+		  7) == CS_ERR_BUDGET);
 	chatstream_free(&cs);
-	CHECK(run(&cs, 429, "{\"error\":{\"message\":\"Max budget limit reached.\"}}", 7) == CS_ERR_BUDGET);
+	CHECK(run(&cs, 429, "{\"error\":{\"message\":\"Max budget limit reached.\"}}", 7) ==
+	      CS_ERR_BUDGET);
 	chatstream_free(&cs);
 	CHECK(run(&cs, 429, "{\"error\":{\"message\":\"Rate limit\"}}", 7) == CS_ERR_RATE_LIMITED);
 	chatstream_free(&cs);
-	CHECK(run(&cs, 401, "{\"error\":{\"message\":\"bad key\",\"code\":\"invalid_api_key\"}}", 3) == CS_ERR_UNAUTHORIZED);
+	CHECK(run(&cs, 401, "{\"error\":{\"message\":\"bad key\",\"code\":\"invalid_api_key\"}}",
+		  3) == CS_ERR_UNAUTHORIZED);
 	CHECK_STR(cs.message, "bad key");
 	chatstream_free(&cs);
 	CHECK(run(&cs, 403, "Forbidden\r\nby policy", 3) == CS_ERR_FORBIDDEN);
 	CHECK_STR(cs.message, "Forbidden  by policy");
 	chatstream_free(&cs);
-	CHECK(run(&cs, 404, "{\"error\":{\"message\":\"The model `x` does not exist\",\"code\":\"model_not_found\"}}", 3) == CS_ERR_MODEL);
+	CHECK(run(&cs, 404,
+		  "{\"error\":{\"message\":\"The model `x` does not exist\",\"code\":\"model_not_found\"}}",
+		  3) == CS_ERR_MODEL);
 	chatstream_free(&cs);
-	CHECK(run(&cs, 400, "{\"error\":{\"message\":\"Invalid model name passed in model=x\"}}", 3) == CS_ERR_MODEL);
+	CHECK(run(&cs, 400, "{\"error\":{\"message\":\"Invalid model name passed in model=x\"}}",
+		  3) == CS_ERR_MODEL);
 	chatstream_free(&cs);
 	CHECK(run(&cs, 502, "<html>bad gateway</html>", 3) == CS_ERR_SERVER);
 	chatstream_free(&cs);
@@ -172,8 +182,9 @@ TEST(retry_policy)
 TEST(usage_scan)
 {
 	struct usage_scan u = {0};
-	const char *s = "data: {\"choices\":[]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,"
-			"\"completion_tokens\":5,\"total_tokens\":9}}\n\ndata: [DONE]\n\n";
+	const char *s =
+		"data: {\"choices\":[]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,"
+		"\"completion_tokens\":5,\"total_tokens\":9}}\n\ndata: [DONE]\n\n";
 	for (size_t i = 0; s[i]; i++)
 		usage_scan_feed(&u, s + i, 1);
 	usage_scan_eof(&u);
@@ -181,7 +192,8 @@ TEST(usage_scan)
 	usage_scan_free(&u);
 
 	struct usage_scan v = {0};
-	const char *d = "  {\"object\":\"list\",\"usage\":{\"prompt_tokens\":3,\"total_tokens\":3}}";
+	const char *d =
+		"  {\"object\":\"list\",\"usage\":{\"prompt_tokens\":3,\"total_tokens\":3}}";
 	usage_scan_feed(&v, d, 10);
 	usage_scan_feed(&v, d + 10, strlen(d) - 10);
 	usage_scan_eof(&v);
@@ -189,8 +201,9 @@ TEST(usage_scan)
 	usage_scan_free(&v);
 
 	struct usage_scan w = {0}; /* Responses API */
-	const char *e = "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":"
-			"{\"usage\":{\"input_tokens\":2,\"output_tokens\":6,\"total_tokens\":8}}}\n\n";
+	const char *e =
+		"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":"
+		"{\"usage\":{\"input_tokens\":2,\"output_tokens\":6,\"total_tokens\":8}}}\n\n";
 	usage_scan_feed(&w, e, strlen(e));
 	usage_scan_eof(&w);
 	CHECK(w.has_usage && w.usage.completion_tokens == 6 && w.usage.total_tokens == 8);

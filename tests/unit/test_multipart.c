@@ -76,7 +76,8 @@ static void check_splits(const char *ctype, const char *body, size_t len, const 
 			if (parse3(ctype, body, len, a, b, &r) != 0 || r.len != strlen(want) ||
 			    memcmp(r.out, want, r.len) != 0) {
 				if (!bad++)
-					unit_diag("split %zu/%zu: got %s want %s", a, b, r.out, want);
+					unit_diag("split %zu/%zu: got %s want %s", a, b, r.out,
+						  want);
 			}
 	CHECK(bad == 0);
 }
@@ -99,15 +100,16 @@ static void check_fails(const char *ctype, const char *body, const char *why_par
 #define CT "multipart/form-data; boundary=XyZ"
 
 /* The SDK's shape: metadata (with filename) then file. */
-static const char *sdk = "--XyZ\r\n"
-			 "Content-Disposition: form-data; name=\"metadata\"; filename=\"metadata\"\r\n"
-			 "Content-Type: application/json\r\n\r\n"
-			 "{\"path\":\"/w/a.txt\"}\r\n"
-			 "--XyZ\r\n"
-			 "Content-Disposition: form-data; name=\"file\"; filename=\"a.txt\"\r\n"
-			 "Content-Type: application/octet-stream\r\n\r\n"
-			 "line1\r\nline2\r\n"
-			 "\r\n--XyZ--\r\n";
+static const char *sdk =
+	"--XyZ\r\n"
+	"Content-Disposition: form-data; name=\"metadata\"; filename=\"metadata\"\r\n"
+	"Content-Type: application/json\r\n\r\n"
+	"{\"path\":\"/w/a.txt\"}\r\n"
+	"--XyZ\r\n"
+	"Content-Disposition: form-data; name=\"file\"; filename=\"a.txt\"\r\n"
+	"Content-Type: application/octet-stream\r\n\r\n"
+	"line1\r\nline2\r\n"
+	"\r\n--XyZ--\r\n";
 
 TEST(sdk_upload_any_split)
 {
@@ -132,11 +134,12 @@ TEST(preamble_quoting_padding_epilogue)
 {
 	/* Preamble, quoted boundary, padding after a delimiter, epilogue,
 	 * no headers besides Content-Disposition, an empty part, escapes. */
-	const char *varied = "this is the preamble\r\n--a:b c\r\n"
-			     "content-disposition: form-data; name=meta; filename=\"x\\\"y\"\r\n\r\n"
-			     "{}\r\n--a:b c \t\r\n"
-			     "Content-Disposition: form-data; name=\"file\"; filename=\"\"\r\n\r\n"
-			     "\r\n--a:b c--\r\nepilogue --a:b c\r\n";
+	const char *varied =
+		"this is the preamble\r\n--a:b c\r\n"
+		"content-disposition: form-data; name=meta; filename=\"x\\\"y\"\r\n\r\n"
+		"{}\r\n--a:b c \t\r\n"
+		"Content-Disposition: form-data; name=\"file\"; filename=\"\"\r\n\r\n"
+		"\r\n--a:b c--\r\nepilogue --a:b c\r\n";
 	check_splits("Multipart/Form-Data ; boundary=\"a:b c\"", varied, strlen(varied),
 		     "<meta|f:x\"y|>[{}]<file|f:|>[]");
 }

@@ -75,52 +75,80 @@ static void expect_error(const char *name, const char *text, const char *want)
 	struct seccomp_policy p;
 	const char *path = write_policy(name, text);
 	int rc = seccomp_policy_load(path, &p, &e);
-	CHECKF(rc < 0 && strstr(err, path) && strstr(err, want), "%s: error names the file and "
-	       "says \"%s\" (got rc %d: %s)", name, want, rc, rc < 0 ? err : "");
+	CHECKF(rc < 0 && strstr(err, path) && strstr(err, want),
+	       "%s: error names the file and "
+	       "says \"%s\" (got rc %d: %s)",
+	       name, want, rc, rc < 0 ? err : "");
 	if (rc == 0)
 		seccomp_policy_free(&p);
 }
 
-#define HEAD "{\"defaultAction\":\"SCMP_ACT_ERRNO\",\"architectures\":[\"SCMP_ARCH_X86_64\"," \
-	     "\"SCMP_ARCH_AARCH64\"],"
+#define HEAD                                                                                       \
+	"{\"defaultAction\":\"SCMP_ACT_ERRNO\",\"architectures\":[\"SCMP_ARCH_X86_64\","           \
+	"\"SCMP_ARCH_AARCH64\"],"
 
 TEST(policy_errors_name_file_and_cause)
 {
 	expect_error("notjson.json", "{\"defaultAction\": \"SCMP_ACT_ERRNO\",\n  syscalls: []}\n",
 		     "invalid JSON at line 2, column");
-	expect_error("action.json", HEAD "\"syscalls\":[{\"names\":[\"read\"],"
-		     "\"action\":\"SCMP_ACT_FOO\"}]}", "unknown action \"SCMP_ACT_FOO\"");
-	expect_error("defaction.json", "{\"defaultAction\":\"ALLOW\",\"syscalls\":[{\"names\":"
-		     "[\"read\"],\"action\":\"SCMP_ACT_ALLOW\"}]}", "unknown action \"ALLOW\"");
-	expect_error("op.json", HEAD "\"syscalls\":[{\"names\":[\"socket\"],\"action\":"
-		     "\"SCMP_ACT_ALLOW\",\"args\":[{\"index\":0,\"value\":1,\"op\":\"SCMP_CMP_XX\"}]}]}",
-		     "syscalls[0].args[0]: unknown op \"SCMP_CMP_XX\"");
-	expect_error("index.json", HEAD "\"syscalls\":[{\"names\":[\"socket\"],\"action\":"
-		     "\"SCMP_ACT_ALLOW\",\"args\":[{\"index\":6,\"value\":1,\"op\":\"SCMP_CMP_EQ\"}]}]}",
-		     "bad arg index");
-	expect_error("dupindex.json", HEAD "\"syscalls\":[{\"names\":[\"socket\"],\"action\":"
-		     "\"SCMP_ACT_ALLOW\",\"args\":[{\"index\":0,\"value\":1,\"op\":\"SCMP_CMP_EQ\"},"
-		     "{\"index\":0,\"value\":2,\"op\":\"SCMP_CMP_EQ\"}]}]}", "used twice");
+	expect_error("action.json",
+		     HEAD "\"syscalls\":[{\"names\":[\"read\"],"
+			  "\"action\":\"SCMP_ACT_FOO\"}]}",
+		     "unknown action \"SCMP_ACT_FOO\"");
+	expect_error("defaction.json",
+		     "{\"defaultAction\":\"ALLOW\",\"syscalls\":[{\"names\":"
+		     "[\"read\"],\"action\":\"SCMP_ACT_ALLOW\"}]}",
+		     "unknown action \"ALLOW\"");
+	expect_error(
+		"op.json",
+		HEAD
+		"\"syscalls\":[{\"names\":[\"socket\"],\"action\":"
+		"\"SCMP_ACT_ALLOW\",\"args\":[{\"index\":0,\"value\":1,\"op\":\"SCMP_CMP_XX\"}]}]}",
+		"syscalls[0].args[0]: unknown op \"SCMP_CMP_XX\"");
+	expect_error(
+		"index.json",
+		HEAD
+		"\"syscalls\":[{\"names\":[\"socket\"],\"action\":"
+		"\"SCMP_ACT_ALLOW\",\"args\":[{\"index\":6,\"value\":1,\"op\":\"SCMP_CMP_EQ\"}]}]}",
+		"bad arg index");
+	expect_error(
+		"dupindex.json",
+		HEAD
+		"\"syscalls\":[{\"names\":[\"socket\"],\"action\":"
+		"\"SCMP_ACT_ALLOW\",\"args\":[{\"index\":0,\"value\":1,\"op\":\"SCMP_CMP_EQ\"},"
+		"{\"index\":0,\"value\":2,\"op\":\"SCMP_CMP_EQ\"}]}]}",
+		"used twice");
 	expect_error("empty.json", HEAD "\"syscalls\":[]}", "\"syscalls\" is missing or empty");
 	expect_error("nosyscalls.json", "{\"defaultAction\":\"SCMP_ACT_ERRNO\"}",
 		     "\"syscalls\" is missing or empty");
-	expect_error("typo.json", HEAD "\"syscalls\":[{\"names\":[\"socket\"],\"action\":"
-		     "\"SCMP_ACT_ALLOW\",\"arg\":[]}]}", "unknown key \"arg\"");
-	expect_error("arch.json", "{\"defaultAction\":\"SCMP_ACT_ERRNO\",\"architectures\":"
+	expect_error("typo.json",
+		     HEAD "\"syscalls\":[{\"names\":[\"socket\"],\"action\":"
+			  "\"SCMP_ACT_ALLOW\",\"arg\":[]}]}",
+		     "unknown key \"arg\"");
+	expect_error("arch.json",
+		     "{\"defaultAction\":\"SCMP_ACT_ERRNO\",\"architectures\":"
 		     "[\"SCMP_ARCH_S390X\"],\"syscalls\":[{\"names\":[\"read\"],\"action\":"
-		     "\"SCMP_ACT_ALLOW\"}]}", "does not list this machine's architecture");
-	expect_error("badarch.json", "{\"defaultAction\":\"SCMP_ACT_ERRNO\",\"architectures\":"
+		     "\"SCMP_ACT_ALLOW\"}]}",
+		     "does not list this machine's architecture");
+	expect_error("badarch.json",
+		     "{\"defaultAction\":\"SCMP_ACT_ERRNO\",\"architectures\":"
 		     "[\"SCMP_ARCH_VAX\"],\"syscalls\":[{\"names\":[\"read\"],\"action\":"
-		     "\"SCMP_ACT_ALLOW\"}]}", "unknown architecture SCMP_ARCH_VAX");
-	expect_error("notify.json", HEAD "\"syscalls\":[{\"names\":[\"read\"],\"action\":"
-		     "\"SCMP_ACT_NOTIFY\"}]}", "SCMP_ACT_NOTIFY is not supported");
+		     "\"SCMP_ACT_ALLOW\"}]}",
+		     "unknown architecture SCMP_ARCH_VAX");
+	expect_error("notify.json",
+		     HEAD "\"syscalls\":[{\"names\":[\"read\"],\"action\":"
+			  "\"SCMP_ACT_NOTIFY\"}]}",
+		     "SCMP_ACT_NOTIFY is not supported");
 	/* A deny rule for an unknown name under a default-allow policy would
 	 * be a hole: error. */
-	expect_error("holes.json", "{\"defaultAction\":\"SCMP_ACT_ALLOW\",\"syscalls\":[{\"names\":"
+	expect_error("holes.json",
+		     "{\"defaultAction\":\"SCMP_ACT_ALLOW\",\"syscalls\":[{\"names\":"
 		     "[\"no_such_syscall\"],\"action\":\"SCMP_ACT_ERRNO\"}]}",
 		     "\"no_such_syscall\" is unknown to libseccomp");
-	expect_error("errnoname.json", HEAD "\"syscalls\":[{\"names\":[\"read\"],\"action\":"
-		     "\"SCMP_ACT_ERRNO\",\"errno\":\"EBOGUS\"}]}", "unknown \"errno\"");
+	expect_error("errnoname.json",
+		     HEAD "\"syscalls\":[{\"names\":[\"read\"],\"action\":"
+			  "\"SCMP_ACT_ERRNO\",\"errno\":\"EBOGUS\"}]}",
+		     "unknown \"errno\"");
 }
 
 /* Under default-deny an unknown name is only a warning: the call stays denied. */
@@ -129,8 +157,10 @@ TEST(unknown_name_under_default_deny_warns)
 	struct error e;
 	const char *err = e.msg;
 	struct seccomp_policy p;
-	const char *path = write_policy("unknown.json", HEAD "\"syscalls\":[{\"names\":[\"read\","
-					"\"no_such_syscall\",\"open\"],\"action\":\"SCMP_ACT_ALLOW\"}]}");
+	const char *path =
+		write_policy("unknown.json",
+			     HEAD "\"syscalls\":[{\"names\":[\"read\","
+				  "\"no_such_syscall\",\"open\"],\"action\":\"SCMP_ACT_ALLOW\"}]}");
 	int rc = seccomp_policy_load(path, &p, &e);
 	CHECKF(rc == 0 && p.n_unknown == 1 && strstr(p.warning, "no_such_syscall") &&
 		       strcmp(p.name, "unknown.json") == 0,
@@ -147,16 +177,20 @@ TEST(docker_conditional_rules)
 	struct error e;
 	const char *err = e.msg;
 	struct seccomp_policy p;
-	const char *path = write_policy("docker.json", HEAD "\"syscalls\":[{\"names\":[\"read\"],\"action\":"
-			    "\"SCMP_ACT_ALLOW\"},{\"names\":[\"write\"],\"action\":\"SCMP_ACT_ALLOW\","
-			    "\"includes\":{\"caps\":[\"CAP_SYS_ADMIN\"]}},{\"names\":[\"close\"],"
-			    "\"action\":\"SCMP_ACT_ALLOW\",\"includes\":{\"arches\":[\"s390x\"]}},"
-			    "{\"names\":[\"dup\"],\"action\":\"SCMP_ACT_ALLOW\",\"excludes\":"
-			    "{\"caps\":[\"CAP_SYS_ADMIN\"]}},{\"names\":[\"clone3\"],\"action\":"
-			    "\"SCMP_ACT_ERRNO\",\"errno\":\"ENOSYS\"}]}");
+	const char *path = write_policy(
+		"docker.json",
+		HEAD "\"syscalls\":[{\"names\":[\"read\"],\"action\":"
+		     "\"SCMP_ACT_ALLOW\"},{\"names\":[\"write\"],\"action\":\"SCMP_ACT_ALLOW\","
+		     "\"includes\":{\"caps\":[\"CAP_SYS_ADMIN\"]}},{\"names\":[\"close\"],"
+		     "\"action\":\"SCMP_ACT_ALLOW\",\"includes\":{\"arches\":[\"s390x\"]}},"
+		     "{\"names\":[\"dup\"],\"action\":\"SCMP_ACT_ALLOW\",\"excludes\":"
+		     "{\"caps\":[\"CAP_SYS_ADMIN\"]}},{\"names\":[\"clone3\"],\"action\":"
+		     "\"SCMP_ACT_ERRNO\",\"errno\":\"ENOSYS\"}]}");
 	int rc = seccomp_policy_load(path, &p, &e);
-	CHECKF(rc == 0 && p.n_allowed == 2, "includes/excludes: only read and dup allowed (rc %d, "
-	       "%u allowed%s%s)", rc, rc == 0 ? p.n_allowed : 0, rc ? ": " : "", rc ? err : "");
+	CHECKF(rc == 0 && p.n_allowed == 2,
+	       "includes/excludes: only read and dup allowed (rc %d, "
+	       "%u allowed%s%s)",
+	       rc, rc == 0 ? p.n_allowed : 0, rc ? ": " : "", rc ? err : "");
 	if (rc == 0)
 		seccomp_policy_free(&p);
 }
@@ -416,14 +450,15 @@ TEST(cache_missing_stale_damaged_image)
 
 	int rc = seccomp_policy_load_cached(copy, dirfd, &p, &e);
 	CHECKF(rc == 0 && strstr(p.source, "compiled") && strstr(p.source, "missing") &&
-		      strstr(p.source, "written") && access(cache, F_OK) == 0 && same_prog(&p, &ref),
-	      "cache: missing -> compiled, written, same program (%s)", rc ? e.msg : p.source);
+		       strstr(p.source, "written") && access(cache, F_OK) == 0 &&
+		       same_prog(&p, &ref),
+	       "cache: missing -> compiled, written, same program (%s)", rc ? e.msg : p.source);
 	seccomp_policy_free(&p);
 
 	rc = seccomp_policy_load_cached(copy, dirfd, &p, &e);
 	CHECKF(rc == 0 && !strcmp(p.source, "cache in the state dir") && same_prog(&p, &ref) &&
-		      !strcmp(p.name, "cached.json"),
-	      "cache: second load uses the cache, same program (%s)", rc ? e.msg : p.source);
+		       !strcmp(p.name, "cached.json"),
+	       "cache: second load uses the cache, same program (%s)", rc ? e.msg : p.source);
 	seccomp_policy_free(&p);
 
 	/* Stale: the policy's bytes changed (one allowed call fewer). */
@@ -434,14 +469,14 @@ TEST(cache_missing_stale_damaged_image)
 	write_policy("cached.json", data);
 	rc = seccomp_policy_load_cached(copy, dirfd, &p, &e);
 	CHECKF(rc == 0 && strstr(p.source, "compiled") && strstr(p.source, "stale") &&
-		      p.n_allowed + 1 == ref.n_allowed && !same_prog(&p, &ref),
-	      "cache: stale (policy changed) -> recompiled (%s, %u allowed)",
-	      rc ? e.msg : p.source, p.n_allowed);
+		       p.n_allowed + 1 == ref.n_allowed && !same_prog(&p, &ref),
+	       "cache: stale (policy changed) -> recompiled (%s, %u allowed)",
+	       rc ? e.msg : p.source, p.n_allowed);
 	seccomp_policy_free(&p);
 	rc = seccomp_policy_load_cached(copy, dirfd, &p, &e);
 	CHECKF(rc == 0 && !strcmp(p.source, "cache in the state dir") &&
-		      p.n_allowed + 1 == ref.n_allowed, "cache: rewritten for the new policy (%s)",
-	      rc ? e.msg : p.source);
+		       p.n_allowed + 1 == ref.n_allowed,
+	       "cache: rewritten for the new policy (%s)", rc ? e.msg : p.source);
 	seccomp_policy_free(&p);
 
 	/* Damaged: one bit of the program flipped. */
@@ -449,21 +484,21 @@ TEST(cache_missing_stale_damaged_image)
 	struct stat st;
 	unsigned char byte = 0;
 	CHECKF(fd >= 0 && fstat(fd, &st) == 0 && pread(fd, &byte, 1, st.st_size - 3) == 1,
-	      "cache: file readable");
+	       "cache: file readable");
 	byte ^= 0x10;
 	CHECKF(pwrite(fd, &byte, 1, st.st_size - 3) == 1, "cache: one byte flipped");
 	close(fd);
 	rc = seccomp_policy_load_cached(copy, dirfd, &p, &e);
 	CHECKF(rc == 0 && strstr(p.source, "compiled") && strstr(p.source, "damaged") &&
-		      strstr(p.warning, "checksum mismatch") && p.n_allowed + 1 == ref.n_allowed,
-	      "cache: damaged program rejected, recompiled (%s; %s)", rc ? e.msg : p.source,
-	      p.warning);
+		       strstr(p.warning, "checksum mismatch") && p.n_allowed + 1 == ref.n_allowed,
+	       "cache: damaged program rejected, recompiled (%s; %s)", rc ? e.msg : p.source,
+	       p.warning);
 	seccomp_policy_free(&p);
 	/* Truncated, and garbage. */
 	CHECKF(truncate(cache, 100) == 0, "cache: truncated");
 	rc = seccomp_policy_load_cached(copy, dirfd, &p, &e);
 	CHECKF(rc == 0 && strstr(p.source, "damaged") && strstr(p.warning, "rejected"),
-	      "cache: truncated file rejected (%s)", rc ? e.msg : p.source);
+	       "cache: truncated file rejected (%s)", rc ? e.msg : p.source);
 	seccomp_policy_free(&p);
 
 	/* Beside the policy: written by --write-seccomp-cache, used first;
@@ -471,15 +506,15 @@ TEST(cache_missing_stale_damaged_image)
 	char img[320];
 	snprintf(img, sizeof(img), "%s.bpf", copy);
 	CHECKF(seccomp_cache_write_file(copy, img, &e) == 0, "cache: image cache written (%s)",
-	      e.msg);
+	       e.msg);
 	rc = seccomp_policy_load_cached(copy, -1, &p, &e);
 	CHECKF(rc == 0 && strstr(p.source, "beside the policy") && p.n_allowed + 1 == ref.n_allowed,
-	      "cache: image cache used (%s)", rc ? e.msg : p.source);
+	       "cache: image cache used (%s)", rc ? e.msg : p.source);
 	seccomp_policy_free(&p);
 	write_policy("cached.json", "{\"defaultAction\": 1}");
 	rc = seccomp_policy_load_cached(copy, dirfd, &p, &e);
 	CHECKF(rc < 0 && strstr(e.msg, "cached.json"),
-	      "cache: a broken policy fails although caches exist (%s)", rc < 0 ? e.msg : "");
+	       "cache: a broken policy fails although caches exist (%s)", rc < 0 ? e.msg : "");
 	if (rc == 0)
 		seccomp_policy_free(&p);
 	rc = seccomp_policy_load_cached(copy, -1, &p, &e);

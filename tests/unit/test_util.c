@@ -29,10 +29,14 @@ TEST(json_string_escapes)
 	json_case("q\"b\\n\n\r\t", 8, "\"q\\\"b\\\\n\\n\\r\\t\"");
 	json_case("\x01\x1f\x7f", 3, "\"\\u0001\\u001f\\u007f\"");
 	json_case("caf\xc3\xa9", 5, "\"caf\xc3\xa9\"");
-	json_case("\xff" "a", 2, "\"\xef\xbf\xbd" "a\"");           /* invalid byte */
-	json_case("\xc3", 1, "\"\xef\xbf\xbd\"");                  /* truncated sequence */
+	json_case("\xff"
+		  "a",
+		  2,
+		  "\"\xef\xbf\xbd"
+		  "a\"");                         /* invalid byte */
+	json_case("\xc3", 1, "\"\xef\xbf\xbd\""); /* truncated sequence */
 	json_case("\xed\xa0\x80", 3, "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\""); /* surrogate */
-	json_case("\xc0\xaf", 2, "\"\xef\xbf\xbd\xef\xbf\xbd\"");  /* overlong */
+	json_case("\xc0\xaf", 2, "\"\xef\xbf\xbd\xef\xbf\xbd\"");                 /* overlong */
 	json_case("a\0b", 3, "\"a\\u0000b\"");
 }
 
@@ -96,7 +100,12 @@ TEST(buf_append_and_avail)
 	CHECK(buf_avail(&b) == 10);
 	buf_append(&b, "xyz", 3);
 	CHECK(buf_avail(&b) == 13);
-	CHECK(memcmp(b.data + b.off, "97" "0998" "0999" "xyz", 13) == 0);
+	CHECK(memcmp(b.data + b.off,
+		     "97"
+		     "0998"
+		     "0999"
+		     "xyz",
+		     13) == 0);
 	buf_free(&b);
 }
 
@@ -105,7 +114,10 @@ TEST(buf_append_and_avail)
 static size_t ref_seq(const unsigned char *s, size_t len)
 {
 	unsigned c = s[0];
-	size_t n = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xc2 && c <= 0xdf ? 2 : 0;
+	size_t n = c >= 0xf0 && c <= 0xf4   ? 4
+		   : c >= 0xe0 && c <= 0xef ? 3
+		   : c >= 0xc2 && c <= 0xdf ? 2
+					    : 0;
 	if (!n || len < n)
 		return 0;
 	unsigned long cp = c & (n == 2 ? 0x1f : n == 3 ? 0x0f : 0x07);
@@ -153,8 +165,8 @@ static void ref_json(struct buf *b, const unsigned char *s, size_t len)
  * up to 80 and every alignment. */
 TEST(json_escaper_matches_reference)
 {
-	static const unsigned char alpha[] = {0x00, 0x01, 0x1f, 0x20, 0x21, '"', '#', '[', '\\',
-					      ']', 'a', 0x7e, 0x7f, 0x80, 0x81, 0xbf, 0xc0, 0xc2,
+	static const unsigned char alpha[] = {0x00, 0x01, 0x1f, 0x20, 0x21, '"',  '#',  '[',  '\\',
+					      ']',  'a',  0x7e, 0x7f, 0x80, 0x81, 0xbf, 0xc0, 0xc2,
 					      0xc3, 0xa9, 0xe2, 0x82, 0xac, 0xed, 0xa0, 0xf0, 0x9f,
 					      0xf4, 0x90, 0xff, '\n', '\r', '\t'};
 	unsigned char in[200];
@@ -174,7 +186,8 @@ TEST(json_escaper_matches_reference)
 		ref_json(&want, in + off, len);
 		if (got.len != want.len || memcmp(got.data, want.data, got.len)) {
 			bad++;
-			fprintf(stderr, "  json differential: round %d len %zu differs\n", round, len);
+			fprintf(stderr, "  json differential: round %d len %zu differs\n", round,
+				len);
 		}
 		/* The strict form: the same output for valid UTF-8, nothing
 		 * (and 1) for anything else, as utf8_valid decides. */
@@ -185,8 +198,8 @@ TEST(json_escaper_matches_reference)
 				    memcmp(strict.data + 1, got.data, got.len)
 			  : rc != 1 || strict.len != 1) {
 			bad++;
-			fprintf(stderr, "  json strict: round %d len %zu valid %d rc %d\n", round, len,
-				valid, rc);
+			fprintf(stderr, "  json strict: round %d len %zu valid %d rc %d\n", round,
+				len, valid, rc);
 		}
 		/* In pieces of random room: the same bytes as the whole literal,
 		 * no character cut, every call with 6 bytes of room progresses. */
@@ -198,8 +211,8 @@ TEST(json_escaper_matches_reference)
 		while (at < len && !stuck) {
 			seed = seed * 1103515245u + 12345u;
 			size_t room = 6 + (seed >> 16) % 40, used = 0;
-			size_t w = json_escape_part(piece, room, (const char *)in + off + at, len - at,
-						    &used);
+			size_t w = json_escape_part(piece, room, (const char *)in + off + at,
+						    len - at, &used);
 			stuck = used == 0 || w > room;
 			buf_append(&parts, piece, w);
 			at += used;
