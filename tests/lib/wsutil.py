@@ -65,9 +65,11 @@ class RawWS:
         self.head = head.decode(errors="replace")
         self.status = int(self.head.split(" ")[1]) if self.head else 0
 
-    def send_frame(self, opcode, payload, mask=True, fin=True, rsv=0):
+    def send_frame(self, opcode, payload, mask=True, fin=True, rsv=0, announce=None):
+        """announce: the payload length the header claims (a hostile client
+        may claim more than it sends)."""
         b0 = (0x80 if fin else 0) | (rsv << 4) | opcode
-        n = len(payload)
+        n = len(payload) if announce is None else announce
         mbit = 0x80 if mask else 0
         if n < 126:
             hdr = struct.pack("!BB", b0, mbit | n)
@@ -78,7 +80,7 @@ class RawWS:
         if mask:
             key = os.urandom(4)
             payload = bytes(b ^ key[i % 4] for i, b in enumerate(payload)) \
-                if n < 65536 else _mask_fast(payload, key)
+                if len(payload) < 65536 else _mask_fast(payload, key)
             hdr += key
         self.sock.sendall(hdr + payload)
 
