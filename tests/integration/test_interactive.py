@@ -34,8 +34,12 @@ class Stream:
         assert started["event"] == "started", started
         self.id = started["data"]["task_id"]
 
-    def next_event(self):
+    def next_event(self, deadline=None):
+        """The next event; keep-alive comments are skipped, but not past the
+        deadline (monotonic), so a task that never ends fails the test."""
         while True:
+            if deadline is not None and time.monotonic() > deadline:
+                raise AssertionError("no event before the deadline; output %r" % self.output())
             while b"\n\n" not in self.pending:
                 size = int(self.f.readline().split(b";")[0], 16)
                 if size == 0:
@@ -53,7 +57,7 @@ class Stream:
         while True:
             if time.monotonic() > deadline:
                 raise AssertionError("no exit event; output %r" % self.output())
-            ev = self.next_event()
+            ev = self.next_event(deadline)
             if ev["event"] == "exit":
                 return ev["data"]
 
@@ -72,7 +76,7 @@ class Stream:
         while text.encode() not in self.output():
             if time.monotonic() > deadline:
                 raise AssertionError("no %r in %r" % (text, self.output()))
-            self.next_event()
+            self.next_event(deadline)
 
     def close(self):
         self.sock.close()
