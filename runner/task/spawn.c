@@ -279,31 +279,39 @@ struct exec_child {
 	const struct spawn_io *io;
 	char *const *argv, *const *envp;
 	int keep[4];
-	int err; /* set by the child when it could not exec (shared memory) */
+	int err_fd; /* write end of a close-on-exec pipe: errno when exec fails */
+	int err;    /* set by the child when it could not exec (shared memory) */
 	_Alignas(16) char stack[16 * 1024];
 };
 
 /* Runs in the runner's memory (CLONE_VM|CLONE_VFORK; the runner waits):
  * only system calls on our own stack and fd table, then the shim. */
+static _Noreturn void exec_child_fail(struct exec_child *c, int e)
+{
+	c->err = e;
+	/* Shared memory is not always shared: valgrind turns CLONE_VM|CLONE_VFORK
+	 * into a fork. The pipe tells the parent either way. */
+	if (c->err_fd >= 0 && write(c->err_fd, &e, sizeof(e)) < 0)
+		_exit(127);
+	_exit(127);
+}
+
 static int exec_child_main(void *arg)
 {
 	struct exec_child *c = arg;
 	int n = place_fds(c->io);
-	if (n < 0) {
-		c->err = -n;
-		_exit(127);
-	}
+	if (n < 0)
+		exec_child_fail(c, -n);
 	for (int i = 0; i < 4; i++)
-		if (c->keep[i] >= 0 && fcntl(c->keep[i], F_SETFD, 0) < 0) {
-			c->err = errno;
-			_exit(127);
-		}
-	int keep[5] = {c->keep[0], c->keep[1], c->keep[2], c->keep[3], c->shim->exe_fd};
-	if (confine_close_fds_keep(n, keep, 5) < 0)
+		if (c->keep[i] >= 0 && fcntl(c->keep[i], F_SETFD, 0) < 0)
+			exec_child_fail(c, errno);
+	if (c->err_fd >= 0 && c->err_fd < n)
+		c->err_fd = -1; /* placed over by the task's stdio: the memory tells */
+	int keep[6] = {c->keep[0], c->keep[1], c->keep[2], c->keep[3], c->shim->exe_fd, c->err_fd};
+	if (confine_close_fds_keep(n, keep, 6) < 0)
 		close_from(n); /* cannot spare the exe fd here: exec then fails */
 	syscall(SYS_execveat, c->shim->exe_fd, "", c->argv, c->envp, AT_EMPTY_PATH);
-	c->err = errno;
-	_exit(127);
+	exec_child_fail(c, errno);
 }
 
 static void put_num(char *buf, size_t len, long v)
@@ -357,7 +365,16 @@ static pid_t spawn_exec(const struct spawn_shim *sh, struct confine_plan *plan,
 				 .io = io,
 				 .argv = argv,
 				 .envp = plan->envp,
-				 .keep = {sh->policy_fd, ll, llr, plan->cgroup_procs_fd}};
+				 .keep = {sh->policy_fd, ll, llr, plan->cgroup_procs_fd},
+				 .err_fd = -1};
+	int errpipe[2];
+	if (pipe2(errpipe, O_CLOEXEC) < 0) {
+		int e = errno;
+		free(argv);
+		free(c);
+		return -e;
+	}
+	c->err_fd = errpipe[1];
 	/* No handler may run in the child on our memory: everything blocked
 	 * until it has exec'd (the shim sets its own mask). */
 	sigset_t all, old;
@@ -367,6 +384,17 @@ static pid_t spawn_exec(const struct spawn_shim *sh, struct confine_plan *plan,
 			  CLONE_VM | CLONE_VFORK | SIGCHLD, c);
 	int e = pid < 0 ? errno : c->err;
 	sigprocmask(SIG_SETMASK, &old, NULL);
+	close(errpipe[1]);
+	if (pid > 0 && !e) {
+		/* EOF: the exec closed the pipe; an int: the child's errno. */
+		int ce = 0;
+		ssize_t got;
+		while ((got = read(errpipe[0], &ce, sizeof(ce))) < 0 && errno == EINTR)
+			;
+		if (got == (ssize_t)sizeof(ce) && ce)
+			e = ce;
+	}
+	close(errpipe[0]);
 	free(argv);
 	free(c);
 	if (pid > 0 && e) {
