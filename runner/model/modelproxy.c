@@ -622,6 +622,25 @@ json_t *modelproxy_report(struct runner *r)
 	return o;
 }
 
+/* End a request for good (reset, shutdown): a body still arriving goes
+ * nowhere, no call starts for it, a call in flight is cancelled. True when
+ * it had not ended yet. */
+static bool req_abort(struct mp_req *q, const char *why)
+{
+	q->discard = true;
+	q->start_failed = true;
+	if (q->call) {
+		gw_call_cancel(q->call);
+		q->call = NULL;
+	}
+	if (q->eof)
+		return false;
+	q->eof = true;
+	q->err = GW_ABORTED;
+	snprintf(q->errmsg, sizeof(q->errmsg), "%s", why);
+	return true;
+}
+
 unsigned modelproxy_revoke_all(struct runner *r, unsigned *requests)
 {
 	struct modelproxy *p = r->modelproxy;
@@ -635,20 +654,8 @@ unsigned modelproxy_revoke_all(struct runner *r, unsigned *requests)
 		k->t = NULL; /* token_find() skips it from now on */
 	}
 	for (struct mp_req *q = p->reqs; q; q = q->next) {
-		/* As at shutdown: a body still arriving goes nowhere and no call
-		 * starts for it. */
-		q->discard = true;
-		q->start_failed = true;
-		if (q->call) {
-			gw_call_cancel(q->call);
-			q->call = NULL;
-		}
-		if (!q->eof) {
-			q->eof = true;
-			q->err = GW_ABORTED;
-			snprintf(q->errmsg, sizeof(q->errmsg), "the box was reset");
+		if (req_abort(q, "the box was reset"))
 			(*requests)++;
-		}
 		if (q->suspended)
 			wake(q);
 	}
@@ -672,18 +679,7 @@ void modelproxy_stop(struct runner *r)
 		 * suspend again: MHD must not be stopped with suspended
 		 * connections. */
 		for (struct mp_req *q = p->reqs; q; q = q->next) {
-			q->discard = true;
-			q->start_failed = true;
-			if (q->call) {
-				gw_call_cancel(q->call);
-				q->call = NULL;
-			}
-			if (!q->eof) {
-				q->eof = true;
-				q->err = GW_ABORTED;
-				snprintf(q->errmsg, sizeof(q->errmsg),
-					 "the runner is shutting down");
-			}
+			req_abort(q, "the runner is shutting down");
 			if (q->suspended) {
 				q->suspended = false;
 				MHD_resume_connection(q->conn);
