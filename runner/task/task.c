@@ -807,20 +807,6 @@ void task_reader_detach(struct task_reader *rd)
 	update_backpressure(t);
 }
 
-int task_reader_next(struct task_reader *rd, struct spool_rec *rec, void *buf)
-{
-	struct task *t = rd->task;
-	bool skipped;
-	int rc = spool_next(&t->spool, &rd->cur, rec, buf, &skipped);
-	if (rc == 1) {
-		if (rec->type != SPOOL_EVENT)
-			rd->off_read = rec->off + rec->len;
-		if (t->paused)
-			update_backpressure(t);
-	}
-	return rc;
-}
-
 int task_reader_next_ref(struct task_reader *rd, struct spool_rec *rec, void *buf,
 			 const char **data)
 {
@@ -835,6 +821,16 @@ int task_reader_next_ref(struct task_reader *rd, struct spool_rec *rec, void *bu
 		if (t->paused)
 			update_backpressure(t);
 	}
+	return rc;
+}
+
+/* The copying form, for readers that keep the bytes past the next append. */
+int task_reader_next(struct task_reader *rd, struct spool_rec *rec, void *buf)
+{
+	const char *data;
+	int rc = task_reader_next_ref(rd, rec, buf, &data);
+	if (rc == 1 && data != buf)
+		memcpy(buf, data, rec->len);
 	return rc;
 }
 
