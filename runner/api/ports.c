@@ -35,7 +35,12 @@ struct lsocks {
 	struct lsock *v;
 	size_t n;
 	bool truncated;
+	bool owners_partial; /* the owner walk ran out of its time budget */
 };
+
+/* The owner walk reads every fd of every process, on the loop: a task with
+ * thousands of processes and fds must not stall the runner through it. */
+#define OWNER_WALK_MS 50
 
 /* One line of /proc/net/tcp{,6}: "sl: local rem st tx:rx tr:when retr uid
  * timeout inode ...", addresses as hex words in host order. */
@@ -146,8 +151,14 @@ static void find_owners(struct lsocks *ls)
 		return;
 	}
 	size_t left = ls->n;
+	uint64_t deadline = monotonic_ms() + OWNER_WALK_MS;
+	unsigned steps = 0;
 	struct dirent *de;
 	while (left && (de = readdir(proc))) {
+		if (monotonic_ms() > deadline) {
+			ls->owners_partial = true;
+			break;
+		}
 		pid_t pid = parse_pid(de->d_name);
 		if (!pid)
 			continue;
@@ -156,6 +167,10 @@ static void find_owners(struct lsocks *ls)
 			continue;
 		struct dirent *fe;
 		while (left && (fe = readdir(fds))) {
+			if (++steps % 1024 == 0 && monotonic_ms() > deadline) {
+				ls->owners_partial = true;
+				break;
+			}
 			if (fe->d_name[0] == '.')
 				continue;
 			char link[64];
@@ -274,5 +289,7 @@ enum MHD_Result api_ports(struct http_req *req)
 		}
 		json_array_append_new(arr, o);
 	}
-	return http_json(req, 200, json_pack("{s:o,s:b}", "ports", arr, "truncated", ls.truncated));
+	return http_json(req, 200,
+			 json_pack("{s:o,s:b,s:b}", "ports", arr, "truncated", ls.truncated,
+				   "owners_partial", ls.owners_partial));
 }
