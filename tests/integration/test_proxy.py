@@ -524,3 +524,35 @@ class ProxyShutdown(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class PortsOwnerWalk(unittest.TestCase):
+    """GET /v1/ports walks every fd of every process on the loop: a task that
+    makes itself expensive to walk (200 processes x 4,000 fds) must not
+    stall the runner through it (the walk has a 50 ms budget)."""
+
+    def test_walk_is_bounded(self):
+        r = Runner()
+        try:
+            prog = ("import os,time\n"
+                    "for i in range(200):\n"
+                    "    if os.fork() == 0:\n"
+                    "        fds = [os.open('/dev/null', os.O_RDONLY) for _ in range(4000)]\n"
+                    "        time.sleep(120); os._exit(0)\n"
+                    "open(%r, 'w').close(); time.sleep(120)\n" % os.path.join(r.work, "ready"))
+            st, _, _ = r.request("POST", "/command", {"command": "python3 -c \"$P\"",
+                                                      "envs": {"P": prog}, "background": True})
+            self.assertEqual(st, 200)
+            deadline = time.monotonic() + 60
+            while not os.path.exists(os.path.join(r.work, "ready")):
+                self.assertLess(time.monotonic(), deadline, "the fd hog did not start")
+                time.sleep(0.2)
+            time.sleep(2)  # the children open their fds
+            t0 = time.monotonic()
+            st, body = r.json("GET", "/v1/ports")
+            took = time.monotonic() - t0
+            self.assertEqual(st, 200)
+            self.assertIsInstance(body["owners_partial"], bool)
+            self.assertLess(took, 0.5, "GET /v1/ports took %.2f s" % took)
+        finally:
+            r.close()
