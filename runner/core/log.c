@@ -18,9 +18,14 @@ uint64_t now_ms(void)
 
 uint64_t monotonic_ms(void)
 {
+	return monotonic_us() / 1000;
+}
+
+uint64_t monotonic_us(void)
+{
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
 static void log_emit(json_t *obj)

@@ -13,3 +13,4 @@ void log_errno(const char *msg, int err, const char *what);
 
 uint64_t now_ms(void);       /* wall clock, ms since the epoch */
 uint64_t monotonic_ms(void); /* CLOCK_MONOTONIC */
+uint64_t monotonic_us(void);

@@ -92,21 +92,33 @@ int loop_timer_init(struct loop *loop, struct loop_timer *t, loop_timer_cb cb, v
 	return 0;
 }
 
-int loop_timer_start(struct loop *loop, struct loop_timer *t, uint64_t ms, uint64_t interval_ms)
+static int timer_arm(struct loop_timer *t, uint64_t us, uint64_t interval_us)
 {
-	(void)loop;
 	struct itimerspec its = {
-		.it_value = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000},
-		.it_interval = {.tv_sec = (time_t)(interval_ms / 1000),
-				.tv_nsec = (long)(interval_ms % 1000) * 1000000},
+		.it_value = {.tv_sec = (time_t)(us / 1000000),
+			     .tv_nsec = (long)(us % 1000000) * 1000},
+		.it_interval = {.tv_sec = (time_t)(interval_us / 1000000),
+				.tv_nsec = (long)(interval_us % 1000000) * 1000},
 	};
-	if (ms == 0)
+	if (us == 0)
 		its.it_value.tv_nsec = 1; /* an all-zero it_value would disarm */
 	if (timerfd_settime(t->w.fd, 0, &its, NULL) < 0)
 		return -errno;
 	t->armed = true;
-	t->repeating = interval_ms > 0;
+	t->repeating = interval_us > 0;
 	return 0;
+}
+
+int loop_timer_start(struct loop *loop, struct loop_timer *t, uint64_t ms, uint64_t interval_ms)
+{
+	(void)loop;
+	return timer_arm(t, ms * 1000, interval_ms * 1000);
+}
+
+int loop_timer_start_us(struct loop *loop, struct loop_timer *t, uint64_t us)
+{
+	(void)loop;
+	return timer_arm(t, us, 0);
 }
 
 void loop_timer_stop(struct loop *loop, struct loop_timer *t)

@@ -63,6 +63,8 @@ void loop_watch_del(struct loop *loop, struct loop_watch *w);
 int loop_timer_init(struct loop *loop, struct loop_timer *t, loop_timer_cb cb, void *arg);
 /* One shot after `ms` (0 = as soon as possible); `interval_ms` > 0 repeats. */
 int loop_timer_start(struct loop *loop, struct loop_timer *t, uint64_t ms, uint64_t interval_ms);
+/* One shot after `us` microseconds. */
+int loop_timer_start_us(struct loop *loop, struct loop_timer *t, uint64_t us);
 void loop_timer_stop(struct loop *loop, struct loop_timer *t);
 void loop_timer_close(struct loop *loop, struct loop_timer *t);
 
