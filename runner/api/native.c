@@ -182,9 +182,16 @@ static void ns_wake(struct task_reader *rd)
 	http_stream_wake(&ns->hs);
 }
 
+static bool ns_more_soon(struct http_stream *hs)
+{
+	struct native_stream *ns = (struct native_stream *)hs;
+	return ns->rd.task && ns->rd.task->resting;
+}
+
 static const struct http_stream_ops native_ops = {.close = ns_close,
 						  .tick = ns_tick,
-						  .produce_into = ns_produce_into};
+						  .produce_into = ns_produce_into,
+						  .more_soon = ns_more_soon};
 
 static enum MHD_Result start_stream(struct http_req *req, struct task *t, bool from_start,
 				    uint64_t after_id)

@@ -77,6 +77,11 @@ struct http_stream_ops {
 	 * 0 when there is nothing now. It may still use `out` (it must then
 	 * move what it can of it to dst itself). */
 	size_t (*produce_into)(struct http_stream *s, char *dst, size_t max);
+	/* Optional: more is due within a moment (the producer's source is
+	 * resting, docs/design.md §15.1) and the producer will wake the stream
+	 * when it comes or when the rest ends. A short tail is then held for
+	 * the next send instead of going out in a packet of its own. */
+	bool (*more_soon)(struct http_stream *s);
 };
 
 struct http_stream {

@@ -37,6 +37,15 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 	 * bytes still in out (done is set with them). */
 	if (n < max && s->ops->produce_into)
 		n += buf_take(&s->out, buf + n, max - n);
+	/* Here out is empty unless buf is full. A short tail while more is due
+	 * waits for it: one full send instead of a full one and a scrap, each
+	 * a packet and a wake-up of the client. */
+	if (n > 0 && n < max / 2 && !s->done && !s->ending && s->ops->more_soon &&
+	    s->ops->more_soon(s) && buf_append(&s->out, buf, n) == 0) {
+		MHD_suspend_connection(s->conn);
+		s->suspended = true;
+		return 0;
+	}
 	if (n > 0) {
 		s->last_send_ms = monotonic_ms();
 		return (ssize_t)n;

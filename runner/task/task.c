@@ -56,11 +56,20 @@ const char *task_status_name(enum task_status s)
 	return "unknown";
 }
 
+static void on_rest_over(struct loop *loop, struct loop_timer *timer);
+static void on_output(struct loop *loop, struct loop_watch *w, uint32_t events);
+
 int tasks_init(struct runner *r)
 {
 	r->tasks = calloc(1, sizeof(*r->tasks));
 	if (!r->tasks)
 		return -1;
+	int trc = loop_timer_init(&r->loop, &r->tasks->rest_timer, on_rest_over, r->tasks);
+	if (trc < 0)
+		log_warn(
+			"no timer for output coalescing: pipes are read as soon as they are readable",
+			"{s:s}", "error", strerror(-trc));
+	r->tasks->rest_timer_ok = trc == 0;
 	int rc = spawn_shim_init(&r->tasks->shim, &r->policy);
 	if (rc < 0)
 		log_warn("task shim not available: shims are forked", "{s:s}", "error",
@@ -103,16 +112,84 @@ static void wake_readers(struct task *t)
 	}
 }
 
+/* The pipes are watched unless backpressure holds them or they rest. */
+static void apply_watches(struct task *t)
+{
+	uint32_t ev = t->paused || t->resting ? 0 : EPOLLIN;
+	if (t->out_fd >= 0)
+		loop_watch_set(&t->r->loop, &t->out_w, ev);
+	if (t->err_fd >= 0)
+		loop_watch_set(&t->r->loop, &t->err_w, ev);
+}
+
 static void set_paused(struct task *t, bool paused)
 {
 	if (t->paused == paused)
 		return;
 	t->paused = paused;
-	uint32_t ev = paused ? 0 : EPOLLIN;
-	if (t->out_fd >= 0)
-		loop_watch_set(&t->r->loop, &t->out_w, ev);
-	if (t->err_fd >= 0)
-		loop_watch_set(&t->r->loop, &t->err_w, ev);
+	apply_watches(t);
+}
+
+/* Output coalescing (docs/design.md §15.1). A task that writes without a
+ * pause (its pipe was read less than TASK_BULK_US ago and the read drained
+ * it) has its pipes left alone for TASK_REST_US: the next read then takes
+ * a whole record instead of the few KiB one write left, and the task's
+ * writes in between wake nobody. Sporadic output (a prompt, a line now and
+ * then) is read the moment it is written, as before. */
+#define TASK_REST_US 150
+/* A read takes at most this much: a record of text that escapes by a few
+ * percent then still fits one 64 KiB send with its framing (a larger one
+ * would leave a scrap of a packet after every record). */
+#define TASK_READ_MAX (SPOOL_MAX_REC - 2048)
+#define TASK_BULK_US 1000
+
+static void rest_pipes(struct task *t)
+{
+	struct task_table *tt = t->r->tasks;
+	if (t->resting || t->paused || !tt->rest_timer_ok)
+		return;
+	if (!tt->resting && loop_timer_start_us(&t->r->loop, &tt->rest_timer, TASK_REST_US) < 0)
+		return; /* read at once, as without coalescing */
+	t->resting = true;
+	t->rest_next = tt->resting;
+	tt->resting = t;
+	apply_watches(t);
+}
+
+static void on_rest_over(struct loop *loop, struct loop_timer *timer)
+{
+	(void)loop;
+	struct task_table *tt = timer->arg;
+	struct task *t = tt->resting;
+	tt->resting = NULL;
+	while (t) {
+		struct task *next = t->rest_next;
+		t->rest_next = NULL;
+		t->resting = false;
+		apply_watches(t);
+		/* Read now rather than after another wait, and wake the readers
+		 * either way: a stream holding a short tail for this read sends it
+		 * (http/stream.c). The read may start a new rest. */
+		if (!t->paused && t->out_fd >= 0)
+			on_output(loop, &t->out_w, EPOLLIN);
+		if (!t->paused && !t->resting && t->err_fd >= 0)
+			on_output(loop, &t->err_w, EPOLLIN);
+		wake_readers(t);
+		t = next;
+	}
+}
+
+static void rest_forget(struct task *t)
+{
+	if (!t->resting || !t->r->tasks)
+		return;
+	for (struct task **p = &t->r->tasks->resting; *p; p = &(*p)->rest_next)
+		if (*p == t) {
+			*p = t->rest_next;
+			break;
+		}
+	t->rest_next = NULL;
+	t->resting = false;
 }
 
 /* Backpressure: the slowest connected client decides whether we read. */
@@ -189,7 +266,7 @@ static void on_output(struct loop *loop, struct loop_watch *w, uint32_t events)
 	unsigned char *buf = tt->rbuf;
 	size_t carry = t->carry_len[which];
 	memcpy(buf, t->carry[which], carry);
-	ssize_t n = read(fd, buf + carry, sizeof(tt->rbuf) - carry);
+	ssize_t n = read(fd, buf + carry, TASK_READ_MAX - carry);
 	if (n < 0 && errno == EIO)
 		n = 0; /* a terminal whose every task side is closed */
 	if (n < 0) {
@@ -200,7 +277,10 @@ static void on_output(struct loop *loop, struct loop_watch *w, uint32_t events)
 		maybe_finalize(t);
 		return;
 	}
-	t->last_read_mono = monotonic_ms();
+	uint64_t now_us = monotonic_us();
+	bool bulk = now_us - t->last_read_us < TASK_BULK_US;
+	t->last_read_us = now_us;
+	t->last_read_mono = now_us / 1000;
 	if (n == 0) {
 		close_pipe(t, which);
 		wake_readers(t);
@@ -224,6 +304,8 @@ static void on_output(struct loop *loop, struct loop_watch *w, uint32_t events)
 		tt->rbuf_owner = t;
 	update_backpressure(t);
 	wake_readers(t);
+	if (bulk && (size_t)n < TASK_READ_MAX - carry)
+		rest_pipes(t);
 }
 
 static void task_signal_shim(struct task *t, int sig)
@@ -401,6 +483,7 @@ static void task_free(struct task *t)
 		return;
 	struct runner *r = t->r;
 	task_unlink(t);
+	rest_forget(t);
 	if (r->tasks && r->tasks->rbuf_owner == t)
 		r->tasks->rbuf_owner = NULL;
 	if (t->driver && t->driver->release)
@@ -514,6 +597,7 @@ void tasks_free_all(struct runner *r)
 		task_free(t);
 	}
 	spawn_shim_free(&r->tasks->shim);
+	loop_timer_close(&r->loop, &r->tasks->rest_timer);
 	free(r->tasks);
 	r->tasks = NULL;
 }

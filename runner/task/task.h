@@ -106,7 +106,10 @@ struct task {
 	struct loop_watch out_w, err_w;
 	unsigned char carry[2][4];
 	size_t carry_len[2];
-	bool paused;
+	bool paused;             /* backpressure: a live reader lags (§4.4) */
+	bool resting;            /* coalescing: a bulk writer's pipes wait (§15.1) */
+	struct task *rest_next;  /* in task_table.resting */
+	uint64_t last_read_us;   /* the previous pipe read, to tell a bulk writer */
 	uint64_t last_read_mono; /* a paused or busy pipe is never cut off */
 	bool cgroup;             /* has a cgroup v2 leaf named after its id */
 
@@ -161,6 +164,11 @@ struct task_table {
 	 * next read, of whichever task, reuses the buffer. */
 	struct task *rbuf_owner;
 	unsigned char rbuf[SPOOL_MAX_REC];
+	/* Tasks whose pipes rest until rest_timer fires (one timer for all:
+	 * the rest is the same length for every task). */
+	struct task *resting;
+	struct loop_timer rest_timer;
+	bool rest_timer_ok;
 	struct spawn_shim shim; /* the exec'd shim (task/spawn.h) */
 };
 

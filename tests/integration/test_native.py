@@ -187,6 +187,75 @@ class Backpressure(RunnerTest):
             self.assertLess(self.r.rss_kib(), 32 * 1024)
 
 
+def iter_chunked(sock):
+    """The body of a chunked response, piece by piece as it arrives."""
+    f = sock.makefile("rb")
+    while f.readline() not in (b"\r\n", b""):
+        pass  # response head
+    while True:
+        size = int(f.readline().split(b";")[0], 16)
+        if size == 0:
+            return
+        yield f.read(size)
+        f.read(2)
+
+
+class Coalescing(RunnerTest):
+    """A bulk writer's pipes are read in whole records and a short tail of a send
+    waits for the next read (docs/design.md §15.1); neither may hold back the end
+    of a burst. The task writes 20 MB, then END, then waits up to 3 s (under the
+    5 s keep-alive, which would release a held tail) for a file that the test makes
+    only once END has reached it: a held tail makes the task print TIMEOUT, not GOT."""
+
+    def burst_task(self, marker):
+        return ("head -c 20000000 /dev/zero | tr '\\0' a; echo; echo END; "
+                "for i in $(seq 30); do [ -e %s ] && break; sleep 0.1; done; "
+                "[ -e %s ] && echo GOT || echo TIMEOUT" % (marker, marker))
+
+    def marker(self):
+        m = "/tmp/forceai-burst-%d-%d" % (os.getpid(), time.monotonic_ns())
+        self.addCleanup(lambda: os.path.exists(m) and os.unlink(m))
+        return m
+
+    def test_native_end_of_burst_is_not_held(self):
+        m = self.marker()
+        s = raw_post(self.r.port, "/v1/tasks", json.dumps({"task": self.burst_task(m)}))
+        s.settimeout(60)
+        out = b""
+        t_end = None
+        for ev in iter_sse_events(s):
+            if ev.get("event") == "stdout":
+                out += ev["data"]["text"].encode()
+                if t_end is None and b"END\n" in out:
+                    t_end = time.monotonic()
+                    open(m, "w").close()
+            if ev.get("event") == "exit":
+                break
+        s.close()
+        self.assertIsNotNone(t_end, "END never arrived")
+        self.assertEqual(out, b"a" * 20000000 + b"\nEND\nGOT\n")
+
+    def test_execd_end_of_burst_is_not_held(self):
+        m = self.marker()
+        s = raw_post(self.r.port, "/command", json.dumps({"command": self.burst_task(m)}))
+        s.settimeout(60)
+        body = b""
+        lines = []
+        for piece in iter_chunked(s):
+            body += piece
+            while b"\n\n" in body:
+                frame, _, body = body.partition(b"\n\n")
+                e = json.loads(frame)
+                if e["type"] == "stdout":
+                    lines.append(e["text"])
+                    if e["text"] == "END":
+                        open(m, "w").close()
+        s.close()
+        # A line longer than the splitter's limit comes in pieces.
+        self.assertEqual(lines[-2:], ["END", "GOT"], [l[:20] for l in lines[-3:]])
+        self.assertEqual("".join(lines[:-2]), "a" * 20000000)
+
+
 class Retention(RunnerTest):
     runner_args = ("--retain-count", "2")
 
