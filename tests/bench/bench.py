@@ -532,17 +532,42 @@ def bench_latency(cfg, res, binary):
     cfg.meta["latency_ms"] = ms
 
 
+def relay_run(cfg, gen):
+    """The stream's floor: tests/bench/relay.c carries the generator's pipe to curl
+    with nothing else (no framing, escaping or log). Returns (seconds, bytes)."""
+    p = subprocess.Popen([os.path.join(cfg.tools, "relay"), "--", "/bin/sh", "-c", gen],
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(p.stdout.readline())
+        t0 = time.monotonic()
+        c = subprocess.run(["curl", "-sN", "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
+                            "http://127.0.0.1:%d/" % port], stdout=subprocess.PIPE, text=True)
+        t1 = time.monotonic()
+        if p.wait(30) != 0:
+            raise BenchError("relay baseline: exit %d" % p.returncode)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    code, size = (c.stdout.split() + ["0", "0"])[:2]
+    if c.returncode != 0 or code != "200" or int(size) != cfg.tput_bytes:
+        raise BenchError("relay baseline: curl exit %d, HTTP %s, %s bytes (want %d)" % (
+            c.returncode, code, size, cfg.tput_bytes))
+    return t1 - t0
+
+
 def bench_throughput(cfg, res, binary):
     """5: streaming throughput of the native API and of execd /command vs a plain pipe.
 
-    Interleaved per repetition: /v1/tasks, the pipe, /command, the pipe; both
-    figures are against the median of every pipe run."""
+    Interleaved per repetition: /v1/tasks, the pipe, /command, the pipe, the relay
+    (the floor: pipe to curl with nothing in between); every figure is against the
+    median of every pipe run, and the runner's also against the relay's."""
     gen = "yes \"$(printf '%%099d' 0)\" | head -c %d" % cfg.tput_bytes
     kinds = (("tasks", "/v1/tasks", json.dumps({"task": gen, "capability": "exec"})),
              ("command", "/command", json.dumps({"command": gen})))
     r = Runner(binary, cfg, name="throughput")
     try:
-        t = {"tasks": [], "command": [], "pipe": []}
+        t = {"tasks": [], "command": [], "pipe": [], "relay": []}
         wire = {"tasks": [], "command": []}
         cpu = {"tasks": [], "command": []}
         for i in range(cfg.tput_reps):
@@ -573,10 +598,16 @@ def bench_throughput(cfg, res, binary):
                 if p.returncode != 0:
                     raise BenchError("pipe baseline failed: exit %d" % p.returncode)
                 t["pipe"].append(t1 - t0)
+            t["relay"].append(relay_run(cfg, gen))
     finally:
         r.close()
     pipe_mbs = cfg.tput_bytes / statistics.median(t["pipe"]) / 1e6
+    relay_mbs = cfg.tput_bytes / statistics.median(t["relay"]) / 1e6
     gib = cfg.tput_bytes / float(1 << 30)
+    res.add("5", "stream %d MiB of 100-byte lines, relay: pipe -> curl, nothing else (the floor, median of %d)" % (
+        cfg.tput_bytes // MIB, len(t["relay"])), relay_mbs, "MB/s",
+        "same generator | cat > /dev/null", pipe_mbs,
+        extra={"seconds": t["relay"], "baseline_seconds": t["pipe"]})
     for kind, label, goal in (("tasks", "/v1/tasks -> curl", 0.75),
                               ("command", "execd /command -> curl (one JSON event per line)", 0.4)):
         mbs = cfg.tput_bytes / statistics.median(t[kind]) / 1e6
@@ -587,6 +618,8 @@ def bench_throughput(cfg, res, binary):
             extra={"seconds": t[kind], "baseline_seconds": t["pipe"], "wire_bytes": wire[kind],
                    "wire_overhead": wire[kind][0] / cfg.tput_bytes,
                    "runner_cpu_s_per_gib": [c / gib for c in cpu[kind]]})
+        res.add("5", "the same, %s vs the relay" % label.split(" ->")[0], mbs, "MB/s",
+                "relay (the floor)", relay_mbs)
         res.add("5", "runner CPU per GiB, %s (median)" % label.split(" ->")[0],
                 statistics.median(cpu[kind]) / gib, "s")
 
