@@ -27,6 +27,7 @@ struct native_stream {
 	struct task_rec_ref cur;
 	int stage;
 	bool b64;
+	bool checked; /* b64 is decided: the whole record was looked at */
 };
 
 /* An event record (started, exit, agent events): small, through out. */
@@ -65,6 +66,7 @@ static size_t record_piece(struct native_stream *ns, char *dst, size_t max)
 			c->done = c->rec.len;
 		}
 	}
+restart:
 	if (ns->stage == 0) {
 		char hdr[96];
 		size_t h =
@@ -88,8 +90,26 @@ static size_t record_piece(struct native_stream *ns, char *dst, size_t max)
 			n += base64_encode_to(dst + n, (const unsigned char *)data, left);
 			c->done += (uint32_t)left;
 		} else if (max - n >= 6) {
-			size_t used;
-			n += json_escape_part(dst + n, max - n, data, left, &used);
+			/* Text or base64 is the whole record's choice (§3.3), made
+			 * here in the same pass as the escaping: the escaper counts
+			 * the bytes that are not UTF-8 and what did not fit is
+			 * checked now, before any of the record can leave. The first
+			 * piece always shares this call with the header, so going
+			 * back to base64 only rewinds this buffer. */
+			size_t used, bad = 0;
+			n += json_escape_part(dst + n, max - n, data, left, &used,
+					      ns->checked ? NULL : &bad);
+			if (!ns->checked) {
+				ns->checked = true;
+				if (bad ||
+				    (used < left && !utf8_valid((const unsigned char *)data + used,
+								left - used))) {
+					ns->b64 = true;
+					ns->stage = 0;
+					n = 0;
+					goto restart;
+				}
+			}
 			c->done += (uint32_t)used;
 		}
 		if (c->done < c->rec.len)
@@ -152,8 +172,9 @@ static size_t ns_produce_into(struct http_stream *hs, char *dst, size_t max)
 			encode_event(ns, &ns->cur.rec, data);
 			continue;
 		}
-		/* Text or base64 is decided on the whole record, as before. */
-		ns->b64 = !utf8_valid((const unsigned char *)data, ns->cur.rec.len);
+		/* Text or base64 is decided with the first piece (record_piece). */
+		ns->b64 = false;
+		ns->checked = false;
 		ns->stage = 0;
 	}
 	return n;

@@ -333,9 +333,10 @@ char *json_escape_to(char *o, const char *s, size_t len)
 	return json_escape(o, s, len, NULL);
 }
 
-size_t json_escape_part(char *o, size_t room, const char *s, size_t len, size_t *used)
+size_t json_escape_part(char *o, size_t room, const char *s, size_t len, size_t *used,
+			size_t *invalid)
 {
-	return (size_t)(json_escape_core(o, o + room, s, len, used, NULL) - o);
+	return (size_t)(json_escape_core(o, o + room, s, len, used, invalid) - o);
 }
 
 size_t base64_encode_to(char *o, const unsigned char *s, size_t len)

@@ -23,9 +23,12 @@ int buf_append_json_str(struct buf *b, const char *s, size_t len);
  * returns the end. For callers that reserve once for a whole event. */
 char *json_escape_to(char *o, const char *s, size_t len);
 /* A piece of a literal (no quotes): as much of s as fits in room, never a
- * character cut; *used gets the input consumed. Returns the bytes written.
- * At least 6 bytes of room always take at least one character. */
-size_t json_escape_part(char *o, size_t room, const char *s, size_t len, size_t *used);
+ * character cut; *used gets the input consumed, *invalid (unless NULL) the
+ * bytes of it that were not UTF-8 (each written as U+FFFD). Returns the
+ * bytes written. At least 6 bytes of room always take at least one
+ * character. */
+size_t json_escape_part(char *o, size_t room, const char *s, size_t len, size_t *used,
+			size_t *invalid);
 /* Base64 of s at o ((len + 2) / 3 * 4 bytes, padded). Returns that. */
 size_t base64_encode_to(char *o, const unsigned char *s, size_t len);
 /* The same when s is valid UTF-8 (0); 1 and nothing appended when it is

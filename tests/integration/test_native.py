@@ -87,6 +87,22 @@ class NativeTasks(RunnerTest):
         self.assertEqual(self.output(ev), b"ok\n\xff\xfebincaf\xc3\xa9")
         self.assertTrue(any("data_b64" in e["data"] for e in ev if e.get("event") == "stdout"))
 
+    def test_record_whose_bad_byte_is_past_the_first_send_is_base64(self):
+        # One write of 60,000 quotes (120,000 bytes escaped: more than one send)
+        # and then a byte that is not UTF-8: the record must go out as base64
+        # as a whole, never as text whose start has already left.
+        payload = b'"' * 60000 + b"\xff"
+        ev = self.r.native({"task": "python3 -c 'import os; os.write(1, b\"\\\"\" * 60000 + b\"\\xff\")'"})
+        self.assertEqual(ev[-1]["data"]["exit_code"], 0, ev[-1])
+        self.assertEqual(self.output(ev), payload)
+        outs = [e["data"] for e in ev if e.get("event") == "stdout"]
+        self.assertTrue(all("data_b64" in d for d in outs), [list(d) for d in outs])
+        # And valid text of the same size stays text.
+        ev = self.r.native({"task": "python3 -c 'import os; os.write(1, b\"\\\"\" * 60000)'"})
+        outs = [e["data"] for e in ev if e.get("event") == "stdout"]
+        self.assertTrue(outs and all("text" in d for d in outs), [list(d) for d in outs])
+        self.assertEqual(self.output(ev), b'"' * 60000)
+
     def test_utf8_split_across_writes_stays_text(self):
         # The two bytes of é arrive in separate writes.
         ev = self.r.native({"task": r"printf 'caf\303'; sleep 0.2; printf '\251!'"})

@@ -212,12 +212,23 @@ TEST(json_escaper_matches_reference)
 			seed = seed * 1103515245u + 12345u;
 			size_t room = 6 + (seed >> 16) % 40, used = 0;
 			size_t w = json_escape_part(piece, room, (const char *)in + off + at,
-						    len - at, &used);
+						    len - at, &used, NULL);
 			stuck = used == 0 || w > room;
 			buf_append(&parts, piece, w);
 			at += used;
 		}
 		buf_append(&parts, "\"", 1);
+		/* The count of bad bytes says what utf8_valid says (the native
+		 * stream decides text or base64 by it). */
+		size_t used_all = 0, invalid = 0;
+		json_escape_part(piece, sizeof(piece), (const char *)in + off, len, &used_all,
+				 &invalid);
+		if (used_all != len || (invalid == 0) != valid) {
+			bad++;
+			fprintf(stderr,
+				"  json invalid count: round %d len %zu valid %d invalid %zu\n",
+				round, len, valid, invalid);
+		}
 		if (stuck || parts.len != got.len || memcmp(parts.data, got.data, got.len)) {
 			bad++;
 			fprintf(stderr, "  json pieces: round %d len %zu differs\n", round, len);
