@@ -130,18 +130,20 @@ static void set_paused(struct task *t, bool paused)
 	apply_watches(t);
 }
 
-/* Output coalescing (docs/design.md §15.1). A task that writes without a
- * pause (its pipe was read less than TASK_BULK_US ago and the read drained
- * it) has its pipes left alone for TASK_REST_US: the next read then takes
- * a whole record instead of the few KiB one write left, and the task's
- * writes in between wake nobody. Sporadic output (a prompt, a line now and
- * then) is read the moment it is written, as before. */
+/* Output coalescing (docs/design.md §15.1). A bulk writer - a read of at
+ * least TASK_BULK_MIN bytes drained its pipe less than TASK_BULK_US after
+ * the previous read - has its pipes left alone for TASK_REST_US: the next
+ * read then takes a whole record instead of the few KiB one write left,
+ * and the task's writes in between wake nobody. Everything else (a prompt,
+ * a line now and then, a terminal's echo of each keystroke however fast
+ * they come) is read the moment it is written, as before. */
 #define TASK_REST_US 150
+#define TASK_BULK_US 1000
+#define TASK_BULK_MIN 4096
 /* A read takes at most this much: a record of text that escapes by a few
  * percent then still fits one 64 KiB send with its framing (a larger one
  * would leave a scrap of a packet after every record). */
 #define TASK_READ_MAX (SPOOL_MAX_REC - 2048)
-#define TASK_BULK_US 1000
 
 static void rest_pipes(struct task *t)
 {
@@ -278,7 +280,7 @@ static void on_output(struct loop *loop, struct loop_watch *w, uint32_t events)
 		return;
 	}
 	uint64_t now_us = monotonic_us();
-	bool bulk = now_us - t->last_read_us < TASK_BULK_US;
+	bool bulk = n >= TASK_BULK_MIN && now_us - t->last_read_us < TASK_BULK_US;
 	t->last_read_us = now_us;
 	t->last_read_mono = now_us / 1000;
 	if (n == 0) {

@@ -328,7 +328,11 @@ def bench_ready(cfg, res, binaries):
         med = statistics.median(samples[name]) / 1e6
         res.add("1", "start-to-ready, %s (median of %d; min %.2f ms)" % (
             name, len(samples[name]), min(samples[name]) / 1e6), med, "ms",
-                "exec+exit /bin/true", fmed, goal="<= 5 ms", ok=med <= 5.0,
+                "exec+exit /bin/true", fmed,
+                # The goal is the image's build's; the dev build loads libcurl's
+                # shared libraries (about 3 ms of its start) and is shown for scale.
+                goal="<= 5 ms" if name == "static" else None,
+                ok=med <= 5.0 if name == "static" else None,
                 extra={"min_ms": min(samples[name]) / 1e6, "max_ms": max(samples[name]) / 1e6,
                        "stop_median_ms": statistics.median(stops[name]) / 1e6})
     for name, _ in binaries:
