@@ -256,16 +256,9 @@ static void es_wake(struct task_reader *rd)
 	http_stream_wake(&es->hs);
 }
 
-static bool es_more_soon(struct http_stream *hs)
-{
-	struct execd_stream *es = (struct execd_stream *)hs;
-	return es->state == ES_BODY && es->rd.task && es->rd.task->resting;
-}
-
 static const struct http_stream_ops execd_ops = {.produce = es_produce,
 						 .close = es_close,
-						 .tick = es_tick,
-						 .more_soon = es_more_soon};
+						 .tick = es_tick};
 
 static enum MHD_Result start_stream(struct http_req *req, struct task *t, bool session_mode,
 				    const char *init_text)

@@ -206,7 +206,7 @@ static void ns_wake(struct task_reader *rd)
 static bool ns_more_soon(struct http_stream *hs)
 {
 	struct native_stream *ns = (struct native_stream *)hs;
-	return ns->rd.task && ns->rd.task->resting;
+	return task_reader_more_due(&ns->rd);
 }
 
 static const struct http_stream_ops native_ops = {.close = ns_close,

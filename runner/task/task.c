@@ -69,7 +69,6 @@ int tasks_init(struct runner *r)
 		log_warn(
 			"no timer for output coalescing: pipes are read as soon as they are readable",
 			"{s:s}", "error", strerror(-trc));
-	r->tasks->rest_timer_ok = trc == 0;
 	int rc = spawn_shim_init(&r->tasks->shim, &r->policy);
 	if (rc < 0)
 		log_warn("task shim not available: shims are forked", "{s:s}", "error",
@@ -148,7 +147,7 @@ static void set_paused(struct task *t, bool paused)
 static void rest_pipes(struct task *t)
 {
 	struct task_table *tt = t->r->tasks;
-	if (t->resting || t->paused || !tt->rest_timer_ok)
+	if (t->resting || t->paused || tt->rest_timer.w.fd < 0)
 		return;
 	if (!tt->resting && loop_timer_start_us(&t->r->loop, &tt->rest_timer, TASK_REST_US) < 0)
 		return; /* read at once, as without coalescing */
@@ -282,7 +281,6 @@ static void on_output(struct loop *loop, struct loop_watch *w, uint32_t events)
 	uint64_t now_us = monotonic_us();
 	bool bulk = n >= TASK_BULK_MIN && now_us - t->last_read_us < TASK_BULK_US;
 	t->last_read_us = now_us;
-	t->last_read_mono = now_us / 1000;
 	if (n == 0) {
 		close_pipe(t, which);
 		wake_readers(t);
@@ -562,8 +560,9 @@ void tasks_tick(struct runner *r)
 	for (struct task *t = r->tasks->head; t; t = t->next) {
 		/* A process that escaped its shim could hold a pipe open:
 		 * after the shim is gone, two seconds is all it gets. */
-		uint64_t quiet_since = t->last_read_mono > t->finished_mono ? t->last_read_mono
-									    : t->finished_mono;
+		uint64_t last_read_ms = t->last_read_us / 1000;
+		uint64_t quiet_since = last_read_ms > t->finished_mono ? last_read_ms
+								       : t->finished_mono;
 		if (!t->driver && !t->finished && !t->proc_running && !t->paused &&
 		    now - quiet_since > 2000) {
 			close_pipe(t, 0);

@@ -106,12 +106,13 @@ struct task {
 	struct loop_watch out_w, err_w;
 	unsigned char carry[2][4];
 	size_t carry_len[2];
-	bool paused;             /* backpressure: a live reader lags (§4.4) */
-	bool resting;            /* coalescing: a bulk writer's pipes wait (§15.1) */
-	struct task *rest_next;  /* in task_table.resting */
-	uint64_t last_read_us;   /* the previous pipe read, to tell a bulk writer */
-	uint64_t last_read_mono; /* a paused or busy pipe is never cut off */
-	bool cgroup;             /* has a cgroup v2 leaf named after its id */
+	bool paused;            /* backpressure: a live reader lags (§4.4) */
+	bool resting;           /* coalescing: a bulk writer's pipes wait (§15.1) */
+	struct task *rest_next; /* in task_table.resting */
+	/* The last pipe read (monotonic µs): tells a bulk writer (§15.1), and a
+	 * paused or busy pipe is never cut off (tasks_tick). */
+	uint64_t last_read_us;
+	bool cgroup; /* has a cgroup v2 leaf named after its id */
 
 	struct spool spool;
 	struct task_reader *readers;
@@ -167,9 +168,8 @@ struct task_table {
 	/* Tasks whose pipes rest until rest_timer fires (one timer for all:
 	 * the rest is the same length for every task). */
 	struct task *resting;
-	struct loop_timer rest_timer;
-	bool rest_timer_ok;
-	struct spawn_shim shim; /* the exec'd shim (task/spawn.h) */
+	struct loop_timer rest_timer; /* its fd is -1 when it could not be made */
+	struct spawn_shim shim;       /* the exec'd shim (task/spawn.h) */
 };
 
 int tasks_init(struct runner *r);
@@ -231,3 +231,9 @@ int task_reader_rest(struct task_reader *rd, const struct task_rec_ref *ref, voi
 		     const char **data);
 /* All records read and the task is finished. */
 bool task_reader_at_end(struct task_reader *rd);
+/* More output is due within the task's rest (§15.1): the reader is woken
+ * when it comes or when the rest ends, whichever is first. */
+static inline bool task_reader_more_due(const struct task_reader *rd)
+{
+	return rd->task && rd->task->resting;
+}
