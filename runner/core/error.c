@@ -117,6 +117,7 @@ static const struct {
 	{"method_not_allowed", 405},
 	{"request_too_large", 413},
 	{"too_many_requests", 429},
+	{"budget_exceeded", 429},
 	{"gateway_unavailable", 502},
 	{"gateway_unreachable", 502},
 	{"tls_error", 502},
