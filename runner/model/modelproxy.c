@@ -570,12 +570,17 @@ static enum MHD_Result begin(struct mp_req *q, const char *method)
 	size_t plen = qm ? (size_t)(qm - target) : strlen(target);
 	char path[512];
 	enum wire_match m = WIRE_NO;
-	if (plen < sizeof(path) && path_chars_ok(target, plen)) {
-		memcpy(path, target, plen);
-		path[plen] = 0;
+	snprintf(path, sizeof(path), "%.*s", (int)(plen < 400 ? plen : 400), target);
+	if (plen < sizeof(path) && path_chars_ok(path, plen)) {
 		q->w = wire_find(path, &q->rt, &m);
 	} else {
-		snprintf(path, sizeof(path), "%.*s", (int)(plen < 200 ? plen : 200), target);
+		/* A character no route has (%-escapes, say): 404, in the shape
+		 * of the format whose namespace it is in. */
+		for (char *c = path; *c; c++)
+			if (!path_chars_ok(c, 1))
+				*c = '!';
+		q->w = wire_find(path, &q->rt, &m);
+		m = WIRE_UNKNOWN;
 	}
 	if (!q->w)
 		q->w = &wire_openai;
