@@ -137,6 +137,10 @@ static enum MHD_Result mp_fail(struct mp_req *q, const struct error *e)
 	struct MHD_Response *resp = http_json_response(j);
 	if (!resp)
 		return MHD_NO;
+	/* A spent budget stays spent: the OpenAI and Anthropic SDKs (and
+	 * Claude Code) honour this and do not retry the 429. */
+	if (!strcmp(error_code(e), "budget_exceeded"))
+		MHD_add_response_header(resp, "x-should-retry", "false");
 	q->responded = true;
 	enum MHD_Result rc = MHD_queue_response(q->conn, status, resp);
 	MHD_destroy_response(resp);

@@ -1,6 +1,6 @@
-/* Google's Gemini API (generativelanguage v1beta, what @google/genai and the
- * Gemini CLI speak): models/{model}:generateContent, :streamGenerateContent
- * and :countTokens, and the model list; see wire.h. */
+/* Google's Gemini API (generativelanguage v1beta, and v1's model calls;
+ * what @google/genai and the Gemini CLI speak): models/{model}:generateContent,
+ * :streamGenerateContent and :countTokens, and the model list; see wire.h. */
 #include "model/wire.h"
 
 #include <stdio.h>
@@ -21,8 +21,39 @@ static bool model_name_ok(const char *m, size_t n)
 	return true;
 }
 
+/* The model calls: {model}:generateContent, :streamGenerateContent,
+ * :countTokens. */
+static bool verb(const char *colon, struct wire_route *rt)
+{
+	if (!strcmp(colon, ":generateContent") || !strcmp(colon, ":streamGenerateContent")) {
+		rt->post = rt->metered = true;
+		return true;
+	}
+	if (!strcmp(colon, ":countTokens")) {
+		rt->post = true;
+		return true;
+	}
+	return false;
+}
+
+/* @google/genai 1.x+ calls the v1 API by default (/v1/models/{model}:verb):
+ * the gateway serves v1beta (a superset of v1 for these methods), so they
+ * go there. Other /v1 paths are OpenAI's. */
+static enum wire_match route_v1(const char *path, struct wire_route *rt)
+{
+	const char *m = path + 11;
+	const char *colon = strchr(m, ':');
+	if (!colon || !model_name_ok(m, (size_t)(colon - m)) || !verb(colon, rt))
+		return WIRE_NO;
+	rt->base = WIRE_BASE_ROOT;
+	snprintf(rt->path, sizeof(rt->path), "/v1beta/models/%s", m);
+	return WIRE_ROUTE;
+}
+
 static enum wire_match route(const char *path, struct wire_route *rt)
 {
+	if (!strncmp(path, "/v1/models/", 11))
+		return route_v1(path, rt);
 	if (strncmp(path, "/v1beta/", 8))
 		return WIRE_NO;
 	rt->base = WIRE_BASE_ROOT; /* /v1beta is not under the gateway's /v1 */
@@ -38,15 +69,10 @@ static enum wire_match route(const char *path, struct wire_route *rt)
 	size_t mlen = colon ? (size_t)(colon - m) : strlen(m);
 	if (!model_name_ok(m, mlen))
 		return WIRE_UNKNOWN;
-	if (!colon) {
+	if (!colon)
 		rt->get = true; /* one model's description */
-	} else if (!strcmp(colon, ":generateContent") || !strcmp(colon, ":streamGenerateContent")) {
-		rt->post = rt->metered = true;
-	} else if (!strcmp(colon, ":countTokens")) {
-		rt->post = true;
-	} else {
+	else if (!verb(colon, rt))
 		return WIRE_UNKNOWN;
-	}
 	snprintf(rt->path, sizeof(rt->path), "%s", path);
 	return WIRE_ROUTE;
 }

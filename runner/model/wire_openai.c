@@ -15,7 +15,9 @@ static enum wire_match route(const char *path, struct wire_route *rt)
 		      {"/v1/embeddings", true},
 		      {"/v1/responses", true},
 		      {"/v1/models", false}};
-	if (strncmp(path, "/v1/", 4) || !strncmp(path, "/v1/messages", 12))
+	/* /v1/messages and below are Anthropic's (wire_anthropic.c). */
+	if (strncmp(path, "/v1/", 4) ||
+	    (!strncmp(path, "/v1/messages", 12) && (!path[12] || path[12] == '/')))
 		return WIRE_NO;
 	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
 		if (strcmp(path, routes[i].path))

@@ -127,8 +127,9 @@ def validate_messages(body, count=False):
     if not isinstance(msgs, list) or not msgs:
         return "messages: at least one message is required"
     for i, m in enumerate(msgs):
-        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
-            return "messages.%d.role: must be user or assistant" % i
+        # (Claude Code 2.1's betas put "system" turns mid-conversation)
+        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant", "system"):
+            return "messages.%d.role: must be user, assistant or system" % i
         c = m.get("content")
         if not isinstance(c, (str, list)):
             return "messages.%d.content: must be a string or a list of blocks" % i

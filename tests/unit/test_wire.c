@@ -197,6 +197,11 @@ TEST(routes)
 	CHECK(m == WIRE_UNKNOWN);
 	w = wire_find("/v1beta/models/m:deleteEverything", &rt, &m);
 	CHECK(m == WIRE_UNKNOWN);
+	w = wire_find("/v1/models/gemini-test:streamGenerateContent", &rt, &m);
+	CHECK(w == &wire_gemini && m == WIRE_ROUTE && rt.base == WIRE_BASE_ROOT);
+	CHECK_STR(rt.path, "/v1beta/models/gemini-test:streamGenerateContent");
+	w = wire_find("/v1/models/gpt-4o", &rt, &m);
+	CHECK(w == &wire_openai && m == WIRE_UNKNOWN);
 	w = wire_find("/v1/chat/completions", &rt, &m);
 	CHECK(w == &wire_openai && m == WIRE_ROUTE && rt.base == WIRE_BASE_V1);
 	CHECK_STR(rt.path, "/chat/completions");
