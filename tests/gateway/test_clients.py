@@ -1,9 +1,9 @@
 """Real model clients inside chat tasks, through the model proxy to the
 scripted gateway (docs/design.md §17.6): Claude Code (`claude -p
 --output-format stream-json`, completing a Bash tool call), the Anthropic
-TypeScript SDK (streaming) and Google's @google/genai SDK (streaming), each
-configured only by the variables the chat task gets; then each one's budget
-refusal, as the client itself reports it.
+TypeScript SDK (streaming), Google's @google/genai SDK (streaming) and Codex
+(the Responses API), each configured by the variables the chat task gets;
+then each one's budget refusal, as the client itself reports it.
 
 The clients are pinned in clients/package.json + package-lock.json and
 installed by clients/setup.sh into a cache outside the clone (npm ci, only
@@ -19,7 +19,7 @@ import unittest
 from harness import Runner
 from test_chat import out
 from test_gateway import TestGateway
-from wire_gateways import a_text, a_tool, g_text
+from wire_gateways import a_text, a_tool, g_text, r_text
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KEY = "sk-REAL-clients-key-" + os.urandom(8).hex()
@@ -39,6 +39,8 @@ def responder(fmt, body):
     call, then (seeing its result) a final answer; anything else a greeting."""
     if fmt == "gemini":
         return g_text("hello from gemini", usage=(9, 5))
+    if fmt == "responses":
+        return r_text("hello from codex", usage=(25, 7))
     tools = [t.get("name") for t in body.get("tools") or []]
     if "Bash" in tools:
         if not any(has_tool_result(m) for m in body["messages"]):
@@ -57,7 +59,8 @@ class Clients(unittest.TestCase):
             raise RuntimeError("installing the clients failed: " + r.stderr.decode()[-2000:])
         cls.nm = r.stdout.decode().strip().splitlines()[-1]
         cls.versions = {}
-        for p in ("@anthropic-ai/claude-code", "@anthropic-ai/sdk", "@google/genai"):
+        for p in ("@anthropic-ai/claude-code", "@anthropic-ai/sdk", "@google/genai",
+                  "@openai/codex"):
             with open(os.path.join(cls.nm, p, "package.json")) as f:
                 cls.versions[p] = json.load(f)["version"]
         print("clients:", cls.versions)
@@ -201,6 +204,57 @@ class Clients(unittest.TestCase):
         self.assertEqual(ev[-1]["data"]["budget"]["refused"], 1)
         self.clean(ev)
 
+    def codex_cmd(self, prompt="say hello"):
+        """Codex's provider for the proxy: the Responses API at OPENAI_BASE_URL,
+        the token from OPENAI_API_KEY; nothing that talks to other hosts."""
+        cfg = ['model_provider="forceai"', 'model_providers.forceai.name="forceai"',
+               'model_providers.forceai.env_key="OPENAI_API_KEY"',
+               'model_providers.forceai.wire_api="responses"',
+               "analytics.enabled=false", "check_for_update_on_startup=false",
+               'otel.exporter="none"', 'approval_policy="never"']
+        args = " ".join("-c '%s'" % c for c in cfg)
+        return ("mkdir -p $HOME/.codex; %s/.bin/codex exec --json --skip-git-repo-check "
+                "--sandbox danger-full-access %s -c "
+                "\"model_providers.forceai.base_url=\\\"$OPENAI_BASE_URL\\\"\" "
+                "-m test-model '%s'; echo rc=$?" % (self.nm, args, prompt))
+
+    def codex(self, **kw):
+        return self.chat(self.codex_cmd(), **kw)
+
+    def test_codex_keeps_working(self):
+        ev = self.codex()
+        o = out(ev).decode(errors="replace")
+        lines = [json.loads(l) for l in o.splitlines() if l.startswith("{")]
+        msgs = [l for l in lines if l.get("type") == "item.completed" and
+                (l.get("item") or {}).get("type") == "agent_message"]
+        self.assertTrue(msgs, o[-3000:] + out(ev, "stderr").decode()[-2000:])
+        self.assertEqual(msgs[-1]["item"]["text"], "hello from codex")
+        self.assertIn("rc=0", o)
+        reqs = [q for q in self.gw.requests if q["path"] == "/v1/responses"]
+        self.assertEqual(len(reqs), 1)
+        self.assertEqual(reqs[0]["headers"]["authorization"], "Bearer " + KEY)
+        u = ev[-1]["data"]["usage"]
+        self.assertEqual((u["prompt_tokens"], u["completion_tokens"], u["total_tokens"]),
+                         (25, 7, 32))
+        self.clean(ev)
+
+    def test_codex_budget_refusal(self):
+        ev = self.chat(self.codex_cmd() + "; " + self.codex_cmd(), max_model_requests=1)
+        o = out(ev).decode(errors="replace")
+        self.assertIn("hello from codex", o)
+        lines = [json.loads(l) for l in o.splitlines() if l.startswith("{")]
+        errs = [l for l in lines if l.get("type") in ("error", "turn.failed")]
+        self.assertTrue(errs, o[-3000:])
+        x = ev[-1]["data"]
+        print("codex budget refusal:", json.dumps(errs[-1])[:600], "refused:",
+              x["budget"]["refused"])
+        # Codex 0.171 reports the status ("exceeded retry limit, last status:
+        # 429 Too Many Requests"), not the message; it did not call again.
+        self.assertIn("429", json.dumps(errs))
+        self.assertTrue(x["budget"]["exhausted"])
+        self.assertGreaterEqual(x["budget"]["refused"], 1)
+        self.assertEqual(len([q for q in self.gw.requests if q["path"] == "/v1/responses"]), 1)
+        self.clean(ev)
 
 if __name__ == "__main__":
     unittest.main()

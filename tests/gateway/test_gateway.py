@@ -239,6 +239,9 @@ class Handler(BaseHTTPRequestHandler):
         if self.path.startswith("/v1beta/"):
             wire_gateways.gemini_request(self, self.gateway, rec, "POST")
             return
+        if self.path == "/v1/responses":
+            wire_gateways.responses_post(self, self.gateway, rec)
+            return
         if not self._auth_ok():
             return
         if self.path == "/v1/embeddings":

@@ -345,3 +345,73 @@ def gemini_request(h, gw, rec, method):
         data = ("[" + ",\r\n".join(json.dumps(ch, indent=1) for ch in chunks) + "]").encode()
         _send_pieces(h, 200, "application/json; charset=UTF-8", data, turn.split,
                      turn.cut_after)
+
+
+# ---- OpenAI Responses API (what Codex speaks) ----
+
+def r_text(text, usage=(10, 5), split=11):
+    """A streamed Responses API answer: one output message of `text`."""
+    return Turn("responses", text=text, usage=usage, split=split)
+
+
+def responses_post(h, gw, rec):
+    if _leaks_token(h, gw):
+        h._err(400, "a task token reached the gateway")
+        return
+    if gw.key is not None and h.headers.get("Authorization") != "Bearer " + gw.key:
+        h._err(401, "Incorrect API key provided", errcode="invalid_api_key")
+        return
+    body = rec["body"]
+    if not isinstance(body, dict) or not isinstance(body.get("model"), str) or \
+            not isinstance(body.get("input"), (str, list)):
+        gw.errors.append("responses: model and input required")
+        h._err(400, "model and input are required")
+        return
+    if body.get("stream") is not True:
+        gw.errors.append("responses: only streaming is scripted")
+        h._err(400, "stream must be true for this test")
+        return
+    turn = gw.next_turn()
+    if turn is None and gw.responder:
+        turn = gw.responder("responses", body)
+    if turn is None or turn.kind not in ("responses", "status"):
+        h._err(500, "test gateway: no responses turn", typ="server_error")
+        return
+    if turn.kind == "status":
+        h._send(turn.code, turn.body, turn.ctype, turn.headers)
+        return
+    out = []
+    seq = [0]
+
+    def ev(obj):
+        obj["sequence_number"] = seq[0]
+        seq[0] += 1
+        out.append("event: %s\ndata: %s\n\n" % (obj["type"], json.dumps(obj)))
+
+    resp = {"id": "resp_test", "object": "response", "created_at": int(time.time()),
+            "model": body["model"], "status": "in_progress", "output": [], "usage": None}
+    ev({"type": "response.created", "response": dict(resp)})
+    ev({"type": "response.in_progress", "response": dict(resp)})
+    item = {"id": "msg_test", "type": "message", "status": "in_progress", "role": "assistant",
+            "content": []}
+    ev({"type": "response.output_item.added", "output_index": 0, "item": item})
+    ev({"type": "response.content_part.added", "item_id": "msg_test", "output_index": 0,
+        "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}})
+    t = turn.text
+    for i in range(0, len(t), 4):
+        ev({"type": "response.output_text.delta", "item_id": "msg_test", "output_index": 0,
+            "content_index": 0, "delta": t[i:i + 4]})
+    part = {"type": "output_text", "text": t, "annotations": []}
+    ev({"type": "response.output_text.done", "item_id": "msg_test", "output_index": 0,
+        "content_index": 0, "text": t})
+    ev({"type": "response.content_part.done", "item_id": "msg_test", "output_index": 0,
+        "content_index": 0, "part": part})
+    done = dict(item, status="completed", content=[part])
+    ev({"type": "response.output_item.done", "output_index": 0, "item": done})
+    i, o = turn.usage
+    resp.update(status="completed", output=[done], usage={
+        "input_tokens": i, "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": o, "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": i + o})
+    ev({"type": "response.completed", "response": resp})
+    _send_pieces(h, 200, "text/event-stream", "".join(out).encode(), turn.split)
