@@ -526,8 +526,9 @@ static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind, const char
 	(void)kind;
 	struct hdr_walk *hw = cls;
 	struct mp_req *q = hw->q;
+	/* Whatever header a client put its token in, it stays here. */
 	if (!key || !value || !wire_header_forwarded(key) ||
-	    named_in_connection(hw->connection, key))
+	    named_in_connection(hw->connection, key) || strstr(value, q->tok->value))
 		return MHD_YES;
 	if (q->n_hdrs >= 128) /* more than any client sends: the rest stay here */
 		return MHD_YES;
@@ -805,6 +806,13 @@ json_t *modelproxy_report(struct runner *r)
 	json_object_set_new(o, "idle_timeout_s", json_integer(MP_IDLE_S));
 	json_object_set_new(o, "buffered_bytes_max", json_integer(MP_MEM_MAX));
 	json_object_set_new(o, "request_bodies", json_string("streamed to the gateway"));
+	json_object_set_new(o, "wire_formats",
+			    json_pack("[s,s,s]", wire_openai.name, wire_anthropic.name,
+				      wire_gemini.name));
+	json_object_set_new(o, "task_budget_defaults",
+			    json_pack("{s:I,s:I}", "max_tokens", (json_int_t)r->cfg.task_max_tokens,
+				      "max_model_requests",
+				      (json_int_t)r->cfg.task_max_model_requests));
 	return o;
 }
 

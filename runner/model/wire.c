@@ -54,6 +54,7 @@ bool wire_header_forwarded(const char *name)
 					      "forwarded",
 					      "x-forwarded-for",
 					      "x-real-ip",
+					      "x-litellm-api-key",
 					      NULL};
 	for (const char *const *d = dropped; *d; d++)
 		if (!strcasecmp(name, *d))

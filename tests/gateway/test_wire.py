@@ -97,7 +97,12 @@ class WireBase(unittest.TestCase):
 class Anthropic(WireBase):
     def test_streaming_usage_headers_and_key(self):
         self.gw.script(a_text("hello from claude", usage=(21, 9), cache=(5, 7), split=5))
-        ev = self.chat(curl_anthropic())
+        # headers pass on, except hop-by-hop ones (and those Connection names)
+        # and any that carries the token
+        extra = ("-H 'X-Pass: kept' -H 'Connection: keep-alive, X-Drop' -H 'X-Drop: no' "
+                 "-H \"X-Custom: t=$ANTHROPIC_AUTH_TOKEN\" "
+                 "-H \"x-litellm-api-key: $ANTHROPIC_AUTH_TOKEN\" -H 'Accept-Encoding: gzip' ")
+        ev = self.chat(curl_anthropic(extra=extra))
         body = out(ev)
         self.assertEqual(http_codes(body), ["200"], body)
         # the stream went through byte for byte: every text delta is there
@@ -116,6 +121,9 @@ class Anthropic(WireBase):
         self.assertNotIn("authorization", rq["headers"])
         self.assertEqual(rq["headers"]["anthropic-version"], "2023-06-01")
         self.assertEqual(rq["headers"]["anthropic-beta"], "tools-2024-05-16")
+        self.assertEqual(rq["headers"]["x-pass"], "kept")
+        for h in ("x-drop", "x-custom", "x-litellm-api-key", "accept-encoding"):
+            self.assertNotIn(h, rq["headers"])
         self.no_secrets_forwarded()
         self.assertNotIn(KEY, json.dumps(ev))
 
@@ -351,6 +359,9 @@ class VaultWire(WireBase):
         net = json.loads(b)["network"]
         self.assertEqual(net["exec_default"], "none")
         self.assertIn("vault mode", net["exec_default_why"])
+        mp = json.loads(b)["model_proxy_connections"]
+        self.assertEqual(mp["wire_formats"], ["openai", "anthropic", "gemini"])
+        self.assertEqual(mp["task_budget_defaults"], {"max_tokens": 0, "max_model_requests": 0})
         # an exec task cannot open an IP socket to reach the authenticated gateway
         self.gw.requests.clear()
         ev = self.r.native({"task": "curl -sS -m 5 -o /dev/null -w '%%{http_code}' %s/models; "
