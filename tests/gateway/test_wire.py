@@ -10,7 +10,7 @@ import unittest
 from harness import Runner
 from test_chat import out, CURL_CHAT
 from test_gateway import TestGateway, text, status
-from wire_gateways import a_text, a_tool, g_text, anthropic_error
+from wire_gateways import a_text, g_text, anthropic_error, gemini_error
 
 KEY = "sk-REAL-wire-key-" + os.urandom(8).hex()
 
@@ -224,6 +224,24 @@ class Gemini(WireBase):
         for r in self.gw.requests:
             self.assertEqual(r["headers"]["x-goog-api-key"], KEY)
             self.assertNotIn("authorization", r["headers"])
+        self.no_secrets_forwarded()
+
+    def test_429_retry_after_and_cut_stream(self):
+        """The gateway's 429 (Retry-After kept) reaches the client as it was; a
+        stream cut mid-way: what its chunks reported is charged."""
+        self.gw.script(gemini_error(429, "RESOURCE_EXHAUSTED", "Resource has been exhausted",
+                                    headers={"Retry-After": "3"}),
+                       g_text("cut short", usage=(30, 6), split=5, cut_after=300))
+        ev = self.chat(curl_gemini().replace("curl ", "curl -D /dev/stdout ", 1) + "; " +
+                       curl_gemini())
+        b = out(ev).decode(errors="replace")
+        self.assertIn("retry-after: 3", b.lower())
+        self.assertIn('"RESOURCE_EXHAUSTED"', b)
+        self.assertIn("HTTP=429", b)
+        u = ev[-1]["data"]["usage"]
+        self.assertEqual(u["requests"], 2)
+        # the first chunk's running totals (30 prompt, 1 candidate) made it through
+        self.assertEqual((u["prompt_tokens"], u["completion_tokens"]), (30, 1))
         self.no_secrets_forwarded()
 
     def test_google_shaped_errors(self):
