@@ -7,9 +7,8 @@ import json
 import os
 import unittest
 
-from harness import Runner
-from test_chat import out, CURL_CHAT
-from test_gateway import TestGateway, text, status
+from test_chat import ChatBase, out, CURL_CHAT
+from test_gateway import text, tool
 from wire_gateways import a_text, g_text, anthropic_error, gemini_error
 
 KEY = "sk-REAL-wire-key-" + os.urandom(8).hex()
@@ -58,34 +57,8 @@ def json_bodies(b):
     return docs
 
 
-class WireBase(unittest.TestCase):
+class WireBase(ChatBase):
     key = KEY
-    runner_args = ()
-
-    @classmethod
-    def setUpClass(cls):
-        cls.gw = TestGateway(key=cls.key)
-        env = {"FORCEAI_GATEWAY_URL": cls.gw.url}
-        if cls.key:
-            env["FORCEAI_GATEWAY_KEY"] = cls.key
-        cls.r = Runner(cls.runner_args, env=env)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.r.close()
-        cls.gw.close()
-
-    def setUp(self):
-        self.gw.turns.clear()
-        self.gw.requests.clear()
-        self.gw.errors.clear()
-
-    def chat(self, cmd, **kw):
-        body = {"task": cmd, "capability": "chat", "cwd": self.r.work}
-        body.update(kw)
-        ev = self.r.native(body)
-        self.assertEqual(ev[-1]["event"], "exit", ev)
-        return ev
 
     def no_secrets_forwarded(self):
         for rq in self.gw.requests:
@@ -347,9 +320,7 @@ class RunnerDefaults(WireBase):
         self.assertFalse(ev[-1]["data"]["budget"]["exhausted"])
 
     def test_agent_uses_the_same_budget(self):
-        self.gw.script(*[__import__("test_gateway").tool("bash", {"command": "true"},
-                                                          call_id="c%d" % i)
-                         for i in range(3)])
+        self.gw.script(*[tool("bash", {"command": "true"}, call_id="c%d" % i) for i in range(3)])
         ev = self.r.native({"task": "loop", "capability": "agent", "model": "m",
                             "cwd": self.r.work})
         x = ev[-1]["data"]
