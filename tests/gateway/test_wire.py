@@ -67,6 +67,26 @@ class WireBase(ChatBase):
         self.assertEqual(self.gw.errors, [])
 
 
+class Environment(WireBase):
+    def test_every_family_gets_its_variables_with_one_token(self):
+        names = ["OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN",
+                 "GOOGLE_GEMINI_BASE_URL", "GEMINI_API_KEY", "ANTHROPIC_API_KEY"]
+        ev = self.chat("; ".join('echo "%s=${%s:-unset}"' % (n, n) for n in names),
+                       env={"ANTHROPIC_BASE_URL": "http://evil.example", "GEMINI_API_KEY": "x"})
+        got = dict(l.split("=", 1) for l in out(ev).decode().split())
+        root = "http://127.0.0.1:%d" % self.proxy_port
+        self.assertEqual(got["OPENAI_BASE_URL"], root + "/v1")
+        self.assertEqual(got["ANTHROPIC_BASE_URL"], root)  # ours win over the request's
+        self.assertEqual(got["GOOGLE_GEMINI_BASE_URL"], root)
+        self.assertRegex(got["OPENAI_API_KEY"], r"^fai-[0-9a-f]{64}$")
+        self.assertEqual(got["ANTHROPIC_AUTH_TOKEN"], got["OPENAI_API_KEY"])
+        self.assertEqual(got["GEMINI_API_KEY"], got["OPENAI_API_KEY"])
+        self.assertEqual(got["ANTHROPIC_API_KEY"], "unset")
+        ev = self.r.native({"task": "echo ${ANTHROPIC_AUTH_TOKEN:-none} ${GEMINI_API_KEY:-none}",
+                            "capability": "exec"})
+        self.assertEqual(out(ev), b"none none\n")
+
+
 class Anthropic(WireBase):
     def test_streaming_usage_headers_and_key(self):
         self.gw.script(a_text("hello from claude", usage=(21, 9), cache=(5, 7), split=5))
