@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "api/schema.h"
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -490,6 +491,8 @@ enum MHD_Result api_pty_create(struct http_req *req)
 	if (!body)
 		return req->responded ? MHD_YES : MHD_NO;
 	struct error err;
+	if (schema_check(&schema_pty_create, body, &err) < 0)
+		return http_fail(req, &err);
 	json_t *jc = json_object_get(body, "cwd"), *jcmd = json_object_get(body, "command");
 	if ((jc && !json_is_null(jc) && !json_is_string(jc)) ||
 	    (jcmd && !json_is_null(jcmd) && !json_is_string(jcmd))) {
