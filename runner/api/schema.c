@@ -11,18 +11,12 @@
 /* ---- native API (strict) ---- */
 
 static const struct body_field task_create_fields[] = {
-	{"task", FIELD_STRING},
-	{"capability", FIELD_STRING},
-	{"timeout_ms", FIELD_INTEGER},
-	{"cwd", FIELD_STRING},
-	{"env", FIELD_OBJECT},
-	{"network", FIELD_STRING},
-	{"stdin", FIELD_BOOLEAN},
-	{"tty", FIELD_ANY}, /* {"cols", "rows"} or true */
-	{"model", FIELD_STRING},
-	{"max_steps", FIELD_INTEGER},
-	{"max_tokens", FIELD_INTEGER},
-	{NULL, 0},
+	{"task", FIELD_STRING},        {"capability", FIELD_STRING},
+	{"timeout_ms", FIELD_INTEGER}, {"cwd", FIELD_STRING},
+	{"env", FIELD_OBJECT},         {"network", FIELD_STRING},
+	{"stdin", FIELD_BOOLEAN},      {"tty", FIELD_ANY}, /* {"cols", "rows"} or true */
+	{"model", FIELD_STRING},       {"max_steps", FIELD_INTEGER},
+	{"max_tokens", FIELD_INTEGER}, {NULL, 0},
 };
 const struct body_schema schema_task_create = {"POST /v1/tasks", true, task_create_fields};
 
@@ -44,15 +38,9 @@ const struct body_schema schema_task_signal = {"POST /v1/tasks/{id}/signal", tru
 /* ---- execd-compatible API (unknown fields accepted) ---- */
 
 static const struct body_field command_fields[] = {
-	{"command", FIELD_STRING},
-	{"cwd", FIELD_STRING},
-	{"background", FIELD_BOOLEAN},
-	{"timeout", FIELD_INTEGER},
-	{"uid", FIELD_INTEGER},
-	{"gid", FIELD_INTEGER},
-	{"envs", FIELD_OBJECT},
-	{"network", FIELD_STRING},
-	{NULL, 0},
+	{"command", FIELD_STRING},  {"cwd", FIELD_STRING},     {"background", FIELD_BOOLEAN},
+	{"timeout", FIELD_INTEGER}, {"uid", FIELD_INTEGER},    {"gid", FIELD_INTEGER},
+	{"envs", FIELD_OBJECT},     {"network", FIELD_STRING}, {NULL, 0},
 };
 const struct body_schema schema_command = {"POST /command", false, command_fields};
 
@@ -69,8 +57,7 @@ static const struct body_field session_run_fields[] = {
 	{"network", FIELD_STRING},
 	{NULL, 0},
 };
-const struct body_schema schema_session_run = {"POST /session/{id}/run", false,
-					       session_run_fields};
+const struct body_schema schema_session_run = {"POST /session/{id}/run", false, session_run_fields};
 
 static const struct body_field pty_create_fields[] = {
 	{"cwd", FIELD_STRING},
@@ -147,16 +134,15 @@ static bool type_ok(enum field_type t, json_t *v)
 }
 
 static const char *const type_names[] = {
-	[FIELD_STRING] = "a string",   [FIELD_INTEGER] = "an integer",
-	[FIELD_BOOLEAN] = "a boolean", [FIELD_OBJECT] = "an object",
-	[FIELD_ANY] = "any value",
+	[FIELD_STRING] = "a string",  [FIELD_INTEGER] = "an integer", [FIELD_BOOLEAN] = "a boolean",
+	[FIELD_OBJECT] = "an object", [FIELD_ANY] = "any value",
 };
 
 int schema_check(const struct body_schema *s, json_t *body, struct error *err)
 {
 	const char *key;
 	json_t *v;
-	json_object_foreach (body, key, v) {
+	json_object_foreach(body, key, v) {
 		const struct body_field *f = find_field(s, key);
 		if (!f) {
 			if (unknown_field(s, key, err) < 0)

@@ -31,19 +31,19 @@ struct body_field {
 };
 
 struct body_schema {
-	const char *route; /* "POST /v1/tasks", for messages */
-	bool strict;       /* native API: unknown fields are refused */
+	const char *route;               /* "POST /v1/tasks", for messages */
+	bool strict;                     /* native API: unknown fields are refused */
 	const struct body_field *fields; /* ends with {NULL} */
 };
 
 /* The routes' schemas (schema.c). */
-extern const struct body_schema schema_task_create;   /* POST /v1/tasks */
-extern const struct body_schema schema_task_resize;   /* POST /v1/tasks/{id}/resize */
-extern const struct body_schema schema_task_signal;   /* POST /v1/tasks/{id}/signal */
-extern const struct body_schema schema_command;       /* POST /command */
-extern const struct body_schema schema_session;       /* POST /session */
-extern const struct body_schema schema_session_run;   /* POST /session/{id}/run */
-extern const struct body_schema schema_pty_create;    /* POST /pty */
+extern const struct body_schema schema_task_create; /* POST /v1/tasks */
+extern const struct body_schema schema_task_resize; /* POST /v1/tasks/{id}/resize */
+extern const struct body_schema schema_task_signal; /* POST /v1/tasks/{id}/signal */
+extern const struct body_schema schema_command;     /* POST /command */
+extern const struct body_schema schema_session;     /* POST /session */
+extern const struct body_schema schema_session_run; /* POST /session/{id}/run */
+extern const struct body_schema schema_pty_create;  /* POST /pty */
 
 struct error;
 /* 0 when body (a JSON object) fits s; else -1 with err set (UNKNOWN_FIELD

@@ -35,6 +35,7 @@ BAD_VALUES = {
     '"Q P"': "abc",
     "URL": "ftp://example.invalid/v1",
     "PORT": "70000",
+    "NAME": "",
     None: "maybe",  # an option without a value: on, off, or a usage error
 }
 
@@ -98,7 +99,7 @@ class ConfigTable(unittest.TestCase):
         cls.help = help_options()
         cls.tmp = tempfile.mkdtemp(prefix="forceai-contract-")
 
-    def start(self, args, env=None):
+    def start(self, args, env=None, without=None):
         """Run the runner with a bad setting; a runner that does not refuse
         it would start serving: it is given a private port and killed."""
         e = {k: v for k, v in os.environ.items()
@@ -107,15 +108,18 @@ class ConfigTable(unittest.TestCase):
         cmd = [RUNNER] + list(args)
         if not any(a.startswith("--listen") for a in args) and "FORCEAI_RUNNER_LISTEN" not in e:
             cmd += ["--listen", "127.0.0.1:%d" % free_port()]
-        cmd += ["--state-dir", os.path.join(self.tmp, "state"), "--seccomp-policy", POLICY]
+        for opt, val in (("state-dir", os.path.join(self.tmp, "state")),
+                         ("seccomp-policy", POLICY)):
+            if opt != without:  # the option under test comes from env alone
+                cmd += ["--" + opt, val]
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=5, env=e)
             return p.returncode, p.stderr
         except subprocess.TimeoutExpired as ex:
             return "still running after 5 s", (ex.stderr or b"").decode()
 
-    def assert_usage_error(self, args, env, names, what):
-        rc, err = self.start(args, env)
+    def assert_usage_error(self, args, env, names, what, without=None):
+        rc, err = self.start(args, env, without)
         lines = [l for l in err.splitlines() if l.strip()]
         self.assertEqual(rc, 2, "%s: exit %s, stderr %r" % (what, rc, err))
         self.assertEqual(len(lines), 1, "%s: not one line: %r" % (what, err))
@@ -171,7 +175,8 @@ class ConfigTable(unittest.TestCase):
                                             "--" + name, "--%s %s" % (name, bad))
                 if var:
                     with self.subTest(variable=var, value=bad):
-                        self.assert_usage_error([], {var: bad}, var, "%s=%s" % (var, bad))
+                        self.assert_usage_error([], {var: bad}, var, "%s=%s" % (var, bad),
+                                                without=name)
 
 
 class ConfigRules(unittest.TestCase):
