@@ -492,8 +492,10 @@ enum MHD_Result api_command_logs(struct http_req *req)
 		errno = 0;
 		unsigned long long v = strtoull(c, &end, 10);
 		if (*c == '-' || *end || errno)
-			return http_failf(req, "INVALID_REQUEST_BODY",
-					  "cursor must be a non-negative byte offset");
+			return http_failf(
+				req, "INVALID_QUERY",
+				"invalid query parameter 'cursor': must be a non-negative byte "
+				"offset");
 		cursor = v;
 	}
 	if (cursor > t->spool.next_off)
