@@ -181,3 +181,60 @@ class PtyContract(RunnerTest):
         self.assertIn(b"before_exit_marker", whole)
         self.assertEqual(len(whole), off)
         self.r.request("DELETE", "/pty/" + sid)
+
+
+SLOW_SERVER = """import socket, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", %d))
+s.listen(8)
+while True:
+    c, _ = s.accept()
+    c.recv(65536)
+    time.sleep(0.3)
+    c.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 4\\r\\nConnection: close\\r\\n\\r\\nslow")
+    c.close()
+"""
+
+
+class ProxyTimeoutZero(RunnerTest):
+    """Item 3: --proxy-timeout-ms 0 is "none", as 0 is for every timeout
+    (it gave every proxied request a 504 after a few ms)."""
+    runner_args = ("--proxy-timeout-ms", "0")
+
+    def test_item3_zero_is_no_timeout(self):
+        import socket
+        from harness import free_port
+        port = free_port()
+        path = os.path.join(self.r.work, "slow_server.py")
+        with open(path, "w") as f:
+            f.write(SLOW_SERVER % port)
+        ev = self.r.execd({"command": "exec python3 " + path, "background": True})
+        cid = ev[0]["text"]
+        self.addCleanup(self.r.request, "DELETE", "/command?id=" + cid)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        st, _, body = self.r.request("GET", "/proxy/%d/" % port)
+        self.assertEqual((st, body), (200, b"slow"))
+
+
+class IdleTimeoutZero(RunnerTest):
+    """Item 3: --idle-timeout-ms 0 is "none": a kept-alive connection stays
+    (0 had closed it at once after each response)."""
+    runner_args = ("--idle-timeout-ms", "0")
+
+    def test_item3_keepalive_stays(self):
+        import http.client
+        c = http.client.HTTPConnection("127.0.0.1", self.r.port, timeout=5)
+        for _ in range(3):
+            c.request("GET", "/ping", headers=self.r.headers())
+            r = c.getresponse()
+            r.read()
+            self.assertEqual(r.status, 200)
+            time.sleep(0.7)
+        c.close()
