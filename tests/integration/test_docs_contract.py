@@ -283,11 +283,22 @@ ROUTE_RE = re.compile(r"`((?:GET|POST|DELETE|PUT|PATCH|ANY)(?:\|(?:GET|POST|DELE
                       r" (/[^`\s]*)`")
 
 
+def design_contract_text():
+    """docs/design.md's wire contracts: §3 (but §3.5, the model proxy: another
+    server) and §14. Routes of other servers (the model proxy, upstreams) are
+    written there as paths without a method."""
+    text = read(DESIGN)
+    s3 = section(text, "3. Wire contracts")
+    s3 = re.sub(r"^### 3\.5 .*?(?=^### |\Z)", "", s3, flags=re.S | re.M)
+    return s3 + section(text, "14. Interactive features")
+
+
 def documented_routes():
     """{(method, path pattern)}: every `METHOD /path` in README's API
-    section and in docs/design.md."""
+    section and in docs/design.md's wire contracts."""
     out = {}
-    for where, text in (("README", section(read(README), "API")), ("design", read(DESIGN))):
+    for where, text in (("README", section(read(README), "API")),
+                        ("design", design_contract_text())):
         for methods, path in ROUTE_RE.findall(text):
             path = re.split(r"[?\[]", path)[0]
             for m in methods.split("|"):
