@@ -18,6 +18,7 @@ import unittest
 from harness import POLICY, RUNNER, Runner, RunnerTest, free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RUNNER = os.path.abspath(RUNNER)  # the rule tests run it from another directory
 README = os.path.join(ROOT, "README.md")
 DESIGN = os.path.join(ROOT, "docs", "design.md")
 
