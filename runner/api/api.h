@@ -14,9 +14,9 @@ enum MHD_Result api_session_run(struct http_req *req);
 enum MHD_Result api_session_delete(struct http_req *req);
 
 /* Request bodies, validated without I/O (also driven by tests/fuzz): each
- * returns 0, or -1 with err set (INVALID_REQUEST_BODY; UNKNOWN_CAPABILITY),
- * which the handler answers with http_fail. Strings in the spec point into
- * body. */
+ * returns 0, or -1 with err set (INVALID_REQUEST_BODY; UNKNOWN_FIELD from
+ * the route's schema, api/schema.h; UNKNOWN_CAPABILITY), which the handler
+ * answers with http_fail. Strings in the spec point into body. */
 struct task_spec;
 struct error;
 int api_read_spec(json_t *body, const char *cmd_key, struct task_spec *spec, struct error *err);

@@ -7,6 +7,7 @@
 
 #include "model/agent.h"
 #include "api/api.h"
+#include "api/schema.h"
 #include "model/gateway.h"
 #include "core/cleanup.h"
 #include "core/error.h"
@@ -235,6 +236,8 @@ static struct task *find_task(struct http_req *req)
 
 int api_parse_task(json_t *body, struct task_spec *spec, struct error *err)
 {
+	if (schema_check(&schema_task_create, body, err) < 0)
+		return -1;
 	if (api_read_spec(body, "task", spec, err) < 0)
 		return -1;
 	spec->api = TASK_API_NATIVE;
@@ -256,7 +259,9 @@ int api_parse_task(json_t *body, struct task_spec *spec, struct error *err)
 		if (!json_is_integer(to) || json_integer_value(to) < 0 ||
 		    json_integer_value(to) > 7LL * 24 * 3600 * 1000)
 			return error_set(err, 0, "INVALID_REQUEST_BODY",
-					 "field 'timeout_ms' must be a non-negative integer (ms)");
+					 "field 'timeout_ms' must be an integer between 0 and %lld "
+					 "(ms, 7 days)",
+					 7LL * 24 * 3600 * 1000);
 		spec->timeout_ms = (uint64_t)json_integer_value(to);
 		spec->has_timeout = true;
 	}

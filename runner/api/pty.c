@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "api/schema.h"
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -48,6 +49,11 @@ struct pty_session {
 	struct task *task;      /* the current shell, kept by `pin` */
 	struct task_reader pin; /* holds the record while the session lives */
 	uint64_t base;          /* output bytes of the session's earlier shells */
+	/* The shell before this one, kept for replay (?since= before it ended,
+	 * also once it exited: execd's replay buffer outlives its shell). */
+	struct task *last_shell;
+	struct task_reader last_pin;
+	uint64_t last_base; /* session offset where last_shell's output starts */
 	bool launch_attempted, launch_failed, pipe_mode;
 	struct pty_client *holder;  /* connected, or connecting */
 	struct pty_client *clients; /* every client that refers to the session */
@@ -66,8 +72,11 @@ struct pty_client {
 	struct task_reader rd; /* rd.task: the shell this client watches */
 	uint64_t base;         /* the session's base for rd.task */
 	uint64_t since;
-	uint64_t live_from; /* task offset where replay ends and live output starts */
-	uint32_t skip;      /* bytes of the first record before `since` */
+	uint64_t live_from;     /* task offset where replay ends and live output starts */
+	uint32_t skip;          /* bytes of the first record before `since` */
+	struct task_reader old; /* replay from the session's previous shell, first */
+	uint64_t old_base;
+	uint32_t old_skip;
 	bool want_pipe, evicted, connected_sent, done;
 	struct buf replay; /* replay bytes gathered into one frame */
 	uint64_t replay_off;
@@ -108,7 +117,12 @@ static int start_shell(struct runner *r, struct pty_session *s, bool pipe_mode, 
 {
 	if (s->task) {
 		/* A new shell after the last one ended, as execd does; offsets
-		 * go on from where it stopped. */
+		 * go on from where it stopped, and its output stays for replay. */
+		task_reader_detach(&s->last_pin);
+		s->last_shell = s->task;
+		s->last_base = s->base;
+		memset(&s->last_pin, 0, sizeof(s->last_pin));
+		task_reader_attach(s->last_shell, &s->last_pin, false);
 		s->base += s->task->spool.next_off;
 		task_reader_detach(&s->pin);
 		s->task = NULL;
@@ -187,11 +201,45 @@ static void finish(struct pty_client *c, int exit_code)
 	c->done = true;
 }
 
+/* Missed output (session offset off): gathered into replay frames. */
+static void gather_replay(struct pty_client *c, uint64_t off, const char *data, uint32_t len)
+{
+	if (c->replay.len && c->replay.len + len > REPLAY_CHUNK)
+		flush_replay(c);
+	if (!c->replay.len)
+		c->replay_off = off;
+	buf_append(&c->replay, data, len);
+}
+
+/* Replay from the previous shell (it has ended: all of it is there);
+ * false while some is owed and the window is full. */
+static bool pump_old(struct pty_client *c, char *rbuf)
+{
+	while (c->old.task && !c->done && ws_has_room(c->ws)) {
+		struct spool_rec rec;
+		int rc = task_reader_next(&c->old, &rec, rbuf);
+		if (rc <= 0) {
+			if (rc < 0)
+				log_errno("reading a pty session's output failed", -rc,
+					  c->old.task->id);
+			task_reader_detach(&c->old);
+			break;
+		}
+		uint32_t skip = c->old_skip;
+		c->old_skip = 0;
+		if (rec.type != SPOOL_EVENT && rec.len > skip)
+			gather_replay(c, c->old_base + rec.off + skip, rbuf + skip, rec.len - skip);
+	}
+	return !c->old.task;
+}
+
 /* Move output from the spool to the client while its window has room. */
 static void pump(struct pty_client *c)
 {
 	static char rbuf[SPOOL_MAX_REC];
 	struct task *t = c->rd.task;
+	if (!pump_old(c, rbuf))
+		return;
 	while (t && !c->done && ws_has_room(c->ws)) {
 		struct spool_rec rec;
 		int rc = task_reader_next(&c->rd, &rec, rbuf);
@@ -218,12 +266,7 @@ static void pump(struct pty_client *c)
 		if (!len)
 			continue;
 		if (off < c->live_from) {
-			/* Missed output: gathered into replay frames. */
-			if (c->replay.len && c->replay.len + len > REPLAY_CHUNK)
-				flush_replay(c);
-			if (!c->replay.len)
-				c->replay_off = c->base + off;
-			buf_append(&c->replay, data, len);
+			gather_replay(c, c->base + off, data, len);
 			continue;
 		}
 		if (!c->connected_sent)
@@ -254,6 +297,7 @@ static void client_detach(struct pty_client *c)
 		task_input_unwait(c->rd.task, &c->w);
 		task_reader_detach(&c->rd);
 	}
+	task_reader_detach(&c->old);
 	struct pty_session *s = c->s;
 	if (s) {
 		if (s->holder == c)
@@ -320,6 +364,17 @@ static void on_open(struct ws_conn *ws)
 	if (since > c->live_from)
 		since = c->live_from;
 	spool_seek_off(&t->spool, &c->rd.cur, since, &c->skip);
+	struct task *last = s->last_shell;
+	if (last && last != t && c->since < s->base) {
+		/* The replay begins in the previous shell's output. */
+		uint64_t from = c->since > s->last_base ? c->since - s->last_base : 0;
+		if (from < spool_first_off(&last->spool))
+			from = spool_first_off(&last->spool);
+		spool_seek_off(&last->spool, &c->old.cur, from, &c->old_skip);
+		task_reader_attach(last, &c->old, false);
+		c->old.off_read = from;
+		c->old_base = s->last_base;
+	}
 	c->rd.wake = client_wake;
 	task_reader_attach(t, &c->rd, true);
 	c->rd.off_read = since;
@@ -477,9 +532,25 @@ static int ensure_cwd(struct runner *r, const char *in, char *out, size_t outsz,
 	rc = files_mkdirs(&id, out, 0755, &created, &made);
 	files_made_free(&made);
 	files_leave();
-	if (rc < 0)
-		return error_set(err, rc <= -4096 ? EACCES : -rc, NULL,
-				 "error creating pty session work directory %.200s", out);
+	if (rc < 0) {
+		/* The code POST /directories gives the same mkdir -p (§21). */
+		int e = -rc;
+		const char *code = e == EACCES || e == EPERM || e == EROFS || e == FILES_EOUTSIDE
+					   ? "PERMISSION_DENIED"
+				   : e == ENOTDIR || e == EEXIST ? "INVALID_FILE"
+				   : e == ENOENT                 ? "FILE_NOT_FOUND"
+								 : "RUNTIME_ERROR";
+		if (e == FILES_EOUTSIDE)
+			return error_set(
+				err, 0, code,
+				"error creating pty session work directory %.200s: outside "
+				"the directories tasks may write (%.300s)",
+				out, id.write_roots ? id.write_roots : "");
+		return error_set(err, e >= 4096 ? 0 : e, code,
+				 "error creating pty session work directory %.200s (acting as the "
+				 "task user, uid %u)",
+				 out, (unsigned)id.uid);
+	}
 	close(rc);
 	return 0;
 }
@@ -490,6 +561,8 @@ enum MHD_Result api_pty_create(struct http_req *req)
 	if (!body)
 		return req->responded ? MHD_YES : MHD_NO;
 	struct error err;
+	if (schema_check(&schema_pty_create, body, &err) < 0)
+		return http_fail(req, &err);
 	json_t *jc = json_object_get(body, "cwd"), *jcmd = json_object_get(body, "command");
 	if ((jc && !json_is_null(jc) && !json_is_string(jc)) ||
 	    (jcmd && !json_is_null(jcmd) && !json_is_string(jcmd))) {
@@ -571,6 +644,7 @@ static void session_free(struct runner *r, struct pty_session *s)
 			task_kill_now(s->task, TS_CANCELLED);
 		task_reader_detach(&s->pin);
 	}
+	task_reader_detach(&s->last_pin);
 	free(s->cwd);
 	free(s->command);
 	free(s);

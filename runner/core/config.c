@@ -32,6 +32,10 @@ enum opt_type {
 	OPT_PORT,
 	OPT_ID_RANGE,
 	OPT_NETWORK,
+	OPT_PATH,    /* an absolute path */
+	OPT_CPU_MAX, /* cgroup v2 cpu.max: "max", "QUOTA", "max PERIOD" or "QUOTA PERIOD" */
+	OPT_PROXY,   /* a proxy URL: http, https or socks */
+	OPT_ROOTS,   /* colon-separated absolute paths */
 };
 
 struct opt_def {
@@ -52,9 +56,9 @@ static const struct opt_def opts[] = {
 	 "time between SIGTERM and SIGKILL when stopping task trees and the main child"},
 	{"token-file", "FORCEAI_RUNNER_TOKEN_FILE", OPT_TOKEN_FILE, 0, NULL,
 	 "file holding the access token required in X-EXECD-ACCESS-TOKEN (or EXECD_ACCESS_TOKEN)"},
-	{"state-dir", "FORCEAI_RUNNER_STATE_DIR", OPT_STR, OFF(state_dir), "/run/forceai-runner",
+	{"state-dir", "FORCEAI_RUNNER_STATE_DIR", OPT_PATH, OFF(state_dir), "/run/forceai-runner",
 	 "private directory (0700) for task output spools"},
-	{"seccomp-policy", "FORCEAI_SECCOMP_POLICY", OPT_STR, OFF(seccomp_policy),
+	{"seccomp-policy", "FORCEAI_SECCOMP_POLICY", OPT_PATH, OFF(seccomp_policy),
 	 "/etc/forceai-runner/seccomp.json", "OCI seccomp JSON policy applied to every task"},
 	{"task-user", "FORCEAI_TASK_USER", OPT_USER, 0, "1000:1000", "UID:GID tasks run as"},
 	{"allow-root-tasks", "FORCEAI_ALLOW_ROOT_TASKS", OPT_BOOL, OFF(allow_root_tasks), "0",
@@ -70,15 +74,17 @@ static const struct opt_def opts[] = {
 	{"max-body", "FORCEAI_MAX_BODY", OPT_U64, OFF(max_body), "1048576",
 	 "largest JSON request body in bytes; larger get 413"},
 	{"task-log-max", "FORCEAI_TASK_LOG_MAX", OPT_U64, OFF(task_log_max), "16777216",
-	 "output retained per task for re-attach and logs (bytes; oldest dropped beyond)"},
+	 "output retained per task for re-attach and logs (bytes, at least 65536 and 4 x "
+	 "--stream-window; oldest dropped beyond)"},
 	{"stream-window", "FORCEAI_STREAM_WINDOW", OPT_U64, OFF(stream_window), "1048576",
-	 "bytes a connected client may lag before the task's pipe is paused"},
+	 "bytes a connected client may lag before the task's pipe is paused (4096 .. "
+	 "task-log-max/4)"},
 	{"retain-count", "FORCEAI_RETAIN_COUNT", OPT_UINT, OFF(retain_count), "256",
 	 "finished task records kept"},
 	{"retain-ms", "FORCEAI_RETAIN_MS", OPT_U64, OFF(retain_ms), "900000",
 	 "how long finished task records are kept (ms)"},
 	{"idle-timeout-ms", "FORCEAI_IDLE_TIMEOUT_MS", OPT_U64, OFF(header_timeout_ms), "15000",
-	 "a connection idle this long (e.g. headers never finished) is closed"},
+	 "a connection idle this long (e.g. headers never finished) is closed (0 = none)"},
 	{"header-deadline-ms", "FORCEAI_HEADER_DEADLINE_MS", OPT_U64, OFF(header_deadline_ms),
 	 "5000", "a new connection that has not sent a whole request head by then is closed"},
 	{"max-client-connections", "FORCEAI_MAX_CLIENT_CONNECTIONS", OPT_UINT,
@@ -86,13 +92,14 @@ static const struct opt_def opts[] = {
 	 "connections at once from one client (address, or uid "
 	 "inside the box)"},
 	{"proxy-timeout-ms", "FORCEAI_PROXY_TIMEOUT_MS", OPT_U64, OFF(proxy_timeout_ms), "60000",
-	 "time a server behind /proxy/{port} has to take a request and start its answer (504)"},
-	{"landlock-roots", "FORCEAI_LANDLOCK_ROOTS", OPT_STR, OFF(landlock_roots),
+	 "time a server behind /proxy/{port} has to take a request and start its answer (504; "
+	 "0 = none)"},
+	{"landlock-roots", "FORCEAI_LANDLOCK_ROOTS", OPT_ROOTS, OFF(landlock_roots),
 	 "/workspace:/tmp:/home", "colon-separated roots tasks may write under (Landlock)"},
-	{"limit-nproc", "FORCEAI_LIMIT_NPROC", OPT_U64, OFF(rlimit_nproc), "0",
-	 "RLIMIT_NPROC of tasks (0 = built-in default)"},
-	{"limit-nofile", "FORCEAI_LIMIT_NOFILE", OPT_U64, OFF(rlimit_nofile), "0",
-	 "RLIMIT_NOFILE of tasks (0 = built-in default)"},
+	{"limit-nproc", "FORCEAI_LIMIT_NPROC", OPT_U64, OFF(rlimit_nproc), NULL,
+	 "RLIMIT_NPROC of tasks (unset: the built-in default)"},
+	{"limit-nofile", "FORCEAI_LIMIT_NOFILE", OPT_U64, OFF(rlimit_nofile), NULL,
+	 "RLIMIT_NOFILE of tasks (unset: the built-in default)"},
 	{"limit-as", "FORCEAI_LIMIT_AS", OPT_U64, OFF(rlimit_as), "0",
 	 "RLIMIT_AS of tasks in bytes (0 = unlimited)"},
 	{"limit-fsize", "FORCEAI_LIMIT_FSIZE", OPT_U64, OFF(rlimit_fsize), "0",
@@ -101,12 +108,13 @@ static const struct opt_def opts[] = {
 	 "OpenAI-compatible base URL of the model gateway (http/https), e.g. https://gw/v1"},
 	{"gateway-key-file", "FORCEAI_GATEWAY_KEY_FILE", OPT_KEY_FILE, 0, NULL,
 	 "file holding the gateway key (or FORCEAI_GATEWAY_KEY); none = vault mode"},
-	{"gateway-ca", "FORCEAI_GATEWAY_CA", OPT_STR, OFF(gateway_ca), NULL,
+	{"gateway-ca", "FORCEAI_GATEWAY_CA", OPT_PATH, OFF(gateway_ca), NULL,
 	 "CA bundle trusted for the gateway (else SSL_CERT_FILE, CURL_CA_BUNDLE, system)"},
-	{"gateway-proxy", "FORCEAI_GATEWAY_PROXY", OPT_STR, OFF(gateway_proxy), NULL,
+	{"gateway-proxy", "FORCEAI_GATEWAY_PROXY", OPT_PROXY, OFF(gateway_proxy), NULL,
 	 "HTTP proxy for gateway calls (proxy environment variables are ignored)"},
 	{"gateway-connect-timeout-ms", "FORCEAI_GATEWAY_CONNECT_TIMEOUT_MS", OPT_U64,
-	 OFF(gateway_connect_timeout_ms), "10000", "connect timeout of gateway calls (ms)"},
+	 OFF(gateway_connect_timeout_ms), "10000",
+	 "connect timeout of gateway calls (ms, at least 1)"},
 	{"gateway-timeout-ms", "FORCEAI_GATEWAY_TIMEOUT_MS", OPT_U64, OFF(gateway_timeout_ms),
 	 "600000", "overall timeout of one gateway call (ms, 0 = none)"},
 	{"model", "FORCEAI_MODEL", OPT_STR, OFF(model), NULL,
@@ -132,14 +140,15 @@ static const struct opt_def opts[] = {
 	 "memory.max of each task's cgroup where cgroup v2 is delegated (bytes; 0 = max)"},
 	{"task-pids-max", "FORCEAI_TASK_PIDS_MAX", OPT_U64, OFF(task_pids_max), "4096",
 	 "pids.max of each task's cgroup where cgroup v2 is delegated (0 = max)"},
-	{"task-cpu-max", "FORCEAI_TASK_CPU_MAX", OPT_STR, OFF(task_cpu_max), "max",
-	 "cpu.max of each task's cgroup where cgroup v2 is delegated (\"QUOTA PERIOD\" or max)"},
+	{"task-cpu-max", "FORCEAI_TASK_CPU_MAX", OPT_CPU_MAX, OFF(task_cpu_max), "max",
+	 "cpu.max of each task's cgroup where cgroup v2 is delegated (\"QUOTA PERIOD\" in us, "
+	 "QUOTA >= 1000, PERIOD 1000..1000000; max = none)"},
 	{"one-shot", "FORCEAI_RUNNER_ONE_SHOT", OPT_BOOL, OFF(one_shot), "0",
 	 "serve exactly one task, then shut down and exit with its status"},
 	{"allow-reset", "FORCEAI_ALLOW_RESET", OPT_BOOL, OFF(allow_reset), "0",
 	 "enable POST /v1/reset: the writable roots are snapshotted at start and restored"},
 	{"reset-snapshot-max", "FORCEAI_RESET_SNAPSHOT_MAX", OPT_U64, OFF(reset_snapshot_max),
-	 "268435456", "largest content of the writable roots kept for reset (bytes)"},
+	 "268435456", "largest content of the writable roots kept for reset (bytes, at least 1)"},
 	{"write-seccomp-cache", "FORCEAI_WRITE_SECCOMP_CACHE", OPT_BOOL, OFF(write_seccomp_cache),
 	 "0",
 	 "compile the seccomp policy into POLICY.bpf beside it and exit (image build: starts "
@@ -286,6 +295,8 @@ static int parse_id_range(const struct src *src, struct runner_config *cfg, cons
 static int read_secret_file(const struct src *src, char **dst, struct secret_file *sf,
 			    const char *opt, const char *path)
 {
+	if (path[0] != '/')
+		return bad(src, opt, path, "must be an absolute path");
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return bad(src, opt, path, strerror(errno));
@@ -321,6 +332,73 @@ static int read_secret_file(const struct src *src, char **dst, struct secret_fil
 	*dst = strndup(s, len);
 	explicit_bzero(buf, sizeof(buf));
 	return *dst ? 0 : error_set(src->err, ENOMEM, NULL, "--%s", opt);
+}
+
+/* "max", "QUOTA", "max PERIOD" or "QUOTA PERIOD" (microseconds; the
+ * kernel's bounds: QUOTA >= 1000, PERIOD 1000..1000000). Plain "max" is what
+ * a new cgroup has already: nothing to write (NULL), so the default needs
+ * no cpu controller. */
+static int parse_cpu_max(const struct src *src, const char *opt, const char *val, const char **out)
+{
+	char quota[32];
+	const char *sp = strchr(val, ' ');
+	size_t qlen = sp ? (size_t)(sp - val) : strlen(val);
+	uint64_t q = 0, period = 100000;
+	if (qlen == 0 || qlen >= sizeof(quota))
+		return bad(src, opt, val, "expected \"QUOTA PERIOD\", QUOTA or max");
+	memcpy(quota, val, qlen);
+	quota[qlen] = 0;
+	bool is_max = !strcmp(quota, "max");
+	if (!is_max && (parse_u64(quota, &q) < 0 || q < 1000))
+		return bad(src, opt, val, "QUOTA must be max or a number of microseconds >= 1000");
+	if (sp && (parse_u64(sp + 1, &period) < 0 || period < 1000 || period > 1000000))
+		return bad(src, opt, val, "PERIOD must be 1000..1000000 microseconds");
+	*out = is_max && !sp ? NULL : val;
+	return 0;
+}
+
+/* A proxy URL as libcurl takes it, with a scheme said: http, https, socks4,
+ * socks4a, socks5 or socks5h, and a host. */
+static int parse_proxy(const struct src *src, const char *opt, const char *val)
+{
+	static const char *const schemes[] = {"http",    "https",  "socks4",
+					      "socks4a", "socks5", "socks5h"};
+	CURLU *u = curl_url();
+	if (!u)
+		return bad(src, opt, val, "out of memory");
+	char *scheme = NULL, *host = NULL;
+	int rc = 0;
+	if (curl_url_set(u, CURLUPART_URL, val, CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || !*host) {
+		rc = bad(src, opt, val, "expected a proxy URL, e.g. http://proxy:3128");
+	} else {
+		rc = bad(src, opt, val,
+			 "the scheme must be http, https, socks4, socks4a, socks5 or "
+			 "socks5h");
+		for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++)
+			if (!strcmp(scheme, schemes[i]))
+				rc = 0;
+	}
+	curl_free(scheme);
+	curl_free(host);
+	curl_url_cleanup(u);
+	return rc;
+}
+
+/* Colon-separated absolute paths, none empty. */
+static int parse_roots(const struct src *src, const char *opt, const char *val)
+{
+	for (const char *p = val;;) {
+		size_t n = strcspn(p, ":");
+		if (n == 0)
+			return bad(src, opt, val, "an empty entry (expected /A:/B)");
+		if (p[0] != '/')
+			return bad(src, opt, val, "every entry must be an absolute path");
+		if (!p[n])
+			return 0;
+		p += n + 1;
+	}
 }
 
 static int apply_opt(const struct src *src, struct runner_config *cfg, const struct opt_def *o,
@@ -377,6 +455,23 @@ static int apply_opt(const struct src *src, struct runner_config *cfg, const str
 		*(unsigned *)(base + o->off) = (unsigned)v;
 		return 0;
 	}
+	case OPT_PATH:
+		if (val[0] != '/')
+			return bad(src, o->name, val, "must be an absolute path");
+		*(const char **)(base + o->off) = val;
+		return 0;
+	case OPT_CPU_MAX:
+		return parse_cpu_max(src, o->name, val, (const char **)(base + o->off));
+	case OPT_PROXY:
+		if (parse_proxy(src, o->name, val) < 0)
+			return -1;
+		*(const char **)(base + o->off) = val;
+		return 0;
+	case OPT_ROOTS:
+		if (parse_roots(src, o->name, val) < 0)
+			return -1;
+		*(const char **)(base + o->off) = val;
+		return 0;
 	}
 	return error_set(src->err, 0, NULL, "--%s: unknown option type", o->name);
 }
@@ -427,7 +522,7 @@ static void note_given(struct runner_config *cfg, const struct opt_def *o)
 {
 	if (o->type == OPT_USER)
 		cfg->task_user_set = true;
-	else if (o->type == OPT_STR && o->off == OFF(state_dir))
+	else if (o->type == OPT_PATH && o->off == OFF(state_dir))
 		cfg->state_dir_set = true;
 	else if (o->type == OPT_NETWORK)
 		cfg->exec_network_set = true;
@@ -489,6 +584,100 @@ out:
 	return rc;
 }
 
+/* Where each option's value came from: the checks made once every option
+ * is known name the option, or the variable when it came from there. */
+enum origin { FROM_DEFAULT, FROM_ENV, FROM_CLI };
+
+static struct src src_of(const enum origin *from, const char *opt, struct error *err)
+{
+	for (size_t i = 0; i < N_OPTS; i++)
+		if (!strcmp(opts[i].name, opt))
+			return (struct src){.env = from[i] == FROM_ENV ? opts[i].env : NULL,
+					    .err = err};
+	return (struct src){.err = err};
+}
+
+static bool given(const enum origin *from, const char *opt)
+{
+	for (size_t i = 0; i < N_OPTS; i++)
+		if (!strcmp(opts[i].name, opt))
+			return from[i] != FROM_DEFAULT;
+	return false;
+}
+
+/* A value out of bounds, named as it was given. */
+static int out_of_bounds(const enum origin *from, const char *opt, uint64_t v, const char *why,
+			 struct error *err)
+{
+	struct src s = src_of(from, opt, err);
+	return bad_num(&s, opt, v, why);
+}
+
+/* The checks that need more than one option, or a bound: after parsing. */
+static int check_values(struct runner_config *cfg, const enum origin *from, struct error *err)
+{
+	if (cfg->grace_ms > 3600000)
+		return out_of_bounds(from, "grace-ms", cfg->grace_ms, "must be at most 3600000",
+				     err);
+	if (cfg->task_log_max < 65536)
+		return out_of_bounds(from, "task-log-max", cfg->task_log_max,
+				     "must be at least 65536", err);
+	if (cfg->stream_window < 4096)
+		return out_of_bounds(from, "stream-window", cfg->stream_window,
+				     "must be at least 4096", err);
+	if (cfg->stream_window > cfg->task_log_max / 4) {
+		/* Name the one the user set (both: the window). */
+		char why[160];
+		if (given(from, "stream-window")) {
+			snprintf(why, sizeof(why), "must be at most task-log-max/4 (%llu)",
+				 (unsigned long long)(cfg->task_log_max / 4));
+			return out_of_bounds(from, "stream-window", cfg->stream_window, why, err);
+		}
+		snprintf(why, sizeof(why),
+			 "must be at least 4 x --stream-window (%llu, its default): %llu; or "
+			 "lower --stream-window",
+			 (unsigned long long)cfg->stream_window,
+			 (unsigned long long)cfg->stream_window * 4);
+		return out_of_bounds(from, "task-log-max", cfg->task_log_max, why, err);
+	}
+	if (cfg->max_body < 1024)
+		return out_of_bounds(from, "max-body", cfg->max_body, "must be at least 1024", err);
+	if (cfg->header_deadline_ms < 100 || cfg->header_deadline_ms > 600000)
+		return out_of_bounds(from, "header-deadline-ms", cfg->header_deadline_ms,
+				     "must be 100..600000", err);
+	/* "0 = none" where none is possible; where it is not, 0 is refused. */
+	static const struct {
+		const char *opt;
+		size_t off;
+		const char *why;
+	} nonzero[] = {
+		{"gateway-connect-timeout-ms", OFF(gateway_connect_timeout_ms),
+		 "must be at least 1 (a connection attempt always has a time limit)"},
+		{"reset-snapshot-max", OFF(reset_snapshot_max), "must be at least 1"},
+		{"limit-nproc", OFF(rlimit_nproc),
+		 "must be at least 1 (leave it unset for the built-in default)"},
+		{"limit-nofile", OFF(rlimit_nofile),
+		 "must be at least 1 (leave it unset for the built-in default)"},
+	};
+	for (size_t i = 0; i < sizeof(nonzero) / sizeof(nonzero[0]); i++)
+		if (*(uint64_t *)((char *)cfg + nonzero[i].off) == 0 && given(from, nonzero[i].opt))
+			return out_of_bounds(from, nonzero[i].opt, 0, nonzero[i].why, err);
+	if (cfg->task_uid == 0 && !cfg->allow_root_tasks)
+		return out_of_bounds(from, "task-user", 0, "uid 0 needs --allow-root-tasks", err);
+	if (cfg->gateway_url) {
+		struct src s = src_of(from, "gateway-url", err);
+		if (validate_gateway_url(&s, cfg->gateway_url) != 0)
+			return -1;
+	}
+	if (cfg->agent_max_steps == 0 || cfg->agent_max_steps > 10000)
+		return out_of_bounds(from, "agent-max-steps", cfg->agent_max_steps,
+				     "must be 1..10000", err);
+	if (cfg->agent_output_max < 256 || cfg->agent_output_max > 1048576)
+		return out_of_bounds(from, "agent-output-max", cfg->agent_output_max,
+				     "must be 256..1048576", err);
+	return 0;
+}
+
 int config_parse(struct runner_config *cfg, int argc, char **argv, struct error *err)
 {
 	struct src cli = {.err = err};
@@ -508,6 +697,7 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 	 * environment value only counts if the command line does not replace
 	 * it. */
 	bool env_bad[N_OPTS] = {false};
+	enum origin from[N_OPTS] = {FROM_DEFAULT};
 	for (size_t i = 0; i < N_OPTS; i++) {
 		if (opts[i].def && apply_opt(&cli, cfg, &opts[i], opts[i].def))
 			return -1;
@@ -523,6 +713,7 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 			env_bad[i] = true;
 		else
 			note_given(cfg, &opts[i]);
+		from[i] = FROM_ENV;
 	}
 	char *tok = take_secret_env("EXECD_ACCESS_TOKEN");
 	if (tok && *tok && !cfg->token)
@@ -542,7 +733,8 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 	struct option lopts[N_OPTS + 4];
 	for (size_t i = 0; i < N_OPTS; i++) {
 		lopts[i].name = opts[i].name;
-		lopts[i].has_arg = opts[i].type == OPT_BOOL ? no_argument : required_argument;
+		/* --flag or --flag=VALUE (1/0, true/false, yes/no) */
+		lopts[i].has_arg = opts[i].type == OPT_BOOL ? optional_argument : required_argument;
 		lopts[i].flag = NULL;
 		lopts[i].val = 1000 + (int)i;
 	}
@@ -577,10 +769,11 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 			return error_set(err, 0, NULL, "unknown option '%s' (see --help)", arg);
 		}
 		const struct opt_def *o = &opts[c - 1000];
-		if (apply_opt(&cli, cfg, o, o->type == OPT_BOOL ? "1" : optarg))
+		if (apply_opt(&cli, cfg, o, o->type == OPT_BOOL && !optarg ? "1" : optarg))
 			return -1;
 		note_given(cfg, o);
 		env_bad[c - 1000] = false;
+		from[c - 1000] = FROM_CLI;
 	}
 	for (size_t i = 0; i < N_OPTS; i++) {
 		if (env_bad[i]) {
@@ -597,23 +790,10 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 					 argv[optind]);
 		cfg->main_argv = &argv[optind];
 	}
-	const struct src *src = &cli;
-	if (cfg->grace_ms > 3600000)
-		return bad_num(src, "grace-ms", cfg->grace_ms, "must be at most 3600000");
-	if (cfg->task_log_max < 65536)
-		return bad_num(src, "task-log-max", cfg->task_log_max, "must be at least 65536");
-	if (cfg->stream_window < 4096 || cfg->stream_window > cfg->task_log_max / 4)
-		return bad_num(src, "stream-window", cfg->stream_window,
-			       "must be 4096 .. task-log-max/4");
-	if (cfg->max_body < 1024)
-		return bad_num(src, "max-body", cfg->max_body, "must be at least 1024");
-	if (cfg->header_deadline_ms < 100 || cfg->header_deadline_ms > 600000)
-		return bad_num(src, "header-deadline-ms", cfg->header_deadline_ms,
-			       "must be 100..600000");
+	if (check_values(cfg, from, err) < 0)
+		return -1;
 	if (check_secret_file(cfg, &cfg->token_file, "token-file", err) ||
 	    check_secret_file(cfg, &cfg->key_file, "gateway-key-file", err))
-		return -1;
-	if (cfg->gateway_url && validate_gateway_url(src, cfg->gateway_url) != 0)
 		return -1;
 	if (cfg->gateway_key && !cfg->gateway_url)
 		fprintf(stderr,
@@ -623,14 +803,10 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 	 * ungoverned. Only an explicit --exec-network full allows that. */
 	if (cfg->gateway_url && !cfg->gateway_key && !cfg->exec_network_set)
 		cfg->exec_network_none = true;
-	if (cfg->agent_max_steps == 0 || cfg->agent_max_steps > 10000)
-		return bad(src, "agent-max-steps", "(value)", "must be 1..10000");
 	if (cfg->one_shot && cfg->main_argv)
 		return error_set(err, 0, NULL,
 				 "--one-shot and a main command (-- CMD) both decide the exit "
 				 "status: use one");
-	if (cfg->agent_output_max < 256 || cfg->agent_output_max > 1048576)
-		return bad(src, "agent-output-max", "(value)", "must be 256..1048576");
 	return 0;
 }
 

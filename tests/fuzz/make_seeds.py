@@ -209,6 +209,12 @@ def json_seeds():
     add("bad_utf8", 0, b'{"command": "\xc3\x28"}')
     add("not_object", 0, "[1, 2]")
     add("trailing", 0, '{"command": "a"} x')
+    # issue 25: schemas (unknown fields, the other API's names, wrong types)
+    add("task_execd_names", 1, {"task": "x", "timeout": 5, "envs": {}, "command": "y"})
+    add("task_unknown_field", 1, {"task": "x", "bogus": [1, {"a": None}]})
+    add("command_native_names", 0, {"command": "x", "timeout_ms": 5, "env": {}, "task": "y"})
+    add("command_unknown_ok", 0, {"command": "x", "newExecdField": {"a": 1}})
+    add("command_wrong_types", 0, {"command": "x", "background": "yes", "cwd": 5})
     return s
 
 

@@ -343,7 +343,7 @@ class AgentUnreachable(unittest.TestCase):
             p = subprocess.run([RUNNER, "--listen", "127.0.0.1:0"], capture_output=True,
                                env=dict(os.environ, FORCEAI_GATEWAY_URL=bad), timeout=10)
             self.assertEqual(p.returncode, 2, (bad, p.stderr))
-            self.assertIn(b"gateway-url", p.stderr)
+            self.assertIn(b"FORCEAI_GATEWAY_URL", p.stderr)  # the variable it came from
             self.assertNotIn(b"pw@", p.stderr)
 
     def test_no_gateway_is_501(self):
