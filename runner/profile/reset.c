@@ -70,7 +70,7 @@ struct reset {
 	bool streams_forced;
 	uint64_t longest_step_ms; /* the loop's longest stretch in the reset's own code */
 
-	unsigned tasks, sessions, tokens, proxy_requests, streams, records;
+	unsigned tasks, sessions, ptys, tokens, proxy_requests, streams, records;
 	uint64_t log_bytes;
 	pid_t *killed; /* task processes signalled (the shims not counted) */
 	size_t n_killed, cap_killed;
@@ -342,11 +342,11 @@ static void respond(struct reset *rs, unsigned status, json_t *body)
 
 static json_t *counts(struct reset *rs)
 {
-	return json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:I}", "tasks", (int)rs->tasks, "processes",
-			 (int)distinct_killed(rs), "sessions", (int)rs->sessions, "model_tokens",
-			 (int)rs->tokens, "model_requests", (int)rs->proxy_requests, "streams",
-			 (int)rs->streams, "records", (int)rs->records, "log_bytes",
-			 (json_int_t)rs->log_bytes);
+	return json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:I}", "tasks", (int)rs->tasks,
+			 "processes", (int)distinct_killed(rs), "sessions", (int)rs->sessions,
+			 "pty_sessions", (int)rs->ptys, "model_tokens", (int)rs->tokens,
+			 "model_requests", (int)rs->proxy_requests, "streams", (int)rs->streams,
+			 "records", (int)rs->records, "log_bytes", (json_int_t)rs->log_bytes);
 }
 
 static void stop_worker(struct reset *rs)
@@ -720,7 +720,7 @@ int reset_start(struct runner *r, struct http_req *req, struct error *e)
 
 	rs->t0 = monotonic_ms();
 	enter(rs, R_PROCESSES);
-	rs->tasks = rs->sessions = rs->tokens = rs->proxy_requests = 0;
+	rs->tasks = rs->sessions = rs->ptys = rs->tokens = rs->proxy_requests = 0;
 	rs->streams = rs->records = 0;
 	rs->log_bytes = 0;
 	rs->ms_processes = rs->ms_streams = rs->ms_files = 0;
@@ -745,6 +745,10 @@ int reset_start(struct runner *r, struct http_req *req, struct error *e)
 		session_delete(r, r->sessions->head);
 		rs->sessions++;
 	}
+	/* PTY sessions, connected or not: their ids are forgotten and their
+	 * pins let go, so no record stays in use. */
+	const struct profile_hooks *hk = r->profile->hooks;
+	rs->ptys = hk && hk->end_ptys ? hk->end_ptys(r) : 0;
 	rs->tokens = modelproxy_revoke_all(r, &rs->proxy_requests);
 	tasks_kill_all(r, true);
 	rs->longest_step_ms = monotonic_ms() - rs->t0;

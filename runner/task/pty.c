@@ -25,8 +25,8 @@
 
 /* ---- setting up ---- */
 
-static int open_pty(uid_t uid, gid_t gid, unsigned short cols, unsigned short rows, int *master,
-		    int *slave, struct error *err)
+static int open_pty(unsigned short cols, unsigned short rows, int *master, int *slave,
+		    struct error *err)
 {
 	int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
 	if (m < 0)
@@ -49,8 +49,13 @@ static int open_pty(uid_t uid, gid_t gid, unsigned short cols, unsigned short ro
 					 "cannot open the terminal's peer");
 		}
 	}
-	/* The task owns its terminal, as after a login (tty(1), mesg, ssh). */
-	if ((geteuid() == 0 && fchown(s, uid, gid) < 0) || fchmod(s, 0620) < 0) {
+	/* The terminal stays the runner's, 0600: the shell gets the open
+	 * descriptor (and /dev/tty, which checks no owner), so no other task
+	 * of the same uid, nor another session's shell, can open /dev/pts/N
+	 * by name to read what the client types or write to its screen
+	 * (issue 19). In non-root mode the runner's uid is the tasks': there
+	 * the mode keeps out only other uids (docs/design.md §16). */
+	if (fchmod(s, 0600) < 0) {
 		int e = errno;
 		close(s);
 		close(m);
@@ -69,8 +74,7 @@ static int open_pty(uid_t uid, gid_t gid, unsigned short cols, unsigned short ro
 	return 0;
 }
 
-int task_io_prepare(const struct task_spec *spec, uid_t uid, gid_t gid, struct task_io_prep *p,
-		    struct error *err)
+int task_io_prepare(const struct task_spec *spec, struct task_io_prep *p, struct error *err)
 {
 	*p = (struct task_io_prep)TASK_IO_PREP_INIT;
 	if (spec->tty) {
@@ -78,7 +82,7 @@ int task_io_prepare(const struct task_spec *spec, uid_t uid, gid_t gid, struct t
 		p->cols = spec->cols ? spec->cols : 80;
 		p->rows = spec->rows ? spec->rows : 24;
 		int m = -1, s = -1;
-		if (open_pty(uid, gid, p->cols, p->rows, &m, &s, err) < 0)
+		if (open_pty(p->cols, p->rows, &m, &s, err) < 0)
 			return -1;
 		p->child_in = p->child_out = s;
 		p->parent_out = m;
