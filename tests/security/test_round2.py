@@ -476,5 +476,82 @@ class PtyTerminalPrivate(unittest.TestCase):
                         "tmux and expect are check dependencies (scripts/install-deps.sh)")
 
 
+STALE_PGRP = r"""
+import os, sys, time
+c = os.fork()
+if c == 0:
+    os.setpgid(0, 0)
+    time.sleep(0.3)
+    os._exit(0)
+os.setpgid(c, c)
+os.tcsetpgrp(0, c)            # the terminal's foreground group: the child's
+os.waitpid(c, 0)              # gone, and the shell-less parent never takes it back
+print("STALE", c, flush=True)
+time.sleep(60)
+"""
+
+
+class StaleForegroundGroup(unittest.TestCase):
+    """Not covered by the pass (examined here): a signal frame goes to the
+    terminal's foreground group (TIOCGPGRP). When that group is gone and
+    nothing took the terminal back, the number can be reused: the root
+    runner (CAP_KILL) would signal whatever process group has it now."""
+
+    def setUp(self):
+        self.r = Runner()
+        self.addCleanup(self.r.close)
+
+    def victim_with_pid(self, pid):
+        """A process outside the box whose pid and process group are `pid`
+        (ns_last_pid, as root; other forks on the machine may race us)."""
+        for _ in range(200):
+            with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+                f.write(str(pid - 1))
+            p = subprocess.Popen(["sleep", "60"], start_new_session=True)
+            if p.pid == pid:
+                return p
+            p.kill()
+            p.wait()
+        return None
+
+    @unittest.skipUnless(os.geteuid() == 0 and os.access("/proc/sys/kernel/ns_last_pid", os.W_OK),
+                         "needs root to choose a pid (ns_last_pid)")
+    def test_signal_never_reaches_a_reused_group(self):
+        with open(os.path.join(self.r.work, "stale.py"), "w") as f:
+            f.write(STALE_PGRP)
+        st, b = self.r.json("POST", "/pty", {"cwd": self.r.work,
+                                              "command": "exec python3 stale.py"})
+        self.assertEqual(st, 201, b)
+        sid = b["session_id"]
+
+        async def go():
+            ws = await websockets.connect(ws_url(self.r, "/pty/%s/ws" % sid), max_size=None)
+            frames = await recv_until(ws, has_output("STALE "), 15)
+            import re
+            text = output_of(frames).decode(errors="replace")
+            while not re.search(r"STALE (\d+)\r\n", text):
+                frames += await recv_until(ws, lambda k, p: True)
+                text = output_of(frames).decode(errors="replace")
+            stale = int(re.search(r"STALE (\d+)", text).group(1))
+            victim = self.victim_with_pid(stale)
+            if victim is None:
+                await ws.close()
+                return stale, None, None
+            await ws.send(json.dumps({"type": "signal", "signal": "SIGKILL"}))
+            await asyncio.sleep(0.5)
+            alive = victim.poll() is None
+            victim.kill()
+            victim.wait()
+            await ws.close()
+            return stale, alive, True
+
+        stale, alive, got = run(go())
+        if got is None:
+            self.skipTest("could not get pid %d for the victim (a busy machine)" % stale)
+        print("\n  stale foreground group %d reused by an outside process: alive after the "
+              "signal frame: %s" % (stale, alive))
+        self.assertTrue(alive, "the runner signalled a process group that reused the "
+                               "terminal's stale foreground group")
+
 if __name__ == "__main__":
     unittest.main()
