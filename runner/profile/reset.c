@@ -387,8 +387,11 @@ static void fail(struct reset *rs, unsigned status, const char *code, const char
 	uint64_t ms = monotonic_ms() - rs->t0;
 	log_error("reset failed: the box refuses tasks until a reset succeeds", "{s:s,s:I}",
 		  "error", rs->failed, "duration_ms", (json_int_t)ms);
-	json_t *o = json_pack("{s:s,s:s,s:I,s:o}", "code", code, "message", rs->failed,
-			      "duration_ms", (json_int_t)ms, "removed", counts(rs));
+	/* A pool reads "discard": the box refuses tasks until a reset
+	 * succeeds, and this one could not make it fresh. */
+	json_t *o = json_pack("{s:s,s:s,s:s,s:I,s:o}", "code", code, "message", rs->failed, "box",
+			      status == 500 ? "discard" : "unavailable", "duration_ms",
+			      (json_int_t)ms, "removed", counts(rs));
 	end_reset(rs);
 	respond(rs, status, o);
 }
@@ -751,6 +754,10 @@ int reset_start(struct runner *r, struct http_req *req, struct error *e)
 	rs->ptys = hk && hk->end_ptys ? hk->end_ptys(r) : 0;
 	rs->tokens = modelproxy_revoke_all(r, &rs->proxy_requests);
 	tasks_kill_all(r, true);
+	/* Non-root mode: the state dir is of the tasks' uid (outside their
+	 * Landlock roots, but chmod is not Landlock's): its mode comes back. */
+	if (r->state_dir_fd >= 0 && fchmod(r->state_dir_fd, 0700) < 0)
+		log_errno("reset: cannot chmod the state dir back to 0700", errno, NULL);
 	rs->longest_step_ms = monotonic_ms() - rs->t0;
 	loop_timer_start(&r->loop, &rs->timer, STEP_MS, STEP_MS);
 	return 0;
