@@ -62,6 +62,13 @@ def xattrs(path):
             if n.startswith("user.") or n.startswith("system.posix_acl")}
 
 
+def clean_exit(r):
+    """SIGTERM: exit 0 (under ASan a leak or an error shows as another code)."""
+    rc = r.stop()
+    if rc != 0:
+        raise AssertionError("runner exited %s; log tail:\n%s" % (rc, r.logtext()[-3000:]))
+
+
 class RootReset(unittest.TestCase):
     """A root runner with reset on, over scratch roots."""
     runner_kw = {}
@@ -76,6 +83,7 @@ class RootReset(unittest.TestCase):
         self.r = Runner(("--allow-reset", "--landlock-roots", self.roots.roots_arg()) +
                         tuple(self.extra), **self.runner_kw)
         self.addCleanup(self.r.close)
+        self.addCleanup(clean_exit, self.r)
 
     def prepare(self):
         pass
@@ -401,6 +409,7 @@ class PtyTerminalPrivate(unittest.TestCase):
     def setUp(self):
         self.r = Runner()
         self.addCleanup(self.r.close)
+        self.addCleanup(clean_exit, self.r)
 
     def test_other_task_cannot_open_the_terminal(self):
         st, b = self.r.json("POST", "/pty", {"cwd": self.r.work})
@@ -500,6 +509,7 @@ class StaleForegroundGroup(unittest.TestCase):
     def setUp(self):
         self.r = Runner()
         self.addCleanup(self.r.close)
+        self.addCleanup(clean_exit, self.r)
 
     def victim_with_pid(self, pid):
         """A process outside the box whose pid and process group are `pid`
