@@ -268,6 +268,7 @@ static int linkmap_get_or_put(struct linkmap *m, uint64_t ino, uint32_t idx, uin
  * CAP_SYS_ADMIN, and settable by nobody less), POSIX ACLs. */
 #define XATTR_LIST_MAX_BYTES 65536
 #define XATTR_VALUE_MAX 65536
+#define XATTR_NAME_BYTES 256 /* the kernel's XATTR_NAME_MAX + 1 */
 
 static bool xattr_ours(const char *name)
 {
@@ -395,7 +396,7 @@ static int restore_xattrs(int fd, const struct snapshot *s, const struct snap_en
 	const char *blob = s->pool + e->xattr_off;
 	size_t blen = e->xattr_len;
 	int changed = 0, rc = 0;
-	char name[XATTR_NAME_MAX + 1], *val = malloc(XATTR_VALUE_MAX);
+	char name[XATTR_NAME_BYTES], *val = malloc(XATTR_VALUE_MAX);
 	if (!val) {
 		free(names);
 		return -ENOMEM;
