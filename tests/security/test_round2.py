@@ -208,6 +208,27 @@ class XattrsAcrossReset(RootReset):
         self.assertEqual(out, "[]\n600\n")
 
 
+class ResetFailsClosed(RootReset):
+    """What a reset cannot restore fails it closed, with a status a pool
+    reads as "discard this box": never "ready" with traces left, never
+    refusing tasks without saying why. Forced from the host here: the
+    workspace root is swapped for another directory."""
+
+    def test_failed_reset_says_discard(self):
+        ws = self.roots.ws
+        os.rename(ws, ws + ".moved")
+        os.mkdir(ws)
+        body = self.reset(expect=500)
+        self.assertEqual((body["code"], body["box"]), ("RESET_FAILED", "discard"), body)
+        self.assertIn("no longer the directory it was", body["message"])
+        st, b = self.r.json("POST", "/v1/tasks", {"task": "true"})
+        self.assertEqual((st, b["code"]), (503, "RESET_FAILED"), b)
+        self.assertIn("discard this box", b["message"])
+        os.rmdir(ws)
+        os.rename(ws + ".moved", ws)
+        self.reset()
+        self.assertEqual(self.sh("echo again"), "again\n")
+
 class AbstractSocketAcrossReset(RootReset):
     """Not covered by the pass (examined here): an abstract UNIX socket a
     tenant's daemon listens on must not answer the next tenant."""
