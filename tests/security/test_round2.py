@@ -229,6 +229,73 @@ class ResetFailsClosed(RootReset):
         self.reset()
         self.assertEqual(self.sh("echo again"), "again\n")
 
+RACER = r"""
+import os, sys, time
+ws, outside = sys.argv[1], sys.argv[2]
+os.makedirs(ws + "/race/a/b", exist_ok=True)
+for i in range(200):
+    open("%s/race/a/b/f%d" % (ws, i), "w").write("x")
+print("ready", flush=True)
+n = 0
+while True:
+    n += 1
+    for src, dst in (("race", "race2"), ("race2", "race")):
+        try:
+            os.rename(ws + "/" + src, ws + "/" + dst)
+        except OSError:
+            pass
+        try:
+            os.symlink(outside, ws + "/" + src)
+        except OSError:
+            pass
+        try:
+            os.unlink(ws + "/" + src)
+        except OSError:
+            pass
+    try:
+        os.symlink(outside, "%s/race/a/b/link%d" % (ws, n % 50))
+        os.rename(ws + "/race/a", ws + "/race/z")
+        os.symlink(outside, ws + "/race/a")
+        os.unlink(ws + "/race/a")
+        os.rename(ws + "/race/z", ws + "/race/a")
+    except OSError:
+        pass
+"""
+
+
+class RacesDuringTheWalk(RootReset):
+    """Not covered by the pass (examined here): symlinks and renames raced
+    while reset walks the roots. Every task process is gone before the
+    files phase, so the racer here is a process of the task uid that is
+    not below the runner (as `podman exec --user` would be in a box where
+    the runner is not PID 1): it renames directories under the walk and
+    plants symlinks to a directory outside the roots, without pause."""
+
+    def test_walk_never_leaves_the_roots(self):
+        path = os.path.join(self.roots.base, "racer.py")
+        with open(path, "w") as f:
+            f.write(RACER)
+        racer = subprocess.Popen(NONROOT[:-1] + ["--", sys.executable, path, self.roots.ws,
+                                                 self.roots.outside],
+                                 stdout=subprocess.PIPE, start_new_session=True)
+        self.addCleanup(lambda: (racer.poll() is None and racer.kill(), racer.wait()))
+        self.assertEqual(racer.stdout.readline().strip(), b"ready")
+        outcomes = []
+        for _ in range(5):
+            st, _, data = self.r.request("POST", "/v1/reset", timeout=120)
+            body = json.loads(data)
+            outcomes.append(st if st == 200 else "%d %s" % (st, body.get("message")))
+            if st != 200:
+                self.assertEqual((st, body.get("box")), (500, "discard"), body)
+            self.assertEqual(tree(self.roots.outside), self.before["outside"])
+        self.assertIsNone(racer.poll(), "the racer must have raced every reset")
+        racer.kill()
+        racer.wait()
+        self.reset()
+        self.assert_pristine()
+        print("\n  5 resets against a racer outside the runner's tree: %s; outside the roots "
+              "untouched" % outcomes)
+
 class AbstractSocketAcrossReset(RootReset):
     """Not covered by the pass (examined here): an abstract UNIX socket a
     tenant's daemon listens on must not answer the next tenant."""
