@@ -645,11 +645,11 @@ unsigned pty_end_all(struct runner *r)
 	 * of one deleted earlier: its reader lets go of the shell's record
 	 * now, whether or not it reads what is sent. */
 	for (struct pty_client *c = tab->all; c; c = c->anext) {
-		if (c->done)
-			continue;
+		/* Also one that got its exit frame but has not closed yet. */
+		bool was_done = c->done;
 		client_detach(c);
 		c->done = true;
-		if (c->ws && !ws_closing(c->ws)) {
+		if (!was_done && c->ws && !ws_closing(c->ws)) {
 			send_error(c, "RESET",
 				   "the box was reset (POST /v1/reset): the pty session "
 				   "is gone");
