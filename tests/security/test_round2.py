@@ -339,6 +339,8 @@ class NonRootReset(unittest.TestCase):
     def test_read_only_dirs_do_not_brick_the_box(self):
         rep = self.r.json("GET", "/v1/hardening")[1]
         self.assertEqual(rep["identity"]["mode"], "non-root")
+        # The gap of non-root mode is said, not hidden (design §16.4).
+        self.assertIn("a task can open another session's", rep["pty_terminals"])
         ws = self.roots.ws
         ev = self.r.execd({"command": "cd %s && mkdir d && echo x > d/f && chmod 555 d && "
                                       "mkdir -p z/y && echo x > z/y/f && chmod 000 z/y && "
@@ -542,6 +544,8 @@ class PtyTerminalPrivate(unittest.TestCase):
             return pts, other_task, other_shell, seen
 
         pts, other_task, other_shell, seen = run(go())
+        rep = self.r.json("GET", "/v1/hardening")[1]
+        self.assertTrue(rep["pty_terminals"].startswith("the runner's (root), mode 0600"), rep)
         print("\n  another task on %s: %r; another session's shell: %r" %
               (pts, other_task, other_shell[-40:]))
         self.assertNotIn("r=0", other_task)
