@@ -53,6 +53,10 @@ enum MHD_Result api_pty_status(struct http_req *req);
 enum MHD_Result api_pty_delete(struct http_req *req);
 enum MHD_Result api_pty_ws(struct http_req *req);
 void pty_free_all(struct runner *r);
+/* POST /v1/reset (a profile hook): every session ends, connected or not;
+ * clients get an error frame (code RESET) and the close; every id is
+ * forgotten, every record let go. Returns the sessions ended. */
+unsigned pty_end_all(struct runner *r);
 /* A client frame of the PTY WebSocket, parsed without I/O (also driven by
  * tests/fuzz/fuzz_ws.c). data/len point into the frame or into json. */
 enum pty_frame_kind {

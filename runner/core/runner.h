@@ -52,6 +52,10 @@ struct runner {
 	int state_dir_fd;
 	char state_dir[512]; /* its path: --state-dir, or a fallback (statedir.h) */
 	bool state_dir_fallback;
+	/* Non-root mode with a task-reachable state dir: none is used, spools
+	 * and the reset snapshot are memfds (the reason in state_dir_why). */
+	bool state_in_memory;
+	char state_dir_why[480];
 	struct loop_timer tick; /* 1 s housekeeping: keep-alives, record expiry */
 
 	struct http_server *http;

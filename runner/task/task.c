@@ -774,7 +774,7 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, struct e
 	int rc;
 	/* A terminal or a stdin pipe (task/pty.c); closed here on failure. */
 	cleanup_task_io struct task_io_prep iop = TASK_IO_PREP_INIT;
-	if (task_io_prepare(spec, uid, gid, &iop, err) < 0)
+	if (task_io_prepare(spec, &iop, err) < 0)
 		return start_failed(err, 0);
 	if (!iop.tty &&
 	    ((rc = make_pipe(&out_r, &out_w)) < 0 || (rc = make_pipe(&err_r, &err_w)) < 0))
