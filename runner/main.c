@@ -18,6 +18,8 @@
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "model/conversation.h"
+#include "model/engine.h"
 #include "model/modelproxy.h"
 #include "profile/profile.h"
 #include "api/proxy.h"
@@ -373,7 +375,8 @@ int main(int argc, char **argv)
 	if (http_start(r, api_routes, api_n_routes, &err) < 0)
 		return start_failed(&err);
 	http_set_hooks(r, &http_hooks);
-	if (gateway_init(r, &err) < 0 || modelproxy_start(r, &err) < 0)
+	if (gateway_init(r, &err) < 0 || modelproxy_start(r, &err) < 0 ||
+	    engines_check_config(r, &err) < 0)
 		return start_failed(&err);
 	/* Added last: it runs after the daemons' pumps. */
 	loop_hook_add(&r->loop, &r->exit_check, exit_check, r);
@@ -411,6 +414,7 @@ int main(int argc, char **argv)
 	pty_free_all(r);
 	tasks_free_all(r);
 	modelproxy_stop(r); /* after the tasks: chat tasks hold proxy tokens */
+	conv_free_all(r);   /* after the tasks: agents hold conversations */
 	gateway_stop(r);    /* last: agents and the proxy hold gateway calls */
 	profile_free(r);
 	log_info("exited", "{s:i,s:i}", "exit_code", r->exit_code, "orphans_reaped",

@@ -28,6 +28,7 @@ int api_parse_task(json_t *body, struct task_spec *spec, struct error *err);
 /* native.c: native task API */
 enum MHD_Result api_task_create(struct http_req *req);
 enum MHD_Result api_task_get(struct http_req *req);
+enum MHD_Result api_agent_engines(struct http_req *req);
 enum MHD_Result api_task_events(struct http_req *req);
 enum MHD_Result api_task_delete(struct http_req *req);
 

@@ -25,6 +25,7 @@ const struct http_route api_routes[] = {
 	{"DELETE", "/v1/tasks/*", api_task_delete, NULL, NULL},
 	{"GET", "/v1/tasks/*/events", api_task_events, NULL, NULL},
 	{"GET", "/v1/hardening", api_hardening, NULL, NULL},
+	{"GET", "/v1/agent/engines", api_agent_engines, NULL, NULL},
 	{"POST", "/pty", api_pty_create, NULL, NULL},
 	{"GET", "/pty/*", api_pty_status, NULL, NULL},
 	{"DELETE", "/pty/*", api_pty_delete, NULL, NULL},

@@ -32,6 +32,7 @@ enum opt_type {
 	OPT_PORT,
 	OPT_ID_RANGE,
 	OPT_NETWORK,
+	OPT_ENGINE,
 };
 
 struct opt_def {
@@ -120,6 +121,13 @@ static const struct opt_def opts[] = {
 	 "default total-token limit of an agent task (0 = none)"},
 	{"agent-output-max", "FORCEAI_AGENT_OUTPUT_MAX", OPT_U64, OFF(agent_output_max), "16384",
 	 "tool output fed back to the model per call (bytes; head and tail kept)"},
+	{"agent-engine", "FORCEAI_AGENT_ENGINE", OPT_ENGINE, 0, NULL,
+	 "NAME=PATH: the CLI of agent engine NAME (codex, claude-code; repeatable, or "
+	 "comma-separated in the variable; default: looked up on the task's PATH)"},
+	{"agent-context-max", "FORCEAI_AGENT_CONTEXT_MAX", OPT_U64, OFF(agent_context_max),
+	 "262144",
+	 "bytes of conversation the built-in agent sends per model call (older tool "
+	 "output is elided beyond it)"},
 	{"task-memory-max", "FORCEAI_TASK_MEMORY_MAX", OPT_U64, OFF(task_memory_max), "0",
 	 "memory.max of each task's cgroup where cgroup v2 is delegated (bytes; 0 = max)"},
 	{"task-pids-max", "FORCEAI_TASK_PIDS_MAX", OPT_U64, OFF(task_pids_max), "4096",
@@ -315,6 +323,33 @@ static int read_secret_file(const struct src *src, char **dst, struct secret_fil
 	return *dst ? 0 : error_set(src->err, ENOMEM, NULL, "--%s", opt);
 }
 
+/* NAME=PATH[,NAME=PATH...]: a lower-case name and an absolute path each. */
+static int parse_engines(const struct src *src, struct runner_config *cfg, const char *val)
+{
+	const char *p = val;
+	while (*p) {
+		const char *end = strchr(p, ',');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+		const char *eq = memchr(p, '=', n);
+		if (!eq || eq == p || eq + 1 == p + n || eq[1] != '/')
+			return bad(src, "agent-engine", val, "expected NAME=/absolute/path");
+		for (const char *c = p; c < eq; c++)
+			if (!((*c >= 'a' && *c <= 'z') || *c == '-'))
+				return bad(src, "agent-engine", val,
+					   "an engine name is lower-case letters and '-'");
+		if (cfg->n_agent_engines == AGENT_ENGINES_MAX)
+			return bad(src, "agent-engine", val, "at most 8 engines");
+		char *one = strndup(p, n);
+		if (!one)
+			return error_set(src->err, ENOMEM, NULL, "--agent-engine");
+		cfg->agent_engine[cfg->n_agent_engines++] = one;
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	return 0;
+}
+
 static int apply_opt(const struct src *src, struct runner_config *cfg, const struct opt_def *o,
 		     const char *val)
 {
@@ -362,6 +397,8 @@ static int apply_opt(const struct src *src, struct runner_config *cfg, const str
 			return bad(src, o->name, val, "expected full or none");
 		*(bool *)(base + o->off) = !strcmp(val, "none");
 		return 0;
+	case OPT_ENGINE:
+		return parse_engines(src, cfg, val);
 	case OPT_PORT: {
 		uint64_t v;
 		if (parse_u64(val, &v) < 0 || v > 65535)
@@ -614,6 +651,9 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 		return error_set(err, 0, NULL,
 				 "--one-shot and a main command (-- CMD) both decide the exit "
 				 "status: use one");
+	if (cfg->agent_context_max < 16384 || cfg->agent_context_max > 64ull << 20)
+		return bad_num(src, "agent-context-max", cfg->agent_context_max,
+			       "must be 16384..67108864 (bytes)");
 	if (cfg->agent_output_max < 256 || cfg->agent_output_max > 1048576)
 		return bad(src, "agent-output-max", "(value)", "must be 256..1048576");
 	return 0;
@@ -621,6 +661,9 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 
 void config_free(struct runner_config *cfg)
 {
+	for (unsigned i = 0; i < cfg->n_agent_engines; i++)
+		free((char *)cfg->agent_engine[i]);
+	cfg->n_agent_engines = 0;
 	if (cfg->gateway_key) {
 		explicit_bzero(cfg->gateway_key, strlen(cfg->gateway_key));
 		free(cfg->gateway_key);

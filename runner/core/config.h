@@ -66,6 +66,12 @@ struct runner_config {
 	uint64_t agent_timeout_ms; /* 0 = none */
 	uint64_t agent_max_tokens; /* 0 = none */
 	uint64_t agent_output_max; /* tool output fed back to the model (bytes) */
+	/* Agent engines (docs/design.md §19): "NAME=PATH" as given (validated
+	 * as such here; NAME against the engines at start, model/engine.c). */
+#define AGENT_ENGINES_MAX 8
+	const char *agent_engine[AGENT_ENGINES_MAX];
+	unsigned n_agent_engines;
+	uint64_t agent_context_max; /* bytes of conversation the built-in loop sends */
 };
 
 /* Parse argv + environment. Returns 0 to run, 1 when --help/--version was

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "model/chatstream.h"
+#include "model/conversation.h"
 #include "task/env.h"
 #include "model/gateway.h"
 #include "core/error.h"
@@ -44,6 +45,10 @@ struct agent {
 	uint64_t call_started_ms;
 	struct buf out_head, out_tail;
 	uint64_t out_total;
+
+	struct conversation *conv; /* kept after the task (docs/design.md §19.4) */
+	size_t largest_request;    /* bytes of the largest model request sent */
+	unsigned elided;           /* messages shortened by the context bound */
 };
 
 #define BASH_TOOL                                                                                   \
@@ -66,8 +71,16 @@ static json_t *usage_json(const struct cs_usage *u)
 
 static json_t *summary(struct agent *a)
 {
-	json_t *o = json_pack("{s:i,s:s}", "steps", (int)a->step, "model", a->model);
+	json_t *o = json_pack("{s:i,s:s,s:s}", "steps", (int)a->step, "model", a->model, "engine",
+			      "builtin");
 	json_object_set_new(o, "usage", usage_json(&a->total));
+	if (a->conv)
+		json_object_set_new(o, "conversation", json_string(a->conv->id));
+	json_object_set_new(o, "context",
+			    json_pack("{s:I,s:I,s:i}", "max_bytes",
+				      (json_int_t)a->r->cfg.agent_context_max,
+				      "largest_request_bytes", (json_int_t)a->largest_request,
+				      "elided_messages", (int)a->elided));
 	return o;
 }
 
@@ -129,8 +142,49 @@ static void on_release(struct task *t)
 
 static const struct task_driver_ops agent_ops = {on_cancel, on_release};
 
+/* The history as a conversation keeps it: every tool call of the last turn
+ * answered (a strict gateway refuses a call without its result). */
+static void save_conversation(struct agent *a)
+{
+	json_t *m = a->messages;
+	size_t n = json_array_size(m), last = n;
+	for (size_t i = n; i-- > 0;) {
+		const char *role = json_string_value(json_object_get(json_array_get(m, i), "role"));
+		if (role && !strcmp(role, "assistant")) {
+			last = i;
+			break;
+		}
+	}
+	json_t *tcs = last < n ? json_object_get(json_array_get(m, last), "tool_calls") : NULL;
+	size_t i;
+	json_t *tc;
+	json_array_foreach(tcs, i, tc) {
+		const char *id = json_string_value(json_object_get(tc, "id"));
+		bool answered = false;
+		for (size_t j = last + 1; j < n && !answered; j++) {
+			const char *tid = json_string_value(
+				json_object_get(json_array_get(m, j), "tool_call_id"));
+			answered = tid && id && !strcmp(tid, id);
+		}
+		if (!answered && id)
+			json_array_append_new(
+				m,
+				json_pack("{s:s,s:s,s:s}", "role", "tool", "tool_call_id", id,
+					  "content", "not run: the task ended before this call"));
+	}
+	int rc = conv_save(a->r, a->conv, m);
+	if (rc < 0)
+		log_errno("cannot save a conversation", -rc, a->conv->id);
+}
+
 static void agent_free(struct agent *a)
 {
+	if (a->conv) {
+		if (a->messages)
+			save_conversation(a);
+		conv_release(a->r, a->conv);
+		a->conv = NULL;
+	}
 	if (a->cs_live)
 		chatstream_free(&a->cs);
 	loop_timer_close(&a->r->loop, &a->retry_timer);
@@ -226,6 +280,116 @@ static void on_done(struct gw_call *c, void *arg, enum gw_err err, const char *m
 
 static const struct gw_call_ops call_ops = {on_head, on_data, on_done, NULL};
 
+/* ---- the context bound (--agent-context-max) ---- */
+
+static size_t msg_size(json_t *m)
+{
+	char *s = json_dumps(m, JSON_COMPACT);
+	size_t n = s ? strlen(s) + 1 : 0;
+	free(s);
+	return n;
+}
+
+/* Replace a long string field by a marker; the bytes saved. */
+static size_t elide(json_t *obj, const char *key, const char *what, size_t keep)
+{
+	json_t *v = json_object_get(obj, key);
+	if (!json_is_string(v) || json_string_length(v) <= keep + 160)
+		return 0;
+	size_t len = json_string_length(v);
+	if (strstr(json_string_value(v), "[elided by the runner:"))
+		return 0;
+	char *head = keep ? strndup(json_string_value(v), keep) : strdup("");
+	if (!head)
+		return 0;
+	/* Keep whole characters: a cut inside one is not valid UTF-8. */
+	size_t hl = strlen(head);
+	hl -= utf8_incomplete_tail((const unsigned char *)head, hl);
+	head[hl] = 0;
+	json_t *nv = json_sprintf("%s[elided by the runner: %zu bytes of %s; the conversation is "
+				  "kept under --agent-context-max]",
+				  head, len - hl, what);
+	free(head);
+	if (!nv)
+		return 0;
+	size_t nl = json_string_length(nv);
+	json_object_set_new(obj, key, nv);
+	return len > nl ? len - nl : 0;
+}
+
+/* Shorten a->messages until the request fits: tool outputs first (oldest
+ * first), then long assistant text and tool arguments, then the latest
+ * turns' outputs but the last; the system prompt and the goals (user
+ * messages) stay. Older turns are dropped whole as the last resort. */
+static size_t bound_context(struct agent *a, size_t overhead)
+{
+	json_t *m = a->messages;
+	size_t limit = a->r->cfg.agent_context_max;
+	limit = limit > overhead + 1024 ? limit - overhead : 1024;
+	size_t n = json_array_size(m), total = 0;
+	for (size_t i = 0; i < n; i++)
+		total += msg_size(json_array_get(m, i));
+	if (total <= limit)
+		return total;
+	/* The latest two assistant turns (and their results) are protected. */
+	size_t keep_from = n, seen = 0;
+	for (size_t i = n; i-- > 1 && seen < 2;) {
+		const char *role = json_string_value(json_object_get(json_array_get(m, i), "role"));
+		if (role && !strcmp(role, "assistant")) {
+			keep_from = i;
+			seen++;
+		}
+	}
+	for (int pass = 0; pass < 3 && total > limit; pass++) {
+		size_t end = pass < 2 ? keep_from : (n ? n - 1 : 0);
+		for (size_t i = 1; i < end && total > limit; i++) {
+			json_t *msg = json_array_get(m, i);
+			const char *role = json_string_value(json_object_get(msg, "role"));
+			size_t saved = 0;
+			if (role && !strcmp(role, "tool") && pass != 1) {
+				saved = elide(msg, "content", "tool output", pass == 2 ? 512 : 0);
+			} else if (role && !strcmp(role, "assistant") && pass == 1) {
+				saved = elide(msg, "content", "assistant text", 256);
+				size_t j;
+				json_t *tc;
+				json_array_foreach(json_object_get(msg, "tool_calls"), j, tc)
+					saved += elide(json_object_get(tc, "function"), "arguments",
+						       "tool arguments", 0);
+			}
+			if (saved) {
+				a->elided++;
+				total -= saved < total ? saved : total;
+			}
+		}
+	}
+	/* Whole old turns: an assistant message and the results after it. */
+	while (total > limit) {
+		size_t i = 1;
+		while (i < n &&
+		       strcmp(json_string_value(json_object_get(json_array_get(m, i), "role"))
+				      ?: "",
+			      "assistant"))
+			i++;
+		size_t j = i + 1;
+		while (j < n &&
+		       !strcmp(json_string_value(json_object_get(json_array_get(m, j), "role"))
+				       ?: "",
+			       "tool"))
+			j++;
+		if (i >= n || j >= n - 1 || i >= keep_from)
+			break; /* nothing old is left to drop */
+		for (size_t k = i; k < j; k++) {
+			size_t sz = msg_size(json_array_get(m, i));
+			total -= sz < total ? sz : total;
+			json_array_remove(m, i);
+			a->elided++;
+		}
+		n = json_array_size(m);
+		keep_from -= keep_from > j - i ? j - i : keep_from;
+	}
+	return total;
+}
+
 static void ask(struct agent *a)
 {
 	a->step++;
@@ -234,6 +398,7 @@ static void ask(struct agent *a)
 	chatstream_init(&a->cs, on_text, a);
 	a->cs_live = true;
 	a->retry_after[0] = 0;
+	bound_context(a, sizeof(BASH_TOOL) + 256);
 	json_t *tool = json_loads(BASH_TOOL, 0, NULL);
 	json_t *req = json_pack("{s:s,s:O,s:[o],s:s,s:b,s:{s:b}}", "model", a->model, "messages",
 				a->messages, "tools", tool, "tool_choice", "auto", "stream", 1,
@@ -244,6 +409,8 @@ static void ask(struct agent *a)
 		fail(a, "internal_error", "out of memory building the model request", 0);
 		return;
 	}
+	if (strlen(body) > a->largest_request)
+		a->largest_request = strlen(body);
 	struct gw_request rq = {.method = "POST",
 				.path = "/chat/completions",
 				.body = body,
@@ -477,7 +644,8 @@ static void next_tool(struct agent *a)
 
 /* ---- start ---- */
 
-struct task *agent_start(struct runner *r, const struct task_spec *spec, struct error *err)
+struct task *agent_start(struct runner *r, const struct task_spec *spec, struct conversation *conv,
+			 struct error *err)
 {
 	const char *model = spec->model ? spec->model : r->cfg.model;
 	if (!model) {
@@ -514,12 +682,33 @@ struct task *agent_start(struct runner *r, const struct task_spec *spec, struct 
 	s.api = TASK_API_NATIVE;
 	s.capability = "agent";
 	s.timeout_ms = spec->has_timeout ? spec->timeout_ms : r->cfg.agent_timeout_ms;
+	s.engine = "builtin";
+	s.conversation = conv ? conv->id : NULL;
 	struct task *t = task_start_driven(r, &s, &agent_ops, a, err);
 	if (!t) {
 		agent_free(a);
 		return NULL;
 	}
 	a->t = t;
+	json_t *history = conv ? conv_load(r, conv) : NULL;
+	if (conv) {
+		a->conv = conv;
+		conv_attach(conv, t);
+	}
+	if (history && json_array_size(history) >= 2) {
+		/* A continued conversation: its history, then the new goal. */
+		a->messages = history;
+		if (json_array_append_new(a->messages, json_pack("{s:s,s:s}", "role", "user",
+								 "content", spec->command)) < 0) {
+			fail(a, "internal_error", "the goal is not valid UTF-8 text", 0);
+			return t;
+		}
+		log_info("agent continues a conversation", "{s:s,s:s,s:i}", "task", t->id,
+			 "conversation", conv->id, "messages", (int)json_array_size(history));
+		ask(a);
+		return t;
+	}
+	json_decref(history);
 	char sys[1024];
 	snprintf(sys, sizeof(sys),
 		 "You are an autonomous agent working inside a sandboxed Linux box. Use the bash "

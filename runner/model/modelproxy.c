@@ -40,8 +40,9 @@ struct mp_token {
 	struct task *t; /* NULL once the task finished: the token is dead */
 	struct cs_usage usage;
 	unsigned requests;
-	unsigned inflight; /* requests using it now (MP_PER_TASK) */
-	unsigned refs;     /* the task + requests in flight */
+	unsigned inflight;                    /* requests using it now (MP_PER_TASK) */
+	unsigned refs;                        /* the task + requests in flight */
+	const struct modelproxy_watch *watch; /* an agent engine's, or NULL */
 	struct mp_token *next, *prev;
 };
 
@@ -77,6 +78,7 @@ struct mp_req {
 	bool too_big, start_failed;
 	bool counted; /* in tok->inflight */
 	bool called;  /* the gateway call was started (it may be over) */
+	bool refused; /* its task's watch refused the call (budget_exceeded) */
 	enum mp_state state;
 	bool responded;
 	struct gw_call *call;
@@ -242,6 +244,8 @@ static void up_done(struct gw_call *c, void *arg, enum gw_err err, const char *m
 			k->usage.prompt_tokens += q->us.usage.prompt_tokens;
 			k->usage.completion_tokens += q->us.usage.completion_tokens;
 			k->usage.total_tokens += q->us.usage.total_tokens;
+			if (k->watch && k->watch->usage)
+				k->watch->usage(k->watch->arg, &k->usage, k->requests);
 		}
 	}
 	wake(q);
@@ -314,6 +318,11 @@ static int start_call(struct mp_req *q)
 							  : q->content_length};
 	if (q->p->stopping)
 		return -1;
+	const struct modelproxy_watch *w = q->tok->watch;
+	if (q->post && w && w->request && w->request(w->arg, q->tok->requests + 1)) {
+		q->refused = true;
+		return -1;
+	}
 	q->called = true;
 	q->call = gw_call_start(q->p->r, &rq, &up_ops, q);
 	if (!q->call)
@@ -389,6 +398,10 @@ static enum MHD_Result body_complete(struct mp_req *q)
 		return mp_failf(q, "request_too_large", "request body over %u bytes", MP_MAX_BODY);
 	if (!q->start_failed && !q->called && start_call(q) < 0)
 		q->start_failed = true;
+	if (q->refused)
+		return mp_failf(q, "budget_exceeded",
+				"the task's model budget is spent (its agent engine's max_steps or "
+				"max_tokens)");
 	if (q->start_failed)
 		return mp_failf(q, "gateway_unavailable",
 				"the runner could not start a gateway call");
@@ -697,6 +710,31 @@ void modelproxy_stop(struct runner *r)
 	r->modelproxy = NULL;
 }
 
+static void on_task_finish(struct task *t, json_t *exit_ev);
+
+static struct mp_token *token_of(struct task *t)
+{
+	return t && t->on_finish == on_task_finish ? t->finish_arg : NULL;
+}
+
+void modelproxy_watch(struct task *t, const struct modelproxy_watch *w)
+{
+	struct mp_token *k = token_of(t);
+	if (k)
+		k->watch = w;
+}
+
+void modelproxy_task_usage(struct task *t, struct cs_usage *u, unsigned *requests)
+{
+	struct mp_token *k = token_of(t);
+	memset(u, 0, sizeof(*u));
+	*requests = 0;
+	if (k) {
+		*u = k->usage;
+		*requests = k->requests;
+	}
+}
+
 /* The chat task ended: its token dies, its usage goes into the exit event. */
 static void on_task_finish(struct task *t, json_t *exit_ev)
 {
@@ -707,6 +745,7 @@ static void on_task_finish(struct task *t, json_t *exit_ev)
 			      (json_int_t)k->usage.completion_tokens, "total_tokens",
 			      (json_int_t)k->usage.total_tokens, "requests", (int)k->requests);
 	json_object_set_new(exit_ev, "usage", u);
+	k->watch = NULL;
 	k->t = NULL;
 	t->finish_arg = NULL;
 	if (p)

@@ -978,8 +978,9 @@ struct task *task_start_driven(struct runner *r, const struct task_spec *spec,
 	if (spec->timeout_ms)
 		loop_timer_start(&r->loop, &t->timer, spec->timeout_ms, 0);
 	cleanup_json json_t *started =
-		json_pack("{s:s,s:I,s:s}", "task_id", t->id, "started_at",
-			  (json_int_t)t->started_ms, "capability", t->capability);
+		json_pack("{s:s,s:I,s:s,s:s?,s:s?}", "task_id", t->id, "started_at",
+			  (json_int_t)t->started_ms, "capability", t->capability, "engine",
+			  spec->engine, "conversation", spec->conversation);
 	append_event(t, "started", started);
 	task_link(t);
 	log_info("task started", "{s:s,s:s}", "task", t->id, "capability", t->capability);
