@@ -119,8 +119,8 @@ static void assistant(struct engine_parser *p, json_t *o)
 			p->tool_calls++;
 			json_t *in = json_object_get(b, "input");
 			emit(p, "tool.call",
-			     json_pack("{s:s,s:s,s:O}", "id", str(b, "id"), "name", str(b, "name"),
-				       "arguments", in ? in : json_object()));
+			     json_pack("{s:s,s:s,s:o}", "id", str(b, "id"), "name", str(b, "name"),
+				       "arguments", in ? json_incref(in) : json_object()));
 		} else if (!passed) {
 			passed = true; /* thinking and new kinds: the record as it is */
 			engine_pass(p, o);
@@ -180,6 +180,8 @@ static void result(struct engine_parser *p, json_t *o)
 	const char *res = str(o, "result");
 	if (str(o, "session_id"))
 		snprintf(p->session, sizeof(p->session), "%s", str(o, "session_id"));
+	/* The last result decides (a resumed stream may carry more than one). */
+	p->done = p->failed = p->hit_max_turns = false;
 	if (sub && !strcmp(sub, "error_max_turns")) {
 		p->hit_max_turns = true;
 	} else if (sub && !strcmp(sub, "success") &&
