@@ -537,6 +537,11 @@ static struct task *cli_start(struct runner *r, const struct task_spec *spec,
 		sh_quote(&cmd, json_string_value(v));
 	}
 	buf_append_str(&cmd, " -- \"$FORCEAI_AGENT_GOAL\"");
+	if (buf_append(&cmd, "", 1) < 0) { /* a C string for the task's shell */
+		error_set(err, ENOMEM, "RUNTIME_ERROR", "cannot start the agent");
+		cli_free(c);
+		return NULL;
+	}
 
 	struct task_spec s = *spec;
 	s.api = TASK_API_NATIVE;
