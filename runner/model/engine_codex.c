@@ -37,7 +37,6 @@ static bool toml_plain(const char *s)
 
 int codex_command(const struct engine_run *run, json_t *argv, json_t *env)
 {
-	(void)env;
 	if (!toml_plain(run->base_url) || (run->model && !toml_plain(run->model)))
 		return -1;
 	int rc = 0;
@@ -66,12 +65,28 @@ int codex_command(const struct engine_run *run, json_t *argv, json_t *env)
 		rc |= add(argv, "-c");
 		rc |= add(argv, fixed[i]);
 	}
+	/* Features that fetch from or talk to hosts other than the model
+	 * provider (plugin and app catalogues on github.com and chatgpt.com,
+	 * skill dependency installs, in-app updates, browsers). */
+	static const char *const off[] =
+		{"plugins",        "remote_plugin",  "plugin_sharing",
+		 "apps",           "in_app_updates", "skill_mcp_dependency_install",
+		 "tool_suggest",   "browser_use",    "browser_use_external",
+		 "in_app_browser", "computer_use",   "image_generation"};
+	for (size_t i = 0; i < sizeof(off) / sizeof(off[0]); i++) {
+		rc |= add(argv, "--disable");
+		rc |= add(argv, off[i]);
+	}
 	rc |= add(argv, "-c");
 	rc |= addf(argv, "model_providers.forceai.base_url=\"%s\"", run->base_url);
 	if (run->model) {
 		rc |= add(argv, "-m");
 		rc |= add(argv, run->model);
 	}
+	/* Its state database (SQLite) makes temporary files: in a directory the
+	 * task may write (SQLite's own fallbacks, /var/tmp first, are not). */
+	if (!json_object_get(env, "TMPDIR"))
+		rc |= json_object_set_new(env, "TMPDIR", json_string("/tmp"));
 	if (run->session && *run->session) {
 		rc |= add(argv, "resume");
 		rc |= add(argv, run->session);
