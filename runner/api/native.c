@@ -288,8 +288,9 @@ int api_parse_task(json_t *body, struct task_spec *spec, struct error *err)
 					 "field '%s' is for capability agent only", names[i]);
 		*(i == 0 ? &spec->engine : &spec->conversation) = json_string_value(v);
 	}
-	static const char *const limits[] = {"max_steps", "max_tokens"};
-	for (int i = 0; i < 2; i++) {
+	static const char *const limits[] = {"max_steps", "max_tokens", "max_model_requests"};
+	uint64_t *dst[] = {&spec->max_steps, &spec->max_tokens, &spec->max_requests};
+	for (int i = 0; i < 3; i++) {
 		json_t *v = json_object_get(body, limits[i]);
 		if (!v || json_is_null(v))
 			continue;
@@ -297,7 +298,7 @@ int api_parse_task(json_t *body, struct task_spec *spec, struct error *err)
 		    json_integer_value(v) > 1000000000)
 			return error_set(err, 0, "INVALID_REQUEST_BODY",
 					 "field '%s' must be a positive integer", limits[i]);
-		*(i == 0 ? &spec->max_steps : &spec->max_tokens) = (uint64_t)json_integer_value(v);
+		*dst[i] = (uint64_t)json_integer_value(v);
 	}
 	return 0;
 }

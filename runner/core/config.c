@@ -64,7 +64,8 @@ static const struct opt_def opts[] = {
 	 "uids/gids a request may ask for, besides the task user's own (65534 and gids below "
 	 "1000 never)"},
 	{"exec-network", "FORCEAI_EXEC_NETWORK", OPT_NETWORK, OFF(exec_network_none), "full",
-	 "network of exec tasks unless the request says: full, or none (no IP sockets)"},
+	 "network of exec tasks unless the request says: full, or none (no IP sockets); "
+	 "vault mode (a gateway, no key) makes none the default unless this is given"},
 	{"max-tasks", "FORCEAI_MAX_TASKS", OPT_UINT, OFF(max_tasks), "64",
 	 "running tasks at once; more get 429"},
 	{"max-body", "FORCEAI_MAX_BODY", OPT_U64, OFF(max_body), "1048576",
@@ -119,6 +120,13 @@ static const struct opt_def opts[] = {
 	 "default time limit of an agent task (ms, 0 = none)"},
 	{"agent-max-tokens", "FORCEAI_AGENT_MAX_TOKENS", OPT_U64, OFF(agent_max_tokens), "0",
 	 "default total-token limit of an agent task (0 = none)"},
+	{"task-max-tokens", "FORCEAI_TASK_MAX_TOKENS", OPT_U64, OFF(task_max_tokens), "0",
+	 "default model-token budget of a task, summed over all its model calls and formats "
+	 "(0 = unlimited; request field max_tokens)"},
+	{"task-max-model-requests", "FORCEAI_TASK_MAX_MODEL_REQUESTS", OPT_U64,
+	 OFF(task_max_model_requests), "0",
+	 "default number of model calls a task may make (0 = unlimited; request field "
+	 "max_model_requests)"},
 	{"agent-output-max", "FORCEAI_AGENT_OUTPUT_MAX", OPT_U64, OFF(agent_output_max), "16384",
 	 "tool output fed back to the model per call (bytes; head and tail kept)"},
 	{"agent-engine", "FORCEAI_AGENT_ENGINE", OPT_ENGINE, 0, NULL,
@@ -458,6 +466,8 @@ static void note_given(struct runner_config *cfg, const struct opt_def *o)
 		cfg->task_user_set = true;
 	else if (o->type == OPT_STR && o->off == OFF(state_dir))
 		cfg->state_dir_set = true;
+	else if (o->type == OPT_NETWORK)
+		cfg->exec_network_set = true;
 }
 
 /* Remove a secret from this process's environment, including the bytes of
@@ -645,6 +655,11 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 	if (cfg->gateway_key && !cfg->gateway_url)
 		fprintf(stderr,
 			"forceai-runner: warning: a gateway key is set but no --gateway-url\n");
+	/* Vault mode: whoever reaches the gateway is authenticated (a sidecar
+	 * adds the key), so an exec task with IP sockets could call models
+	 * ungoverned. Only an explicit --exec-network full allows that. */
+	if (cfg->gateway_url && !cfg->gateway_key && !cfg->exec_network_set)
+		cfg->exec_network_none = true;
 	if (cfg->agent_max_steps == 0 || cfg->agent_max_steps > 10000)
 		return bad(src, "agent-max-steps", "(value)", "must be 1..10000");
 	if (cfg->one_shot && cfg->main_argv)

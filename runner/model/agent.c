@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/budget.h"
 #include "model/chatstream.h"
 #include "model/conversation.h"
 #include "task/env.h"
@@ -20,12 +21,11 @@ struct agent {
 	struct task *t;
 	char *model;
 	json_t *env; /* the request's env for tool commands (or NULL) */
-	uint64_t max_steps, max_tokens;
+	uint64_t max_steps;
 	enum task_network network; /* of its tool calls */
 	unsigned step;
 	json_t *messages;
-	struct cs_usage total;
-	bool has_usage;
+	struct budget b; /* the task's model budget: the same one a chat task's token has */
 
 	/* The model call in flight. */
 	struct gw_call *call;
@@ -59,6 +59,7 @@ struct agent {
 	"\"description\":\"the command line to run\"}},\"required\":[\"command\"]}}}"
 
 static void agent_free(struct agent *a);
+static void finish(struct agent *a, enum task_status st, int exit_code, const char *answer);
 static void ask(struct agent *a);
 static void next_tool(struct agent *a);
 
@@ -69,11 +70,21 @@ static json_t *usage_json(const struct cs_usage *u)
 			 (json_int_t)u->total_tokens);
 }
 
+static json_t *usage_json_mu(const struct mu_usage *u)
+{
+	return json_pack("{s:I,s:I,s:I}", "prompt_tokens", (json_int_t)u->prompt_tokens,
+			 "completion_tokens", (json_int_t)u->completion_tokens, "total_tokens",
+			 (json_int_t)u->total_tokens);
+}
+
 static json_t *summary(struct agent *a)
 {
 	json_t *o = json_pack("{s:i,s:s,s:s}", "steps", (int)a->step, "model", a->model, "engine",
 			      "builtin");
-	json_object_set_new(o, "usage", usage_json(&a->total));
+	json_object_set_new(o, "usage", budget_usage_json(&a->b));
+	json_t *b = budget_json(&a->b);
+	if (b)
+		json_object_set_new(o, "budget", b);
 	if (a->conv)
 		json_object_set_new(o, "conversation", json_string(a->conv->id));
 	json_object_set_new(o, "context",
@@ -82,6 +93,20 @@ static json_t *summary(struct agent *a)
 				      "largest_request_bytes", (json_int_t)a->largest_request,
 				      "elided_messages", (int)a->elided));
 	return o;
+}
+
+/* The budget is spent: the agent ends as a chat task's next call would be
+ * refused (max_tokens or max_model_requests). True when it ended. */
+static bool budget_over(struct agent *a)
+{
+	if (!budget_spent(&a->b))
+		return false;
+	finish(a,
+	       a->b.max_tokens && (uint64_t)a->b.used.total_tokens >= a->b.max_tokens
+		       ? TS_MAX_TOKENS
+		       : TS_MAX_MODEL_REQUESTS,
+	       1, NULL);
+	return true;
 }
 
 static void stop_work(struct agent *a, enum task_status why)
@@ -392,6 +417,11 @@ static size_t bound_context(struct agent *a, size_t overhead)
 
 static void ask(struct agent *a)
 {
+	char why[256];
+	if (!budget_admit(&a->b, why, sizeof(why))) {
+		budget_over(a);
+		return;
+	}
 	a->step++;
 	if (a->cs_live)
 		chatstream_free(&a->cs);
@@ -427,12 +457,13 @@ static void turn_complete(struct agent *a)
 	struct chatstream *cs = &a->cs;
 	a->attempt = 0;
 	if (cs->has_usage) {
-		a->total.prompt_tokens += cs->usage.prompt_tokens;
-		a->total.completion_tokens += cs->usage.completion_tokens;
-		a->total.total_tokens += cs->usage.total_tokens;
+		struct mu_usage u = {.prompt_tokens = cs->usage.prompt_tokens,
+				     .completion_tokens = cs->usage.completion_tokens,
+				     .total_tokens = cs->usage.total_tokens};
+		budget_charge(&a->b, &u);
 		json_t *ev = usage_json(&cs->usage);
 		json_object_set_new(ev, "step", json_integer(a->step));
-		json_object_set_new(ev, "total", usage_json(&a->total));
+		json_object_set_new(ev, "total", usage_json_mu(&a->b.used));
 		task_emit(a->t, "usage", ev);
 		json_decref(ev);
 	}
@@ -468,10 +499,8 @@ static void turn_complete(struct agent *a)
 		free(answer);
 		return;
 	}
-	if (a->max_tokens && (uint64_t)a->total.total_tokens >= a->max_tokens) {
-		finish(a, TS_MAX_TOKENS, 1, NULL);
+	if (budget_over(a))
 		return;
-	}
 	if (a->step >= a->max_steps) {
 		finish(a, TS_MAX_STEPS, 1, NULL);
 		return;
@@ -668,7 +697,13 @@ struct task *agent_start(struct runner *r, const struct task_spec *spec, struct 
 		return NULL;
 	}
 	a->max_steps = spec->max_steps ? spec->max_steps : r->cfg.agent_max_steps;
-	a->max_tokens = spec->max_tokens ? spec->max_tokens : r->cfg.agent_max_tokens;
+	/* The request's, else --agent-max-tokens (the older, agent-only name),
+	 * else --task-max-tokens. */
+	a->b.max_tokens = spec->max_tokens          ? spec->max_tokens
+			  : r->cfg.agent_max_tokens ? r->cfg.agent_max_tokens
+						    : r->cfg.task_max_tokens;
+	a->b.max_requests = spec->max_requests ? spec->max_requests
+					       : r->cfg.task_max_model_requests;
 	a->network = spec->network; /* for its tool calls */
 	if (spec->env && json_is_object(spec->env))
 		a->env = json_deep_copy(spec->env);

@@ -191,8 +191,9 @@ struct cli {
 	const char *child_status;
 
 	struct modelproxy_watch watch;
-	struct cs_usage usage; /* the proxy's count: authoritative */
+	struct mu_usage usage; /* the proxy's count: authoritative */
 	unsigned requests;
+	json_t *final_usage, *final_budget; /* of the CLI's chat task, once it ended */
 
 	bool stopping;              /* a limit or a cancel: the CLI's tree is being ended */
 	enum task_status stop_with; /* what the task ends with then */
@@ -212,6 +213,8 @@ static void cli_free(struct cli *c)
 	linesplit_free(&c->ls);
 	engine_parser_free(&c->parser);
 	buf_free(&c->err_tail);
+	json_decref(c->final_usage);
+	json_decref(c->final_budget);
 	if (c->conv)
 		conv_release(c->r, c->conv);
 	free(c->model);
@@ -222,7 +225,7 @@ static void cli_free(struct cli *c)
 	free(c);
 }
 
-static json_t *usage_json(const struct cs_usage *u)
+static json_t *usage_json(const struct mu_usage *u)
 {
 	return json_pack("{s:I,s:I,s:I}", "prompt_tokens", (json_int_t)u->prompt_tokens,
 			 "completion_tokens", (json_int_t)u->completion_tokens, "total_tokens",
@@ -231,14 +234,17 @@ static json_t *usage_json(const struct cs_usage *u)
 
 static json_t *summary(struct cli *c)
 {
-	json_t *u = usage_json(&c->usage);
-	json_object_set_new(u, "requests", json_integer(c->requests));
+	json_t *u = c->final_usage ? json_incref(c->final_usage) : usage_json(&c->usage);
+	if (!c->final_usage)
+		json_object_set_new(u, "requests", json_integer(c->requests));
 	json_t *o = json_pack("{s:i,s:s,s:o,s:s}", "steps", (int)c->requests, "model", c->model,
 			      "usage", u, "engine", engine_kind_name(c->kind));
 	if (c->conv)
 		json_object_set_new(o, "conversation", json_string(c->conv->id));
 	if (c->parser.session[0])
 		json_object_set_new(o, "engine_session", json_string(c->parser.session));
+	if (c->final_budget)
+		json_object_set(o, "budget", c->final_budget);
 	if (c->child_status) {
 		json_object_set_new(o, "engine_exit_code", json_integer(c->child_exit));
 		json_object_set_new(o, "engine_status", json_string(c->child_status));
@@ -290,40 +296,33 @@ static void on_stop_timer(struct loop *loop, struct loop_timer *t)
 		task_kill(c->child, TS_CANCELLED);
 }
 
-static int on_proxy_request(void *arg, unsigned n)
+/* The proxy refused a call: the budget (max_steps as max_model_requests,
+ * max_tokens) is spent. */
+static void on_proxy_refused(void *arg, const struct budget *b)
 {
 	struct cli *c = arg;
-	if (c->stopping)
-		return 1;
-	if (c->max_tokens && (uint64_t)c->usage.total_tokens >= c->max_tokens) {
-		cli_stop(c, TS_MAX_TOKENS);
-		return 1;
-	}
-	if (n > c->max_steps) {
-		cli_stop(c, TS_MAX_STEPS);
-		return 1;
-	}
-	c->requests = n;
-	return 0;
+	cli_stop(c,
+		 b->max_requests && b->requests >= b->max_requests ? TS_MAX_STEPS : TS_MAX_TOKENS);
 }
 
-static void on_proxy_usage(void *arg, const struct cs_usage *total, unsigned n)
+static void on_proxy_usage(void *arg, const struct budget *b)
 {
 	struct cli *c = arg;
-	struct cs_usage call = {
-		.prompt_tokens = total->prompt_tokens - c->usage.prompt_tokens,
-		.completion_tokens = total->completion_tokens - c->usage.completion_tokens,
-		.total_tokens = total->total_tokens - c->usage.total_tokens,
+	struct mu_usage call = {
+		.prompt_tokens = b->used.prompt_tokens - c->usage.prompt_tokens,
+		.completion_tokens = b->used.completion_tokens - c->usage.completion_tokens,
+		.total_tokens = b->used.total_tokens - c->usage.total_tokens,
 	};
-	c->usage = *total;
-	c->requests = n;
+	c->usage = b->used;
+	c->requests = (unsigned)b->requests;
 	json_t *ev = usage_json(&call);
-	json_object_set_new(ev, "step", json_integer(n));
-	json_object_set_new(ev, "total", usage_json(total));
+	json_object_set_new(ev, "step", json_integer(c->requests));
+	json_object_set_new(ev, "total", usage_json(&b->used));
 	json_object_set_new(ev, "source", json_string("model_proxy"));
 	task_emit(c->t, "usage", ev);
 	json_decref(ev);
-	if (c->max_tokens && (uint64_t)total->total_tokens >= c->max_tokens)
+	/* The call that crossed the limit may finish; the next would be refused. */
+	if (b->max_tokens && (uint64_t)b->used.total_tokens >= b->max_tokens)
 		cli_stop(c, TS_MAX_TOKENS);
 }
 
@@ -369,11 +368,14 @@ static void child_exit_event(struct cli *c, const char *data, size_t len)
 	json_t *ev = json_loadb(nl + 1, len - 5, 0, NULL);
 	json_t *u = json_object_get(ev, "usage");
 	if (json_is_object(u)) {
-		c->usage.prompt_tokens = json_integer_value(json_object_get(u, "prompt_tokens"));
-		c->usage.completion_tokens =
-			json_integer_value(json_object_get(u, "completion_tokens"));
-		c->usage.total_tokens = json_integer_value(json_object_get(u, "total_tokens"));
+		json_decref(c->final_usage);
+		c->final_usage = json_incref(u);
 		c->requests = (unsigned)json_integer_value(json_object_get(u, "requests"));
+	}
+	json_t *b = json_object_get(ev, "budget");
+	if (json_is_object(b)) {
+		json_decref(c->final_budget);
+		c->final_budget = json_incref(b);
 	}
 	json_decref(ev);
 }
@@ -498,7 +500,7 @@ static struct task *cli_start(struct runner *r, const struct task_spec *spec,
 	engine_parser_init(&c->parser, k, on_parsed, c);
 	c->max_steps = spec->max_steps ? spec->max_steps : r->cfg.agent_max_steps;
 	c->max_tokens = spec->max_tokens ? spec->max_tokens : r->cfg.agent_max_tokens;
-	c->watch = (struct modelproxy_watch){on_proxy_request, on_proxy_usage, c};
+	c->watch = (struct modelproxy_watch){on_proxy_usage, on_proxy_refused, c};
 	int rc = loop_timer_init(&r->loop, &c->stop_timer, on_stop_timer, c);
 	if (!(c->model = strdup(model)) || rc < 0) {
 		error_set(err, rc < 0 ? -rc : ENOMEM, "RUNTIME_ERROR", "cannot start the agent");
@@ -564,6 +566,10 @@ static struct task *cli_start(struct runner *r, const struct task_spec *spec,
 			       .env = env,
 			       .capability = "chat",
 			       .network = TASK_NET_FULL,
+			       /* The limits are the proxy's budget: a call past them is
+				* refused before it reaches the gateway. */
+			       .max_tokens = c->max_tokens,
+			       .max_requests = c->max_steps,
 			       .state_in_fd = -1,
 			       .state_out_fd = -1};
 	struct error cerr;

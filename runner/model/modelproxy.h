@@ -8,7 +8,7 @@
 #pragma once
 #include <jansson.h>
 
-#include "model/chatstream.h"
+#include "model/budget.h"
 #include "task/task.h"
 
 struct runner;
@@ -27,15 +27,13 @@ unsigned modelproxy_revoke_all(struct runner *r, unsigned *requests);
 struct task *modelproxy_start_task(struct runner *r, const struct task_spec *spec,
 				   struct error *err);
 
-/* An agent engine's view of its CLI's model calls (model/engine.c, docs/design.md §19): request
- * is called when a POST is about to go to the gateway (non-zero refuses it: 429 budget_exceeded,
- * never sent on), usage when a call ended with usage (total: the task's sum so far). */
+/* An agent engine's view of its CLI's model calls (model/engine.c, docs/design.md §19.3): the
+ * task's budget after a call ended with usage, and when a call was refused because it is spent
+ * (the proxy answered 429 budget_exceeded; nothing reached the gateway). */
 struct modelproxy_watch {
-	int (*request)(void *arg, unsigned requests);
-	void (*usage)(void *arg, const struct cs_usage *total, unsigned requests);
+	void (*usage)(void *arg, const struct budget *b);
+	void (*refused)(void *arg, const struct budget *b);
 	void *arg;
 };
 /* t: a chat task of modelproxy_start_task; w NULL stops watching (w outlives the watch). */
 void modelproxy_watch(struct task *t, const struct modelproxy_watch *w);
-/* The task's usage so far (0 when t holds no token). */
-void modelproxy_task_usage(struct task *t, struct cs_usage *u, unsigned *requests);

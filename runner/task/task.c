@@ -50,6 +50,8 @@ const char *task_status_name(enum task_status s)
 		return "max_steps";
 	case TS_MAX_TOKENS:
 		return "max_tokens";
+	case TS_MAX_MODEL_REQUESTS:
+		return "max_model_requests";
 	case TS_ERROR:
 		return "error";
 	}

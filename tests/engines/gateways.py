@@ -307,10 +307,16 @@ def validate_messages(body, headers):
         return "messages: at least one message is required"
     uses = set()
     prev = None
+    # The beta Claude Code asks for first lets system messages sit between turns.
+    roles = ("user", "assistant")
+    if "mid-conversation-tool-changes" in headers.get("anthropic-beta", ""):
+        roles += ("system",)
     for i, m in enumerate(msgs):
         role = m.get("role") if isinstance(m, dict) else None
-        if role not in ("user", "assistant"):
+        if role not in roles:
             return "messages.%d.role: Input should be 'user' or 'assistant'" % i
+        if role == "system":
+            continue
         if role == prev:
             return "messages: roles must alternate between user and assistant (%d)" % i
         prev = role

@@ -98,7 +98,8 @@ class AgentFlow(AgentBase):
         self.assertEqual(x["answer"], "The script printed hello-from-script.")
         self.assertEqual(x["steps"], 3)
         self.assertEqual(x["usage"], {"prompt_tokens": 150, "completion_tokens": 31,
-                                      "total_tokens": 181})
+                                      "total_tokens": 181, "cache_read_tokens": 0,
+                                      "cache_creation_tokens": 0, "requests": 3})
         usages = [x for e, x in zip(names, d) if e == "usage"]
         self.assertEqual(usages[1]["total_tokens"], 62)
         self.assertEqual(usages[2]["total"]["total_tokens"], 181)
