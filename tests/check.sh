@@ -41,6 +41,8 @@ stage integration python3 tests/run.py integration
 stage security python3 tests/run.py security
 stage sdk python3 tests/sdk/run_sdk.py
 stage gateway python3 tests/run.py gateway
+# Agent engines with the real Codex and Claude Code CLIs (npm, cached in /var/cache/forceai-npm).
+stage engines python3 tests/run.py engines
 if [ -z "${CHECK_FAST:-}" ]; then
 	stage integration-asan env RUNNER_BIN=build/asan/forceai-runner python3 tests/run.py integration
 	# valgrind cannot emulate Landlock, and refuses the rlimit changes of

@@ -1,0 +1,112 @@
+"""The built-in engine (docs/design.md §7.3, §19): conversations kept across
+tasks, and the context bound (--agent-context-max) over a long run; against
+the strict Chat Completions test gateway of tests/gateway."""
+import os
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "gateway"))
+
+from harness import Runner  # noqa: E402
+from test_gateway import TestGateway, text, tool  # noqa: E402
+
+KEY = "sk-builtin-" + os.urandom(6).hex()
+BOUND = 65536
+
+
+class Builtin(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.gw = TestGateway(key=KEY)
+        cls.r = Runner(args=["--agent-context-max", str(BOUND), "--agent-max-steps", "300"],
+                       env={"FORCEAI_GATEWAY_URL": cls.gw.url, "FORCEAI_GATEWAY_KEY": KEY,
+                            "FORCEAI_MODEL": "test-model"})
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.r.close()
+        cls.gw.close()
+
+    def setUp(self):
+        self.gw.turns.clear()
+        self.gw.requests.clear()
+        self.gw.errors.clear()
+
+    def agent(self, goal, timeout=120, **kw):
+        body = {"task": goal, "capability": "agent", "cwd": self.r.work}
+        body.update(kw)
+        ev = self.r.native(body, timeout=timeout)
+        self.assertEqual(ev[0]["event"], "started")
+        self.assertEqual(ev[0]["data"]["engine"], "builtin")
+        self.assertIn(ev[-1]["event"], ("exit", "error"))
+        return ev
+
+    def test_conversation_continues(self):
+        self.gw.script(text("Noted: the word is heron."))
+        ev1 = self.agent("Remember the word heron.")
+        conv = ev1[0]["data"]["conversation"]
+        self.assertEqual(ev1[-1]["data"]["conversation"], conv)
+        self.gw.script(text("It was heron."))
+        ev2 = self.agent("Which word was it?", conversation=conv)
+        self.assertEqual(ev2[0]["data"]["conversation"], conv)
+        self.assertEqual(ev2[-1]["data"]["answer"], "It was heron.")
+        m = self.gw.chat_requests()[-1]["body"]["messages"]
+        said = [(x["role"], x.get("content")) for x in m]
+        self.assertEqual(said[1], ("user", "Remember the word heron."))
+        self.assertIn(("assistant", "Noted: the word is heron."), said)
+        self.assertEqual(said[-1], ("user", "Which word was it?"))
+        self.assertEqual(self.gw.errors, [])
+
+    def test_continued_after_max_steps(self):
+        # The first task stops with a tool call the model made but that never
+        # ran: the kept history answers it, or a strict gateway refuses it.
+        self.gw.script(tool("bash", {"command": "echo one"}, call_id="c1"),
+                       tool("bash", {"command": "echo two"}, call_id="c2"))
+        ev1 = self.agent("count", max_steps=2)
+        self.assertEqual(ev1[-1]["data"]["status"], "max_steps")
+        self.gw.script(text("Counted to two."))
+        ev2 = self.agent("and now?", conversation=ev1[0]["data"]["conversation"])
+        self.assertEqual(ev2[-1]["data"].get("answer"), "Counted to two.", ev2[-1])
+        self.assertEqual(self.gw.errors, [])
+
+    def test_200_steps_stay_under_the_bound(self):
+        big = "head -c 30000 /dev/zero | tr '\\0' a; echo step-$RANDOM"
+        self.gw.script(*[tool("bash", {"command": big}, call_id="call_%d" % i, usage=(10, 2))
+                         for i in range(200)])
+        self.gw.script(text("Done after 200 steps."))
+        t0 = time.monotonic()
+        ev = self.agent("a long task: run the command 200 times", max_steps=250, timeout=600)
+        took = time.monotonic() - t0
+        x = ev[-1]["data"]
+        self.assertEqual(x["status"], "succeeded", x)
+        self.assertEqual(x["steps"], 201)
+        reqs = self.gw.chat_requests()
+        self.assertEqual(len(reqs), 201)
+        sizes = [int(q["headers"]["content-length"]) for q in reqs]
+        largest = max(sizes)
+        print("\n    200-step run: largest request %d bytes (bound %d), last %d, %.1f s,"
+              " %d messages elided" % (largest, BOUND, sizes[-1], took,
+                                       x["context"]["elided_messages"]), file=sys.stderr)
+        self.assertLessEqual(largest, BOUND)
+        self.assertEqual(x["context"]["largest_request_bytes"], largest)
+        # Without the bound the last request would hold 200 outputs of 16 KiB.
+        self.assertGreater(x["context"]["elided_messages"], 150)
+        last = reqs[-1]["body"]["messages"]
+        self.assertEqual(last[1], {"role": "user",
+                                   "content": "a long task: run the command 200 times"})
+        self.assertIn("step-", last[-1]["content"])  # the latest output is whole
+        self.assertIn("[elided by the runner:", str(last[2:10]))
+        self.assertEqual(self.gw.errors, [])
+        # Continued, the same conversation obeys the same bound.
+        self.gw.requests.clear()
+        self.gw.script(text("Still here."))
+        ev2 = self.agent("and then?", conversation=ev[0]["data"]["conversation"])
+        self.assertEqual(ev2[-1]["data"].get("answer"), "Still here.", ev2[-1])
+        self.assertLessEqual(int(self.gw.chat_requests()[0]["headers"]["content-length"]), BOUND)
+        self.assertEqual(self.gw.errors, [])
+
+
+if __name__ == "__main__":
+    unittest.main()
