@@ -1031,25 +1031,9 @@ static struct walk_job *walk_job_new(struct fcall *c, const char *what, struct f
 	return wj;
 }
 
-/* The root of a walk: resolved without magic links; a link there is not
- * followed. *fd: a directory descriptor, or -1 when it is no directory. */
 static int open_walk_root(const char *path, struct stat *st, int *fd)
 {
-	const char *base = ".";
-	cleanup_close int dirfd = -1;
-	*fd = -1;
-	if (strcmp(path, "/"))
-		dirfd = files_open_parent(path, &base);
-	else
-		dirfd = files_open(AT_FDCWD, "/", O_PATH | O_DIRECTORY, 0);
-	if (dirfd < 0)
-		return dirfd;
-	if (fstatat(dirfd, base, st, AT_SYMLINK_NOFOLLOW) < 0)
-		return -errno;
-	if (!S_ISDIR(st->st_mode))
-		return 0; /* the caller decides */
-	*fd = files_open_last(dirfd, base, O_RDONLY | O_DIRECTORY);
-	return *fd < 0 ? *fd : 0;
+	return files_open_root(path, st, fd);
 }
 
 static int op_list(struct fcall *c)
