@@ -406,6 +406,7 @@ int main(int argc, char **argv)
 	profile_abort(r);   /* a waiting reset request must not stay suspended */
 	proxy_close_all(r); /* libmicrohttpd must not stop with upgraded connections */
 	http_stop(r);
+	mcp_free_all(r); /* after http_stop (its streams are closed), before the tasks */
 	proxy_free_all(r);
 	sessions_free_all(r);
 	pty_free_all(r);

@@ -103,3 +103,11 @@ enum MHD_Result api_proxy_body(struct http_req *req, const char *data, size_t le
 enum MHD_Result api_proxy(struct http_req *req);
 /* ports.c: GET /v1/ports */
 enum MHD_Result api_ports(struct http_req *req);
+
+/* mcp.c: /mcp, the box as an MCP server (Streamable HTTP) */
+enum MHD_Result api_mcp(struct http_req *req);
+enum MHD_Result api_mcp_body(struct http_req *req, const char *data, size_t len);
+/* notifications/tools/list_changed to every session's open GET stream. */
+void mcp_notify_tools_changed(struct runner *r);
+/* End every session and call (shutdown, after http_stop). */
+void mcp_free_all(struct runner *r);

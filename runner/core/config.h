@@ -66,6 +66,12 @@ struct runner_config {
 	uint64_t agent_timeout_ms; /* 0 = none */
 	uint64_t agent_max_tokens; /* 0 = none */
 	uint64_t agent_output_max; /* tool output fed back to the model (bytes) */
+
+	/* /mcp (docs/design.md §18). */
+	const char *mcp_allowed_origins; /* NULL: localhost forms only */
+	unsigned mcp_max_sessions;
+	unsigned mcp_max_inflight;
+	uint64_t mcp_max_body;
 };
 
 /* Parse argv + environment. Returns 0 to run, 1 when --help/--version was
