@@ -89,6 +89,7 @@ enum MHD_Result api_files_delete(struct http_req *req);
 enum MHD_Result api_files_mv(struct http_req *req);
 enum MHD_Result api_files_permissions(struct http_req *req);
 enum MHD_Result api_files_search(struct http_req *req);
+enum MHD_Result api_files_grep(struct http_req *req);
 enum MHD_Result api_files_replace(struct http_req *req);
 enum MHD_Result api_files_upload(struct http_req *req);
 enum MHD_Result api_files_upload_body(struct http_req *req, const char *data, size_t len);

@@ -35,6 +35,7 @@ const struct http_route api_routes[] = {
 	{"POST", "/files/mv", api_files_mv, NULL, NULL},
 	{"POST", "/files/permissions", api_files_permissions, NULL, NULL},
 	{"GET", "/files/search", api_files_search, NULL, NULL},
+	{"GET", "/files/grep", api_files_grep, NULL, NULL},
 	{"POST", "/files/replace", api_files_replace, NULL, NULL},
 	{"POST", "/files/upload", api_files_upload, api_files_upload_body, NULL},
 	{"GET", "/files/download", api_files_download, NULL, NULL},

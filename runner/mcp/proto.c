@@ -53,7 +53,7 @@ int mcp_parse(const char *data, size_t len, struct mcp_msg *m, int *code, char *
 {
 	memset(m, 0, sizeof(*m));
 	json_error_t jerr;
-	m->root = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
+	m->root = json_loadb(data, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
 	if (!m->root)
 		return fail(code, msg, msglen, MCP_PARSE_ERROR,
 			    "Parse error: the body is not JSON");
