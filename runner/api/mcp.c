@@ -17,6 +17,7 @@
 #include "core/util.h"
 #include "core/version.h"
 #include "mcp/proto.h"
+#include "mcp/upstream.h"
 #include "tools/tools.h"
 
 #define MCP_KEEPALIVE_MS 15000
@@ -32,6 +33,7 @@ struct mcp_call {
 	struct mcp_session *sess; /* NULL: stateless, or its session ended */
 	json_t *id, *progress_token;
 	struct tool_call *tc;
+	struct mcp_up_call *uc; /* a tool of a stdio server behind /mcp (mcp/upstream.h) */
 	uint64_t progress;
 	bool stateless;
 	bool streaming;
@@ -69,6 +71,11 @@ struct mcp_req {
 	struct buf body;
 	bool too_big;
 	struct mcp_call *call;
+	/* tools/list waiting for stdio servers that are starting */
+	struct mcp_up_waiter w;
+	struct http_req *req;
+	json_t *list_id;
+	bool listing, list_ready, list_stateless;
 };
 
 static struct mcp_table *table(struct runner *r)
@@ -163,6 +170,10 @@ static void call_abort(struct mcp_call *c, const char *why)
 		tool_call_cancel(c->tc);
 		c->tc = NULL;
 	}
+	if (c->uc) {
+		mcp_upstream_cancel(c->uc);
+		c->uc = NULL;
+	}
 	call_unlink(c);
 	if (c->streaming) {
 		c->hs.done = true; /* a cancelled request gets no response (MCP) */
@@ -246,6 +257,8 @@ static void call_free(struct mcp_call *c)
 {
 	if (c->tc)
 		tool_call_cancel(c->tc);
+	if (c->uc)
+		mcp_upstream_cancel(c->uc);
 	call_unlink(c);
 	json_decref(c->id);
 	json_decref(c->progress_token);
@@ -339,12 +352,8 @@ static void on_output(void *arg, int stream, const char *p, size_t n)
 	json_decref(note);
 }
 
-static void on_done(void *arg, struct tool_result *res)
+static void call_answered(struct mcp_call *c, json_t *msg)
 {
-	struct mcp_call *c = arg;
-	c->tc = NULL;
-	json_t *msg = mcp_result(c->id, call_result(res, c->stateless));
-	tool_result_free(res);
 	call_unlink(c);
 	if (c->streaming) {
 		sse_event(&c->hs, msg);
@@ -357,13 +366,41 @@ static void on_done(void *arg, struct tool_result *res)
 	http_req_resume(c->req);
 }
 
+static void on_done(void *arg, struct tool_result *res)
+{
+	struct mcp_call *c = arg;
+	c->tc = NULL;
+	json_t *msg = mcp_result(c->id, call_result(res, c->stateless));
+	tool_result_free(res);
+	call_answered(c, msg);
+}
+
 static const struct tool_call_ops mcp_tool_ops = {on_output, on_done};
+
+/* A stdio server's answer: its result as it gave it, or an isError result saying why not. */
+static void on_upstream_done(void *arg, json_t *result, const char *error)
+{
+	struct mcp_call *c = arg;
+	c->uc = NULL;
+	json_t *r;
+	if (result) {
+		r = json_deep_copy(result);
+	} else {
+		r = json_pack("{s:[{s:s,s:s}],s:b}", "content", "type", "text", "text",
+			      error ? error : "the server failed", "isError", 1);
+	}
+	if (c->stateless)
+		json_object_set_new(r, "resultType", json_string("complete"));
+	call_answered(c, mcp_result(c->id, r));
+}
 
 static void mcp_req_free(struct http_req *req)
 {
 	struct mcp_req *q = req->ctx;
 	if (!q)
 		return;
+	mcp_upstream_unwait(req->r, &q->w);
+	json_decref(q->list_id);
 	if (q->call)
 		call_free(q->call);
 	buf_free(&q->body);
@@ -375,7 +412,8 @@ static enum MHD_Result tools_call(struct http_req *req, struct mcp_msg *m, struc
 				  bool stateless, bool sse_ok)
 {
 	struct runner *r = req->r;
-	if (!tools_known(m->tool))
+	bool upstream = !tools_known(m->tool) && mcp_upstream_has(r, m->tool);
+	if (!tools_known(m->tool) && !upstream)
 		return answer(req, 200, mcp_error(m->id, MCP_INVALID_PARAMS, "Unknown tool"), NULL);
 	struct mcp_table *t = table(r);
 	if (!t)
@@ -394,7 +432,22 @@ static enum MHD_Result tools_call(struct http_req *req, struct mcp_msg *m, struc
 	c->streaming = sse_ok;
 	struct tool_ctx ctx = {0};
 	struct tool_result res;
-	int rc = tool_call_start(r, m->tool, m->arguments, &ctx, &mcp_tool_ops, c, &c->tc, &res);
+	int rc;
+	if (upstream) {
+		char msg[400];
+		c->uc = mcp_upstream_call(r, m->tool, m->arguments, on_upstream_done, c, msg,
+					  sizeof(msg));
+		if (!c->uc) {
+			memset(&res, 0, sizeof(res));
+			tool_result_fail(&res, "%s", msg);
+			rc = 0;
+		} else {
+			rc = 1;
+		}
+	} else {
+		rc = tool_call_start(r, m->tool, m->arguments, &ctx, &mcp_tool_ops, c, &c->tc,
+				     &res);
+	}
 	if (rc == 0) {
 		json_t *msg = mcp_result(m->id, call_result(&res, stateless));
 		tool_result_free(&res);
@@ -423,6 +476,37 @@ static json_t *server_info(void)
 static json_t *capabilities(void)
 {
 	return json_pack("{s:{s:b}}", "tools", "listChanged", 1);
+}
+
+/* The runner's tools, then those of the stdio servers that are ready. */
+static json_t *tools_result(struct runner *r)
+{
+	json_t *all = tools_list();
+	json_t *up = mcp_upstream_tools(r);
+	json_array_extend(all, up);
+	json_decref(up);
+	return json_pack("{s:o}", "tools", all);
+}
+
+static void list_ready(struct mcp_up_waiter *w)
+{
+	struct mcp_req *q = (struct mcp_req *)((char *)w - offsetof(struct mcp_req, w));
+	q->list_ready = true;
+	http_req_resume(q->req);
+}
+
+/* tools/list while stdio servers start: answered once they are ready or failed. */
+static enum MHD_Result list_wait(struct http_req *req, struct mcp_msg *m, bool stateless)
+{
+	struct mcp_req *q = req->ctx;
+	q->listing = true;
+	q->list_id = json_incref(m->id);
+	q->list_stateless = stateless;
+	q->req = req;
+	q->w.ready = list_ready;
+	mcp_upstream_wait(req->r, &q->w);
+	http_req_suspend(req);
+	return MHD_YES;
 }
 
 static const char INSTRUCTIONS[] =
@@ -456,7 +540,9 @@ static enum MHD_Result dispatch(struct http_req *req, struct mcp_msg *m, struct 
 	if (!strcmp(method, "ping")) {
 		result = json_object();
 	} else if (!strcmp(method, "tools/list")) {
-		result = json_pack("{s:o}", "tools", tools_list());
+		if (req->r->mcp_upstream && mcp_upstream_start_all(req->r))
+			return list_wait(req, m, stateless);
+		result = tools_result(req->r);
 	} else if (!strcmp(method, "tools/call")) {
 		return tools_call(req, m, sess, stateless, sse_ok);
 	} else if (!strcmp(method, "server/discover")) {
@@ -626,6 +712,15 @@ enum MHD_Result api_mcp_body(struct http_req *req, const char *data, size_t len)
 enum MHD_Result api_mcp(struct http_req *req)
 {
 	struct mcp_req *q = req->ctx;
+	if (q && q->listing) {
+		/* Resumed: the stdio servers settled (or the runner stops). */
+		q->listing = false;
+		mcp_upstream_unwait(req->r, &q->w);
+		json_t *result = tools_result(req->r);
+		if (q->list_stateless)
+			json_object_set_new(result, "resultType", json_string("complete"));
+		return answer(req, 200, mcp_result(q->list_id, result), NULL);
+	}
 	if (q && q->call) {
 		/* Resumed: a JSON-mode call has its answer (or the runner stops). */
 		struct mcp_call *c = q->call;
@@ -658,4 +753,9 @@ enum MHD_Result api_mcp(struct http_req *req)
 		return do_delete(req);
 	return answer_error(req, 405, NULL, MCP_SERVER_ERROR,
 			    "Method Not Allowed: /mcp takes POST, GET and DELETE");
+}
+
+enum MHD_Result api_mcp_servers(struct http_req *req)
+{
+	return http_json(req, 200, json_pack("{s:o}", "servers", mcp_upstream_report(req->r)));
 }

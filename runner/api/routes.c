@@ -44,6 +44,7 @@ const struct http_route api_routes[] = {
 	{"DELETE", "/directories", api_dirs_delete, NULL, NULL},
 	{"GET", "/v1/ports", api_ports, NULL, NULL},
 	{"*", "/mcp", api_mcp, api_mcp_body, NULL},
+	{"GET", "/v1/mcp/servers", api_mcp_servers, NULL, NULL},
 	{"*", "/proxy/", api_proxy, api_proxy_body, api_proxy_start},
 	{"*", "/proxy/*", api_proxy, api_proxy_body, api_proxy_start},
 	{"*", "/proxy/*/**", api_proxy, api_proxy_body, api_proxy_start},

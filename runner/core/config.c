@@ -123,6 +123,9 @@ static const struct opt_def opts[] = {
 	{"mcp-allowed-origins", "FORCEAI_MCP_ALLOWED_ORIGINS", OPT_STR, OFF(mcp_allowed_origins),
 	 NULL,
 	 "comma-separated Origin values /mcp accepts (\"*\": any); none = only localhost forms"},
+	{"mcp-servers", "FORCEAI_MCP_SERVERS", OPT_STR, OFF(mcp_servers), NULL,
+	 "JSON file {\"mcpServers\": {name: {command, args, env}}}: stdio MCP servers offered on "
+	 "/mcp as name__tool, each started on first use as a confined task"},
 	{"mcp-max-sessions", "FORCEAI_MCP_MAX_SESSIONS", OPT_UINT, OFF(mcp_max_sessions), "64",
 	 "MCP sessions open at once on /mcp"},
 	{"mcp-max-inflight", "FORCEAI_MCP_MAX_INFLIGHT", OPT_UINT, OFF(mcp_max_inflight), "32",

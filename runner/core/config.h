@@ -69,6 +69,7 @@ struct runner_config {
 
 	/* /mcp (docs/design.md §18). */
 	const char *mcp_allowed_origins; /* NULL: localhost forms only */
+	const char *mcp_servers;         /* --mcp-servers FILE, or NULL */
 	unsigned mcp_max_sessions;
 	unsigned mcp_max_inflight;
 	uint64_t mcp_max_body;
