@@ -40,12 +40,13 @@ test("initialize with a bearer token; the tools are listed with schemas", async 
     assert.equal(client.getServerVersion().name, "forceai-runner");
     assert.ok(client.getServerCapabilities().tools);
     const { tools } = await client.listTools();
-    const names = tools.map((t) => t.name).sort();
+    // The runner's own tools (the stdio servers' are name__tool: tested below).
+    const names = tools.map((t) => t.name).filter((n) => !n.includes("__")).sort();
     assert.deepEqual(names, [
       "edit_file", "grep", "list_directory", "read_file", "run_command", "search_files",
       "write_file",
     ]);
-    for (const t of tools) {
+    for (const t of tools.filter((x) => !x.name.includes("__"))) {
       assert.ok(t.description.length > 20, t.name);
       assert.equal(t.inputSchema.type, "object");
     }
@@ -259,7 +260,7 @@ test("stateless 2026-07-28 by raw HTTP: no session, the version on every POST", 
   assert.ok(j.result.supportedVersions.includes("2026-07-28"));
   r = await post({ jsonrpc: "2.0", id: 2, method: "tools/list", params: { _meta: meta } });
   j = await r.json();
-  assert.equal(j.result.tools.length, 7);
+  assert.equal(j.result.tools.filter((t) => !t.name.includes("__")).length, 7);
   r = await fetch(URL_, {
     method: "POST", headers: { ...headers, Accept: "application/json" },
     body: JSON.stringify({ jsonrpc: "2.0", id: 3, method: "tools/call", params: { name: "run_command", arguments: { command: "echo stateless" }, _meta: meta } }),
@@ -278,4 +279,74 @@ test("stateless 2026-07-28 by raw HTTP: no session, the version on every POST", 
   r = await fetch(URL_, { method: "POST", headers: { ...headers, "MCP-Protocol-Version": "2025-11-25" }, body: JSON.stringify({ jsonrpc: "2.0", id: 5, method: "tools/list" }) });
   assert.equal(r.status, 400);
   assert.match((await r.json()).error.message, /Mcp-Session-Id/);
+});
+
+// ---- the image's own stdio MCP servers behind /mcp (--mcp-servers, run_mcp.py) ----
+
+const FS_ROOT = process.env.FS_ROOT;
+const servers = async () =>
+  (await (await fetch(process.env.RUNNER_URL + "/v1/mcp/servers", { headers: { "X-EXECD-ACCESS-TOKEN": TOKEN } })).json()).servers;
+
+test("a real stdio server from npm behind /mcp: its tools as fs__*, run as the task user", async () => {
+  await withClient(async (client) => {
+    const { tools } = await client.listTools();
+    const names = tools.map((t) => t.name);
+    for (const n of ["run_command", "fs__read_text_file", "fs__write_file", "fs__list_directory", "hostile__echo"])
+      assert.ok(names.includes(n), `${n} in ${names}`);
+    let r = await client.callTool({ name: "fs__write_file", arguments: { path: `${FS_ROOT}/via-fs.txt`, content: "written by the fs server\n" } });
+    assert.notEqual(r.isError, true, JSON.stringify(r));
+    assert.equal(fs.readFileSync(`${FS_ROOT}/via-fs.txt`, "utf8"), "written by the fs server\n");
+    assert.equal(fs.statSync(`${FS_ROOT}/via-fs.txt`).uid, 1000); // the confined task identity
+    r = await client.callTool({ name: "fs__read_text_file", arguments: { path: `${FS_ROOT}/via-fs.txt` } });
+    assert.equal(text(r), "written by the fs server\n");
+    r = await client.callTool({ name: "fs__read_text_file", arguments: { path: "/etc/hostname" } });
+    assert.equal(r.isError, true); // outside its allowed directory: the server's own rule
+    r = await client.callTool({ name: "hostile__whoami", arguments: {} });
+    assert.match(text(r), /^1000 \d+$/);
+    const s = await servers();
+    assert.deepEqual(s.map((x) => [x.name, x.state]), [["fs", "ready"], ["hostile", "ready"]]);
+  });
+});
+
+test("a server that crashes is reported, announced, and restarted on next use", async () => {
+  await withClient(async (client) => {
+    const { ToolListChangedNotificationSchema } = await import("@modelcontextprotocol/sdk/types.js");
+    let changed = 0;
+    client.setNotificationHandler(ToolListChangedNotificationSchema, () => { changed++; });
+    await client.listTools();
+    const before = (await servers()).find((x) => x.name === "hostile");
+    let r = await client.callTool({ name: "hostile__crash", arguments: {} });
+    assert.equal(r.isError, true);
+    assert.match(text(r), /exited/);
+    let s = (await servers()).find((x) => x.name === "hostile");
+    assert.equal(s.state, "failed");
+    assert.equal(s.exits, before.exits + 1);
+    assert.match(s.last_error, /exit code 3/);
+    r = await client.callTool({ name: "hostile__echo", arguments: { text: "back" } });
+    assert.equal(text(r), "back");
+    s = (await servers()).find((x) => x.name === "hostile");
+    assert.equal(s.state, "ready");
+    assert.equal(s.starts, before.starts + 1);
+    for (let i = 0; i < 40 && changed < 2; i++) await new Promise((res) => setTimeout(res, 50));
+    assert.ok(changed >= 2, `tools/list_changed seen ${changed} times (gone, then back)`);
+  });
+});
+
+test("a server that floods is killed; one that stalls can be cancelled; the runner stays responsive", async () => {
+  await withClient(async (client) => {
+    const t0 = Date.now();
+    let r = await client.callTool({ name: "hostile__flood", arguments: {} });
+    assert.equal(r.isError, true);
+    assert.match(text(r), /flooded/);
+    assert.ok(Date.now() - t0 < 20000);
+    const ping0 = Date.now();
+    await client.ping();
+    assert.ok(Date.now() - ping0 < 1000);
+    const ac = new AbortController();
+    const p = client.callTool({ name: "hostile__stall", arguments: {} }, undefined, { signal: ac.signal });
+    setTimeout(() => ac.abort(), 300);
+    await assert.rejects(p);
+    r = await client.callTool({ name: "hostile__echo", arguments: { text: "still here" } });
+    assert.equal(text(r), "still here");
+  });
 });

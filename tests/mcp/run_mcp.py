@@ -4,10 +4,13 @@ with an access token, then the MCP conformance suite's server scenarios that nee
 tools of its own against a runner without one (the suite sends no token). Node.js 22 and the
 pinned packages come from setup.sh (cached outside the clone). Prints each conformance
 scenario's checks and 'N passed, N failed' (SDK tests + conformance scenarios)."""
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -20,10 +23,34 @@ SCENARIOS = ["server-initialize", "ping", "tools-list", "dns-rebinding-protectio
              "server-sse-multiple-streams"]
 
 
+def servers_file(node, tmp):
+    """Two stdio servers behind /mcp: the real filesystem server from npm (rooted in a
+    directory of its own) and a hostile one (hostile_server.py)."""
+    fs_root = os.path.join(tmp, "fs-root")
+    os.mkdir(fs_root)
+    os.chmod(tmp, 0o755)
+    os.chmod(fs_root, 0o777)
+    hostile = os.path.join(tmp, "hostile_server.py")
+    shutil.copy(os.path.join(HERE, "hostile_server.py"), hostile)
+    os.chmod(hostile, 0o755)
+    fs_server = os.path.join(HERE, "node_modules", "@modelcontextprotocol", "server-filesystem",
+                             "dist", "index.js")
+    cfg = os.path.join(tmp, "mcp-servers.json")
+    with open(cfg, "w") as f:
+        json.dump({"mcpServers": {
+            "fs": {"command": os.path.realpath(node), "args": [os.path.realpath(fs_server), fs_root]},
+            "hostile": {"command": "/usr/bin/python3", "args": [hostile],
+                        "env": {"HOSTILE_MARK": "1"}}}}, f)
+    return cfg, fs_root
+
+
 def sdk_tests(node):
-    r = Runner(token="mcp-test-token-" + os.urandom(6).hex())
+    tmp = tempfile.mkdtemp(prefix="forceai-mcp-")
+    cfg, fs_root = servers_file(node, tmp)
+    r = Runner(token="mcp-test-token-" + os.urandom(6).hex(), args=("--mcp-servers", cfg))
     try:
-        env = dict(os.environ, RUNNER_URL=r.url, RUNNER_TOKEN=r.token, RUNNER_WORK=r.work)
+        env = dict(os.environ, RUNNER_URL=r.url, RUNNER_TOKEN=r.token, RUNNER_WORK=r.work,
+                   FS_ROOT=fs_root)
         p = subprocess.run([node, "--test", "--test-concurrency=1",
                             os.path.join(HERE, "mcp.test.mjs")],
                            env=env, capture_output=True, text=True, timeout=600, cwd=HERE)
@@ -34,6 +61,7 @@ def sdk_tests(node):
             print("runner exited %s after SIGTERM:\n%s" % (rc, r.logtext()[-3000:]))
     finally:
         r.close()
+        shutil.rmtree(tmp, ignore_errors=True)
     passed = re.search(r"^# pass (\d+)", p.stdout, re.M)
     failed = re.search(r"^# fail (\d+)", p.stdout, re.M)
     n_pass = int(passed.group(1)) if passed else 0
