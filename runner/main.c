@@ -13,6 +13,7 @@
 #include "files/ident.h"
 #include "api/hardening.h"
 #include "api/routes.h"
+#include "mcp/upstream.h"
 #include "http/http.h"
 #include "http/ws.h"
 #include "core/cleanup.h"
@@ -288,6 +289,15 @@ int main(int argc, char **argv)
 		return rc;
 	}
 
+	/* The stdio MCP servers' file is configuration: a bad one is a usage error. */
+	if (r->cfg.mcp_servers && mcp_upstream_load(r, r->cfg.mcp_servers, &err) < 0) {
+		fprintf(stderr, "forceai-runner: %s\n", err.msg);
+		mcp_upstream_free(r);
+		config_free(&r->cfg);
+		return 2;
+	}
+	mcp_upstream_on_change(r, mcp_notify_tools_changed);
+
 	if (r->cfg.write_seccomp_cache) {
 		char out[4096];
 		snprintf(out, sizeof(out), "%s.bpf", r->cfg.seccomp_policy);
@@ -409,6 +419,8 @@ int main(int argc, char **argv)
 	profile_abort(r);   /* a waiting reset request must not stay suspended */
 	proxy_close_all(r); /* libmicrohttpd must not stop with upgraded connections */
 	http_stop(r);
+	mcp_free_all(r); /* after http_stop (its streams are closed), before the tasks */
+	mcp_upstream_free(r);
 	proxy_free_all(r);
 	sessions_free_all(r);
 	pty_free_all(r);

@@ -40,6 +40,9 @@ stage pid1 python3 tests/run.py pid1
 stage integration python3 tests/run.py integration
 stage security python3 tests/run.py security
 stage sdk python3 tests/sdk/run_sdk.py
+# /mcp with the official MCP TypeScript SDK client and the MCP conformance suite (Node.js 22
+# from npm, cached outside the clone: tests/mcp/setup.sh).
+stage mcp python3 tests/mcp/run_mcp.py
 stage gateway python3 tests/run.py gateway
 # Agent engines with the real Codex and Claude Code CLIs (npm, cached in /var/cache/forceai-npm).
 stage engines python3 tests/run.py engines

@@ -90,6 +90,7 @@ enum MHD_Result api_files_delete(struct http_req *req);
 enum MHD_Result api_files_mv(struct http_req *req);
 enum MHD_Result api_files_permissions(struct http_req *req);
 enum MHD_Result api_files_search(struct http_req *req);
+enum MHD_Result api_files_grep(struct http_req *req);
 enum MHD_Result api_files_replace(struct http_req *req);
 enum MHD_Result api_files_upload(struct http_req *req);
 enum MHD_Result api_files_upload_body(struct http_req *req, const char *data, size_t len);
@@ -104,3 +105,13 @@ enum MHD_Result api_proxy_body(struct http_req *req, const char *data, size_t le
 enum MHD_Result api_proxy(struct http_req *req);
 /* ports.c: GET /v1/ports */
 enum MHD_Result api_ports(struct http_req *req);
+
+/* mcp.c: /mcp, the box as an MCP server (Streamable HTTP) */
+enum MHD_Result api_mcp(struct http_req *req);
+enum MHD_Result api_mcp_body(struct http_req *req, const char *data, size_t len);
+/* GET /v1/mcp/servers: the stdio servers behind /mcp, their state and tools. */
+enum MHD_Result api_mcp_servers(struct http_req *req);
+/* notifications/tools/list_changed to every session's open GET stream. */
+void mcp_notify_tools_changed(struct runner *r);
+/* End every session and call (shutdown, after http_stop). */
+void mcp_free_all(struct runner *r);

@@ -136,6 +136,18 @@ static const struct opt_def opts[] = {
 	 "262144",
 	 "bytes of conversation the built-in agent sends per model call (older tool "
 	 "output is elided beyond it)"},
+	{"mcp-allowed-origins", "FORCEAI_MCP_ALLOWED_ORIGINS", OPT_STR, OFF(mcp_allowed_origins),
+	 NULL,
+	 "comma-separated Origin values /mcp accepts (\"*\": any); none = only localhost forms"},
+	{"mcp-servers", "FORCEAI_MCP_SERVERS", OPT_STR, OFF(mcp_servers), NULL,
+	 "JSON file {\"mcpServers\": {name: {command, args, env}}}: stdio MCP servers offered on "
+	 "/mcp as name__tool, each started on first use as a confined task"},
+	{"mcp-max-sessions", "FORCEAI_MCP_MAX_SESSIONS", OPT_UINT, OFF(mcp_max_sessions), "64",
+	 "MCP sessions open at once on /mcp"},
+	{"mcp-max-inflight", "FORCEAI_MCP_MAX_INFLIGHT", OPT_UINT, OFF(mcp_max_inflight), "32",
+	 "MCP tool calls running at once (all sessions)"},
+	{"mcp-max-body", "FORCEAI_MCP_MAX_BODY", OPT_U64, OFF(mcp_max_body), "1048576",
+	 "largest JSON-RPC message POSTed to /mcp (bytes)"},
 	{"task-memory-max", "FORCEAI_TASK_MEMORY_MAX", OPT_U64, OFF(task_memory_max), "0",
 	 "memory.max of each task's cgroup where cgroup v2 is delegated (bytes; 0 = max)"},
 	{"task-pids-max", "FORCEAI_TASK_PIDS_MAX", OPT_U64, OFF(task_pids_max), "4096",
@@ -644,6 +656,15 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 			       "must be 4096 .. task-log-max/4");
 	if (cfg->max_body < 1024)
 		return bad_num(src, "max-body", cfg->max_body, "must be at least 1024");
+	if (cfg->mcp_max_body < 1024 || cfg->mcp_max_body > (64ULL << 20))
+		return bad_num(src, "mcp-max-body", cfg->mcp_max_body,
+			       "must be from 1024 to 67108864");
+	if (cfg->mcp_max_sessions < 1)
+		return bad_num(src, "mcp-max-sessions", cfg->mcp_max_sessions,
+			       "must be at least 1");
+	if (cfg->mcp_max_inflight < 1)
+		return bad_num(src, "mcp-max-inflight", cfg->mcp_max_inflight,
+			       "must be at least 1");
 	if (cfg->header_deadline_ms < 100 || cfg->header_deadline_ms > 600000)
 		return bad_num(src, "header-deadline-ms", cfg->header_deadline_ms,
 			       "must be 100..600000");

@@ -76,6 +76,13 @@ struct runner_config {
 	const char *agent_engine[AGENT_ENGINES_MAX];
 	unsigned n_agent_engines;
 	uint64_t agent_context_max; /* bytes of conversation the built-in loop sends */
+
+	/* /mcp (docs/design.md §18). */
+	const char *mcp_allowed_origins; /* NULL: localhost forms only */
+	const char *mcp_servers;         /* --mcp-servers FILE, or NULL */
+	unsigned mcp_max_sessions;
+	unsigned mcp_max_inflight;
+	uint64_t mcp_max_body;
 };
 
 /* Parse argv + environment. Returns 0 to run, 1 when --help/--version was

@@ -23,6 +23,8 @@ struct pty_table;
 struct profile;
 struct proxy_table;
 struct conversations;
+struct mcp_table;
+struct mcp_upstream;
 
 enum init_mode { INIT_PID1, INIT_SUBREAPER };
 
@@ -65,5 +67,7 @@ struct runner {
 	struct profile *profile;             /* one-shot and reset (profile/profile.h) */
 	struct files_sched files_sched;      /* the files API's long scans, in slices */
 	struct proxy_table *proxies;         /* open /proxy/{port} requests (api/proxy.c) */
+	struct mcp_table *mcp;               /* /mcp sessions and calls (api/mcp.c) */
+	struct mcp_upstream *mcp_upstream;   /* --mcp-servers: stdio servers behind /mcp */
 	struct conversations *conversations; /* of agent tasks (model/conversation.h) */
 };

@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/util.h"
+#include "tools/tools.h"
 
 struct agent {
 	struct runner *r;
@@ -38,13 +39,10 @@ struct agent {
 	/* Tool calls of the last turn, run one after the other. */
 	json_t *calls; /* array of {id, name, arguments} */
 	size_t next_call;
-	struct task *child;
-	struct task_reader rd;
-	bool rd_attached;
 	char call_id[80];
 	uint64_t call_started_ms;
-	struct buf out_head, out_tail;
-	uint64_t out_total;
+	bool call_is_bash;
+	struct tool_call *tool; /* the tool layer's call in flight (tools/tools.h) */
 
 	struct conversation *conv; /* kept after the task (docs/design.md §19.4) */
 	size_t largest_request;    /* bytes of the largest model request sent */
@@ -57,6 +55,37 @@ struct agent {
 	"and the output (stdout and stderr interleaved; long output is cut in the middle).\","      \
 	"\"parameters\":{\"type\":\"object\",\"properties\":{\"command\":{\"type\":\"string\","     \
 	"\"description\":\"the command line to run\"}},\"required\":[\"command\"]}}}"
+
+/* The file tools the model gets beside bash, from the tool layer (one description of each
+ * for every door: tools/registry.c). bash is the tool layer's run_command under the name
+ * models are trained on. */
+static const char *const FILE_TOOLS[] = {"read_file", "write_file", "edit_file"};
+
+static json_t *tool_defs(void)
+{
+	json_t *a = json_array();
+	json_array_append_new(a, json_loads(BASH_TOOL, 0, NULL));
+	for (size_t i = 0; i < sizeof(FILE_TOOLS) / sizeof(FILE_TOOLS[0]); i++) {
+		json_t *d = tools_describe(FILE_TOOLS[i]);
+		if (!d)
+			continue;
+		json_array_append_new(a,
+				      json_pack("{s:s,s:{s:O,s:O,s:O}}", "type", "function",
+						"function", "name", json_object_get(d, "name"),
+						"description", json_object_get(d, "description"),
+						"parameters", json_object_get(d, "inputSchema")));
+		json_decref(d);
+	}
+	return a;
+}
+
+static bool agent_tool(const char *name)
+{
+	for (size_t i = 0; i < sizeof(FILE_TOOLS) / sizeof(FILE_TOOLS[0]); i++)
+		if (!strcmp(name, FILE_TOOLS[i]))
+			return true;
+	return !strcmp(name, "bash");
+}
 
 static void agent_free(struct agent *a);
 static void finish(struct agent *a, enum task_status st, int exit_code, const char *answer);
@@ -115,14 +144,11 @@ static void stop_work(struct agent *a, enum task_status why)
 		gw_call_cancel(a->call);
 		a->call = NULL;
 	}
+	(void)why;
 	loop_timer_stop(&a->r->loop, &a->retry_timer);
-	if (a->rd_attached) {
-		task_reader_detach(&a->rd);
-		a->rd_attached = false;
-	}
-	if (a->child) {
-		task_kill(a->child, why);
-		a->child = NULL;
+	if (a->tool) {
+		tool_call_cancel(a->tool); /* kills a command's tree */
+		a->tool = NULL;
 	}
 }
 
@@ -216,8 +242,6 @@ static void agent_free(struct agent *a)
 	json_decref(a->messages);
 	json_decref(a->calls);
 	json_decref(a->env);
-	buf_free(&a->out_head);
-	buf_free(&a->out_tail);
 	free(a->model);
 	if (a->t && a->t->driver_arg == a) {
 		a->t->driver = NULL;
@@ -428,10 +452,12 @@ static void ask(struct agent *a)
 	chatstream_init(&a->cs, on_text, a);
 	a->cs_live = true;
 	a->retry_after[0] = 0;
-	bound_context(a, sizeof(BASH_TOOL) + 256);
-	json_t *tool = json_loads(BASH_TOOL, 0, NULL);
-	json_t *req = json_pack("{s:s,s:O,s:[o],s:s,s:b,s:{s:b}}", "model", a->model, "messages",
-				a->messages, "tools", tool, "tool_choice", "auto", "stream", 1,
+	json_t *tools = tool_defs();
+	char *td = tools ? json_dumps(tools, JSON_COMPACT) : NULL;
+	bound_context(a, (td ? strlen(td) : 8192) + 256); /* the request around the messages */
+	free(td);
+	json_t *req = json_pack("{s:s,s:O,s:o,s:s,s:b,s:{s:b}}", "model", a->model, "messages",
+				a->messages, "tools", tools, "tool_choice", "auto", "stream", 1,
 				"stream_options", "include_usage", 1);
 	char *body = req ? json_dumps(req, JSON_COMPACT) : NULL;
 	json_decref(req);
@@ -508,117 +534,69 @@ static void turn_complete(struct agent *a)
 	next_tool(a);
 }
 
-/* ---- running a tool call ---- */
+/* ---- running a tool call (the tool layer, tools/tools.h) ---- */
 
-static void collect_output(struct agent *a, const char *p, size_t n)
+static void tool_finished(struct agent *a, struct tool_result *res, const char *error)
 {
-	size_t half = (size_t)a->r->cfg.agent_output_max / 2;
-	if (!n)
-		return;
-	a->out_total += n;
-	if (a->out_head.len < half) {
-		size_t k = half - a->out_head.len < n ? half - a->out_head.len : n;
-		buf_append(&a->out_head, p, k);
-		p += k;
-		n -= k;
-	}
-	if (!n)
-		return;
-	buf_append(&a->out_tail, p, n);
-	if (a->out_tail.len > 2 * half) {
-		memmove(a->out_tail.data, a->out_tail.data + a->out_tail.len - half, half);
-		a->out_tail.len = half;
-	}
-}
-
-/* The output given back to the model: head + marker + tail when long,
- * always valid UTF-8 (invalid bytes become U+FFFD). */
-static json_t *tool_content(struct agent *a, int exit_code, const char *status)
-{
-	size_t half = (size_t)a->r->cfg.agent_output_max / 2;
-	struct buf raw = {0}, lit = {0};
-	buf_appendf(&raw, "exit_code: %d%s%s\n", exit_code, status ? "\nstatus: " : "",
-		    status ? status : "");
-	buf_append(&raw, a->out_head.data ? a->out_head.data : "", a->out_head.len);
-	size_t tail = a->out_tail.len > half ? half : a->out_tail.len;
-	uint64_t omitted = a->out_total - a->out_head.len - tail;
-	if (omitted)
-		buf_appendf(&raw, "\n[... %llu bytes of output omitted ...]\n",
-			    (unsigned long long)omitted);
-	if (tail)
-		buf_append(&raw, a->out_tail.data + a->out_tail.len - tail, tail);
-	buf_append_json_str(&lit, raw.data, raw.len);
-	json_t *s = json_loadb(lit.data, lit.len, JSON_DECODE_ANY, NULL);
-	buf_free(&raw);
-	buf_free(&lit);
-	return s ? s : json_string("(output unavailable)");
-}
-
-static void tool_finished(struct agent *a, int exit_code, const char *status, const char *error)
-{
-	json_t *ev = json_pack("{s:s,s:b,s:I,s:I}", "id", a->call_id, "done", 1, "output_bytes",
-			       (json_int_t)a->out_total, "duration_ms",
+	json_t *ev = json_pack("{s:s,s:b,s:I}", "id", a->call_id, "done", 1, "duration_ms",
 			       (json_int_t)(now_ms() - a->call_started_ms));
 	json_t *content;
-	if (error) {
-		json_object_set_new(ev, "error", json_string(error));
-		content = json_sprintf("error: %s", error);
+	if (error || (res && res->is_error && !(a->call_is_bash && res->ran))) {
+		struct buf m = {0};
+		buf_append_str(&m, "error: ");
+		if (error)
+			buf_append_str(&m, error);
+		else
+			buf_append(&m, res->text.data ? res->text.data : "", res->text.len);
+		json_object_set_new(ev, "error", tool_json_text(m.data + 7, m.len - 7));
+		content = tool_json_text(m.data, m.len);
+		buf_free(&m);
+	} else if (a->call_is_bash) {
+		json_object_set_new(ev, "output_bytes",
+				    json_integer((json_int_t)res->output_bytes));
+		json_object_set_new(ev, "exit_code", json_integer(res->exit_code));
+		json_object_set_new(ev, "status", json_string(res->status));
+		json_object_set_new(ev, "truncated", json_boolean(res->truncated));
+		content = tool_json_text(res->text.data, res->text.len);
 	} else {
-		json_object_set_new(ev, "exit_code", json_integer(exit_code));
-		json_object_set_new(ev, "status", json_string(status));
-		json_object_set_new(ev, "truncated",
-				    json_boolean(a->out_total > a->r->cfg.agent_output_max));
-		content = tool_content(a, exit_code,
-				       strcmp(status, "succeeded") && strcmp(status, "failed")
-					       ? status
-					       : NULL);
+		content = tool_json_text(res->text.data, res->text.len);
 	}
+	if (res)
+		tool_result_free(res);
 	task_emit(a->t, "tool.result", ev);
 	json_decref(ev);
 	json_array_append_new(a->messages,
 			      json_pack("{s:s,s:s,s:o}", "role", "tool", "tool_call_id", a->call_id,
 					"content", content));
-	buf_reset(&a->out_head);
-	buf_reset(&a->out_tail);
-	a->out_total = 0;
 	a->next_call++;
 	next_tool(a);
 }
 
-static void on_child_wake(struct task_reader *rd)
+static void on_tool_output(void *arg, int stream, const char *p, size_t n)
 {
-	struct agent *a = (struct agent *)((char *)rd - offsetof(struct agent, rd));
-	static char rbuf[SPOOL_MAX_REC];
-	struct spool_rec rec;
-	int rc;
-	while ((rc = task_reader_next(rd, &rec, rbuf)) == 1) {
-		if (rec.type == SPOOL_EVENT)
-			continue;
-		collect_output(a, rbuf, rec.len);
-		json_t *ev = json_pack("{s:s,s:s}", "id", a->call_id, "stream",
-				       rec.type == SPOOL_STDOUT ? "stdout" : "stderr");
-		if (utf8_valid((const unsigned char *)rbuf, rec.len)) {
-			json_object_set_new(ev, "text", json_stringn(rbuf, rec.len));
-		} else {
-			struct buf b = {0};
-			buf_append_base64(&b, (const unsigned char *)rbuf, rec.len);
-			json_object_set_new(ev, "data_b64",
-					    json_stringn(b.data ? b.data : "", b.len));
-			buf_free(&b);
-		}
-		task_emit(a->t, "tool.result", ev);
-		json_decref(ev);
+	struct agent *a = arg;
+	json_t *ev = json_pack("{s:s,s:s}", "id", a->call_id, "stream",
+			       stream == 1 ? "stdout" : "stderr");
+	if (utf8_valid((const unsigned char *)p, n)) {
+		json_object_set_new(ev, "text", json_stringn(p, n));
+	} else {
+		struct buf b = {0};
+		buf_append_base64(&b, (const unsigned char *)p, n);
+		json_object_set_new(ev, "data_b64", json_stringn(b.data ? b.data : "", b.len));
+		buf_free(&b);
 	}
-	if (rc < 0)
-		log_errno("reading a tool's output failed", -rc, a->t->id);
-	if (!task_reader_at_end(rd))
-		return;
-	struct task *child = a->child;
-	task_reader_detach(rd);
-	a->rd_attached = false;
-	a->child = NULL;
-	tool_finished(a, child->exit_code, task_status_name(child->status), NULL);
+	task_emit(a->t, "tool.result", ev);
+	json_decref(ev);
 }
+
+static void on_tool_done(void *arg, struct tool_result *res)
+{
+	struct agent *a = arg;
+	a->tool = NULL;
+	tool_finished(a, res, NULL);
+}
+
+static const struct tool_call_ops agent_tool_ops = {on_tool_output, on_tool_done};
 
 static void next_tool(struct agent *a)
 {
@@ -637,38 +615,39 @@ static void next_tool(struct agent *a)
 	json_object_set(ev, "arguments", args && json_is_object(args) ? args : jargs);
 	task_emit(a->t, "tool.call", ev);
 	json_decref(ev);
-	const char *command = json_string_value(json_object_get(args, "command"));
-	struct error err;
-	if (strcmp(name, "bash")) {
-		error_set(&err, 0, NULL, "unknown tool '%.100s' (the only tool is bash)", name);
-	} else if (!command || !*command) {
-		error_set(&err, 0, NULL,
-			  "the arguments must be a JSON object {\"command\": \"...\"}");
-	} else {
-		struct task_spec spec = {.api = TASK_API_TOOL,
-					 .command = command,
-					 .cwd = a->t->cwd,
-					 .env = a->env,
-					 .capability = "exec",
-					 .network = a->network,
-					 .state_in_fd = -1,
-					 .state_out_fd = -1};
-		struct task *child = task_start(a->r, &spec, &err);
+	a->call_is_bash = !strcmp(name, "bash");
+	char msg[200];
+	if (!agent_tool(name)) {
+		snprintf(msg, sizeof(msg),
+			 "unknown tool '%.100s' (the tools are bash, read_file, write_file, "
+			 "edit_file)",
+			 name);
 		json_decref(args);
-		if (child) {
-			a->child = child;
-			memset(&a->rd, 0, sizeof(a->rd));
-			a->rd.wake = on_child_wake;
-			task_reader_attach(child, &a->rd, true);
-			a->rd_attached = true;
-			on_child_wake(&a->rd); /* what is already there */
-			return;
-		}
-		tool_finished(a, -1, NULL, err.msg);
+		tool_finished(a, NULL, msg);
 		return;
 	}
+	if (!args || !json_is_object(args)) {
+		json_decref(args);
+		tool_finished(a, NULL, "the arguments must be a JSON object");
+		return;
+	}
+	const char *command = json_string_value(json_object_get(args, "command"));
+	if (a->call_is_bash && (!command || !*command)) {
+		json_decref(args);
+		tool_finished(a, NULL,
+			      "the arguments must be a JSON object {\"command\": \"...\"}");
+		return;
+	}
+	json_t *targs = a->call_is_bash ? json_pack("{s:s}", "command", command)
+					: json_incref(args);
 	json_decref(args);
-	tool_finished(a, -1, NULL, err.msg);
+	struct tool_ctx ctx = {.cwd = a->t->cwd, .env = a->env, .network = a->network};
+	struct tool_result res;
+	int rc = tool_call_start(a->r, a->call_is_bash ? "run_command" : name, targs, &ctx,
+				 &agent_tool_ops, a, &a->tool, &res);
+	json_decref(targs);
+	if (rc == 0)
+		tool_finished(a, &res, NULL);
 }
 
 /* ---- start ---- */
