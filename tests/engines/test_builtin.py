@@ -59,6 +59,31 @@ class Builtin(unittest.TestCase):
         self.assertEqual(said[-1], ("user", "Which word was it?"))
         self.assertEqual(self.gw.errors, [])
 
+    def test_edit_file(self):
+        path = os.path.join(self.r.work, "greeting.txt")
+        with open(path, "w") as f:
+            f.write("hello world\nbye world\n")
+        os.chmod(path, 0o666)
+        self.gw.script(
+            tool("edit_file", {"path": path, "old_string": "hello world",
+                               "new_string": "hello runner"}, call_id="e1"),
+            tool("read_file", {"path": path}, call_id="r1"),
+            text("Edited."))
+        ev = self.agent("change the greeting")
+        self.assertEqual(ev[-1]["data"].get("answer"), "Edited.", ev[-1])
+        with open(path) as f:
+            self.assertEqual(f.read(), "hello runner\nbye world\n")
+        calls = [e["data"]["name"] for e in ev if e["event"] == "tool.call"]
+        self.assertEqual(calls, ["edit_file", "read_file"])
+        done = [e["data"] for e in ev if e["event"] == "tool.result" and e["data"].get("done")]
+        self.assertEqual(len(done), 2)
+        # The model was offered the file tools and got the file back.
+        q = self.gw.chat_requests()
+        self.assertEqual(sorted(t["function"]["name"] for t in q[0]["body"]["tools"]),
+                         ["bash", "edit_file", "read_file", "write_file"])
+        self.assertIn("hello runner", q[2]["body"]["messages"][-1]["content"])
+        self.assertEqual(self.gw.errors, [])
+
     def test_continued_after_max_steps(self):
         # The first task stops with a tool call the model made but that never
         # ran: the kept history answers it, or a strict gateway refuses it.
