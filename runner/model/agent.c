@@ -9,7 +9,6 @@
 #include "model/budget.h"
 #include "model/chatstream.h"
 #include "model/conversation.h"
-#include "task/env.h"
 #include "model/gateway.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -655,15 +654,9 @@ static void next_tool(struct agent *a)
 struct task *agent_start(struct runner *r, const struct task_spec *spec, struct conversation *conv,
 			 struct error *err)
 {
-	const char *model = spec->model ? spec->model : r->cfg.model;
-	if (!model) {
-		error_set(err, 0, "NO_MODEL",
-			  "no model: set 'model' in the request or FORCEAI_MODEL");
-		return NULL;
-	}
-	if (spec->env && env_validate(spec->env, err) < 0)
-		return NULL;
-	struct agent *a = calloc(1, sizeof(*a));
+	/* engine_task_start checked the model and the env (model/engine.c). */
+	const char *model = spec->model;
+	struct agent *a = model ? calloc(1, sizeof(*a)) : NULL;
 	if (!a) {
 		error_set(err, ENOMEM, "RUNTIME_ERROR", "cannot start the agent");
 		return NULL;

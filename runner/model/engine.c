@@ -628,6 +628,7 @@ struct task *engine_task_start(struct runner *r, const struct task_spec *spec, s
 	if (!conv)
 		return NULL;
 	struct task_spec s = *spec;
+	s.model = model;
 	if (spec->conversation && !spec->cwd && conv->cwd[0])
 		s.cwd = conv->cwd; /* the CLIs find their sessions by directory */
 	struct task *t = k == ENGINE_BUILTIN ? agent_start(r, &s, conv, err)
