@@ -577,7 +577,7 @@ static struct task *cli_start(struct runner *r, const struct task_spec *spec,
 	json_object_clear(env);
 	if (!child) {
 		char m[sizeof(cerr.msg) + 64];
-		snprintf(m, sizeof(m), "cannot start %s: %s", path, cerr.msg);
+		snprintf(m, sizeof(m), "cannot start %.300s: %.700s", path, cerr.msg);
 		cli_fail(c, "engine_start_failed", m);
 		return t;
 	}
