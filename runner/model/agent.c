@@ -44,8 +44,15 @@ struct agent {
 	struct tool_call *tool; /* the tool layer's call in flight (tools/tools.h) */
 
 	struct conversation *conv; /* kept after the task (docs/design.md §19.4) */
-	size_t largest_request;    /* bytes of the largest model request sent */
-	unsigned elided;           /* messages shortened by the context bound */
+	/* The gateway's GET /models, asked once before the first turn: a
+	 * context length for the model lowers the bound (§19.6). */
+	struct gw_call *models_call;
+	struct buf models_body;
+	long models_status;
+	uint64_t context_bound; /* bytes: --agent-context-max, or less */
+	uint64_t model_context; /* tokens, as /models said (0: not said) */
+	size_t largest_request; /* bytes of the largest model request sent */
+	unsigned elided;        /* messages shortened by the context bound */
 };
 
 #define BASH_TOOL                                                                                   \
@@ -116,10 +123,11 @@ static json_t *summary(struct agent *a)
 	if (a->conv)
 		json_object_set_new(o, "conversation", json_string(a->conv->id));
 	json_object_set_new(o, "context",
-			    json_pack("{s:I,s:I,s:i}", "max_bytes",
-				      (json_int_t)a->r->cfg.agent_context_max,
-				      "largest_request_bytes", (json_int_t)a->largest_request,
-				      "elided_messages", (int)a->elided));
+			    json_pack("{s:I,s:I,s:I,s:i}", "model_context_tokens",
+				      (json_int_t)a->model_context, "max_bytes",
+				      (json_int_t)a->context_bound, "largest_request_bytes",
+				      (json_int_t)a->largest_request, "elided_messages",
+				      (int)a->elided));
 	return o;
 }
 
@@ -142,6 +150,10 @@ static void stop_work(struct agent *a, enum task_status why)
 	if (a->call) {
 		gw_call_cancel(a->call);
 		a->call = NULL;
+	}
+	if (a->models_call) {
+		gw_call_cancel(a->models_call);
+		a->models_call = NULL;
 	}
 	(void)why;
 	loop_timer_stop(&a->r->loop, &a->retry_timer);
@@ -235,6 +247,7 @@ static void agent_free(struct agent *a)
 		conv_release(a->r, a->conv);
 		a->conv = NULL;
 	}
+	buf_free(&a->models_body);
 	if (a->cs_live)
 		chatstream_free(&a->cs);
 	loop_timer_close(&a->r->loop, &a->retry_timer);
@@ -372,7 +385,7 @@ static size_t elide(json_t *obj, const char *key, const char *what, size_t keep)
 static size_t bound_context(struct agent *a, size_t overhead)
 {
 	json_t *m = a->messages;
-	size_t limit = a->r->cfg.agent_context_max;
+	size_t limit = a->context_bound;
 	limit = limit > overhead + 1024 ? limit - overhead : 1024;
 	size_t n = json_array_size(m), total = 0;
 	for (size_t i = 0; i < n; i++)
@@ -649,6 +662,84 @@ static void next_tool(struct agent *a)
 		tool_finished(a, &res, NULL);
 }
 
+/* ---- the model's context, from the gateway's GET /models ---- */
+
+#define MODELS_BODY_MAX (1u << 20)
+#define BYTES_PER_TOKEN                                                                            \
+	3 /* of JSON-encoded conversation: a low estimate, so the bound errs short */
+
+static void models_head(struct gw_call *c, void *arg, long status, const char *ctype,
+			const char *retry_after)
+{
+	(void)c;
+	(void)ctype;
+	(void)retry_after;
+	((struct agent *)arg)->models_status = status;
+}
+
+static int models_data(struct gw_call *c, void *arg, const char *p, size_t n)
+{
+	(void)c;
+	struct agent *a = arg;
+	if (a->models_body.len + n > MODELS_BODY_MAX)
+		return -1; /* not a list of models worth reading */
+	return buf_append(&a->models_body, p, n) < 0 ? -1 : 0;
+}
+
+/* The context length a gateway publishes for the model, in tokens (0: none).
+ * Field names differ: context_length (OpenRouter, LM Studio), context_window,
+ * max_model_len (vLLM), max_input_tokens (LiteLLM's model info). */
+static uint64_t model_context_of(json_t *list, const char *model)
+{
+	static const char *const keys[] = {"context_length", "context_window", "max_model_len",
+					   "max_input_tokens", "max_context_length"};
+	size_t i;
+	json_t *m;
+	json_array_foreach(json_object_get(list, "data"), i, m) {
+		const char *id = json_string_value(json_object_get(m, "id"));
+		if (!id || strcmp(id, model))
+			continue;
+		for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+			json_t *v = json_object_get(m, keys[k]);
+			if (!v)
+				v = json_object_get(json_object_get(m, "model_info"), keys[k]);
+			if (json_is_integer(v) && json_integer_value(v) > 0)
+				return (uint64_t)json_integer_value(v);
+		}
+	}
+	return 0;
+}
+
+static void models_done(struct gw_call *c, void *arg, enum gw_err err, const char *msg)
+{
+	(void)c;
+	(void)msg;
+	struct agent *a = arg;
+	a->models_call = NULL;
+	if (err == GW_OK && a->models_status == 200) {
+		json_t *j = json_loadb(a->models_body.data ? a->models_body.data : "",
+				       a->models_body.len, 0, NULL);
+		a->model_context = model_context_of(j, a->model);
+		json_decref(j);
+		if (a->model_context && a->model_context <= UINT64_MAX / BYTES_PER_TOKEN &&
+		    a->model_context * BYTES_PER_TOKEN < a->context_bound)
+			a->context_bound = a->model_context * BYTES_PER_TOKEN;
+	}
+	buf_free(&a->models_body);
+	ask(a); /* whatever /models said: a gateway without it is fine */
+}
+
+static const struct gw_call_ops models_ops = {models_head, models_data, models_done, NULL};
+
+/* The first turn, after asking /models (or at once when that cannot start). */
+static void first_turn(struct agent *a)
+{
+	struct gw_request rq = {.method = "GET", .path = "/models", .accept = "application/json"};
+	a->models_call = gw_call_start(a->r, &rq, &models_ops, a);
+	if (!a->models_call)
+		ask(a);
+}
+
 /* ---- start ---- */
 
 struct task *agent_start(struct runner *r, const struct task_spec *spec, struct conversation *conv,
@@ -662,6 +753,7 @@ struct task *agent_start(struct runner *r, const struct task_spec *spec, struct 
 		return NULL;
 	}
 	a->r = r;
+	a->context_bound = r->cfg.agent_context_max;
 	a->retry_timer.w.fd = -1; /* agent_free is the one teardown from here on */
 	if (!(a->model = strdup(model))) {
 		error_set(err, ENOMEM, "RUNTIME_ERROR", "cannot start the agent");
@@ -712,7 +804,7 @@ struct task *agent_start(struct runner *r, const struct task_spec *spec, struct 
 		}
 		log_info("agent continues a conversation", "{s:s,s:s,s:i}", "task", t->id,
 			 "conversation", conv->id, "messages", (int)json_array_size(history));
-		ask(a);
+		first_turn(a);
 		return t;
 	}
 	json_decref(history);
@@ -730,6 +822,6 @@ struct task *agent_start(struct runner *r, const struct task_spec *spec, struct 
 	}
 	log_info("agent started", "{s:s,s:s,s:I}", "task", t->id, "model", a->model, "max_steps",
 		 (json_int_t)a->max_steps);
-	ask(a);
+	first_turn(a);
 	return t;
 }

@@ -1,6 +1,7 @@
 """The built-in engine (docs/design.md §7.3, §19): conversations kept across
 tasks, and the context bound (--agent-context-max) over a long run; against
 the strict Chat Completions test gateway of tests/gateway."""
+import json
 import os
 import sys
 import time
@@ -20,6 +21,21 @@ class Builtin(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.gw = TestGateway(key=KEY)
+        cls.gw.models_context = None
+        handler = cls.gw.server.RequestHandlerClass
+        plain_get = handler.do_GET
+
+        def do_GET(h):
+            # A gateway that publishes the model's context length (vLLM's
+            # and OpenRouter's lists do), when the test sets one.
+            if h.path == "/v1/models" and cls.gw.models_context:
+                h._record(b"")
+                h._send(200, json.dumps({"object": "list", "data": [
+                    {"id": "test-model", "object": "model",
+                     "context_length": cls.gw.models_context}]}).encode())
+                return
+            plain_get(h)
+        handler.do_GET = do_GET
         cls.r = Runner(args=["--agent-context-max", str(BOUND), "--agent-max-steps", "300"],
                        env={"FORCEAI_GATEWAY_URL": cls.gw.url, "FORCEAI_GATEWAY_KEY": KEY,
                             "FORCEAI_MODEL": "test-model"})
@@ -58,6 +74,26 @@ class Builtin(unittest.TestCase):
         self.assertIn(("assistant", "Noted: the word is heron."), said)
         self.assertEqual(said[-1], ("user", "Which word was it?"))
         self.assertEqual(self.gw.errors, [])
+
+    def test_model_context_from_models_lowers_the_bound(self):
+        self.gw.models_context = 8000  # tokens: 24,000 bytes at 3 bytes a token
+        try:
+            big = "head -c 30000 /dev/zero | tr '\\0' b"
+            self.gw.script(*[tool("bash", {"command": big}, call_id="m%d" % i)
+                             for i in range(20)])
+            self.gw.script(text("Done."))
+            ev = self.agent("twenty big outputs", max_steps=30)
+        finally:
+            self.gw.models_context = None
+        x = ev[-1]["data"]
+        self.assertEqual(x["status"], "succeeded", x)
+        self.assertEqual(x["context"]["model_context_tokens"], 8000)
+        self.assertEqual(x["context"]["max_bytes"], 24000)
+        sizes = [int(q["headers"]["content-length"]) for q in self.gw.chat_requests()]
+        self.assertLessEqual(max(sizes), 24000)
+        self.assertGreater(max(sizes), 16000)  # the bound is used, not just the limit
+        self.assertEqual([q["path"] for q in self.gw.requests][:2],
+                         ["/v1/models", "/v1/chat/completions"])
 
     def test_edit_file(self):
         path = os.path.join(self.r.work, "greeting.txt")
