@@ -13,11 +13,14 @@
 #include "files/ident.h"
 #include "api/hardening.h"
 #include "api/routes.h"
+#include "mcp/upstream.h"
 #include "http/http.h"
 #include "http/ws.h"
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "model/conversation.h"
+#include "model/engine.h"
 #include "model/modelproxy.h"
 #include "profile/profile.h"
 #include "api/proxy.h"
@@ -291,6 +294,15 @@ int main(int argc, char **argv)
 		return rc;
 	}
 
+	/* The stdio MCP servers' file is configuration: a bad one is a usage error. */
+	if (r->cfg.mcp_servers && mcp_upstream_load(r, r->cfg.mcp_servers, &err) < 0) {
+		fprintf(stderr, "forceai-runner: %s\n", err.msg);
+		mcp_upstream_free(r);
+		config_free(&r->cfg);
+		return 2;
+	}
+	mcp_upstream_on_change(r, mcp_notify_tools_changed);
+
 	if (r->cfg.write_seccomp_cache) {
 		char out[4096];
 		snprintf(out, sizeof(out), "%s.bpf", r->cfg.seccomp_policy);
@@ -400,7 +412,8 @@ int main(int argc, char **argv)
 	if (http_start(r, api_routes, api_n_routes, &err) < 0)
 		return start_failed(&err);
 	http_set_hooks(r, &http_hooks);
-	if (gateway_init(r, &err) < 0 || modelproxy_start(r, &err) < 0)
+	if (gateway_init(r, &err) < 0 || modelproxy_start(r, &err) < 0 ||
+	    engines_check_config(r, &err) < 0)
 		return start_failed(&err);
 	/* Added last: it runs after the daemons' pumps. */
 	loop_hook_add(&r->loop, &r->exit_check, exit_check, r);
@@ -433,11 +446,14 @@ int main(int argc, char **argv)
 	profile_abort(r);   /* a waiting reset request must not stay suspended */
 	proxy_close_all(r); /* libmicrohttpd must not stop with upgraded connections */
 	http_stop(r);
+	mcp_free_all(r); /* after http_stop (its streams are closed), before the tasks */
+	mcp_upstream_free(r);
 	proxy_free_all(r);
 	sessions_free_all(r);
 	pty_free_all(r);
 	tasks_free_all(r);
 	modelproxy_stop(r); /* after the tasks: chat tasks hold proxy tokens */
+	conv_free_all(r);   /* after the tasks: agents hold conversations */
 	gateway_stop(r);    /* last: agents and the proxy hold gateway calls */
 	profile_free(r);
 	log_info("exited", "{s:i,s:i}", "exit_code", r->exit_code, "orphans_reaped",

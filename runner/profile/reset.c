@@ -42,6 +42,7 @@
 #include "core/util.h"
 #include "files/snapshot.h"
 #include "http/http.h"
+#include "model/conversation.h"
 #include "model/modelproxy.h"
 #include "profile/profile.h"
 #include "task/ipcclean.h"
@@ -71,6 +72,7 @@ struct reset {
 	uint64_t longest_step_ms; /* the loop's longest stretch in the reset's own code */
 
 	unsigned tasks, sessions, ptys, tokens, proxy_requests, streams, records;
+	unsigned conversations; /* of agent tasks, forgotten */
 	uint64_t log_bytes;
 	pid_t *killed; /* task processes signalled (the shims not counted) */
 	size_t n_killed, cap_killed;
@@ -342,11 +344,12 @@ static void respond(struct reset *rs, unsigned status, json_t *body)
 
 static json_t *counts(struct reset *rs)
 {
-	return json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:I}", "tasks", (int)rs->tasks,
+	return json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:I,s:i}", "tasks", (int)rs->tasks,
 			 "processes", (int)distinct_killed(rs), "sessions", (int)rs->sessions,
 			 "pty_sessions", (int)rs->ptys, "model_tokens", (int)rs->tokens,
 			 "model_requests", (int)rs->proxy_requests, "streams", (int)rs->streams,
-			 "records", (int)rs->records, "log_bytes", (json_int_t)rs->log_bytes);
+			 "records", (int)rs->records, "log_bytes", (json_int_t)rs->log_bytes,
+			 "conversations", (int)rs->conversations);
 }
 
 static void stop_worker(struct reset *rs)
@@ -724,6 +727,7 @@ int reset_start(struct runner *r, struct http_req *req, struct error *e)
 	rs->t0 = monotonic_ms();
 	enter(rs, R_PROCESSES);
 	rs->tasks = rs->sessions = rs->ptys = rs->tokens = rs->proxy_requests = 0;
+	rs->conversations = 0;
 	rs->streams = rs->records = 0;
 	rs->log_bytes = 0;
 	rs->ms_processes = rs->ms_streams = rs->ms_files = 0;
@@ -753,6 +757,7 @@ int reset_start(struct runner *r, struct http_req *req, struct error *e)
 	const struct profile_hooks *hk = r->profile->hooks;
 	rs->ptys = hk && hk->end_ptys ? hk->end_ptys(r) : 0;
 	rs->tokens = modelproxy_revoke_all(r, &rs->proxy_requests);
+	rs->conversations = conv_forget_all(r);
 	tasks_kill_all(r, true);
 	/* Non-root mode: the state dir is of the tasks' uid (outside their
 	 * Landlock roots, but chmod is not Landlock's): its mode comes back. */

@@ -50,6 +50,8 @@ const char *task_status_name(enum task_status s)
 		return "max_steps";
 	case TS_MAX_TOKENS:
 		return "max_tokens";
+	case TS_MAX_MODEL_REQUESTS:
+		return "max_model_requests";
 	case TS_ERROR:
 		return "error";
 	}
@@ -978,8 +980,9 @@ struct task *task_start_driven(struct runner *r, const struct task_spec *spec,
 	if (spec->timeout_ms)
 		loop_timer_start(&r->loop, &t->timer, spec->timeout_ms, 0);
 	cleanup_json json_t *started =
-		json_pack("{s:s,s:I,s:s}", "task_id", t->id, "started_at",
-			  (json_int_t)t->started_ms, "capability", t->capability);
+		json_pack("{s:s,s:I,s:s,s:s?,s:s?}", "task_id", t->id, "started_at",
+			  (json_int_t)t->started_ms, "capability", t->capability, "engine",
+			  spec->engine, "conversation", spec->conversation);
 	append_event(t, "started", started);
 	task_link(t);
 	log_info("task started", "{s:s,s:s}", "task", t->id, "capability", t->capability);
