@@ -28,6 +28,7 @@ int api_parse_task(json_t *body, struct task_spec *spec, struct error *err);
 /* native.c: native task API */
 enum MHD_Result api_task_create(struct http_req *req);
 enum MHD_Result api_task_get(struct http_req *req);
+enum MHD_Result api_agent_engines(struct http_req *req);
 enum MHD_Result api_task_events(struct http_req *req);
 enum MHD_Result api_task_delete(struct http_req *req);
 
@@ -53,6 +54,10 @@ enum MHD_Result api_pty_status(struct http_req *req);
 enum MHD_Result api_pty_delete(struct http_req *req);
 enum MHD_Result api_pty_ws(struct http_req *req);
 void pty_free_all(struct runner *r);
+/* POST /v1/reset (a profile hook): every session ends, connected or not;
+ * clients get an error frame (code RESET) and the close; every id is
+ * forgotten, every record let go. Returns the sessions ended. */
+unsigned pty_end_all(struct runner *r);
 /* A client frame of the PTY WebSocket, parsed without I/O (also driven by
  * tests/fuzz/fuzz_ws.c). data/len point into the frame or into json. */
 enum pty_frame_kind {
@@ -89,6 +94,7 @@ enum MHD_Result api_files_delete(struct http_req *req);
 enum MHD_Result api_files_mv(struct http_req *req);
 enum MHD_Result api_files_permissions(struct http_req *req);
 enum MHD_Result api_files_search(struct http_req *req);
+enum MHD_Result api_files_grep(struct http_req *req);
 enum MHD_Result api_files_replace(struct http_req *req);
 enum MHD_Result api_files_upload(struct http_req *req);
 enum MHD_Result api_files_upload_body(struct http_req *req, const char *data, size_t len);
@@ -103,3 +109,13 @@ enum MHD_Result api_proxy_body(struct http_req *req, const char *data, size_t le
 enum MHD_Result api_proxy(struct http_req *req);
 /* ports.c: GET /v1/ports */
 enum MHD_Result api_ports(struct http_req *req);
+
+/* mcp.c: /mcp, the box as an MCP server (Streamable HTTP) */
+enum MHD_Result api_mcp(struct http_req *req);
+enum MHD_Result api_mcp_body(struct http_req *req, const char *data, size_t len);
+/* GET /v1/mcp/servers: the stdio servers behind /mcp, their state and tools. */
+enum MHD_Result api_mcp_servers(struct http_req *req);
+/* notifications/tools/list_changed to every session's open GET stream. */
+void mcp_notify_tools_changed(struct runner *r);
+/* End every session and call (shutdown, after http_stop). */
+void mcp_free_all(struct runner *r);

@@ -27,6 +27,7 @@
 #include "core/runner.h"
 #include "core/util.h"
 #include "files/glob.h"
+#include "files/grep.h"
 #include "files/ident.h"
 #include "files/info.h"
 #include "files/multipart.h"
@@ -1031,25 +1032,9 @@ static struct walk_job *walk_job_new(struct fcall *c, const char *what, struct f
 	return wj;
 }
 
-/* The root of a walk: resolved without magic links; a link there is not
- * followed. *fd: a directory descriptor, or -1 when it is no directory. */
 static int open_walk_root(const char *path, struct stat *st, int *fd)
 {
-	const char *base = ".";
-	cleanup_close int dirfd = -1;
-	*fd = -1;
-	if (strcmp(path, "/"))
-		dirfd = files_open_parent(path, &base);
-	else
-		dirfd = files_open(AT_FDCWD, "/", O_PATH | O_DIRECTORY, 0);
-	if (dirfd < 0)
-		return dirfd;
-	if (fstatat(dirfd, base, st, AT_SYMLINK_NOFOLLOW) < 0)
-		return -errno;
-	if (!S_ISDIR(st->st_mode))
-		return 0; /* the caller decides */
-	*fd = files_open_last(dirfd, base, O_RDONLY | O_DIRECTORY);
-	return *fd < 0 ? *fd : 0;
+	return files_open_root(path, st, fd);
 }
 
 static int op_list(struct fcall *c)
@@ -1133,6 +1118,116 @@ static int op_search(struct fcall *c)
 enum MHD_Result api_files_search(struct http_req *req)
 {
 	return files_route(req, IN_PATH, op_search);
+}
+
+/* ---- GET /files/grep ---- */
+
+/* Content search (files/grep.h), the grep tool's own search: a regular expression over the
+ * lines of the files below path (or of the one file path names). */
+struct grep_job {
+	struct fjob j;
+	struct files_grep g;
+	struct files_glob *glob;
+	struct buf out;
+	char path[PATH_MAX];
+};
+
+static int grep_step(struct fjob *j, uint64_t deadline_ms)
+{
+	struct grep_job *gj = (struct grep_job *)j;
+	int rc = files_grep_step(&gj->g, deadline_ms);
+	if (rc < 0)
+		return fs_error(&j->err, rc, "grep", gj->path, &j->id, false);
+	return rc;
+}
+
+static int grep_answer(struct fcall *c, struct fjob *j)
+{
+	struct grep_job *gj = (struct grep_job *)j;
+	struct buf b = {0};
+	buf_append_str(&b, "{\"matches\":[");
+	buf_append(&b, gj->out.data ? gj->out.data : "", gj->out.len);
+	buf_appendf(&b,
+		    "],\"truncated\":%s,\"files_searched\":%zu,\"skipped_binary\":%zu,"
+		    "\"skipped_large\":%zu",
+		    gj->g.truncated ? "true" : "false", gj->g.files, gj->g.skipped_binary,
+		    gj->g.skipped_large);
+	if (gj->g.truncated) {
+		buf_append_str(&b, ",\"limit\":");
+		buf_append_json_str(&b, gj->g.limit_msg, strlen(gj->g.limit_msg));
+	}
+	buf_append_str(&b, "}");
+	int rc = answer_json(c, &b);
+	buf_free(&b);
+	return rc;
+}
+
+static void grep_release(struct fjob *j)
+{
+	struct grep_job *gj = (struct grep_job *)j;
+	files_grep_free(&gj->g);
+	files_glob_free(gj->glob);
+	buf_free(&gj->out);
+}
+
+static int op_grep(struct fcall *c)
+{
+	const char *path = c->paths[0];
+	size_t pl, gl, ml;
+	const char *pattern = query_n(c->req, "pattern", &pl);
+	const char *glob = query_n(c->req, "glob", &gl);
+	const char *max = query_n(c->req, "max_results", &ml);
+	if (!pattern || !pl)
+		return error_set(&c->err, 0, "MISSING_QUERY", "missing query parameter 'pattern'");
+	if (memchr(pattern, 0, pl) || (glob && memchr(glob, 0, gl)))
+		return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
+				 "pattern or glob contains a NUL byte");
+	uint64_t max_results = 0;
+	if (max && ml &&
+	    (parse_count(max, ml, FILES_MAX_RESULTS, &max_results) < 0 || !max_results))
+		return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
+				 "invalid query parameter 'max_results': 1 to %d",
+				 FILES_MAX_RESULTS);
+	struct grep_job *gj = fjob_new(c, sizeof(*gj), grep_step, grep_answer, grep_release);
+	if (!gj)
+		return oom(&c->err);
+	snprintf(gj->path, sizeof(gj->path), "%s", path);
+	char err[160];
+	int rc = files_grep_init(&gj->g, pattern, err, sizeof(err));
+	if (rc == -EINVAL)
+		return error_set(&c->err, 0, "INVALID_REQUEST_BODY", "invalid pattern: %s", err);
+	if (rc < 0)
+		return oom(&c->err);
+	if (glob && gl && files_glob_compile(&gj->glob, glob, err, sizeof(err)) < 0)
+		return error_set(&c->err, 0, "INVALID_REQUEST_BODY", "invalid glob %.600s: %s",
+				 glob, err);
+	gj->g.glob = gj->glob;
+	gj->g.max_results = (size_t)max_results;
+	gj->g.out = &gj->out;
+	struct stat st;
+	int fd;
+	rc = open_walk_root(path, &st, &fd);
+	if (rc == 0 && fd < 0) {
+		if (S_ISLNK(st.st_mode))
+			return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
+					 "path is a symbolic link, refusing to follow: %.1024s",
+					 path);
+		if (!S_ISREG(st.st_mode))
+			return error_set(&c->err, 0, "INVALID_FILE",
+					 "grep %.1024s: not a regular file or directory", path);
+		rc = fd = files_open(AT_FDCWD, path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW,
+				     0);
+	}
+	if (rc < 0)
+		return fs_error(&c->err, rc, "grep", path, &c->id, false);
+	if ((rc = files_grep_start(&gj->g, fd, path, S_ISDIR(st.st_mode))) < 0)
+		return fs_error(&c->err, rc, "grep", path, &c->id, false);
+	return fjob_run(c, &gj->j);
+}
+
+enum MHD_Result api_files_grep(struct http_req *req)
+{
+	return files_route(req, IN_PATH, op_grep);
 }
 
 /* ---- POST /files/replace ---- */

@@ -111,8 +111,21 @@ json_t *hardening_report(struct runner *r)
 				      "none", none));
 	json_object_set_new(o, "identity", identity_report(r));
 	json_object_set_new(o, "state_dir",
-			    json_pack("{s:s,s:b}", "path", r->state_dir, "fallback",
-				      r->state_dir_fallback));
+			    r->state_in_memory
+				    ? json_pack("{s:n,s:s,s:b,s:s}", "path", "not_used",
+						r->state_dir, "in_memory", true, "why",
+						r->state_dir_why)
+				    : json_pack("{s:s,s:b,s:b}", "path", r->state_dir, "fallback",
+						r->state_dir_fallback, "in_memory", false));
+	json_object_set_new(
+		o, "pty_terminals",
+		json_string(
+			geteuid() == 0
+				? "the runner's (root), mode 0600: a session's shell has the open "
+				  "terminal, no task can open another session's /dev/pts/N"
+				: "the runner's uid, which tasks share (non-root mode): mode 0600 "
+				  "keeps out other uids only, a task can open another session's "
+				  "/dev/pts/N"));
 	json_object_set_new(o, "tree_kill",
 			    json_string(
 				    r->policy.cgroup_mode == CGROUP_V2

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/agent.h"
+#include "model/engine.h"
 #include "api/api.h"
 #include "api/schema.h"
 #include "model/gateway.h"
@@ -277,6 +277,22 @@ int api_parse_task(json_t *body, struct task_spec *spec, struct error *err)
 					 "field 'model' must be a non-empty string");
 		spec->model = json_string_value(model);
 	}
+	/* Agent tasks (docs/design.md §19): the engine and the conversation to continue. */
+	static const char *const names[] = {"engine", "conversation"};
+	for (int i = 0; i < 2; i++) {
+		json_t *v = json_object_get(body, names[i]);
+		if (!v || json_is_null(v))
+			continue;
+		if (!json_is_string(v) || !json_string_length(v) || json_string_length(v) > 64 ||
+		    strlen(json_string_value(v)) != json_string_length(v))
+			return error_set(err, 0, "INVALID_REQUEST_BODY",
+					 "field '%s' must be a non-empty string (at most 64 bytes)",
+					 names[i]);
+		if (strcmp(capability, "agent"))
+			return error_set(err, 0, "INVALID_REQUEST_BODY",
+					 "field '%s' is for capability agent only", names[i]);
+		*(i == 0 ? &spec->engine : &spec->conversation) = json_string_value(v);
+	}
 	static const char *const limits[] = {"max_steps", "max_tokens", "max_model_requests"};
 	uint64_t *dst[] = {&spec->max_steps, &spec->max_tokens, &spec->max_requests};
 	for (int i = 0; i < 3; i++) {
@@ -309,7 +325,7 @@ enum MHD_Result api_task_create(struct http_req *req)
 			spec.capability);
 	struct task *t;
 	if (!strcmp(spec.capability, "agent"))
-		t = agent_start(req->r, &spec, &err);
+		t = engine_task_start(req->r, &spec, &err);
 	else if (!strcmp(spec.capability, "chat"))
 		t = modelproxy_start_task(req->r, &spec, &err);
 	else
@@ -317,6 +333,11 @@ enum MHD_Result api_task_create(struct http_req *req)
 	if (!t)
 		return http_fail(req, &err);
 	return start_stream(req, t, true, 0);
+}
+
+enum MHD_Result api_agent_engines(struct http_req *req)
+{
+	return http_json(req, 200, json_pack("{s:o}", "engines", engines_report(req->r)));
 }
 
 enum MHD_Result api_task_get(struct http_req *req)

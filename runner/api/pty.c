@@ -63,6 +63,7 @@ struct pty_session {
 struct pty_table {
 	struct pty_session *head;
 	unsigned count;
+	struct pty_client *all; /* every client, until freed: a reset ends them all */
 };
 
 struct pty_client {
@@ -82,6 +83,7 @@ struct pty_client {
 	uint64_t replay_off;
 	struct task_input_waiter w;
 	struct pty_client *cnext, *cprev; /* in s->clients */
+	struct pty_client *anext, *aprev; /* in the table's `all` */
 };
 
 static struct pty_table *ptys(struct runner *r)
@@ -486,6 +488,13 @@ static void client_free(struct loop *loop, void *arg)
 {
 	(void)loop;
 	struct pty_client *c = arg;
+	struct pty_table *tab = c->r->ptys;
+	if (c->aprev)
+		c->aprev->anext = c->anext;
+	else if (tab && tab->all == c)
+		tab->all = c->anext;
+	if (c->anext)
+		c->anext->aprev = c->aprev;
 	buf_free(&c->replay);
 	free(c);
 }
@@ -690,10 +699,43 @@ enum MHD_Result api_pty_ws(struct http_req *req)
 	if (s->clients)
 		s->clients->cprev = c;
 	s->clients = c;
+	struct pty_table *tab = req->r->ptys;
+	c->anext = tab->all;
+	if (tab->all)
+		tab->all->aprev = c;
+	tab->all = c;
 	/* Held from now on: a second request waits for this one's fate. */
 	if (!s->holder)
 		s->holder = c;
 	return ws_upgrade(req, &pty_ws_ops, c, 0);
+}
+
+unsigned pty_end_all(struct runner *r)
+{
+	struct pty_table *tab = r->ptys;
+	if (!tab)
+		return 0;
+	/* Every client first, connected or connecting, of a live session or
+	 * of one deleted earlier: its reader lets go of the shell's record
+	 * now, whether or not it reads what is sent. */
+	for (struct pty_client *c = tab->all; c; c = c->anext) {
+		/* Also one that got its exit frame but has not closed yet. */
+		bool was_done = c->done;
+		client_detach(c);
+		c->done = true;
+		if (!was_done && c->ws && !ws_closing(c->ws)) {
+			send_error(c, "RESET",
+				   "the box was reset (POST /v1/reset): the pty session "
+				   "is gone");
+			ws_close(c->ws, 1001, "box reset");
+		}
+	}
+	unsigned n = 0;
+	while (tab->head) {
+		session_free(r, tab->head);
+		n++;
+	}
+	return n;
 }
 
 void pty_free_all(struct runner *r)

@@ -23,6 +23,8 @@ static const struct body_field task_create_fields[] = {
 	{"max_steps", FIELD_INTEGER},
 	{"max_tokens", FIELD_INTEGER},
 	{"max_model_requests", FIELD_INTEGER},
+	{"engine", FIELD_STRING},
+	{"conversation", FIELD_STRING},
 	{NULL, 0},
 };
 const struct body_schema schema_task_create = {"POST /v1/tasks", true, task_create_fields};

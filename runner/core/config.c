@@ -36,6 +36,7 @@ enum opt_type {
 	OPT_CPU_MAX, /* cgroup v2 cpu.max: "max", "QUOTA", "max PERIOD" or "QUOTA PERIOD" */
 	OPT_PROXY,   /* a proxy URL: http, https or socks */
 	OPT_ROOTS,   /* colon-separated absolute paths */
+	OPT_ENGINE,
 };
 
 struct opt_def {
@@ -136,6 +137,25 @@ static const struct opt_def opts[] = {
 	 "max_model_requests)"},
 	{"agent-output-max", "FORCEAI_AGENT_OUTPUT_MAX", OPT_U64, OFF(agent_output_max), "16384",
 	 "tool output fed back to the model per call (bytes; head and tail kept)"},
+	{"agent-engine", "FORCEAI_AGENT_ENGINE", OPT_ENGINE, 0, NULL,
+	 "NAME=PATH: the CLI of agent engine NAME (codex, claude-code; repeatable, or "
+	 "comma-separated in the variable; default: looked up on the task's PATH)"},
+	{"agent-context-max", "FORCEAI_AGENT_CONTEXT_MAX", OPT_U64, OFF(agent_context_max),
+	 "262144",
+	 "bytes of conversation the built-in agent sends per model call (older tool "
+	 "output is elided beyond it)"},
+	{"mcp-allowed-origins", "FORCEAI_MCP_ALLOWED_ORIGINS", OPT_STR, OFF(mcp_allowed_origins),
+	 NULL,
+	 "comma-separated Origin values /mcp accepts (\"*\": any); none = only localhost forms"},
+	{"mcp-servers", "FORCEAI_MCP_SERVERS", OPT_STR, OFF(mcp_servers), NULL,
+	 "JSON file {\"mcpServers\": {name: {command, args, env}}}: stdio MCP servers offered on "
+	 "/mcp as name__tool, each started on first use as a confined task"},
+	{"mcp-max-sessions", "FORCEAI_MCP_MAX_SESSIONS", OPT_UINT, OFF(mcp_max_sessions), "64",
+	 "MCP sessions open at once on /mcp"},
+	{"mcp-max-inflight", "FORCEAI_MCP_MAX_INFLIGHT", OPT_UINT, OFF(mcp_max_inflight), "32",
+	 "MCP tool calls running at once (all sessions)"},
+	{"mcp-max-body", "FORCEAI_MCP_MAX_BODY", OPT_U64, OFF(mcp_max_body), "1048576",
+	 "largest JSON-RPC message POSTed to /mcp (bytes)"},
 	{"task-memory-max", "FORCEAI_TASK_MEMORY_MAX", OPT_U64, OFF(task_memory_max), "0",
 	 "memory.max of each task's cgroup where cgroup v2 is delegated (bytes; 0 = max)"},
 	{"task-pids-max", "FORCEAI_TASK_PIDS_MAX", OPT_U64, OFF(task_pids_max), "4096",
@@ -401,6 +421,33 @@ static int parse_roots(const struct src *src, const char *opt, const char *val)
 	}
 }
 
+/* NAME=PATH[,NAME=PATH...]: a lower-case name and an absolute path each. */
+static int parse_engines(const struct src *src, struct runner_config *cfg, const char *val)
+{
+	const char *p = val;
+	while (*p) {
+		const char *end = strchr(p, ',');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+		const char *eq = memchr(p, '=', n);
+		if (!eq || eq == p || eq + 1 == p + n || eq[1] != '/')
+			return bad(src, "agent-engine", val, "expected NAME=/absolute/path");
+		for (const char *c = p; c < eq; c++)
+			if (!((*c >= 'a' && *c <= 'z') || *c == '-'))
+				return bad(src, "agent-engine", val,
+					   "an engine name is lower-case letters and '-'");
+		if (cfg->n_agent_engines == AGENT_ENGINES_MAX)
+			return bad(src, "agent-engine", val, "at most 8 engines");
+		char *one = strndup(p, n);
+		if (!one)
+			return error_set(src->err, ENOMEM, NULL, "--agent-engine");
+		cfg->agent_engine[cfg->n_agent_engines++] = one;
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	return 0;
+}
+
 static int apply_opt(const struct src *src, struct runner_config *cfg, const struct opt_def *o,
 		     const char *val)
 {
@@ -448,6 +495,8 @@ static int apply_opt(const struct src *src, struct runner_config *cfg, const str
 			return bad(src, o->name, val, "expected full or none");
 		*(bool *)(base + o->off) = !strcmp(val, "none");
 		return 0;
+	case OPT_ENGINE:
+		return parse_engines(src, cfg, val);
 	case OPT_PORT: {
 		uint64_t v;
 		if (parse_u64(val, &v) < 0 || v > 65535)
@@ -675,6 +724,18 @@ static int check_values(struct runner_config *cfg, const enum origin *from, stru
 	if (cfg->agent_output_max < 256 || cfg->agent_output_max > 1048576)
 		return out_of_bounds(from, "agent-output-max", cfg->agent_output_max,
 				     "must be 256..1048576", err);
+	if (cfg->mcp_max_body < 1024 || cfg->mcp_max_body > (64ULL << 20))
+		return out_of_bounds(from, "mcp-max-body", cfg->mcp_max_body,
+				     "must be from 1024 to 67108864", err);
+	if (cfg->mcp_max_sessions < 1)
+		return out_of_bounds(from, "mcp-max-sessions", cfg->mcp_max_sessions,
+				     "must be at least 1", err);
+	if (cfg->mcp_max_inflight < 1)
+		return out_of_bounds(from, "mcp-max-inflight", cfg->mcp_max_inflight,
+				     "must be at least 1", err);
+	if (cfg->agent_context_max < 16384 || cfg->agent_context_max > 64ull << 20)
+		return out_of_bounds(from, "agent-context-max", cfg->agent_context_max,
+				     "must be 16384..67108864 (bytes)", err);
 	return 0;
 }
 
@@ -812,6 +873,9 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 
 void config_free(struct runner_config *cfg)
 {
+	for (unsigned i = 0; i < cfg->n_agent_engines; i++)
+		free((char *)cfg->agent_engine[i]);
+	cfg->n_agent_engines = 0;
 	if (cfg->gateway_key) {
 		explicit_bzero(cfg->gateway_key, strlen(cfg->gateway_key));
 		free(cfg->gateway_key);

@@ -70,6 +70,19 @@ struct runner_config {
 	uint64_t task_max_tokens;
 	uint64_t task_max_model_requests;
 	uint64_t agent_output_max; /* tool output fed back to the model (bytes) */
+	/* Agent engines (docs/design.md §19): "NAME=PATH" as given (validated
+	 * as such here; NAME against the engines at start, model/engine.c). */
+#define AGENT_ENGINES_MAX 8
+	const char *agent_engine[AGENT_ENGINES_MAX];
+	unsigned n_agent_engines;
+	uint64_t agent_context_max; /* bytes of conversation the built-in loop sends */
+
+	/* /mcp (docs/design.md §18). */
+	const char *mcp_allowed_origins; /* NULL: localhost forms only */
+	const char *mcp_servers;         /* --mcp-servers FILE, or NULL */
+	unsigned mcp_max_sessions;
+	unsigned mcp_max_inflight;
+	uint64_t mcp_max_body;
 };
 
 /* Parse argv + environment. Returns 0 to run, 1 when --help/--version was

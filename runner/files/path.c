@@ -303,3 +303,25 @@ int files_check_writable(const struct files_ident *id, int dirfd)
 		close(cur);
 	return rc;
 }
+
+int files_open_root(const char *path, struct stat *st, int *fd)
+{
+	const char *base = ".";
+	int dirfd;
+	*fd = -1;
+	if (strcmp(path, "/"))
+		dirfd = files_open_parent(path, &base);
+	else
+		dirfd = files_open(AT_FDCWD, "/", O_PATH | O_DIRECTORY, 0);
+	if (dirfd < 0)
+		return dirfd;
+	int rc = 0;
+	if (fstatat(dirfd, base, st, AT_SYMLINK_NOFOLLOW) < 0)
+		rc = -errno;
+	else if (S_ISDIR(st->st_mode))
+		rc = (*fd = files_open_last(dirfd, base, O_RDONLY | O_DIRECTORY)) < 0 ? *fd : 0;
+	if (rc < 0)
+		*fd = -1;
+	close(dirfd);
+	return rc;
+}

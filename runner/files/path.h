@@ -43,3 +43,7 @@ int files_on_procfs(int fd);
  * Landlock grants it) or beneath one, else -FILES_EOUTSIDE. Decided by
  * walking "..": from the directory held, not from a name. */
 int files_check_writable(const struct files_ident *id, int dirfd);
+/* The root of a walk or search: resolved without magic links; a link there is not followed.
+ * *st describes it; *fd is a directory descriptor, or -1 when it is no directory. 0 or -errno. */
+struct stat;
+int files_open_root(const char *path, struct stat *st, int *fd);

@@ -237,7 +237,12 @@ static int walk_entry(struct files_walk *w, struct files_wframe *f)
 						  : name;
 		take = files_glob_match(w->glob, s, strlen(s));
 	}
-	if (take) {
+	if (take && w->take) {
+		int t = w->take(w->take_arg, f->fd, name, w->path.data, &st);
+		if (t < 0)
+			return t;
+		w->paused = t > 0;
+	} else if (take) {
 		if (w->results >= FILES_MAX_RESULTS) {
 			walk_limit(w, "more than %ld results", FILES_MAX_RESULTS);
 			return -FILES_ELIMIT;
@@ -323,6 +328,11 @@ int files_walk_step(struct files_walk *w, uint64_t deadline_ms)
 		}
 		if ((rc = walk_entry(w, f)) < 0)
 			break;
+		if (w->paused) {
+			w->paused = false;
+			rc = 1;
+			break;
+		}
 	}
 	w->work_us += now_us() - start;
 	if (rc == 1 && w->work_us >= limit) {

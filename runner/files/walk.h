@@ -31,6 +31,12 @@ struct files_walk {
 	bool search;                   /* only non-directories, filtered by glob */
 	const struct files_glob *glob; /* search: NULL = everything */
 	struct buf *out;
+	/* search: instead of a FileInfo in out, each file taken is handed to take (dirfd holds
+	 * it under name; path is its full path): <0 stops the walk, 1 ends the step right after
+	 * it (the caller has work to do on it first), 0 goes on. No result bound applies. */
+	int (*take)(void *arg, int dirfd, const char *name, const char *path,
+		    const struct stat *st);
+	void *take_arg;
 	/* results */
 	size_t results, visited;
 	uint64_t work_us;
@@ -41,6 +47,7 @@ struct files_walk {
 	unsigned depth;
 	struct buf path;
 	size_t rel_off;
+	bool paused;
 };
 /* Start at dirfd (taken: closed by the walk), which path names. */
 int files_walk_start(struct files_walk *w, int dirfd, const char *path);

@@ -47,7 +47,15 @@ static bool authorized(struct http_req *req)
 	if (!want)
 		return true;
 	const char *got = http_header(req, "X-EXECD-ACCESS-TOKEN");
-	return got && secret_equal(got, want);
+	if (got)
+		return secret_equal(got, want);
+	/* MCP clients are configured with a bearer token: the same token, on /mcp only (the
+	 * port proxy forwards Authorization to the app behind it, so it is not the runner's
+	 * there). */
+	const char *auth = http_header(req, "Authorization");
+	if (auth && !strcmp(req->path, "/mcp") && !strncasecmp(auth, "Bearer ", 7))
+		return secret_equal(auth + 7 + strspn(auth + 7, " "), want);
+	return false;
 }
 
 /* execd's clients read "error" as well as {code, message}. */

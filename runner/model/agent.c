@@ -8,12 +8,13 @@
 
 #include "model/budget.h"
 #include "model/chatstream.h"
-#include "task/env.h"
+#include "model/conversation.h"
 #include "model/gateway.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/util.h"
+#include "tools/tools.h"
 
 struct agent {
 	struct runner *r;
@@ -37,13 +38,21 @@ struct agent {
 	/* Tool calls of the last turn, run one after the other. */
 	json_t *calls; /* array of {id, name, arguments} */
 	size_t next_call;
-	struct task *child;
-	struct task_reader rd;
-	bool rd_attached;
 	char call_id[80];
 	uint64_t call_started_ms;
-	struct buf out_head, out_tail;
-	uint64_t out_total;
+	bool call_is_bash;
+	struct tool_call *tool; /* the tool layer's call in flight (tools/tools.h) */
+
+	struct conversation *conv; /* kept after the task (docs/design.md §19.4) */
+	/* The gateway's GET /models, asked once before the first turn: a
+	 * context length for the model lowers the bound (§19.6). */
+	struct gw_call *models_call;
+	struct buf models_body;
+	long models_status;
+	uint64_t context_bound; /* bytes: --agent-context-max, or less */
+	uint64_t model_context; /* tokens, as /models said (0: not said) */
+	size_t largest_request; /* bytes of the largest model request sent */
+	unsigned elided;        /* messages shortened by the context bound */
 };
 
 #define BASH_TOOL                                                                                   \
@@ -52,6 +61,37 @@ struct agent {
 	"and the output (stdout and stderr interleaved; long output is cut in the middle).\","      \
 	"\"parameters\":{\"type\":\"object\",\"properties\":{\"command\":{\"type\":\"string\","     \
 	"\"description\":\"the command line to run\"}},\"required\":[\"command\"]}}}"
+
+/* The file tools the model gets beside bash, from the tool layer (one description of each
+ * for every door: tools/registry.c). bash is the tool layer's run_command under the name
+ * models are trained on. */
+static const char *const FILE_TOOLS[] = {"read_file", "write_file", "edit_file"};
+
+static json_t *tool_defs(void)
+{
+	json_t *a = json_array();
+	json_array_append_new(a, json_loads(BASH_TOOL, 0, NULL));
+	for (size_t i = 0; i < sizeof(FILE_TOOLS) / sizeof(FILE_TOOLS[0]); i++) {
+		json_t *d = tools_describe(FILE_TOOLS[i]);
+		if (!d)
+			continue;
+		json_array_append_new(a,
+				      json_pack("{s:s,s:{s:O,s:O,s:O}}", "type", "function",
+						"function", "name", json_object_get(d, "name"),
+						"description", json_object_get(d, "description"),
+						"parameters", json_object_get(d, "inputSchema")));
+		json_decref(d);
+	}
+	return a;
+}
+
+static bool agent_tool(const char *name)
+{
+	for (size_t i = 0; i < sizeof(FILE_TOOLS) / sizeof(FILE_TOOLS[0]); i++)
+		if (!strcmp(name, FILE_TOOLS[i]))
+			return true;
+	return !strcmp(name, "bash");
+}
 
 static void agent_free(struct agent *a);
 static void finish(struct agent *a, enum task_status st, int exit_code, const char *answer);
@@ -74,11 +114,20 @@ static json_t *usage_json_mu(const struct mu_usage *u)
 
 static json_t *summary(struct agent *a)
 {
-	json_t *o = json_pack("{s:i,s:s}", "steps", (int)a->step, "model", a->model);
+	json_t *o = json_pack("{s:i,s:s,s:s}", "steps", (int)a->step, "model", a->model, "engine",
+			      "builtin");
 	json_object_set_new(o, "usage", budget_usage_json(&a->b));
 	json_t *b = budget_json(&a->b);
 	if (b)
 		json_object_set_new(o, "budget", b);
+	if (a->conv)
+		json_object_set_new(o, "conversation", json_string(a->conv->id));
+	json_object_set_new(o, "context",
+			    json_pack("{s:I,s:I,s:I,s:i}", "model_context_tokens",
+				      (json_int_t)a->model_context, "max_bytes",
+				      (json_int_t)a->context_bound, "largest_request_bytes",
+				      (json_int_t)a->largest_request, "elided_messages",
+				      (int)a->elided));
 	return o;
 }
 
@@ -102,14 +151,15 @@ static void stop_work(struct agent *a, enum task_status why)
 		gw_call_cancel(a->call);
 		a->call = NULL;
 	}
-	loop_timer_stop(&a->r->loop, &a->retry_timer);
-	if (a->rd_attached) {
-		task_reader_detach(&a->rd);
-		a->rd_attached = false;
+	if (a->models_call) {
+		gw_call_cancel(a->models_call);
+		a->models_call = NULL;
 	}
-	if (a->child) {
-		task_kill(a->child, why);
-		a->child = NULL;
+	(void)why;
+	loop_timer_stop(&a->r->loop, &a->retry_timer);
+	if (a->tool) {
+		tool_call_cancel(a->tool); /* kills a command's tree */
+		a->tool = NULL;
 	}
 }
 
@@ -154,16 +204,56 @@ static void on_release(struct task *t)
 
 static const struct task_driver_ops agent_ops = {on_cancel, on_release};
 
+/* The history as a conversation keeps it: every tool call of the last turn
+ * answered (a strict gateway refuses a call without its result). */
+static void save_conversation(struct agent *a)
+{
+	json_t *m = a->messages;
+	size_t n = json_array_size(m), last = n;
+	for (size_t i = n; i-- > 0;) {
+		const char *role = json_string_value(json_object_get(json_array_get(m, i), "role"));
+		if (role && !strcmp(role, "assistant")) {
+			last = i;
+			break;
+		}
+	}
+	json_t *tcs = last < n ? json_object_get(json_array_get(m, last), "tool_calls") : NULL;
+	size_t i;
+	json_t *tc;
+	json_array_foreach(tcs, i, tc) {
+		const char *id = json_string_value(json_object_get(tc, "id"));
+		bool answered = false;
+		for (size_t j = last + 1; j < n && !answered; j++) {
+			const char *tid = json_string_value(
+				json_object_get(json_array_get(m, j), "tool_call_id"));
+			answered = tid && id && !strcmp(tid, id);
+		}
+		if (!answered && id)
+			json_array_append_new(
+				m,
+				json_pack("{s:s,s:s,s:s}", "role", "tool", "tool_call_id", id,
+					  "content", "not run: the task ended before this call"));
+	}
+	int rc = conv_save(a->r, a->conv, m);
+	if (rc < 0)
+		log_errno("cannot save a conversation", -rc, a->conv->id);
+}
+
 static void agent_free(struct agent *a)
 {
+	if (a->conv) {
+		if (a->messages)
+			save_conversation(a);
+		conv_release(a->r, a->conv);
+		a->conv = NULL;
+	}
+	buf_free(&a->models_body);
 	if (a->cs_live)
 		chatstream_free(&a->cs);
 	loop_timer_close(&a->r->loop, &a->retry_timer);
 	json_decref(a->messages);
 	json_decref(a->calls);
 	json_decref(a->env);
-	buf_free(&a->out_head);
-	buf_free(&a->out_tail);
 	free(a->model);
 	if (a->t && a->t->driver_arg == a) {
 		a->t->driver = NULL;
@@ -251,6 +341,116 @@ static void on_done(struct gw_call *c, void *arg, enum gw_err err, const char *m
 
 static const struct gw_call_ops call_ops = {on_head, on_data, on_done, NULL};
 
+/* ---- the context bound (--agent-context-max) ---- */
+
+static size_t msg_size(json_t *m)
+{
+	char *s = json_dumps(m, JSON_COMPACT);
+	size_t n = s ? strlen(s) + 1 : 0;
+	free(s);
+	return n;
+}
+
+/* Replace a long string field by a marker; the bytes saved. */
+static size_t elide(json_t *obj, const char *key, const char *what, size_t keep)
+{
+	json_t *v = json_object_get(obj, key);
+	if (!json_is_string(v) || json_string_length(v) <= keep + 160)
+		return 0;
+	size_t len = json_string_length(v);
+	if (strstr(json_string_value(v), "[elided by the runner:"))
+		return 0;
+	char *head = keep ? strndup(json_string_value(v), keep) : strdup("");
+	if (!head)
+		return 0;
+	/* Keep whole characters: a cut inside one is not valid UTF-8. */
+	size_t hl = strlen(head);
+	hl -= utf8_incomplete_tail((const unsigned char *)head, hl);
+	head[hl] = 0;
+	json_t *nv = json_sprintf("%s[elided by the runner: %zu bytes of %s; the conversation is "
+				  "kept under --agent-context-max]",
+				  head, len - hl, what);
+	free(head);
+	if (!nv)
+		return 0;
+	size_t nl = json_string_length(nv);
+	json_object_set_new(obj, key, nv);
+	return len > nl ? len - nl : 0;
+}
+
+/* Shorten a->messages until the request fits: tool outputs first (oldest
+ * first), then long assistant text and tool arguments, then the latest
+ * turns' outputs but the last; the system prompt and the goals (user
+ * messages) stay. Older turns are dropped whole as the last resort. */
+static size_t bound_context(struct agent *a, size_t overhead)
+{
+	json_t *m = a->messages;
+	size_t limit = a->context_bound;
+	limit = limit > overhead + 1024 ? limit - overhead : 1024;
+	size_t n = json_array_size(m), total = 0;
+	for (size_t i = 0; i < n; i++)
+		total += msg_size(json_array_get(m, i));
+	if (total <= limit)
+		return total;
+	/* The latest two assistant turns (and their results) are protected. */
+	size_t keep_from = n, seen = 0;
+	for (size_t i = n; i-- > 1 && seen < 2;) {
+		const char *role = json_string_value(json_object_get(json_array_get(m, i), "role"));
+		if (role && !strcmp(role, "assistant")) {
+			keep_from = i;
+			seen++;
+		}
+	}
+	for (int pass = 0; pass < 3 && total > limit; pass++) {
+		size_t end = pass < 2 ? keep_from : (n ? n - 1 : 0);
+		for (size_t i = 1; i < end && total > limit; i++) {
+			json_t *msg = json_array_get(m, i);
+			const char *role = json_string_value(json_object_get(msg, "role"));
+			size_t saved = 0;
+			if (role && !strcmp(role, "tool") && pass != 1) {
+				saved = elide(msg, "content", "tool output", pass == 2 ? 512 : 0);
+			} else if (role && !strcmp(role, "assistant") && pass == 1) {
+				saved = elide(msg, "content", "assistant text", 256);
+				size_t j;
+				json_t *tc;
+				json_array_foreach(json_object_get(msg, "tool_calls"), j, tc)
+					saved += elide(json_object_get(tc, "function"), "arguments",
+						       "tool arguments", 0);
+			}
+			if (saved) {
+				a->elided++;
+				total -= saved < total ? saved : total;
+			}
+		}
+	}
+	/* Whole old turns: an assistant message and the results after it. */
+	while (total > limit) {
+		size_t i = 1;
+		while (i < n &&
+		       strcmp(json_string_value(json_object_get(json_array_get(m, i), "role"))
+				      ?: "",
+			      "assistant"))
+			i++;
+		size_t j = i + 1;
+		while (j < n &&
+		       !strcmp(json_string_value(json_object_get(json_array_get(m, j), "role"))
+				       ?: "",
+			       "tool"))
+			j++;
+		if (i >= n || j >= n - 1 || i >= keep_from)
+			break; /* nothing old is left to drop */
+		for (size_t k = i; k < j; k++) {
+			size_t sz = msg_size(json_array_get(m, i));
+			total -= sz < total ? sz : total;
+			json_array_remove(m, i);
+			a->elided++;
+		}
+		n = json_array_size(m);
+		keep_from -= keep_from > j - i ? j - i : keep_from;
+	}
+	return total;
+}
+
 static void ask(struct agent *a)
 {
 	char why[256];
@@ -264,9 +464,12 @@ static void ask(struct agent *a)
 	chatstream_init(&a->cs, on_text, a);
 	a->cs_live = true;
 	a->retry_after[0] = 0;
-	json_t *tool = json_loads(BASH_TOOL, 0, NULL);
-	json_t *req = json_pack("{s:s,s:O,s:[o],s:s,s:b,s:{s:b}}", "model", a->model, "messages",
-				a->messages, "tools", tool, "tool_choice", "auto", "stream", 1,
+	json_t *tools = tool_defs();
+	char *td = tools ? json_dumps(tools, JSON_COMPACT) : NULL;
+	bound_context(a, (td ? strlen(td) : 8192) + 256); /* the request around the messages */
+	free(td);
+	json_t *req = json_pack("{s:s,s:O,s:o,s:s,s:b,s:{s:b}}", "model", a->model, "messages",
+				a->messages, "tools", tools, "tool_choice", "auto", "stream", 1,
 				"stream_options", "include_usage", 1);
 	char *body = req ? json_dumps(req, JSON_COMPACT) : NULL;
 	json_decref(req);
@@ -274,6 +477,8 @@ static void ask(struct agent *a)
 		fail(a, "internal_error", "out of memory building the model request", 0);
 		return;
 	}
+	if (strlen(body) > a->largest_request)
+		a->largest_request = strlen(body);
 	struct gw_request rq = {.method = "POST",
 				.path = "/chat/completions",
 				.body = body,
@@ -341,117 +546,69 @@ static void turn_complete(struct agent *a)
 	next_tool(a);
 }
 
-/* ---- running a tool call ---- */
+/* ---- running a tool call (the tool layer, tools/tools.h) ---- */
 
-static void collect_output(struct agent *a, const char *p, size_t n)
+static void tool_finished(struct agent *a, struct tool_result *res, const char *error)
 {
-	size_t half = (size_t)a->r->cfg.agent_output_max / 2;
-	if (!n)
-		return;
-	a->out_total += n;
-	if (a->out_head.len < half) {
-		size_t k = half - a->out_head.len < n ? half - a->out_head.len : n;
-		buf_append(&a->out_head, p, k);
-		p += k;
-		n -= k;
-	}
-	if (!n)
-		return;
-	buf_append(&a->out_tail, p, n);
-	if (a->out_tail.len > 2 * half) {
-		memmove(a->out_tail.data, a->out_tail.data + a->out_tail.len - half, half);
-		a->out_tail.len = half;
-	}
-}
-
-/* The output given back to the model: head + marker + tail when long,
- * always valid UTF-8 (invalid bytes become U+FFFD). */
-static json_t *tool_content(struct agent *a, int exit_code, const char *status)
-{
-	size_t half = (size_t)a->r->cfg.agent_output_max / 2;
-	struct buf raw = {0}, lit = {0};
-	buf_appendf(&raw, "exit_code: %d%s%s\n", exit_code, status ? "\nstatus: " : "",
-		    status ? status : "");
-	buf_append(&raw, a->out_head.data ? a->out_head.data : "", a->out_head.len);
-	size_t tail = a->out_tail.len > half ? half : a->out_tail.len;
-	uint64_t omitted = a->out_total - a->out_head.len - tail;
-	if (omitted)
-		buf_appendf(&raw, "\n[... %llu bytes of output omitted ...]\n",
-			    (unsigned long long)omitted);
-	if (tail)
-		buf_append(&raw, a->out_tail.data + a->out_tail.len - tail, tail);
-	buf_append_json_str(&lit, raw.data, raw.len);
-	json_t *s = json_loadb(lit.data, lit.len, JSON_DECODE_ANY, NULL);
-	buf_free(&raw);
-	buf_free(&lit);
-	return s ? s : json_string("(output unavailable)");
-}
-
-static void tool_finished(struct agent *a, int exit_code, const char *status, const char *error)
-{
-	json_t *ev = json_pack("{s:s,s:b,s:I,s:I}", "id", a->call_id, "done", 1, "output_bytes",
-			       (json_int_t)a->out_total, "duration_ms",
+	json_t *ev = json_pack("{s:s,s:b,s:I}", "id", a->call_id, "done", 1, "duration_ms",
 			       (json_int_t)(now_ms() - a->call_started_ms));
 	json_t *content;
-	if (error) {
-		json_object_set_new(ev, "error", json_string(error));
-		content = json_sprintf("error: %s", error);
+	if (error || (res && res->is_error && !(a->call_is_bash && res->ran))) {
+		struct buf m = {0};
+		buf_append_str(&m, "error: ");
+		if (error)
+			buf_append_str(&m, error);
+		else
+			buf_append(&m, res->text.data ? res->text.data : "", res->text.len);
+		json_object_set_new(ev, "error", tool_json_text(m.data + 7, m.len - 7));
+		content = tool_json_text(m.data, m.len);
+		buf_free(&m);
+	} else if (a->call_is_bash) {
+		json_object_set_new(ev, "output_bytes",
+				    json_integer((json_int_t)res->output_bytes));
+		json_object_set_new(ev, "exit_code", json_integer(res->exit_code));
+		json_object_set_new(ev, "status", json_string(res->status));
+		json_object_set_new(ev, "truncated", json_boolean(res->truncated));
+		content = tool_json_text(res->text.data, res->text.len);
 	} else {
-		json_object_set_new(ev, "exit_code", json_integer(exit_code));
-		json_object_set_new(ev, "status", json_string(status));
-		json_object_set_new(ev, "truncated",
-				    json_boolean(a->out_total > a->r->cfg.agent_output_max));
-		content = tool_content(a, exit_code,
-				       strcmp(status, "succeeded") && strcmp(status, "failed")
-					       ? status
-					       : NULL);
+		content = tool_json_text(res->text.data, res->text.len);
 	}
+	if (res)
+		tool_result_free(res);
 	task_emit(a->t, "tool.result", ev);
 	json_decref(ev);
 	json_array_append_new(a->messages,
 			      json_pack("{s:s,s:s,s:o}", "role", "tool", "tool_call_id", a->call_id,
 					"content", content));
-	buf_reset(&a->out_head);
-	buf_reset(&a->out_tail);
-	a->out_total = 0;
 	a->next_call++;
 	next_tool(a);
 }
 
-static void on_child_wake(struct task_reader *rd)
+static void on_tool_output(void *arg, int stream, const char *p, size_t n)
 {
-	struct agent *a = (struct agent *)((char *)rd - offsetof(struct agent, rd));
-	static char rbuf[SPOOL_MAX_REC];
-	struct spool_rec rec;
-	int rc;
-	while ((rc = task_reader_next(rd, &rec, rbuf)) == 1) {
-		if (rec.type == SPOOL_EVENT)
-			continue;
-		collect_output(a, rbuf, rec.len);
-		json_t *ev = json_pack("{s:s,s:s}", "id", a->call_id, "stream",
-				       rec.type == SPOOL_STDOUT ? "stdout" : "stderr");
-		if (utf8_valid((const unsigned char *)rbuf, rec.len)) {
-			json_object_set_new(ev, "text", json_stringn(rbuf, rec.len));
-		} else {
-			struct buf b = {0};
-			buf_append_base64(&b, (const unsigned char *)rbuf, rec.len);
-			json_object_set_new(ev, "data_b64",
-					    json_stringn(b.data ? b.data : "", b.len));
-			buf_free(&b);
-		}
-		task_emit(a->t, "tool.result", ev);
-		json_decref(ev);
+	struct agent *a = arg;
+	json_t *ev = json_pack("{s:s,s:s}", "id", a->call_id, "stream",
+			       stream == 1 ? "stdout" : "stderr");
+	if (utf8_valid((const unsigned char *)p, n)) {
+		json_object_set_new(ev, "text", json_stringn(p, n));
+	} else {
+		struct buf b = {0};
+		buf_append_base64(&b, (const unsigned char *)p, n);
+		json_object_set_new(ev, "data_b64", json_stringn(b.data ? b.data : "", b.len));
+		buf_free(&b);
 	}
-	if (rc < 0)
-		log_errno("reading a tool's output failed", -rc, a->t->id);
-	if (!task_reader_at_end(rd))
-		return;
-	struct task *child = a->child;
-	task_reader_detach(rd);
-	a->rd_attached = false;
-	a->child = NULL;
-	tool_finished(a, child->exit_code, task_status_name(child->status), NULL);
+	task_emit(a->t, "tool.result", ev);
+	json_decref(ev);
 }
+
+static void on_tool_done(void *arg, struct tool_result *res)
+{
+	struct agent *a = arg;
+	a->tool = NULL;
+	tool_finished(a, res, NULL);
+}
+
+static const struct tool_call_ops agent_tool_ops = {on_tool_output, on_tool_done};
 
 static void next_tool(struct agent *a)
 {
@@ -470,58 +627,133 @@ static void next_tool(struct agent *a)
 	json_object_set(ev, "arguments", args && json_is_object(args) ? args : jargs);
 	task_emit(a->t, "tool.call", ev);
 	json_decref(ev);
-	const char *command = json_string_value(json_object_get(args, "command"));
-	struct error err;
-	if (strcmp(name, "bash")) {
-		error_set(&err, 0, NULL, "unknown tool '%.100s' (the only tool is bash)", name);
-	} else if (!command || !*command) {
-		error_set(&err, 0, NULL,
-			  "the arguments must be a JSON object {\"command\": \"...\"}");
-	} else {
-		struct task_spec spec = {.api = TASK_API_TOOL,
-					 .command = command,
-					 .cwd = a->t->cwd,
-					 .env = a->env,
-					 .capability = "exec",
-					 .network = a->network,
-					 .state_in_fd = -1,
-					 .state_out_fd = -1};
-		struct task *child = task_start(a->r, &spec, &err);
+	a->call_is_bash = !strcmp(name, "bash");
+	char msg[200];
+	if (!agent_tool(name)) {
+		snprintf(msg, sizeof(msg),
+			 "unknown tool '%.100s' (the tools are bash, read_file, write_file, "
+			 "edit_file)",
+			 name);
 		json_decref(args);
-		if (child) {
-			a->child = child;
-			memset(&a->rd, 0, sizeof(a->rd));
-			a->rd.wake = on_child_wake;
-			task_reader_attach(child, &a->rd, true);
-			a->rd_attached = true;
-			on_child_wake(&a->rd); /* what is already there */
-			return;
-		}
-		tool_finished(a, -1, NULL, err.msg);
+		tool_finished(a, NULL, msg);
 		return;
 	}
+	if (!args || !json_is_object(args)) {
+		json_decref(args);
+		tool_finished(a, NULL, "the arguments must be a JSON object");
+		return;
+	}
+	const char *command = json_string_value(json_object_get(args, "command"));
+	if (a->call_is_bash && (!command || !*command)) {
+		json_decref(args);
+		tool_finished(a, NULL,
+			      "the arguments must be a JSON object {\"command\": \"...\"}");
+		return;
+	}
+	json_t *targs = a->call_is_bash ? json_pack("{s:s}", "command", command)
+					: json_incref(args);
 	json_decref(args);
-	tool_finished(a, -1, NULL, err.msg);
+	struct tool_ctx ctx = {.cwd = a->t->cwd, .env = a->env, .network = a->network};
+	struct tool_result res;
+	int rc = tool_call_start(a->r, a->call_is_bash ? "run_command" : name, targs, &ctx,
+				 &agent_tool_ops, a, &a->tool, &res);
+	json_decref(targs);
+	if (rc == 0)
+		tool_finished(a, &res, NULL);
+}
+
+/* ---- the model's context, from the gateway's GET /models ---- */
+
+#define MODELS_BODY_MAX (1u << 20)
+#define BYTES_PER_TOKEN                                                                            \
+	3 /* of JSON-encoded conversation: a low estimate, so the bound errs short */
+
+static void models_head(struct gw_call *c, void *arg, long status, const char *ctype,
+			const char *retry_after)
+{
+	(void)c;
+	(void)ctype;
+	(void)retry_after;
+	((struct agent *)arg)->models_status = status;
+}
+
+static int models_data(struct gw_call *c, void *arg, const char *p, size_t n)
+{
+	(void)c;
+	struct agent *a = arg;
+	if (a->models_body.len + n > MODELS_BODY_MAX)
+		return -1; /* not a list of models worth reading */
+	return buf_append(&a->models_body, p, n) < 0 ? -1 : 0;
+}
+
+/* The context length a gateway publishes for the model, in tokens (0: none).
+ * Field names differ: context_length (OpenRouter, LM Studio), context_window,
+ * max_model_len (vLLM), max_input_tokens (LiteLLM's model info). */
+static uint64_t model_context_of(json_t *list, const char *model)
+{
+	static const char *const keys[] = {"context_length", "context_window", "max_model_len",
+					   "max_input_tokens", "max_context_length"};
+	size_t i;
+	json_t *m;
+	json_array_foreach(json_object_get(list, "data"), i, m) {
+		const char *id = json_string_value(json_object_get(m, "id"));
+		if (!id || strcmp(id, model))
+			continue;
+		for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+			json_t *v = json_object_get(m, keys[k]);
+			if (!v)
+				v = json_object_get(json_object_get(m, "model_info"), keys[k]);
+			if (json_is_integer(v) && json_integer_value(v) > 0)
+				return (uint64_t)json_integer_value(v);
+		}
+	}
+	return 0;
+}
+
+static void models_done(struct gw_call *c, void *arg, enum gw_err err, const char *msg)
+{
+	(void)c;
+	(void)msg;
+	struct agent *a = arg;
+	a->models_call = NULL;
+	if (err == GW_OK && a->models_status == 200) {
+		json_t *j = json_loadb(a->models_body.data ? a->models_body.data : "",
+				       a->models_body.len, 0, NULL);
+		a->model_context = model_context_of(j, a->model);
+		json_decref(j);
+		if (a->model_context && a->model_context <= UINT64_MAX / BYTES_PER_TOKEN &&
+		    a->model_context * BYTES_PER_TOKEN < a->context_bound)
+			a->context_bound = a->model_context * BYTES_PER_TOKEN;
+	}
+	buf_free(&a->models_body);
+	ask(a); /* whatever /models said: a gateway without it is fine */
+}
+
+static const struct gw_call_ops models_ops = {models_head, models_data, models_done, NULL};
+
+/* The first turn, after asking /models (or at once when that cannot start). */
+static void first_turn(struct agent *a)
+{
+	struct gw_request rq = {.method = "GET", .path = "/models", .accept = "application/json"};
+	a->models_call = gw_call_start(a->r, &rq, &models_ops, a);
+	if (!a->models_call)
+		ask(a);
 }
 
 /* ---- start ---- */
 
-struct task *agent_start(struct runner *r, const struct task_spec *spec, struct error *err)
+struct task *agent_start(struct runner *r, const struct task_spec *spec, struct conversation *conv,
+			 struct error *err)
 {
-	const char *model = spec->model ? spec->model : r->cfg.model;
-	if (!model) {
-		error_set(err, 0, "NO_MODEL",
-			  "no model: set 'model' in the request or FORCEAI_MODEL");
-		return NULL;
-	}
-	if (spec->env && env_validate(spec->env, err) < 0)
-		return NULL;
-	struct agent *a = calloc(1, sizeof(*a));
+	/* engine_task_start checked the model and the env (model/engine.c). */
+	const char *model = spec->model;
+	struct agent *a = model ? calloc(1, sizeof(*a)) : NULL;
 	if (!a) {
 		error_set(err, ENOMEM, "RUNTIME_ERROR", "cannot start the agent");
 		return NULL;
 	}
 	a->r = r;
+	a->context_bound = r->cfg.agent_context_max;
 	a->retry_timer.w.fd = -1; /* agent_free is the one teardown from here on */
 	if (!(a->model = strdup(model))) {
 		error_set(err, ENOMEM, "RUNTIME_ERROR", "cannot start the agent");
@@ -549,12 +781,33 @@ struct task *agent_start(struct runner *r, const struct task_spec *spec, struct 
 	s.api = TASK_API_NATIVE;
 	s.capability = "agent";
 	s.timeout_ms = spec->has_timeout ? spec->timeout_ms : r->cfg.agent_timeout_ms;
+	s.engine = "builtin";
+	s.conversation = conv ? conv->id : NULL;
 	struct task *t = task_start_driven(r, &s, &agent_ops, a, err);
 	if (!t) {
 		agent_free(a);
 		return NULL;
 	}
 	a->t = t;
+	json_t *history = conv ? conv_load(r, conv) : NULL;
+	if (conv) {
+		a->conv = conv;
+		conv_attach(conv, t);
+	}
+	if (history && json_array_size(history) >= 2) {
+		/* A continued conversation: its history, then the new goal. */
+		a->messages = history;
+		if (json_array_append_new(a->messages, json_pack("{s:s,s:s}", "role", "user",
+								 "content", spec->command)) < 0) {
+			fail(a, "internal_error", "the goal is not valid UTF-8 text", 0);
+			return t;
+		}
+		log_info("agent continues a conversation", "{s:s,s:s,s:i}", "task", t->id,
+			 "conversation", conv->id, "messages", (int)json_array_size(history));
+		first_turn(a);
+		return t;
+	}
+	json_decref(history);
 	char sys[1024];
 	snprintf(sys, sizeof(sys),
 		 "You are an autonomous agent working inside a sandboxed Linux box. Use the bash "
@@ -569,6 +822,6 @@ struct task *agent_start(struct runner *r, const struct task_spec *spec, struct 
 	}
 	log_info("agent started", "{s:s,s:s,s:I}", "task", t->id, "model", a->model, "max_steps",
 		 (json_int_t)a->max_steps);
-	ask(a);
+	first_turn(a);
 	return t;
 }

@@ -38,10 +38,11 @@
 
 struct mp_token {
 	char value[72];
-	struct task *t;    /* NULL once the task finished: the token is dead */
-	struct budget b;   /* usage and limits, every route and format */
-	unsigned inflight; /* requests using it now (MP_PER_TASK) */
-	unsigned refs;     /* the task + requests in flight */
+	struct task *t;                       /* NULL once the task finished: the token is dead */
+	struct budget b;                      /* usage and limits, every route and format */
+	unsigned inflight;                    /* requests using it now (MP_PER_TASK) */
+	unsigned refs;                        /* the task + requests in flight */
+	const struct modelproxy_watch *watch; /* an agent engine's, or NULL */
 	struct mp_token *next, *prev;
 };
 
@@ -255,6 +256,8 @@ static void up_done(struct gw_call *c, void *arg, enum gw_err err, const char *m
 				budget_charge(&k->b, &q->us.usage);
 			else if (q->rt.metered)
 				k->b.unmetered++;
+			if (q->us.has_usage && k->watch && k->watch->usage)
+				k->watch->usage(k->watch->arg, &k->b);
 		}
 	}
 	wake(q);
@@ -620,6 +623,8 @@ static enum MHD_Result begin(struct mp_req *q, const char *method)
 	if (!budget_admit(&k->b, why, sizeof(why))) {
 		log_warn("model call refused: budget spent", "{s:s,s:s,s:s}", "task",
 			 k->t ? k->t->id : "", "format", q->w->name, "why", why);
+		if (k->watch && k->watch->refused)
+			k->watch->refused(k->watch->arg, &k->b);
 		return mp_failf(q, "budget_exceeded", "%s", why);
 	}
 	wire_scan_init(&q->us, q->w);
@@ -891,6 +896,20 @@ void modelproxy_stop(struct runner *r)
 	r->modelproxy = NULL;
 }
 
+static void on_task_finish(struct task *t, json_t *exit_ev);
+
+static struct mp_token *token_of(struct task *t)
+{
+	return t && t->on_finish == on_task_finish ? t->finish_arg : NULL;
+}
+
+void modelproxy_watch(struct task *t, const struct modelproxy_watch *w)
+{
+	struct mp_token *k = token_of(t);
+	if (k)
+		k->watch = w;
+}
+
 /* The chat task ended: its token dies, its usage (and budget) goes into
  * the exit event. */
 static void on_task_finish(struct task *t, json_t *exit_ev)
@@ -901,6 +920,7 @@ static void on_task_finish(struct task *t, json_t *exit_ev)
 	json_t *b = budget_json(&k->b);
 	if (b)
 		json_object_set_new(exit_ev, "budget", b);
+	k->watch = NULL;
 	k->t = NULL;
 	t->finish_arg = NULL;
 	if (p)

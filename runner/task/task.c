@@ -776,7 +776,7 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, struct e
 	int rc;
 	/* A terminal or a stdin pipe (task/pty.c); closed here on failure. */
 	cleanup_task_io struct task_io_prep iop = TASK_IO_PREP_INIT;
-	if (task_io_prepare(spec, uid, gid, &iop, err) < 0)
+	if (task_io_prepare(spec, &iop, err) < 0)
 		return start_failed(err, 0);
 	if (!iop.tty &&
 	    ((rc = make_pipe(&out_r, &out_w)) < 0 || (rc = make_pipe(&err_r, &err_w)) < 0))
@@ -980,8 +980,9 @@ struct task *task_start_driven(struct runner *r, const struct task_spec *spec,
 	if (spec->timeout_ms)
 		loop_timer_start(&r->loop, &t->timer, spec->timeout_ms, 0);
 	cleanup_json json_t *started =
-		json_pack("{s:s,s:I,s:s}", "task_id", t->id, "started_at",
-			  (json_int_t)t->started_ms, "capability", t->capability);
+		json_pack("{s:s,s:I,s:s,s:s?,s:s?}", "task_id", t->id, "started_at",
+			  (json_int_t)t->started_ms, "capability", t->capability, "engine",
+			  spec->engine, "conversation", spec->conversation);
 	append_event(t, "started", started);
 	task_link(t);
 	log_info("task started", "{s:s,s:s}", "task", t->id, "capability", t->capability);

@@ -60,6 +60,9 @@ struct task_spec {
 	uint64_t max_tokens;       /* model tokens: 0 = the configured default */
 	uint64_t max_requests;     /* model calls ("max_model_requests"): 0 = default */
 	bool has_timeout;          /* timeout_ms was given (agent: 0 = none) */
+	const char *engine;        /* agent: request field "engine" (NULL = builtin) */
+	const char *conversation;  /* agent: request field "conversation" (NULL = new);
+				    * in `started` of a driven task: the conversation's id */
 	enum task_network network; /* request field "network" */
 	/* Handed to the child as fds 3 and 4 when both are >= 0 (a session
 	 * run: the saved shell state in, the new state out). */

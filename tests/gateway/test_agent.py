@@ -114,7 +114,8 @@ class AgentFlow(AgentBase):
             self.assertEqual(q["headers"].get("authorization"), "Bearer " + KEY)
             self.assertEqual(q["body"]["model"], "test-model")
             self.assertIs(q["body"]["stream"], True)
-            self.assertEqual([t["function"]["name"] for t in q["body"]["tools"]], ["bash"])
+            self.assertEqual([t["function"]["name"] for t in q["body"]["tools"]],
+                             ["bash", "read_file", "write_file", "edit_file"])
         m2 = reqs[1]["body"]["messages"]
         self.assertEqual(m2[0]["role"], "system")
         self.assertEqual(m2[1], {"role": "user", "content":
@@ -153,6 +154,39 @@ class AgentFlow(AgentBase):
         self.assertTrue(fed.rstrip().endswith("TAIL"))
         self.assertIn("bytes of output omitted", fed)
         self.assertLess(len(fed), 17000)
+
+    def test_file_tools_write_edit_read(self):
+        # The tool layer's file tools (tools/fileio.c), as the task user, relative paths in the
+        # task's working directory.
+        self.gw.script(
+            tool("write_file", {"path": "sub/notes.txt", "content": "alpha\nbeta\nbeta\n"},
+                 call_id="w"),
+            tool("edit_file", {"path": "sub/notes.txt", "old_string": "beta",
+                               "new_string": "gamma"}, call_id="e1"),
+            tool("edit_file", {"path": "sub/notes.txt", "old_string": "alpha\n",
+                               "new_string": "ALPHA\n"}, call_id="e2"),
+            tool("read_file", {"path": os.path.join(self.r.work, "sub/notes.txt"),
+                               "offset": 1, "limit": 2}, call_id="r"),
+            tool("write_file", {"path": "/etc/forceai-agent-test", "content": "x"},
+                 call_id="w2"),
+            text("done"))
+        ev = self.agent("edit files")
+        self.assertEqual(ev[-1]["data"]["status"], "succeeded")
+        fin = {e["data"]["id"]: e["data"] for e in ev
+               if e["event"] == "tool.result" and e["data"].get("done")}
+        self.assertNotIn("error", fin["w"])
+        self.assertIn("occurs 2 times", fin["e1"]["error"])
+        self.assertNotIn("error", fin["e2"])
+        self.assertIn("outside the directories tasks may write", fin["w2"]["error"])
+        reqs = self.gw.chat_requests()
+        fed = [m["content"] for m in reqs[-1]["body"]["messages"] if m["role"] == "tool"]
+        self.assertTrue(fed[1].startswith("error: "), fed[1])
+        self.assertEqual(fed[3], "ALPHA\nbeta\n[... more lines follow: read on with offset 3 ...]\n")
+        path = os.path.join(self.r.work, "sub", "notes.txt")
+        with open(path) as f:
+            self.assertEqual(f.read(), "ALPHA\nbeta\nbeta\n")
+        self.assertEqual(os.stat(path).st_uid, 1000)  # the task user's
+        self.assertFalse(os.path.exists("/etc/forceai-agent-test"))
 
     def test_bad_tool_arguments_are_reported_back(self):
         self.gw.script(tool("python", {"code": "1"}), tool("bash", {"cmd": "x"}), text("gave up"))

@@ -1,0 +1,761 @@
+/* /mcp: the box as an MCP server over Streamable HTTP (docs/design.md §18). One endpoint:
+ * POST carries one JSON-RPC message and is answered with JSON, or with an SSE stream for a
+ * tool call that runs on (its progress notifications, then its response); GET opens a
+ * session's stream for server notifications; DELETE ends a session. Revisions 2025-03-26,
+ * 2025-06-18 and 2025-11-25 are negotiated by initialize and live in sessions
+ * (Mcp-Session-Id); the stateless 2026-07-28 revision is served without one where a request
+ * says MCP-Protocol-Version: 2026-07-28. The tools are the tool layer's (tools/tools.h).
+ * Messages are parsed by mcp/proto.c (pure, fuzzed). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "core/log.h"
+#include "core/runner.h"
+#include "core/util.h"
+#include "core/version.h"
+#include "mcp/proto.h"
+#include "mcp/upstream.h"
+#include "tools/tools.h"
+
+#define MCP_KEEPALIVE_MS 15000
+#define MCP_SESSION_IDLE_MS (3600 * 1000ULL) /* an idle session may be evicted after this */
+
+struct mcp_session;
+
+/* A tool call that runs on: answered on an SSE stream (hs) or, for a client that takes
+ * only JSON, by resuming its suspended request. */
+struct mcp_call {
+	struct http_stream hs; /* first: the stream's view */
+	struct runner *r;
+	struct mcp_session *sess; /* NULL: stateless, or its session ended */
+	json_t *id, *progress_token;
+	struct tool_call *tc;
+	struct mcp_up_call *uc; /* a tool of a stdio server behind /mcp (mcp/upstream.h) */
+	uint64_t progress;
+	bool stateless;
+	bool streaming;
+	struct http_req *req; /* JSON mode: the suspended request */
+	json_t *response;     /* JSON mode: the answer, once there */
+	bool counted;         /* in the table's in-flight count */
+	struct mcp_call *next, *prev;
+};
+
+/* A session's GET stream: server notifications (tools/list_changed). */
+struct mcp_gstream {
+	struct http_stream hs;
+	struct mcp_session *sess;
+	struct mcp_gstream *next, *prev;
+};
+
+struct mcp_session {
+	char id[33];
+	char version[16];
+	uint64_t last_used_ms;
+	struct mcp_call *calls;
+	struct mcp_gstream *gets;
+	struct mcp_session *next, *prev;
+};
+
+struct mcp_table {
+	struct mcp_session *sessions;
+	unsigned n_sessions;
+	unsigned inflight;
+	struct mcp_call *loose; /* calls without a session (stateless) */
+};
+
+/* Per request: the body as it arrives, and a suspended JSON-mode call. */
+struct mcp_req {
+	struct buf body;
+	bool too_big;
+	struct mcp_call *call;
+	/* tools/list waiting for stdio servers that are starting */
+	struct mcp_up_waiter w;
+	struct http_req *req;
+	json_t *list_id;
+	bool listing, list_ready, list_stateless;
+};
+
+static struct mcp_table *table(struct runner *r)
+{
+	if (!r->mcp)
+		r->mcp = calloc(1, sizeof(*r->mcp));
+	return r->mcp;
+}
+
+/* ---- answers ---- */
+
+static enum MHD_Result answer(struct http_req *req, unsigned status, json_t *msg, const char *sid)
+{
+	struct MHD_Response *resp = http_json_response(msg);
+	if (resp && sid)
+		MHD_add_response_header(resp, "Mcp-Session-Id", sid);
+	return http_queue(req, status, resp);
+}
+
+static enum MHD_Result answer_error(struct http_req *req, unsigned status, json_t *id, int code,
+				    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static enum MHD_Result answer_error(struct http_req *req, unsigned status, json_t *id, int code,
+				    const char *fmt, ...)
+{
+	char m[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(m, sizeof(m), fmt, ap);
+	va_end(ap);
+	return answer(req, status, mcp_error(id, code, m), NULL);
+}
+
+static void sse_event(struct http_stream *hs, json_t *msg)
+{
+	char *s = json_dumps(msg, JSON_COMPACT);
+	if (s) {
+		buf_appendf(&hs->out, "event: message\ndata: %s\n\n", s);
+		free(s);
+	}
+	http_stream_wake(hs);
+}
+
+/* ---- sessions ---- */
+
+static struct mcp_session *session_find(struct runner *r, const char *sid)
+{
+	struct mcp_table *t = table(r);
+	for (struct mcp_session *s = t ? t->sessions : NULL; s; s = s->next)
+		if (secret_equal(s->id, sid))
+			return s;
+	return NULL;
+}
+
+static void call_unlink(struct mcp_call *c)
+{
+	struct mcp_table *t = c->r->mcp;
+	if (c->counted && t) {
+		t->inflight--;
+		c->counted = false;
+	}
+	struct mcp_call **head = c->sess ? &c->sess->calls : t ? &t->loose : NULL;
+	if (!head)
+		return;
+	if (c->prev)
+		c->prev->next = c->next;
+	else if (*head == c)
+		*head = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->next = c->prev = NULL;
+	c->sess = NULL;
+}
+
+static void call_link(struct mcp_call *c, struct mcp_session *s)
+{
+	struct mcp_table *t = c->r->mcp;
+	c->sess = s;
+	struct mcp_call **head = s ? &s->calls : &t->loose;
+	c->prev = NULL;
+	c->next = *head;
+	if (*head)
+		(*head)->prev = c;
+	*head = c;
+	t->inflight++;
+	c->counted = true;
+}
+
+/* The call ends without its result (cancelled, session ended): the tool's work stops. */
+static void call_abort(struct mcp_call *c, const char *why)
+{
+	if (c->tc) {
+		tool_call_cancel(c->tc);
+		c->tc = NULL;
+	}
+	if (c->uc) {
+		mcp_upstream_cancel(c->uc);
+		c->uc = NULL;
+	}
+	call_unlink(c);
+	if (c->streaming) {
+		c->hs.done = true; /* a cancelled request gets no response (MCP) */
+		http_stream_wake(&c->hs);
+	} else if (c->req && !c->response) {
+		c->response = mcp_error(c->id, MCP_SERVER_ERROR, why);
+		http_req_resume(c->req);
+	}
+}
+
+static void session_free(struct runner *r, struct mcp_session *s)
+{
+	struct mcp_table *t = r->mcp;
+	while (s->calls)
+		call_abort(s->calls, "the session ended");
+	for (struct mcp_gstream *g = s->gets, *n; g; g = n) {
+		n = g->next;
+		g->sess = NULL;
+		g->next = g->prev = NULL;
+		g->hs.done = true;
+		http_stream_wake(&g->hs);
+	}
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		t->sessions = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	t->n_sessions--;
+	log_info("mcp session ended", "{s:s}", "session", s->id);
+	free(s);
+}
+
+static struct mcp_session *session_new(struct runner *r, const char *version)
+{
+	struct mcp_table *t = table(r);
+	if (!t)
+		return NULL;
+	if (t->n_sessions >= r->cfg.mcp_max_sessions) {
+		/* Make room from the longest idle one with nothing open, if any is old enough. */
+		struct mcp_session *old = NULL;
+		for (struct mcp_session *s = t->sessions; s; s = s->next)
+			if (!s->calls && !s->gets && (!old || s->last_used_ms < old->last_used_ms))
+				old = s;
+		if (!old || monotonic_ms() - old->last_used_ms < MCP_SESSION_IDLE_MS)
+			return NULL;
+		session_free(r, old);
+	}
+	struct mcp_session *s = calloc(1, sizeof(*s));
+	if (!s || random_id(s->id) < 0) {
+		free(s);
+		return NULL;
+	}
+	snprintf(s->version, sizeof(s->version), "%s", version);
+	s->last_used_ms = monotonic_ms();
+	s->next = t->sessions;
+	if (t->sessions)
+		t->sessions->prev = s;
+	t->sessions = s;
+	t->n_sessions++;
+	log_info("mcp session started", "{s:s,s:s}", "session", s->id, "version", version);
+	return s;
+}
+
+void mcp_free_all(struct runner *r)
+{
+	struct mcp_table *t = r->mcp;
+	if (!t)
+		return;
+	while (t->sessions)
+		session_free(r, t->sessions);
+	while (t->loose)
+		call_abort(t->loose, "the runner is stopping");
+	free(t);
+	r->mcp = NULL;
+}
+
+/* ---- streams ---- */
+
+static void call_free(struct mcp_call *c)
+{
+	if (c->tc)
+		tool_call_cancel(c->tc);
+	if (c->uc)
+		mcp_upstream_cancel(c->uc);
+	call_unlink(c);
+	json_decref(c->id);
+	json_decref(c->progress_token);
+	json_decref(c->response);
+	free(c);
+}
+
+static void stream_produce(struct http_stream *hs)
+{
+	(void)hs; /* events are put in hs->out as they happen */
+}
+
+static void call_stream_close(struct http_stream *hs)
+{
+	/* The client closed the stream: a cancel (MCP), the command's tree is killed. */
+	call_free((struct mcp_call *)hs);
+}
+
+static void stream_tick(struct http_stream *hs, uint64_t now)
+{
+	if (!hs->done && now - hs->last_send_ms >= MCP_KEEPALIVE_MS) {
+		buf_append_str(&hs->out, ": keep-alive\n\n");
+		http_stream_wake(hs);
+	}
+}
+
+static const struct http_stream_ops call_stream_ops = {.produce = stream_produce,
+						       .close = call_stream_close,
+						       .tick = stream_tick};
+
+static void gstream_close(struct http_stream *hs)
+{
+	struct mcp_gstream *g = (struct mcp_gstream *)hs;
+	if (g->sess) {
+		if (g->prev)
+			g->prev->next = g->next;
+		else
+			g->sess->gets = g->next;
+		if (g->next)
+			g->next->prev = g->prev;
+	}
+	free(g);
+}
+
+static const struct http_stream_ops gstream_ops = {.produce = stream_produce,
+						   .close = gstream_close,
+						   .tick = stream_tick};
+
+static enum MHD_Result start_sse(struct http_req *req, struct http_stream *hs,
+				 const struct http_stream_ops *ops, const char *sid)
+{
+	struct MHD_Response *resp = http_stream_response(req, hs, ops, UINT64_MAX, 16 * 1024);
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+	MHD_add_response_header(resp, "Cache-Control", "no-cache");
+	MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+	if (sid)
+		MHD_add_response_header(resp, "Mcp-Session-Id", sid);
+	return http_queue(req, 200, resp);
+}
+
+/* ---- tools/call ---- */
+
+static json_t *call_result(struct tool_result *res, bool stateless)
+{
+	json_t *content = json_array();
+	json_array_append_new(content, json_pack("{s:s,s:o}", "type", "text", "text",
+						 tool_json_text(res->text.data, res->text.len)));
+	json_t *o = json_pack("{s:o,s:b}", "content", content, "isError", res->is_error);
+	if (res->structured)
+		json_object_set(o, "structuredContent", res->structured);
+	if (stateless)
+		json_object_set_new(o, "resultType", json_string("complete"));
+	return o;
+}
+
+static void on_output(void *arg, int stream, const char *p, size_t n)
+{
+	(void)stream;
+	struct mcp_call *c = arg;
+	if (!c->progress_token || !c->streaming || !n)
+		return;
+	c->progress += n;
+	json_t *note =
+		json_pack("{s:s,s:s,s:{s:O,s:I,s:o}}", "jsonrpc", "2.0", "method",
+			  "notifications/progress", "params", "progressToken", c->progress_token,
+			  "progress", (json_int_t)c->progress, "message", tool_json_text(p, n));
+	if (note)
+		sse_event(&c->hs, note);
+	json_decref(note);
+}
+
+static void call_answered(struct mcp_call *c, json_t *msg)
+{
+	call_unlink(c);
+	if (c->streaming) {
+		sse_event(&c->hs, msg);
+		json_decref(msg);
+		c->hs.done = true;
+		http_stream_wake(&c->hs);
+		return;
+	}
+	c->response = msg;
+	http_req_resume(c->req);
+}
+
+static void on_done(void *arg, struct tool_result *res)
+{
+	struct mcp_call *c = arg;
+	c->tc = NULL;
+	json_t *msg = mcp_result(c->id, call_result(res, c->stateless));
+	tool_result_free(res);
+	call_answered(c, msg);
+}
+
+static const struct tool_call_ops mcp_tool_ops = {on_output, on_done};
+
+/* A stdio server's answer: its result as it gave it, or an isError result saying why not. */
+static void on_upstream_done(void *arg, json_t *result, const char *error)
+{
+	struct mcp_call *c = arg;
+	c->uc = NULL;
+	json_t *r;
+	if (result) {
+		r = json_deep_copy(result);
+	} else {
+		r = json_pack("{s:[{s:s,s:s}],s:b}", "content", "type", "text", "text",
+			      error ? error : "the server failed", "isError", 1);
+	}
+	if (c->stateless)
+		json_object_set_new(r, "resultType", json_string("complete"));
+	call_answered(c, mcp_result(c->id, r));
+}
+
+static void mcp_req_free(struct http_req *req)
+{
+	struct mcp_req *q = req->ctx;
+	if (!q)
+		return;
+	mcp_upstream_unwait(req->r, &q->w);
+	json_decref(q->list_id);
+	if (q->call)
+		call_free(q->call);
+	buf_free(&q->body);
+	free(q);
+	req->ctx = NULL;
+}
+
+static enum MHD_Result tools_call(struct http_req *req, struct mcp_msg *m, struct mcp_session *sess,
+				  bool stateless, bool sse_ok)
+{
+	struct runner *r = req->r;
+	bool upstream = !tools_known(m->tool) && mcp_upstream_has(r, m->tool);
+	if (!tools_known(m->tool) && !upstream)
+		return answer(req, 200, mcp_error(m->id, MCP_INVALID_PARAMS, "Unknown tool"), NULL);
+	struct mcp_table *t = table(r);
+	if (!t)
+		return MHD_NO;
+	if (t->inflight >= r->cfg.mcp_max_inflight)
+		return answer_error(req, 429, m->id, MCP_SERVER_ERROR,
+				    "too many tool calls in flight (limit %u, --mcp-max-inflight)",
+				    r->cfg.mcp_max_inflight);
+	struct mcp_call *c = calloc(1, sizeof(*c));
+	if (!c)
+		return MHD_NO;
+	c->r = r;
+	c->id = json_incref(m->id);
+	c->progress_token = json_incref(m->progress_token);
+	c->stateless = stateless;
+	c->streaming = sse_ok;
+	struct tool_ctx ctx = {0};
+	struct tool_result res;
+	int rc;
+	if (upstream) {
+		char msg[400];
+		c->uc = mcp_upstream_call(r, m->tool, m->arguments, on_upstream_done, c, msg,
+					  sizeof(msg));
+		if (!c->uc) {
+			memset(&res, 0, sizeof(res));
+			tool_result_fail(&res, "%s", msg);
+			rc = 0;
+		} else {
+			rc = 1;
+		}
+	} else {
+		rc = tool_call_start(r, m->tool, m->arguments, &ctx, &mcp_tool_ops, c, &c->tc,
+				     &res);
+	}
+	if (rc == 0) {
+		json_t *msg = mcp_result(m->id, call_result(&res, stateless));
+		tool_result_free(&res);
+		call_free(c);
+		return answer(req, 200, msg, NULL);
+	}
+	call_link(c, sess);
+	if (c->streaming)
+		return start_sse(req, &c->hs, &call_stream_ops, NULL);
+	/* JSON only: the request waits suspended until the result is there. */
+	struct mcp_req *q = req->ctx;
+	q->call = c;
+	c->req = req;
+	http_req_suspend(req);
+	return MHD_YES;
+}
+
+/* ---- requests ---- */
+
+static json_t *server_info(void)
+{
+	return json_pack("{s:s,s:s,s:s}", "name", "forceai-runner", "title",
+			 "forceai-runner sandbox box", "version", FORCEAI_RUNNER_VERSION);
+}
+
+static json_t *capabilities(void)
+{
+	return json_pack("{s:{s:b}}", "tools", "listChanged", 1);
+}
+
+/* The runner's tools, then those of the stdio servers that are ready. */
+static json_t *tools_result(struct runner *r)
+{
+	json_t *all = tools_list();
+	json_t *up = mcp_upstream_tools(r);
+	json_array_extend(all, up);
+	json_decref(up);
+	return json_pack("{s:o}", "tools", all);
+}
+
+static void list_ready(struct mcp_up_waiter *w)
+{
+	struct mcp_req *q = (struct mcp_req *)((char *)w - offsetof(struct mcp_req, w));
+	q->list_ready = true;
+	http_req_resume(q->req);
+}
+
+/* tools/list while stdio servers start: answered once they are ready or failed. */
+static enum MHD_Result list_wait(struct http_req *req, struct mcp_msg *m, bool stateless)
+{
+	struct mcp_req *q = req->ctx;
+	q->listing = true;
+	q->list_id = json_incref(m->id);
+	q->list_stateless = stateless;
+	q->req = req;
+	q->w.ready = list_ready;
+	mcp_upstream_wait(req->r, &q->w);
+	http_req_suspend(req);
+	return MHD_YES;
+}
+
+static const char INSTRUCTIONS[] =
+	"Tools that act inside an isolated sandbox box: run_command runs a shell command "
+	"confined as the task user; read_file, write_file, edit_file, list_directory, "
+	"search_files and grep work on its files under the same rules.";
+
+static enum MHD_Result dispatch(struct http_req *req, struct mcp_msg *m, struct mcp_session *sess,
+				bool stateless, bool sse_ok)
+{
+	if (sess)
+		sess->last_used_ms = monotonic_ms();
+	if (m->kind == MCP_RESPONSE)
+		return http_empty(req, 202);
+	if (m->kind == MCP_NOTIFICATION) {
+		if (!strcmp(m->method, "notifications/cancelled") && m->cancel_id) {
+			struct mcp_table *t = table(req->r);
+			struct mcp_call *c = sess ? sess->calls : t ? t->loose : NULL;
+			for (; c; c = c->next)
+				if (json_equal(c->id, m->cancel_id)) {
+					log_info("mcp request cancelled", "{s:s}", "session",
+						 sess ? sess->id : "");
+					call_abort(c, "cancelled");
+					break;
+				}
+		}
+		return http_empty(req, 202);
+	}
+	json_t *result;
+	const char *method = m->method;
+	if (!strcmp(method, "ping")) {
+		result = json_object();
+	} else if (!strcmp(method, "tools/list")) {
+		if (req->r->mcp_upstream && mcp_upstream_start_all(req->r))
+			return list_wait(req, m, stateless);
+		result = tools_result(req->r);
+	} else if (!strcmp(method, "tools/call")) {
+		return tools_call(req, m, sess, stateless, sse_ok);
+	} else if (!strcmp(method, "server/discover")) {
+		result = json_pack("{s:[s,s,s,s],s:o,s:o,s:s}", "supportedVersions",
+				   MCP_STATELESS_VERSION, "2025-11-25", "2025-06-18", "2025-03-26",
+				   "capabilities", capabilities(), "serverInfo", server_info(),
+				   "instructions", INSTRUCTIONS);
+	} else if (!strcmp(method, "initialize")) {
+		return answer(
+			req, 400,
+			mcp_error(m->id, MCP_INVALID_REQUEST,
+				  stateless ? "initialize is not part of the 2026-07-28 revision: "
+					      "send requests directly (server/discover)"
+					    : "this session is initialized already"),
+			NULL);
+	} else {
+		return answer(req, 200, mcp_error(m->id, MCP_METHOD_NOT_FOUND, "Method not found"),
+			      NULL);
+	}
+	if (stateless)
+		json_object_set_new(result, "resultType", json_string("complete"));
+	return answer(req, 200, mcp_result(m->id, result), NULL);
+}
+
+static enum MHD_Result do_initialize(struct http_req *req, struct mcp_msg *m)
+{
+	const char *version = mcp_negotiate(m->protocol_version);
+	struct mcp_session *s = session_new(req->r, version);
+	if (!s)
+		return answer_error(req, 503, m->id, MCP_SERVER_ERROR,
+				    "too many MCP sessions (limit %u, --mcp-max-sessions): end one "
+				    "with DELETE /mcp",
+				    req->r->cfg.mcp_max_sessions);
+	json_t *result = json_pack("{s:s,s:o,s:o,s:s}", "protocolVersion", version, "capabilities",
+				   capabilities(), "serverInfo", server_info(), "instructions",
+				   INSTRUCTIONS);
+	return answer(req, 200, mcp_result(m->id, result), s->id);
+}
+
+static enum MHD_Result do_post(struct http_req *req, struct mcp_req *q)
+{
+	if (q->too_big)
+		return answer_error(req, 413, NULL, MCP_INVALID_REQUEST,
+				    "message over %llu bytes (--mcp-max-body)",
+				    (unsigned long long)req->r->cfg.mcp_max_body);
+	bool json_ok, sse_ok;
+	mcp_accept(http_header(req, "Accept"), &json_ok, &sse_ok);
+	if (!json_ok && !sse_ok)
+		return answer_error(req, 406, NULL, MCP_INVALID_REQUEST,
+				    "Not Acceptable: Accept must include application/json or "
+				    "text/event-stream");
+	struct mcp_msg m;
+	int code;
+	char msg[256];
+	if (mcp_parse(q->body.data ? q->body.data : "", q->body.len, &m, &code, msg, sizeof(msg)) <
+	    0) {
+		enum MHD_Result res = answer(req, code == MCP_PARSE_ERROR ? 400 : 200,
+					     mcp_error(m.id, code, msg), NULL);
+		mcp_msg_free(&m);
+		return res;
+	}
+	const char *hv = http_header(req, "MCP-Protocol-Version");
+	const char *sid = http_header(req, "Mcp-Session-Id");
+	bool stateless = hv && !strcmp(hv, MCP_STATELESS_VERSION);
+	enum MHD_Result res;
+	if (hv && !stateless && !mcp_version_known(hv)) {
+		res = answer_error(req, 400, m.id, MCP_INVALID_REQUEST,
+				   "Bad Request: unsupported MCP-Protocol-Version %.40s (this "
+				   "server: 2026-07-28, 2025-11-25, 2025-06-18, 2025-03-26)",
+				   hv);
+	} else if (stateless) {
+		if (m.meta_version && strcmp(m.meta_version, MCP_STATELESS_VERSION))
+			res = answer_error(req, 400, m.id, MCP_INVALID_REQUEST,
+					   "Bad Request: _meta protocolVersion %.40s differs from "
+					   "the MCP-Protocol-Version header",
+					   m.meta_version);
+		else
+			res = dispatch(req, &m, NULL, true, sse_ok);
+	} else if (m.kind == MCP_REQUEST && !strcmp(m.method, "initialize")) {
+		res = sid ? answer_error(req, 400, m.id, MCP_INVALID_REQUEST,
+					 "Bad Request: initialize inside a session")
+			  : do_initialize(req, &m);
+	} else if (!sid) {
+		res = answer_error(req, 400, m.id, MCP_INVALID_REQUEST,
+				   "Bad Request: Mcp-Session-Id header is required (initialize "
+				   "first, or send MCP-Protocol-Version: 2026-07-28)");
+	} else {
+		struct mcp_session *s = session_find(req->r, sid);
+		res = s ? dispatch(req, &m, s, false, sse_ok)
+			: answer_error(req, 404, m.id, MCP_SERVER_ERROR, "Session not found");
+	}
+	mcp_msg_free(&m);
+	return res;
+}
+
+static enum MHD_Result do_get(struct http_req *req)
+{
+	const char *hv = http_header(req, "MCP-Protocol-Version");
+	if (hv && !strcmp(hv, MCP_STATELESS_VERSION))
+		return answer_error(
+			req, 405, NULL, MCP_SERVER_ERROR,
+			"Method Not Allowed: the 2026-07-28 revision has no GET stream");
+	bool json_ok, sse_ok;
+	mcp_accept(http_header(req, "Accept"), &json_ok, &sse_ok);
+	if (!sse_ok)
+		return answer_error(req, 406, NULL, MCP_INVALID_REQUEST,
+				    "Not Acceptable: GET /mcp is an event stream");
+	const char *sid = http_header(req, "Mcp-Session-Id");
+	if (!sid)
+		return answer_error(req, 400, NULL, MCP_INVALID_REQUEST,
+				    "Bad Request: Mcp-Session-Id header is required");
+	struct mcp_session *s = session_find(req->r, sid);
+	if (!s)
+		return answer_error(req, 404, NULL, MCP_SERVER_ERROR, "Session not found");
+	struct mcp_gstream *g = calloc(1, sizeof(*g));
+	if (!g)
+		return MHD_NO;
+	g->sess = s;
+	g->next = s->gets;
+	if (s->gets)
+		s->gets->prev = g;
+	s->gets = g;
+	s->last_used_ms = monotonic_ms();
+	return start_sse(req, &g->hs, &gstream_ops, NULL);
+}
+
+static enum MHD_Result do_delete(struct http_req *req)
+{
+	const char *sid = http_header(req, "Mcp-Session-Id");
+	if (!sid)
+		return answer_error(req, 400, NULL, MCP_INVALID_REQUEST,
+				    "Bad Request: Mcp-Session-Id header is required");
+	struct mcp_session *s = session_find(req->r, sid);
+	if (!s)
+		return answer_error(req, 404, NULL, MCP_SERVER_ERROR, "Session not found");
+	session_free(req->r, s);
+	return http_empty(req, 200);
+}
+
+void mcp_notify_tools_changed(struct runner *r)
+{
+	struct mcp_table *t = r->mcp;
+	json_t *note = json_pack("{s:s,s:s}", "jsonrpc", "2.0", "method",
+				 "notifications/tools/list_changed");
+	for (struct mcp_session *s = t ? t->sessions : NULL; s; s = s->next)
+		for (struct mcp_gstream *g = s->gets; g; g = g->next)
+			sse_event(&g->hs, note);
+	json_decref(note);
+}
+
+enum MHD_Result api_mcp_body(struct http_req *req, const char *data, size_t len)
+{
+	struct mcp_req *q = req->ctx;
+	if (!q) {
+		if (!(q = calloc(1, sizeof(*q))))
+			return MHD_NO;
+		req->ctx = q;
+		req->ctx_free = mcp_req_free;
+	}
+	if (q->too_big || q->body.len + len > req->r->cfg.mcp_max_body) {
+		q->too_big = true; /* the rest is read and dropped; answered once it is in */
+		return MHD_YES;
+	}
+	return buf_append(&q->body, data, len) == 0 ? MHD_YES : MHD_NO;
+}
+
+enum MHD_Result api_mcp(struct http_req *req)
+{
+	struct mcp_req *q = req->ctx;
+	if (q && q->listing) {
+		/* Resumed: the stdio servers settled (or the runner stops). */
+		q->listing = false;
+		mcp_upstream_unwait(req->r, &q->w);
+		json_t *result = tools_result(req->r);
+		if (q->list_stateless)
+			json_object_set_new(result, "resultType", json_string("complete"));
+		return answer(req, 200, mcp_result(q->list_id, result), NULL);
+	}
+	if (q && q->call) {
+		/* Resumed: a JSON-mode call has its answer (or the runner stops). */
+		struct mcp_call *c = q->call;
+		json_t *msg = c->response ? json_incref(c->response)
+					  : mcp_error(c->id, MCP_SERVER_ERROR,
+						      "the runner is shutting down");
+		q->call = NULL;
+		call_free(c);
+		return answer(req, 200, msg, NULL);
+	}
+	const char *origin = http_header(req, "Origin");
+	if (!mcp_origin_allowed(origin, req->r->cfg.mcp_allowed_origins)) {
+		log_warn("mcp request from a foreign origin refused", "{s:s}", "origin", origin);
+		return answer_error(
+			req, 403, NULL, MCP_SERVER_ERROR,
+			"Forbidden: Origin %.200s is not allowed (--mcp-allowed-origins)", origin);
+	}
+	if (!strcmp(req->method, "POST")) {
+		if (!q) {
+			if (!(q = calloc(1, sizeof(*q))))
+				return MHD_NO;
+			req->ctx = q;
+			req->ctx_free = mcp_req_free;
+		}
+		return do_post(req, q);
+	}
+	if (!strcmp(req->method, "GET"))
+		return do_get(req);
+	if (!strcmp(req->method, "DELETE"))
+		return do_delete(req);
+	return answer_error(req, 405, NULL, MCP_SERVER_ERROR,
+			    "Method Not Allowed: /mcp takes POST, GET and DELETE");
+}
+
+enum MHD_Result api_mcp_servers(struct http_req *req)
+{
+	return http_json(req, 200, json_pack("{s:o}", "servers", mcp_upstream_report(req->r)));
+}

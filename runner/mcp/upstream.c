@@ -1,0 +1,613 @@
+/* Stdio MCP servers behind /mcp: see upstream.h. */
+#include "mcp/upstream.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/runner.h"
+#include "core/util.h"
+#include "task/env.h"
+#include "task/pty.h"
+#include "task/task.h"
+
+enum srv_state { SRV_IDLE, SRV_STARTING, SRV_READY, SRV_FAILED };
+static const char *const STATE_NAME[] = {"idle", "starting", "ready", "failed"};
+
+struct mcp_up_call {
+	struct mcp_server *srv;
+	uint64_t id;     /* the request id on the server's stdio (0: not sent yet) */
+	json_t *request; /* the tools/call params to send once the server is ready */
+	mcp_up_done_fn done;
+	void *arg;
+	struct mcp_up_call *next, *prev;
+};
+
+struct mcp_server {
+	struct mcp_upstream *set;
+	char name[33];
+	char *command; /* argv quoted for bash -c */
+	json_t *env;
+	enum srv_state state;
+	struct task *t;
+	struct task_reader rd;
+	bool rd_attached;
+	struct buf line;
+	uint64_t next_id, init_id, list_id;
+	json_t *tools;
+	struct mcp_up_call *calls; /* waiting to be sent, or for their answer */
+	unsigned starts, exits;
+	char last_error[256];
+	struct loop_timer timer; /* the handshake's deadline */
+	bool timer_open;
+};
+
+struct mcp_upstream {
+	struct runner *r;
+	struct mcp_server *v;
+	size_t n;
+	struct mcp_up_waiter *waiters;
+	void (*changed)(struct runner *r);
+};
+
+/* ---- configuration ---- */
+
+static int quote_arg(struct buf *b, const char *s)
+{
+	if (b->len)
+		buf_append_lit(b, " ");
+	buf_append_lit(b, "'");
+	for (; *s; s++) {
+		if (*s == '\'')
+			buf_append_lit(b, "'\\''");
+		else
+			buf_append(b, s, 1);
+	}
+	return buf_append_lit(b, "'");
+}
+
+static bool valid_name(const char *n)
+{
+	size_t len = strlen(n);
+	if (!len || len > 32 || strstr(n, "__"))
+		return false;
+	for (const char *p = n; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || *p == '_' || *p == '-'))
+			return false;
+	return true;
+}
+
+int mcp_upstream_load(struct runner *r, const char *path, struct error *err)
+{
+	json_error_t jerr;
+	json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root)
+		return error_set(err, 0, "INVALID_CONFIG", "--mcp-servers %s: %s (line %d)", path,
+				 jerr.text, jerr.line);
+	json_t *servers = json_object_get(root, "mcpServers");
+	int rc = 0;
+	if (!json_is_object(servers)) {
+		rc = error_set(err, 0, "INVALID_CONFIG",
+			       "--mcp-servers %s: expected {\"mcpServers\": {name: {command, args, "
+			       "env}}}",
+			       path);
+		goto out;
+	}
+	if (json_object_size(servers) > MCP_UPSTREAM_MAX) {
+		rc = error_set(err, 0, "INVALID_CONFIG", "--mcp-servers %s: more than %d servers",
+			       path, MCP_UPSTREAM_MAX);
+		goto out;
+	}
+	struct mcp_upstream *u = calloc(1, sizeof(*u));
+	if (!u || !(u->v = calloc(json_object_size(servers) + 1, sizeof(*u->v)))) {
+		free(u);
+		rc = error_set(err, ENOMEM, NULL, "--mcp-servers");
+		goto out;
+	}
+	u->r = r;
+	r->mcp_upstream = u;
+	const char *name;
+	json_t *def;
+	json_object_foreach(servers, name, def) {
+		struct mcp_server *s = &u->v[u->n];
+		json_t *cmd = json_object_get(def, "command"), *args = json_object_get(def, "args");
+		json_t *env = json_object_get(def, "env");
+		if (!valid_name(name)) {
+			rc = error_set(err, 0, "INVALID_CONFIG",
+				       "--mcp-servers %s: server name '%.64s' must be 1-32 of "
+				       "[A-Za-z0-9_-] without \"__\"",
+				       path, name);
+			goto out;
+		}
+		if (!json_is_string(cmd) || !json_string_length(cmd) ||
+		    (args && !json_is_array(args)) || (env && !json_is_object(env))) {
+			rc = error_set(err, 0, "INVALID_CONFIG",
+				       "--mcp-servers %s: server '%s' needs a string \"command\", "
+				       "an array \"args\" and an object \"env\"",
+				       path, name);
+			goto out;
+		}
+		struct error e2;
+		if (env && env_validate(env, &e2) < 0) {
+			rc = error_set(err, 0, "INVALID_CONFIG",
+				       "--mcp-servers %s: server '%s': %s", path, name, e2.msg);
+			goto out;
+		}
+		struct buf b = {0};
+		quote_arg(&b, json_string_value(cmd));
+		size_t i;
+		json_t *a;
+		json_array_foreach(args, i, a) {
+			if (!json_is_string(a)) {
+				buf_free(&b);
+				rc = error_set(
+					err, 0, "INVALID_CONFIG",
+					"--mcp-servers %s: server '%s': args must be strings", path,
+					name);
+				goto out;
+			}
+			quote_arg(&b, json_string_value(a));
+		}
+		/* exec: the server is the task's process itself, not a child of a shell. */
+		struct buf c = {0};
+		buf_append_str(&c, "exec ");
+		buf_append(&c, b.data, b.len);
+		buf_append(&c, "", 1);
+		buf_free(&b);
+		s->command = c.data;
+		snprintf(s->name, sizeof(s->name), "%s", name);
+		s->env = env ? json_deep_copy(env) : NULL;
+		s->set = u;
+		s->timer.w.fd = -1;
+		u->n++;
+	}
+out:
+	json_decref(root);
+	return rc;
+}
+
+void mcp_upstream_on_change(struct runner *r, void (*fn)(struct runner *r))
+{
+	if (r->mcp_upstream)
+		r->mcp_upstream->changed = fn;
+}
+
+/* ---- the server's life ---- */
+
+static void settle(struct mcp_upstream *u)
+{
+	for (size_t i = 0; i < u->n; i++)
+		if (u->v[i].state == SRV_STARTING)
+			return;
+	while (u->waiters) {
+		struct mcp_up_waiter *w = u->waiters;
+		u->waiters = w->next;
+		if (u->waiters)
+			u->waiters->prev = NULL;
+		w->next = w->prev = NULL;
+		w->linked = false;
+		w->ready(w);
+	}
+}
+
+static void call_unlink(struct mcp_up_call *c)
+{
+	struct mcp_server *s = c->srv;
+	if (c->prev)
+		c->prev->next = c->next;
+	else if (s->calls == c)
+		s->calls = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->next = c->prev = NULL;
+}
+
+static void call_end(struct mcp_up_call *c, json_t *result, const char *error)
+{
+	call_unlink(c);
+	mcp_up_done_fn done = c->done;
+	void *arg = c->arg;
+	json_decref(c->request);
+	free(c);
+	done(arg, result, error);
+}
+
+static void write_msg(struct mcp_server *s, json_t *msg)
+{
+	char *text = json_dumps(msg, JSON_COMPACT);
+	struct error err;
+	if (!text || !s->t || task_input_write(s->t, text, strlen(text), &err) < 0 ||
+	    task_input_write(s->t, "\n", 1, &err) < 0)
+		log_warn("cannot write to an MCP server", "{s:s}", "server", s->name);
+	free(text);
+}
+
+static uint64_t send_request(struct mcp_server *s, const char *method, json_t *params)
+{
+	uint64_t id = ++s->next_id;
+	json_t *m = json_pack("{s:s,s:I,s:s,s:o}", "jsonrpc", "2.0", "id", (json_int_t)id, "method",
+			      method, "params", params ? json_incref(params) : json_object());
+	write_msg(s, m);
+	json_decref(m);
+	return id;
+}
+
+static void stop(struct mcp_server *s, const char *why, bool kill)
+{
+	bool was_ready = s->state == SRV_READY;
+	if (s->timer_open) {
+		loop_timer_close(&s->set->r->loop, &s->timer);
+		s->timer_open = false;
+	}
+	if (s->rd_attached) {
+		task_reader_detach(&s->rd);
+		s->rd_attached = false;
+	}
+	if (s->t && kill && !s->t->finished)
+		task_kill(s->t, TS_CANCELLED);
+	s->t = NULL;
+	buf_free(&s->line);
+	json_decref(s->tools);
+	s->tools = NULL;
+	s->state = SRV_FAILED;
+	snprintf(s->last_error, sizeof(s->last_error), "%s", why);
+	log_warn("mcp server stopped", "{s:s,s:s}", "server", s->name, "reason", why);
+	while (s->calls)
+		call_end(s->calls, NULL, why);
+	if (was_ready && s->set->changed)
+		s->set->changed(s->set->r);
+	settle(s->set);
+}
+
+static void send_call(struct mcp_server *s, struct mcp_up_call *c)
+{
+	c->id = send_request(s, "tools/call", c->request);
+	json_decref(c->request);
+	c->request = NULL;
+}
+
+static void on_message(struct mcp_server *s, json_t *m)
+{
+	json_t *id = json_object_get(m, "id");
+	const char *method = json_string_value(json_object_get(m, "method"));
+	if (method) {
+		if (!strcmp(method, "notifications/tools/list_changed") && s->state == SRV_READY)
+			s->list_id = send_request(s, "tools/list", NULL);
+		else if (id) {
+			/* A request of the server's (sampling, roots...): not offered here. */
+			json_t *e = json_pack("{s:s,s:O,s:{s:i,s:s}}", "jsonrpc", "2.0", "id", id,
+					      "error", "code", -32601, "message",
+					      "not supported by this client");
+			write_msg(s, e);
+			json_decref(e);
+		}
+		return;
+	}
+	if (!json_is_integer(id))
+		return;
+	uint64_t n = (uint64_t)json_integer_value(id);
+	json_t *result = json_object_get(m, "result");
+	json_t *error = json_object_get(m, "error");
+	if (n == s->init_id && s->state == SRV_STARTING) {
+		if (!json_is_object(result)) {
+			stop(s, "initialize failed", true);
+			return;
+		}
+		json_t *note = json_pack("{s:s,s:s}", "jsonrpc", "2.0", "method",
+					 "notifications/initialized");
+		write_msg(s, note);
+		json_decref(note);
+		s->list_id = send_request(s, "tools/list", NULL);
+		return;
+	}
+	if (n == s->list_id) {
+		json_t *tools = json_object_get(result, "tools");
+		if (!json_is_array(tools)) {
+			stop(s, "tools/list failed", true);
+			return;
+		}
+		json_decref(s->tools);
+		s->tools = json_incref(tools);
+		bool first = s->state == SRV_STARTING;
+		s->state = SRV_READY;
+		s->last_error[0] = 0;
+		if (s->timer_open) {
+			loop_timer_close(&s->set->r->loop, &s->timer);
+			s->timer_open = false;
+		}
+		log_info("mcp server ready", "{s:s,s:i}", "server", s->name, "tools",
+			 (int)json_array_size(tools));
+		if (first)
+			for (struct mcp_up_call *c = s->calls; c; c = c->next)
+				if (c->request)
+					send_call(s, c);
+		if (s->set->changed)
+			s->set->changed(s->set->r);
+		settle(s->set);
+		return;
+	}
+	for (struct mcp_up_call *c = s->calls; c; c = c->next) {
+		if (c->id != n)
+			continue;
+		if (json_is_object(result)) {
+			call_end(c, result, NULL);
+		} else {
+			const char *msg = json_string_value(json_object_get(error, "message"));
+			char m2[300];
+			snprintf(m2, sizeof(m2), "server %s: %s", s->name,
+				 msg ? msg : "error without a message");
+			call_end(c, NULL, m2);
+		}
+		return;
+	}
+}
+
+static void on_wake(struct task_reader *rd)
+{
+	struct mcp_server *s = (struct mcp_server *)((char *)rd - offsetof(struct mcp_server, rd));
+	static char rbuf[SPOOL_MAX_REC];
+	struct spool_rec rec;
+	int rc;
+	while ((rc = task_reader_next(rd, &rec, rbuf)) == 1) {
+		if (rec.type != SPOOL_STDOUT)
+			continue; /* stderr is the server's log */
+		const char *p = rbuf, *end = rbuf + rec.len;
+		while (p < end) {
+			const char *nl = memchr(p, '\n', (size_t)(end - p));
+			size_t k = nl ? (size_t)(nl - p) : (size_t)(end - p);
+			if (s->line.len + k > MCP_UPSTREAM_LINE_MAX) {
+				stop(s, "flooded its stdout (a line over 4 MiB)", true);
+				return;
+			}
+			buf_append(&s->line, p, k);
+			p += k + (nl ? 1 : 0);
+			if (!nl)
+				break;
+			json_t *m = s->line.len ? json_loadb(s->line.data, s->line.len, 0, NULL)
+						: NULL;
+			buf_reset(&s->line);
+			if (m) {
+				on_message(s, m);
+				json_decref(m);
+			}
+			if (!s->rd_attached)
+				return; /* stopped meanwhile */
+		}
+	}
+	if (rc < 0)
+		log_errno("reading an MCP server's output failed", -rc, s->name);
+	if (task_reader_at_end(rd)) {
+		char why[128];
+		s->exits++;
+		snprintf(why, sizeof(why), "exited (status %s, exit code %d)",
+			 task_status_name(s->t->status), s->t->exit_code);
+		stop(s, why, false);
+	}
+}
+
+static void on_timer(struct loop *loop, struct loop_timer *t)
+{
+	(void)loop;
+	struct mcp_server *s = t->arg;
+	if (s->state == SRV_STARTING)
+		stop(s, "did not answer initialize and tools/list within 30 s", true);
+}
+
+static int start(struct mcp_server *s)
+{
+	struct runner *r = s->set->r;
+	if (s->state == SRV_STARTING || s->state == SRV_READY)
+		return 0;
+	struct task_spec spec = {.api = TASK_API_TOOL,
+				 .command = s->command,
+				 .env = s->env,
+				 .capability = "exec",
+				 .keep_stdin = true,
+				 .state_in_fd = -1,
+				 .state_out_fd = -1};
+	struct error err;
+	s->starts++;
+	s->t = task_start(r, &spec, &err);
+	if (!s->t) {
+		s->state = SRV_FAILED;
+		snprintf(s->last_error, sizeof(s->last_error), "cannot start: %.200s", err.msg);
+		return -1;
+	}
+	s->state = SRV_STARTING;
+	memset(&s->rd, 0, sizeof(s->rd));
+	s->rd.wake = on_wake;
+	task_reader_attach(s->t, &s->rd, true);
+	s->rd_attached = true;
+	if (loop_timer_init(&r->loop, &s->timer, on_timer, s) == 0) {
+		s->timer_open = true;
+		loop_timer_start(&r->loop, &s->timer, MCP_UPSTREAM_START_MS, 0);
+	}
+	json_t *params =
+		json_pack("{s:s,s:{},s:{s:s,s:s}}", "protocolVersion", "2025-06-18", "capabilities",
+			  "clientInfo", "name", "forceai-runner", "version", "1");
+	s->init_id = send_request(s, "initialize", params);
+	json_decref(params);
+	log_info("mcp server starting", "{s:s,s:s}", "server", s->name, "task", s->t->id);
+	return 0;
+}
+
+/* ---- the API ---- */
+
+static struct mcp_server *find(struct runner *r, const char *name, size_t len)
+{
+	struct mcp_upstream *u = r->mcp_upstream;
+	for (size_t i = 0; u && i < u->n; i++)
+		if (strlen(u->v[i].name) == len && !memcmp(u->v[i].name, name, len))
+			return &u->v[i];
+	return NULL;
+}
+
+bool mcp_upstream_has(struct runner *r, const char *name)
+{
+	const char *sep = strstr(name, "__");
+	return sep && sep[2] && find(r, name, (size_t)(sep - name));
+}
+
+struct mcp_up_call *mcp_upstream_call(struct runner *r, const char *name, json_t *arguments,
+				      mcp_up_done_fn done, void *arg, char *msg, size_t msglen)
+{
+	const char *sep = strstr(name, "__");
+	struct mcp_server *s = sep ? find(r, name, (size_t)(sep - name)) : NULL;
+	if (!s || !sep[2]) {
+		snprintf(msg, msglen, "Unknown tool");
+		return NULL;
+	}
+	if (s->t && task_input_busy(s->t)) {
+		snprintf(msg, msglen, "server %s does not read its input", s->name);
+		return NULL;
+	}
+	struct mcp_up_call *c = calloc(1, sizeof(*c));
+	if (!c) {
+		snprintf(msg, msglen, "out of memory");
+		return NULL;
+	}
+	c->srv = s;
+	c->done = done;
+	c->arg = arg;
+	c->request = json_pack("{s:s,s:o}", "name", sep + 2, "arguments",
+			       arguments ? json_incref(arguments) : json_object());
+	if (s->state != SRV_READY && start(s) < 0) {
+		snprintf(msg, msglen, "server %s: %s", s->name, s->last_error);
+		json_decref(c->request);
+		free(c);
+		return NULL;
+	}
+	c->next = s->calls;
+	if (s->calls)
+		s->calls->prev = c;
+	s->calls = c;
+	if (s->state == SRV_READY)
+		send_call(s, c);
+	return c;
+}
+
+void mcp_upstream_cancel(struct mcp_up_call *c)
+{
+	struct mcp_server *s = c->srv;
+	if (c->id && s->t) {
+		json_t *note = json_pack("{s:s,s:s,s:{s:I,s:s}}", "jsonrpc", "2.0", "method",
+					 "notifications/cancelled", "params", "requestId",
+					 (json_int_t)c->id, "reason", "the client cancelled");
+		write_msg(s, note);
+		json_decref(note);
+	}
+	call_unlink(c);
+	json_decref(c->request);
+	free(c);
+}
+
+bool mcp_upstream_start_all(struct runner *r)
+{
+	struct mcp_upstream *u = r->mcp_upstream;
+	bool starting = false;
+	for (size_t i = 0; u && i < u->n; i++) {
+		if (u->v[i].state == SRV_IDLE)
+			(void)start(&u->v[i]); /* a failure shows in the report */
+		starting |= u->v[i].state == SRV_STARTING;
+	}
+	return starting;
+}
+
+void mcp_upstream_wait(struct runner *r, struct mcp_up_waiter *w)
+{
+	struct mcp_upstream *u = r->mcp_upstream;
+	if (!u || w->linked)
+		return;
+	w->prev = NULL;
+	w->next = u->waiters;
+	if (u->waiters)
+		u->waiters->prev = w;
+	u->waiters = w;
+	w->linked = true;
+}
+
+void mcp_upstream_unwait(struct runner *r, struct mcp_up_waiter *w)
+{
+	struct mcp_upstream *u = r->mcp_upstream;
+	if (!u || !w->linked)
+		return;
+	if (w->prev)
+		w->prev->next = w->next;
+	else
+		u->waiters = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
+	w->next = w->prev = NULL;
+	w->linked = false;
+}
+
+json_t *mcp_upstream_tools(struct runner *r)
+{
+	struct mcp_upstream *u = r->mcp_upstream;
+	json_t *out = json_array();
+	for (size_t i = 0; u && i < u->n; i++) {
+		struct mcp_server *s = &u->v[i];
+		if (s->state != SRV_READY)
+			continue;
+		size_t k;
+		json_t *t;
+		json_array_foreach(s->tools, k, t) {
+			const char *name = json_string_value(json_object_get(t, "name"));
+			if (!name || !json_is_object(t))
+				continue;
+			json_t *c = json_deep_copy(t);
+			json_object_set_new(c, "name", json_sprintf("%s__%s", s->name, name));
+			json_array_append_new(out, c);
+		}
+	}
+	return out;
+}
+
+json_t *mcp_upstream_report(struct runner *r)
+{
+	struct mcp_upstream *u = r->mcp_upstream;
+	json_t *out = json_array();
+	for (size_t i = 0; u && i < u->n; i++) {
+		struct mcp_server *s = &u->v[i];
+		json_t *names = json_array();
+		size_t k;
+		json_t *t;
+		json_array_foreach(s->tools, k, t) {
+			json_t *n = json_object_get(t, "name");
+			if (json_is_string(n))
+				json_array_append_new(names, json_sprintf("%s__%s", s->name,
+									  json_string_value(n)));
+		}
+		json_t *o = json_pack("{s:s,s:s,s:s,s:o,s:i,s:i}", "name", s->name, "command",
+				      s->command + 5, "state", STATE_NAME[s->state], "tools", names,
+				      "starts", (int)s->starts, "exits", (int)s->exits);
+		if (s->last_error[0])
+			json_object_set_new(o, "last_error", json_string(s->last_error));
+		if (s->t)
+			json_object_set_new(o, "task", json_string(s->t->id));
+		json_array_append_new(out, o);
+	}
+	return out;
+}
+
+void mcp_upstream_free(struct runner *r)
+{
+	struct mcp_upstream *u = r->mcp_upstream;
+	if (!u)
+		return;
+	u->changed = NULL;
+	for (size_t i = 0; i < u->n; i++) {
+		struct mcp_server *s = &u->v[i];
+		if (s->state == SRV_STARTING || s->state == SRV_READY)
+			stop(s, "the runner is stopping", true);
+		free(s->command);
+		json_decref(s->env);
+	}
+	free(u->v);
+	free(u);
+	r->mcp_upstream = NULL;
+}

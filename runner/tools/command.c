@@ -1,0 +1,134 @@
+/* run_command: a command run as a confined task (task/task.h) of its own, not visible in
+ * any task API; its output is kept bounded (head and tail, internal.h) per stream and
+ * interleaved, and handed on as it comes to a caller that streams it (progress, events). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "task/env.h"
+#include "task/task.h"
+#include "tools/internal.h"
+
+#define COMMAND_TIMEOUT_MAX (7ULL * 24 * 3600 * 1000)
+
+static void command_stop(struct tool_call *c)
+{
+	if (c->rd_attached) {
+		task_reader_detach(&c->rd);
+		c->rd_attached = false;
+	}
+	if (c->child) {
+		if (!c->child->finished)
+			task_kill(c->child, TS_CANCELLED);
+		c->child = NULL;
+	}
+	tool_outcap_free(&c->all);
+	tool_outcap_free(&c->out);
+	tool_outcap_free(&c->err);
+}
+
+static void result(struct tool_call *c)
+{
+	struct task *t = c->child;
+	struct tool_result *res = &c->res;
+	const char *status = task_status_name(t->status);
+	res->ran = true;
+	res->exit_code = t->exit_code;
+	res->status = status;
+	res->output_bytes = c->all.total;
+	res->truncated = tool_outcap_truncated(&c->all);
+	res->duration_ms = now_ms() - c->started_ms;
+	res->is_error = t->exit_code != 0 || t->status != TS_SUCCEEDED;
+	bool plain = t->status == TS_SUCCEEDED || t->status == TS_FAILED;
+	buf_appendf(&res->text, "exit_code: %d%s%s\n", t->exit_code,
+		    plain ? "" : "\nstatus: ", plain ? "" : status);
+	tool_outcap_render(&c->all, &res->text);
+	struct buf o = {0}, e = {0};
+	tool_outcap_render(&c->out, &o);
+	tool_outcap_render(&c->err, &e);
+	res->structured = json_pack("{s:i,s:o,s:o,s:s,s:I,s:b}", "exit_code", t->exit_code,
+				    "stdout", tool_json_text(o.data, o.len), "stderr",
+				    tool_json_text(e.data, e.len), "status", status, "duration_ms",
+				    (json_int_t)res->duration_ms, "truncated",
+				    res->truncated || tool_outcap_truncated(&c->out) ||
+					    tool_outcap_truncated(&c->err));
+	buf_free(&o);
+	buf_free(&e);
+}
+
+static void on_wake(struct task_reader *rd)
+{
+	struct tool_call *c = (struct tool_call *)((char *)rd - offsetof(struct tool_call, rd));
+	static char rbuf[SPOOL_MAX_REC];
+	struct spool_rec rec;
+	int rc;
+	while ((rc = task_reader_next(rd, &rec, rbuf)) == 1) {
+		if (rec.type == SPOOL_EVENT)
+			continue;
+		bool is_out = rec.type == SPOOL_STDOUT;
+		tool_outcap_add(&c->all, rbuf, rec.len);
+		tool_outcap_add(is_out ? &c->out : &c->err, rbuf, rec.len);
+		/* (output must not cancel the call: it is used right after.) */
+		if (c->ops && c->ops->output)
+			c->ops->output(c->arg, is_out ? 1 : 2, rbuf, rec.len);
+	}
+	if (rc < 0)
+		log_errno("reading a tool command's output failed", -rc, c->child->id);
+	if (!task_reader_at_end(rd))
+		return;
+	task_reader_detach(rd);
+	c->rd_attached = false;
+	result(c);
+	c->child = NULL;
+	tool_call_finish(c);
+}
+
+int tool_run_command(struct tool_call *c, json_t *args)
+{
+	const char *command, *cwd;
+	size_t clen;
+	uint64_t timeout = 0;
+	if (tool_arg_str(c, args, "command", true, &command, &clen) < 0 ||
+	    tool_arg_str(c, args, "cwd", false, &cwd, NULL) < 0 ||
+	    tool_arg_uint(c, args, "timeout_ms", COMMAND_TIMEOUT_MAX, &timeout) < 0)
+		return 0;
+	if (!clen || strlen(command) != clen)
+		return tool_result_fail(
+			&c->res, "argument 'command' must be a non-empty string without NUL bytes");
+	json_t *env = json_object_get(args, "env");
+	if (env && json_is_null(env))
+		env = NULL;
+	struct error err;
+	if (env && env_validate(env, &err) < 0)
+		return tool_result_fail(&c->res, "argument 'env': %s", err.msg);
+	if (!env)
+		env = c->ctx.env;
+	tool_outcap_init(&c->all, c->ctx.output_max);
+	tool_outcap_init(&c->out, c->ctx.output_max);
+	tool_outcap_init(&c->err, c->ctx.output_max);
+	struct task_spec spec = {.api = TASK_API_TOOL,
+				 .command = command,
+				 .cwd = cwd ? cwd : c->ctx.cwd,
+				 .env = env,
+				 .timeout_ms = timeout,
+				 .has_timeout = timeout > 0,
+				 .capability = "exec",
+				 .network = c->ctx.network,
+				 .state_in_fd = -1,
+				 .state_out_fd = -1};
+	c->release = command_stop;
+	c->started_ms = now_ms();
+	struct task *t = task_start(c->r, &spec, &err);
+	if (!t)
+		return tool_result_fail(&c->res, "%s", err.msg);
+	c->child = t;
+	memset(&c->rd, 0, sizeof(c->rd));
+	c->rd.wake = on_wake;
+	task_reader_attach(t, &c->rd, true);
+	c->rd_attached = true;
+	/* What is there already is read on the next wake: done() must not run from here. */
+	return 1;
+}

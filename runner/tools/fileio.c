@@ -1,0 +1,292 @@
+/* read_file, write_file, edit_file: as the task user (files/ident.h), through the files
+ * layer's checked descriptors (files/path.h, files/ops.h), so the rules are the files API's:
+ * no magic links, no content from /proc, the last component of a write never followed,
+ * writes only beneath the writable roots. Each is one bounded slice of work. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/cleanup.h"
+#include "files/ops.h"
+#include "files/path.h"
+#include "tools/internal.h"
+
+#define READ_SCAN_MAX (16ULL << 20) /* bytes read_file looks at */
+#define READ_OUT_MAX (256u << 10)   /* bytes of lines it gives back */
+#define READ_DEFAULT_LINES 2000
+#define EDIT_MAX (16ULL << 20) /* size of a file edit_file changes */
+
+struct file_args {
+	char path[PATH_MAX];
+	uint64_t offset, limit;
+	const char *content, *old_s, *new_s;
+	size_t content_len, old_len, new_len;
+	bool replace_all;
+};
+
+static struct file_args *args_new(struct tool_call *c)
+{
+	struct file_args *a = calloc(1, sizeof(*a));
+	if (!a)
+		tool_result_fail(&c->res, "out of memory");
+	return a;
+}
+
+static void args_release(struct tool_call *c)
+{
+	free(c->state);
+	c->state = NULL;
+}
+
+/* ---- read_file ---- */
+
+static int read_step(struct tool_call *c, uint64_t deadline_ms)
+{
+	(void)deadline_ms;
+	struct file_args *a = c->state;
+	cleanup_close int fd = files_open(AT_FDCWD, a->path, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+	if (fd < 0)
+		return tool_fs_error(c, fd, "read", a->path);
+	if (files_on_procfs(fd) == 1)
+		return tool_result_fail(&c->res, "read %.1024s: files under /proc are not served",
+					a->path);
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return tool_fs_error(c, -errno, "read", a->path);
+	if (S_ISDIR(st.st_mode))
+		return tool_result_fail(&c->res,
+					"read %.1024s: is a directory (use list_directory)",
+					a->path);
+	if (!S_ISREG(st.st_mode))
+		return tool_result_fail(&c->res, "read %.1024s: not a regular file", a->path);
+	uint64_t first = a->offset ? a->offset : 1;
+	uint64_t limit = a->limit ? a->limit : READ_DEFAULT_LINES;
+	uint64_t line = 1, scanned = 0;
+	bool more = false, eof = false, at_line_start = true;
+	struct buf *out = &c->res.text;
+	static char chunk[64 * 1024];
+	while (!eof && !more) {
+		if (scanned >= READ_SCAN_MAX) {
+			more = true;
+			break;
+		}
+		ssize_t n = read(fd, chunk, sizeof(chunk));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return tool_fs_error(c, -errno, "read", a->path);
+		if (n == 0) {
+			eof = true;
+			break;
+		}
+		scanned += (uint64_t)n;
+		if (memchr(chunk, 0, (size_t)n))
+			return tool_result_fail(&c->res, "read %.1024s: binary file (a NUL byte)",
+						a->path);
+		const char *p = chunk, *end = chunk + n;
+		while (p < end) {
+			const char *nl = memchr(p, '\n', (size_t)(end - p));
+			const char *stop = nl ? nl + 1 : end;
+			if (line >= first && line < first + limit) {
+				if (out->len + (size_t)(stop - p) > READ_OUT_MAX) {
+					more = true;
+					break;
+				}
+				buf_append(out, p, (size_t)(stop - p));
+			} else if (line >= first + limit) {
+				more = true;
+				break;
+			}
+			at_line_start = nl != NULL;
+			if (nl)
+				line++;
+			p = stop;
+		}
+	}
+	uint64_t lines = line - (at_line_start ? 1 : 0);
+	if (!more && first > lines + 1)
+		return tool_result_fail(&c->res,
+					"read %.1024s: offset %llu is past the end (%llu lines)",
+					a->path, (unsigned long long)first,
+					(unsigned long long)lines);
+	if (more)
+		buf_appendf(out, "%s[... more lines follow: read on with offset %llu ...]\n",
+			    out->len && out->data[out->len - 1] != '\n' ? "\n" : "",
+			    (unsigned long long)line);
+	if (!out->data)
+		buf_append(out, "", 0);
+	return 0;
+}
+
+int tool_read_file(struct tool_call *c, json_t *args)
+{
+	struct file_args *a = args_new(c);
+	if (!a)
+		return 0;
+	c->state = a;
+	c->release = args_release;
+	if (tool_arg_path(c, args, "path", a->path, sizeof(a->path)) < 0 ||
+	    tool_arg_uint(c, args, "offset", UINT32_MAX, &a->offset) < 0 ||
+	    tool_arg_uint(c, args, "limit", 1000000, &a->limit) < 0)
+		return 0;
+	c->step = read_step;
+	return tool_files_run(c);
+}
+
+/* ---- write_file ---- */
+
+static int write_step(struct tool_call *c, uint64_t deadline_ms)
+{
+	(void)deadline_ms;
+	struct file_args *a = c->state;
+	if (!strcmp(a->path, "/"))
+		return tool_fs_error(c, -EISDIR, "write", a->path);
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", a->path);
+	char *slash = strrchr(dir, '/');
+	const char *base = a->path + (slash - dir) + 1;
+	if (slash == dir)
+		dir[1] = 0;
+	else
+		*slash = 0;
+	bool created;
+	struct files_made made;
+	cleanup_close int dirfd = files_mkdirs(&c->id, dir, 0755, &created, &made);
+	files_made_free(&made);
+	if (dirfd < 0)
+		return tool_fs_error(c, dirfd, "write", a->path);
+	int rc = files_check_writable(&c->id, dirfd);
+	if (rc < 0)
+		return tool_fs_error(c, rc, "write", a->path);
+	mode_t mode = 0644;
+	struct stat st;
+	if (fstatat(dirfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (S_ISDIR(st.st_mode))
+			return tool_fs_error(c, -EISDIR, "write", a->path);
+		if (S_ISREG(st.st_mode))
+			mode = st.st_mode & 07777; /* the file keeps its mode */
+	}
+	struct files_tmp tmp;
+	if ((rc = files_tmp_open(&tmp, dirfd)) < 0)
+		return tool_fs_error(c, rc, "write", a->path);
+	rc = files_write_all(tmp.fd, a->content, a->content_len);
+	if (rc == 0 && fchmod(tmp.fd, mode) < 0)
+		rc = -errno;
+	if (rc == 0)
+		rc = files_tmp_commit(&tmp, base);
+	files_tmp_discard(&tmp);
+	if (rc < 0)
+		return tool_fs_error(c, rc, "write", a->path);
+	buf_appendf(&c->res.text, "wrote %zu bytes to %s", a->content_len, a->path);
+	return 0;
+}
+
+int tool_write_file(struct tool_call *c, json_t *args)
+{
+	struct file_args *a = args_new(c);
+	if (!a)
+		return 0;
+	c->state = a;
+	c->release = args_release;
+	if (tool_arg_path(c, args, "path", a->path, sizeof(a->path)) < 0 ||
+	    tool_arg_str(c, args, "content", true, &a->content, &a->content_len) < 0)
+		return 0;
+	c->step = write_step;
+	return tool_files_run(c);
+}
+
+/* ---- edit_file ---- */
+
+static uint64_t count_of(const char *s, size_t n, const char *pat, size_t plen)
+{
+	uint64_t k = 0;
+	const char *p = s, *end = s + n;
+	while ((size_t)(end - p) >= plen) {
+		const char *m = memmem(p, (size_t)(end - p), pat, plen);
+		if (!m)
+			break;
+		k++;
+		p = m + plen;
+	}
+	return k;
+}
+
+static int edit_step(struct tool_call *c, uint64_t deadline_ms)
+{
+	(void)deadline_ms;
+	struct file_args *a = c->state;
+	struct files_replace rp;
+	int rc = files_replace_open(&rp, &c->id, a->path, a->old_s, a->old_len, a->new_s,
+				    a->new_len);
+	if (rc < 0) {
+		files_replace_close(&rp);
+		return tool_fs_error(c, rc, "edit", a->path);
+	}
+	if ((uint64_t)rp.st.st_size > EDIT_MAX) {
+		files_replace_close(&rp);
+		return tool_result_fail(&c->res, "edit %.1024s: larger than %llu bytes", a->path,
+					(unsigned long long)EDIT_MAX);
+	}
+	/* Count first: an ambiguous edit leaves the file as it was. */
+	size_t size = (size_t)rp.st.st_size;
+	char *data = malloc(size + 1);
+	if (!data) {
+		files_replace_close(&rp);
+		return tool_result_fail(&c->res, "out of memory");
+	}
+	size_t got = 0;
+	while (got < size) {
+		ssize_t n = pread(rp.fd, data + got, size - got, (off_t)got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	uint64_t k = count_of(data, got, a->old_s, a->old_len);
+	free(data);
+	if (k == 0 || (k > 1 && !a->replace_all)) {
+		files_replace_close(&rp);
+		if (k == 0)
+			return tool_result_fail(&c->res, "edit %.1024s: old_string not found",
+						a->path);
+		return tool_result_fail(&c->res,
+					"edit %.1024s: old_string occurs %llu times; give more "
+					"context to make it unique, or set replace_all",
+					a->path, (unsigned long long)k);
+	}
+	while ((rc = files_replace_step(&rp, UINT64_MAX)) == 1)
+		;
+	uint64_t done = rp.count;
+	files_replace_close(&rp);
+	if (rc < 0)
+		return tool_fs_error(c, rc, "edit", a->path);
+	buf_appendf(&c->res.text, "replaced %llu occurrence%s in %s", (unsigned long long)done,
+		    done == 1 ? "" : "s", a->path);
+	return 0;
+}
+
+int tool_edit_file(struct tool_call *c, json_t *args)
+{
+	struct file_args *a = args_new(c);
+	if (!a)
+		return 0;
+	c->state = a;
+	c->release = args_release;
+	if (tool_arg_path(c, args, "path", a->path, sizeof(a->path)) < 0 ||
+	    tool_arg_str(c, args, "old_string", true, &a->old_s, &a->old_len) < 0 ||
+	    tool_arg_str(c, args, "new_string", true, &a->new_s, &a->new_len) < 0 ||
+	    tool_arg_bool(c, args, "replace_all", &a->replace_all) < 0)
+		return 0;
+	if (!a->old_len)
+		return tool_result_fail(&c->res, "argument 'old_string' must not be empty");
+	if (a->old_len == a->new_len && !memcmp(a->old_s, a->new_s, a->old_len))
+		return tool_result_fail(&c->res, "old_string and new_string are the same");
+	c->step = edit_step;
+	return tool_files_run(c);
+}

@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""A small stdio MCP server that misbehaves on request, behind /mcp in the tests: `echo`
+answers, `crash` exits (the runner must report it and restart the server on next use),
+`flood` writes an endless line (the runner must kill the server, not grow), `stall` never
+answers (a cancel must still end the call). Newline-delimited JSON-RPC on stdin/stdout."""
+import json
+import os
+import sys
+import time
+
+
+def send(msg):
+    sys.stdout.write(json.dumps(msg) + "\n")
+    sys.stdout.flush()
+
+
+TOOLS = [{"name": n, "description": d, "inputSchema": {"type": "object"}} for n, d in (
+    ("echo", "echo the text argument"), ("crash", "exit at once"),
+    ("flood", "write an endless line"), ("stall", "never answer"), ("whoami", "uid and pid"))]
+
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    mid, method = m.get("id"), m.get("method")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": mid, "result": {
+            "protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}},
+            "serverInfo": {"name": "hostile", "version": "1"}}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"tools": TOOLS}})
+    elif method == "tools/call":
+        name = m["params"]["name"]
+        args = m["params"].get("arguments") or {}
+        if name == "echo":
+            send({"jsonrpc": "2.0", "id": mid, "result": {
+                "content": [{"type": "text", "text": args.get("text", "")}]}})
+        elif name == "whoami":
+            send({"jsonrpc": "2.0", "id": mid, "result": {
+                "content": [{"type": "text", "text": "%d %d" % (os.getuid(), os.getpid())}]}})
+        elif name == "crash":
+            os._exit(3)
+        elif name == "flood":
+            chunk = "x" * 65536
+            while True:
+                sys.stdout.write(chunk)
+        elif name == "stall":
+            pass
+    elif mid is not None:
+        send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "no"}})
