@@ -12,7 +12,7 @@ struct budget {
 	uint64_t max_tokens;   /* total_tokens over all calls; 0 = unlimited */
 	uint64_t max_requests; /* model calls started; 0 = unlimited */
 	struct mu_usage used;
-	uint64_t requests;  /* calls that went to the gateway */
+	uint64_t requests;  /* calls admitted (sent on, or failed on the way) */
 	uint64_t refused;   /* calls refused because the budget was spent */
 	uint64_t unmetered; /* metered-route answers that reported no usage */
 };

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "model/usage.h"
+
 const char *cs_result_code(enum cs_result r)
 {
 	switch (r) {
@@ -472,14 +474,9 @@ static void on_line(struct chatstream *cs, const char *l, size_t n)
 	}
 	if (l[0] == ':')
 		return; /* comment / keep-alive */
-	const char *colon = memchr(l, ':', n);
-	size_t flen = colon ? (size_t)(colon - l) : n;
-	const char *v = colon ? colon + 1 : l + n;
-	size_t vlen = (size_t)(l + n - v);
-	if (vlen && *v == ' ') {
-		v++;
-		vlen--;
-	}
+	size_t flen, vlen;
+	const char *v;
+	mu_sse_field(l, n, &flen, &v, &vlen);
 	if (flen != 4 || memcmp(l, "data", 4))
 		return; /* event:, id:, retry: are not used by this API */
 	if (cs->have_data && buf_append(&cs->data, "\n", 1) < 0) {

@@ -50,6 +50,18 @@ void mu_frame_free(struct mu_frame *f)
 	buf_free(&f->doc);
 }
 
+void mu_sse_field(const char *l, size_t n, size_t *flen, const char **v, size_t *vlen)
+{
+	const char *colon = memchr(l, ':', n);
+	*flen = colon ? (size_t)(colon - l) : n;
+	*v = colon ? colon + 1 : l + n;
+	*vlen = (size_t)(l + n - *v);
+	if (*vlen && **v == ' ') {
+		(*v)++;
+		(*vlen)--;
+	}
+}
+
 static void parse(struct mu_frame *f, const char *event, const char *d, size_t n)
 {
 	if (f->needle && !memmem(d, n, f->needle, strlen(f->needle)))
@@ -79,14 +91,9 @@ static void on_line(struct mu_frame *f, const char *l, size_t n)
 	}
 	if (l[0] == ':')
 		return;
-	const char *colon = memchr(l, ':', n);
-	size_t flen = colon ? (size_t)(colon - l) : n;
-	const char *v = colon ? colon + 1 : l + n;
-	size_t vlen = (size_t)(l + n - v);
-	if (vlen && *v == ' ') {
-		v++;
-		vlen--;
-	}
+	size_t flen, vlen;
+	const char *v;
+	mu_sse_field(l, n, &flen, &v, &vlen);
 	if (flen == 5 && !memcmp(l, "event", 5)) {
 		size_t k = vlen < sizeof(f->event) - 1 ? vlen : sizeof(f->event) - 1;
 		memcpy(f->event, v, k);

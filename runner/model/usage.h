@@ -29,6 +29,11 @@ json_t *mu_usage_json(const struct mu_usage *u);
 /* A JSON member as a non-negative count: false when absent or not one. */
 bool mu_count(json_t *obj, const char *key, int64_t *out);
 
+/* One SSE line (no terminator, not empty, not a comment): its field name
+ * (the bytes before the first ':', or the whole line) and value (after it,
+ * one leading space dropped), as the SSE spec splits them. */
+void mu_sse_field(const char *l, size_t n, size_t *flen, const char **v, size_t *vlen);
+
 struct mu_frame {
 	/* One JSON value: an SSE event's data (event: its "event:" field, ""
 	 * when none) or the whole document (event NULL). Only events whose

@@ -34,6 +34,7 @@ CURL_CHAT = ("curl -sS -N -H \"Authorization: Bearer $OPENAI_API_KEY\" "
 
 class ChatBase(unittest.TestCase):
     key = KEY
+    runner_args = ()
 
     @classmethod
     def setUpClass(cls):
@@ -42,7 +43,7 @@ class ChatBase(unittest.TestCase):
         env = {"FORCEAI_GATEWAY_URL": cls.gw.url}
         if cls.key:
             env["FORCEAI_GATEWAY_KEY"] = cls.key
-        cls.r = Runner(env=env)
+        cls.r = Runner(cls.runner_args, env=env)
         cls.proxy_port = [l for l in cls.r.loglines() if l.get("msg") == "ready"][0]["model_proxy_port"]
 
     @classmethod

@@ -1,7 +1,8 @@
 """Real model clients inside chat tasks, through the model proxy to the
 scripted gateway (docs/design.md §17.6): Claude Code (`claude -p
 --output-format stream-json`, completing a Bash tool call), the Anthropic
-TypeScript SDK (streaming), Google's @google/genai SDK (streaming) and Codex
+TypeScript SDK (streaming), Google's @google/genai SDK (streaming), the Gemini
+CLI and Codex
 (the Responses API), each configured by the variables the chat task gets;
 then each one's budget refusal, as the client itself reports it.
 
@@ -60,7 +61,7 @@ class Clients(unittest.TestCase):
         cls.nm = r.stdout.decode().strip().splitlines()[-1]
         cls.versions = {}
         for p in ("@anthropic-ai/claude-code", "@anthropic-ai/sdk", "@google/genai",
-                  "@openai/codex"):
+                  "@google/gemini-cli", "@openai/codex"):
             with open(os.path.join(cls.nm, p, "package.json")) as f:
                 cls.versions[p] = json.load(f)["version"]
         print("clients:", cls.versions)
@@ -254,6 +255,65 @@ class Clients(unittest.TestCase):
         self.assertTrue(x["budget"]["exhausted"])
         self.assertGreaterEqual(x["budget"]["refused"], 1)
         self.assertEqual(len([q for q in self.gw.requests if q["path"] == "/v1/responses"]), 1)
+        self.clean(ev)
+
+    def gemini_cli_cmd(self):
+        # API-key auth chosen in its settings (it asks interactively otherwise);
+        # no telemetry; --skip-trust: a headless run in an untrusted folder.
+        os.makedirs(os.path.join(self.dir, "home", ".gemini"), exist_ok=True)
+        with open(os.path.join(self.dir, "home", ".gemini", "settings.json"), "w") as f:
+            json.dump({"security": {"auth": {"selectedType": "gemini-api-key"}},
+                       "telemetry": {"enabled": False},
+                       "privacy": {"usageStatisticsEnabled": False}}, f)
+        for root, dirs, files in os.walk(os.path.join(self.dir, "home")):
+            for n in dirs + files:
+                os.chown(os.path.join(root, n), 1000, 1000)
+        return ("%s %s/.bin/gemini -p 'say hello' --output-format json -m gemini-test "
+                "--skip-trust; echo rc=$?" % (NODE, self.nm))
+
+    def gemini_cli_cmd_only(self):
+        return self.gemini_cli_cmd().rsplit(";", 1)[0]
+
+    def gemini_cli(self, **kw):
+        return self.chat(self.gemini_cli_cmd(), **kw)
+
+    def test_gemini_cli(self):
+        ev = self.gemini_cli()
+        o = out(ev).decode(errors="replace")
+        res = json.loads(o[:o.rindex("rc=")])
+        self.assertEqual(res["response"], "hello from gemini", o[-2000:])
+        self.assertIn("rc=0", o)
+        calls = [q for q in self.gw.requests if ":streamGenerateContent" in q["path"]]
+        self.assertGreaterEqual(len(calls), 1)
+        self.assertTrue(calls[0]["path"].startswith("/v1beta/models/gemini-test:"))
+        self.assertEqual(calls[0]["headers"]["x-goog-api-key"], KEY)
+        tok = res["stats"]["models"]["gemini-test"]["tokens"]
+        u = ev[-1]["data"]["usage"]
+        self.assertEqual(u["total_tokens"], tok["total"])
+        self.clean(ev)
+
+    def test_gemini_cli_budget_refusal(self):
+        import time
+        t0 = time.monotonic()
+        # The Gemini CLI retries a 429 RESOURCE_EXHAUSTED (with backoff, up to 10
+        # attempts): the second run gets 25 s, enough to see it refused.
+        ev = self.chat("%s; echo ---; timeout 25 %s; echo rc=$?" % (
+            self.gemini_cli_cmd(), self.gemini_cli_cmd_only()),
+                       max_model_requests=1)
+        o = out(ev).decode(errors="replace")
+        first, second = o.split("---\n", 1)
+        self.assertIn("hello from gemini", first)
+        x = ev[-1]["data"]
+        said = [l.strip() for l in (second + out(ev, "stderr").decode(errors="replace")).splitlines()
+                if "budget" in l or "429" in l or "ttempt" in l]
+        print("gemini cli budget refusal (%.1f s, refused %d):" % (time.monotonic() - t0,
+              x["budget"]["refused"]), json.dumps(said[:6])[:1200])
+        self.assertIn("rc=124", second)  # still retrying when timeout ended it
+        self.assertTrue(any("failed with status 429" in l and "model budget is spent" in l
+                            for l in said), said)
+        self.assertTrue(x["budget"]["exhausted"])
+        self.assertGreaterEqual(x["budget"]["refused"], 1)
+        self.assertEqual(len([q for q in self.gw.requests if "GenerateContent" in q["path"]]), 1)
         self.clean(ev)
 
 if __name__ == "__main__":

@@ -7,10 +7,9 @@ import json
 import os
 import unittest
 
-from harness import Runner
-from test_chat import out, CURL_CHAT
-from test_gateway import TestGateway, text, status
-from wire_gateways import a_text, a_tool, g_text, anthropic_error
+from test_chat import ChatBase, out, CURL_CHAT
+from test_gateway import text, tool
+from wire_gateways import a_text, g_text, anthropic_error, gemini_error
 
 KEY = "sk-REAL-wire-key-" + os.urandom(8).hex()
 
@@ -58,40 +57,34 @@ def json_bodies(b):
     return docs
 
 
-class WireBase(unittest.TestCase):
+class WireBase(ChatBase):
     key = KEY
-    runner_args = ()
-
-    @classmethod
-    def setUpClass(cls):
-        cls.gw = TestGateway(key=cls.key)
-        env = {"FORCEAI_GATEWAY_URL": cls.gw.url}
-        if cls.key:
-            env["FORCEAI_GATEWAY_KEY"] = cls.key
-        cls.r = Runner(cls.runner_args, env=env)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.r.close()
-        cls.gw.close()
-
-    def setUp(self):
-        self.gw.turns.clear()
-        self.gw.requests.clear()
-        self.gw.errors.clear()
-
-    def chat(self, cmd, **kw):
-        body = {"task": cmd, "capability": "chat", "cwd": self.r.work}
-        body.update(kw)
-        ev = self.r.native(body)
-        self.assertEqual(ev[-1]["event"], "exit", ev)
-        return ev
 
     def no_secrets_forwarded(self):
         for rq in self.gw.requests:
             blob = json.dumps(rq)
             self.assertNotIn("fai-", blob, rq)
         self.assertEqual(self.gw.errors, [])
+
+
+class Environment(WireBase):
+    def test_every_family_gets_its_variables_with_one_token(self):
+        names = ["OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN",
+                 "GOOGLE_GEMINI_BASE_URL", "GEMINI_API_KEY", "ANTHROPIC_API_KEY"]
+        ev = self.chat("; ".join('echo "%s=${%s:-unset}"' % (n, n) for n in names),
+                       env={"ANTHROPIC_BASE_URL": "http://evil.example", "GEMINI_API_KEY": "x"})
+        got = dict(l.split("=", 1) for l in out(ev).decode().split())
+        root = "http://127.0.0.1:%d" % self.proxy_port
+        self.assertEqual(got["OPENAI_BASE_URL"], root + "/v1")
+        self.assertEqual(got["ANTHROPIC_BASE_URL"], root)  # ours win over the request's
+        self.assertEqual(got["GOOGLE_GEMINI_BASE_URL"], root)
+        self.assertRegex(got["OPENAI_API_KEY"], r"^fai-[0-9a-f]{64}$")
+        self.assertEqual(got["ANTHROPIC_AUTH_TOKEN"], got["OPENAI_API_KEY"])
+        self.assertEqual(got["GEMINI_API_KEY"], got["OPENAI_API_KEY"])
+        self.assertEqual(got["ANTHROPIC_API_KEY"], "unset")
+        ev = self.r.native({"task": "echo ${ANTHROPIC_AUTH_TOKEN:-none} ${GEMINI_API_KEY:-none}",
+                            "capability": "exec"})
+        self.assertEqual(out(ev), b"none none\n")
 
 
 class Anthropic(WireBase):
@@ -226,6 +219,24 @@ class Gemini(WireBase):
             self.assertNotIn("authorization", r["headers"])
         self.no_secrets_forwarded()
 
+    def test_429_retry_after_and_cut_stream(self):
+        """The gateway's 429 (Retry-After kept) reaches the client as it was; a
+        stream cut mid-way: what its chunks reported is charged."""
+        self.gw.script(gemini_error(429, "RESOURCE_EXHAUSTED", "Resource has been exhausted",
+                                    headers={"Retry-After": "3"}),
+                       g_text("cut short", usage=(30, 6), split=5, cut_after=300))
+        ev = self.chat(curl_gemini().replace("curl ", "curl -D /dev/stdout ", 1) + "; " +
+                       curl_gemini())
+        b = out(ev).decode(errors="replace")
+        self.assertIn("retry-after: 3", b.lower())
+        self.assertIn('"RESOURCE_EXHAUSTED"', b)
+        self.assertIn("HTTP=429", b)
+        u = ev[-1]["data"]["usage"]
+        self.assertEqual(u["requests"], 2)
+        # the first chunk's running totals (30 prompt, 1 candidate) made it through
+        self.assertEqual((u["prompt_tokens"], u["completion_tokens"]), (30, 1))
+        self.no_secrets_forwarded()
+
     def test_google_shaped_errors(self):
         cmd = ("curl -sS -w '\\nHTTP=%{http_code}\\n' -H 'x-goog-api-key: nope' -d '{}' "
                "\"$GOOGLE_GEMINI_BASE_URL/v1beta/models/m:generateContent\"; "
@@ -329,9 +340,7 @@ class RunnerDefaults(WireBase):
         self.assertFalse(ev[-1]["data"]["budget"]["exhausted"])
 
     def test_agent_uses_the_same_budget(self):
-        self.gw.script(*[__import__("test_gateway").tool("bash", {"command": "true"},
-                                                          call_id="c%d" % i)
-                         for i in range(3)])
+        self.gw.script(*[tool("bash", {"command": "true"}, call_id="c%d" % i) for i in range(3)])
         ev = self.r.native({"task": "loop", "capability": "agent", "model": "m",
                             "cwd": self.r.work})
         x = ev[-1]["data"]

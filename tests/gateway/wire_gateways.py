@@ -110,6 +110,25 @@ def _send_pieces(h, code, ctype, data, split, cut_after=None, drip=0.0, headers=
     h.wfile.flush()
 
 
+def _take_turn(h, gw, fmt, body, fail):
+    """The next scripted turn (or the responder's) for a call in format fmt;
+    a scripted status is sent here. None when the call is answered."""
+    turn = gw.next_turn()
+    if turn is None and gw.responder:
+        turn = gw.responder(fmt, body)
+    if turn is None:
+        fail("no scripted turn left")
+        return None
+    if turn.kind == "status":
+        h._send(turn.code, turn.body, turn.ctype, turn.headers)
+        return None
+    if turn.kind != fmt:
+        gw.errors.append("a %s turn scripted for a %s call" % (turn.kind, fmt))
+        fail("wrong turn")
+        return None
+    return turn
+
+
 # ---- Anthropic ----
 
 def _a_err(h, code, typ, msg):
@@ -170,18 +189,9 @@ def anthropic_post(h, gw, rec):
         n = len(json.dumps(body["messages"])) // 4 + 3
         h._send(200, json.dumps({"input_tokens": n}).encode())
         return
-    turn = gw.next_turn()
-    if turn is None and gw.responder:
-        turn = gw.responder("anthropic", body)
+    turn = _take_turn(h, gw, "anthropic", body,
+                      lambda m: _a_err(h, 500, "api_error", "test gateway: " + m))
     if turn is None:
-        _a_err(h, 500, "api_error", "test gateway: no scripted turn left")
-        return
-    if turn.kind == "status":
-        h._send(turn.code, turn.body, turn.ctype, turn.headers)
-        return
-    if turn.kind != "anthropic":
-        gw.errors.append("a %s turn scripted for an Anthropic call" % turn.kind)
-        _a_err(h, 500, "api_error", "test gateway: wrong turn")
         return
     if body.get("stream") is True:
         _anthropic_stream(h, turn, body["model"])
@@ -297,18 +307,9 @@ def gemini_request(h, gw, rec, method):
     if verb not in ("generateContent", "streamGenerateContent"):
         _g_err(h, 404, "NOT_FOUND", "unknown method")
         return
-    turn = gw.next_turn()
-    if turn is None and gw.responder:
-        turn = gw.responder("gemini", body)
+    turn = _take_turn(h, gw, "gemini", body,
+                      lambda m: _g_err(h, 500, "INTERNAL", "test gateway: " + m))
     if turn is None:
-        _g_err(h, 500, "INTERNAL", "test gateway: no scripted turn left")
-        return
-    if turn.kind == "status":
-        h._send(turn.code, turn.body, turn.ctype, turn.headers)
-        return
-    if turn.kind != "gemini":
-        gw.errors.append("a %s turn scripted for a Gemini call" % turn.kind)
-        _g_err(h, 500, "INTERNAL", "test gateway: wrong turn")
         return
     p, c = turn.usage
     chunks = []
@@ -371,14 +372,9 @@ def responses_post(h, gw, rec):
         gw.errors.append("responses: only streaming is scripted")
         h._err(400, "stream must be true for this test")
         return
-    turn = gw.next_turn()
-    if turn is None and gw.responder:
-        turn = gw.responder("responses", body)
-    if turn is None or turn.kind not in ("responses", "status"):
-        h._err(500, "test gateway: no responses turn", typ="server_error")
-        return
-    if turn.kind == "status":
-        h._send(turn.code, turn.body, turn.ctype, turn.headers)
+    turn = _take_turn(h, gw, "responses", body,
+                      lambda m: h._err(500, "test gateway: " + m, typ="server_error"))
+    if turn is None:
         return
     out = []
     seq = [0]
