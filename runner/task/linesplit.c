@@ -30,12 +30,12 @@ int linesplit_feed(struct linesplit *ls, const char *data, size_t len, linesplit
 	if (ls->last_cr && *p == '\n')
 		p++; /* the second half of a "\r\n" */
 	ls->last_cr = false;
-	/* Terminators are found with memchr (most output has no '\r': one
+	/* Terminators are found with mem_find (most output has no '\r': one
 	 * scan tells), not byte by byte. */
-	const char *cr = memchr(p, '\r', (size_t)(end - p));
+	const char *cr = mem_find(p, '\r', (size_t)(end - p));
 	while (p < end) {
 		const char *stop = cr ? cr : end;
-		const char *t = memchr(p, '\n', (size_t)(stop - p));
+		const char *t = mem_find(p, '\n', (size_t)(stop - p));
 		if (!t)
 			t = cr; /* '\r' first, or no terminator at all (NULL) */
 		size_t have = buf_avail(&ls->partial);
@@ -59,7 +59,7 @@ int linesplit_feed(struct linesplit *ls, const char *data, size_t len, linesplit
 				t++;
 			else if (t + 1 == end)
 				ls->last_cr = true;
-			cr = t + 1 < end ? memchr(t + 1, '\r', (size_t)(end - t - 1)) : NULL;
+			cr = t + 1 < end ? mem_find(t + 1, '\r', (size_t)(end - t - 1)) : NULL;
 		}
 		p = t + 1;
 	}

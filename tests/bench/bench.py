@@ -605,25 +605,32 @@ def bench_throughput(cfg, res, binary):
             t["relay"].append(relay_run(cfg, gen))
     finally:
         r.close()
-    pipe_mbs = cfg.tput_bytes / statistics.median(t["pipe"]) / 1e6
-    relay_mbs = cfg.tput_bytes / statistics.median(t["relay"]) / 1e6
+    # One statistic for every series (runner, relay, pipe): the best run of
+    # the interleaved repetitions (the least disturbed by the machine's other
+    # load) by default, or the median (--tput-stat median).
+    stat = min if cfg.tput_stat == "best" else statistics.median
+    sname = "%s of %d" % (cfg.tput_stat, len(t["relay"]))
+    pipe_mbs = cfg.tput_bytes / stat(t["pipe"]) / 1e6
+    relay_mbs = cfg.tput_bytes / stat(t["relay"]) / 1e6
     gib = cfg.tput_bytes / float(1 << 30)
-    res.add("5", "stream %d MiB of 100-byte lines, relay: pipe -> curl, nothing else (the floor, median of %d)" % (
-        cfg.tput_bytes // MIB, len(t["relay"])), relay_mbs, "MB/s",
+    res.add("5", "stream %d MiB of 100-byte lines, relay: pipe -> curl, nothing else (the floor, %s)" % (
+        cfg.tput_bytes // MIB, sname), relay_mbs, "MB/s",
         "same generator | cat > /dev/null", pipe_mbs,
         extra={"seconds": t["relay"], "baseline_seconds": t["pipe"]})
-    for kind, label, goal in (("tasks", "/v1/tasks -> curl", 0.75),
-                              ("command", "execd /command -> curl (one JSON event per line)", 0.4)):
-        mbs = cfg.tput_bytes / statistics.median(t[kind]) / 1e6
-        res.add("5", "stream %d MiB of 100-byte lines, %s (median of %d)" % (
-            cfg.tput_bytes // MIB, label, len(t[kind])), mbs, "MB/s",
+    for kind, label, goal, rgoal in (("tasks", "/v1/tasks -> curl", 0.75, 0.9),
+                                     ("command", "execd /command -> curl (one JSON event per line)",
+                                      0.4, 0.6)):
+        mbs = cfg.tput_bytes / stat(t[kind]) / 1e6
+        res.add("5", "stream %d MiB of 100-byte lines, %s (%s)" % (
+            cfg.tput_bytes // MIB, label, sname), mbs, "MB/s",
             "same generator | cat > /dev/null", pipe_mbs, goal=">= %.2gx" % goal,
             ok=mbs >= goal * pipe_mbs,
             extra={"seconds": t[kind], "baseline_seconds": t["pipe"], "wire_bytes": wire[kind],
                    "wire_overhead": wire[kind][0] / cfg.tput_bytes,
                    "runner_cpu_s_per_gib": [c / gib for c in cpu[kind]]})
-        res.add("5", "the same, %s vs the relay" % label.split(" ->")[0], mbs, "MB/s",
-                "relay (the floor)", relay_mbs)
+        res.add("5", "the same, %s vs the relay (%s, same statistic)" % (label.split(" ->")[0], sname),
+                mbs, "MB/s", "relay (the floor)", relay_mbs, goal=">= %.2gx" % rgoal,
+                ok=mbs >= rgoal * relay_mbs)
         res.add("5", "runner CPU per GiB, %s (median)" % label.split(" ->")[0],
                 statistics.median(cpu[kind]) / gib, "s")
 
@@ -999,6 +1006,8 @@ def main():
     ap.add_argument("--rounds", type=int)
     ap.add_argument("--tput-mib", type=int)
     ap.add_argument("--tput-reps", type=int)
+    ap.add_argument("--tput-stat", choices=("best", "median"), default="best",
+                    help="statistic of the stream runs (5), the same for runner, relay and pipe")
     ap.add_argument("--conc-tasks", type=int)
     ap.add_argument("--conc-kib", type=int)
     ap.add_argument("--load-seconds", type=int, help="duration of the load run (8)")
@@ -1046,7 +1055,7 @@ def main():
         ("2", "idle RSS", lambda: bench_rss(cfg, res, binaries)),
         ("3", "binary size", lambda: bench_size(cfg, res, tmpdir)),
         ("4", "round trip + 7 confinement", lambda: bench_latency(cfg, res, cfg.runner)),
-        ("5", "throughput", lambda: bench_throughput(cfg, res, cfg.runner)),
+        ("5", "throughput", lambda: bench_throughput(cfg, res, static or cfg.runner)),
         ("6", "concurrency", lambda: [bench_concurrency(cfg, res, n, b) for n, b in binaries]),
         ("8", "load", lambda: bench_load(cfg, res, cfg.runner)),
         ("9", "files", lambda: bench_files(cfg, res, cfg.runner)),
