@@ -986,6 +986,78 @@ def bench_files(cfg, res, binary):
             "cat FILE > COPY", f["cat_write_MBps"])
 
 
+def bench_portproxy(cfg, res, binary):
+    """11: the port proxy against nginx's reverse proxy, same upstream (portproxy_bench.py)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import portproxy_bench as pb
+    q = cfg.quick
+    try:
+        f = pb.measure(binary, rounds=1 if q else 3, seconds=1 if q else 5,
+                       body_mib=32 if q else 1024, ws_mib=32 if q else 1024, tools=cfg.tools,
+                       log=log)
+    except pb.BenchError as e:
+        raise BenchError(str(e))
+    for c in (16, 256):
+        rr, nn = f["small_c%d_runner" % c], f["small_c%d_nginx" % c]
+        res.add("11", "small GETs through /proxy/{port}, wrk -c%d, req/s (median of %d)" % (
+            c, f["rounds"]), rr["rps"], "req/s", "nginx reverse proxy (keepalive 32), same upstream",
+            nn["rps"], goal=">= 0.8x", ok=rr["rps"] >= 0.8 * nn["rps"],
+            extra={"samples": rr["samples"], "baseline_samples": nn["samples"]})
+        res.add("11", "the same, p50 latency, %d connections" % c, rr["p50_ms"], "ms",
+                "nginx reverse proxy, p50", nn["p50_ms"], goal="<= 1.25x",
+                ok=rr["p50_ms"] <= 1.25 * nn["p50_ms"])
+    res.add("11", "%d MiB GET through /proxy/{port} (median of %d)" % (f["body_mib"], f["rounds"]),
+            f["body_runner_MBps"], "MB/s", "nginx reverse proxy, 64 KiB buffers",
+            f["body_nginx_MBps"], goal=">= 0.9x",
+            ok=f["body_runner_MBps"] >= 0.9 * f["body_nginx_MBps"],
+            extra={"seconds": f["body_runner_seconds"], "baseline_seconds": f["body_nginx_seconds"]})
+    res.add("11", "%d MiB WebSocket echo through /proxy/{port} (median of %d)" % (
+        f["ws_mib"], f["rounds"]), f["ws_runner_MBps"], "MB/s", "the same straight to the server",
+        f["ws_direct_MBps"], extra={"seconds": f["ws_runner_seconds"],
+                                    "baseline_seconds": f["ws_direct_seconds"],
+                                    "nginx_MBps": f["ws_nginx_MBps"]})
+    res.add("11", "the same, through nginx's reverse proxy", f["ws_runner_MBps"], "MB/s",
+            "nginx reverse proxy (Upgrade passed on)", f["ws_nginx_MBps"])
+    res.add("11", "runner VmHWM over benchmark 11", f["runner_vmhwm_kib"] / 1024.0, "MiB",
+            "runner VmRSS before", f["runner_vmrss_before_kib"] / 1024.0)
+
+
+def bench_pyclient(cfg, res, binary):
+    """12: the round trip of `true` as a plain Python http.client sees it (pyclient_rtt.py)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import pyclient_rtt as pr
+    try:
+        f = pr.measure(binary, n=50 if cfg.quick else 300)
+    except (RuntimeError, OSError) as e:
+        raise BenchError(str(e))
+    res.add("12", "round trip `true`, Python http.client, new connection each, POST /command, "
+            "p50 of %d" % f["n"], f["p50_ms"], "ms",
+            "posix_spawn /bin/sh -c true from the same client, alternating, p50", f["raw_p50_ms"],
+            goal="<= 3x", ok=f["ratio"] <= 3, extra={"p90_ms": f["p90_ms"],
+                                                      "baseline_p90_ms": f["raw_p90_ms"]})
+
+
+def bench_reset(cfg, res, binary):
+    """13: POST /v1/reset time and peak RSS, 10,000 files and 100 processes (reset_bench.py)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import reset_bench as rb
+    q = cfg.quick
+    try:
+        f = rb.measure(binary, rounds=1 if q else 3, files=1000 if q else 10000,
+                       procs=10 if q else 100)
+    except (rb.BenchError, OSError, subprocess.SubprocessError) as e:
+        raise BenchError(str(e))
+    res.add("13", "POST /v1/reset, /workspace of %d files after a task changed 30%% (median of %d)" % (
+        f["files"], f["rounds"]), f["files_reset_ms"], "ms",
+        "rm -rf + cp -a of the same tree", f["files_cp_ms"],
+        extra={"seconds": f["files_reset_s"], "baseline_seconds": f["files_cp_s"]})
+    res.add("13", "runner VmHWM over those resets", f["files_vmhwm_kib"] / 1024.0, "MiB")
+    res.add("13", "POST /v1/reset with %d running processes (median of %d)" % (
+        f["procs"], f["rounds"]), f["procs_reset_ms"], "ms", extra={"seconds": f["procs_reset_s"]})
+    res.add("13", "runner VmHWM over those resets", f["procs_vmhwm_kib"] / 1024.0, "MiB",
+            "runner VmRSS before", f["procs_vmrss_before_kib"] / 1024.0)
+
+
 # ---------------------------------------------------------------- main
 
 def main():
@@ -1060,6 +1132,9 @@ def main():
         ("8", "load", lambda: bench_load(cfg, res, cfg.runner)),
         ("9", "files", lambda: bench_files(cfg, res, cfg.runner)),
         ("10", "port proxy", lambda: bench_proxy(cfg, res, cfg.runner)),
+        ("11", "port proxy vs nginx", lambda: bench_portproxy(cfg, res, static or cfg.runner)),
+        ("12", "round trip, Python client", lambda: bench_pyclient(cfg, res, static or cfg.runner)),
+        ("13", "reset", lambda: bench_reset(cfg, res, static or cfg.runner)),
     ]
     try:
         for num, label, fn in steps:
