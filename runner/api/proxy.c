@@ -833,7 +833,6 @@ static enum MHD_Result add_req_field(void *cls, enum MHD_ValueKind kind, const c
 				     size_t key_size, const char *value, size_t value_size)
 {
 	(void)kind;
-	(void)key_size;
 	struct head_build *hb = cls;
 	if (!value)
 		value = "", value_size = 0;
@@ -850,7 +849,10 @@ static enum MHD_Result add_req_field(void *cls, enum MHD_ValueKind kind, const c
 		return MHD_YES;
 	if (!strcasecmp(key, "Host"))
 		hb->host = true;
-	if (buf_appendf(hb->b, "%s: %.*s\r\n", key, (int)value_size, value) < 0)
+	/* Plain appends: printf for every field was a tenth of the runner's
+	 * user time on small requests. */
+	if (buf_append(hb->b, key, key_size) < 0 || buf_append(hb->b, ": ", 2) < 0 ||
+	    buf_append(hb->b, value, value_size) < 0 || buf_append(hb->b, "\r\n", 2) < 0)
 		hb->rc = -1;
 	return MHD_YES;
 }
