@@ -241,8 +241,8 @@ TEST(json_escaper_matches_reference)
 	CHECK(bad == 0);
 }
 
-/* mem_find is memchr: every length up to 100, every alignment, the byte
- * absent, first, last or anywhere. */
+/* mem_find is memchr, mem_find2 the first of two memchr: every length up to 100, every alignment,
+ * the byte absent, first, last or anywhere. */
 TEST(mem_find_matches_memchr)
 {
 	char in[160];
@@ -256,7 +256,10 @@ TEST(mem_find_matches_memchr)
 		}
 		const char *got = mem_find(in + off, '\n', len);
 		const char *want = memchr(in + off, '\n', len);
-		if (got != want) {
+		/* mem_find2: the first of '\n' and 'q'. */
+		const char *q = memchr(in + off, 'q', len);
+		const char *want2 = !want ? q : !q ? want : q < want ? q : want;
+		if (got != want || mem_find2(in + off, '\n', 'q', len) != want2) {
 			bad++;
 			fprintf(stderr, "  mem_find: round %d len %zu differs\n", round, len);
 		}
