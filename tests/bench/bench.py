@@ -1051,11 +1051,16 @@ def bench_reset(cfg, res, binary):
         f["files"], f["rounds"]), f["files_reset_ms"], "ms",
         "rm -rf + cp -a of the same tree", f["files_cp_ms"],
         extra={"seconds": f["files_reset_s"], "baseline_seconds": f["files_cp_s"]})
-    res.add("13", "runner VmHWM over those resets", f["files_vmhwm_kib"] / 1024.0, "MiB")
+    res.add("13", "runner VmHWM over those resets", f["files_vmhwm_kib"] / 1024.0, "MiB",
+            extra={"reset_report_peaks_kib": f["files_peaks_kib"]})
+    if f["files_peaks_kib"].get("worker_peak_rss_kib"):
+        res.add("13", "the reset worker's peak RSS (its own report), %d files" % f["files"],
+                f["files_peaks_kib"]["worker_peak_rss_kib"] / 1024.0, "MiB")
     res.add("13", "POST /v1/reset with %d running processes (median of %d)" % (
         f["procs"], f["rounds"]), f["procs_reset_ms"], "ms", extra={"seconds": f["procs_reset_s"]})
     res.add("13", "runner VmHWM over those resets", f["procs_vmhwm_kib"] / 1024.0, "MiB",
-            "runner VmRSS before", f["procs_vmrss_before_kib"] / 1024.0)
+            "runner VmRSS before", f["procs_vmrss_before_kib"] / 1024.0,
+            extra={"reset_report_peaks_kib": f["procs_peaks_kib"]})
 
 
 # ---------------------------------------------------------------- main

@@ -12,7 +12,8 @@ bench.py; standalone too), for
              VmRSS before (the time has none: it is the kill and the reap).
 
 Median of the rounds; the runner's VmHWM is read after all the rounds of a
-case (one runner per case). Every reset must answer 200, and the files case
+case (one runner per case), and the reset's own report gives the peak RSS of
+its worker process and of the runner (the largest of the rounds). Every reset must answer 200, and the files case
 checks the tree is back as it was.
 
   python3 tests/bench/reset_bench.py [--runner build/static/forceai-runner]
@@ -29,6 +30,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from portproxy_bench import vm  # same folder (on the path as a script, and for bench.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -69,23 +72,18 @@ def make_tree(root, n):
     os.chown(root, TASK_UID, TASK_UID)
 
 
-def vm(pid, key):
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def reset(r):
+def reset(r, peaks):
+    """One reset: the client's time; the answer's own peaks (the reset's
+    worker process and the runner) are kept in peaks."""
     t0 = time.monotonic()
     st, _, data = r.request("POST", "/v1/reset", timeout=300)
     t = time.monotonic() - t0
     if st != 200:
         raise BenchError("POST /v1/reset: HTTP %d %r" % (st, data[:300]))
+    body = json.loads(data)
+    for k in ("worker_peak_rss_kib", "runner_peak_rss_kib"):
+        if isinstance(body.get(k), int):
+            peaks[k] = max(peaks.get(k, 0), body[k])
     return t
 
 
@@ -126,10 +124,10 @@ def measure(runner_bin, rounds=3, files=10000, procs=100):
         # files
         r = Runner(("--allow-reset", "--landlock-roots", roots))
         try:
-            t_reset, t_cp = [], []
+            t_reset, t_cp, peaks = [], [], {}
             for _ in range(rounds):
                 run_task(r, churn)
-                t_reset.append(reset(r))
+                t_reset.append(reset(r, peaks))
                 got = tree_digest(ws)
                 if got != want:
                     raise BenchError("the workspace differs from its start after the reset")
@@ -145,6 +143,7 @@ def measure(runner_bin, rounds=3, files=10000, procs=100):
             res["files_reset_s"] = t_reset
             res["files_cp_s"] = t_cp
             res["files_vmhwm_kib"] = vm(r.proc.pid, "VmHWM")
+            res["files_peaks_kib"] = peaks
         finally:
             r.stop()
             r.close()
@@ -153,7 +152,7 @@ def measure(runner_bin, rounds=3, files=10000, procs=100):
         r = Runner(("--allow-reset", "--landlock-roots", roots))
         try:
             rss0 = vm(r.proc.pid, "VmRSS")
-            t_reset = []
+            t_reset, peaks = [], {}
             for _ in range(rounds):
                 run_task(r, "for i in $(seq %d); do sleep %s & done; wait" % (procs, MARK),
                          background=True)
@@ -166,13 +165,14 @@ def measure(runner_bin, rounds=3, files=10000, procs=100):
                     if time.monotonic() > deadline:
                         raise BenchError("only %s of %d sleeps started" % (out, procs))
                     time.sleep(0.05)
-                t_reset.append(reset(r))
+                t_reset.append(reset(r, peaks))
                 left = subprocess.run(["pgrep", "-c", "-f", "^sleep %s$" % MARK],
                                       stdout=subprocess.PIPE, text=True).stdout.strip()
                 if int(left or 0):
                     raise BenchError("%s processes left after the reset" % left)
             res["procs_reset_s"] = t_reset
             res["procs_vmhwm_kib"] = vm(r.proc.pid, "VmHWM")
+            res["procs_peaks_kib"] = peaks
             res["procs_vmrss_before_kib"] = rss0
         finally:
             r.stop()
@@ -201,10 +201,12 @@ def main():
         return 1
     print("POST /v1/reset, median of %d (load %s -> %s):" % (
         a.rounds, res["loadavg_before"], res["loadavg_after"]))
-    print("  %d files: %.1f ms (rm -rf + cp -a of the tree: %.1f ms), runner VmHWM %d KiB" % (
-        a.files, res["files_reset_ms"], res["files_cp_ms"], res["files_vmhwm_kib"]))
-    print("  %d processes: %.1f ms, runner VmHWM %d KiB (VmRSS before %d KiB)" % (
-        a.procs, res["procs_reset_ms"], res["procs_vmhwm_kib"], res["procs_vmrss_before_kib"]))
+    print("  %d files: %.1f ms (rm -rf + cp -a of the tree: %.1f ms), runner VmHWM %d KiB, "
+          "the reset's own peaks %s" % (a.files, res["files_reset_ms"], res["files_cp_ms"],
+                                         res["files_vmhwm_kib"], res["files_peaks_kib"]))
+    print("  %d processes: %.1f ms, runner VmHWM %d KiB (VmRSS before %d KiB), the reset's own "
+          "peaks %s" % (a.procs, res["procs_reset_ms"], res["procs_vmhwm_kib"],
+                        res["procs_vmrss_before_kib"], res["procs_peaks_kib"]))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=2)

@@ -31,19 +31,6 @@ static const char *prog = "wsecho";
 #define PAYLOAD (64 * 1024)
 #define FRAME (PAYLOAD + 14)
 
-static void send_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			bench_die(prog, "send: %s", strerror(errno));
-		p += w;
-		n -= (size_t)w;
-	}
-}
-
 /* Reads a head up to the blank line; bytes after it stay in the socket
  * (read one at a time: heads are small). */
 static size_t read_head(int fd, char *buf, size_t max)
@@ -91,7 +78,7 @@ static void serve(void)
 			"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
 			"Connection: Upgrade\r\n"
 			"Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n";
-		send_all(c, ok, sizeof(ok) - 1);
+		bench_send_all(prog, c, ok, sizeof(ok) - 1);
 		int pp[2];
 		if (pipe2(pp, O_CLOEXEC) < 0)
 			bench_die(prog, "pipe: %s", strerror(errno));
@@ -133,7 +120,7 @@ static void client(unsigned port, const char *path, uint64_t total)
 			  "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
 			  "Sec-WebSocket-Version: 13\r\n\r\n",
 			  path, port);
-	send_all(fd, req, (size_t)rl);
+	bench_send_all(prog, fd, req, (size_t)rl);
 	char head[8192];
 	if (!read_head(fd, head, sizeof(head)) || strncmp(head, "HTTP/1.1 101", 12))
 		bench_die(prog, "no 101 from port %u: %.200s", port, head);
