@@ -37,7 +37,8 @@ BENCH_LOAD_CLIENTS ?=
 BENCH_FILES_MIB    ?=
 BENCH_FILES_ROUNDS ?=
 
-BENCH_TOOLS := $(BENCH_OUT)/ready $(BENCH_OUT)/rawspawn $(BENCH_OUT)/rtt $(BENCH_OUT)/relay
+BENCH_TOOLS := $(BENCH_OUT)/ready $(BENCH_OUT)/rawspawn $(BENCH_OUT)/rtt $(BENCH_OUT)/relay \
+	$(BENCH_OUT)/wsecho
 # The dev build is (re)built by this Makefile; any other BENCH_RUNNER is taken as it is.
 BENCH_BUILD := $(filter build/forceai-runner,$(BENCH_RUNNER))
 

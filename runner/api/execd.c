@@ -86,12 +86,14 @@ static void ev_line(struct execd_stream *es, bool err, const char *text, size_t 
 					 (unsigned long long)es->cur_ts);
 	}
 	struct buf *o = &es->hs.out;
-	if (buf_reserve(o, sizeof(out_pre) - 1 + JSON_STR_MAX(len) + es->tail_len) < 0)
+	/* The tail is copied whole (a fixed size the compiler inlines, not a
+	 * call per line); only tail_len of it counts. */
+	if (buf_reserve(o, sizeof(out_pre) - 1 + JSON_STR_MAX(len) + sizeof(es->tail)) < 0)
 		return;
 	char *p = o->data + o->len;
 	memcpy(p, err ? err_pre : out_pre, sizeof(out_pre) - 1);
 	p = json_escape_to(p + sizeof(out_pre) - 1, text, len);
-	memcpy(p, es->tail, es->tail_len);
+	memcpy(p, es->tail, sizeof(es->tail));
 	o->len = (size_t)(p + es->tail_len - o->data);
 	es->last_event_ms = es->now_ms;
 }

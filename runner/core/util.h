@@ -55,6 +55,12 @@ static inline void buf_freep(struct buf *b)
 /* Copy up to max unread bytes into dst; the count. */
 size_t buf_take(struct buf *b, char *dst, size_t max);
 
+/* memchr, 16 bytes at a time (SSE2): musl's, in the static build, goes a
+ * word at a time and was the runner's top function on execd streams (the
+ * line splitter). */
+const char *mem_find(const char *s, char c, size_t n);
+/* The first of either byte (a line's end: '\n' or '\r'), one pass. */
+const char *mem_find2(const char *s, char a, char b, size_t n);
 bool utf8_valid(const unsigned char *s, size_t len);
 /* Length (0-3) of a trailing incomplete but so-far valid UTF-8 sequence. */
 size_t utf8_incomplete_tail(const unsigned char *s, size_t len);

@@ -30,14 +30,10 @@ int linesplit_feed(struct linesplit *ls, const char *data, size_t len, linesplit
 	if (ls->last_cr && *p == '\n')
 		p++; /* the second half of a "\r\n" */
 	ls->last_cr = false;
-	/* Terminators are found with memchr (most output has no '\r': one
-	 * scan tells), not byte by byte. */
-	const char *cr = memchr(p, '\r', (size_t)(end - p));
+	/* Terminators are found 16 bytes at a time, both kinds in one pass
+	 * (mem_find2), not byte by byte. */
 	while (p < end) {
-		const char *stop = cr ? cr : end;
-		const char *t = memchr(p, '\n', (size_t)(stop - p));
-		if (!t)
-			t = cr; /* '\r' first, or no terminator at all (NULL) */
+		const char *t = mem_find2(p, '\n', '\r', (size_t)(end - p));
 		size_t have = buf_avail(&ls->partial);
 		size_t seg = (size_t)((t ? t : end) - p);
 		if (have + seg > ls->max_line) {
@@ -59,7 +55,6 @@ int linesplit_feed(struct linesplit *ls, const char *data, size_t len, linesplit
 				t++;
 			else if (t + 1 == end)
 				ls->last_cr = true;
-			cr = t + 1 < end ? memchr(t + 1, '\r', (size_t)(end - t - 1)) : NULL;
 		}
 		p = t + 1;
 	}

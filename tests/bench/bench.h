@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
 #include <time.h>
 
 static inline uint64_t bench_now_ns(void)
@@ -44,6 +46,20 @@ static inline long bench_atol(const char *prog, const char *opt, const char *s)
 	if (errno || *end || end == s || v < 0)
 		bench_die(prog, "%s: not a non-negative number: '%s'", opt, s);
 	return v;
+}
+
+/* All of p[0..n) to a socket, or die. */
+static inline void bench_send_all(const char *prog, int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			bench_die(prog, "send: %s", strerror(errno));
+		p += w;
+		n -= (size_t)w;
+	}
 }
 
 /* Samples are printed one per line, in nanoseconds, so that the caller can

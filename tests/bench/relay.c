@@ -20,19 +20,6 @@
 
 static const char *prog = "relay";
 
-static void send_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			bench_die(prog, "send: %s", strerror(errno));
-		p += w;
-		n -= (size_t)w;
-	}
-}
-
 int main(int argc, char **argv)
 {
 	if (argc < 3 || strcmp(argv[1], "--"))
@@ -74,7 +61,7 @@ int main(int argc, char **argv)
 	close(p[1]);
 	static const char head[] =
 		"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n";
-	send_all(c, head, sizeof(head) - 1);
+	bench_send_all(prog, c, head, sizeof(head) - 1);
 	static char buf[65536];
 	for (;;) {
 		ssize_t n = read(p[0], buf, sizeof(buf));
@@ -84,7 +71,7 @@ int main(int argc, char **argv)
 			bench_die(prog, "read: %s", strerror(errno));
 		if (n == 0)
 			break;
-		send_all(c, buf, (size_t)n);
+		bench_send_all(prog, c, buf, (size_t)n);
 	}
 	close(c);
 	int st;

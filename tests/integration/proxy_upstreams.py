@@ -7,13 +7,18 @@ runner task (uid 1000): `proxy_upstreams.py MODE PORT`.
            GET /headers returns the
            request fields as JSON; GET /chunked and /sse-close send events
            300 ms apart (chunked, or delimited by the close); GET /idle
-           sends a head and one chunk, then nothing; GET /status/N answers N
+           sends a head and one chunk, then nothing; GET /status/N answers N;
+           GET /peer[?close|?slow] answers the port of the connection it came
+           on (the proxy's side), with Connection: close, or after 0.3 s
   ws       WebSocket echo (the `websockets` package: Debian's python3)
   silent   accepts, reads the request, never answers
   endless  a status line, then header fields without end
   trickle  a status line, then one byte every 300 ms
   drop     promises 1,000,000 bytes, sends 1,000 and closes
   garbage  answers bytes that are not HTTP
+  once     answers the first request of each connection ("conn N", kept
+           alive), then reads the next one and closes without an answer (a
+           server that timed out an idle connection as the proxy sent on it)
 Python standard library only, except `ws`."""
 import json
 import socket
@@ -136,6 +141,16 @@ def serve_echo(port):
                 self.wfile.write(b"5\r\nhello\r\n")
                 self.wfile.flush()
                 time.sleep(3600)
+            elif self.path.startswith("/peer"):
+                if "slow" in self.path:
+                    time.sleep(0.3)
+                body = str(self.client_address[1]).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                if "close" in self.path:
+                    self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.write(body)
             elif self.path.startswith("/status/"):
                 self.send_response(int(self.path[8:]))
                 self.send_header("Content-Length", "0")
@@ -151,6 +166,7 @@ def serve_echo(port):
 
     class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
         daemon_threads = True
+        request_queue_size = 128  # many proxied connections at once (the pool test)
 
     S(("127.0.0.1", port), H).serve_forever()
 
@@ -176,10 +192,16 @@ def serve_raw(mode, port):
     lsock.bind(("127.0.0.1", port))
     lsock.listen(64)
 
+    conns = iter(range(1, 1 << 30))
+
     def one(c):
         try:
             c.recv(65536)
-            if mode == "silent":
+            if mode == "once":
+                body = b"conn %d" % next(conns)
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+                c.recv(65536)
+            elif mode == "silent":
                 time.sleep(3600)
             elif mode == "endless":
                 c.sendall(b"HTTP/1.1 200 OK\r\n")

@@ -240,3 +240,31 @@ TEST(json_escaper_matches_reference)
 	}
 	CHECK(bad == 0);
 }
+
+/* mem_find is memchr, mem_find2 the first of two memchr: every length up to 100, every alignment,
+ * the byte absent, first, last or anywhere. */
+TEST(mem_find_matches_memchr)
+{
+	char in[160];
+	unsigned seed = 777;
+	int bad = 0;
+	for (int round = 0; round < 20000 && bad < 5; round++) {
+		size_t len = (size_t)(round % 101), off = (size_t)(round / 101 % 16);
+		for (size_t i = 0; i < len; i++) {
+			seed = seed * 1103515245u + 12345u;
+			in[off + i] = (char)((seed >> 16) % 7 ? 'a' + (seed >> 20) % 26 : '\n');
+		}
+		const char *got = mem_find(in + off, '\n', len);
+		const char *want = memchr(in + off, '\n', len);
+		/* mem_find2: the first of '\n' and 'q'. */
+		const char *q = memchr(in + off, 'q', len);
+		const char *want2 = !want ? q : !q ? want : q < want ? q : want;
+		if (got != want || mem_find2(in + off, '\n', 'q', len) != want2) {
+			bad++;
+			fprintf(stderr, "  mem_find: round %d len %zu differs\n", round, len);
+		}
+	}
+	CHECK(bad == 0);
+	CHECK(mem_find("", 'x', 0) == NULL);
+	CHECK(mem_find("\xff", (char)0xff, 1) != NULL);
+}
