@@ -491,6 +491,8 @@ def t_main():
         ok_c, why_c = hardening_no_caps(rep)
         check("hardening report: tasks have no capabilities", ok_c, why_c)
         check("hardening report: init_mode pid1", rep.get("init_mode") == "pid1", str(rep.get("init_mode")))
+        check("hardening report: websocket true (the image serves PTY sessions)",
+              rep.get("websocket") is True, str(rep.get("websocket")))
         print("     # hardening report: %s" % json.dumps(rep, sort_keys=True)[:1500])
 
     st, _, raw = http("POST", "http://127.0.0.1:%d/v1/tasks" % port,
@@ -502,8 +504,23 @@ def t_main():
           st == 200 and "native-42" in out and ex and ex[0].get("exit_code") == 0,
           "HTTP %s %s" % (st, tail(raw.decode("utf-8", "replace"), 300)))
 
+    t_pty_ws(port)
     t_zombies(name, port, pid1_comm="forceai-runner")
     return name, port
+
+
+def t_pty_ws(port, label="image"):
+    """A PTY session through the image with a real WebSocket client (Debian's
+    python3-websockets): echo, resize, Ctrl-C, takeover, exit."""
+    r = sh(["/usr/bin/python3", os.path.join(ROOT, "tests", "container", "pty_client.py"),
+            str(port), TOKEN], timeout=120)
+    try:
+        res = json.loads(r.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        res = {"error": [False, tail(r.stdout + r.stderr)]}
+    for st in ("echo", "resize", "ctrl_c", "takeover", "exit"):
+        ok, detail = res.get(st, [False, "not reached: %s" % res.get("error")])
+        check("PTY WebSocket through the %s: %s" % (label, st), ok, str(detail)[-200:])
 
 
 def multipart(parts, boundary="ctBoUnDaRy"):
@@ -1545,22 +1562,35 @@ def cleanup():
 
 
 def main():
+    # CT_ONLY=main,python,...: only those parts (after the build); for a quick local run.
+    only = set(filter(None, os.environ.get("CT_ONLY", "").split(",")))
+
+    def want(part):
+        return not only or part in only
+
     try:
         if t_prereqs() and t_build():
-            t_image_contents()
-            t_size()
-            t_main()
-            t_stop()
-            t_start_latency()
-            t_python()
-            t_dropin_wrapper()
-            t_execd_image()
-            global documented_caps_cache
-            documented_caps_cache = documented_caps()
-            t_least_privilege(documented_caps_cache)
-            t_nonroot()
-            t_readonly(documented_caps_cache)
-            t_kube()
+            if want("contents"):
+                t_image_contents()
+                t_size()
+            if want("main"):
+                t_main()
+            if want("stop"):
+                t_stop()
+                t_start_latency()
+            if want("python"):
+                t_python()
+                t_dropin_wrapper()
+            if want("execd"):
+                t_execd_image()
+            if want("privilege"):
+                global documented_caps_cache
+                documented_caps_cache = documented_caps()
+                t_least_privilege(documented_caps_cache)
+                t_nonroot()
+                t_readonly(documented_caps_cache)
+            if want("kube"):
+                t_kube()
     finally:
         cleanup()
     if figures:
