@@ -135,6 +135,9 @@ def req(method, path, body=None):
 out = {}
 for a in addrs:
     out[a + " ping"] = exchange(a, req("GET", "/ping"))
+    # execd 1.2's probes need no token; tasks still get no answer.
+    out[a + " ping-no-token"] = exchange(a, b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+    out[a + " ready-no-token"] = exchange(a, b"GET /ready HTTP/1.1\r\nHost: x\r\n\r\n")
     out[a + " shadow"] = exchange(a, req("POST", "/command", {
         "command": "head -c 4 /etc/shadow > %s.%s" % (marker, a), "uid": 1000, "gid": 42}))
     out[a + " chat"] = exchange(a, req("POST", "/v1/tasks", {"task": "true", "capability": "chat"}))
