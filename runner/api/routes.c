@@ -39,6 +39,7 @@ const struct http_route api_routes[] = {
 	{"GET", "/pty/*/ws", api_pty_ws, NULL, NULL},
 	{"POST", "/v1/reset", api_reset, NULL, NULL},
 	{"GET", "/files/info", api_files_info, NULL, NULL},
+	{"GET", "/files/watch", api_files_watch, NULL, NULL},
 	{"DELETE", "/files", api_files_delete, NULL, NULL},
 	{"POST", "/files/mv", api_files_mv, NULL, NULL},
 	{"POST", "/files/permissions", api_files_permissions, NULL, NULL},

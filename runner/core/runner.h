@@ -22,6 +22,7 @@ struct ws_table;
 struct pty_table;
 struct profile;
 struct proxy_table;
+struct watch_table;
 
 enum init_mode { INIT_PID1, INIT_SUBREAPER };
 
@@ -64,4 +65,5 @@ struct runner {
 	struct profile *profile;        /* one-shot and reset (profile/profile.h) */
 	struct files_sched files_sched; /* the files API's long scans, in slices */
 	struct proxy_table *proxies;    /* open /proxy/{port} requests (api/proxy.c) */
+	struct watch_table *watches;    /* open GET /files/watch streams (api/watch.c) */
 };
