@@ -64,6 +64,7 @@ $(FUZZ_DIR)/obj:
 	@mkdir -p $@
 
 .PRECIOUS: $(FUZZ_DIR)/obj/%.o
+.SECONDARY: $(FUZZ_MHD_WS_OBJS)
 
 -include $(wildcard $(FUZZ_DIR)/obj/*.d $(FUZZ_DIR)/obj/*/*.d)
 

@@ -17,7 +17,7 @@ check_pkgs="$build_pkgs curl python3 python3-websockets python3-yaml procps valg
 static_pkgs="gcc make musl-tools gperf cmake dpkg-dev autoconf automake libtool patch xz-utils m4 pkg-config linux-libc-dev"
 # `make image`: the static runner, the busybox userland and the CA bundle that
 # image/stage-rootfs.sh stages, `file` to check busybox is static
-image_pkgs="$static_pkgs busybox-static ca-certificates file"
+image_pkgs="$static_pkgs busybox-static ca-certificates file debootstrap"
 # `make run`: the image, plus curl to wait for /ping
 run_pkgs="$image_pkgs curl"
 bench_pkgs="$check_pkgs tini bubblewrap firejail nginx"

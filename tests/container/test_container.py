@@ -910,6 +910,44 @@ def t_python():
           "HTTP %s %r" % (st, tail(raw.decode("utf-8", "replace"), 300)))
     comm = eng("exec", name, "cat", "/proc/1/comm").stdout.strip()
     check("Python variant: runner is PID 1", comm == "forceai-runner", comm)
+    t_local_seed_tasks()
+
+
+def t_local_seed_tasks():
+    """The image `make image` tags :local (the gateway's default
+    FORCEAI_RUNTIME_RUNNER_IMAGE) is the Python variant: the seed's example
+    tasks, as a new user runs them — `echo hello`, and `python3 -c
+    "print(6*7)"` with capability chat, which needs the gateway the stack
+    configures (a test gateway on the host here; host network so the box can
+    reach it on loopback)."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "gateway"))
+    from test_gateway import TestGateway  # noqa: E402
+    r = sh(["make", "-s", "-n", "-C", ROOT, "image-build", "IMAGE_NAME=" + NAME])
+    check("make image tags the Python variant :local",
+          ("tag %s:python %s:local" % (NAME, NAME)) in r.stdout, tail(r.stdout + r.stderr, 300))
+    gw = TestGateway(key="ct-gw-key")
+    port = free_port()
+    try:
+        name, r = run_container("local", IMG_PY, run_flags=["--network", "host"], env={
+            "EXECD_ACCESS_TOKEN": TOKEN, "FORCEAI_RUNNER_LISTEN": "127.0.0.1:%d" % port,
+            "FORCEAI_GATEWAY_URL": gw.url, "FORCEAI_GATEWAY_KEY": "ct-gw-key"})
+        if not check(":local image with a gateway: container starts",
+                     r.returncode == 0 and wait_ping(port) is not None,
+                     tail(r.stderr) or tail(logs(name))):
+            return
+        for task, cap, want in (("echo hello", "exec", "hello"),
+                                ('python3 -c "print(6*7)"', "chat", "42")):
+            st, _, raw = http("POST", "http://127.0.0.1:%d/v1/tasks" % port,
+                              {"task": task, "capability": cap}, timeout=60)
+            evs = sse(raw) if st == 200 else []
+            out = "".join((d.get("text") or "") if isinstance(d, dict) else ""
+                          for e, d in evs if e == "stdout")
+            ex = [d for e, d in evs if e == "exit"]
+            check(":local image: seed task %r (capability %s) prints %s" % (task, cap, want),
+                  out.strip() == want and ex and ex[0].get("exit_code") == 0,
+                  "HTTP %s %s" % (st, tail(raw.decode("utf-8", "replace"), 300)))
+    finally:
+        gw.close()
 
 
 def t_dropin_wrapper():
