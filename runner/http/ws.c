@@ -299,7 +299,7 @@ static int read_in(struct ws_conn *c)
 	return 0;
 }
 
-static void update_events(struct ws_conn *c);
+static void update_events(struct ws_conn *c, bool rearm);
 
 /* Read what may be read, send what is queued, tell a starved producer, and
  * decide what to wait for next. */
@@ -309,7 +309,12 @@ static void service(struct ws_conn *c)
 		return;
 	c->depth++;
 	int rc = 0;
-	for (int round = 0; round < 4 && rc == 0 && !c->dead; round++) {
+	bool more = false; /* rounds ran out with work left: re-arm (below) */
+	for (int round = 0; rc == 0 && !c->dead; round++) {
+		if (round == 4) {
+			more = true;
+			break;
+		}
 		rc = read_in(c);
 		if (rc == 0 && !c->dead)
 			rc = flush_out(c);
@@ -342,7 +347,7 @@ static void service(struct ws_conn *c)
 		teardown(c);
 		return;
 	}
-	update_events(c);
+	update_events(c, more);
 }
 
 static void on_socket(struct loop *loop, struct loop_watch *w, uint32_t events)
@@ -357,14 +362,19 @@ static void on_socket(struct loop *loop, struct loop_watch *w, uint32_t events)
 	service(c);
 }
 
-static void update_events(struct ws_conn *c)
+static void update_events(struct ws_conn *c, bool rearm)
 {
 	/* Edge-triggered: a paused reader or a half-closed client must not
 	 * make a level-triggered loop spin; everything is read or written
-	 * until EAGAIN, and resuming input reads at once (ws_pause_input). */
+	 * until EAGAIN, and resuming input reads at once (ws_pause_input).
+	 * rearm: a turn stopped with bytes maybe left in the socket; a MOD
+	 * makes epoll report the socket's current readiness again, so the
+	 * next turn comes from the loop, after the other clients'. */
 	uint32_t ev = EPOLLET | EPOLLRDHUP | EPOLLIN;
 	if (queued(c))
 		ev |= EPOLLOUT;
+	if (rearm && loop_watch_set(&c->r->loop, &c->w, ev ^ EPOLLIN) < 0)
+		log_warn("websocket: epoll_ctl(MOD) failed", NULL);
 	if (loop_watch_set(&c->r->loop, &c->w, ev) < 0)
 		log_warn("websocket: epoll_ctl(MOD) failed", NULL);
 }
