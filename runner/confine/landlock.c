@@ -164,6 +164,16 @@ static int build_ruleset(int abi, bool scoped, const char *roots, struct landloc
 			goto fail;
 	if (add_path(rfd, "/dev/shm", all, true, err) < 0)
 		goto fail;
+	/* OpenSandbox's EXECD_ENVS file (docs/design.md §20.3): the SDK's
+	 * set_env appends to it from a command, so tasks may write that one
+	 * file (file rights only; not its directory). The bootstrap creates it
+	 * before the runner starts; the runner reads it as root with its own
+	 * checks (task/env.c). */
+	const char *envs = getenv("EXECD_ENVS");
+	if (envs && envs[0] == '/' &&
+	    add_path(rfd, envs, (LL_FS_READ_FILE | LL_FS_WRITE_FILE | LL_FS_TRUNCATE) & all, false,
+		     err) < 0)
+		goto fail;
 
 	char *list = strdup(roots ? roots : DEFAULT_ROOTS);
 	if (!list) {

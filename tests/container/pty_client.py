@@ -69,6 +69,18 @@ async def main():
         out, _ = await until(ws, b"ws-42\r\n")
         step("echo", True, out.decode(errors="replace"))
 
+        # A read-only viewer (execd 1.2 ?mode=viewer): replay, live output,
+        # its input refused, the writer untouched.
+        async with connect(sid, "?mode=viewer&since=0") as v:
+            out, _ = await until(v, b"ws-42")
+            await v.send(b"\x00echo from-viewer\n")
+            _, err = await until(v, "error")
+            await ws.send(b"\x00echo both-$((3*3))\n")
+            seen, _ = await until(v, b"both-9\r\n")
+            wout, _ = await until(ws, b"both-9\r\n")
+            step("viewer", err.get("code") == "READ_ONLY" and b"from-viewer" not in wout,
+                 json.dumps(err))
+
         await ws.send(json.dumps({"type": "resize", "cols": 123, "rows": 45}))
         await ws.send(b"\x00stty size\n")
         out, _ = await until(ws, b"45 123")

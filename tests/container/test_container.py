@@ -509,6 +509,29 @@ def t_main():
     return name, port
 
 
+def t_execd12(port, label):
+    """OpenSandbox execd 1.2 through an image: argv, token-free /ready,
+    EXECD_ENVS written the way the SDK's commands.set_env writes it (a
+    command appending KEY='value' to $EXECD_ENVS) and seen by the next
+    command, GET /session."""
+    st, ev = run_command(port, None, argv=["printf", "%s|", "a b", "$HOME"])
+    check("%s: argv runs without a shell" % label, stdout_lines(ev) == ["a b|$HOME|"] if st == 200
+          else False, "HTTP %s %s" % (st, tail(str(ev), 200)))
+    st, _, raw = http("GET", "http://127.0.0.1:%d/ready" % port, token=None)
+    check("%s: GET /ready without a token" % label,
+          st == 200 and b'"initialized":true' in raw, "HTTP %s %r" % (st, raw[:200]))
+    st, ev = run_command(port, "printf \"%s='%s'\\n\" SDK_VAR \"set by sdk\" >> \"$EXECD_ENVS\" && echo appended")
+    ok = st == 200 and stdout_lines(ev) == ["appended"]
+    st, ev = run_command(port, 'echo "[$SDK_VAR]"', envs={"OTHER": "x"})
+    check("%s: EXECD_ENVS appended by a command is read by the next one" % label,
+          ok and st == 200 and stdout_lines(ev) == ["[set by sdk]"], tail(str(ev), 300))
+    st, _, raw = http("POST", "http://127.0.0.1:%d/session" % port, {})
+    sid = json.loads(raw).get("session_id") if st == 200 else None
+    st, _, raw = http("GET", "http://127.0.0.1:%d/session" % port)
+    check("%s: GET /session lists the session" % label,
+          st == 200 and sid and sid in raw.decode(), "HTTP %s %r" % (st, raw[:200]))
+
+
 def t_pty_ws(port, label="image"):
     """A PTY session through the image with a real WebSocket client (Debian's
     python3-websockets): echo, resize, Ctrl-C, takeover, exit."""
@@ -518,7 +541,7 @@ def t_pty_ws(port, label="image"):
         res = json.loads(r.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         res = {"error": [False, tail(r.stdout + r.stderr)]}
-    for st in ("echo", "resize", "ctrl_c", "takeover", "exit"):
+    for st in ("echo", "viewer", "resize", "ctrl_c", "takeover", "exit"):
         ok, detail = res.get(st, [False, "not reached: %s" % res.get("error")])
         check("PTY WebSocket through the %s: %s" % (label, st), ok, str(detail)[-200:])
 
@@ -1015,6 +1038,7 @@ def t_execd_image():
 
     # Kubernetes path
     vol = tempfile.mkdtemp(prefix="forceai-ct-osb-")
+    os.chmod(vol, 0o755)  # as an emptyDir: tasks may look inside (EXECD_ENVS)
     tmpdirs.append(vol)
     r = eng("run", "--rm", "--network", "none", "-v", vol + ":/opt/opensandbox", "--entrypoint", "/bin/sh",
             IMG_EXECD, "-c", K8S_INIT, timeout=120)
@@ -1046,6 +1070,7 @@ def t_execd_image():
             seccomp_on = any(l.startswith("Seccomp:") and l.split(":", 1)[1].strip() == "2" for l in lines)
             check("execd image: task runs confined with the embedded policy (42, uid 1000, seccomp)",
                   lines[:2] == ["42", "1000"] and seccomp_on, str(lines))
+            t_execd12(port, "execd image")
             check("execd image: embedded seccomp policy written",
                   os.path.getsize(os.path.join(vol, "forceai-seccomp.json")) > 0
                   if os.path.exists(os.path.join(vol, "forceai-seccomp.json")) else False)
@@ -1477,10 +1502,12 @@ def t_kube():
         tgps = doc["spec"].get("terminationGracePeriodSeconds", 30)
         check("%sterminationGracePeriodSeconds %s > --grace-ms %d ms + a margin" % (label, tgps, grace_ms),
               tgps * 1000 >= grace_ms + 2000, "")
-        probes = [ctr_spec.get(k) for k in ("readinessProbe", "livenessProbe")]
-        check("%sreadiness and liveness probes run `forceai-runner --ping`" % label,
-              all(p and (p.get("exec") or {}).get("command") == ["/sbin/forceai-runner", "--ping"]
-                  for p in probes), str(probes)[:300])
+        rprobe, lprobe = ctr_spec.get("readinessProbe") or {}, ctr_spec.get("livenessProbe") or {}
+        check("%sreadiness probe is an httpGet of the token-free /ready on 8080" % label,
+              (rprobe.get("httpGet") or {}) == {"path": "/ready", "port": 8080}, str(rprobe)[:300])
+        check("%sliveness probe runs `forceai-runner --ping`" % label,
+              (lprobe.get("exec") or {}).get("command") == ["/sbin/forceai-runner", "--ping"],
+              str(lprobe)[:300])
         if mode == "root":
             reset_on = (env.get("FORCEAI_ALLOW_RESET") or {}).get("value", "1") != "0"
             line = (documented_caps_cache or {}).get("reset" if reset_on else "base") or []
@@ -1562,10 +1589,19 @@ def t_kube():
             hc = eng("healthcheck", "run", ctr, timeout=60)
             check("%sliveness probe (podman healthcheck run) passes" % label,
                   hc.returncode == 0, tail(hc.stdout + hc.stderr))
-            rp = ctr_spec["readinessProbe"]["exec"]["command"]
-            pr = eng("exec", ctr, *rp, timeout=60)
-            check("%sreadiness probe command passes in the container" % label, pr.returncode == 0,
-                  tail(pr.stdout + pr.stderr))
+            # The readiness probe as the kubelet sends it: to the pod's IP, no token.
+            hg = ctr_spec["readinessProbe"]["httpGet"]
+            st, _, raw = http("GET", "http://127.0.0.1:%d%s" % (port, hg["path"]), token=None)
+            try:
+                rj = json.loads(raw)
+            except ValueError:
+                rj = {}
+            check("%sreadiness httpGet %s without a token: 200 initialized" % (label, hg["path"]),
+                  st == 200 and rj.get("initialized") is True, "HTTP %s %r" % (st, raw[:200]))
+            st, _, _ = http("GET", "http://127.0.0.1:%d/ping" % port, token=None)
+            st2, _, _ = http("GET", "http://127.0.0.1:%d/v1/hardening" % port, token=None)
+            check("%s/ping needs no token, /v1/hardening still does" % label,
+                  st == 200 and st2 == 401, "HTTP %s, %s" % (st, st2))
             st, ev = run_command(port, "id -u; id -g")
             check("%sa task runs through the pod as 1000:1000" % label,
                   st == 200 and stdout_lines(ev) == ["1000", "1000"], str(ev)[:300])

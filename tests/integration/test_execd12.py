@@ -30,7 +30,9 @@ class Execd12(RunnerTest):
     @classmethod
     def setUpClass(cls):
         import tempfile
-        cls.envdir = tempfile.mkdtemp(prefix="envs-")
+        # Outside the Landlock writable roots (/tmp here): tasks may write
+        # the EXECD_ENVS file itself and nothing else in its directory.
+        cls.envdir = tempfile.mkdtemp(prefix="forceai-envs-", dir="/var/tmp")
         os.chmod(cls.envdir, 0o755)
         cls.envs = os.path.join(cls.envdir, ".env")
         open(cls.envs, "w").close()
@@ -99,7 +101,7 @@ class Execd12(RunnerTest):
         self.assertEqual(b.get("token_free_routes"), ["GET /ping", "GET /ready"], b)
 
     # ---- EXECD_ENVS
-    def test_execd_envs_reread_with_precedence(self):
+    def test_execd_envs_1_reread_with_precedence(self):
         # The SDK appends KEY='value' lines (a ' written as '\'').
         with open(self.envs, "w") as f:
             f.write("FROMFILE='one'\nBOTH='file'\nQUOTE='it'\\''s'\nPATH='/bin:/usr/bin'\n")
@@ -114,8 +116,17 @@ class Execd12(RunnerTest):
         self.assertEqual(stdout_text(ev), "ok\n", ev)
         ev = self.r.execd({"command": "echo $LATER", "cwd": self.r.work})
         self.assertEqual(stdout_text(ev), "two\n", ev)
+        # The file only: its directory stays closed to tasks.
+        os.chmod(self.envdir, 0o777)
+        try:
+            ev = self.r.execd({"command": "touch \"$(dirname \"$EXECD_ENVS\")/x\" 2>&1; echo rc=$?",
+                               "cwd": self.r.work})
+            self.assertIn("rc=1", stdout_text(ev), ev)
+            self.assertFalse(os.path.exists(os.path.join(self.envdir, "x")))
+        finally:
+            os.chmod(self.envdir, 0o755)
 
-    def test_execd_envs_errors_not_fatal(self):
+    def test_execd_envs_2_errors_not_fatal(self):
         with open(self.envs, "w") as f:
             f.write("GOOD=1\nthis is not an assignment\nBAD='unterminated\nALSO=2\n")
         ev = self.r.execd({"command": "echo $GOOD$ALSO", "cwd": self.r.work})
