@@ -505,6 +505,7 @@ def t_main():
           "HTTP %s %s" % (st, tail(raw.decode("utf-8", "replace"), 300)))
 
     t_pty_ws(port)
+    t_watch(port)
     t_zombies(name, port, pid1_comm="forceai-runner")
     return name, port
 
@@ -530,6 +531,45 @@ def t_execd12(port, label):
     st, _, raw = http("GET", "http://127.0.0.1:%d/session" % port)
     check("%s: GET /session lists the session" % label,
           st == 200 and sid and sid in raw.decode(), "HTTP %s %r" % (st, raw[:200]))
+
+
+def t_watch(port, label="image"):
+    """GET /files/watch from a client outside the box while a task creates,
+    writes, renames and deletes files in /workspace."""
+    run_command(port, "mkdir -p /workspace/w")  # the directory first: the watch needs it
+    buf = b""
+    want = {("create", "/workspace/w/a"), ("write", "/workspace/w/a"),
+            ("rename", "/workspace/w/b"), ("remove", "/workspace/w/b")}
+    seen = set()
+    sock = socket.create_connection(("127.0.0.1", port), timeout=20)
+    try:
+        sock.sendall(("GET /files/watch?path=/workspace/w&recursive=true HTTP/1.1\r\nHost: x\r\n"
+                      "X-EXECD-ACCESS-TOKEN: %s\r\n\r\n" % TOKEN).encode())
+        while b"watching" not in buf:
+            d = sock.recv(65536)
+            if not d:
+                break
+            buf += d
+        run_command(port, "cd /workspace/w && echo x > a && mv a b && rm b")
+        end = time.monotonic() + 15
+        while not want <= seen and time.monotonic() < end:
+            try:
+                d = sock.recv(65536)
+            except socket.timeout:
+                break
+            if not d:
+                break
+            buf += d
+            for m in re.finditer(rb'data: (\{[^\n]*\})', buf):
+                try:
+                    e = json.loads(m.group(1))
+                except ValueError:
+                    continue
+                seen.add((e.get("type"), e.get("path")))
+    finally:
+        sock.close()
+    check("%s: GET /files/watch sees a task's create, write, rename, remove" % label,
+          want <= seen, "missing %s" % sorted(want - seen))
 
 
 def t_pty_ws(port, label="image"):

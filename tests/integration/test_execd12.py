@@ -6,11 +6,10 @@ viewers (?mode=viewer), and the routes the runner does not offer
 import asyncio
 import json
 import os
-import stat
 import time
 
 from harness import RunnerTest
-from wsutil import RawWS, decode, recv_until, websockets, ws_url
+from wsutil import recv_until, websockets, ws_url
 
 TOKEN = "t12-" + os.urandom(8).hex()
 

@@ -25,16 +25,7 @@ FIGURES = os.path.join(os.path.dirname(__file__), "..", "..", "build", "integrat
 
 
 def figure(name, value):
-    print("\n[figure] %s: %s" % (name, json.dumps(value)), flush=True)
-    os.makedirs(os.path.dirname(FIGURES), exist_ok=True)
-    try:
-        with open(FIGURES) as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        data = {}
-    data[name] = value
-    with open(FIGURES, "w") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
+    harness.record_figure(FIGURES, name, value)
 
 
 class Watch:

@@ -14,7 +14,6 @@ connection still works once the client reads.
 
 Before the fix (wslay queueing each pong with no window check) 48 MiB of
 control pings grew the runner by ~60 MiB and every byte was accepted."""
-import json
 import os
 import socket
 import struct
@@ -37,16 +36,7 @@ MAX_GROWTH_KIB = 16 << 10
 
 
 def figure(name, value):
-    print("\n[figure] %s: %s" % (name, json.dumps(value)), flush=True)
-    os.makedirs(os.path.dirname(FIGURES), exist_ok=True)
-    try:
-        with open(FIGURES) as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        data = {}
-    data[name] = value
-    with open(FIGURES, "w") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
+    harness.record_figure(FIGURES, name, value)
 
 
 def masked(opcode, payload):
