@@ -19,7 +19,7 @@ FUZZ_TIMEOUT    ?= 10
 FUZZ_RSS_MB     ?= 2048
 FUZZ_ARGS       ?=
 FUZZ_DIR        := build/fuzz
-FUZZ_ALL        := http json_bodies linesplit seccomp $(if $(wildcard runner/files/multipart.c),multipart) chatstream ws \
+FUZZ_ALL        := http json_bodies linesplit envfile seccomp $(if $(wildcard runner/files/multipart.c),multipart) chatstream ws \
 		   h1parse
 FUZZ_TARGETS    ?= $(FUZZ_ALL)
 # Flags: FUZZ_FLAGS of mk/flags.mk; runner objects also get coverage instrumentation.
