@@ -94,13 +94,14 @@ static void put(struct watch_stream *s, json_t *ev)
 		return;
 	if (!json_object_get(ev, "time"))
 		json_object_set_new(ev, "time", json_integer((json_int_t)now_ms()));
-	cleanup_json json_t *own = ev;
-	cleanup_free char *js = json_dumps(ev, JSON_COMPACT);
+	char *js = json_dumps(ev, JSON_COMPACT);
 	const char *type = json_string_value(json_object_get(ev, "type"));
-	if (!js || !type)
-		return;
-	buf_appendf(&s->q, "event: %s\ndata: %s\n\n", type, js);
-	wake(s);
+	if (js && type) {
+		buf_appendf(&s->q, "event: %s\ndata: %s\n\n", type, js);
+		wake(s);
+	}
+	free(js);
+	json_decref(ev); /* after the last use of type, which it owns */
 }
 
 static void emit(struct watch_stream *s, const char *type, const char *path, const char *old,

@@ -42,7 +42,10 @@ async def until(ws, want, timeout=15):
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
     while True:
-        frame = await asyncio.wait_for(ws.recv(), max(0.1, end - loop.time()))
+        try:
+            frame = await asyncio.wait_for(ws.recv(), max(0.1, end - loop.time()))
+        except asyncio.TimeoutError:
+            raise AssertionError("no %r within %ss; output so far: %r" % (want, timeout, out[-300:]))
         if isinstance(frame, str):
             j = json.loads(frame)
             if isinstance(want, str) and j.get("type") == want:

@@ -1624,8 +1624,9 @@ def t_kube():
         port = fwd.local if fwd else 0
         ready = port and wait_ping(port, 20) is not None
         if check("%spod serves /ping with the token (pod IP %s)" % (label, ip), ready, tail(logs(ctr))):
-            st, _, _ = http("GET", "http://127.0.0.1:%d/ping" % port, token="wrong")
-            check("%s/ping with a wrong token gets 401" % label, st == 401, "HTTP %s" % st)
+            # /ping and /ready need no token (execd 1.2); everything else does.
+            st, _, _ = http("GET", "http://127.0.0.1:%d/v1/hardening" % port, token="wrong")
+            check("%s/v1/hardening with a wrong token gets 401" % label, st == 401, "HTTP %s" % st)
             hc = eng("healthcheck", "run", ctr, timeout=60)
             check("%sliveness probe (podman healthcheck run) passes" % label,
                   hc.returncode == 0, tail(hc.stdout + hc.stderr))
