@@ -132,8 +132,8 @@ static int move_high(int fd, struct error *err)
 
 /* One ruleset with every rule; `scoped` adds ABI 6 scoping. Returns the
  * ruleset fd or -1 with err set; fills the root lists when `ll` is given. */
-static int build_ruleset(int abi, bool scoped, const char *roots, struct landlock_info *ll,
-			 struct error *err)
+static int build_ruleset(int abi, bool scoped, const char *roots, const char *envs,
+			 struct landlock_info *ll, struct error *err)
 {
 	__u64 all = fs_rights(abi);
 	struct ll_ruleset_attr attr = {.handled_access_fs = all};
@@ -169,7 +169,6 @@ static int build_ruleset(int abi, bool scoped, const char *roots, struct landloc
 	 * file (file rights only; not its directory). The bootstrap creates it
 	 * before the runner starts; the runner reads it as root with its own
 	 * checks (task/env.c). */
-	const char *envs = getenv("EXECD_ENVS");
 	if (envs && envs[0] == '/' &&
 	    add_path(rfd, envs, (LL_FS_READ_FILE | LL_FS_WRITE_FILE | LL_FS_TRUNCATE) & all, false,
 		     err) < 0)
@@ -205,7 +204,8 @@ fail:
 	return -1;
 }
 
-int landlock_prepare(struct landlock_info *ll, const char *roots, struct error *err)
+int landlock_prepare(struct landlock_info *ll, const char *roots, const char *envs_file,
+		     struct error *err)
 {
 	memset(ll, 0, sizeof(*ll));
 	ll->ruleset_fd = -1;
@@ -226,11 +226,11 @@ int landlock_prepare(struct landlock_info *ll, const char *roots, struct error *
 			 abi);
 		return 0;
 	}
-	int fd = build_ruleset(abi, false, roots, ll, err);
+	int fd = build_ruleset(abi, false, roots, envs_file, ll, err);
 	if (fd < 0)
 		return -1;
 	if (abi >= 6) {
-		int rfd = build_ruleset(abi, true, roots, NULL, err);
+		int rfd = build_ruleset(abi, true, roots, envs_file, NULL, err);
 		if (rfd < 0) {
 			close(fd);
 			return -1;

@@ -88,6 +88,9 @@ static const struct opt_def opts[] = {
 	 "time a server behind /proxy/{port} has to take a request and start its answer (504)"},
 	{"landlock-roots", "FORCEAI_LANDLOCK_ROOTS", OPT_STR, OFF(landlock_roots),
 	 "/workspace:/tmp:/home", "colon-separated roots tasks may write under (Landlock)"},
+	{"execd-envs", "EXECD_ENVS", OPT_STR, OFF(execd_envs), NULL,
+	 "OpenSandbox's extra-environment file (KEY='value' lines), read again for every command; "
+	 "a request's envs win; tasks may write that one file"},
 	{"limit-nproc", "FORCEAI_LIMIT_NPROC", OPT_U64, OFF(rlimit_nproc), "0",
 	 "RLIMIT_NPROC of tasks (0 = built-in default)"},
 	{"limit-nofile", "FORCEAI_LIMIT_NOFILE", OPT_U64, OFF(rlimit_nofile), "0",
@@ -588,6 +591,10 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 		cfg->main_argv = &argv[optind];
 	}
 	const struct src *src = &cli;
+	if (cfg->execd_envs && *cfg->execd_envs && cfg->execd_envs[0] != '/')
+		return bad(src, "execd-envs", cfg->execd_envs, "must be an absolute path");
+	if (cfg->execd_envs && !*cfg->execd_envs)
+		cfg->execd_envs = NULL;
 	if (cfg->grace_ms > 3600000)
 		return bad_num(src, "grace-ms", cfg->grace_ms, "must be at most 3600000");
 	if (cfg->task_log_max < 65536)

@@ -33,7 +33,6 @@ static const char *const passthrough[] = {"PATH",
 					  "REQUESTS_CA_BUNDLE",
 					  "NODE_EXTRA_CA_CERTS",
 					  "GIT_SSL_CAINFO",
-					  "EXECD_ENVS", /* where the SDK's set_env appends */
 					  NULL};
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -191,24 +190,25 @@ static json_t *envfile_load(const char *path, uid_t task_uid)
 	return out;
 }
 
-json_t *env_with_file(json_t *req_env, uid_t task_uid)
+json_t *env_with_file(json_t *req_env, const char *path, uid_t task_uid)
 {
-	const char *path = getenv("EXECD_ENVS");
-	json_t *file = path && *path ? envfile_load(path, task_uid) : NULL;
-	if (!file || !json_object_size(file)) {
-		json_decref(file);
+	if (!path || !*path)
+		return req_env ? json_incref(req_env) : NULL;
+	if (req_env && !json_is_object(req_env) && !json_is_null(req_env))
+		return json_incref(req_env); /* refused by env_build with its own message */
+	json_t *env = envfile_load(path, task_uid);
+	if (!env)
+		env = json_object();
+	/* Where the SDK's set_env appends (a default: the file or a request may
+	 * say otherwise), then the request's variables over the file's. */
+	if (!env ||
+	    (!json_object_get(env, "EXECD_ENVS") &&
+	     json_object_set_new(env, "EXECD_ENVS", json_string(path)) < 0) ||
+	    (req_env && json_is_object(req_env) && json_object_update(env, req_env) < 0)) {
+		json_decref(env);
 		return req_env ? json_incref(req_env) : NULL;
 	}
-	/* The request's variables win (and are checked by env_build). */
-	if (req_env && json_is_object(req_env) && json_object_update(file, req_env) < 0) {
-		json_decref(file);
-		return json_incref(req_env);
-	}
-	if (req_env && !json_is_object(req_env) && !json_is_null(req_env)) {
-		json_decref(file);
-		return json_incref(req_env); /* refused by env_build with its own message */
-	}
-	return file;
+	return env;
 }
 
 void env_free(char **env)

@@ -18,4 +18,4 @@ int env_validate(json_t *req_env, struct error *err);
  * task/envfile.h), as one object for env_build; a new reference, or NULL
  * when neither has anything. A file that cannot be read or parsed is
  * logged and skipped, never fatal. */
-json_t *env_with_file(json_t *req_env, uid_t task_uid);
+json_t *env_with_file(json_t *req_env, const char *envs_file, uid_t task_uid);

@@ -822,7 +822,7 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, struct e
 	}
 	bool net_none = spec->network == TASK_NET_NONE ||
 			(spec->network == TASK_NET_DEFAULT && !chat && r->cfg.exec_network_none);
-	cleanup_json json_t *env = env_with_file(spec->env, uid);
+	cleanup_json json_t *env = env_with_file(spec->env, r->cfg.execd_envs, uid);
 	cleanup_env char **envp = env_build(uid, cwd, env, err);
 	if (!envp)
 		return NULL;
