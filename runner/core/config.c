@@ -32,6 +32,7 @@ enum opt_type {
 	OPT_PORT,
 	OPT_ID_RANGE,
 	OPT_NETWORK,
+	OPT_ABS_PATH, /* a string that must be an absolute path */
 };
 
 struct opt_def {
@@ -88,7 +89,7 @@ static const struct opt_def opts[] = {
 	 "time a server behind /proxy/{port} has to take a request and start its answer (504)"},
 	{"landlock-roots", "FORCEAI_LANDLOCK_ROOTS", OPT_STR, OFF(landlock_roots),
 	 "/workspace:/tmp:/home", "colon-separated roots tasks may write under (Landlock)"},
-	{"execd-envs", "EXECD_ENVS", OPT_STR, OFF(execd_envs), NULL,
+	{"execd-envs", "EXECD_ENVS", OPT_ABS_PATH, OFF(execd_envs), NULL,
 	 "OpenSandbox's extra-environment file (KEY='value' lines), read again for every command; "
 	 "a request's envs win; tasks may write that one file"},
 	{"limit-nproc", "FORCEAI_LIMIT_NPROC", OPT_U64, OFF(rlimit_nproc), "0",
@@ -326,6 +327,11 @@ static int apply_opt(const struct src *src, struct runner_config *cfg, const str
 	case OPT_STR:
 		if (!*val)
 			return bad(src, o->name, val, "must not be empty");
+		*(const char **)(base + o->off) = val;
+		return 0;
+	case OPT_ABS_PATH:
+		if (val[0] != '/')
+			return bad(src, o->name, val, "must be an absolute path");
 		*(const char **)(base + o->off) = val;
 		return 0;
 	case OPT_U64: {
@@ -591,10 +597,6 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 		cfg->main_argv = &argv[optind];
 	}
 	const struct src *src = &cli;
-	if (cfg->execd_envs && *cfg->execd_envs && cfg->execd_envs[0] != '/')
-		return bad(src, "execd-envs", cfg->execd_envs, "must be an absolute path");
-	if (cfg->execd_envs && !*cfg->execd_envs)
-		cfg->execd_envs = NULL;
 	if (cfg->grace_ms > 3600000)
 		return bad_num(src, "grace-ms", cfg->grace_ms, "must be at most 3600000");
 	if (cfg->task_log_max < 65536)
