@@ -14,7 +14,7 @@ ASAN_OBJS   := $(patsubst runner/%.c,build/asan/obj/%.o,$(RUNNER_SRCS))
 # of each build) into a static library that unit tests and fuzz targets link, instead of hand-kept
 # source lists. `make lint` checks that they use nothing outside this set.
 PURE_SRCS := runner/core/util.c runner/core/error.c runner/core/log.c runner/core/statedir.c \
-	     runner/task/linesplit.c runner/task/spool.c \
+	     runner/task/linesplit.c runner/task/spool.c runner/task/envfile.c \
 	     runner/http/h1parse.c \
 	     runner/model/chatstream.c runner/confine/seccomp.c runner/confine/seccomp_cache.c \
 	     runner/model/engine_events.c runner/model/engine_codex.c runner/model/engine_claude.c \
@@ -31,18 +31,28 @@ all: build/forceai-runner
 deps:
 	@scripts/install-deps.sh build
 
-build/obj/%.o: runner/%.c mk/flags.mk
+# A newcomer's `make`: the Debian packages first (installed as root, else the one apt-get line is
+# printed), then the WebSocket library from Debian's libmicrohttpd source. Order-only for the
+# objects: a compiler error about a missing header never comes first.
+build/.build-deps: scripts/install-deps.sh
+	@mkdir -p $(@D)
+	@scripts/install-deps.sh build
+	@touch $@
+$(MHD_WS_LIB): scripts/build-mhd-ws.sh | build/.build-deps
+	@scripts/build-mhd-ws.sh $(MHD_WS_DIR)
+
+build/obj/%.o: runner/%.c mk/flags.mk | $(MHD_WS_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(DEV_CFLAGS) -MMD -MP -c $< -o $@
 
-build/forceai-runner: $(OBJS)
+build/forceai-runner: $(OBJS) $(MHD_WS_LIB)
 	$(CC) $(CFLAGS) $(OBJS) -o $@ $(LDLIBS)
 
-build/asan/obj/%.o: runner/%.c mk/flags.mk
+build/asan/obj/%.o: runner/%.c mk/flags.mk | $(MHD_WS_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(ASAN_CFLAGS) -MMD -MP -c $< -o $@
 
-build/asan/forceai-runner: $(ASAN_OBJS)
+build/asan/forceai-runner: $(ASAN_OBJS) $(MHD_WS_LIB)
 	$(CC) -g $(SAN_FLAGS) $(ASAN_OBJS) -o $@ $(LDLIBS)
 
 build/obj build/asan/obj:

@@ -12,16 +12,19 @@
 # works, and drops _FORTIFY_SOURCE (which needs an optimising build).
 
 PKGS   := libmicrohttpd jansson libseccomp libcap-ng libcurl
-# wslay ships no pkg-config file in Debian: linked by name.
-LDLIBS := -lmicrohttpd -ljansson -lseccomp -lcap-ng -lcurl -lwslay
+# WebSocket framing: libmicrohttpd's microhttpd_ws, which Debian does not ship built: made from
+# Debian's libmicrohttpd source by scripts/build-mhd-ws.sh (the static build: build-static-deps.sh).
+MHD_WS_DIR := build/deps/mhd-ws
+MHD_WS_LIB := $(MHD_WS_DIR)/lib/libmicrohttpd_ws.a
+LDLIBS := -lmicrohttpd $(MHD_WS_LIB) -ljansson -lseccomp -lcap-ng -lcurl
 
 CFLAGS ?= -O2 -g
 
 STD_FLAGS    := -std=gnu11 -D_GNU_SOURCE
 WARN         := -Wall -Wextra -Werror
-PKG_CFLAGS   := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-# Optional parts the system libraries provide (the static build decides for itself: static.mk).
-FEATURE_FLAGS := -DHAVE_WSLAY
+PKG_CFLAGS   := $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -isystem $(MHD_WS_DIR)/include
+# Optional parts (none today: both builds have every feature).
+FEATURE_FLAGS :=
 COMMON_FLAGS := $(STD_FLAGS) $(WARN) -Irunner
 
 # Release hardening. -U first: some toolchains predefine another level. musl has no fortified

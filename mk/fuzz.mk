@@ -19,13 +19,24 @@ FUZZ_TIMEOUT    ?= 10
 FUZZ_RSS_MB     ?= 2048
 FUZZ_ARGS       ?=
 FUZZ_DIR        := build/fuzz
-FUZZ_ALL        := http json_bodies linesplit seccomp $(if $(wildcard runner/files/multipart.c),multipart) chatstream ws \
+FUZZ_ALL        := http json_bodies linesplit envfile seccomp $(if $(wildcard runner/files/multipart.c),multipart) chatstream ws \
 		   h1parse wire engines mcp
 FUZZ_TARGETS    ?= $(FUZZ_ALL)
 # Flags: FUZZ_FLAGS of mk/flags.mk; runner objects also get coverage instrumentation.
 FUZZ_OBJ_CFLAGS = $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link
 FUZZ_CFLAGS     = $(FUZZ_FLAGS)
-FUZZ_LIBS       = $(LDLIBS)
+# The WebSocket library is compiled here from the same configured Debian source as the dev
+# build's archive (scripts/build-mhd-ws.sh), with the fuzzer's coverage and sanitizers, so the
+# framing itself is what is fuzzed (docs/design.md §20.1).
+FUZZ_MHD_WS_SRC  = $(MHD_WS_DIR)/tree/src/microhttpd_ws
+FUZZ_MHD_WS_OBJS := $(FUZZ_DIR)/obj/mhd_ws/mhd_websocket.o $(FUZZ_DIR)/obj/mhd_ws/sha1.o
+FUZZ_LIBS       = $(FUZZ_MHD_WS_OBJS) $(filter-out $(MHD_WS_LIB),$(LDLIBS))
+
+$(FUZZ_DIR)/obj/mhd_ws/%.o: $(MHD_WS_LIB)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) -O1 -g $(SAN_FLAGS) -fsanitize=fuzzer-no-link -DHAVE_CONFIG_H -DBUILDING_MHD_LIB=1 \
+		-I$(MHD_WS_DIR)/tree -I$(MHD_WS_DIR)/tree/src/include -I$(MHD_WS_DIR)/tree/src/microhttpd \
+		-c $(FUZZ_MHD_WS_SRC)/$*.c -o $@
 
 # http, json_bodies and ws drive the whole server: every runner object but main.o (libFuzzer has
 # main()); the others link the pure library (PURE_SRCS in the Makefile).
@@ -37,7 +48,7 @@ FUZZ_LD_http          := -Wl,--wrap=spawn_task -Wl,--wrap=random_id
 FUZZ_LD_json_bodies   := -Wl,--wrap=spawn_task
 FUZZ_LD_ws            := -Wl,--wrap=spawn_task
 
-$(FUZZ_DIR)/obj/%.o: runner/%.c mk/flags.mk
+$(FUZZ_DIR)/obj/%.o: runner/%.c mk/flags.mk | $(MHD_WS_LIB)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_OBJ_CFLAGS) -MMD -MP -c $< -o $@
 
@@ -45,7 +56,7 @@ $(FUZZ_PURE): $(call pure_objs,$(FUZZ_DIR)/obj)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
-$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $$(call fuzz_links,$$*) | $(FUZZ_DIR)/obj
+$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $$(call fuzz_links,$$*) $(FUZZ_MHD_WS_OBJS) | $(FUZZ_DIR)/obj
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(call fuzz_links,$*) $(FUZZ_LD_$*) -o $@ \
 		$(FUZZ_LIBS)
 
@@ -53,6 +64,7 @@ $(FUZZ_DIR)/obj:
 	@mkdir -p $@
 
 .PRECIOUS: $(FUZZ_DIR)/obj/%.o
+.SECONDARY: $(FUZZ_MHD_WS_OBJS)
 
 -include $(wildcard $(FUZZ_DIR)/obj/*.d $(FUZZ_DIR)/obj/*/*.d)
 

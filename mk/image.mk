@@ -2,8 +2,14 @@
 #
 #   make image            installs what the build needs (scripts/install-deps.sh
 #                         image: musl, busybox-static, podman + its host config),
-#                         then forceai/runtime-runner:latest (FROM scratch) and
-#                         forceai/runtime-runner:opensandbox-execd
+#                         then forceai/runtime-runner:latest (FROM scratch),
+#                         forceai/runtime-runner:opensandbox-execd and the Python
+#                         variant forceai/runtime-runner:python, also tagged
+#                         forceai/runtime-runner:local: the gateway's default
+#                         FORCEAI_RUNTIME_RUNNER_IMAGE, so a local gateway stack
+#                         picks it up with no setting (README: which image is
+#                         :local and why). IMAGE_LOCAL_FROM=latest tags the
+#                         minimal image instead; IMAGE_LOCAL_FROM= tags none.
 #   make image-build      the same without the package step
 #   make image-python     forceai/runtime-runner:python on a local Debian 12 +
 #                         python3 base (debootstrap + import, no registry)
@@ -31,6 +37,8 @@ IMAGE_NAME        ?= forceai/runtime-runner
 IMAGE_TAG         ?= latest
 IMAGE_PYTHON_TAG  ?= python
 IMAGE_EXECD_TAG   ?= opensandbox-execd
+IMAGE_LOCAL_TAG   ?= local
+IMAGE_LOCAL_FROM  ?= $(IMAGE_PYTHON_TAG)
 IMAGE_PYTHON_BASE ?= localhost/forceai-base-python:bookworm
 IMAGE_RUNNER_BIN  ?= build/static/forceai-runner
 IMAGE_ROOTFS      ?= build/image-rootfs
@@ -80,6 +88,9 @@ image-build: static
 	-@$(IMAGE_ENGINE) image prune -f --filter label=io.forceai.runner.image >/dev/null 2>&1
 	@$(IMAGE_ENGINE) image inspect --format '{{.Size}}' $(IMAGE_NAME):$(IMAGE_TAG) 2>/dev/null \
 		| awk '{ printf "image: $(IMAGE_NAME):$(IMAGE_TAG) %d bytes (%.2f MiB)\n", $$1, $$1 / 1048576 }'
+	$(if $(filter $(IMAGE_PYTHON_TAG),$(IMAGE_LOCAL_FROM)),@$(MAKE) --no-print-directory image-python)
+	$(if $(IMAGE_LOCAL_FROM),$(IMAGE_ENGINE) tag $(IMAGE_NAME):$(IMAGE_LOCAL_FROM) $(IMAGE_NAME):$(IMAGE_LOCAL_TAG))
+	$(if $(IMAGE_LOCAL_FROM),@echo "image: $(IMAGE_NAME):$(IMAGE_LOCAL_TAG) is $(IMAGE_NAME):$(IMAGE_LOCAL_FROM) (the gateway's default FORCEAI_RUNTIME_RUNNER_IMAGE)")
 
 image-coding-agent: static
 	ENGINE=$(IMAGE_ENGINE) IMAGE=$(IMAGE_NAME) BUILD_FLAGS="$(IMAGE_BUILD_FLAGS)" \

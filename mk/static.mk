@@ -37,16 +37,10 @@ STATIC_CFLAGS   = $(STATIC_FLAGS)
 STATIC_CPPFLAGS := -isystem $(STATIC_DEPS_DIR)/include -isystem $(STATIC_KINC)
 STATIC_LDFLAGS  := -static -L$(STATIC_DEPS_DIR)/lib -Wl,--gc-sections
 # Dependents before what they use: curl needs mbedTLS (ssl -> x509 -> crypto).
-STATIC_LDLIBS   := -lmicrohttpd -lcurl -lmbedtls -lmbedx509 -lmbedcrypto \
+STATIC_LDLIBS   := -lmicrohttpd -lmicrohttpd_ws -lcurl -lmbedtls -lmbedx509 -lmbedcrypto \
                    -ljansson -lseccomp -lcap-ng
 STATIC_EXTRA_CFLAGS  ?=
 STATIC_EXTRA_LDFLAGS ?=
-# wslay is optional here: where Debian's source cannot be fetched the deps script skips it
-# and the runner is built without WebSocket routes (they answer 501). Decided when the
-# recipe runs, after the deps are built.
-STATIC_WSLAY_CFLAGS = $$(test -f $(STATIC_DEPS_DIR)/lib/libwslay.a && echo -DHAVE_WSLAY)
-STATIC_WSLAY_LIBS   = $$(test -f $(STATIC_DEPS_DIR)/lib/libwslay.a && echo -lwslay)
-
 STATIC_OBJS := $(patsubst runner/%.c,$(STATIC_OBJDIR)/%.o,$(RUNNER_SRCS))
 
 # The deps script must not see the outer make's flags or command-line variables.
@@ -66,7 +60,7 @@ $(STATIC_DEPS_STAMP): $(STATIC_DEPS_SCRIPT)
 
 $(STATIC_OBJDIR)/%.o: runner/%.c $(STATIC_DEPS_STAMP) $(STATIC_MK) mk/flags.mk
 	@mkdir -p $(@D)
-	$(STATIC_CC) $(STATIC_CFLAGS) $(STATIC_EXTRA_CFLAGS) $(STATIC_WSLAY_CFLAGS) $(STATIC_CPPFLAGS) -MMD -MP -c $< -o $@
+	$(STATIC_CC) $(STATIC_CFLAGS) $(STATIC_EXTRA_CFLAGS) $(STATIC_CPPFLAGS) -MMD -MP -c $< -o $@
 
 $(STATIC_OBJDIR):
 	@mkdir -p $@
@@ -82,7 +76,7 @@ $(STATIC_OBJDIR)/task/shim_blob.o: STATIC_EXTRA_CFLAGS += -DSHIM_BIN='"$(STATIC_
 $(STATIC_DEBUG_BIN): $(STATIC_OBJS) $(STATIC_DEPS_STAMP)
 	@test -n "$(STATIC_OBJS)" || { echo "static: no sources (RUNNER_SRCS is empty)" >&2; exit 1; }
 	$(STATIC_CC) $(STATIC_CFLAGS) $(STATIC_EXTRA_CFLAGS) $(STATIC_OBJS) -o $@ \
-	    $(STATIC_LDFLAGS) $(STATIC_EXTRA_LDFLAGS) $(STATIC_WSLAY_LIBS) $(STATIC_LDLIBS)
+	    $(STATIC_LDFLAGS) $(STATIC_EXTRA_LDFLAGS) $(STATIC_LDLIBS)
 
 $(STATIC_BIN): $(STATIC_DEBUG_BIN)
 	$(STATIC_STRIP) --strip-all -o $@ $<

@@ -4,7 +4,8 @@
 #   scripts/build-static-deps.sh [--force] [--jobs N] [--serial]
 #
 # Libraries: libmicrohttpd, mbedtls, curl (http/https only, TLS via mbedTLS), jansson,
-# libseccomp, libcap-ng, wslay. Each is fetched with `apt-get source` (a deb-src entry is added when
+# libseccomp, libcap-ng; libmicrohttpd's WebSocket library (microhttpd_ws, --enable-experimental)
+# comes from the same libmicrohttpd source. Each is fetched with `apt-get source` (a deb-src entry is added when
 # missing), unpacked by dpkg-source so Debian's quilt patch series (its security fixes) is applied,
 # checked for that, built with musl-gcc as a static archive, and installed into
 # $STATIC_OUT/deps (include/, lib/).
@@ -45,16 +46,14 @@ KINC=$OUT/kernel-include
 CC_MUSL=${MUSL_GCC:-musl-gcc}
 
 # Order matters: a library is built after the ones it builds against.
-ALL_LIBS=(mbedtls curl libmicrohttpd jansson libseccomp libcap-ng wslay)
+ALL_LIBS=(mbedtls curl libmicrohttpd jansson libseccomp libcap-ng)
 declare -A DEB_PKG=([mbedtls]=mbedtls [curl]=curl [libmicrohttpd]=libmicrohttpd
-                    [jansson]=jansson [libseccomp]=libseccomp [libcap-ng]=libcap-ng
-                    [wslay]=wslay)
+                    [jansson]=jansson [libseccomp]=libseccomp [libcap-ng]=libcap-ng)
 declare -A DEPENDS=([curl]="mbedtls")
-# Libraries the runner can be built without: when their source cannot be fetched (seen here:
-# Debian's mirror answers 404 for wslay's tarballs) the build goes on without them, records it
-# in their stamp (so the next run does not retry until the version or recipe changes), and the
-# runner is built without the feature (WebSocket routes answer 501).
-OPTIONAL_LIBS=" wslay "
+# Libraries the runner can be built without: when their source cannot be fetched the build goes
+# on without them and records it in their stamp. None today: WebSocket framing is
+# libmicrohttpd's own microhttpd_ws (wslay, whose Debian source answers 404 here, is not used).
+OPTIONAL_LIBS=" "
 
 T0=$(date +%s)
 say() { printf 'static-deps: %s\n' "$*"; }
@@ -217,13 +216,18 @@ build_curl() {
 }
 
 build_libmicrohttpd() {
+    # --enable-experimental: also microhttpd_ws, the WebSocket framing the runner uses (the dev
+    # build gets the same library from the same source: scripts/build-mhd-ws.sh).
     ./configure "${AUTOCONF_COMMON[@]}" \
         --disable-https --without-gnutls --disable-curl --disable-doc --disable-examples \
         --disable-nls --with-threads=posix --enable-epoll=auto \
-        --disable-sanitizers --disable-coverage
+        --disable-sanitizers --disable-coverage --enable-experimental
     make -C src/microhttpd -j "$JOBS"
     make -C src/microhttpd install
+    make -C src/microhttpd_ws -j "$JOBS" libmicrohttpd_ws.la
+    make -C src/microhttpd_ws install-libLTLIBRARIES
     make -C src/include install
+    test -f "$PREFIX/lib/libmicrohttpd_ws.a" && test -f "$PREFIX/include/microhttpd_ws.h"
 }
 
 build_jansson() {
@@ -246,19 +250,6 @@ build_libcap_ng() {
     ./configure "${AUTOCONF_COMMON[@]}" --without-python --without-python3
     make -C src -j "$JOBS" libcap-ng.la
     make -C src install-libLTLIBRARIES install-includeHEADERS lib_LTLIBRARIES=libcap-ng.la
-}
-
-build_wslay() {
-    # The library only (no examples, tests or docs). Its CMake build adds -Werror after our
-    # flags, which a newer compiler than upstream's may trip on: warnings stay warnings here.
-    sed -i 's/ -Werror / /' lib/CMakeLists.txt
-    cmake -S . -B _build "${CMAKE_COMMON[@]}" \
-        -DCMAKE_C_FLAGS="$CFLAGS -isystem $KINC" \
-        -DWSLAY_STATIC=ON -DWSLAY_SHARED=OFF -DWSLAY_EXAMPLES=OFF -DWSLAY_TESTS=OFF \
-        -DWSLAY_CONFIGURE_INSTALL=ON
-    cmake --build _build -j "$JOBS"
-    cmake --install _build
-    test -f "$PREFIX/lib/libwslay.a" && test -f "$PREFIX/include/wslay/wslayver.h"
 }
 
 recipe_fn() { printf 'build_%s' "${1//-/_}"; }
@@ -425,7 +416,7 @@ else
     lane mbedtls curl &
     pid_tls=$!
     rc=0
-    lane libmicrohttpd libseccomp libcap-ng jansson wslay || rc=1
+    lane libmicrohttpd libseccomp libcap-ng jansson || rc=1
     wait "$pid_tls" || rc=1
     [ $rc -eq 0 ] || exit 1
 fi

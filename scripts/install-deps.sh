@@ -10,14 +10,14 @@ set -euo pipefail
 what=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
 
-build_pkgs="gcc musl-tools make pkg-config libmicrohttpd-dev libjansson-dev libseccomp-dev libcap-ng-dev libcurl4-openssl-dev libwslay-dev"
+build_pkgs="gcc musl-tools make pkg-config libmicrohttpd-dev libjansson-dev libseccomp-dev libcap-ng-dev libcurl4-openssl-dev dpkg-dev"
 check_pkgs="$build_pkgs curl python3 python3-websockets python3-yaml procps valgrind nodejs npm bash coreutils util-linux git gcc tini binutils clang-format tmux expect"
 # `make static`: musl and what scripts/build-static-deps.sh needs to build the
 # static libraries from Debian's source packages (it checks them again itself)
 static_pkgs="gcc make musl-tools gperf cmake dpkg-dev autoconf automake libtool patch xz-utils m4 pkg-config linux-libc-dev"
 # `make image`: the static runner, the busybox userland and the CA bundle that
 # image/stage-rootfs.sh stages, `file` to check busybox is static
-image_pkgs="$static_pkgs busybox-static ca-certificates file"
+image_pkgs="$static_pkgs busybox-static ca-certificates file debootstrap"
 # `make run`: the image, plus curl to wait for /ping
 run_pkgs="$image_pkgs curl"
 bench_pkgs="$check_pkgs tini bubblewrap firejail nginx wrk linux-perf"

@@ -190,6 +190,15 @@ fi
 EXECD_ENVS="${EXECD_ENVS:-$OSB_DIR/.env}"
 mkdir -p "$(dirname "$EXECD_ENVS")" 2>/dev/null || echo "warning: failed to create dir for EXECD_ENVS=$EXECD_ENVS" >&2
 touch "$EXECD_ENVS" 2>/dev/null || echo "warning: failed to touch EXECD_ENVS=$EXECD_ENVS" >&2
+# The runner reads it again for every command (request envs > this file >
+# its defaults). The SDK's commands.set_env appends to it from a command,
+# which runs as the task user: the file is that user's (the runner reads it
+# only as a regular file with one link, owned by root or the task user).
+if [ "$(id -u 2>/dev/null || echo 0)" = 0 ] && [ ! -L "$EXECD_ENVS" ]; then
+	task_user="${FORCEAI_TASK_USER:-1000:1000}"
+	chown "$task_user" "$EXECD_ENVS" 2>/dev/null && chmod 0600 "$EXECD_ENVS" 2>/dev/null ||
+		echo "warning: failed to give EXECD_ENVS=$EXECD_ENVS to the task user $task_user" >&2
+fi
 export EXECD_ENVS
 
 # sourced, so its exports reach the runner and the entrypoint

@@ -5,6 +5,14 @@
 
 /* execd.c: OpenSandbox execd-compatible command API */
 enum MHD_Result api_ping(struct http_req *req);
+/* execd 1.2: readiness ({"initialized": true}), the session list, and the
+ * routes the runner does not implement (runtime init, isolated sessions). */
+enum MHD_Result api_ready(struct http_req *req);
+/* GET /files/watch: a directory's changes as server-sent events (api/watch.c). */
+enum MHD_Result api_files_watch(struct http_req *req);
+enum MHD_Result api_session_list(struct http_req *req);
+enum MHD_Result api_runtime_init(struct http_req *req);
+enum MHD_Result api_isolated(struct http_req *req);
 enum MHD_Result api_command_run(struct http_req *req);
 enum MHD_Result api_command_interrupt(struct http_req *req);
 enum MHD_Result api_command_status(struct http_req *req);

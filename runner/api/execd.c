@@ -18,6 +18,8 @@
 #include "task/session.h"
 #include "task/task.h"
 #include "core/util.h"
+#include "core/version.h"
+#include "profile/profile.h"
 
 #define PING_INTERVAL_MS 2000 /* the contract says at least every 3 s */
 #define LOGS_MAX (4u << 20)
@@ -319,13 +321,15 @@ static int get_uint(json_t *body, const char *key, uint64_t max, bool *has, uint
 	return 0;
 }
 
-int api_read_spec(json_t *body, const char *cmd_key, struct task_spec *spec, struct error *err)
+/* cmd_key NULL: the command comes another way (argv). */
+static int read_spec(json_t *body, const char *cmd_key, struct task_spec *spec, struct error *err)
 {
 	memset(spec, 0, sizeof(*spec));
 	spec->state_in_fd = spec->state_out_fd = -1;
-	if (get_str(body, cmd_key, true, &spec->command, err) < 0)
+	spec->command = "";
+	if (cmd_key && get_str(body, cmd_key, true, &spec->command, err) < 0)
 		return -1;
-	if (!*spec->command)
+	if (cmd_key && !*spec->command)
 		return error_set(err, 0, "INVALID_REQUEST_BODY", "field '%s' must not be empty",
 				 cmd_key);
 	if (get_str(body, "cwd", false, &spec->cwd, err) < 0)
@@ -345,14 +349,61 @@ int api_read_spec(json_t *body, const char *cmd_key, struct task_spec *spec, str
 	return 0;
 }
 
+int api_read_spec(json_t *body, const char *cmd_key, struct task_spec *spec, struct error *err)
+{
+	return read_spec(body, cmd_key, spec, err);
+}
+
+/* execd 1.2: argv, an array of literal arguments run with no shell. */
+static int get_argv(json_t *body, json_t **out, struct error *err)
+{
+	json_t *a = json_object_get(body, "argv");
+	*out = NULL;
+	if (!a || json_is_null(a))
+		return 0;
+	if (!json_is_array(a) || !json_array_size(a))
+		return error_set(err, 0, "INVALID_REQUEST_BODY",
+				 "field 'argv' must be a non-empty array of strings");
+	if (json_array_size(a) > 65536)
+		return error_set(err, 0, "INVALID_REQUEST_BODY",
+				 "field 'argv' has more than 65536 arguments");
+	size_t i;
+	json_t *v;
+	json_array_foreach(a, i, v) {
+		if (!json_is_string(v))
+			return error_set(err, 0, "INVALID_REQUEST_BODY",
+					 "argv[%zu] must be a string", i);
+		if (strlen(json_string_value(v)) != json_string_length(v))
+			return error_set(err, 0, "INVALID_REQUEST_BODY",
+					 "argv[%zu] contains a NUL byte", i);
+	}
+	if (!json_string_length(json_array_get(a, 0)))
+		return error_set(err, 0, "INVALID_REQUEST_BODY", "argv[0] must not be empty");
+	*out = a;
+	return 0;
+}
+
 int api_parse_command(json_t *body, struct task_spec *spec, struct error *err)
 {
 	bool has;
 	uint64_t v;
 	if (schema_check(&schema_command, body, err) < 0)
 		return -1;
-	if (api_read_spec(body, "command", spec, err) < 0)
+	json_t *argv;
+	if (get_argv(body, &argv, err) < 0)
 		return -1;
+	json_t *cmd = json_object_get(body, "command");
+	bool has_cmd = cmd && !json_is_null(cmd);
+	if (argv && has_cmd)
+		return error_set(err, 0, "INVALID_REQUEST_BODY",
+				 "give exactly one of 'command' and 'argv', not both");
+	if (!argv && !has_cmd)
+		return error_set(err, 0, "INVALID_REQUEST_BODY",
+				 "one of 'command' (a shell command line) and 'argv' (an array) is "
+				 "required");
+	if (read_spec(body, argv ? NULL : "command", spec, err) < 0)
+		return -1;
+	spec->argv = argv;
 	spec->api = TASK_API_EXECD;
 	json_t *bg = json_object_get(body, "background");
 	if (bg && !json_is_null(bg) && !json_is_boolean(bg))
@@ -405,6 +456,48 @@ int api_parse_session_run(json_t *body, struct task_spec *spec, struct error *er
 enum MHD_Result api_ping(struct http_req *req)
 {
 	return http_empty(req, 200);
+}
+
+/* Ready once the loop serves requests; a box whose tasks are refused (a
+ * reset that failed: profile/profile.h) is not ready, and says why. */
+enum MHD_Result api_ready(struct http_req *req)
+{
+	struct error e;
+	if (profile_request_blocked(req->r, "POST", "/command", &e))
+		return http_json(req, 503,
+				 json_pack("{s:b,s:s,s:s,s:s}", "initialized", 0, "status",
+					   "not_ready", "code", e.code, "message", e.msg));
+	return http_json(req, 200,
+			 json_pack("{s:b,s:s,s:s}", "initialized", 1, "status", "ready", "version",
+				   FORCEAI_RUNNER_VERSION));
+}
+
+enum MHD_Result api_session_list(struct http_req *req)
+{
+	json_t *list = json_array();
+	if (!list)
+		return MHD_NO;
+	for (struct session *s = req->r->sessions ? req->r->sessions->head : NULL; s; s = s->next)
+		json_array_append_new(list, json_pack("{s:s,s:s?,s:b}", "session_id", s->id, "cwd",
+						      s->cwd, "running", s->running != NULL));
+	return http_json(req, 200, json_pack("{s:o}", "sessions", list));
+}
+
+/* Off in execd unless started with --runtime-init; the runner has no
+ * runtime-init step (docs/design.md §20.3). */
+enum MHD_Result api_runtime_init(struct http_req *req)
+{
+	return http_error(req, 404, "NOT_FOUND",
+			  "runtime init (POST /internal/init) is not offered: this execd runs "
+			  "without --runtime-init");
+}
+
+enum MHD_Result api_isolated(struct http_req *req)
+{
+	return http_error(
+		req, 501, "NOT_IMPLEMENTED",
+		"isolated sessions (/v1/isolated/*) are not implemented by "
+		"forceai-runner: every command already runs confined (GET /v1/hardening)");
 }
 
 enum MHD_Result api_command_run(struct http_req *req)

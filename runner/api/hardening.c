@@ -80,12 +80,10 @@ json_t *hardening_report(struct runner *r)
 			    json_string(r->init_mode == INIT_PID1 ? "pid1" : "subreaper"));
 	json_object_set_new(o, "runner_dumpable", json_false());
 	json_object_set_new(o, "confinement_enabled", json_boolean(r->policy.enabled));
-#ifdef HAVE_WSLAY
+	/* Both builds: libmicrohttpd's microhttpd_ws (docs/design.md §20.1). */
 	json_object_set_new(o, "websocket", json_true());
-#else
-	/* Built without wslay: /pty/{id}/ws answers 501 (see http/ws_unavailable.c). */
-	json_object_set_new(o, "websocket", json_false());
-#endif
+	/* Probes answered without the token (tasks still cannot reach them). */
+	json_object_set_new(o, "token_free_routes", http_public_routes(r));
 	json_object_set_new(o, "task_uid", json_integer(r->cfg.task_uid));
 	json_object_set_new(o, "task_gid", json_integer(r->cfg.task_gid));
 	json_object_set_new(o, "allow_root_tasks", json_boolean(r->cfg.allow_root_tasks));

@@ -15,7 +15,11 @@
  * stderr in pipe mode), and a JSON `exit` frame before the close. Client to
  * server: binary 0x00 + stdin; JSON text frames resize, signal, ping (and
  * execd's debug `stdin` {data}). One client at a time: another gets 409,
- * unless it asks ?takeover=1, which closes the holder with code 4001. */
+ * unless it asks ?takeover=1, which closes the holder with code 4001.
+ * Viewers (?mode=viewer, execd 1.2) watch read-only, any number of them:
+ * they never hold, evict or start the shell, their input is refused, and
+ * a slow viewer never holds the shell back (it reads the spool as a
+ * non-live reader and may miss what the spool no longer keeps). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -78,7 +82,7 @@ struct pty_client {
 	struct task_reader old; /* replay from the session's previous shell, first */
 	uint64_t old_base;
 	uint32_t old_skip;
-	bool want_pipe, evicted, connected_sent, done;
+	bool want_pipe, evicted, connected_sent, done, viewer;
 	struct buf replay; /* replay bytes gathered into one frame */
 	uint64_t replay_off;
 	struct task_input_waiter w;
@@ -190,8 +194,11 @@ static void send_connected(struct pty_client *c)
 	flush_replay(c);
 	c->connected_sent = true;
 	struct pty_session *s = c->s;
-	send_json(c, json_pack("{s:s,s:s,s:s}", "type", "connected", "session_id", s ? s->id : "",
-			       "mode", s && s->pipe_mode ? "pipe" : "pty"));
+	json_t *j = json_pack("{s:s,s:s,s:s}", "type", "connected", "session_id", s ? s->id : "",
+			      "mode", s && s->pipe_mode ? "pipe" : "pty");
+	if (j && c->viewer)
+		json_object_set_new(j, "viewer", json_true());
+	send_json(c, j);
 }
 
 static void finish(struct pty_client *c, int exit_code)
@@ -340,10 +347,21 @@ static void on_open(struct ws_conn *ws)
 		c->done = true;
 		return;
 	}
-	if (s->holder && s->holder != c)
-		evict(s->holder);
-	s->holder = c;
-	if (!session_running(s)) {
+	if (c->viewer && !s->task) {
+		send_error(c, "NOT_STARTED",
+			   "the pty session has no shell yet: a viewer waits for a "
+			   "client to connect without ?mode=viewer first");
+		ws_close(ws, 1011, "no shell");
+		client_detach(c);
+		c->done = true;
+		return;
+	}
+	if (!c->viewer) {
+		if (s->holder && s->holder != c)
+			evict(s->holder);
+		s->holder = c;
+	}
+	if (!c->viewer && !session_running(s)) {
 		struct error err;
 		if (start_shell(c->r, s, c->want_pipe, &err) < 0) {
 			log_warn("pty shell start failed", "{s:s,s:s}", "session", s->id, "error",
@@ -378,7 +396,7 @@ static void on_open(struct ws_conn *ws)
 		c->old_base = s->last_base;
 	}
 	c->rd.wake = client_wake;
-	task_reader_attach(t, &c->rd, true);
+	task_reader_attach(t, &c->rd, !c->viewer);
 	c->rd.off_read = since;
 	pump(c);
 }
@@ -442,7 +460,14 @@ static void on_message(struct ws_conn *ws, int opcode, const uint8_t *data, size
 		return;
 	struct error err;
 	struct pty_frame f;
-	switch (pty_parse_frame(opcode, data, len, &f)) {
+	int kind = pty_parse_frame(opcode, data, len, &f);
+	if (c->viewer && kind != PTY_FRAME_PING && kind != PTY_FRAME_IGNORE) {
+		/* Read-only: every reply counts against the window (http/ws.c). */
+		send_error(c, "READ_ONLY", "viewer mode is read-only: no stdin, resize or signal");
+		pty_frame_free(&f);
+		return;
+	}
+	switch (kind) {
 	case PTY_FRAME_IGNORE:
 		break;
 	case PTY_FRAME_STDIN:
@@ -676,7 +701,15 @@ enum MHD_Result api_pty_ws(struct http_req *req)
 		return not_found(req);
 	const char *tk = http_query(req, "takeover");
 	bool takeover = tk && !strcmp(tk, "1") && ws_is_upgrade_request(req);
-	if (s->holder && !takeover)
+	const char *mode = http_query(req, "mode");
+	if (mode && *mode && strcmp(mode, "viewer"))
+		return http_error(req, 400, "INVALID_REQUEST",
+				  "mode must be \"viewer\" (or absent)");
+	bool viewer = mode && !strcmp(mode, "viewer");
+	if (viewer && takeover)
+		return http_error(req, 400, "INVALID_REQUEST",
+				  "a viewer cannot take over the session");
+	if (s->holder && !takeover && !viewer)
 		return http_error(req, 409, "ALREADY_CONNECTED",
 				  "another client is already connected to pty session %s", s->id);
 	struct pty_client *c = calloc(1, sizeof(*c));
@@ -684,6 +717,7 @@ enum MHD_Result api_pty_ws(struct http_req *req)
 		return MHD_NO;
 	c->r = req->r;
 	c->s = s;
+	c->viewer = viewer;
 	c->w.ready = input_ready;
 	const char *pty = http_query(req, "pty");
 	c->want_pipe = pty && !strcmp(pty, "0");
@@ -705,7 +739,7 @@ enum MHD_Result api_pty_ws(struct http_req *req)
 		tab->all->aprev = c;
 	tab->all = c;
 	/* Held from now on: a second request waits for this one's fate. */
-	if (!s->holder)
+	if (!s->holder && !viewer)
 		s->holder = c;
 	return ws_upgrade(req, &pty_ws_ops, c, 0);
 }

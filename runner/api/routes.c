@@ -3,8 +3,16 @@
 
 #include "api/api.h"
 
+/* Rows leave the fields they do not need (body, start, public) zero. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
 const struct http_route api_routes[] = {
-	{"GET", "/ping", api_ping, NULL, NULL},
+	{"GET", "/ping", api_ping, NULL, NULL, .public = true},
+	{"GET", "/ready", api_ready, NULL, NULL, .public = true},
+	{"GET", "/session", api_session_list, NULL, NULL},
+	{"*", "/internal/init", api_runtime_init, NULL, NULL},
+	{"*", "/v1/isolated", api_isolated, NULL, NULL},
+	{"*", "/v1/isolated/**", api_isolated, NULL, NULL},
 	{"POST", "/command", api_command_run, NULL, NULL},
 	{"DELETE", "/command", api_command_interrupt, NULL, NULL},
 	{"GET", "/command", api_command_list, NULL, NULL},
@@ -32,6 +40,7 @@ const struct http_route api_routes[] = {
 	{"GET", "/pty/*/ws", api_pty_ws, NULL, NULL},
 	{"POST", "/v1/reset", api_reset, NULL, NULL},
 	{"GET", "/files/info", api_files_info, NULL, NULL},
+	{"GET", "/files/watch", api_files_watch, NULL, NULL},
 	{"DELETE", "/files", api_files_delete, NULL, NULL},
 	{"POST", "/files/mv", api_files_mv, NULL, NULL},
 	{"POST", "/files/permissions", api_files_permissions, NULL, NULL},

@@ -47,9 +47,11 @@ const struct body_schema schema_task_signal = {"POST /v1/tasks/{id}/signal", tru
 /* ---- execd-compatible API (unknown fields accepted) ---- */
 
 static const struct body_field command_fields[] = {
-	{"command", FIELD_STRING},  {"cwd", FIELD_STRING},     {"background", FIELD_BOOLEAN},
-	{"timeout", FIELD_INTEGER}, {"uid", FIELD_INTEGER},    {"gid", FIELD_INTEGER},
-	{"envs", FIELD_OBJECT},     {"network", FIELD_STRING}, {NULL, 0},
+	{"command", FIELD_STRING},     {"cwd", FIELD_STRING},
+	{"background", FIELD_BOOLEAN}, {"timeout", FIELD_INTEGER},
+	{"uid", FIELD_INTEGER},        {"gid", FIELD_INTEGER},
+	{"envs", FIELD_OBJECT},        {"network", FIELD_STRING},
+	{"argv", FIELD_ANY},           {NULL, 0},
 };
 const struct body_schema schema_command = {"POST /command", false, command_fields};
 

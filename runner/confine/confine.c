@@ -406,7 +406,7 @@ int confine_policy_init(struct confine_policy *pol, const struct runner_config *
 	     add_rlimit(pol, RLIMIT_FSIZE, cfg->rlimit_fsize, true, "limit-fsize", err) < 0))
 		goto fail;
 
-	if (landlock_prepare(&pol->landlock, cfg->landlock_roots, err) < 0)
+	if (landlock_prepare(&pol->landlock, cfg->landlock_roots, cfg->execd_envs, err) < 0)
 		goto fail;
 	pol->landlock_ruleset_fd = pol->landlock.ruleset_fd;
 	pol->landlock_abi = pol->landlock.abi;

@@ -132,8 +132,8 @@ static int move_high(int fd, struct error *err)
 
 /* One ruleset with every rule; `scoped` adds ABI 6 scoping. Returns the
  * ruleset fd or -1 with err set; fills the root lists when `ll` is given. */
-static int build_ruleset(int abi, bool scoped, const char *roots, struct landlock_info *ll,
-			 struct error *err)
+static int build_ruleset(int abi, bool scoped, const char *roots, const char *envs,
+			 struct landlock_info *ll, struct error *err)
 {
 	__u64 all = fs_rights(abi);
 	struct ll_ruleset_attr attr = {.handled_access_fs = all};
@@ -163,6 +163,15 @@ static int build_ruleset(int abi, bool scoped, const char *roots, struct landloc
 		if (add_path(rfd, *d, dev_rights, false, err) < 0)
 			goto fail;
 	if (add_path(rfd, "/dev/shm", all, true, err) < 0)
+		goto fail;
+	/* OpenSandbox's EXECD_ENVS file (docs/design.md §20.3): the SDK's
+	 * set_env appends to it from a command, so tasks may write that one
+	 * file (file rights only; not its directory). The bootstrap creates it
+	 * before the runner starts; the runner reads it as root with its own
+	 * checks (task/env.c). */
+	if (envs && envs[0] == '/' &&
+	    add_path(rfd, envs, (LL_FS_READ_FILE | LL_FS_WRITE_FILE | LL_FS_TRUNCATE) & all, false,
+		     err) < 0)
 		goto fail;
 
 	char *list = strdup(roots ? roots : DEFAULT_ROOTS);
@@ -195,7 +204,8 @@ fail:
 	return -1;
 }
 
-int landlock_prepare(struct landlock_info *ll, const char *roots, struct error *err)
+int landlock_prepare(struct landlock_info *ll, const char *roots, const char *envs_file,
+		     struct error *err)
 {
 	memset(ll, 0, sizeof(*ll));
 	ll->ruleset_fd = -1;
@@ -216,11 +226,11 @@ int landlock_prepare(struct landlock_info *ll, const char *roots, struct error *
 			 abi);
 		return 0;
 	}
-	int fd = build_ruleset(abi, false, roots, ll, err);
+	int fd = build_ruleset(abi, false, roots, envs_file, ll, err);
 	if (fd < 0)
 		return -1;
 	if (abi >= 6) {
-		int rfd = build_ruleset(abi, true, roots, NULL, err);
+		int rfd = build_ruleset(abi, true, roots, envs_file, NULL, err);
 		if (rfd < 0) {
 			close(fd);
 			return -1;

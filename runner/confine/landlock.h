@@ -24,7 +24,10 @@ struct landlock_info {
  * "/workspace:/tmp:/home"). A kernel without Landlock is not an error
  * (abi 0 and a reason); a ruleset that cannot be built is (fail closed). */
 struct error;
-int landlock_prepare(struct landlock_info *ll, const char *roots, struct error *err);
+/* envs_file: OpenSandbox's EXECD_ENVS file, which tasks may write (file
+ * rights only), or NULL. */
+int landlock_prepare(struct landlock_info *ll, const char *roots, const char *envs_file,
+		     struct error *err);
 
 /* Child side, async-signal-safe: landlock_restrict_self. 0 or -errno.
  * Needs no_new_privs (or CAP_SYS_ADMIN). */

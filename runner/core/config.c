@@ -97,6 +97,9 @@ static const struct opt_def opts[] = {
 	 "0 = none)"},
 	{"landlock-roots", "FORCEAI_LANDLOCK_ROOTS", OPT_ROOTS, OFF(landlock_roots),
 	 "/workspace:/tmp:/home", "colon-separated roots tasks may write under (Landlock)"},
+	{"execd-envs", "EXECD_ENVS", OPT_PATH, OFF(execd_envs), NULL,
+	 "OpenSandbox's extra-environment file (KEY='value' lines), read again for every command; "
+	 "a request's envs win; tasks may write that one file"},
 	{"limit-nproc", "FORCEAI_LIMIT_NPROC", OPT_U64, OFF(rlimit_nproc), NULL,
 	 "RLIMIT_NPROC of tasks (unset: the built-in default)"},
 	{"limit-nofile", "FORCEAI_LIMIT_NOFILE", OPT_U64, OFF(rlimit_nofile), NULL,

@@ -41,6 +41,7 @@ struct runner_config {
 	unsigned max_client_conns;       /* connections at once per client */
 	uint64_t proxy_timeout_ms;       /* /proxy/{port}: upstream silence before 504 */
 	const char *landlock_roots;      /* colon-separated writable roots */
+	const char *execd_envs;          /* OpenSandbox's EXECD_ENVS file, or NULL */
 	uint64_t rlimit_nproc, rlimit_nofile, rlimit_as, rlimit_fsize; /* 0 = unset */
 	uint64_t task_memory_max; /* cgroup v2 memory.max per task; 0 = max */
 	uint64_t task_pids_max;   /* cgroup v2 pids.max per task; 0 = max */

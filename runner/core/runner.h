@@ -25,6 +25,7 @@ struct proxy_table;
 struct conversations;
 struct mcp_table;
 struct mcp_upstream;
+struct watch_table;
 
 enum init_mode { INIT_PID1, INIT_SUBREAPER };
 
@@ -74,4 +75,5 @@ struct runner {
 	struct mcp_table *mcp;               /* /mcp sessions and calls (api/mcp.c) */
 	struct mcp_upstream *mcp_upstream;   /* --mcp-servers: stdio servers behind /mcp */
 	struct conversations *conversations; /* of agent tasks (model/conversation.h) */
+	struct watch_table *watches;         /* open GET /files/watch streams (api/watch.c) */
 };

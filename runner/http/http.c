@@ -41,6 +41,17 @@ static bool match(const char *pattern, const char *path, char *out, size_t outle
 	return (*pattern == 0 || !strcmp(pattern, "**")) && *path == 0;
 }
 
+json_t *http_public_routes(struct runner *r)
+{
+	json_t *list = json_array();
+	const struct http_server *h = r->http;
+	for (size_t i = 0; list && h && i < h->n_routes; i++)
+		if (h->routes[i].public)
+			json_array_append_new(list, json_sprintf("%s %s", h->routes[i].method,
+								 h->routes[i].pattern));
+	return list;
+}
+
 static bool authorized(struct http_req *req)
 {
 	const char *want = req->r->cfg.token;
@@ -279,7 +290,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 				break;
 			}
 		}
-		if (!authorized(req))
+		if (!(req->route && req->route->public) && !authorized(req))
 			return unauthorized(req);
 		if (!req->route) {
 			if (path_known)

@@ -34,6 +34,10 @@ struct http_route {
 	http_route_fn fn;
 	http_body_fn body;
 	http_route_fn start;
+	/* Answered without the access token (execd 1.2: /ping and /ready, so a
+	 * Kubernetes httpGet probe works). Tasks still cannot reach it: the gate
+	 * refuses their connections before any route runs. */
+	bool public;
 };
 
 struct http_req {
@@ -103,6 +107,9 @@ struct http_stream {
 struct error;
 int http_start(struct runner *r, const struct http_route *routes, size_t n_routes,
 	       struct error *err);
+/* The routes answered without the token, as ["GET /ping", ...] (a new
+ * reference; an empty array before http_start). */
+json_t *http_public_routes(struct runner *r);
 /* What the layer above decides for the server (main registers them; any may be NULL), so the
  * HTTP layer never calls up:
  * - the request gate, before a request's handler runs: request_blocked refuses it now (e set,

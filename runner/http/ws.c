@@ -1,8 +1,8 @@
 #include "http/ws.h"
 
-/* Built only with wslay (HAVE_WSLAY); ws_unavailable.c stands in otherwise. */
-#ifdef HAVE_WSLAY
-
+/* The framing is libmicrohttpd's microhttpd_ws (a decoder and encoder with
+ * no I/O of its own, built from Debian's libmicrohttpd source for both
+ * builds); this file owns the socket, the output queue and the timers. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +15,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <wslay/wslay.h>
+#include <microhttpd_ws.h>
 
 #include "core/log.h"
 #include "core/runner.h"
@@ -24,100 +24,37 @@
 #define WS_PING_MS 30000 /* a ping after this long without anything from the client */
 #define WS_IDLE_MS 90000 /* nothing at all (not even a pong) for this long: closed */
 #define WS_CLOSE_MS 2000 /* after our close frame, how long the client has to answer */
+#define WS_IN_BUF 16384  /* bytes read from the socket at once (not yet decoded) */
 
 struct ws_table {
 	struct ws_conn *head;
 	unsigned count;
 };
 
+/* Memory of one connection, whatever the client sends: the decoder holds
+ * at most one partial message (WS_MAX_MESSAGE), the input buffer WS_IN_BUF,
+ * and the output queue (every frame: data, pong, close, ping) the window
+ * plus the one frame that crossed it, because input is not decoded while
+ * the queue is at or over the window (docs/design.md §20.2). */
 struct ws_conn {
 	struct runner *r;
 	const struct ws_ops *ops;
 	void *arg;
 	size_t window;
-	wslay_event_context_ptr ctx;
+	struct MHD_WebSocketStream *ws;
 	int fd;
 	struct MHD_UpgradeResponseHandle *urh; /* NULL: ws_open_fd */
 	struct http_req *req;                  /* until the upgrade is done or failed */
 	struct loop_watch w;
-	unsigned char *extra; /* bytes read past the handshake */
-	size_t extra_len, extra_off;
+	struct buf out;              /* encoded frames not yet sent (off: sent) */
+	unsigned char in[WS_IN_BUF]; /* read, not yet decoded: in[in_off..in_len) */
+	size_t in_off, in_len;
 	bool opened, dead, linked;
-	bool input_paused, starved, eof;
-	int depth; /* inside wslay: no re-entry, no free */
+	bool input_paused, starved, eof, close_sent, close_received, full;
+	int depth; /* inside a callback: no re-entry, no free */
 	uint64_t last_recv_ms, last_ping_ms, closing_since_ms;
 	struct ws_conn *next, *prev;
 };
-
-/* ---- SHA-1 (FIPS 180-4), only for Sec-WebSocket-Accept ---- */
-
-static uint32_t rol(uint32_t x, int n)
-{
-	return (x << n) | (x >> (32 - n));
-}
-
-static void sha1_block(uint32_t h[5], const unsigned char *p)
-{
-	uint32_t w[80];
-	for (int i = 0; i < 16; i++)
-		w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-		       (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
-	for (int i = 16; i < 80; i++)
-		w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
-	uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4];
-	for (int i = 0; i < 80; i++) {
-		uint32_t f, k;
-		if (i < 20) {
-			f = (b & c) | (~b & d);
-			k = 0x5a827999;
-		} else if (i < 40) {
-			f = b ^ c ^ d;
-			k = 0x6ed9eba1;
-		} else if (i < 60) {
-			f = (b & c) | (b & d) | (c & d);
-			k = 0x8f1bbcdc;
-		} else {
-			f = b ^ c ^ d;
-			k = 0xca62c1d6;
-		}
-		uint32_t t = rol(a, 5) + f + e + k + w[i];
-		e = d;
-		d = c;
-		c = rol(b, 30);
-		b = a;
-		a = t;
-	}
-	h[0] += a;
-	h[1] += b;
-	h[2] += c;
-	h[3] += d;
-	h[4] += e;
-}
-
-static void sha1(const void *data, size_t len, unsigned char out[20])
-{
-	uint32_t h[5] = {0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476, 0xc3d2e1f0};
-	const unsigned char *p = data;
-	size_t left = len;
-	for (; left >= 64; left -= 64, p += 64)
-		sha1_block(h, p);
-	unsigned char tail[128] = {0};
-	memcpy(tail, p, left);
-	tail[left] = 0x80;
-	size_t tlen = left + 1 + 8 <= 64 ? 64 : 128;
-	uint64_t bits = (uint64_t)len * 8;
-	for (int i = 0; i < 8; i++)
-		tail[tlen - 1 - i] = (unsigned char)(bits >> (8 * i));
-	sha1_block(h, tail);
-	if (tlen == 128)
-		sha1_block(h, tail + 64);
-	for (int i = 0; i < 5; i++) {
-		out[4 * i] = (unsigned char)(h[i] >> 24);
-		out[4 * i + 1] = (unsigned char)(h[i] >> 16);
-		out[4 * i + 2] = (unsigned char)(h[i] >> 8);
-		out[4 * i + 3] = (unsigned char)h[i];
-	}
-}
 
 /* ---- the connection ---- */
 
@@ -142,7 +79,7 @@ static void ws_free_deferred(struct loop *loop, void *arg)
 {
 	(void)loop;
 	struct ws_conn *c = arg;
-	free(c->extra);
+	buf_free(&c->out);
 	free(c);
 }
 
@@ -175,9 +112,9 @@ static void teardown(struct ws_conn *c)
 		t->count--;
 		c->linked = false;
 	}
-	if (c->ctx)
-		wslay_event_context_free(c->ctx);
-	c->ctx = NULL;
+	if (c->ws)
+		MHD_websocket_stream_free(c->ws);
+	c->ws = NULL;
 	detach_req(c);
 	if (c->urh) {
 		/* libmicrohttpd owns the socket: it closes it and finishes the
@@ -194,109 +131,209 @@ static void teardown(struct ws_conn *c)
 		log_error("out of memory freeing a websocket", NULL);
 }
 
-static ssize_t recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *user)
+/* Append one encoded frame (the library's buffer, freed here). Every frame
+ * the runner sends goes through here, so the queue is every byte queued. */
+static int queue_frame(struct ws_conn *c, int status, char *frame, size_t len)
 {
-	(void)flags;
-	struct ws_conn *c = user;
-	if (c->input_paused) {
-		wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
-		return -1;
+	int rc = -1;
+	if (status == MHD_WEBSOCKET_STATUS_OK && frame)
+		rc = buf_append(&c->out, frame, len) < 0 ? -1 : 0;
+	if (frame)
+		MHD_websocket_free(c->ws, frame);
+	return rc;
+}
+
+static size_t queued(const struct ws_conn *c)
+{
+	return buf_avail(&c->out);
+}
+
+static int queue_close(struct ws_conn *c, uint16_t code, const char *reason, size_t rl)
+{
+	if (c->close_sent || !c->ws)
+		return 0;
+	c->close_sent = true;
+	if (!c->closing_since_ms)
+		c->closing_since_ms = monotonic_ms();
+	char *frame = NULL;
+	size_t len = 0;
+	int st = MHD_websocket_encode_close(c->ws, code, code ? reason : NULL, code ? rl : 0,
+					    &frame, &len);
+	return queue_frame(c, st, frame, len);
+}
+
+/* Send what is queued until the socket is full. -1: the peer is gone. */
+static int flush_out(struct ws_conn *c)
+{
+	while (buf_avail(&c->out)) {
+		ssize_t n;
+		do
+			n = send(c->fd, c->out.data + c->out.off, buf_avail(&c->out), MSG_NOSIGNAL);
+		while (n < 0 && errno == EINTR);
+		if (n < 0)
+			return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+		c->out.off += (size_t)n;
 	}
-	if (c->extra_off < c->extra_len) {
-		size_t n = c->extra_len - c->extra_off;
-		if (n > len)
-			n = len;
-		memcpy(buf, c->extra + c->extra_off, n);
-		c->extra_off += n;
-		c->last_recv_ms = monotonic_ms();
-		return (ssize_t)n;
-	}
-	ssize_t n;
-	do
-		n = recv(c->fd, buf, len, 0);
-	while (n < 0 && errno == EINTR);
-	if (n < 0) {
-		if (errno == EAGAIN || errno == EWOULDBLOCK) {
-			wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
-		} else {
-			wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
+	/* Drained: a burst's buffer is not kept for the connection's life. */
+	if (c->out.cap > 64 * 1024)
+		buf_free(&c->out);
+	else
+		buf_reset(&c->out);
+	return 0;
+}
+
+/* A close code a client may send (RFC 6455 7.4). */
+static bool close_code_ok(unsigned code)
+{
+	return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) ||
+	       (code >= 3000 && code <= 4999);
+}
+
+static void on_frame(struct ws_conn *c, int st, const char *payload, size_t len)
+{
+	switch (st) {
+	case MHD_WEBSOCKET_STATUS_TEXT_FRAME:
+	case MHD_WEBSOCKET_STATUS_BINARY_FRAME:
+		/* Nothing counts after our close (or the client's). */
+		if (!c->close_sent && !c->close_received && c->ops->on_message)
+			c->ops->on_message(c,
+					   st == MHD_WEBSOCKET_STATUS_TEXT_FRAME ? WS_TEXT
+										 : WS_BINARY,
+					   (const uint8_t *)payload, len);
+		break;
+	case MHD_WEBSOCKET_STATUS_PING_FRAME:
+		if (!c->close_sent) {
+			char *frame = NULL;
+			size_t fl = 0;
+			int est = MHD_websocket_encode_pong(c->ws, payload, len, &frame, &fl);
+			if (queue_frame(c, est, frame, fl) < 0)
+				queue_close(c, 1011, "out of memory", 13);
 		}
-		return -1;
+		break;
+	case MHD_WEBSOCKET_STATUS_CLOSE_FRAME: {
+		c->close_received = true;
+		unsigned short code = 0;
+		if (MHD_websocket_split_close_reason(payload, len, &code, NULL, NULL) !=
+			    MHD_WEBSOCKET_STATUS_OK ||
+		    (code && !close_code_ok(code)))
+			queue_close(c, 1002, "bad close code", 14);
+		else
+			queue_close(c, code ? 1000 : 0, "", 0); /* the echo (RFC 6455 5.5.1) */
+		break;
 	}
-	if (n == 0) {
-		/* The client went away without a close frame. */
-		c->eof = true;
-		wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
-		return -1;
+	default: /* pong */
+		break;
 	}
-	c->last_recv_ms = monotonic_ms();
-	return n;
 }
 
-static ssize_t send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
-		       void *user)
+static void protocol_error(struct ws_conn *c, int st)
 {
-	struct ws_conn *c = user;
-	ssize_t n;
-	do
-		n = send(c->fd, data, len, MSG_NOSIGNAL | (flags & WSLAY_MSG_MORE ? MSG_MORE : 0));
-	while (n < 0 && errno == EINTR);
-	if (n < 0) {
-		wslay_event_set_error(ctx, errno == EAGAIN || errno == EWOULDBLOCK
-						   ? WSLAY_ERR_WOULDBLOCK
-						   : WSLAY_ERR_CALLBACK_FAILURE);
-		return -1;
+	uint16_t code = 1002;
+	const char *why = "protocol error";
+	if (st == MHD_WEBSOCKET_STATUS_MAXIMUM_SIZE_EXCEEDED) {
+		code = 1009;
+		why = "message too big";
+	} else if (st == MHD_WEBSOCKET_STATUS_UTF8_ENCODING_ERROR) {
+		code = 1007;
+		why = "invalid UTF-8";
 	}
-	return n;
+	c->close_received = true; /* nothing more is read */
+	queue_close(c, code, why, strlen(why));
 }
 
-static void on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *arg,
-		   void *user)
+/* Whether more input may be decoded now: not paused by the consumer, not
+ * while the output queue is at the window (a flood of pings, or of
+ * {"type":"ping"}, then waits in the socket: TCP backpressure), and not
+ * after the close handshake. */
+static bool may_read(struct ws_conn *c)
 {
-	(void)ctx;
-	struct ws_conn *c = user;
-	if (c->dead || c->closing_since_ms || wslay_is_ctrl_frame(arg->opcode))
-		return; /* ping, pong and close are wslay's; nothing counts after our close */
-	if (c->ops->on_message)
-		c->ops->on_message(c, arg->opcode == WSLAY_TEXT_FRAME ? WS_TEXT : WS_BINARY,
-				   arg->msg, arg->msg_length);
-}
-
-static void update_events(struct ws_conn *c);
-static void service(struct ws_conn *c, bool readable);
-
-static void on_socket(struct loop *loop, struct loop_watch *w, uint32_t events)
-{
-	(void)loop;
-	struct ws_conn *c = w->arg;
-	if ((events & (EPOLLHUP | EPOLLERR)) && c->input_paused) {
-		/* Gone for good: nothing more can be delivered either way. */
-		teardown(c);
-		return;
+	if (c->dead || c->close_received || c->eof)
+		return false;
+	if (c->input_paused && !c->close_sent)
+		return false;
+	if (queued(c) >= c->window) {
+		c->full = true;
+		return false;
 	}
-	service(c, (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) != 0);
+	return true;
 }
 
-/* Read what there is, send what is queued, tell a starved producer, and
+/* Decode what is buffered, reading the socket when the buffer is empty,
+ * until EAGAIN or a reason to stop. -1: the client is gone. */
+static int read_in(struct ws_conn *c)
+{
+	while (may_read(c)) {
+		if (c->in_off == c->in_len) {
+			ssize_t n;
+			do
+				n = recv(c->fd, c->in, sizeof(c->in), 0);
+			while (n < 0 && errno == EINTR);
+			if (n < 0)
+				return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+			if (n == 0) {
+				/* The client went away without a close frame. */
+				c->eof = true;
+				return 0;
+			}
+			c->in_off = 0;
+			c->in_len = (size_t)n;
+			c->last_recv_ms = monotonic_ms();
+		}
+		size_t used = 0;
+		char *payload = NULL;
+		size_t plen = 0;
+		int st = MHD_websocket_decode(c->ws, (const char *)c->in + c->in_off,
+					      c->in_len - c->in_off, &used, &payload, &plen);
+		c->in_off += used;
+		if (st < 0) {
+			if (payload)
+				MHD_websocket_free(c->ws, payload);
+			protocol_error(c, st);
+			return 0;
+		}
+		if (st > 0)
+			on_frame(c, st, payload, plen);
+		if (payload)
+			MHD_websocket_free(c->ws, payload);
+	}
+	return 0;
+}
+
+static void update_events(struct ws_conn *c, bool rearm);
+
+/* Read what may be read, send what is queued, tell a starved producer, and
  * decide what to wait for next. */
-static void service(struct ws_conn *c, bool readable)
+static void service(struct ws_conn *c)
 {
 	if (c->dead || c->depth)
 		return;
 	c->depth++;
 	int rc = 0;
-	if (readable && !c->input_paused && wslay_event_want_read(c->ctx))
-		rc = wslay_event_recv(c->ctx);
-	if (rc == 0 && !c->dead && wslay_event_want_write(c->ctx))
-		rc = wslay_event_send(c->ctx);
-	/* The producer may refill the queue: once, then send again. */
-	if (rc == 0 && !c->dead && c->starved && c->opened &&
-	    wslay_event_get_queued_msg_length(c->ctx) <= c->window / 2) {
-		c->starved = false;
-		if (c->ops->on_writable)
-			c->ops->on_writable(c);
-		if (!c->dead && wslay_event_want_write(c->ctx))
-			rc = wslay_event_send(c->ctx);
+	bool more = false; /* rounds ran out with work left: re-arm (below) */
+	for (int round = 0; rc == 0 && !c->dead; round++) {
+		if (round == 4) {
+			more = true;
+			break;
+		}
+		rc = read_in(c);
+		if (rc == 0 && !c->dead)
+			rc = flush_out(c);
+		if (rc < 0 || c->dead)
+			break;
+		bool again = false;
+		if (c->starved && c->opened && queued(c) <= c->window / 2) {
+			c->starved = false;
+			if (c->ops->on_writable)
+				c->ops->on_writable(c);
+			again = true;
+		}
+		/* Input held back by a full queue resumes at half the window. */
+		if (c->full && queued(c) <= c->window / 2) {
+			c->full = false;
+			again = true;
+		}
+		if (!again)
+			break;
 	}
 	c->depth--;
 	if (c->dead)
@@ -305,24 +342,39 @@ static void service(struct ws_conn *c, bool readable)
 		teardown(c);
 		return;
 	}
-	if (!wslay_event_want_read(c->ctx) && !wslay_event_want_write(c->ctx)) {
-		/* Close frames both ways (or a protocol error answered). */
+	if (c->close_sent && c->close_received && !queued(c)) {
+		/* The close handshake is done (or a protocol error answered). */
 		teardown(c);
 		return;
 	}
-	update_events(c);
+	update_events(c, more);
 }
 
-static void update_events(struct ws_conn *c)
+static void on_socket(struct loop *loop, struct loop_watch *w, uint32_t events)
+{
+	(void)loop;
+	struct ws_conn *c = w->arg;
+	if ((events & (EPOLLHUP | EPOLLERR)) && (c->input_paused || c->full)) {
+		/* Gone for good: nothing more can be delivered either way. */
+		teardown(c);
+		return;
+	}
+	service(c);
+}
+
+static void update_events(struct ws_conn *c, bool rearm)
 {
 	/* Edge-triggered: a paused reader or a half-closed client must not
 	 * make a level-triggered loop spin; everything is read or written
-	 * until EAGAIN, and resuming input reads at once (ws_pause_input). */
-	uint32_t ev = EPOLLET | EPOLLRDHUP;
-	if (wslay_event_want_read(c->ctx) && !c->input_paused)
-		ev |= EPOLLIN;
-	if (wslay_event_want_write(c->ctx))
+	 * until EAGAIN, and resuming input reads at once (ws_pause_input).
+	 * rearm: a turn stopped with bytes maybe left in the socket; a MOD
+	 * makes epoll report the socket's current readiness again, so the
+	 * next turn comes from the loop, after the other clients'. */
+	uint32_t ev = EPOLLET | EPOLLRDHUP | EPOLLIN;
+	if (queued(c))
 		ev |= EPOLLOUT;
+	if (rearm && loop_watch_set(&c->r->loop, &c->w, ev ^ EPOLLIN) < 0)
+		log_warn("websocket: epoll_ctl(MOD) failed", NULL);
 	if (loop_watch_set(&c->r->loop, &c->w, ev) < 0)
 		log_warn("websocket: epoll_ctl(MOD) failed", NULL);
 }
@@ -332,14 +384,8 @@ static void update_events(struct ws_conn *c)
 static void kick(struct ws_conn *c)
 {
 	if (!c->dead && !c->depth)
-		service(c, false);
+		service(c);
 }
-
-static const struct wslay_event_callbacks callbacks = {
-	.recv_callback = recv_cb,
-	.send_callback = send_cb,
-	.on_msg_recv_callback = on_msg,
-};
 
 static struct ws_conn *conn_new(struct runner *r, const struct ws_ops *ops, void *arg,
 				size_t window)
@@ -357,7 +403,7 @@ static struct ws_conn *conn_new(struct runner *r, const struct ws_ops *ops, void
 	return c;
 }
 
-/* The socket is ours from here: wslay context, epoll, the handler. */
+/* The socket is ours from here: decoder, epoll, the handler. */
 static int conn_start(struct ws_conn *c, int fd, const void *extra, size_t extra_len)
 {
 	struct ws_table *t = table(c->r);
@@ -371,16 +417,17 @@ static int conn_start(struct ws_conn *c, int fd, const void *extra, size_t extra
 	 * Not a TCP socket (tests: a socketpair) is fine. */
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (extra_len) {
-		c->extra = malloc(extra_len);
-		if (!c->extra)
-			return -ENOMEM;
-		memcpy(c->extra, extra, extra_len);
-		c->extra_len = extra_len;
-	}
-	if (wslay_event_context_server_init(&c->ctx, &callbacks, c) != 0)
+	if (extra_len > sizeof(c->in))
+		return -E2BIG; /* libmicrohttpd's read buffer is smaller */
+	if (extra_len)
+		memcpy(c->in, extra, extra_len);
+	c->in_len = extra_len;
+	/* Whole messages only (the library reassembles fragments), each at most
+	 * WS_MAX_MESSAGE including all its fragments. */
+	if (MHD_websocket_stream_init(&c->ws,
+				      MHD_WEBSOCKET_FLAG_SERVER | MHD_WEBSOCKET_FLAG_NO_FRAGMENTS,
+				      WS_MAX_MESSAGE) != MHD_WEBSOCKET_STATUS_OK)
 		return -ENOMEM;
-	wslay_event_config_set_max_recv_msg_length(c->ctx, WS_MAX_MESSAGE);
 	int rc = loop_watch_add(&c->r->loop, &c->w, fd, EPOLLIN | EPOLLRDHUP | EPOLLET, on_socket,
 				c);
 	if (rc < 0)
@@ -399,7 +446,7 @@ static int conn_start(struct ws_conn *c, int fd, const void *extra, size_t extra
 	c->depth--;
 	/* Bytes that came with the handshake are read now, not on the next
 	 * readiness event (there may be none). */
-	service(c, true);
+	service(c);
 	return 0;
 }
 
@@ -529,27 +576,19 @@ enum MHD_Result ws_upgrade(struct http_req *req, const struct ws_ops *ops, void 
 	if (req->body_len)
 		return refuse(req, ops, arg, 400, "a WebSocket handshake has no body");
 
-	char joined[64];
-	snprintf(joined, sizeof(joined), "%s258EAFA5-E914-47DA-95CA-C5AB0DC85B11", key);
-	unsigned char digest[20];
-	sha1(joined, strlen(joined), digest);
-	struct buf acc = {0};
-	if (buf_append_base64(&acc, digest, sizeof(digest)) < 0 || buf_append(&acc, "", 1) < 0) {
-		buf_free(&acc);
-		return refuse(req, ops, arg, 500, "out of memory");
-	}
+	char accept[32];
+	if (MHD_websocket_create_accept_header(key, accept) != MHD_WEBSOCKET_STATUS_OK)
+		return refuse(req, ops, arg, 400, "Sec-WebSocket-Key is not 16 bytes in base64");
 
 	struct ws_conn *c = conn_new(req->r, ops, arg, window);
 	struct MHD_Response *resp = c ? MHD_create_response_for_upgrade(on_upgraded, c) : NULL;
 	if (!resp) {
-		buf_free(&acc);
 		free(c);
 		return refuse(req, ops, arg, 500, "out of memory");
 	}
 	MHD_add_response_header(resp, "Upgrade", "websocket");
 	MHD_add_response_header(resp, "Connection", "Upgrade");
-	MHD_add_response_header(resp, "Sec-WebSocket-Accept", acc.data);
-	buf_free(&acc);
+	MHD_add_response_header(resp, "Sec-WebSocket-Accept", accept);
 	c->req = req;
 	req->ctx = c;
 	req->ctx_free = req_ctx_free;
@@ -567,11 +606,11 @@ enum MHD_Result ws_upgrade(struct http_req *req, const struct ws_ops *ops, void 
 int ws_send2(struct ws_conn *c, int opcode, const void *head, size_t head_len, const void *data,
 	     size_t len)
 {
-	if (c->dead || !c->ctx)
+	if (c->dead || !c->ws || c->close_sent)
 		return -1;
-	uint8_t stackbuf[16 * 1024];
-	uint8_t *joined = NULL;
-	const uint8_t *msg = head_len ? head : data;
+	char stackbuf[16 * 1024];
+	char *joined = NULL;
+	const char *msg = head_len ? head : data;
 	size_t total = head_len + len;
 	if (head_len && len) {
 		joined = total > sizeof(stackbuf) ? malloc(total) : stackbuf;
@@ -581,15 +620,17 @@ int ws_send2(struct ws_conn *c, int opcode, const void *head, size_t head_len, c
 		memcpy(joined + head_len, data, len);
 		msg = joined;
 	}
-	struct wslay_event_msg m = {
-		.opcode = opcode == WS_TEXT ? WSLAY_TEXT_FRAME : WSLAY_BINARY_FRAME,
-		.msg = msg,
-		.msg_length = total,
-	};
-	int rc = wslay_event_queue_msg(c->ctx, &m);
+	char *frame = NULL;
+	size_t fl = 0;
+	int st = opcode == WS_TEXT ? MHD_websocket_encode_text(c->ws, msg, total,
+							       MHD_WEBSOCKET_FRAGMENTATION_NONE,
+							       &frame, &fl, NULL)
+				   : MHD_websocket_encode_binary(c->ws, msg, total,
+								 MHD_WEBSOCKET_FRAGMENTATION_NONE,
+								 &frame, &fl);
 	if (joined && joined != stackbuf)
 		free(joined);
-	if (rc != 0)
+	if (queue_frame(c, st, frame, fl) < 0)
 		return -1;
 	kick(c);
 	return 0;
@@ -602,14 +643,14 @@ int ws_send(struct ws_conn *c, int opcode, const void *data, size_t len)
 
 size_t ws_queued(struct ws_conn *c)
 {
-	return c->ctx ? wslay_event_get_queued_msg_length(c->ctx) : 0;
+	return queued(c);
 }
 
 bool ws_has_room(struct ws_conn *c)
 {
-	if (c->dead || !c->ctx || ws_closing(c))
+	if (c->dead || !c->ws || ws_closing(c))
 		return false;
-	if (wslay_event_get_queued_msg_length(c->ctx) < c->window)
+	if (queued(c) < c->window)
 		return true;
 	c->starved = true;
 	return false;
@@ -620,34 +661,26 @@ void ws_pause_input(struct ws_conn *c, bool paused)
 	if (c->dead || c->input_paused == paused)
 		return;
 	c->input_paused = paused;
-	if (!paused && c->depth == 0) {
-		/* Messages may already wait in the socket or in extra bytes:
-		 * edge or not, read them now. */
-		service(c, true);
-		return;
-	}
-	if (!c->depth)
-		update_events(c);
+	/* Resumed: messages may already wait in the buffer or the socket;
+	 * edge or not, they are read now. */
+	if (!paused)
+		kick(c);
 }
 
 bool ws_closing(struct ws_conn *c)
 {
-	return c->dead || c->closing_since_ms != 0 || !c->ctx ||
-	       wslay_event_get_close_sent(c->ctx) || wslay_event_get_close_received(c->ctx);
+	return c->dead || c->close_sent || c->close_received || !c->ws;
 }
 
 void ws_close(struct ws_conn *c, uint16_t code, const char *reason)
 {
-	if (c->dead || !c->ctx)
+	if (c->dead || !c->ws)
 		return;
-	if (!c->closing_since_ms)
-		c->closing_since_ms = monotonic_ms();
 	size_t rl = reason ? strlen(reason) : 0;
 	if (rl > 123)
 		rl = 123;
-	wslay_event_queue_close(c->ctx, code, (const uint8_t *)reason, rl);
-	/* Nothing more is read as input; the close answer is still awaited. */
-	c->input_paused = false;
+	queue_close(c, code, reason, rl);
+	/* Nothing more is delivered as input; the close answer is still awaited. */
 	kick(c);
 }
 
@@ -668,9 +701,11 @@ void ws_tick(struct runner *r)
 			continue;
 		}
 		if (now - c->last_recv_ms > WS_PING_MS && now - c->last_ping_ms > WS_PING_MS &&
-		    !ws_closing(c)) {
-			struct wslay_event_msg m = {.opcode = WSLAY_PING};
-			if (wslay_event_queue_msg(c->ctx, &m) == 0)
+		    !ws_closing(c) && queued(c) < c->window) {
+			char *frame = NULL;
+			size_t fl = 0;
+			int st = MHD_websocket_encode_ping(c->ws, NULL, 0, &frame, &fl);
+			if (queue_frame(c, st, frame, fl) == 0)
 				c->last_ping_ms = now;
 			kick(c);
 		}
@@ -690,10 +725,9 @@ void ws_close_all(struct runner *r)
 		struct ws_conn *c = r->ws->head;
 		/* One try to say goodbye; whatever does not fit is dropped. */
 		ws_close(c, 1001, "server shutting down");
-		teardown(c);
+		if (!c->dead)
+			teardown(c);
 	}
 	free(r->ws);
 	r->ws = NULL;
 }
-
-#endif /* HAVE_WSLAY */

@@ -9,6 +9,14 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/log.h"
+#include "task/envfile.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define ENVFILE_MAX (1u << 20)
 
 /* Not secrets, and tasks need them: locale, terminal, and the CA bundle an
  * egress MITM proxy installs (OpenSandbox's bootstrap exports these). */
@@ -127,6 +135,80 @@ char **env_build(uid_t uid, const char *cwd, json_t *req_env, struct error *err)
 		return NULL;
 	}
 	return e.v;
+}
+
+/* The file as OpenSandbox's bootstrap leaves it (root's, or the task
+ * user's so that the SDK's set_env can append): a regular file with one
+ * link, opened without following a symlink and without blocking (a FIFO
+ * must not stall the loop). Anything else is refused: the runner reads it
+ * as root, and what it reads goes into a task's environment. */
+static json_t *envfile_load(const char *path, uid_t task_uid)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		if (errno != ENOENT)
+			log_errno("EXECD_ENVS: cannot open the file", errno, path);
+		return NULL;
+	}
+	struct stat st;
+	json_t *out = NULL;
+	char *data = NULL;
+	if (fstat(fd, &st) < 0) {
+		log_errno("EXECD_ENVS: fstat failed", errno, path);
+	} else if (!S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+		   (st.st_uid != 0 && st.st_uid != task_uid)) {
+		log_warn("EXECD_ENVS: not read (not a regular file with one link, owned by root "
+			 "or the task user)",
+			 "{s:s,s:i,s:i}", "file", path, "uid", (int)st.st_uid, "links",
+			 (int)st.st_nlink);
+	} else if (st.st_size > ENVFILE_MAX) {
+		log_warn("EXECD_ENVS: not read (over 1 MiB)", "{s:s,s:I}", "file", path,
+			 (json_int_t)st.st_size);
+	} else if ((data = malloc((size_t)st.st_size + 1))) {
+		size_t got = 0;
+		ssize_t n = 1;
+		while (got < (size_t)st.st_size &&
+		       ((n = read(fd, data + got, (size_t)st.st_size - got)) > 0 ||
+			(n < 0 && errno == EINTR)))
+			got += n > 0 ? (size_t)n : 0;
+		if (n < 0)
+			log_errno("EXECD_ENVS: read failed", errno, path);
+		struct envfile_result res;
+		out = json_object();
+		if (n >= 0 && out && envfile_parse(data, got, out, &res) == 0) {
+			if (res.errors)
+				log_warn("EXECD_ENVS: lines skipped", "{s:s,s:i,s:i,s:s}", "file",
+					 path, "skipped", (int)res.errors, "first_line",
+					 (int)res.first_error_line, "error", res.first_error);
+		} else {
+			json_decref(out);
+			out = NULL;
+		}
+	}
+	free(data);
+	close(fd);
+	return out;
+}
+
+json_t *env_with_file(json_t *req_env, const char *path, uid_t task_uid)
+{
+	if (!path || !*path)
+		return req_env ? json_incref(req_env) : NULL;
+	if (req_env && !json_is_object(req_env) && !json_is_null(req_env))
+		return json_incref(req_env); /* refused by env_build with its own message */
+	json_t *env = envfile_load(path, task_uid);
+	if (!env)
+		env = json_object();
+	/* Where the SDK's set_env appends (a default: the file or a request may
+	 * say otherwise), then the request's variables over the file's. */
+	if (!env ||
+	    (!json_object_get(env, "EXECD_ENVS") &&
+	     json_object_set_new(env, "EXECD_ENVS", json_string(path)) < 0) ||
+	    (req_env && json_is_object(req_env) && json_object_update(env, req_env) < 0)) {
+		json_decref(env);
+		return req_env ? json_incref(req_env) : NULL;
+	}
+	return env;
 }
 
 void env_free(char **env)

@@ -689,6 +689,67 @@ static const char *task_admit(struct runner *r, const struct task_spec *spec, st
 	return cwd;
 }
 
+/* An argv request's command as shown by the status and list APIs: its
+ * words joined by spaces (display only; never run by a shell). */
+static char *argv_display(json_t *argv)
+{
+	struct buf b = {0};
+	size_t i;
+	json_t *v;
+	json_array_foreach(argv, i, v) {
+		if ((i && buf_append_lit(&b, " ") < 0) ||
+		    buf_append(&b, json_string_value(v), json_string_length(v)) < 0) {
+			buf_free(&b);
+			return NULL;
+		}
+	}
+	if (buf_append(&b, "", 1) < 0) {
+		buf_free(&b);
+		return NULL;
+	}
+	return b.data;
+}
+
+/* argv[0] of an argv request as a path to exec: with a '/', relative to the
+ * cwd; else the first executable regular file of that name in the task's
+ * PATH (from envp), as execvp would pick it. */
+static char *argv_resolve(const char *name, const char *cwd, char *const *envp, struct error *err)
+{
+	char *path = NULL;
+	if (strchr(name, '/')) {
+		if (name[0] == '/')
+			path = strdup(name);
+		else if (asprintf(&path, "%s/%s", cwd, name) < 0)
+			path = NULL;
+		if (!path)
+			error_set(err, ENOMEM, "RUNTIME_ERROR", "cannot start the task");
+		return path;
+	}
+	const char *pathvar = "/usr/local/bin:/usr/bin:/bin";
+	for (char *const *e = envp; *e; e++)
+		if (!strncmp(*e, "PATH=", 5))
+			pathvar = *e + 5;
+	for (const char *p = pathvar;; p++) {
+		size_t n = strcspn(p, ":");
+		char *cand;
+		if (asprintf(&cand, "%.*s/%s", (int)n, n ? p : cwd, name) < 0) {
+			error_set(err, ENOMEM, "RUNTIME_ERROR", "cannot start the task");
+			return NULL;
+		}
+		struct stat st;
+		if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111))
+			return cand;
+		free(cand);
+		p += n;
+		if (!*p)
+			break;
+	}
+	error_set(err, 0, "INVALID_REQUEST_BODY",
+		  "argv[0] '%.200s' is not an executable file in the task's PATH (%.300s)", name,
+		  pathvar);
+	return NULL;
+}
+
 /* A task record with its id, strings, spool and timer; not yet in the
  * table. */
 static struct task *task_alloc(struct runner *r, const struct task_spec *spec, const char *cwd,
@@ -708,7 +769,7 @@ static struct task *task_alloc(struct runner *r, const struct task_spec *spec, c
 	t->timeout_ms = spec->timeout_ms;
 	int rc = random_id(t->id);
 	if (rc == 0) {
-		t->command = strdup(spec->command);
+		t->command = spec->argv ? argv_display(spec->argv) : strdup(spec->command);
 		t->cwd = strdup(cwd);
 		t->capability = capability ? strdup(capability) : NULL;
 		if (!t->command || !t->cwd || (capability && !t->capability))
@@ -763,7 +824,8 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, struct e
 	}
 	bool net_none = spec->network == TASK_NET_NONE ||
 			(spec->network == TASK_NET_DEFAULT && !chat && r->cfg.exec_network_none);
-	cleanup_env char **envp = env_build(uid, cwd, spec->env, err);
+	cleanup_json json_t *env = env_with_file(spec->env, r->cfg.execd_envs, uid);
+	cleanup_env char **envp = env_build(uid, cwd, env, err);
 	if (!envp)
 		return NULL;
 	cleanup_task struct task *t = task_alloc(r, spec, cwd, spec->capability, err);
@@ -791,9 +853,22 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, struct e
 	if (devnull < 0)
 		return start_failed(err, errno);
 
-	char *argv[] = {(char *)shell_path(), "-c", t->command, NULL};
+	char *shell_argv[] = {(char *)shell_path(), "-c", t->command, NULL};
 	if (spec->api == TASK_API_PTY && !*t->command)
-		argv[1] = NULL; /* an interactive shell of its own */
+		shell_argv[1] = NULL; /* an interactive shell of its own */
+	char **argv = shell_argv;
+	cleanup_free char **words = NULL;
+	cleanup_free char *exe = NULL;
+	if (spec->argv) {
+		size_t n = json_array_size(spec->argv);
+		if (!(words = calloc(n + 1, sizeof(*words))))
+			return start_failed(err, ENOMEM);
+		for (size_t i = 0; i < n; i++)
+			words[i] = (char *)json_string_value(json_array_get(spec->argv, i));
+		if (!(exe = argv_resolve(words[0], t->cwd, envp, err)))
+			return start_failed(err, 0);
+		argv = words;
+	}
 	cleanup_close int procs_fd = -1;
 	if (r->policy.cgroup_mode == CGROUP_V2) {
 		/* Limits are part of the confinement: no leaf, no task. */
@@ -805,7 +880,7 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, struct e
 	}
 	struct confine_plan plan = {
 		.policy = &r->policy,
-		.path = argv[0],
+		.path = exe ? exe : argv[0],
 		.argv = argv,
 		.envp = envp,
 		.cwd = t->cwd,

@@ -47,6 +47,9 @@ enum task_network {
 struct task_spec {
 	enum task_api api;
 	const char *command;
+	/* execd 1.2 argv instead of command: a JSON array of strings, run with
+	 * no shell (argv[0] resolved against cwd when it has a '/', else PATH). */
+	json_t *argv;
 	const char *cwd;     /* NULL = default (/workspace if present, else /) */
 	json_t *env;         /* object of strings, or NULL */
 	uint64_t timeout_ms; /* 0 = none */

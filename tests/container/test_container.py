@@ -491,6 +491,8 @@ def t_main():
         ok_c, why_c = hardening_no_caps(rep)
         check("hardening report: tasks have no capabilities", ok_c, why_c)
         check("hardening report: init_mode pid1", rep.get("init_mode") == "pid1", str(rep.get("init_mode")))
+        check("hardening report: websocket true (the image serves PTY sessions)",
+              rep.get("websocket") is True, str(rep.get("websocket")))
         print("     # hardening report: %s" % json.dumps(rep, sort_keys=True)[:1500])
 
     st, _, raw = http("POST", "http://127.0.0.1:%d/v1/tasks" % port,
@@ -502,8 +504,86 @@ def t_main():
           st == 200 and "native-42" in out and ex and ex[0].get("exit_code") == 0,
           "HTTP %s %s" % (st, tail(raw.decode("utf-8", "replace"), 300)))
 
+    t_pty_ws(port)
+    t_watch(port)
     t_zombies(name, port, pid1_comm="forceai-runner")
     return name, port
+
+
+def t_execd12(port, label):
+    """OpenSandbox execd 1.2 through an image: argv, token-free /ready,
+    EXECD_ENVS written the way the SDK's commands.set_env writes it (a
+    command appending KEY='value' to $EXECD_ENVS) and seen by the next
+    command, GET /session."""
+    st, ev = run_command(port, None, argv=["printf", "%s|", "a b", "$HOME"])
+    check("%s: argv runs without a shell" % label, stdout_lines(ev) == ["a b|$HOME|"] if st == 200
+          else False, "HTTP %s %s" % (st, tail(str(ev), 200)))
+    st, _, raw = http("GET", "http://127.0.0.1:%d/ready" % port, token=None)
+    check("%s: GET /ready without a token" % label,
+          st == 200 and b'"initialized":true' in raw, "HTTP %s %r" % (st, raw[:200]))
+    st, ev = run_command(port, "printf \"%s='%s'\\n\" SDK_VAR \"set by sdk\" >> \"$EXECD_ENVS\" && echo appended")
+    ok = st == 200 and stdout_lines(ev) == ["appended"]
+    st, ev = run_command(port, 'echo "[$SDK_VAR]"', envs={"OTHER": "x"})
+    check("%s: EXECD_ENVS appended by a command is read by the next one" % label,
+          ok and st == 200 and stdout_lines(ev) == ["[set by sdk]"], tail(str(ev), 300))
+    st, _, raw = http("POST", "http://127.0.0.1:%d/session" % port, {})
+    sid = json.loads(raw).get("session_id") if st == 200 else None
+    st, _, raw = http("GET", "http://127.0.0.1:%d/session" % port)
+    check("%s: GET /session lists the session" % label,
+          st == 200 and sid and sid in raw.decode(), "HTTP %s %r" % (st, raw[:200]))
+
+
+def t_watch(port, label="image"):
+    """GET /files/watch from a client outside the box while a task creates,
+    writes, renames and deletes files in /workspace."""
+    run_command(port, "mkdir -p /workspace/w")  # the directory first: the watch needs it
+    buf = b""
+    want = {("create", "/workspace/w/a"), ("write", "/workspace/w/a"),
+            ("rename", "/workspace/w/b"), ("remove", "/workspace/w/b")}
+    seen = set()
+    sock = socket.create_connection(("127.0.0.1", port), timeout=20)
+    try:
+        sock.sendall(("GET /files/watch?path=/workspace/w&recursive=true HTTP/1.1\r\nHost: x\r\n"
+                      "X-EXECD-ACCESS-TOKEN: %s\r\n\r\n" % TOKEN).encode())
+        while b"watching" not in buf:
+            d = sock.recv(65536)
+            if not d:
+                break
+            buf += d
+        run_command(port, "cd /workspace/w && echo x > a && mv a b && rm b")
+        end = time.monotonic() + 15
+        while not want <= seen and time.monotonic() < end:
+            try:
+                d = sock.recv(65536)
+            except socket.timeout:
+                break
+            if not d:
+                break
+            buf += d
+            for m in re.finditer(rb'data: (\{[^\n]*\})', buf):
+                try:
+                    e = json.loads(m.group(1))
+                except ValueError:
+                    continue
+                seen.add((e.get("type"), e.get("path")))
+    finally:
+        sock.close()
+    check("%s: GET /files/watch sees a task's create, write, rename, remove" % label,
+          want <= seen, "missing %s" % sorted(want - seen))
+
+
+def t_pty_ws(port, label="image"):
+    """A PTY session through the image with a real WebSocket client (Debian's
+    python3-websockets): echo, resize, Ctrl-C, takeover, exit."""
+    r = sh(["/usr/bin/python3", os.path.join(ROOT, "tests", "container", "pty_client.py"),
+            str(port), TOKEN], timeout=120)
+    try:
+        res = json.loads(r.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        res = {"error": [False, tail(r.stdout + r.stderr)]}
+    for st in ("echo", "viewer", "resize", "ctrl_c", "takeover", "exit"):
+        ok, detail = res.get(st, [False, "not reached: %s" % res.get("error")])
+        check("PTY WebSocket through the %s: %s" % (label, st), ok, str(detail)[-200:])
 
 
 def multipart(parts, boundary="ctBoUnDaRy"):
@@ -893,6 +973,44 @@ def t_python():
           "HTTP %s %r" % (st, tail(raw.decode("utf-8", "replace"), 300)))
     comm = eng("exec", name, "cat", "/proc/1/comm").stdout.strip()
     check("Python variant: runner is PID 1", comm == "forceai-runner", comm)
+    t_local_seed_tasks()
+
+
+def t_local_seed_tasks():
+    """The image `make image` tags :local (the gateway's default
+    FORCEAI_RUNTIME_RUNNER_IMAGE) is the Python variant: the seed's example
+    tasks, as a new user runs them — `echo hello`, and `python3 -c
+    "print(6*7)"` with capability chat, which needs the gateway the stack
+    configures (a test gateway on the host here; host network so the box can
+    reach it on loopback)."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "gateway"))
+    from test_gateway import TestGateway  # noqa: E402
+    r = sh(["make", "-s", "-n", "-C", ROOT, "image-build", "IMAGE_NAME=" + NAME])
+    check("make image tags the Python variant :local",
+          ("tag %s:python %s:local" % (NAME, NAME)) in r.stdout, tail(r.stdout + r.stderr, 300))
+    gw = TestGateway(key="ct-gw-key")
+    port = free_port()
+    try:
+        name, r = run_container("local", IMG_PY, run_flags=["--network", "host"], env={
+            "EXECD_ACCESS_TOKEN": TOKEN, "FORCEAI_RUNNER_LISTEN": "127.0.0.1:%d" % port,
+            "FORCEAI_GATEWAY_URL": gw.url, "FORCEAI_GATEWAY_KEY": "ct-gw-key"})
+        if not check(":local image with a gateway: container starts",
+                     r.returncode == 0 and wait_ping(port) is not None,
+                     tail(r.stderr) or tail(logs(name))):
+            return
+        for task, cap, want in (("echo hello", "exec", "hello"),
+                                ('python3 -c "print(6*7)"', "chat", "42")):
+            st, _, raw = http("POST", "http://127.0.0.1:%d/v1/tasks" % port,
+                              {"task": task, "capability": cap}, timeout=60)
+            evs = sse(raw) if st == 200 else []
+            out = "".join((d.get("text") or "") if isinstance(d, dict) else ""
+                          for e, d in evs if e == "stdout")
+            ex = [d for e, d in evs if e == "exit"]
+            check(":local image: seed task %r (capability %s) prints %s" % (task, cap, want),
+                  out.strip() == want and ex and ex[0].get("exit_code") == 0,
+                  "HTTP %s %s" % (st, tail(raw.decode("utf-8", "replace"), 300)))
+    finally:
+        gw.close()
 
 
 def t_dropin_wrapper():
@@ -960,6 +1078,7 @@ def t_execd_image():
 
     # Kubernetes path
     vol = tempfile.mkdtemp(prefix="forceai-ct-osb-")
+    os.chmod(vol, 0o755)  # as an emptyDir: tasks may look inside (EXECD_ENVS)
     tmpdirs.append(vol)
     r = eng("run", "--rm", "--network", "none", "-v", vol + ":/opt/opensandbox", "--entrypoint", "/bin/sh",
             IMG_EXECD, "-c", K8S_INIT, timeout=120)
@@ -991,6 +1110,7 @@ def t_execd_image():
             seccomp_on = any(l.startswith("Seccomp:") and l.split(":", 1)[1].strip() == "2" for l in lines)
             check("execd image: task runs confined with the embedded policy (42, uid 1000, seccomp)",
                   lines[:2] == ["42", "1000"] and seccomp_on, str(lines))
+            t_execd12(port, "execd image")
             check("execd image: embedded seccomp policy written",
                   os.path.getsize(os.path.join(vol, "forceai-seccomp.json")) > 0
                   if os.path.exists(os.path.join(vol, "forceai-seccomp.json")) else False)
@@ -1430,10 +1550,12 @@ def t_kube():
         tgps = doc["spec"].get("terminationGracePeriodSeconds", 30)
         check("%sterminationGracePeriodSeconds %s > --grace-ms %d ms + a margin" % (label, tgps, grace_ms),
               tgps * 1000 >= grace_ms + 2000, "")
-        probes = [ctr_spec.get(k) for k in ("readinessProbe", "livenessProbe")]
-        check("%sreadiness and liveness probes run `forceai-runner --ping`" % label,
-              all(p and (p.get("exec") or {}).get("command") == ["/sbin/forceai-runner", "--ping"]
-                  for p in probes), str(probes)[:300])
+        rprobe, lprobe = ctr_spec.get("readinessProbe") or {}, ctr_spec.get("livenessProbe") or {}
+        check("%sreadiness probe is an httpGet of the token-free /ready on 8080" % label,
+              (rprobe.get("httpGet") or {}) == {"path": "/ready", "port": 8080}, str(rprobe)[:300])
+        check("%sliveness probe runs `forceai-runner --ping`" % label,
+              (lprobe.get("exec") or {}).get("command") == ["/sbin/forceai-runner", "--ping"],
+              str(lprobe)[:300])
         if mode == "root":
             reset_on = (env.get("FORCEAI_ALLOW_RESET") or {}).get("value", "1") != "0"
             line = (documented_caps_cache or {}).get("reset" if reset_on else "base") or []
@@ -1510,15 +1632,25 @@ def t_kube():
         port = fwd.local if fwd else 0
         ready = port and wait_ping(port, 20) is not None
         if check("%spod serves /ping with the token (pod IP %s)" % (label, ip), ready, tail(logs(ctr))):
-            st, _, _ = http("GET", "http://127.0.0.1:%d/ping" % port, token="wrong")
-            check("%s/ping with a wrong token gets 401" % label, st == 401, "HTTP %s" % st)
+            # /ping and /ready need no token (execd 1.2); everything else does.
+            st, _, _ = http("GET", "http://127.0.0.1:%d/v1/hardening" % port, token="wrong")
+            check("%s/v1/hardening with a wrong token gets 401" % label, st == 401, "HTTP %s" % st)
             hc = eng("healthcheck", "run", ctr, timeout=60)
             check("%sliveness probe (podman healthcheck run) passes" % label,
                   hc.returncode == 0, tail(hc.stdout + hc.stderr))
-            rp = ctr_spec["readinessProbe"]["exec"]["command"]
-            pr = eng("exec", ctr, *rp, timeout=60)
-            check("%sreadiness probe command passes in the container" % label, pr.returncode == 0,
-                  tail(pr.stdout + pr.stderr))
+            # The readiness probe as the kubelet sends it: to the pod's IP, no token.
+            hg = ctr_spec["readinessProbe"]["httpGet"]
+            st, _, raw = http("GET", "http://127.0.0.1:%d%s" % (port, hg["path"]), token=None)
+            try:
+                rj = json.loads(raw)
+            except ValueError:
+                rj = {}
+            check("%sreadiness httpGet %s without a token: 200 initialized" % (label, hg["path"]),
+                  st == 200 and rj.get("initialized") is True, "HTTP %s %r" % (st, raw[:200]))
+            st, _, _ = http("GET", "http://127.0.0.1:%d/ping" % port, token=None)
+            st2, _, _ = http("GET", "http://127.0.0.1:%d/v1/hardening" % port, token=None)
+            check("%s/ping needs no token, /v1/hardening still does" % label,
+                  st == 200 and st2 == 401, "HTTP %s, %s" % (st, st2))
             st, ev = run_command(port, "id -u; id -g")
             check("%sa task runs through the pod as 1000:1000" % label,
                   st == 200 and stdout_lines(ev) == ["1000", "1000"], str(ev)[:300])
@@ -1553,22 +1685,35 @@ def cleanup():
 
 
 def main():
+    # CT_ONLY=main,python,...: only those parts (after the build); for a quick local run.
+    only = set(filter(None, os.environ.get("CT_ONLY", "").split(",")))
+
+    def want(part):
+        return not only or part in only
+
     try:
         if t_prereqs() and t_build():
-            t_image_contents()
-            t_size()
-            t_main()
-            t_stop()
-            t_start_latency()
-            t_python()
-            t_dropin_wrapper()
-            t_execd_image()
-            global documented_caps_cache
-            documented_caps_cache = documented_caps()
-            t_least_privilege(documented_caps_cache)
-            t_nonroot()
-            t_readonly(documented_caps_cache)
-            t_kube()
+            if want("contents"):
+                t_image_contents()
+                t_size()
+            if want("main"):
+                t_main()
+            if want("stop"):
+                t_stop()
+                t_start_latency()
+            if want("python"):
+                t_python()
+                t_dropin_wrapper()
+            if want("execd"):
+                t_execd_image()
+            if want("privilege"):
+                global documented_caps_cache
+                documented_caps_cache = documented_caps()
+                t_least_privilege(documented_caps_cache)
+                t_nonroot()
+                t_readonly(documented_caps_cache)
+            if want("kube"):
+                t_kube()
     finally:
         cleanup()
     if figures:

@@ -93,7 +93,7 @@ def cases(ctx):
             add("method %s %s" % (m[:10], p), req(m, p), {405} | BAD)
     add("method POST /ping", req("POST", "/ping", {}), {405})
     add("method DELETE /metrics", req("DELETE", "/metrics"), {405})
-    add("method GET /session", req("GET", "/session"), {405})
+    add("method PUT /session", req("PUT", "/session"), {405})
     add("method with NUL", b"GE\x00T /ping HTTP/1.1\r\nHost: x\r\n\r\n", ANY4 | {CLOSE})
 
     # ---- request lines ----

@@ -1,5 +1,5 @@
 /* fuzz_ws: the WebSocket input path, from the bytes a client sends to the
- * PTY session's frame handling: runner/http/ws.c (wslay on the runner's
+ * PTY session's frame handling: runner/http/ws.c (microhttpd_ws on the runner's
  * loop: framing, masking, fragmentation, control frames, close codes,
  * UTF-8 of text, the message size limit, input pausing, the output queue)
  * and pty_parse_frame (runner/api/pty.c, the client frames of execd's PTY

@@ -159,7 +159,8 @@ class Auth(RunnerTest):
 
     def test_every_route_needs_the_token(self):
         import http.client
-        for method, path in (("GET", "/ping"), ("POST", "/command"), ("GET", "/metrics"),
+        # GET /ping and GET /ready are execd 1.2's token-free probes (test_execd12).
+        for method, path in (("POST", "/ping"), ("POST", "/command"), ("GET", "/metrics"),
                              ("POST", "/v1/tasks"), ("GET", "/v1/hardening"), ("GET", "/nope")):
             for hdrs in ({}, {"X-EXECD-ACCESS-TOKEN": "wrong"}, {"X-EXECD-ACCESS-TOKEN": "s3cret-toke"},
                          {"Authorization": "Bearer s3cret-token"}):

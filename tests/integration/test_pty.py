@@ -322,7 +322,7 @@ class PtySessions(RunnerTest):
         ws.send_frame(2, b"\x00x", rsv=4)
         self.assertEqual(ws.wait_close(), 1002)
         ws.close()
-        # fragmented message with a ping in between: reassembled by wslay
+        # fragmented message with a ping in between: reassembled by microhttpd_ws
         ws = RawWS(self.r.port, "/pty/%s/ws?takeover=1" % sid)
         ws.send_frame(2, b"\x00echo FRAG", fin=False)
         ws.send_frame(9, b"p")

@@ -322,3 +322,18 @@ class RunnerTest(unittest.TestCase):
         cls.r.close()
         if rc != 0:
             raise AssertionError("runner exited %s after SIGTERM; log tail:\n%s" % (rc, log[-4000:]))
+
+
+def record_figure(path, name, value):
+    """Print a measured figure (the test log shows it) and keep it in the
+    JSON file at path (build/...), next to the others of its suite."""
+    print("\n[figure] %s: %s" % (name, json.dumps(value)), flush=True)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        data = {}
+    data[name] = value
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
