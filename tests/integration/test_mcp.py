@@ -9,7 +9,12 @@ import time
 import unittest
 from urllib.parse import quote
 
-from harness import Runner, RunnerTest
+from harness import RUNNER, Runner, RunnerTest
+import subprocess
+import tempfile
+
+# Under valgrind or the sanitizers timings mean nothing.
+SLOW = bool(os.environ.get("RUNNER_WRAP")) or "asan" in RUNNER
 
 ACCEPT = "application/json, text/event-stream"
 
@@ -239,6 +244,34 @@ class McpAuth(unittest.TestCase):
             r.close()
 
 
+class McpServersConfig(unittest.TestCase):
+    def test_bad_files_are_usage_errors(self):
+        d = tempfile.mkdtemp()
+        cases = [("{", "line 1"), ('{"servers": {}}', "mcpServers"),
+                 ('{"mcpServers": {"a__b": {"command": "x"}}}', "__"),
+                 ('{"mcpServers": {"ok": {"args": []}}}', "command"),
+                 ('{"mcpServers": {"ok": {"command": "x", "env": {"1BAD": "v"}}}}', "ok")]
+        for i, (text, why) in enumerate(cases):
+            p = os.path.join(d, "s%d.json" % i)
+            with open(p, "w") as f:
+                f.write(text)
+            r = subprocess.run([RUNNER, "--mcp-servers", p, "--listen", "127.0.0.1:1"],
+                               capture_output=True, text=True, timeout=10)
+            self.assertEqual(r.returncode, 2, text)
+            self.assertIn("--mcp-servers", r.stderr)
+            self.assertIn(why, r.stderr, text)
+        r = subprocess.run([RUNNER, "--mcp-servers", "/nonexistent.json"], capture_output=True,
+                           text=True, timeout=10)
+        self.assertEqual(r.returncode, 2)
+
+    def test_report_without_servers(self):
+        r = Runner()
+        try:
+            self.assertEqual(r.json("GET", "/v1/mcp/servers"), (200, {"servers": []}))
+        finally:
+            r.close()
+
+
 class FilesGrep(RunnerTest):
     def grep(self, path, pattern, **q):
         qs = "path=%s&pattern=%s" % (quote(path), quote(pattern))
@@ -303,7 +336,8 @@ class FilesGrep(RunnerTest):
         th.join()
         st, b = out["r"]
         self.assertEqual((st, b["files_searched"], b["matches"]), (200, 300, []))
-        self.assertLess(worst, 0.25)
+        if not SLOW:
+            self.assertLess(worst, 0.25)
 
 
 if __name__ == "__main__":
