@@ -20,7 +20,10 @@
 #include "mcp/upstream.h"
 #include "tools/tools.h"
 
-#define MCP_KEEPALIVE_MS 15000
+#define MCP_KEEPALIVE_MS 15000 /* GET streams */
+/* A tool call's stream: a suspended connection notices its client gone only when it sends,
+ * and that is a cancel (the command is killed), so it sends often. */
+#define MCP_CALL_KEEPALIVE_MS 2000
 #define MCP_SESSION_IDLE_MS (3600 * 1000ULL) /* an idle session may be evicted after this */
 
 struct mcp_session;
@@ -240,6 +243,13 @@ static struct mcp_session *session_new(struct runner *r, const char *version)
 	return s;
 }
 
+void mcp_end_sessions(struct runner *r)
+{
+	struct mcp_table *t = r->mcp;
+	while (t && t->sessions)
+		session_free(r, t->sessions);
+}
+
 void mcp_free_all(struct runner *r)
 {
 	struct mcp_table *t = r->mcp;
@@ -286,9 +296,19 @@ static void stream_tick(struct http_stream *hs, uint64_t now)
 	}
 }
 
+/* A call's keep-alive: an SSE comment, or white space before a JSON body (JSON allows it). */
+static void call_tick(struct http_stream *hs, uint64_t now)
+{
+	struct mcp_call *c = (struct mcp_call *)hs;
+	if (hs->done || buf_avail(&hs->out) || now - hs->last_send_ms < MCP_CALL_KEEPALIVE_MS)
+		return;
+	buf_append_str(&hs->out, c->sse ? ": keep-alive\n\n" : "\n");
+	http_stream_wake(hs);
+}
+
 static const struct http_stream_ops call_stream_ops = {.produce = stream_produce,
 						       .close = call_stream_close,
-						       .tick = stream_tick};
+						       .tick = call_tick};
 
 static void gstream_close(struct http_stream *hs)
 {

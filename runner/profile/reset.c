@@ -35,6 +35,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "api/api.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
@@ -745,6 +746,9 @@ int reset_start(struct runner *r, struct http_req *req, struct error *e)
 		session_delete(r, r->sessions->head);
 		rs->sessions++;
 	}
+	/* MCP sessions were the previous tenant's too (their commands die with the tasks; the
+	 * stdio servers exit with them and start afresh on next use). */
+	mcp_end_sessions(r);
 	rs->tokens = modelproxy_revoke_all(r, &rs->proxy_requests);
 	tasks_kill_all(r, true);
 	rs->longest_step_ms = monotonic_ms() - rs->t0;

@@ -244,6 +244,68 @@ class McpAuth(unittest.TestCase):
             r.close()
 
 
+class McpReset(McpBase):
+    """A reset (the pooled profile) ends the previous tenant's MCP sessions and kills the
+    commands they run."""
+    @classmethod
+    def setUpClass(cls):
+        cls.roots = tempfile.mkdtemp(prefix="forceai-mcp-reset-")
+        os.chmod(cls.roots, 0o777)
+        cls.r = Runner(("--allow-reset", "--landlock-roots", cls.roots))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.r.close()
+
+    def test_reset_ends_sessions(self):
+        sid, _ = self.init()
+        pidfile = os.path.join(self.roots, "reset.pid")
+        out = {}
+        th = threading.Thread(target=lambda: out.setdefault("r", self.call(
+            sid, "run_command", {"command": "sleep 30 & echo $! > %s; wait" % pidfile})))
+        th.start()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not (os.path.exists(pidfile) and open(pidfile).read().strip()):
+            time.sleep(0.05)
+        pid = int(open(pidfile).read())
+        st, b = self.r.json("POST", "/v1/reset")
+        self.assertEqual(st, 200, b)
+        th.join(15)
+        self.assertFalse(th.is_alive())
+        self.assertFalse(os.path.exists("/proc/%d" % pid) and
+                         "State:\tZ" not in open("/proc/%d/status" % pid).read())
+        st, _, b = self.post_json({"jsonrpc": "2.0", "id": 5, "method": "ping"}, sid=sid)
+        self.assertEqual(st, 404)
+
+
+class McpDisconnect(McpBase):
+    def test_closing_the_stream_kills_the_command(self):
+        sid, _ = self.init()
+        pidfile = os.path.join(self.r.work, "disc.pid")
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                           "params": {"name": "run_command",
+                                      "arguments": {"command": "sleep 30 & echo $! > %s; wait" % pidfile},
+                                      "_meta": {"progressToken": 1}}})
+        s = socket.create_connection(("127.0.0.1", self.r.port))
+        s.sendall(("POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   "Accept: application/json, text/event-stream\r\nMcp-Session-Id: %s\r\n"
+                   "Content-Length: %d\r\n\r\n%s" % (sid, len(body), body)).encode())
+        s.settimeout(5)
+        self.assertIn(b"text/event-stream", s.recv(4096))
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not (os.path.exists(pidfile) and open(pidfile).read().strip()):
+            time.sleep(0.05)
+        pid = int(open(pidfile).read())
+        s.close()  # the client goes away: MCP reads it as a cancel
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline and os.path.exists("/proc/%d" % pid) and \
+                "State:\tZ" not in open("/proc/%d/status" % pid).read():
+            time.sleep(0.05)
+        self.assertFalse(os.path.exists("/proc/%d" % pid) and
+                         "State:\tZ" not in open("/proc/%d/status" % pid).read())
+        self.r.request("DELETE", "/mcp", headers={"Mcp-Session-Id": sid})
+
+
 class McpServersConfig(unittest.TestCase):
     def test_bad_files_are_usage_errors(self):
         d = tempfile.mkdtemp()
