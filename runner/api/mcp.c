@@ -328,32 +328,6 @@ static const struct http_stream_ops gstream_ops = {.produce = stream_produce,
 						   .close = gstream_close,
 						   .tick = stream_tick};
 
-static enum MHD_Result start_stream(struct http_req *req, struct http_stream *hs,
-				    const struct http_stream_ops *ops, const char *ctype)
-{
-	struct MHD_Response *resp = http_stream_response(req, hs, ops, UINT64_MAX, 16 * 1024);
-	if (!resp)
-		return MHD_NO;
-	MHD_add_response_header(resp, "Content-Type", ctype);
-	MHD_add_response_header(resp, "Cache-Control", "no-cache");
-	MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-	return http_queue(req, 200, resp);
-}
-
-static enum MHD_Result start_sse(struct http_req *req, struct http_stream *hs,
-				 const struct http_stream_ops *ops, const char *sid)
-{
-	struct MHD_Response *resp = http_stream_response(req, hs, ops, UINT64_MAX, 16 * 1024);
-	if (!resp)
-		return MHD_NO;
-	MHD_add_response_header(resp, "Content-Type", "text/event-stream");
-	MHD_add_response_header(resp, "Cache-Control", "no-cache");
-	MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-	if (sid)
-		MHD_add_response_header(resp, "Mcp-Session-Id", sid);
-	return http_queue(req, 200, resp);
-}
-
 /* ---- tools/call ---- */
 
 static json_t *call_result(struct tool_result *res, bool stateless)
@@ -488,8 +462,8 @@ static enum MHD_Result tools_call(struct http_req *req, struct mcp_msg *m, struc
 		return answer(req, 200, msg, NULL);
 	}
 	call_link(c, sess);
-	return start_stream(req, &c->hs, &call_stream_ops,
-			    c->sse ? "text/event-stream" : "application/json");
+	return http_stream_start(req, &c->hs, &call_stream_ops,
+				 c->sse ? "text/event-stream" : "application/json");
 }
 
 /* ---- requests ---- */
@@ -665,6 +639,19 @@ static enum MHD_Result do_post(struct http_req *req, struct mcp_req *q)
 	return res;
 }
 
+/* The request's session (GET, DELETE), or NULL once answered (400 without one, 404 unknown). */
+static struct mcp_session *req_session(struct http_req *req, enum MHD_Result *res)
+{
+	const char *sid = http_header(req, "Mcp-Session-Id");
+	struct mcp_session *s = sid ? session_find(req->r, sid) : NULL;
+	if (!sid)
+		*res = answer_error(req, 400, NULL, MCP_INVALID_REQUEST,
+				    "Bad Request: Mcp-Session-Id header is required");
+	else if (!s)
+		*res = answer_error(req, 404, NULL, MCP_SERVER_ERROR, "Session not found");
+	return s;
+}
+
 static enum MHD_Result do_get(struct http_req *req)
 {
 	const char *hv = http_header(req, "MCP-Protocol-Version");
@@ -677,13 +664,10 @@ static enum MHD_Result do_get(struct http_req *req)
 	if (!sse_ok)
 		return answer_error(req, 406, NULL, MCP_INVALID_REQUEST,
 				    "Not Acceptable: GET /mcp is an event stream");
-	const char *sid = http_header(req, "Mcp-Session-Id");
-	if (!sid)
-		return answer_error(req, 400, NULL, MCP_INVALID_REQUEST,
-				    "Bad Request: Mcp-Session-Id header is required");
-	struct mcp_session *s = session_find(req->r, sid);
+	enum MHD_Result res;
+	struct mcp_session *s = req_session(req, &res);
 	if (!s)
-		return answer_error(req, 404, NULL, MCP_SERVER_ERROR, "Session not found");
+		return res;
 	struct mcp_gstream *g = calloc(1, sizeof(*g));
 	if (!g)
 		return MHD_NO;
@@ -693,18 +677,15 @@ static enum MHD_Result do_get(struct http_req *req)
 		s->gets->prev = g;
 	s->gets = g;
 	s->last_used_ms = monotonic_ms();
-	return start_sse(req, &g->hs, &gstream_ops, NULL);
+	return http_stream_start(req, &g->hs, &gstream_ops, "text/event-stream");
 }
 
 static enum MHD_Result do_delete(struct http_req *req)
 {
-	const char *sid = http_header(req, "Mcp-Session-Id");
-	if (!sid)
-		return answer_error(req, 400, NULL, MCP_INVALID_REQUEST,
-				    "Bad Request: Mcp-Session-Id header is required");
-	struct mcp_session *s = session_find(req->r, sid);
+	enum MHD_Result res;
+	struct mcp_session *s = req_session(req, &res);
 	if (!s)
-		return answer_error(req, 404, NULL, MCP_SERVER_ERROR, "Session not found");
+		return res;
 	session_free(req->r, s);
 	return http_empty(req, 200);
 }

@@ -29,18 +29,23 @@ struct file_args {
 	bool replace_all;
 };
 
-static struct file_args *args_new(struct tool_call *c)
-{
-	struct file_args *a = calloc(1, sizeof(*a));
-	if (!a)
-		tool_result_fail(&c->res, "out of memory");
-	return a;
-}
-
 static void args_release(struct tool_call *c)
 {
 	free(c->state);
 	c->state = NULL;
+}
+
+/* The call's arguments, with the path checked (NULL: an error result is set). */
+static struct file_args *args_new(struct tool_call *c, json_t *args)
+{
+	struct file_args *a = calloc(1, sizeof(*a));
+	if (!a) {
+		tool_result_fail(&c->res, "out of memory");
+		return NULL;
+	}
+	c->state = a;
+	c->release = args_release;
+	return tool_arg_path(c, args, "path", a->path, sizeof(a->path)) < 0 ? NULL : a;
 }
 
 /* ---- read_file ---- */
@@ -125,13 +130,8 @@ static int read_step(struct tool_call *c, uint64_t deadline_ms)
 
 int tool_read_file(struct tool_call *c, json_t *args)
 {
-	struct file_args *a = args_new(c);
-	if (!a)
-		return 0;
-	c->state = a;
-	c->release = args_release;
-	if (tool_arg_path(c, args, "path", a->path, sizeof(a->path)) < 0 ||
-	    tool_arg_uint(c, args, "offset", UINT32_MAX, &a->offset) < 0 ||
+	struct file_args *a = args_new(c, args);
+	if (!a || tool_arg_uint(c, args, "offset", UINT32_MAX, &a->offset) < 0 ||
 	    tool_arg_uint(c, args, "limit", 1000000, &a->limit) < 0)
 		return 0;
 	c->step = read_step;
@@ -188,13 +188,8 @@ static int write_step(struct tool_call *c, uint64_t deadline_ms)
 
 int tool_write_file(struct tool_call *c, json_t *args)
 {
-	struct file_args *a = args_new(c);
-	if (!a)
-		return 0;
-	c->state = a;
-	c->release = args_release;
-	if (tool_arg_path(c, args, "path", a->path, sizeof(a->path)) < 0 ||
-	    tool_arg_str(c, args, "content", true, &a->content, &a->content_len) < 0)
+	struct file_args *a = args_new(c, args);
+	if (!a || tool_arg_str(c, args, "content", true, &a->content, &a->content_len) < 0)
 		return 0;
 	c->step = write_step;
 	return tool_files_run(c);
@@ -273,13 +268,8 @@ static int edit_step(struct tool_call *c, uint64_t deadline_ms)
 
 int tool_edit_file(struct tool_call *c, json_t *args)
 {
-	struct file_args *a = args_new(c);
-	if (!a)
-		return 0;
-	c->state = a;
-	c->release = args_release;
-	if (tool_arg_path(c, args, "path", a->path, sizeof(a->path)) < 0 ||
-	    tool_arg_str(c, args, "old_string", true, &a->old_s, &a->old_len) < 0 ||
+	struct file_args *a = args_new(c, args);
+	if (!a || tool_arg_str(c, args, "old_string", true, &a->old_s, &a->old_len) < 0 ||
 	    tool_arg_str(c, args, "new_string", true, &a->new_s, &a->new_len) < 0 ||
 	    tool_arg_bool(c, args, "replace_all", &a->replace_all) < 0)
 		return 0;
