@@ -17,7 +17,7 @@
 #include "tools/internal.h"
 
 #define READ_SCAN_MAX (16ULL << 20) /* bytes read_file looks at */
-#define READ_OUT_MAX (256u << 10)   /* bytes of lines it gives back */
+#define READ_OUT_MIN (4u << 10)     /* the least of the output bound it uses */
 #define READ_DEFAULT_LINES 2000
 #define EDIT_MAX (16ULL << 20) /* size of a file edit_file changes */
 
@@ -71,8 +71,11 @@ static int read_step(struct tool_call *c, uint64_t deadline_ms)
 		return tool_result_fail(&c->res, "read %.1024s: not a regular file", a->path);
 	uint64_t first = a->offset ? a->offset : 1;
 	uint64_t limit = a->limit ? a->limit : READ_DEFAULT_LINES;
-	uint64_t line = 1, scanned = 0;
+	uint64_t line = 1, scanned = 0, next = 0;
 	bool more = false, eof = false, at_line_start = true;
+	/* The same bound as a command's output (what goes back to a model or client). */
+	size_t max = c->ctx.output_max > READ_OUT_MIN ? (size_t)c->ctx.output_max : READ_OUT_MIN;
+	size_t line_start = 0; /* out->len where the current line began */
 	struct buf *out = &c->res.text;
 	static char chunk[64 * 1024];
 	while (!eof && !more) {
@@ -97,9 +100,21 @@ static int read_step(struct tool_call *c, uint64_t deadline_ms)
 		while (p < end) {
 			const char *nl = memchr(p, '\n', (size_t)(end - p));
 			const char *stop = nl ? nl + 1 : end;
+			if (at_line_start)
+				line_start = out->len;
 			if (line >= first && line < first + limit) {
-				if (out->len + (size_t)(stop - p) > READ_OUT_MAX) {
+				if (out->len + (size_t)(stop - p) > max) {
 					more = true;
+					if (line_start > 0) {
+						out->len =
+							line_start; /* this line on the next read */
+					} else {
+						/* One line longer than the bound: its head, then
+						 * on. */
+						size_t k = max - out->len;
+						buf_append(out, p, k);
+						next = line + 1;
+					}
 					break;
 				}
 				buf_append(out, p, (size_t)(stop - p));
@@ -119,7 +134,12 @@ static int read_step(struct tool_call *c, uint64_t deadline_ms)
 					"read %.1024s: offset %llu is past the end (%llu lines)",
 					a->path, (unsigned long long)first,
 					(unsigned long long)lines);
-	if (more)
+	if (more && next)
+		buf_appendf(
+			out,
+			"\n[... line %llu is longer than %zu bytes: cut; read on with offset %llu ...]\n",
+			(unsigned long long)line, max, (unsigned long long)next);
+	else if (more)
 		buf_appendf(out, "%s[... more lines follow: read on with offset %llu ...]\n",
 			    out->len && out->data[out->len - 1] != '\n' ? "\n" : "",
 			    (unsigned long long)line);

@@ -175,6 +175,30 @@ class McpTransport(McpBase):
             time.sleep(0.05)
         self.assertFalse([p for p in pids if os.path.exists("/proc/%d" % p)])
 
+    def test_read_file_pages_within_the_output_bound(self):
+        sid, _ = self.init()
+        self.addCleanup(self.r.request, "DELETE", "/mcp", headers={"Mcp-Session-Id": sid})
+        many = os.path.join(self.r.work, "many.txt")
+        with open(many, "w") as f:
+            f.write("".join("line %05d of the file\n" % i for i in range(1, 3001)))
+        st, _, b = self.call(sid, "read_file", {"path": many})
+        t = b["result"]["content"][0]["text"]
+        body, note = t.rsplit("[... more lines follow: read on with offset ", 1)
+        nxt = int(note.split(" ")[0])
+        self.assertLessEqual(len(body.encode()), 16384)
+        self.assertEqual(body, "".join("line %05d of the file\n" % i for i in range(1, nxt)))
+        st, _, b = self.call(sid, "read_file", {"path": many, "offset": nxt, "limit": 1})
+        self.assertTrue(b["result"]["content"][0]["text"].startswith("line %05d of" % nxt))
+        one = os.path.join(self.r.work, "oneline.txt")
+        with open(one, "w") as f:
+            f.write("x" * 40000 + "\nsecond\n")
+        st, _, b = self.call(sid, "read_file", {"path": one})
+        t = b["result"]["content"][0]["text"]
+        self.assertTrue(t.startswith("x" * 16384 + "\n[... line 1 is longer than 16384 bytes"), t[-200:])
+        self.assertIn("offset 2", t)
+        st, _, b = self.call(sid, "read_file", {"path": one, "offset": 2})
+        self.assertEqual(b["result"]["content"][0]["text"], "second\n")
+
     def test_get_stream_and_accept(self):
         sid, _ = self.init()
         st, _, b = self.r.request("GET", "/mcp", headers={"Accept": "application/json",
