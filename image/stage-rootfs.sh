@@ -21,6 +21,7 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 out=${1:-$top/build/image-rootfs}
+case $out in /*) ;; *) out=$PWD/$out ;; esac # the runner takes absolute paths only
 BUSYBOX=${BUSYBOX:-/bin/busybox}
 CA_BUNDLE=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 SECCOMP_POLICY=${SECCOMP_POLICY:-$top/seccomp/default.json}

@@ -7,6 +7,9 @@
 #   make image-build      the same without the package step
 #   make image-python     forceai/runtime-runner:python on a local Debian 12 +
 #                         python3 base (debootstrap + import, no registry)
+#   make image-coding-agent  forceai/runtime-runner:coding-agent: the runner on Debian 12 +
+#                         Node.js with a coding-agent CLI from npm (AGENT=codex|claude-code|all;
+#                         image/coding-agent.sh, offline: Debian mirror and npm only)
 #   make container-test   tests/container/run.sh (podman, as root)
 #   make run-container    build, run detached on 127.0.0.1, print endpoint,
 #                         token and a curl (`make run` = install-deps run + this)
@@ -61,7 +64,7 @@ IMAGE_LABEL_ARGS = --build-arg VERSION=$(or $(IMAGE_VERSION),0.0.0-dev) \
 	--build-arg REVISION=$(IMAGE_REVISION) --build-arg CREATED=$(IMAGE_CREATED) \
 	--build-arg SOURCE=$(IMAGE_SOURCE) --build-arg LICENSES=$(IMAGE_LICENSES)
 
-.PHONY: image image-build image-python container-test run-container
+.PHONY: image image-build image-python image-coding-agent container-test run-container
 
 # recursive: the engine is only known once install-deps has run
 image:
@@ -77,6 +80,10 @@ image-build: static
 	-@$(IMAGE_ENGINE) image prune -f --filter label=io.forceai.runner.image >/dev/null 2>&1
 	@$(IMAGE_ENGINE) image inspect --format '{{.Size}}' $(IMAGE_NAME):$(IMAGE_TAG) 2>/dev/null \
 		| awk '{ printf "image: $(IMAGE_NAME):$(IMAGE_TAG) %d bytes (%.2f MiB)\n", $$1, $$1 / 1048576 }'
+
+image-coding-agent: static
+	ENGINE=$(IMAGE_ENGINE) IMAGE=$(IMAGE_NAME) BUILD_FLAGS="$(IMAGE_BUILD_FLAGS)" \
+		image/coding-agent.sh
 
 image-python: static
 	image/stage-rootfs.sh $(IMAGE_ROOTFS)

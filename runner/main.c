@@ -19,6 +19,8 @@
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "model/conversation.h"
+#include "model/engine.h"
 #include "model/modelproxy.h"
 #include "profile/profile.h"
 #include "api/proxy.h"
@@ -239,6 +241,12 @@ static const struct task_hooks task_hooks = {
 	.finished = profile_task_finished,
 };
 
+/* A reset ends the execd PTY sessions (api/pty.c) too. */
+static const struct profile_hooks profile_hooks = {
+	.end_ptys = pty_end_all,
+	.end_mcp_sessions = mcp_end_sessions,
+};
+
 /* The HTTP layer: while a reset runs only a few routes answer, and a request received across one
  * is dropped (profile/profile.h); the WebSocket connections (http/ws.h) are upgraded ones. */
 static const struct http_hooks http_hooks = {
@@ -332,6 +340,28 @@ int main(int argc, char **argv)
 		return start_failed(&err);
 	if (confine_policy_init(&r->policy, &r->cfg, r->state_dir_fd, &err) < 0)
 		return start_failed(&err);
+	/* Non-root mode: the state dir is the tasks' own unless Landlock keeps
+	 * them out. An explicit one they could write is refused; a default
+	 * one is given up for memory (spools and the snapshot in memfds). */
+	if (!r->policy.caps.privileged && r->policy.enabled &&
+	    statedir_task_reachable(r->state_dir, r->policy.landlock.abi, r->policy.landlock.roots,
+				    r->state_dir_why, sizeof(r->state_dir_why))) {
+		if (r->cfg.state_dir_set) {
+			error_set(
+				&err, 0, "STATE_DIR",
+				"non-root mode: --state-dir %s is reachable by tasks (%s); give the "
+				"runner a directory outside --landlock-roots (its own volume or "
+				"tmpfs), or leave --state-dir unset to keep the state in memory",
+				r->state_dir, r->state_dir_why);
+			return start_failed(&err);
+		}
+		log_warn("state dir: reachable by tasks in non-root mode, not used: spools and the "
+			 "reset snapshot are kept in memory",
+			 "{s:s,s:s}", "dir", r->state_dir, "why", r->state_dir_why);
+		close(r->state_dir_fd);
+		r->state_dir_fd = -1;
+		r->state_in_memory = true;
+	}
 	/* Non-root mode: tasks have the runner's uid and groups, and Landlock
 	 * lets them read everywhere, so a secret file the runner can read, they
 	 * can read. The environment is safe: scrubbed, and we are not dumpable. */
@@ -378,12 +408,13 @@ int main(int argc, char **argv)
 		return start_failed(&err);
 	}
 	tasks_set_hooks(r, &task_hooks);
-	if (profile_init(r, &err) < 0)
+	if (profile_init(r, &profile_hooks, &err) < 0)
 		return start_failed(&err);
 	if (http_start(r, api_routes, api_n_routes, &err) < 0)
 		return start_failed(&err);
 	http_set_hooks(r, &http_hooks);
-	if (gateway_init(r, &err) < 0 || modelproxy_start(r, &err) < 0)
+	if (gateway_init(r, &err) < 0 || modelproxy_start(r, &err) < 0 ||
+	    engines_check_config(r, &err) < 0)
 		return start_failed(&err);
 	/* Added last: it runs after the daemons' pumps. */
 	loop_hook_add(&r->loop, &r->exit_check, exit_check, r);
@@ -423,6 +454,7 @@ int main(int argc, char **argv)
 	pty_free_all(r);
 	tasks_free_all(r);
 	modelproxy_stop(r); /* after the tasks: chat tasks hold proxy tokens */
+	conv_free_all(r);   /* after the tasks: agents hold conversations */
 	gateway_stop(r);    /* last: agents and the proxy hold gateway calls */
 	profile_free(r);
 	log_info("exited", "{s:i,s:i}", "exit_code", r->exit_code, "orphans_reaped",

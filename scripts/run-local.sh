@@ -12,4 +12,4 @@ echo "(Ctrl-C stops it)"
 export EXECD_ACCESS_TOKEN=$token
 exec unshare --pid --fork --mount-proc --kill-child \
 	build/forceai-runner --listen "127.0.0.1:$port" --state-dir "$state" \
-	--seccomp-policy seccomp/default.json
+	--seccomp-policy "$PWD/seccomp/default.json"

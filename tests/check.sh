@@ -44,6 +44,8 @@ stage sdk python3 tests/sdk/run_sdk.py
 # from npm, cached outside the clone: tests/mcp/setup.sh).
 stage mcp python3 tests/mcp/run_mcp.py
 stage gateway python3 tests/run.py gateway
+# Agent engines with the real Codex and Claude Code CLIs (npm, cached in /var/cache/forceai-npm).
+stage engines python3 tests/run.py engines
 if [ -z "${CHECK_FAST:-}" ]; then
 	stage integration-asan env RUNNER_BIN=build/asan/forceai-runner python3 tests/run.py integration
 	# valgrind cannot emulate Landlock, and refuses the rlimit changes of
@@ -52,6 +54,8 @@ if [ -z "${CHECK_FAST:-}" ]; then
 	stage integration-valgrind env RUNNER_WRAP="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite" \
 		RUNNER_EXTRA_ARGS=--insecure-no-confine RUNNER_SLOW=1 python3 tests/run.py integration
 	stage container sh -c 'scripts/podman-setup.sh && make --no-print-directory static static-verify && tests/container/run.sh'
+	# The coding-agent image (Debian + Node.js + Codex from npm) runs a codex agent task.
+	stage coding-agent-image sh -c 'scripts/podman-setup.sh && make --no-print-directory static && python3 tests/container/test_coding_agent.py'
 	# The benchmarks at a small size: their code must not rot, and every
 	# stream they check must be byte-exact (bench.py exits 1 otherwise).
 	stage bench-smoke sh -c 'make --no-print-directory bench BENCH_QUICK=1 && echo "bench: 1 passed, 0 failed"'

@@ -14,9 +14,9 @@ enum MHD_Result api_session_run(struct http_req *req);
 enum MHD_Result api_session_delete(struct http_req *req);
 
 /* Request bodies, validated without I/O (also driven by tests/fuzz): each
- * returns 0, or -1 with err set (INVALID_REQUEST_BODY; UNKNOWN_CAPABILITY),
- * which the handler answers with http_fail. Strings in the spec point into
- * body. */
+ * returns 0, or -1 with err set (INVALID_REQUEST_BODY; UNKNOWN_FIELD from
+ * the route's schema, api/schema.h; UNKNOWN_CAPABILITY), which the handler
+ * answers with http_fail. Strings in the spec point into body. */
 struct task_spec;
 struct error;
 int api_read_spec(json_t *body, const char *cmd_key, struct task_spec *spec, struct error *err);
@@ -28,6 +28,7 @@ int api_parse_task(json_t *body, struct task_spec *spec, struct error *err);
 /* native.c: native task API */
 enum MHD_Result api_task_create(struct http_req *req);
 enum MHD_Result api_task_get(struct http_req *req);
+enum MHD_Result api_agent_engines(struct http_req *req);
 enum MHD_Result api_task_events(struct http_req *req);
 enum MHD_Result api_task_delete(struct http_req *req);
 
@@ -53,6 +54,10 @@ enum MHD_Result api_pty_status(struct http_req *req);
 enum MHD_Result api_pty_delete(struct http_req *req);
 enum MHD_Result api_pty_ws(struct http_req *req);
 void pty_free_all(struct runner *r);
+/* POST /v1/reset (a profile hook): every session ends, connected or not;
+ * clients get an error frame (code RESET) and the close; every id is
+ * forgotten, every record let go. Returns the sessions ended. */
+unsigned pty_end_all(struct runner *r);
 /* A client frame of the PTY WebSocket, parsed without I/O (also driven by
  * tests/fuzz/fuzz_ws.c). data/len point into the frame or into json. */
 enum pty_frame_kind {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "api/schema.h"
 #include "task/linesplit.h"
 #include "core/cleanup.h"
 #include "core/error.h"
@@ -346,6 +347,8 @@ int api_parse_command(json_t *body, struct task_spec *spec, struct error *err)
 {
 	bool has;
 	uint64_t v;
+	if (schema_check(&schema_command, body, err) < 0)
+		return -1;
 	if (api_read_spec(body, "command", spec, err) < 0)
 		return -1;
 	spec->api = TASK_API_EXECD;
@@ -371,6 +374,9 @@ int api_parse_command(json_t *body, struct task_spec *spec, struct error *err)
 
 int api_parse_session_create(json_t *body, const char **cwd, struct error *err)
 {
+	*cwd = NULL;
+	if (schema_check(&schema_session, body, err) < 0)
+		return -1;
 	if (get_str(body, "cwd", false, cwd, err) < 0)
 		return -1;
 	if (*cwd && **cwd && (*cwd)[0] != '/')
@@ -384,6 +390,8 @@ int api_parse_session_run(json_t *body, struct task_spec *spec, struct error *er
 {
 	bool has;
 	uint64_t v;
+	if (schema_check(&schema_session_run, body, err) < 0)
+		return -1;
 	if (api_read_spec(body, "command", spec, err) < 0)
 		return -1;
 	if (get_uint(body, "timeout", 7ULL * 24 * 3600 * 1000, &has, &v, err) < 0)
@@ -484,8 +492,10 @@ enum MHD_Result api_command_logs(struct http_req *req)
 		errno = 0;
 		unsigned long long v = strtoull(c, &end, 10);
 		if (*c == '-' || *end || errno)
-			return http_failf(req, "INVALID_REQUEST_BODY",
-					  "cursor must be a non-negative byte offset");
+			return http_failf(
+				req, "INVALID_QUERY",
+				"invalid query parameter 'cursor': must be a non-negative byte "
+				"offset");
 		cursor = v;
 	}
 	if (cursor > t->spool.next_off)

@@ -209,8 +209,8 @@ static int query_paths(struct fcall *c)
 	struct qvals q = {.c = c};
 	MHD_get_connection_values_n(c->req->conn, MHD_GET_ARGUMENT_KIND, qvals_it, &q);
 	if (q.overflow)
-		return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
-				 "more than %d 'path' parameters", MAX_QUERY_PATHS);
+		return error_set(&c->err, 0, "INVALID_QUERY", "more than %d 'path' parameters",
+				 MAX_QUERY_PATHS);
 	if (c->n == 0 || (c->n == 1 && c->len[0] == 0))
 		return error_set(&c->err, 0, "MISSING_QUERY", "missing query parameter 'path'");
 	c->paths = malloc(sizeof(char[1][PATH_MAX]) * c->n);
@@ -219,13 +219,13 @@ static int query_paths(struct fcall *c)
 	for (size_t i = 0; i < c->n; i++) {
 		int rc = files_clean_path(c->raw[i], c->len[i], c->paths[i], PATH_MAX);
 		if (rc == -ENAMETOOLONG)
-			return error_set(&c->err, 0, "INVALID_REQUEST_BODY", "path too long");
+			return error_set(&c->err, 0, "INVALID_QUERY", "path too long");
 		if (rc < 0 && c->len[i] && !memchr(c->raw[i], 0, c->len[i]))
-			return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
+			return error_set(&c->err, 0, "INVALID_QUERY",
 					 "path must be absolute: %.1024s", c->raw[i]);
 		if (rc < 0)
 			return error_set(
-				&c->err, 0, "INVALID_REQUEST_BODY",
+				&c->err, 0, "INVALID_QUERY",
 				"path must be a non-empty absolute path without NUL bytes");
 	}
 	return 0;
@@ -259,7 +259,7 @@ static int take_input(struct fcall *c, enum files_input in)
 		if (query_paths(c) < 0)
 			return -1;
 		if (c->n > 1)
-			return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
+			return error_set(&c->err, 0, "INVALID_QUERY",
 					 "exactly one 'path' parameter is expected");
 		return 0;
 	case IN_PATHS:
@@ -1044,7 +1044,7 @@ static int op_list(struct fcall *c)
 	size_t dl;
 	const char *d = query_n(c->req, "depth", &dl);
 	if (d && dl && parse_count(d, dl, UINT32_MAX, &depth) < 0)
-		return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
+		return error_set(&c->err, 0, "INVALID_QUERY",
 				 "invalid query parameter 'depth': must be a non-negative number");
 	struct stat st;
 	int fd, rc = open_walk_root(path, &st, &fd);
@@ -1080,12 +1080,12 @@ static int op_search(struct fcall *c)
 	if (!pattern || !pl)
 		pattern = "**";
 	else if (memchr(pattern, 0, pl))
-		return error_set(&c->err, 0, "INVALID_REQUEST_BODY", "pattern contains a NUL byte");
+		return error_set(&c->err, 0, "INVALID_QUERY", "pattern contains a NUL byte");
 	char err[128];
 	struct files_glob *g = NULL;
 	if (files_glob_compile(&g, pattern, err, sizeof(err)) < 0)
-		return error_set(&c->err, 0, "INVALID_REQUEST_BODY", "invalid pattern %.600s: %s",
-				 pattern, err);
+		return error_set(&c->err, 0, "INVALID_QUERY", "invalid pattern %.600s: %s", pattern,
+				 err);
 	struct walk_job *wj = walk_job_new(c, "search", g);
 	if (!wj)
 		return oom(&c->err);
@@ -1377,14 +1377,15 @@ static int parse_u64(const char **pp, uint64_t *out)
 }
 
 /* The first satisfiable range of a "bytes=" Range header (later ranges are
- * ignored, as execd does). 0 with start/len, or -1: malformed or nothing
- * satisfiable (416). */
+ * ignored, as execd does). 0 with start/len; -1: nothing satisfiable (416);
+ * -2: not a valid bytes range set, which RFC 9110 §14.2 says to ignore
+ * (the whole file, 200). */
 static int parse_range(const char *h, uint64_t size, uint64_t *start, uint64_t *len)
 {
 	while (*h == ' ' || *h == '\t')
 		h++;
 	if (strncasecmp(h, "bytes=", 6) != 0)
-		return -1;
+		return -2;
 	const char *p = h + 6;
 	bool found = false;
 	for (;;) {
@@ -1394,25 +1395,25 @@ static int parse_range(const char *h, uint64_t size, uint64_t *start, uint64_t *
 		bool has_a = false, has_b = false;
 		if (*p >= '0' && *p <= '9') {
 			if (parse_u64(&p, &a) < 0)
-				return -1;
+				return -2;
 			has_a = true;
 		}
 		if (*p != '-')
-			return -1;
+			return -2;
 		p++;
 		if (*p >= '0' && *p <= '9') {
 			if (parse_u64(&p, &b) < 0)
-				return -1;
+				return -2;
 			has_b = true;
 		}
 		while (*p == ' ' || *p == '\t')
 			p++;
 		if (*p && *p != ',')
-			return -1;
+			return -2;
 		if (!has_a && !has_b)
-			return -1;
+			return -2;
 		if (has_a && has_b && b < a)
-			return -1;
+			return -2;
 		if (!found) {
 			if (!has_a) { /* the last b bytes */
 				if (b > 0 && size > 0) {
@@ -1590,7 +1591,7 @@ static int lines_step(struct fjob *j, uint64_t deadline_ms)
 	int rc = files_lines_step(&lj->l, lj->fd, deadline_ms);
 	if (rc == -FILES_ELIMIT)
 		return error_set(
-			&j->err, 0, "INVALID_REQUEST_BODY",
+			&j->err, 0, "INVALID_QUERY",
 			"download %.1024s: the line range ends more than %llu MiB into the "
 			"file; read it with a byte Range instead",
 			lj->path, (unsigned long long)(FILES_LINES_SCAN_MAX >> 20));
@@ -1625,18 +1626,18 @@ static int op_download(struct fcall *c)
 	const char *range = http_header(req, "Range");
 	if (lines) {
 		if (!(off_s && ol) || !(lim_s && ll))
-			return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
+			return error_set(&c->err, 0, "INVALID_QUERY",
 					 "both offset and limit must be provided together for "
 					 "line-based reading");
 		if (parse_count(off_s, ol, 1ULL << 50, &first) < 0 || first < 1)
-			return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
+			return error_set(&c->err, 0, "INVALID_QUERY",
 					 "offset must be a positive integer (1-based)");
 		if (parse_count(lim_s, ll, 1ULL << 50, &count) < 0 || count < 1)
-			return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
+			return error_set(&c->err, 0, "INVALID_QUERY",
 					 "limit must be a positive integer");
 		if (range)
 			return error_set(
-				&c->err, 0, "INVALID_REQUEST_BODY",
+				&c->err, 0, "INVALID_QUERY",
 				"offset/limit and the Range header are mutually exclusive");
 	}
 	struct stat st;
@@ -1658,9 +1659,17 @@ static int op_download(struct fcall *c)
 	unsigned status = 200;
 	char crange[96] = "";
 	if (range) {
-		if (parse_range(range, size, &start, &len) < 0)
+		int rc = parse_range(range, size, &start, &len);
+		if (rc == -1)
 			return answer_416(c, size);
-		status = 206;
+		if (rc == 0) {
+			status = 206;
+		} else { /* malformed: ignored */
+			start = 0;
+			len = size;
+		}
+	}
+	if (status == 206) {
 		snprintf(crange, sizeof(crange), "bytes %llu-%llu/%llu", (unsigned long long)start,
 			 (unsigned long long)(start + len - 1), (unsigned long long)size);
 	}

@@ -53,6 +53,24 @@ static json_t *identity_report(struct runner *r)
 			 "missing_for_root_mode", cap_list(c->required & ~c->effective));
 }
 
+/* Why exec tasks have the network they have by default (vault mode
+ * decides unless the operator did). */
+static const char *exec_network_why(const struct runner *r)
+{
+	bool vault = r->cfg.gateway_url && !r->cfg.gateway_key;
+	if (vault && !r->cfg.exec_network_set)
+		return "vault mode: the gateway takes whoever reaches it as authenticated (a "
+		       "sidecar adds the key), so exec tasks get no IP sockets and only chat "
+		       "tasks reach models, through the governed proxy (--exec-network full "
+		       "overrides)";
+	if (vault && !r->cfg.exec_network_none)
+		return "--exec-network full given in vault mode: exec tasks can reach the "
+		       "authenticated gateway, ungoverned by the model proxy";
+	if (r->cfg.exec_network_set)
+		return "--exec-network given";
+	return "default (a gateway key is held by the runner, or no gateway)";
+}
+
 json_t *hardening_report(struct runner *r)
 {
 	json_t *o = confine_report(&r->policy);
@@ -87,13 +105,27 @@ json_t *hardening_report(struct runner *r)
 	const char *none = "socket(AF_INET, AF_INET6) fails with EACCES (seccomp); AF_UNIX and "
 			   "the rest as the policy says";
 	json_object_set_new(o, "network",
-			    json_pack("{s:s,s:s,s:s}", "exec_default",
-				      r->cfg.exec_network_none ? "none" : "full", "per_task",
-				      per_task, "none", none));
+			    json_pack("{s:s,s:s,s:s,s:s}", "exec_default",
+				      r->cfg.exec_network_none ? "none" : "full",
+				      "exec_default_why", exec_network_why(r), "per_task", per_task,
+				      "none", none));
 	json_object_set_new(o, "identity", identity_report(r));
 	json_object_set_new(o, "state_dir",
-			    json_pack("{s:s,s:b}", "path", r->state_dir, "fallback",
-				      r->state_dir_fallback));
+			    r->state_in_memory
+				    ? json_pack("{s:n,s:s,s:b,s:s}", "path", "not_used",
+						r->state_dir, "in_memory", true, "why",
+						r->state_dir_why)
+				    : json_pack("{s:s,s:b,s:b}", "path", r->state_dir, "fallback",
+						r->state_dir_fallback, "in_memory", false));
+	json_object_set_new(
+		o, "pty_terminals",
+		json_string(
+			geteuid() == 0
+				? "the runner's (root), mode 0600: a session's shell has the open "
+				  "terminal, no task can open another session's /dev/pts/N"
+				: "the runner's uid, which tasks share (non-root mode): mode 0600 "
+				  "keeps out other uids only, a task can open another session's "
+				  "/dev/pts/N"));
 	json_object_set_new(o, "tree_kill",
 			    json_string(
 				    r->policy.cgroup_mode == CGROUP_V2

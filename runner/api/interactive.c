@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "api/api.h"
+#include "api/schema.h"
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -187,6 +188,8 @@ enum MHD_Result api_task_resize(struct http_req *req)
 	cleanup_json json_t *body = http_body_json(req, false);
 	if (!body)
 		return req->responded ? MHD_YES : MHD_NO;
+	if (schema_check(&schema_task_resize, body, &err) < 0)
+		return http_fail(req, &err);
 	json_t *jc = json_object_get(body, "cols"), *jr = json_object_get(body, "rows");
 	if (!json_is_integer(jc) || !json_is_integer(jr) || json_integer_value(jc) < 1 ||
 	    json_integer_value(jr) < 1 || json_integer_value(jc) > 65535 ||
@@ -212,6 +215,8 @@ enum MHD_Result api_task_signal(struct http_req *req)
 	cleanup_json json_t *body = http_body_json(req, false);
 	if (!body)
 		return req->responded ? MHD_YES : MHD_NO;
+	if (schema_check(&schema_task_signal, body, &err) < 0)
+		return http_fail(req, &err);
 	json_t *js = json_object_get(body, "signal");
 	const char *name = json_string_value(js);
 	int sig = task_signal_parse(name);

@@ -5,8 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/agent.h"
+#include "model/engine.h"
 #include "api/api.h"
+#include "api/schema.h"
 #include "model/gateway.h"
 #include "core/cleanup.h"
 #include "core/error.h"
@@ -235,6 +236,8 @@ static struct task *find_task(struct http_req *req)
 
 int api_parse_task(json_t *body, struct task_spec *spec, struct error *err)
 {
+	if (schema_check(&schema_task_create, body, err) < 0)
+		return -1;
 	if (api_read_spec(body, "task", spec, err) < 0)
 		return -1;
 	spec->api = TASK_API_NATIVE;
@@ -256,7 +259,9 @@ int api_parse_task(json_t *body, struct task_spec *spec, struct error *err)
 		if (!json_is_integer(to) || json_integer_value(to) < 0 ||
 		    json_integer_value(to) > 7LL * 24 * 3600 * 1000)
 			return error_set(err, 0, "INVALID_REQUEST_BODY",
-					 "field 'timeout_ms' must be a non-negative integer (ms)");
+					 "field 'timeout_ms' must be an integer between 0 and %lld "
+					 "(ms, 7 days)",
+					 7LL * 24 * 3600 * 1000);
 		spec->timeout_ms = (uint64_t)json_integer_value(to);
 		spec->has_timeout = true;
 	}
@@ -272,8 +277,25 @@ int api_parse_task(json_t *body, struct task_spec *spec, struct error *err)
 					 "field 'model' must be a non-empty string");
 		spec->model = json_string_value(model);
 	}
-	static const char *const limits[] = {"max_steps", "max_tokens"};
+	/* Agent tasks (docs/design.md §19): the engine and the conversation to continue. */
+	static const char *const names[] = {"engine", "conversation"};
 	for (int i = 0; i < 2; i++) {
+		json_t *v = json_object_get(body, names[i]);
+		if (!v || json_is_null(v))
+			continue;
+		if (!json_is_string(v) || !json_string_length(v) || json_string_length(v) > 64 ||
+		    strlen(json_string_value(v)) != json_string_length(v))
+			return error_set(err, 0, "INVALID_REQUEST_BODY",
+					 "field '%s' must be a non-empty string (at most 64 bytes)",
+					 names[i]);
+		if (strcmp(capability, "agent"))
+			return error_set(err, 0, "INVALID_REQUEST_BODY",
+					 "field '%s' is for capability agent only", names[i]);
+		*(i == 0 ? &spec->engine : &spec->conversation) = json_string_value(v);
+	}
+	static const char *const limits[] = {"max_steps", "max_tokens", "max_model_requests"};
+	uint64_t *dst[] = {&spec->max_steps, &spec->max_tokens, &spec->max_requests};
+	for (int i = 0; i < 3; i++) {
 		json_t *v = json_object_get(body, limits[i]);
 		if (!v || json_is_null(v))
 			continue;
@@ -281,7 +303,7 @@ int api_parse_task(json_t *body, struct task_spec *spec, struct error *err)
 		    json_integer_value(v) > 1000000000)
 			return error_set(err, 0, "INVALID_REQUEST_BODY",
 					 "field '%s' must be a positive integer", limits[i]);
-		*(i == 0 ? &spec->max_steps : &spec->max_tokens) = (uint64_t)json_integer_value(v);
+		*dst[i] = (uint64_t)json_integer_value(v);
 	}
 	return 0;
 }
@@ -303,7 +325,7 @@ enum MHD_Result api_task_create(struct http_req *req)
 			spec.capability);
 	struct task *t;
 	if (!strcmp(spec.capability, "agent"))
-		t = agent_start(req->r, &spec, &err);
+		t = engine_task_start(req->r, &spec, &err);
 	else if (!strcmp(spec.capability, "chat"))
 		t = modelproxy_start_task(req->r, &spec, &err);
 	else
@@ -311,6 +333,11 @@ enum MHD_Result api_task_create(struct http_req *req)
 	if (!t)
 		return http_fail(req, &err);
 	return start_stream(req, t, true, 0);
+}
+
+enum MHD_Result api_agent_engines(struct http_req *req)
+{
+	return http_json(req, 200, json_pack("{s:o}", "engines", engines_report(req->r)));
 }
 
 enum MHD_Result api_task_get(struct http_req *req)

@@ -284,7 +284,7 @@ static bool waiting_on_upstream(struct proxy *p)
  * lazily (checked when it fires), not with a system call per read. */
 static void timer_update(struct proxy *p)
 {
-	if (!p->timer_init)
+	if (!p->timer_init || !p->r->cfg.proxy_timeout_ms) /* 0 = none */
 		return;
 	bool waiting = waiting_on_upstream(p);
 	if (waiting && !p->timer.armed) {

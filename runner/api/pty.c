@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "api/schema.h"
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -48,6 +49,11 @@ struct pty_session {
 	struct task *task;      /* the current shell, kept by `pin` */
 	struct task_reader pin; /* holds the record while the session lives */
 	uint64_t base;          /* output bytes of the session's earlier shells */
+	/* The shell before this one, kept for replay (?since= before it ended,
+	 * also once it exited: execd's replay buffer outlives its shell). */
+	struct task *last_shell;
+	struct task_reader last_pin;
+	uint64_t last_base; /* session offset where last_shell's output starts */
 	bool launch_attempted, launch_failed, pipe_mode;
 	struct pty_client *holder;  /* connected, or connecting */
 	struct pty_client *clients; /* every client that refers to the session */
@@ -57,6 +63,7 @@ struct pty_session {
 struct pty_table {
 	struct pty_session *head;
 	unsigned count;
+	struct pty_client *all; /* every client, until freed: a reset ends them all */
 };
 
 struct pty_client {
@@ -66,13 +73,17 @@ struct pty_client {
 	struct task_reader rd; /* rd.task: the shell this client watches */
 	uint64_t base;         /* the session's base for rd.task */
 	uint64_t since;
-	uint64_t live_from; /* task offset where replay ends and live output starts */
-	uint32_t skip;      /* bytes of the first record before `since` */
+	uint64_t live_from;     /* task offset where replay ends and live output starts */
+	uint32_t skip;          /* bytes of the first record before `since` */
+	struct task_reader old; /* replay from the session's previous shell, first */
+	uint64_t old_base;
+	uint32_t old_skip;
 	bool want_pipe, evicted, connected_sent, done;
 	struct buf replay; /* replay bytes gathered into one frame */
 	uint64_t replay_off;
 	struct task_input_waiter w;
 	struct pty_client *cnext, *cprev; /* in s->clients */
+	struct pty_client *anext, *aprev; /* in the table's `all` */
 };
 
 static struct pty_table *ptys(struct runner *r)
@@ -108,7 +119,12 @@ static int start_shell(struct runner *r, struct pty_session *s, bool pipe_mode, 
 {
 	if (s->task) {
 		/* A new shell after the last one ended, as execd does; offsets
-		 * go on from where it stopped. */
+		 * go on from where it stopped, and its output stays for replay. */
+		task_reader_detach(&s->last_pin);
+		s->last_shell = s->task;
+		s->last_base = s->base;
+		memset(&s->last_pin, 0, sizeof(s->last_pin));
+		task_reader_attach(s->last_shell, &s->last_pin, false);
 		s->base += s->task->spool.next_off;
 		task_reader_detach(&s->pin);
 		s->task = NULL;
@@ -187,11 +203,45 @@ static void finish(struct pty_client *c, int exit_code)
 	c->done = true;
 }
 
+/* Missed output (session offset off): gathered into replay frames. */
+static void gather_replay(struct pty_client *c, uint64_t off, const char *data, uint32_t len)
+{
+	if (c->replay.len && c->replay.len + len > REPLAY_CHUNK)
+		flush_replay(c);
+	if (!c->replay.len)
+		c->replay_off = off;
+	buf_append(&c->replay, data, len);
+}
+
+/* Replay from the previous shell (it has ended: all of it is there);
+ * false while some is owed and the window is full. */
+static bool pump_old(struct pty_client *c, char *rbuf)
+{
+	while (c->old.task && !c->done && ws_has_room(c->ws)) {
+		struct spool_rec rec;
+		int rc = task_reader_next(&c->old, &rec, rbuf);
+		if (rc <= 0) {
+			if (rc < 0)
+				log_errno("reading a pty session's output failed", -rc,
+					  c->old.task->id);
+			task_reader_detach(&c->old);
+			break;
+		}
+		uint32_t skip = c->old_skip;
+		c->old_skip = 0;
+		if (rec.type != SPOOL_EVENT && rec.len > skip)
+			gather_replay(c, c->old_base + rec.off + skip, rbuf + skip, rec.len - skip);
+	}
+	return !c->old.task;
+}
+
 /* Move output from the spool to the client while its window has room. */
 static void pump(struct pty_client *c)
 {
 	static char rbuf[SPOOL_MAX_REC];
 	struct task *t = c->rd.task;
+	if (!pump_old(c, rbuf))
+		return;
 	while (t && !c->done && ws_has_room(c->ws)) {
 		struct spool_rec rec;
 		int rc = task_reader_next(&c->rd, &rec, rbuf);
@@ -218,12 +268,7 @@ static void pump(struct pty_client *c)
 		if (!len)
 			continue;
 		if (off < c->live_from) {
-			/* Missed output: gathered into replay frames. */
-			if (c->replay.len && c->replay.len + len > REPLAY_CHUNK)
-				flush_replay(c);
-			if (!c->replay.len)
-				c->replay_off = c->base + off;
-			buf_append(&c->replay, data, len);
+			gather_replay(c, c->base + off, data, len);
 			continue;
 		}
 		if (!c->connected_sent)
@@ -254,6 +299,7 @@ static void client_detach(struct pty_client *c)
 		task_input_unwait(c->rd.task, &c->w);
 		task_reader_detach(&c->rd);
 	}
+	task_reader_detach(&c->old);
 	struct pty_session *s = c->s;
 	if (s) {
 		if (s->holder == c)
@@ -320,6 +366,17 @@ static void on_open(struct ws_conn *ws)
 	if (since > c->live_from)
 		since = c->live_from;
 	spool_seek_off(&t->spool, &c->rd.cur, since, &c->skip);
+	struct task *last = s->last_shell;
+	if (last && last != t && c->since < s->base) {
+		/* The replay begins in the previous shell's output. */
+		uint64_t from = c->since > s->last_base ? c->since - s->last_base : 0;
+		if (from < spool_first_off(&last->spool))
+			from = spool_first_off(&last->spool);
+		spool_seek_off(&last->spool, &c->old.cur, from, &c->old_skip);
+		task_reader_attach(last, &c->old, false);
+		c->old.off_read = from;
+		c->old_base = s->last_base;
+	}
 	c->rd.wake = client_wake;
 	task_reader_attach(t, &c->rd, true);
 	c->rd.off_read = since;
@@ -431,6 +488,13 @@ static void client_free(struct loop *loop, void *arg)
 {
 	(void)loop;
 	struct pty_client *c = arg;
+	struct pty_table *tab = c->r->ptys;
+	if (c->aprev)
+		c->aprev->anext = c->anext;
+	else if (tab && tab->all == c)
+		tab->all = c->anext;
+	if (c->anext)
+		c->anext->aprev = c->aprev;
 	buf_free(&c->replay);
 	free(c);
 }
@@ -477,9 +541,25 @@ static int ensure_cwd(struct runner *r, const char *in, char *out, size_t outsz,
 	rc = files_mkdirs(&id, out, 0755, &created, &made);
 	files_made_free(&made);
 	files_leave();
-	if (rc < 0)
-		return error_set(err, rc <= -4096 ? EACCES : -rc, NULL,
-				 "error creating pty session work directory %.200s", out);
+	if (rc < 0) {
+		/* The code POST /directories gives the same mkdir -p (§21). */
+		int e = -rc;
+		const char *code = e == EACCES || e == EPERM || e == EROFS || e == FILES_EOUTSIDE
+					   ? "PERMISSION_DENIED"
+				   : e == ENOTDIR || e == EEXIST ? "INVALID_FILE"
+				   : e == ENOENT                 ? "FILE_NOT_FOUND"
+								 : "RUNTIME_ERROR";
+		if (e == FILES_EOUTSIDE)
+			return error_set(
+				err, 0, code,
+				"error creating pty session work directory %.200s: outside "
+				"the directories tasks may write (%.300s)",
+				out, id.write_roots ? id.write_roots : "");
+		return error_set(err, e >= 4096 ? 0 : e, code,
+				 "error creating pty session work directory %.200s (acting as the "
+				 "task user, uid %u)",
+				 out, (unsigned)id.uid);
+	}
 	close(rc);
 	return 0;
 }
@@ -490,6 +570,8 @@ enum MHD_Result api_pty_create(struct http_req *req)
 	if (!body)
 		return req->responded ? MHD_YES : MHD_NO;
 	struct error err;
+	if (schema_check(&schema_pty_create, body, &err) < 0)
+		return http_fail(req, &err);
 	json_t *jc = json_object_get(body, "cwd"), *jcmd = json_object_get(body, "command");
 	if ((jc && !json_is_null(jc) && !json_is_string(jc)) ||
 	    (jcmd && !json_is_null(jcmd) && !json_is_string(jcmd))) {
@@ -571,6 +653,7 @@ static void session_free(struct runner *r, struct pty_session *s)
 			task_kill_now(s->task, TS_CANCELLED);
 		task_reader_detach(&s->pin);
 	}
+	task_reader_detach(&s->last_pin);
 	free(s->cwd);
 	free(s->command);
 	free(s);
@@ -616,10 +699,43 @@ enum MHD_Result api_pty_ws(struct http_req *req)
 	if (s->clients)
 		s->clients->cprev = c;
 	s->clients = c;
+	struct pty_table *tab = req->r->ptys;
+	c->anext = tab->all;
+	if (tab->all)
+		tab->all->aprev = c;
+	tab->all = c;
 	/* Held from now on: a second request waits for this one's fate. */
 	if (!s->holder)
 		s->holder = c;
 	return ws_upgrade(req, &pty_ws_ops, c, 0);
+}
+
+unsigned pty_end_all(struct runner *r)
+{
+	struct pty_table *tab = r->ptys;
+	if (!tab)
+		return 0;
+	/* Every client first, connected or connecting, of a live session or
+	 * of one deleted earlier: its reader lets go of the shell's record
+	 * now, whether or not it reads what is sent. */
+	for (struct pty_client *c = tab->all; c; c = c->anext) {
+		/* Also one that got its exit frame but has not closed yet. */
+		bool was_done = c->done;
+		client_detach(c);
+		c->done = true;
+		if (!was_done && c->ws && !ws_closing(c->ws)) {
+			send_error(c, "RESET",
+				   "the box was reset (POST /v1/reset): the pty session "
+				   "is gone");
+			ws_close(c->ws, 1001, "box reset");
+		}
+	}
+	unsigned n = 0;
+	while (tab->head) {
+		session_free(r, tab->head);
+		n++;
+	}
+	return n;
 }
 
 void pty_free_all(struct runner *r)

@@ -118,9 +118,34 @@ static void cache_sum(const struct cache_hdr *h, const struct sock_filter *insns
 	sha256_final(&c, out);
 }
 
-enum cache_result { CACHE_OK, CACHE_MISSING, CACHE_STALE, CACHE_BAD };
+enum cache_result { CACHE_OK, CACHE_MISSING, CACHE_STALE, CACHE_BAD, CACHE_UNTRUSTED };
 
-static const char *const cache_words[] = {"used", "missing", "stale", "damaged"};
+static const char *const cache_words[] = {"used", "missing", "stale", "damaged", "not trusted"};
+
+/* A compiled program is trusted input: it is read only from a file that
+ * no task can have made or changed. A hash proves integrity against
+ * accidents, not against someone who can write the file. The rule, for the
+ * file and the directory holding it: owned by root, writable by nobody
+ * else. Tasks never run as root unless --allow-root-tasks (and then
+ * Landlock keeps them out of the image and the state dir); in non-root
+ * mode the tasks have the runner's uid, so a file of the runner's is a
+ * file of theirs. 0, or -1 with the reason in why. */
+static int trusted_inode(const struct stat *st, const char *what, char *why, size_t whylen)
+{
+	if (st->st_uid != 0) {
+		snprintf(why, whylen,
+			 "its %s is owned by uid %u, not root: tasks of that uid could "
+			 "have written it",
+			 what, (unsigned)st->st_uid);
+		return -1;
+	}
+	if (st->st_mode & 022) {
+		snprintf(why, whylen, "its %s is writable by group or others (mode %04o)", what,
+			 (unsigned)(st->st_mode & 07777));
+		return -1;
+	}
+	return 0;
+}
 
 /* Read and verify; on CACHE_OK out's program and counts are filled. */
 static enum cache_result cache_read(int dirfd, const char *name, const unsigned char key[32],
@@ -134,7 +159,15 @@ static enum cache_result cache_read(int dirfd, const char *name, const unsigned 
 	struct cache_hdr h;
 	enum cache_result res = CACHE_BAD;
 	struct sock_filter *insns = NULL;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(h)) {
+	struct stat dst;
+	if (fstat(dirfd, &dst) < 0 || trusted_inode(&dst, "directory", why, whylen) < 0 ||
+	    fstat(fd, &st) < 0 || trusted_inode(&st, "file", why, whylen) < 0) {
+		if (!why[0])
+			snprintf(why, whylen, "cannot examine it: %s", strerror(errno));
+		res = CACHE_UNTRUSTED;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(h)) {
 		snprintf(why, whylen, "too short");
 		goto out;
 	}
@@ -266,16 +299,22 @@ int seccomp_policy_load_cached(const char *path, int cache_dirfd, struct seccomp
 	unsigned char key[32];
 	cache_key(data, len, key);
 	const char *base = strrchr(path, '/');
-	char name[256], why[64], damaged[320] = "";
+	char name[256], why[160], damaged[400] = "";
 	enum cache_result img = CACHE_MISSING, st = CACHE_MISSING;
 	int imgfd = beside_policy(path, name, sizeof(name));
+	char untrusted[480] = "";
 	if (imgfd >= 0) {
 		img = cache_read(imgfd, name, key, out, why, sizeof(why));
 		close(imgfd);
 		if (img == CACHE_BAD)
 			snprintf(damaged, sizeof(damaged), "cache %s.bpf rejected (%s)", path, why);
+		if (img == CACHE_UNTRUSTED)
+			snprintf(untrusted, sizeof(untrusted), "%s.bpf not used: %s", path, why);
 	}
-	if (img != CACHE_OK && cache_dirfd >= 0) {
+	/* The state dir is the runner's own: trusted only when the runner is
+	 * root (in non-root mode it belongs to the tasks' uid). */
+	bool st_trusted = cache_dirfd >= 0 && geteuid() == 0;
+	if (img != CACHE_OK && st_trusted) {
 		st = cache_read(cache_dirfd, CACHE_NAME, key, out, why, sizeof(why));
 		if (st == CACHE_BAD) {
 			size_t n = strlen(damaged);
@@ -284,10 +323,12 @@ int seccomp_policy_load_cached(const char *path, int cache_dirfd, struct seccomp
 				 "(%s)",
 				 n ? "; " : "", CACHE_NAME, why);
 		}
+	} else if (img != CACHE_OK && cache_dirfd >= 0) {
+		st = CACHE_UNTRUSTED;
 	}
 	snprintf(out->name, sizeof(out->name), "%s", base ? base + 1 : path);
 	if (img == CACHE_OK || st == CACHE_OK) {
-		snprintf(out->source, sizeof(out->source), "cache %s",
+		snprintf(out->source, sizeof(out->source), "cache %s, root-owned, verified",
 			 img == CACHE_OK ? "beside the policy (.bpf)" : "in the state dir");
 		if (damaged[0])
 			add_warning(out, damaged);
@@ -299,13 +340,18 @@ int seccomp_policy_load_cached(const char *path, int cache_dirfd, struct seccomp
 	free(data);
 	if (rc < 0)
 		return -1;
-	int wrc = cache_dirfd >= 0 ? cache_write(cache_dirfd, CACHE_NAME, key, out, kernel_dep)
-				   : -EBADF;
+	int wrc = st_trusted ? cache_write(cache_dirfd, CACHE_NAME, key, out, kernel_dep) : -EBADF;
 	snprintf(out->source, sizeof(out->source),
-		 "compiled (image cache %s, state-dir cache %s; %s)", cache_words[img],
-		 cache_words[st], wrc == 0 ? "written to the state dir" : strerror(-wrc));
+		 "compiled at start, kept in memory (image cache %s, state-dir cache %s; %s)",
+		 cache_words[img], cache_words[st],
+		 wrc == 0           ? "written to the state dir"
+		 : st_trusted       ? strerror(-wrc)
+		 : cache_dirfd >= 0 ? "none written: the state dir belongs to the tasks' uid"
+				    : "no state dir");
 	if (damaged[0])
 		add_warning(out, damaged);
+	if (untrusted[0])
+		add_warning(out, untrusted);
 	return 0;
 }
 

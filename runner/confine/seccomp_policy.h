@@ -12,7 +12,7 @@ struct seccomp_policy {
 	unsigned flags;         /* SECCOMP_FILTER_FLAG_* from the policy's "flags" */
 	unsigned n_unknown;     /* names libseccomp knows on no architecture (skipped) */
 	char warning[256];      /* non-fatal problems worth a log line; "" when none */
-	char source[160];       /* where the program came from (seccomp_policy_load_cached) */
+	char source[256];       /* where the program came from (seccomp_policy_load_cached) */
 };
 
 /* Parse and compile `path`. Returns 0, or -1 with err set: a one-line

@@ -32,6 +32,11 @@ enum opt_type {
 	OPT_PORT,
 	OPT_ID_RANGE,
 	OPT_NETWORK,
+	OPT_PATH,    /* an absolute path */
+	OPT_CPU_MAX, /* cgroup v2 cpu.max: "max", "QUOTA", "max PERIOD" or "QUOTA PERIOD" */
+	OPT_PROXY,   /* a proxy URL: http, https or socks */
+	OPT_ROOTS,   /* colon-separated absolute paths */
+	OPT_ENGINE,
 };
 
 struct opt_def {
@@ -52,9 +57,9 @@ static const struct opt_def opts[] = {
 	 "time between SIGTERM and SIGKILL when stopping task trees and the main child"},
 	{"token-file", "FORCEAI_RUNNER_TOKEN_FILE", OPT_TOKEN_FILE, 0, NULL,
 	 "file holding the access token required in X-EXECD-ACCESS-TOKEN (or EXECD_ACCESS_TOKEN)"},
-	{"state-dir", "FORCEAI_RUNNER_STATE_DIR", OPT_STR, OFF(state_dir), "/run/forceai-runner",
+	{"state-dir", "FORCEAI_RUNNER_STATE_DIR", OPT_PATH, OFF(state_dir), "/run/forceai-runner",
 	 "private directory (0700) for task output spools"},
-	{"seccomp-policy", "FORCEAI_SECCOMP_POLICY", OPT_STR, OFF(seccomp_policy),
+	{"seccomp-policy", "FORCEAI_SECCOMP_POLICY", OPT_PATH, OFF(seccomp_policy),
 	 "/etc/forceai-runner/seccomp.json", "OCI seccomp JSON policy applied to every task"},
 	{"task-user", "FORCEAI_TASK_USER", OPT_USER, 0, "1000:1000", "UID:GID tasks run as"},
 	{"allow-root-tasks", "FORCEAI_ALLOW_ROOT_TASKS", OPT_BOOL, OFF(allow_root_tasks), "0",
@@ -63,21 +68,24 @@ static const struct opt_def opts[] = {
 	 "uids/gids a request may ask for, besides the task user's own (65534 and gids below "
 	 "1000 never)"},
 	{"exec-network", "FORCEAI_EXEC_NETWORK", OPT_NETWORK, OFF(exec_network_none), "full",
-	 "network of exec tasks unless the request says: full, or none (no IP sockets)"},
+	 "network of exec tasks unless the request says: full, or none (no IP sockets); "
+	 "vault mode (a gateway, no key) makes none the default unless this is given"},
 	{"max-tasks", "FORCEAI_MAX_TASKS", OPT_UINT, OFF(max_tasks), "64",
 	 "running tasks at once; more get 429"},
 	{"max-body", "FORCEAI_MAX_BODY", OPT_U64, OFF(max_body), "1048576",
 	 "largest JSON request body in bytes; larger get 413"},
 	{"task-log-max", "FORCEAI_TASK_LOG_MAX", OPT_U64, OFF(task_log_max), "16777216",
-	 "output retained per task for re-attach and logs (bytes; oldest dropped beyond)"},
+	 "output retained per task for re-attach and logs (bytes, at least 65536 and 4 x "
+	 "--stream-window; oldest dropped beyond)"},
 	{"stream-window", "FORCEAI_STREAM_WINDOW", OPT_U64, OFF(stream_window), "1048576",
-	 "bytes a connected client may lag before the task's pipe is paused"},
+	 "bytes a connected client may lag before the task's pipe is paused (4096 .. "
+	 "task-log-max/4)"},
 	{"retain-count", "FORCEAI_RETAIN_COUNT", OPT_UINT, OFF(retain_count), "256",
 	 "finished task records kept"},
 	{"retain-ms", "FORCEAI_RETAIN_MS", OPT_U64, OFF(retain_ms), "900000",
 	 "how long finished task records are kept (ms)"},
 	{"idle-timeout-ms", "FORCEAI_IDLE_TIMEOUT_MS", OPT_U64, OFF(header_timeout_ms), "15000",
-	 "a connection idle this long (e.g. headers never finished) is closed"},
+	 "a connection idle this long (e.g. headers never finished) is closed (0 = none)"},
 	{"header-deadline-ms", "FORCEAI_HEADER_DEADLINE_MS", OPT_U64, OFF(header_deadline_ms),
 	 "5000", "a new connection that has not sent a whole request head by then is closed"},
 	{"max-client-connections", "FORCEAI_MAX_CLIENT_CONNECTIONS", OPT_UINT,
@@ -85,13 +93,14 @@ static const struct opt_def opts[] = {
 	 "connections at once from one client (address, or uid "
 	 "inside the box)"},
 	{"proxy-timeout-ms", "FORCEAI_PROXY_TIMEOUT_MS", OPT_U64, OFF(proxy_timeout_ms), "60000",
-	 "time a server behind /proxy/{port} has to take a request and start its answer (504)"},
-	{"landlock-roots", "FORCEAI_LANDLOCK_ROOTS", OPT_STR, OFF(landlock_roots),
+	 "time a server behind /proxy/{port} has to take a request and start its answer (504; "
+	 "0 = none)"},
+	{"landlock-roots", "FORCEAI_LANDLOCK_ROOTS", OPT_ROOTS, OFF(landlock_roots),
 	 "/workspace:/tmp:/home", "colon-separated roots tasks may write under (Landlock)"},
-	{"limit-nproc", "FORCEAI_LIMIT_NPROC", OPT_U64, OFF(rlimit_nproc), "0",
-	 "RLIMIT_NPROC of tasks (0 = built-in default)"},
-	{"limit-nofile", "FORCEAI_LIMIT_NOFILE", OPT_U64, OFF(rlimit_nofile), "0",
-	 "RLIMIT_NOFILE of tasks (0 = built-in default)"},
+	{"limit-nproc", "FORCEAI_LIMIT_NPROC", OPT_U64, OFF(rlimit_nproc), NULL,
+	 "RLIMIT_NPROC of tasks (unset: the built-in default)"},
+	{"limit-nofile", "FORCEAI_LIMIT_NOFILE", OPT_U64, OFF(rlimit_nofile), NULL,
+	 "RLIMIT_NOFILE of tasks (unset: the built-in default)"},
 	{"limit-as", "FORCEAI_LIMIT_AS", OPT_U64, OFF(rlimit_as), "0",
 	 "RLIMIT_AS of tasks in bytes (0 = unlimited)"},
 	{"limit-fsize", "FORCEAI_LIMIT_FSIZE", OPT_U64, OFF(rlimit_fsize), "0",
@@ -100,12 +109,13 @@ static const struct opt_def opts[] = {
 	 "OpenAI-compatible base URL of the model gateway (http/https), e.g. https://gw/v1"},
 	{"gateway-key-file", "FORCEAI_GATEWAY_KEY_FILE", OPT_KEY_FILE, 0, NULL,
 	 "file holding the gateway key (or FORCEAI_GATEWAY_KEY); none = vault mode"},
-	{"gateway-ca", "FORCEAI_GATEWAY_CA", OPT_STR, OFF(gateway_ca), NULL,
+	{"gateway-ca", "FORCEAI_GATEWAY_CA", OPT_PATH, OFF(gateway_ca), NULL,
 	 "CA bundle trusted for the gateway (else SSL_CERT_FILE, CURL_CA_BUNDLE, system)"},
-	{"gateway-proxy", "FORCEAI_GATEWAY_PROXY", OPT_STR, OFF(gateway_proxy), NULL,
+	{"gateway-proxy", "FORCEAI_GATEWAY_PROXY", OPT_PROXY, OFF(gateway_proxy), NULL,
 	 "HTTP proxy for gateway calls (proxy environment variables are ignored)"},
 	{"gateway-connect-timeout-ms", "FORCEAI_GATEWAY_CONNECT_TIMEOUT_MS", OPT_U64,
-	 OFF(gateway_connect_timeout_ms), "10000", "connect timeout of gateway calls (ms)"},
+	 OFF(gateway_connect_timeout_ms), "10000",
+	 "connect timeout of gateway calls (ms, at least 1)"},
 	{"gateway-timeout-ms", "FORCEAI_GATEWAY_TIMEOUT_MS", OPT_U64, OFF(gateway_timeout_ms),
 	 "600000", "overall timeout of one gateway call (ms, 0 = none)"},
 	{"model", "FORCEAI_MODEL", OPT_STR, OFF(model), NULL,
@@ -118,8 +128,22 @@ static const struct opt_def opts[] = {
 	 "default time limit of an agent task (ms, 0 = none)"},
 	{"agent-max-tokens", "FORCEAI_AGENT_MAX_TOKENS", OPT_U64, OFF(agent_max_tokens), "0",
 	 "default total-token limit of an agent task (0 = none)"},
+	{"task-max-tokens", "FORCEAI_TASK_MAX_TOKENS", OPT_U64, OFF(task_max_tokens), "0",
+	 "default model-token budget of a task, summed over all its model calls and formats "
+	 "(0 = unlimited; request field max_tokens)"},
+	{"task-max-model-requests", "FORCEAI_TASK_MAX_MODEL_REQUESTS", OPT_U64,
+	 OFF(task_max_model_requests), "0",
+	 "default number of model calls a task may make (0 = unlimited; request field "
+	 "max_model_requests)"},
 	{"agent-output-max", "FORCEAI_AGENT_OUTPUT_MAX", OPT_U64, OFF(agent_output_max), "16384",
 	 "tool output fed back to the model per call (bytes; head and tail kept)"},
+	{"agent-engine", "FORCEAI_AGENT_ENGINE", OPT_ENGINE, 0, NULL,
+	 "NAME=PATH: the CLI of agent engine NAME (codex, claude-code; repeatable, or "
+	 "comma-separated in the variable; default: looked up on the task's PATH)"},
+	{"agent-context-max", "FORCEAI_AGENT_CONTEXT_MAX", OPT_U64, OFF(agent_context_max),
+	 "262144",
+	 "bytes of conversation the built-in agent sends per model call (older tool "
+	 "output is elided beyond it)"},
 	{"mcp-allowed-origins", "FORCEAI_MCP_ALLOWED_ORIGINS", OPT_STR, OFF(mcp_allowed_origins),
 	 NULL,
 	 "comma-separated Origin values /mcp accepts (\"*\": any); none = only localhost forms"},
@@ -136,14 +160,15 @@ static const struct opt_def opts[] = {
 	 "memory.max of each task's cgroup where cgroup v2 is delegated (bytes; 0 = max)"},
 	{"task-pids-max", "FORCEAI_TASK_PIDS_MAX", OPT_U64, OFF(task_pids_max), "4096",
 	 "pids.max of each task's cgroup where cgroup v2 is delegated (0 = max)"},
-	{"task-cpu-max", "FORCEAI_TASK_CPU_MAX", OPT_STR, OFF(task_cpu_max), "max",
-	 "cpu.max of each task's cgroup where cgroup v2 is delegated (\"QUOTA PERIOD\" or max)"},
+	{"task-cpu-max", "FORCEAI_TASK_CPU_MAX", OPT_CPU_MAX, OFF(task_cpu_max), "max",
+	 "cpu.max of each task's cgroup where cgroup v2 is delegated (\"QUOTA PERIOD\" in us, "
+	 "QUOTA >= 1000, PERIOD 1000..1000000; max = none)"},
 	{"one-shot", "FORCEAI_RUNNER_ONE_SHOT", OPT_BOOL, OFF(one_shot), "0",
 	 "serve exactly one task, then shut down and exit with its status"},
 	{"allow-reset", "FORCEAI_ALLOW_RESET", OPT_BOOL, OFF(allow_reset), "0",
 	 "enable POST /v1/reset: the writable roots are snapshotted at start and restored"},
 	{"reset-snapshot-max", "FORCEAI_RESET_SNAPSHOT_MAX", OPT_U64, OFF(reset_snapshot_max),
-	 "268435456", "largest content of the writable roots kept for reset (bytes)"},
+	 "268435456", "largest content of the writable roots kept for reset (bytes, at least 1)"},
 	{"write-seccomp-cache", "FORCEAI_WRITE_SECCOMP_CACHE", OPT_BOOL, OFF(write_seccomp_cache),
 	 "0",
 	 "compile the seccomp policy into POLICY.bpf beside it and exit (image build: starts "
@@ -290,6 +315,8 @@ static int parse_id_range(const struct src *src, struct runner_config *cfg, cons
 static int read_secret_file(const struct src *src, char **dst, struct secret_file *sf,
 			    const char *opt, const char *path)
 {
+	if (path[0] != '/')
+		return bad(src, opt, path, "must be an absolute path");
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return bad(src, opt, path, strerror(errno));
@@ -325,6 +352,100 @@ static int read_secret_file(const struct src *src, char **dst, struct secret_fil
 	*dst = strndup(s, len);
 	explicit_bzero(buf, sizeof(buf));
 	return *dst ? 0 : error_set(src->err, ENOMEM, NULL, "--%s", opt);
+}
+
+/* "max", "QUOTA", "max PERIOD" or "QUOTA PERIOD" (microseconds; the
+ * kernel's bounds: QUOTA >= 1000, PERIOD 1000..1000000). Plain "max" is what
+ * a new cgroup has already: nothing to write (NULL), so the default needs
+ * no cpu controller. */
+static int parse_cpu_max(const struct src *src, const char *opt, const char *val, const char **out)
+{
+	char quota[32];
+	const char *sp = strchr(val, ' ');
+	size_t qlen = sp ? (size_t)(sp - val) : strlen(val);
+	uint64_t q = 0, period = 100000;
+	if (qlen == 0 || qlen >= sizeof(quota))
+		return bad(src, opt, val, "expected \"QUOTA PERIOD\", QUOTA or max");
+	memcpy(quota, val, qlen);
+	quota[qlen] = 0;
+	bool is_max = !strcmp(quota, "max");
+	if (!is_max && (parse_u64(quota, &q) < 0 || q < 1000))
+		return bad(src, opt, val, "QUOTA must be max or a number of microseconds >= 1000");
+	if (sp && (parse_u64(sp + 1, &period) < 0 || period < 1000 || period > 1000000))
+		return bad(src, opt, val, "PERIOD must be 1000..1000000 microseconds");
+	*out = is_max && !sp ? NULL : val;
+	return 0;
+}
+
+/* A proxy URL as libcurl takes it, with a scheme said: http, https, socks4,
+ * socks4a, socks5 or socks5h, and a host. */
+static int parse_proxy(const struct src *src, const char *opt, const char *val)
+{
+	static const char *const schemes[] = {"http",    "https",  "socks4",
+					      "socks4a", "socks5", "socks5h"};
+	CURLU *u = curl_url();
+	if (!u)
+		return bad(src, opt, val, "out of memory");
+	char *scheme = NULL, *host = NULL;
+	int rc = 0;
+	if (curl_url_set(u, CURLUPART_URL, val, CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || !*host) {
+		rc = bad(src, opt, val, "expected a proxy URL, e.g. http://proxy:3128");
+	} else {
+		rc = bad(src, opt, val,
+			 "the scheme must be http, https, socks4, socks4a, socks5 or "
+			 "socks5h");
+		for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++)
+			if (!strcmp(scheme, schemes[i]))
+				rc = 0;
+	}
+	curl_free(scheme);
+	curl_free(host);
+	curl_url_cleanup(u);
+	return rc;
+}
+
+/* Colon-separated absolute paths, none empty. */
+static int parse_roots(const struct src *src, const char *opt, const char *val)
+{
+	for (const char *p = val;;) {
+		size_t n = strcspn(p, ":");
+		if (n == 0)
+			return bad(src, opt, val, "an empty entry (expected /A:/B)");
+		if (p[0] != '/')
+			return bad(src, opt, val, "every entry must be an absolute path");
+		if (!p[n])
+			return 0;
+		p += n + 1;
+	}
+}
+
+/* NAME=PATH[,NAME=PATH...]: a lower-case name and an absolute path each. */
+static int parse_engines(const struct src *src, struct runner_config *cfg, const char *val)
+{
+	const char *p = val;
+	while (*p) {
+		const char *end = strchr(p, ',');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+		const char *eq = memchr(p, '=', n);
+		if (!eq || eq == p || eq + 1 == p + n || eq[1] != '/')
+			return bad(src, "agent-engine", val, "expected NAME=/absolute/path");
+		for (const char *c = p; c < eq; c++)
+			if (!((*c >= 'a' && *c <= 'z') || *c == '-'))
+				return bad(src, "agent-engine", val,
+					   "an engine name is lower-case letters and '-'");
+		if (cfg->n_agent_engines == AGENT_ENGINES_MAX)
+			return bad(src, "agent-engine", val, "at most 8 engines");
+		char *one = strndup(p, n);
+		if (!one)
+			return error_set(src->err, ENOMEM, NULL, "--agent-engine");
+		cfg->agent_engine[cfg->n_agent_engines++] = one;
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	return 0;
 }
 
 static int apply_opt(const struct src *src, struct runner_config *cfg, const struct opt_def *o,
@@ -374,6 +495,8 @@ static int apply_opt(const struct src *src, struct runner_config *cfg, const str
 			return bad(src, o->name, val, "expected full or none");
 		*(bool *)(base + o->off) = !strcmp(val, "none");
 		return 0;
+	case OPT_ENGINE:
+		return parse_engines(src, cfg, val);
 	case OPT_PORT: {
 		uint64_t v;
 		if (parse_u64(val, &v) < 0 || v > 65535)
@@ -381,6 +504,23 @@ static int apply_opt(const struct src *src, struct runner_config *cfg, const str
 		*(unsigned *)(base + o->off) = (unsigned)v;
 		return 0;
 	}
+	case OPT_PATH:
+		if (val[0] != '/')
+			return bad(src, o->name, val, "must be an absolute path");
+		*(const char **)(base + o->off) = val;
+		return 0;
+	case OPT_CPU_MAX:
+		return parse_cpu_max(src, o->name, val, (const char **)(base + o->off));
+	case OPT_PROXY:
+		if (parse_proxy(src, o->name, val) < 0)
+			return -1;
+		*(const char **)(base + o->off) = val;
+		return 0;
+	case OPT_ROOTS:
+		if (parse_roots(src, o->name, val) < 0)
+			return -1;
+		*(const char **)(base + o->off) = val;
+		return 0;
 	}
 	return error_set(src->err, 0, NULL, "--%s: unknown option type", o->name);
 }
@@ -431,8 +571,10 @@ static void note_given(struct runner_config *cfg, const struct opt_def *o)
 {
 	if (o->type == OPT_USER)
 		cfg->task_user_set = true;
-	else if (o->type == OPT_STR && o->off == OFF(state_dir))
+	else if (o->type == OPT_PATH && o->off == OFF(state_dir))
 		cfg->state_dir_set = true;
+	else if (o->type == OPT_NETWORK)
+		cfg->exec_network_set = true;
 }
 
 /* Remove a secret from this process's environment, including the bytes of
@@ -491,6 +633,112 @@ out:
 	return rc;
 }
 
+/* Where each option's value came from: the checks made once every option
+ * is known name the option, or the variable when it came from there. */
+enum origin { FROM_DEFAULT, FROM_ENV, FROM_CLI };
+
+static struct src src_of(const enum origin *from, const char *opt, struct error *err)
+{
+	for (size_t i = 0; i < N_OPTS; i++)
+		if (!strcmp(opts[i].name, opt))
+			return (struct src){.env = from[i] == FROM_ENV ? opts[i].env : NULL,
+					    .err = err};
+	return (struct src){.err = err};
+}
+
+static bool given(const enum origin *from, const char *opt)
+{
+	for (size_t i = 0; i < N_OPTS; i++)
+		if (!strcmp(opts[i].name, opt))
+			return from[i] != FROM_DEFAULT;
+	return false;
+}
+
+/* A value out of bounds, named as it was given. */
+static int out_of_bounds(const enum origin *from, const char *opt, uint64_t v, const char *why,
+			 struct error *err)
+{
+	struct src s = src_of(from, opt, err);
+	return bad_num(&s, opt, v, why);
+}
+
+/* The checks that need more than one option, or a bound: after parsing. */
+static int check_values(struct runner_config *cfg, const enum origin *from, struct error *err)
+{
+	if (cfg->grace_ms > 3600000)
+		return out_of_bounds(from, "grace-ms", cfg->grace_ms, "must be at most 3600000",
+				     err);
+	if (cfg->task_log_max < 65536)
+		return out_of_bounds(from, "task-log-max", cfg->task_log_max,
+				     "must be at least 65536", err);
+	if (cfg->stream_window < 4096)
+		return out_of_bounds(from, "stream-window", cfg->stream_window,
+				     "must be at least 4096", err);
+	if (cfg->stream_window > cfg->task_log_max / 4) {
+		/* Name the one the user set (both: the window). */
+		char why[160];
+		if (given(from, "stream-window")) {
+			snprintf(why, sizeof(why), "must be at most task-log-max/4 (%llu)",
+				 (unsigned long long)(cfg->task_log_max / 4));
+			return out_of_bounds(from, "stream-window", cfg->stream_window, why, err);
+		}
+		snprintf(why, sizeof(why),
+			 "must be at least 4 x --stream-window (%llu, its default): %llu; or "
+			 "lower --stream-window",
+			 (unsigned long long)cfg->stream_window,
+			 (unsigned long long)cfg->stream_window * 4);
+		return out_of_bounds(from, "task-log-max", cfg->task_log_max, why, err);
+	}
+	if (cfg->max_body < 1024)
+		return out_of_bounds(from, "max-body", cfg->max_body, "must be at least 1024", err);
+	if (cfg->header_deadline_ms < 100 || cfg->header_deadline_ms > 600000)
+		return out_of_bounds(from, "header-deadline-ms", cfg->header_deadline_ms,
+				     "must be 100..600000", err);
+	/* "0 = none" where none is possible; where it is not, 0 is refused. */
+	static const struct {
+		const char *opt;
+		size_t off;
+		const char *why;
+	} nonzero[] = {
+		{"gateway-connect-timeout-ms", OFF(gateway_connect_timeout_ms),
+		 "must be at least 1 (a connection attempt always has a time limit)"},
+		{"reset-snapshot-max", OFF(reset_snapshot_max), "must be at least 1"},
+		{"limit-nproc", OFF(rlimit_nproc),
+		 "must be at least 1 (leave it unset for the built-in default)"},
+		{"limit-nofile", OFF(rlimit_nofile),
+		 "must be at least 1 (leave it unset for the built-in default)"},
+	};
+	for (size_t i = 0; i < sizeof(nonzero) / sizeof(nonzero[0]); i++)
+		if (*(uint64_t *)((char *)cfg + nonzero[i].off) == 0 && given(from, nonzero[i].opt))
+			return out_of_bounds(from, nonzero[i].opt, 0, nonzero[i].why, err);
+	if (cfg->task_uid == 0 && !cfg->allow_root_tasks)
+		return out_of_bounds(from, "task-user", 0, "uid 0 needs --allow-root-tasks", err);
+	if (cfg->gateway_url) {
+		struct src s = src_of(from, "gateway-url", err);
+		if (validate_gateway_url(&s, cfg->gateway_url) != 0)
+			return -1;
+	}
+	if (cfg->agent_max_steps == 0 || cfg->agent_max_steps > 10000)
+		return out_of_bounds(from, "agent-max-steps", cfg->agent_max_steps,
+				     "must be 1..10000", err);
+	if (cfg->agent_output_max < 256 || cfg->agent_output_max > 1048576)
+		return out_of_bounds(from, "agent-output-max", cfg->agent_output_max,
+				     "must be 256..1048576", err);
+	if (cfg->mcp_max_body < 1024 || cfg->mcp_max_body > (64ULL << 20))
+		return out_of_bounds(from, "mcp-max-body", cfg->mcp_max_body,
+				     "must be from 1024 to 67108864", err);
+	if (cfg->mcp_max_sessions < 1)
+		return out_of_bounds(from, "mcp-max-sessions", cfg->mcp_max_sessions,
+				     "must be at least 1", err);
+	if (cfg->mcp_max_inflight < 1)
+		return out_of_bounds(from, "mcp-max-inflight", cfg->mcp_max_inflight,
+				     "must be at least 1", err);
+	if (cfg->agent_context_max < 16384 || cfg->agent_context_max > 64ull << 20)
+		return out_of_bounds(from, "agent-context-max", cfg->agent_context_max,
+				     "must be 16384..67108864 (bytes)", err);
+	return 0;
+}
+
 int config_parse(struct runner_config *cfg, int argc, char **argv, struct error *err)
 {
 	struct src cli = {.err = err};
@@ -510,6 +758,7 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 	 * environment value only counts if the command line does not replace
 	 * it. */
 	bool env_bad[N_OPTS] = {false};
+	enum origin from[N_OPTS] = {FROM_DEFAULT};
 	for (size_t i = 0; i < N_OPTS; i++) {
 		if (opts[i].def && apply_opt(&cli, cfg, &opts[i], opts[i].def))
 			return -1;
@@ -525,6 +774,7 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 			env_bad[i] = true;
 		else
 			note_given(cfg, &opts[i]);
+		from[i] = FROM_ENV;
 	}
 	char *tok = take_secret_env("EXECD_ACCESS_TOKEN");
 	if (tok && *tok && !cfg->token)
@@ -544,7 +794,8 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 	struct option lopts[N_OPTS + 4];
 	for (size_t i = 0; i < N_OPTS; i++) {
 		lopts[i].name = opts[i].name;
-		lopts[i].has_arg = opts[i].type == OPT_BOOL ? no_argument : required_argument;
+		/* --flag or --flag=VALUE (1/0, true/false, yes/no) */
+		lopts[i].has_arg = opts[i].type == OPT_BOOL ? optional_argument : required_argument;
 		lopts[i].flag = NULL;
 		lopts[i].val = 1000 + (int)i;
 	}
@@ -579,10 +830,11 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 			return error_set(err, 0, NULL, "unknown option '%s' (see --help)", arg);
 		}
 		const struct opt_def *o = &opts[c - 1000];
-		if (apply_opt(&cli, cfg, o, o->type == OPT_BOOL ? "1" : optarg))
+		if (apply_opt(&cli, cfg, o, o->type == OPT_BOOL && !optarg ? "1" : optarg))
 			return -1;
 		note_given(cfg, o);
 		env_bad[c - 1000] = false;
+		from[c - 1000] = FROM_CLI;
 	}
 	for (size_t i = 0; i < N_OPTS; i++) {
 		if (env_bad[i]) {
@@ -599,49 +851,31 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 					 argv[optind]);
 		cfg->main_argv = &argv[optind];
 	}
-	const struct src *src = &cli;
-	if (cfg->grace_ms > 3600000)
-		return bad_num(src, "grace-ms", cfg->grace_ms, "must be at most 3600000");
-	if (cfg->task_log_max < 65536)
-		return bad_num(src, "task-log-max", cfg->task_log_max, "must be at least 65536");
-	if (cfg->stream_window < 4096 || cfg->stream_window > cfg->task_log_max / 4)
-		return bad_num(src, "stream-window", cfg->stream_window,
-			       "must be 4096 .. task-log-max/4");
-	if (cfg->max_body < 1024)
-		return bad_num(src, "max-body", cfg->max_body, "must be at least 1024");
-	if (cfg->mcp_max_body < 1024 || cfg->mcp_max_body > (64ULL << 20))
-		return bad_num(src, "mcp-max-body", cfg->mcp_max_body,
-			       "must be from 1024 to 67108864");
-	if (cfg->mcp_max_sessions < 1)
-		return bad_num(src, "mcp-max-sessions", cfg->mcp_max_sessions,
-			       "must be at least 1");
-	if (cfg->mcp_max_inflight < 1)
-		return bad_num(src, "mcp-max-inflight", cfg->mcp_max_inflight,
-			       "must be at least 1");
-	if (cfg->header_deadline_ms < 100 || cfg->header_deadline_ms > 600000)
-		return bad_num(src, "header-deadline-ms", cfg->header_deadline_ms,
-			       "must be 100..600000");
+	if (check_values(cfg, from, err) < 0)
+		return -1;
 	if (check_secret_file(cfg, &cfg->token_file, "token-file", err) ||
 	    check_secret_file(cfg, &cfg->key_file, "gateway-key-file", err))
-		return -1;
-	if (cfg->gateway_url && validate_gateway_url(src, cfg->gateway_url) != 0)
 		return -1;
 	if (cfg->gateway_key && !cfg->gateway_url)
 		fprintf(stderr,
 			"forceai-runner: warning: a gateway key is set but no --gateway-url\n");
-	if (cfg->agent_max_steps == 0 || cfg->agent_max_steps > 10000)
-		return bad(src, "agent-max-steps", "(value)", "must be 1..10000");
+	/* Vault mode: whoever reaches the gateway is authenticated (a sidecar
+	 * adds the key), so an exec task with IP sockets could call models
+	 * ungoverned. Only an explicit --exec-network full allows that. */
+	if (cfg->gateway_url && !cfg->gateway_key && !cfg->exec_network_set)
+		cfg->exec_network_none = true;
 	if (cfg->one_shot && cfg->main_argv)
 		return error_set(err, 0, NULL,
 				 "--one-shot and a main command (-- CMD) both decide the exit "
 				 "status: use one");
-	if (cfg->agent_output_max < 256 || cfg->agent_output_max > 1048576)
-		return bad(src, "agent-output-max", "(value)", "must be 256..1048576");
 	return 0;
 }
 
 void config_free(struct runner_config *cfg)
 {
+	for (unsigned i = 0; i < cfg->n_agent_engines; i++)
+		free((char *)cfg->agent_engine[i]);
+	cfg->n_agent_engines = 0;
 	if (cfg->gateway_key) {
 		explicit_bzero(cfg->gateway_key, strlen(cfg->gateway_key));
 		free(cfg->gateway_key);

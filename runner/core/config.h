@@ -27,6 +27,7 @@ struct runner_config {
 	bool allow_root_tasks;
 	uint32_t task_id_lo, task_id_hi; /* ids requests may ask for (core/ids.h) */
 	bool exec_network_none;          /* exec tasks get no IP sockets unless asked */
+	bool exec_network_set;           /* given (vault mode's default is none) */
 	bool insecure_no_confine;        /* test-only: benchmarks of confinement cost */
 	bool write_seccomp_cache;        /* compile POLICY into POLICY.bpf and exit */
 	unsigned max_tasks;              /* concurrent running tasks; 429 beyond */
@@ -65,7 +66,16 @@ struct runner_config {
 	uint64_t agent_max_steps;
 	uint64_t agent_timeout_ms; /* 0 = none */
 	uint64_t agent_max_tokens; /* 0 = none */
+	/* Per-task model budgets, every route (0 = unlimited). */
+	uint64_t task_max_tokens;
+	uint64_t task_max_model_requests;
 	uint64_t agent_output_max; /* tool output fed back to the model (bytes) */
+	/* Agent engines (docs/design.md §19): "NAME=PATH" as given (validated
+	 * as such here; NAME against the engines at start, model/engine.c). */
+#define AGENT_ENGINES_MAX 8
+	const char *agent_engine[AGENT_ENGINES_MAX];
+	unsigned n_agent_engines;
+	uint64_t agent_context_max; /* bytes of conversation the built-in loop sends */
 
 	/* /mcp (docs/design.md §18). */
 	const char *mcp_allowed_origins; /* NULL: localhost forms only */

@@ -22,6 +22,7 @@ struct ws_table;
 struct pty_table;
 struct profile;
 struct proxy_table;
+struct conversations;
 struct mcp_table;
 struct mcp_upstream;
 
@@ -54,18 +55,23 @@ struct runner {
 	int state_dir_fd;
 	char state_dir[512]; /* its path: --state-dir, or a fallback (statedir.h) */
 	bool state_dir_fallback;
+	/* Non-root mode with a task-reachable state dir: none is used, spools
+	 * and the reset snapshot are memfds (the reason in state_dir_why). */
+	bool state_in_memory;
+	char state_dir_why[480];
 	struct loop_timer tick; /* 1 s housekeeping: keep-alives, record expiry */
 
 	struct http_server *http;
 	struct task_table *tasks;
 	struct session_table *sessions;
-	struct gateway *gateway;           /* NULL: no FORCEAI_GATEWAY_URL */
-	struct modelproxy *modelproxy;     /* loopback model proxy for chat tasks */
-	struct ws_table *ws;               /* open WebSocket connections (http/ws.c) */
-	struct pty_table *ptys;            /* execd PTY sessions (api/pty.c) */
-	struct profile *profile;           /* one-shot and reset (profile/profile.h) */
-	struct files_sched files_sched;    /* the files API's long scans, in slices */
-	struct proxy_table *proxies;       /* open /proxy/{port} requests (api/proxy.c) */
-	struct mcp_table *mcp;             /* /mcp sessions and calls (api/mcp.c) */
-	struct mcp_upstream *mcp_upstream; /* --mcp-servers: stdio servers behind /mcp */
+	struct gateway *gateway;             /* NULL: no FORCEAI_GATEWAY_URL */
+	struct modelproxy *modelproxy;       /* loopback model proxy for chat tasks */
+	struct ws_table *ws;                 /* open WebSocket connections (http/ws.c) */
+	struct pty_table *ptys;              /* execd PTY sessions (api/pty.c) */
+	struct profile *profile;             /* one-shot and reset (profile/profile.h) */
+	struct files_sched files_sched;      /* the files API's long scans, in slices */
+	struct proxy_table *proxies;         /* open /proxy/{port} requests (api/proxy.c) */
+	struct mcp_table *mcp;               /* /mcp sessions and calls (api/mcp.c) */
+	struct mcp_upstream *mcp_upstream;   /* --mcp-servers: stdio servers behind /mcp */
+	struct conversations *conversations; /* of agent tasks (model/conversation.h) */
 };

@@ -2,6 +2,7 @@
 #include "core/statedir.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,4 +90,43 @@ int statedir_open(const struct runner_config *cfg, char *path, size_t pathlen, b
 			 cfg->state_dir_set ? ""
 					    : " (set --state-dir to a directory the runner may "
 					      "create)");
+}
+
+int statedir_task_reachable(const char *dir, int ll_abi, const char *roots, char *why,
+			    size_t whylen)
+{
+	if (ll_abi <= 0) {
+		snprintf(why, whylen,
+			 "Landlock is not in force, so tasks (the runner's uid) may "
+			 "write wherever the runner may");
+		return 1;
+	}
+	char real[PATH_MAX];
+	if (!realpath(dir, real)) {
+		snprintf(why, whylen, "cannot resolve %.200s: %s", dir, strerror(errno));
+		return 1;
+	}
+	char *list = strdup(roots ? roots : "");
+	if (!list) {
+		snprintf(why, whylen, "out of memory");
+		return 1;
+	}
+	int hit = 0;
+	for (char *save, *tok = strtok_r(list, ":", &save); tok && !hit;
+	     tok = strtok_r(NULL, ":", &save)) {
+		char rr[PATH_MAX];
+		if (!realpath(tok, rr))
+			continue; /* a root that does not exist is not in force */
+		size_t n = strlen(rr);
+		if (!strcmp(rr, "/") ||
+		    (!strncmp(real, rr, n) && (real[n] == 0 || real[n] == '/'))) {
+			snprintf(why, whylen,
+				 "%.200s lies in the writable root %.200s, where tasks "
+				 "(the runner's uid) may write",
+				 real, tok);
+			hit = 1;
+		}
+	}
+	free(list);
+	return hit;
 }

@@ -17,3 +17,12 @@ struct runner_config;
  * every candidate's reason in err. */
 int statedir_open(const struct runner_config *cfg, char *path, size_t pathlen, bool *fallback,
 		  struct error *err);
+
+/* Non-root mode: tasks have the runner's uid, so the state dir is theirs
+ * unless Landlock keeps them from writing it. 1 when `dir` is task-
+ * reachable: Landlock not in force (ll_abi 0), or `dir` is one of the
+ * colon-separated writable `roots` or below one (paths resolved, at start,
+ * before any task runs); the reason goes into why. 0 when it lies outside
+ * them all. */
+int statedir_task_reachable(const char *dir, int ll_abi, const char *roots, char *why,
+			    size_t whylen);

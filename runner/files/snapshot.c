@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
@@ -259,6 +260,182 @@ static int linkmap_get_or_put(struct linkmap *m, uint64_t ino, uint32_t idx, uin
 	return 0;
 }
 
+/* ---- extended attributes and ACLs ----
+ * Kept as one blob per entry in the pool: for each attribute, a 2-byte
+ * name length, the name, a 4-byte value length, the value (host order).
+ * Only the namespaces a tenant could set or that carry meaning for the
+ * next one: user.*, trusted.* (visible to a root runner only with
+ * CAP_SYS_ADMIN, and settable by nobody less), POSIX ACLs. */
+#define XATTR_LIST_MAX_BYTES 65536
+#define XATTR_VALUE_MAX 65536
+#define XATTR_NAME_BYTES 256 /* the kernel's XATTR_NAME_MAX + 1 */
+
+static bool xattr_ours(const char *name)
+{
+	return !strncmp(name, "user.", 5) || !strncmp(name, "trusted.", 8) ||
+	       !strcmp(name, "system.posix_acl_access") ||
+	       !strcmp(name, "system.posix_acl_default");
+}
+
+/* The names on fd, NUL-separated, into a malloc'd buffer. -errno. */
+static ssize_t xattr_names(int fd, char **out)
+{
+	*out = NULL;
+	ssize_t n = flistxattr(fd, NULL, 0);
+	if (n < 0)
+		return errno == ENOTSUP ? 0 : -errno;
+	if (n == 0)
+		return 0;
+	if (n > XATTR_LIST_MAX_BYTES)
+		return -E2BIG;
+	char *b = malloc((size_t)n + 1);
+	if (!b)
+		return -ENOMEM;
+	n = flistxattr(fd, b, (size_t)n);
+	if (n < 0) {
+		int err = errno;
+		free(b);
+		return -err;
+	}
+	b[n] = 0;
+	*out = b;
+	return n;
+}
+
+/* One value; -errno (ENODATA when absent). */
+static ssize_t xattr_value(int fd, const char *name, char *buf, size_t cap)
+{
+	ssize_t v = fgetxattr(fd, name, buf, cap);
+	return v < 0 ? -errno : v;
+}
+
+/* The blob of fd's attributes, into the pool for entry idx. */
+static int take_xattrs(struct snapshot *s, int fd, uint32_t idx)
+{
+	char *names;
+	ssize_t n = xattr_names(fd, &names);
+	if (n <= 0)
+		return (int)n;
+	size_t cap = 4096, len = 0;
+	char *blob = malloc(cap), *val = malloc(XATTR_VALUE_MAX);
+	int rc = blob && val ? 0 : -ENOMEM;
+	for (char *nm = names; rc == 0 && nm < names + n; nm += strlen(nm) + 1) {
+		if (!xattr_ours(nm))
+			continue;
+		ssize_t v = xattr_value(fd, nm, val, XATTR_VALUE_MAX);
+		if (v == -ENODATA)
+			continue;
+		if (v < 0) {
+			rc = (int)v;
+			break;
+		}
+		uint16_t nl = (uint16_t)strlen(nm);
+		uint32_t vl = (uint32_t)v;
+		size_t need = len + 2 + nl + 4 + vl;
+		if (need > cap) {
+			while (cap < need)
+				cap *= 2;
+			char *nb = realloc(blob, cap);
+			if (!nb) {
+				rc = -ENOMEM;
+				break;
+			}
+			blob = nb;
+		}
+		memcpy(blob + len, &nl, 2);
+		memcpy(blob + len + 2, nm, nl);
+		memcpy(blob + len + 2 + nl, &vl, 4);
+		memcpy(blob + len + 6 + nl, val, vl);
+		len = need;
+	}
+	if (rc == 0 && len) {
+		uint32_t off;
+		rc = pool_add(s, blob, len, &off);
+		if (rc == 0) {
+			s->ent[idx].xattr_off = off;
+			s->ent[idx].xattr_len = (uint32_t)len;
+		}
+	}
+	free(names);
+	free(blob);
+	free(val);
+	return rc;
+}
+
+/* Walks an entry's blob: the next attribute, or false at its end. */
+static bool blob_next(const char *blob, size_t len, size_t *pos, char *name, size_t namecap,
+		      const char **value, uint32_t *vlen)
+{
+	if (*pos + 2 > len)
+		return false;
+	uint16_t nl;
+	memcpy(&nl, blob + *pos, 2);
+	if (*pos + 6 + nl > len || nl >= namecap)
+		return false;
+	memcpy(name, blob + *pos + 2, nl);
+	name[nl] = 0;
+	memcpy(vlen, blob + *pos + 2 + nl, 4);
+	if (*pos + 6 + nl + *vlen > len)
+		return false;
+	*value = blob + *pos + 6 + nl;
+	*pos += 6 + nl + *vlen;
+	return true;
+}
+
+/* Make fd's attributes exactly entry e's: a tenant's added ones removed,
+ * changed or removed ones set again. Returns how many were changed, or
+ * -errno. `tolerant`: a non-root runner's EPERM on what it does not own
+ * (no task of its uid could have changed that either) is not an error. */
+static int restore_xattrs(int fd, const struct snapshot *s, const struct snap_entry *e,
+			  bool tolerant)
+{
+	char *names;
+	ssize_t n = xattr_names(fd, &names);
+	if (n < 0)
+		return (int)n;
+	const char *blob = s->pool + e->xattr_off;
+	size_t blen = e->xattr_len;
+	int changed = 0, rc = 0;
+	char name[XATTR_NAME_BYTES], *val = malloc(XATTR_VALUE_MAX);
+	if (!val) {
+		free(names);
+		return -ENOMEM;
+	}
+	/* Added by a tenant: removed. */
+	for (char *nm = names; n > 0 && nm < names + n && rc == 0; nm += strlen(nm) + 1) {
+		if (!xattr_ours(nm))
+			continue;
+		bool kept = false;
+		size_t pos = 0;
+		const char *v;
+		uint32_t vl;
+		while (!kept && blob_next(blob, blen, &pos, name, sizeof(name), &v, &vl))
+			kept = !strcmp(name, nm);
+		if (kept)
+			continue;
+		if (fremovexattr(fd, nm) == 0)
+			changed++;
+		else if (errno != ENODATA && !(tolerant && (errno == EPERM || errno == EACCES)))
+			rc = -errno;
+	}
+	/* The snapshot's: set where missing or different. */
+	size_t pos = 0;
+	const char *v;
+	uint32_t vl;
+	while (rc == 0 && blob_next(blob, blen, &pos, name, sizeof(name), &v, &vl)) {
+		ssize_t cur = xattr_value(fd, name, val, XATTR_VALUE_MAX);
+		if (cur == (ssize_t)vl && !memcmp(val, v, vl))
+			continue;
+		if (fsetxattr(fd, name, v, vl, 0) == 0)
+			changed++;
+		else if (!(tolerant && (errno == EPERM || errno == EACCES)))
+			rc = -errno;
+	}
+	free(val);
+	free(names);
+	return rc < 0 ? rc : changed;
+}
+
 struct take_ctx {
 	struct snapshot *s;
 	struct snap_root *root;
@@ -338,6 +515,12 @@ static int take_file(struct take_ctx *c, int dfd, const char *name, uint32_t idx
 		close(src);
 		return error_set(c->e, 0, NULL, "'%s' under %s changed while it was copied", name,
 				 c->root->path);
+	}
+	int xr = take_xattrs(s, src, idx);
+	if (xr < 0) {
+		close(src);
+		return error_set(c->e, -xr, NULL, "cannot read the attributes of '%s' under %s",
+				 name, c->root->path);
 	}
 	/* Appended to the one store file; the entry keeps where and how long
 	 * (a file that grew meanwhile is cut at its size, as examined). */
@@ -484,6 +667,12 @@ static int take_dir(struct take_ctx *c, int dfd, uint32_t di, int depth)
 		if (cfd < 0)
 			return error_set(c->e, -cfd, NULL, "cannot open '%s' under %s",
 					 ent_name(s, &s->ent[idx]), c->root->path);
+		if ((rc = take_xattrs(s, cfd, idx)) < 0) {
+			close(cfd);
+			return error_set(c->e, -rc, NULL,
+					 "cannot read the attributes of '%s' under %s",
+					 ent_name(s, &s->ent[idx]), c->root->path);
+		}
 		rc = take_dir(c, cfd, idx, depth + 1);
 		close(cfd);
 		if (rc < 0)
@@ -542,6 +731,14 @@ static int open_dir_checked(int dfd, const char *name, const struct kstatx *want
 /* The store: one unnamed file in the state dir (gone with the runner). */
 static int store_open(struct snapshot *s, struct error *e)
 {
+	if (s->state_fd < 0) {
+		/* No state dir (non-root mode, core/statedir.h): memory only. */
+		int m = memfd_create("forceai-reset-store", MFD_CLOEXEC);
+		if (m < 0)
+			return error_set(e, errno, NULL, "cannot create the reset snapshot store");
+		s->store_fd = m;
+		return 0;
+	}
 	int fd = openat(s->state_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
 		/* No O_TMPFILE here: create, then unlink at once. */
@@ -570,11 +767,13 @@ int snapshot_take(struct snapshot *s, const char *const *roots, unsigned n_roots
 	for (unsigned i = 0; i < SNAP_MAX_ROOTS; i++)
 		s->roots[i].fd = -1;
 	struct kstatx st;
-	int rc = kstatx(state_dir_fd, "", AT_EMPTY_PATH, &st);
+	int rc = state_dir_fd >= 0 ? kstatx(state_dir_fd, "", AT_EMPTY_PATH, &st) : 0;
 	if (rc < 0)
 		return error_set(e, -rc, NULL, "cannot examine the state dir");
-	s->excl[s->n_excl].dev = kdev(&st);
-	s->excl[s->n_excl++].ino = st.ino;
+	if (state_dir_fd >= 0) {
+		s->excl[s->n_excl].dev = kdev(&st);
+		s->excl[s->n_excl++].ino = st.ino;
+	}
 
 	size_t skipped_len = 0;
 	for (unsigned i = 0; i < n_roots; i++) {
@@ -637,6 +836,9 @@ int snapshot_take(struct snapshot *s, const char *const *roots, unsigned n_roots
 		s->ent[idx].type = SNAP_DIR;
 		s->ent[idx].root = (uint8_t)i;
 		root->entry = idx;
+		if ((rc = take_xattrs(s, root->fd, idx)) < 0)
+			return error_set(e, -rc, NULL, "cannot read the attributes of '%s'",
+					 root->path);
 		/* A root inside another one is excluded from that one's walk
 		 * (excl holds every root) and walked as itself. */
 		rc = take_dir(&c, root->fd, idx, 0);
@@ -790,8 +992,32 @@ static int remove_entry(struct rctx *c, int dfd, const char *name, const struct 
 	return 0;
 }
 
+/* A directory a tenant made read-only (chmod 555, or 000 once opened):
+ * entries in it can be neither removed nor created. Root has
+ * CAP_DAC_OVERRIDE; a non-root runner owns what its tasks made and gives
+ * itself the rights back (the manifest's mode is set again afterwards, or
+ * the directory goes). 0 or -1 with c->e set. */
+static int dir_writable(struct rctx *c, int fd)
+{
+	if (c->root_user)
+		return 0;
+	struct kstatx st;
+	int rc = kstatx(fd, "", AT_EMPTY_PATH, &st);
+	if (rc < 0)
+		return error_set(c->e, -rc, NULL, "cannot examine a directory under %s",
+				 c->root->path);
+	if (st.uid != geteuid() || (st.mode & 0700) == 0700)
+		return 0;
+	if (fchmod(fd, (st.mode | 0700) & 07777) < 0)
+		return error_set(c->e, errno, NULL, "cannot make a directory under %s writable",
+				 c->root->path);
+	return 0;
+}
+
 static int remove_contents(struct rctx *c, int fd, int depth)
 {
+	if (dir_writable(c, fd) < 0)
+		return -1;
 	struct iter *it = iter_new(fd);
 	if (!it)
 		return error_set(c->e, ENOMEM, NULL, "reset");
@@ -917,6 +1143,12 @@ static int copy_from_store(struct rctx *c, int dfd, const char *name, uint32_t i
 		return error_set(c->e, -rc, NULL, "cannot write '%s' under %s", name,
 				 c->root->path);
 	}
+	int xr = e->xattr_len ? restore_xattrs(dst, c->s, e, false) : 0;
+	if (xr < 0) {
+		close(dst);
+		return error_set(c->e, -xr, NULL, "cannot set the attributes of '%s' under %s",
+				 name, c->root->path);
+	}
 	rc = set_attrs_fd(c, dst, e, name);
 	if (close(dst) < 0 && rc == 0)
 		return error_set(c->e, errno, NULL, "cannot write '%s' under %s", name,
@@ -1013,6 +1245,8 @@ static int restore_dir(struct rctx *c, int dfd, uint32_t di, int depth)
 		rc = -ENOMEM;
 		goto out;
 	}
+	if (dir_writable(c, dfd) < 0)
+		goto fail;
 	for (long pass = 0; pass < MAX_PASSES; pass++) {
 		bool again = false;
 		uint64_t hoisted = c->hoisted;
@@ -1087,14 +1321,30 @@ static int restore_dir(struct rctx *c, int dfd, uint32_t di, int depth)
 	for (uint32_t i = 0; i < n; i++)
 		if (!seen[i] && create_entry(c, dfd, first + i, depth) < 0)
 			goto fail;
-	/* The directory itself: owner, mode and (after all changes in it)
-	 * mtime as they were. */
+	/* The directory itself: its extended attributes and ACLs (a default
+	 * ACL would decide the modes of what the next tenant creates), then
+	 * owner, mode and (after all changes in it) mtime as they were. */
 	struct kstatx st;
 	if ((rc = kstatx(dfd, "", AT_EMPTY_PATH, &st)) < 0) {
 		error_set(c->e, -rc, NULL, "cannot examine a directory under '%s'", c->root->path);
 		goto fail;
 	}
 	struct snap_entry *d = &s->ent[di];
+	int xr = restore_xattrs(dfd, s, d, !c->root_user && st.uid != geteuid());
+	if (xr < 0) {
+		error_set(c->e, -xr, NULL, "cannot restore the attributes of '%s' under %s",
+			  ent_name(s, d), c->root->path);
+		rc = 0;
+		goto fail;
+	}
+	if (xr > 0) {
+		c->st->attrs_fixed++;
+		if ((rc = kstatx(dfd, "", AT_EMPTY_PATH, &st)) < 0) {
+			error_set(c->e, -rc, NULL, "cannot examine a directory under '%s'",
+				  c->root->path);
+			goto fail;
+		}
+	}
 	bool attrs = st.uid != d->uid || st.gid != d->gid || (st.mode & 07777) != (d->mode & 07777);
 	if (attrs || st.mtime.tv_sec != d->mtime_sec || st.mtime.tv_nsec != d->mtime_nsec) {
 		if (set_attrs_fd(c, dfd, d, ent_name(s, d)) < 0)

@@ -20,8 +20,11 @@
  * state dir and the other roots are left alone wherever they appear. Roots
  * are held open from the start, so renaming a path cannot redirect a walk.
  *
- * Not restored: extended attributes and ACLs (a change to them changes the
- * ctime, so the file is replaced by its copy, which has none) and sockets.
+ * Extended attributes (user.*, trusted.* where visible) and POSIX ACLs
+ * (system.posix_acl_access/default) of directories and regular files are
+ * in the manifest too: a directory gets exactly them back (a tenant's added
+ * ones removed), a file replaced by its copy gets them. Not restored:
+ * security.* (not a tenant's to set) and sockets.
  * Bounds: SNAP_MAX_ENTRIES entries and max_bytes of file content; beyond
  * them snapshot_take fails (the runner refuses to start). */
 #pragma once
@@ -59,6 +62,8 @@ struct snap_entry {
 	uint32_t name_off, target_off;    /* into the pool; target: symlinks */
 	uint16_t name_len, target_len;
 	uint32_t link_to; /* hard link: the entry with the lowest index sharing the inode */
+	uint32_t xattr_off, xattr_len; /* into the pool: the entry's extended attributes
+					* and ACLs (see snapshot.c); 0 length = none */
 	uint32_t mode, uid, gid;
 	uint8_t type; /* enum snap_type */
 	uint8_t root;

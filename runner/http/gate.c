@@ -292,6 +292,8 @@ void gate_request_ends(struct MHD_Connection *c)
 	struct gate_conn *gc = conn_of(c);
 	if (!gc || gc->refused)
 		return;
+	if (!gc->g->pol.next_head_ms)
+		return; /* 0 = none */
 	gc->deadline = monotonic_ms() + gc->g->pol.next_head_ms;
 	sweep_arm(gc->g);
 }

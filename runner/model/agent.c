@@ -6,8 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/budget.h"
 #include "model/chatstream.h"
-#include "task/env.h"
+#include "model/conversation.h"
 #include "model/gateway.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -20,12 +21,11 @@ struct agent {
 	struct task *t;
 	char *model;
 	json_t *env; /* the request's env for tool commands (or NULL) */
-	uint64_t max_steps, max_tokens;
+	uint64_t max_steps;
 	enum task_network network; /* of its tool calls */
 	unsigned step;
 	json_t *messages;
-	struct cs_usage total;
-	bool has_usage;
+	struct budget b; /* the task's model budget: the same one a chat task's token has */
 
 	/* The model call in flight. */
 	struct gw_call *call;
@@ -42,6 +42,17 @@ struct agent {
 	uint64_t call_started_ms;
 	bool call_is_bash;
 	struct tool_call *tool; /* the tool layer's call in flight (tools/tools.h) */
+
+	struct conversation *conv; /* kept after the task (docs/design.md §19.4) */
+	/* The gateway's GET /models, asked once before the first turn: a
+	 * context length for the model lowers the bound (§19.6). */
+	struct gw_call *models_call;
+	struct buf models_body;
+	long models_status;
+	uint64_t context_bound; /* bytes: --agent-context-max, or less */
+	uint64_t model_context; /* tokens, as /models said (0: not said) */
+	size_t largest_request; /* bytes of the largest model request sent */
+	unsigned elided;        /* messages shortened by the context bound */
 };
 
 #define BASH_TOOL                                                                                   \
@@ -83,6 +94,7 @@ static bool agent_tool(const char *name)
 }
 
 static void agent_free(struct agent *a);
+static void finish(struct agent *a, enum task_status st, int exit_code, const char *answer);
 static void ask(struct agent *a);
 static void next_tool(struct agent *a);
 
@@ -93,11 +105,44 @@ static json_t *usage_json(const struct cs_usage *u)
 			 (json_int_t)u->total_tokens);
 }
 
+static json_t *usage_json_mu(const struct mu_usage *u)
+{
+	return json_pack("{s:I,s:I,s:I}", "prompt_tokens", (json_int_t)u->prompt_tokens,
+			 "completion_tokens", (json_int_t)u->completion_tokens, "total_tokens",
+			 (json_int_t)u->total_tokens);
+}
+
 static json_t *summary(struct agent *a)
 {
-	json_t *o = json_pack("{s:i,s:s}", "steps", (int)a->step, "model", a->model);
-	json_object_set_new(o, "usage", usage_json(&a->total));
+	json_t *o = json_pack("{s:i,s:s,s:s}", "steps", (int)a->step, "model", a->model, "engine",
+			      "builtin");
+	json_object_set_new(o, "usage", budget_usage_json(&a->b));
+	json_t *b = budget_json(&a->b);
+	if (b)
+		json_object_set_new(o, "budget", b);
+	if (a->conv)
+		json_object_set_new(o, "conversation", json_string(a->conv->id));
+	json_object_set_new(o, "context",
+			    json_pack("{s:I,s:I,s:I,s:i}", "model_context_tokens",
+				      (json_int_t)a->model_context, "max_bytes",
+				      (json_int_t)a->context_bound, "largest_request_bytes",
+				      (json_int_t)a->largest_request, "elided_messages",
+				      (int)a->elided));
 	return o;
+}
+
+/* The budget is spent: the agent ends as a chat task's next call would be
+ * refused (max_tokens or max_model_requests). True when it ended. */
+static bool budget_over(struct agent *a)
+{
+	if (!budget_spent(&a->b))
+		return false;
+	finish(a,
+	       a->b.max_tokens && (uint64_t)a->b.used.total_tokens >= a->b.max_tokens
+		       ? TS_MAX_TOKENS
+		       : TS_MAX_MODEL_REQUESTS,
+	       1, NULL);
+	return true;
 }
 
 static void stop_work(struct agent *a, enum task_status why)
@@ -105,6 +150,10 @@ static void stop_work(struct agent *a, enum task_status why)
 	if (a->call) {
 		gw_call_cancel(a->call);
 		a->call = NULL;
+	}
+	if (a->models_call) {
+		gw_call_cancel(a->models_call);
+		a->models_call = NULL;
 	}
 	(void)why;
 	loop_timer_stop(&a->r->loop, &a->retry_timer);
@@ -155,8 +204,50 @@ static void on_release(struct task *t)
 
 static const struct task_driver_ops agent_ops = {on_cancel, on_release};
 
+/* The history as a conversation keeps it: every tool call of the last turn
+ * answered (a strict gateway refuses a call without its result). */
+static void save_conversation(struct agent *a)
+{
+	json_t *m = a->messages;
+	size_t n = json_array_size(m), last = n;
+	for (size_t i = n; i-- > 0;) {
+		const char *role = json_string_value(json_object_get(json_array_get(m, i), "role"));
+		if (role && !strcmp(role, "assistant")) {
+			last = i;
+			break;
+		}
+	}
+	json_t *tcs = last < n ? json_object_get(json_array_get(m, last), "tool_calls") : NULL;
+	size_t i;
+	json_t *tc;
+	json_array_foreach(tcs, i, tc) {
+		const char *id = json_string_value(json_object_get(tc, "id"));
+		bool answered = false;
+		for (size_t j = last + 1; j < n && !answered; j++) {
+			const char *tid = json_string_value(
+				json_object_get(json_array_get(m, j), "tool_call_id"));
+			answered = tid && id && !strcmp(tid, id);
+		}
+		if (!answered && id)
+			json_array_append_new(
+				m,
+				json_pack("{s:s,s:s,s:s}", "role", "tool", "tool_call_id", id,
+					  "content", "not run: the task ended before this call"));
+	}
+	int rc = conv_save(a->r, a->conv, m);
+	if (rc < 0)
+		log_errno("cannot save a conversation", -rc, a->conv->id);
+}
+
 static void agent_free(struct agent *a)
 {
+	if (a->conv) {
+		if (a->messages)
+			save_conversation(a);
+		conv_release(a->r, a->conv);
+		a->conv = NULL;
+	}
+	buf_free(&a->models_body);
 	if (a->cs_live)
 		chatstream_free(&a->cs);
 	loop_timer_close(&a->r->loop, &a->retry_timer);
@@ -250,23 +341,144 @@ static void on_done(struct gw_call *c, void *arg, enum gw_err err, const char *m
 
 static const struct gw_call_ops call_ops = {on_head, on_data, on_done, NULL};
 
+/* ---- the context bound (--agent-context-max) ---- */
+
+static size_t msg_size(json_t *m)
+{
+	char *s = json_dumps(m, JSON_COMPACT);
+	size_t n = s ? strlen(s) + 1 : 0;
+	free(s);
+	return n;
+}
+
+/* Replace a long string field by a marker; the bytes saved. */
+static size_t elide(json_t *obj, const char *key, const char *what, size_t keep)
+{
+	json_t *v = json_object_get(obj, key);
+	if (!json_is_string(v) || json_string_length(v) <= keep + 160)
+		return 0;
+	size_t len = json_string_length(v);
+	if (strstr(json_string_value(v), "[elided by the runner:"))
+		return 0;
+	char *head = keep ? strndup(json_string_value(v), keep) : strdup("");
+	if (!head)
+		return 0;
+	/* Keep whole characters: a cut inside one is not valid UTF-8. */
+	size_t hl = strlen(head);
+	hl -= utf8_incomplete_tail((const unsigned char *)head, hl);
+	head[hl] = 0;
+	json_t *nv = json_sprintf("%s[elided by the runner: %zu bytes of %s; the conversation is "
+				  "kept under --agent-context-max]",
+				  head, len - hl, what);
+	free(head);
+	if (!nv)
+		return 0;
+	size_t nl = json_string_length(nv);
+	json_object_set_new(obj, key, nv);
+	return len > nl ? len - nl : 0;
+}
+
+/* Shorten a->messages until the request fits: tool outputs first (oldest
+ * first), then long assistant text and tool arguments, then the latest
+ * turns' outputs but the last; the system prompt and the goals (user
+ * messages) stay. Older turns are dropped whole as the last resort. */
+static size_t bound_context(struct agent *a, size_t overhead)
+{
+	json_t *m = a->messages;
+	size_t limit = a->context_bound;
+	limit = limit > overhead + 1024 ? limit - overhead : 1024;
+	size_t n = json_array_size(m), total = 0;
+	for (size_t i = 0; i < n; i++)
+		total += msg_size(json_array_get(m, i));
+	if (total <= limit)
+		return total;
+	/* The latest two assistant turns (and their results) are protected. */
+	size_t keep_from = n, seen = 0;
+	for (size_t i = n; i-- > 1 && seen < 2;) {
+		const char *role = json_string_value(json_object_get(json_array_get(m, i), "role"));
+		if (role && !strcmp(role, "assistant")) {
+			keep_from = i;
+			seen++;
+		}
+	}
+	for (int pass = 0; pass < 3 && total > limit; pass++) {
+		size_t end = pass < 2 ? keep_from : (n ? n - 1 : 0);
+		for (size_t i = 1; i < end && total > limit; i++) {
+			json_t *msg = json_array_get(m, i);
+			const char *role = json_string_value(json_object_get(msg, "role"));
+			size_t saved = 0;
+			if (role && !strcmp(role, "tool") && pass != 1) {
+				saved = elide(msg, "content", "tool output", pass == 2 ? 512 : 0);
+			} else if (role && !strcmp(role, "assistant") && pass == 1) {
+				saved = elide(msg, "content", "assistant text", 256);
+				size_t j;
+				json_t *tc;
+				json_array_foreach(json_object_get(msg, "tool_calls"), j, tc)
+					saved += elide(json_object_get(tc, "function"), "arguments",
+						       "tool arguments", 0);
+			}
+			if (saved) {
+				a->elided++;
+				total -= saved < total ? saved : total;
+			}
+		}
+	}
+	/* Whole old turns: an assistant message and the results after it. */
+	while (total > limit) {
+		size_t i = 1;
+		while (i < n &&
+		       strcmp(json_string_value(json_object_get(json_array_get(m, i), "role"))
+				      ?: "",
+			      "assistant"))
+			i++;
+		size_t j = i + 1;
+		while (j < n &&
+		       !strcmp(json_string_value(json_object_get(json_array_get(m, j), "role"))
+				       ?: "",
+			       "tool"))
+			j++;
+		if (i >= n || j >= n - 1 || i >= keep_from)
+			break; /* nothing old is left to drop */
+		for (size_t k = i; k < j; k++) {
+			size_t sz = msg_size(json_array_get(m, i));
+			total -= sz < total ? sz : total;
+			json_array_remove(m, i);
+			a->elided++;
+		}
+		n = json_array_size(m);
+		keep_from -= keep_from > j - i ? j - i : keep_from;
+	}
+	return total;
+}
+
 static void ask(struct agent *a)
 {
+	char why[256];
+	if (!budget_admit(&a->b, why, sizeof(why))) {
+		budget_over(a);
+		return;
+	}
 	a->step++;
 	if (a->cs_live)
 		chatstream_free(&a->cs);
 	chatstream_init(&a->cs, on_text, a);
 	a->cs_live = true;
 	a->retry_after[0] = 0;
+	json_t *tools = tool_defs();
+	char *td = tools ? json_dumps(tools, JSON_COMPACT) : NULL;
+	bound_context(a, (td ? strlen(td) : 8192) + 256); /* the request around the messages */
+	free(td);
 	json_t *req = json_pack("{s:s,s:O,s:o,s:s,s:b,s:{s:b}}", "model", a->model, "messages",
-				a->messages, "tools", tool_defs(), "tool_choice", "auto", "stream",
-				1, "stream_options", "include_usage", 1);
+				a->messages, "tools", tools, "tool_choice", "auto", "stream", 1,
+				"stream_options", "include_usage", 1);
 	char *body = req ? json_dumps(req, JSON_COMPACT) : NULL;
 	json_decref(req);
 	if (!body) {
 		fail(a, "internal_error", "out of memory building the model request", 0);
 		return;
 	}
+	if (strlen(body) > a->largest_request)
+		a->largest_request = strlen(body);
 	struct gw_request rq = {.method = "POST",
 				.path = "/chat/completions",
 				.body = body,
@@ -283,12 +495,13 @@ static void turn_complete(struct agent *a)
 	struct chatstream *cs = &a->cs;
 	a->attempt = 0;
 	if (cs->has_usage) {
-		a->total.prompt_tokens += cs->usage.prompt_tokens;
-		a->total.completion_tokens += cs->usage.completion_tokens;
-		a->total.total_tokens += cs->usage.total_tokens;
+		struct mu_usage u = {.prompt_tokens = cs->usage.prompt_tokens,
+				     .completion_tokens = cs->usage.completion_tokens,
+				     .total_tokens = cs->usage.total_tokens};
+		budget_charge(&a->b, &u);
 		json_t *ev = usage_json(&cs->usage);
 		json_object_set_new(ev, "step", json_integer(a->step));
-		json_object_set_new(ev, "total", usage_json(&a->total));
+		json_object_set_new(ev, "total", usage_json_mu(&a->b.used));
 		task_emit(a->t, "usage", ev);
 		json_decref(ev);
 	}
@@ -324,10 +537,8 @@ static void turn_complete(struct agent *a)
 		free(answer);
 		return;
 	}
-	if (a->max_tokens && (uint64_t)a->total.total_tokens >= a->max_tokens) {
-		finish(a, TS_MAX_TOKENS, 1, NULL);
+	if (budget_over(a))
 		return;
-	}
 	if (a->step >= a->max_steps) {
 		finish(a, TS_MAX_STEPS, 1, NULL);
 		return;
@@ -451,24 +662,98 @@ static void next_tool(struct agent *a)
 		tool_finished(a, &res, NULL);
 }
 
+/* ---- the model's context, from the gateway's GET /models ---- */
+
+#define MODELS_BODY_MAX (1u << 20)
+#define BYTES_PER_TOKEN                                                                            \
+	3 /* of JSON-encoded conversation: a low estimate, so the bound errs short */
+
+static void models_head(struct gw_call *c, void *arg, long status, const char *ctype,
+			const char *retry_after)
+{
+	(void)c;
+	(void)ctype;
+	(void)retry_after;
+	((struct agent *)arg)->models_status = status;
+}
+
+static int models_data(struct gw_call *c, void *arg, const char *p, size_t n)
+{
+	(void)c;
+	struct agent *a = arg;
+	if (a->models_body.len + n > MODELS_BODY_MAX)
+		return -1; /* not a list of models worth reading */
+	return buf_append(&a->models_body, p, n) < 0 ? -1 : 0;
+}
+
+/* The context length a gateway publishes for the model, in tokens (0: none).
+ * Field names differ: context_length (OpenRouter, LM Studio), context_window,
+ * max_model_len (vLLM), max_input_tokens (LiteLLM's model info). */
+static uint64_t model_context_of(json_t *list, const char *model)
+{
+	static const char *const keys[] = {"context_length", "context_window", "max_model_len",
+					   "max_input_tokens", "max_context_length"};
+	size_t i;
+	json_t *m;
+	json_array_foreach(json_object_get(list, "data"), i, m) {
+		const char *id = json_string_value(json_object_get(m, "id"));
+		if (!id || strcmp(id, model))
+			continue;
+		for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+			json_t *v = json_object_get(m, keys[k]);
+			if (!v)
+				v = json_object_get(json_object_get(m, "model_info"), keys[k]);
+			if (json_is_integer(v) && json_integer_value(v) > 0)
+				return (uint64_t)json_integer_value(v);
+		}
+	}
+	return 0;
+}
+
+static void models_done(struct gw_call *c, void *arg, enum gw_err err, const char *msg)
+{
+	(void)c;
+	(void)msg;
+	struct agent *a = arg;
+	a->models_call = NULL;
+	if (err == GW_OK && a->models_status == 200) {
+		json_t *j = json_loadb(a->models_body.data ? a->models_body.data : "",
+				       a->models_body.len, 0, NULL);
+		a->model_context = model_context_of(j, a->model);
+		json_decref(j);
+		if (a->model_context && a->model_context <= UINT64_MAX / BYTES_PER_TOKEN &&
+		    a->model_context * BYTES_PER_TOKEN < a->context_bound)
+			a->context_bound = a->model_context * BYTES_PER_TOKEN;
+	}
+	buf_free(&a->models_body);
+	ask(a); /* whatever /models said: a gateway without it is fine */
+}
+
+static const struct gw_call_ops models_ops = {models_head, models_data, models_done, NULL};
+
+/* The first turn, after asking /models (or at once when that cannot start). */
+static void first_turn(struct agent *a)
+{
+	struct gw_request rq = {.method = "GET", .path = "/models", .accept = "application/json"};
+	a->models_call = gw_call_start(a->r, &rq, &models_ops, a);
+	if (!a->models_call)
+		ask(a);
+}
+
 /* ---- start ---- */
 
-struct task *agent_start(struct runner *r, const struct task_spec *spec, struct error *err)
+struct task *agent_start(struct runner *r, const struct task_spec *spec, struct conversation *conv,
+			 struct error *err)
 {
-	const char *model = spec->model ? spec->model : r->cfg.model;
-	if (!model) {
-		error_set(err, 0, "NO_MODEL",
-			  "no model: set 'model' in the request or FORCEAI_MODEL");
-		return NULL;
-	}
-	if (spec->env && env_validate(spec->env, err) < 0)
-		return NULL;
-	struct agent *a = calloc(1, sizeof(*a));
+	/* engine_task_start checked the model and the env (model/engine.c). */
+	const char *model = spec->model;
+	struct agent *a = model ? calloc(1, sizeof(*a)) : NULL;
 	if (!a) {
 		error_set(err, ENOMEM, "RUNTIME_ERROR", "cannot start the agent");
 		return NULL;
 	}
 	a->r = r;
+	a->context_bound = r->cfg.agent_context_max;
 	a->retry_timer.w.fd = -1; /* agent_free is the one teardown from here on */
 	if (!(a->model = strdup(model))) {
 		error_set(err, ENOMEM, "RUNTIME_ERROR", "cannot start the agent");
@@ -476,7 +761,13 @@ struct task *agent_start(struct runner *r, const struct task_spec *spec, struct 
 		return NULL;
 	}
 	a->max_steps = spec->max_steps ? spec->max_steps : r->cfg.agent_max_steps;
-	a->max_tokens = spec->max_tokens ? spec->max_tokens : r->cfg.agent_max_tokens;
+	/* The request's, else --agent-max-tokens (the older, agent-only name),
+	 * else --task-max-tokens. */
+	a->b.max_tokens = spec->max_tokens          ? spec->max_tokens
+			  : r->cfg.agent_max_tokens ? r->cfg.agent_max_tokens
+						    : r->cfg.task_max_tokens;
+	a->b.max_requests = spec->max_requests ? spec->max_requests
+					       : r->cfg.task_max_model_requests;
 	a->network = spec->network; /* for its tool calls */
 	if (spec->env && json_is_object(spec->env))
 		a->env = json_deep_copy(spec->env);
@@ -490,12 +781,33 @@ struct task *agent_start(struct runner *r, const struct task_spec *spec, struct 
 	s.api = TASK_API_NATIVE;
 	s.capability = "agent";
 	s.timeout_ms = spec->has_timeout ? spec->timeout_ms : r->cfg.agent_timeout_ms;
+	s.engine = "builtin";
+	s.conversation = conv ? conv->id : NULL;
 	struct task *t = task_start_driven(r, &s, &agent_ops, a, err);
 	if (!t) {
 		agent_free(a);
 		return NULL;
 	}
 	a->t = t;
+	json_t *history = conv ? conv_load(r, conv) : NULL;
+	if (conv) {
+		a->conv = conv;
+		conv_attach(conv, t);
+	}
+	if (history && json_array_size(history) >= 2) {
+		/* A continued conversation: its history, then the new goal. */
+		a->messages = history;
+		if (json_array_append_new(a->messages, json_pack("{s:s,s:s}", "role", "user",
+								 "content", spec->command)) < 0) {
+			fail(a, "internal_error", "the goal is not valid UTF-8 text", 0);
+			return t;
+		}
+		log_info("agent continues a conversation", "{s:s,s:s,s:i}", "task", t->id,
+			 "conversation", conv->id, "messages", (int)json_array_size(history));
+		first_turn(a);
+		return t;
+	}
+	json_decref(history);
 	char sys[1024];
 	snprintf(sys, sizeof(sys),
 		 "You are an autonomous agent working inside a sandboxed Linux box. Use the bash "
@@ -510,6 +822,6 @@ struct task *agent_start(struct runner *r, const struct task_spec *spec, struct 
 	}
 	log_info("agent started", "{s:s,s:s,s:I}", "task", t->id, "model", a->model, "max_steps",
 		 (json_int_t)a->max_steps);
-	ask(a);
+	first_turn(a);
 	return t;
 }

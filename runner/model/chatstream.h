@@ -87,19 +87,3 @@ int64_t chatstream_retry_ms(enum cs_result r, unsigned attempt, const char *retr
 /* Classify an error body (JSON or not) for the given status; fills msg. */
 enum cs_result chatstream_classify(long status, const char *body, size_t len, char *msg,
 				   size_t msglen);
-
-/* Usage scanning for the loopback proxy: feed any response body (SSE or a
- * JSON document) and get the usage of the last object that carried one
- * (Chat Completions, Completions, Embeddings and Responses shapes). */
-struct usage_scan {
-	struct buf line;
-	bool overflow;
-	bool sse; /* decided on the first non-blank byte */
-	bool decided;
-	struct buf doc; /* a plain JSON body (bounded) */
-	bool has_usage;
-	struct cs_usage usage;
-};
-void usage_scan_feed(struct usage_scan *u, const char *p, size_t n);
-void usage_scan_eof(struct usage_scan *u);
-void usage_scan_free(struct usage_scan *u);

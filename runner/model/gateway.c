@@ -23,7 +23,8 @@ struct gateway {
 	struct loop_timer timer;  /* curl's timeout */
 	struct loop_timer reaper; /* drops cancelled calls outside curl callbacks */
 	char *base;               /* the gateway URL without a trailing '/' */
-	char *auth;               /* "Authorization: Bearer ..." or NULL (vault mode) */
+	size_t root_len;          /* base without a trailing "/v1" */
+	char *key;                /* the real key, or NULL (vault mode) */
 	const char *ca;
 	int in_curl; /* depth of curl calls that may run callbacks */
 	struct gw_call *calls;
@@ -404,8 +405,9 @@ struct gw_call *gw_call_start(struct runner *r, const struct gw_request *rq,
 	c->arg = arg;
 	c->easy = curl_easy_init();
 	cleanup_buf struct buf url = {0};
-	if (!c->easy || buf_append_str(&url, gw->base) < 0 || buf_append_str(&url, rq->path) < 0 ||
-	    buf_append(&url, "", 1) < 0)
+	if (!c->easy ||
+	    buf_append(&url, gw->base, rq->from_root ? gw->root_len : strlen(gw->base)) < 0 ||
+	    buf_append_str(&url, rq->path) < 0 || buf_append(&url, "", 1) < 0)
 		return NULL;
 	CURL *e = c->easy;
 	char hdr[256];
@@ -421,8 +423,21 @@ struct gw_call *gw_call_start(struct runner *r, const struct gw_request *rq,
 	ok &= slist_add(&c->hdrs, "Expect:"); /* no 100-continue round trip */
 	if (rq->stream_body && rq->body_size < 0)
 		ok &= slist_add(&c->hdrs, "Transfer-Encoding: chunked");
-	if (gw->auth)
-		ok &= slist_add(&c->hdrs, gw->auth);
+	for (const char *const *h = rq->headers; h && *h; h++)
+		ok &= slist_add(&c->hdrs, *h);
+	if (gw->key) {
+		/* Built here and wiped with the list (call_free). */
+		cleanup_buf struct buf kh = {0};
+		bool bearer = !rq->key_header || !strcasecmp(rq->key_header, "authorization");
+		if (buf_appendf(&kh, "%s: %s%s", bearer ? "Authorization" : rq->key_header,
+				bearer ? "Bearer " : "", gw->key) < 0 ||
+		    buf_append(&kh, "", 1) < 0)
+			ok = false;
+		else
+			ok &= slist_add(&c->hdrs, kh.data);
+		if (kh.data)
+			explicit_bzero(kh.data, kh.len);
+	}
 	if (!ok)
 		return NULL;
 	int bad = 0;
@@ -567,8 +582,8 @@ int gateway_init(struct runner *r, struct error *err)
 	size_t n = strlen(gw->base);
 	while (n && gw->base[n - 1] == '/')
 		gw->base[--n] = 0;
-	if (r->cfg.gateway_key &&
-	    asprintf(&gw->auth, "Authorization: Bearer %s", r->cfg.gateway_key) < 0) {
+	gw->root_len = n >= 3 && !strcmp(gw->base + n - 3, "/v1") ? n - 3 : n;
+	if (r->cfg.gateway_key && !(gw->key = strdup(r->cfg.gateway_key))) {
 		free(gw->base);
 		free(gw);
 		return error_set(err, ENOMEM, NULL, "gateway");
@@ -587,8 +602,8 @@ int gateway_init(struct runner *r, struct error *err)
 		rc = loop_timer_init(&r->loop, &gw->reaper, on_reaper, gw);
 	if (rc < 0)
 		return error_set(err, -rc, NULL, "timerfd_create");
-	log_info("gateway configured", "{s:s,s:b,s:s,s:b}", "url", gw->base, "key",
-		 gw->auth != NULL, "ca", gw->ca ? gw->ca : "(libcurl default)", "proxy",
+	log_info("gateway configured", "{s:s,s:b,s:s,s:b}", "url", gw->base, "key", gw->key != NULL,
+		 "ca", gw->ca ? gw->ca : "(libcurl default)", "proxy",
 		 r->cfg.gateway_proxy != NULL);
 	return 0;
 }
@@ -606,9 +621,9 @@ void gateway_stop(struct runner *r)
 		curl_multi_cleanup(gw->multi);
 	loop_timer_close(&r->loop, &gw->timer);
 	loop_timer_close(&r->loop, &gw->reaper);
-	if (gw->auth) {
-		explicit_bzero(gw->auth, strlen(gw->auth));
-		free(gw->auth);
+	if (gw->key) {
+		explicit_bzero(gw->key, strlen(gw->key));
+		free(gw->key);
 	}
 	free(gw->base);
 	free(gw);

@@ -49,6 +49,15 @@ struct gw_request {
 	 * (sent chunked). */
 	bool stream_body;
 	long long body_size;
+	/* path is relative to the gateway's root (the URL without a trailing
+	 * "/v1") instead of to the URL itself: Gemini's /v1beta routes. */
+	bool from_root;
+	/* The header the real key goes in: NULL or "authorization" = Bearer,
+	 * else that name with the bare key (x-api-key, x-goog-api-key). */
+	const char *key_header;
+	/* More "Name: value" request headers (NULL-terminated; may be NULL),
+	 * already filtered by the caller. */
+	const char *const *headers;
 };
 
 struct error;

@@ -13,7 +13,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "model/chatstream.h"
+#include "model/budget.h"
+#include "model/wire.h"
 #include "task/env.h"
 #include "model/gateway.h"
 #include "http/gate.h"
@@ -37,11 +38,11 @@
 
 struct mp_token {
 	char value[72];
-	struct task *t; /* NULL once the task finished: the token is dead */
-	struct cs_usage usage;
-	unsigned requests;
-	unsigned inflight; /* requests using it now (MP_PER_TASK) */
-	unsigned refs;     /* the task + requests in flight */
+	struct task *t;                       /* NULL once the task finished: the token is dead */
+	struct budget b;                      /* usage and limits, every route and format */
+	unsigned inflight;                    /* requests using it now (MP_PER_TASK) */
+	unsigned refs;                        /* the task + requests in flight */
+	const struct modelproxy_watch *watch; /* an agent engine's, or NULL */
 	struct mp_token *next, *prev;
 };
 
@@ -63,9 +64,16 @@ struct mp_req {
 	struct modelproxy *p;
 	struct MHD_Connection *conn;
 	struct mp_token *tok;
+	bool begun;           /* on_request has seen it */
+	char *target;         /* the raw request target (path and query), from on_uri */
+	const struct wire *w; /* its format (OpenAI's until the path says) */
+	struct wire_route rt;
 	bool post;
-	char path[64]; /* gateway path: the request path without "/v1" */
+	struct buf path; /* the gateway path and the forwarded query, NUL-terminated */
 	char accept[128];
+	char ctype_in[128];
+	char **hdrs; /* request headers passed on ("Name: value", NULL-terminated) */
+	size_t n_hdrs;
 	long long content_length; /* -1: chunked */
 	/* The request body streams through `up` (at most MP_UP_WINDOW). */
 	struct buf up;
@@ -90,12 +98,10 @@ struct mp_req {
 	char errmsg[256];
 	bool upstream_paused;
 	bool suspended;
-	struct usage_scan us;
+	struct wire_scan us;
+	bool scanning;
 	struct mp_req *next, *prev;
 };
-
-static const char *const allowed[] = {"/v1/chat/completions", "/v1/completions", "/v1/embeddings",
-				      "/v1/models",           "/v1/responses",   NULL};
 
 static void token_put(struct modelproxy *p, struct mp_token *k)
 {
@@ -121,19 +127,21 @@ static struct mp_token *token_find(struct modelproxy *p, const char *v)
 	return found;
 }
 
-/* An error in OpenAI's shape, so SDKs in the task report it properly; the
- * status from error_http_status, like every other error of the runner. */
+/* An error in the caller's wire format (OpenAI's until the path says
+ * otherwise), so SDKs in the task report it properly; the status from
+ * error_http_status, like every other error of the runner. */
 static enum MHD_Result mp_fail(struct mp_req *q, const struct error *e)
 {
 	unsigned status = error_http_status(e);
-	const char *type = status == 429   ? "rate_limit_error"
-			   : status >= 500 ? "gateway_error"
-					   : "invalid_request_error";
-	json_t *j = json_pack("{s:{s:s,s:s,s:s}}", "error", "message", e->msg, "type", type, "code",
-			      error_code(e));
+	const struct wire *w = q->w ? q->w : &wire_openai;
+	json_t *j = w->error(status, error_code(e), e->msg);
 	struct MHD_Response *resp = http_json_response(j);
 	if (!resp)
 		return MHD_NO;
+	/* A spent budget stays spent: the OpenAI and Anthropic SDKs (and
+	 * Claude Code) honour this and do not retry the 429. */
+	if (!strcmp(error_code(e), "budget_exceeded"))
+		MHD_add_response_header(resp, "x-should-retry", "false");
 	q->responded = true;
 	enum MHD_Result rc = MHD_queue_response(q->conn, status, resp);
 	MHD_destroy_response(resp);
@@ -201,6 +209,8 @@ static void up_head(struct gw_call *c, void *arg, long status, const char *ctype
 	struct mp_req *q = arg;
 	q->head = true;
 	q->status = status;
+	/* Only a 200 is a model's answer that used tokens. */
+	q->scanning = status == 200;
 	snprintf(q->ctype, sizeof(q->ctype), "%s", ctype);
 	snprintf(q->retry_after, sizeof(q->retry_after), "%s", retry_after);
 	wake(q);
@@ -221,8 +231,8 @@ static int up_data(struct gw_call *c, void *arg, const char *p, size_t n)
 	if (n && buf_append(&q->out, p, n) < 0)
 		return -1;
 	mem_take(q->p, n);
-	if (q->status == 200)
-		usage_scan_feed(&q->us, p, n);
+	if (q->scanning)
+		wire_scan_feed(&q->us, p, n);
 	wake(q);
 	return 0;
 }
@@ -235,13 +245,19 @@ static void up_done(struct gw_call *c, void *arg, enum gw_err err, const char *m
 	q->eof = true;
 	q->err = err;
 	snprintf(q->errmsg, sizeof(q->errmsg), "%s", msg ? msg : "");
-	if (err == GW_OK && q->status == 200) {
-		usage_scan_eof(&q->us);
+	if (q->scanning) {
+		/* What an answer cut mid-stream used is charged too: the
+		 * gateway bills the tokens it reported. */
+		q->scanning = false;
+		wire_scan_eof(&q->us);
 		struct mp_token *k = q->tok;
-		if (q->us.has_usage && k && k->t) {
-			k->usage.prompt_tokens += q->us.usage.prompt_tokens;
-			k->usage.completion_tokens += q->us.usage.completion_tokens;
-			k->usage.total_tokens += q->us.usage.total_tokens;
+		if (k && k->t) {
+			if (q->us.has_usage)
+				budget_charge(&k->b, &q->us.usage);
+			else if (q->rt.metered)
+				k->b.unmetered++;
+			if (q->us.has_usage && k->watch && k->watch->usage)
+				k->watch->usage(k->watch->arg, &k->b);
 		}
 	}
 	wake(q);
@@ -307,19 +323,20 @@ static void resume_body(struct mp_req *q)
 static int start_call(struct mp_req *q)
 {
 	struct gw_request rq = {.method = q->post ? "POST" : "GET",
-				.path = q->path,
+				.path = q->path.data,
 				.accept = q->accept[0] ? q->accept : NULL,
+				.content_type = q->ctype_in[0] ? q->ctype_in : NULL,
 				.stream_body = q->post,
 				.body_size = q->body_done ? (long long)q->body_seen
-							  : q->content_length};
+							  : q->content_length,
+				.from_root = q->rt.base == WIRE_BASE_ROOT,
+				.key_header = q->w->key_header,
+				.headers = (const char *const *)q->hdrs};
 	if (q->p->stopping)
 		return -1;
 	q->called = true;
 	q->call = gw_call_start(q->p->r, &rq, &up_ops, q);
-	if (!q->call)
-		return -1;
-	q->tok->requests++;
-	return 0;
+	return q->call ? 0 : -1;
 }
 
 /* A chunk of the request body: into the window, as much as fits; the rest
@@ -431,20 +448,228 @@ static enum MHD_Result queue_head(struct mp_req *q)
 
 /* ---- MHD ---- */
 
+/* The raw target, before libmicrohttpd decodes it: the path is matched and
+ * forwarded as the client wrote it, and the query is passed on. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+	(void)cls;
+	(void)conn;
+	struct mp_req *q = calloc(1, sizeof(*q));
+	if (q && uri)
+		q->target = strdup(uri);
+	return q;
+}
+
+static bool path_chars_ok(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      strchr("._~:/-", c)))
+			return false;
+	}
+	return true;
+}
+
+/* The query passed on, without any key= (a Gemini client's token is never
+ * forwarded, whatever the route); *key gets the first key= value. -1 on a
+ * character no client sends (400). */
+static int take_query(struct mp_req *q, const char *query, char *key, size_t keylen)
+{
+	bool first = true;
+	*key = 0;
+	for (const char *p = query; p && *p;) {
+		const char *amp = strchr(p, '&');
+		size_t n = amp ? (size_t)(amp - p) : strlen(p);
+		for (size_t i = 0; i < n; i++)
+			if ((unsigned char)p[i] <= 0x20 || (unsigned char)p[i] >= 0x7f ||
+			    p[i] == '#')
+				return -1;
+		if (n >= 4 && !memcmp(p, "key=", 4)) {
+			if (!*key && n - 4 < keylen) {
+				memcpy(key, p + 4, n - 4);
+				key[n - 4] = 0;
+			}
+		} else if (n) {
+			if (buf_append(&q->path, first ? "?" : "&", 1) < 0 ||
+			    buf_append(&q->path, p, n) < 0)
+				return -1;
+			first = false;
+		}
+		p = amp ? amp + 1 : p + n;
+	}
+	return 0;
+}
+
+struct hdr_walk {
+	struct mp_req *q;
+	const char *connection; /* the Connection header: it names more hop-by-hop headers */
+	bool failed;
+};
+
+static bool named_in_connection(const char *list, const char *name)
+{
+	size_t nl = strlen(name);
+	for (const char *p = list; p && *p;) {
+		while (*p == ' ' || *p == '\t' || *p == ',')
+			p++;
+		const char *e = p;
+		while (*e && *e != ',' && *e != ' ' && *e != '\t')
+			e++;
+		if ((size_t)(e - p) == nl && !strncasecmp(p, name, nl))
+			return true;
+		p = e;
+	}
+	return false;
+}
+
+static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind, const char *key,
+				  const char *value)
+{
+	(void)kind;
+	struct hdr_walk *hw = cls;
+	struct mp_req *q = hw->q;
+	/* Whatever header a client put its token in, it stays here. */
+	if (!key || !value || !wire_header_forwarded(key) ||
+	    named_in_connection(hw->connection, key) || strstr(value, q->tok->value))
+		return MHD_YES;
+	if (q->n_hdrs >= 128) /* more than any client sends: the rest stay here */
+		return MHD_YES;
+	char **h = realloc(q->hdrs, (q->n_hdrs + 2) * sizeof(*h));
+	if (!h) {
+		hw->failed = true;
+		return MHD_NO;
+	}
+	q->hdrs = h;
+	if (asprintf(&h[q->n_hdrs], "%s: %s", key, value) < 0) {
+		h[q->n_hdrs] = NULL;
+		hw->failed = true;
+		return MHD_NO;
+	}
+	h[++q->n_hdrs] = NULL;
+	return MHD_YES;
+}
+
+/* The task's token, where this format's clients put it. */
+static struct mp_token *find_caller(struct mp_req *q, const char *qkey)
+{
+	for (const char *const *h = q->w->token_headers; *h; h++) {
+		const char *v = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, *h);
+		if (!v)
+			continue;
+		if (!strcasecmp(*h, "authorization")) {
+			if (strncasecmp(v, "Bearer ", 7))
+				continue;
+			v += 7;
+		}
+		return token_find(q->p, v);
+	}
+	if (q->w->token_in_query && *qkey)
+		return token_find(q->p, qkey);
+	return NULL;
+}
+
+/* The request head is in: who calls, which route, within which budget. */
+static enum MHD_Result begin(struct mp_req *q, const char *method)
+{
+	struct MHD_Connection *conn = q->conn;
+	const char *target = q->target ? q->target : "";
+	const char *qm = strchr(target, '?');
+	size_t plen = qm ? (size_t)(qm - target) : strlen(target);
+	char path[512];
+	enum wire_match m = WIRE_NO;
+	snprintf(path, sizeof(path), "%.*s", (int)(plen < 400 ? plen : 400), target);
+	if (plen < sizeof(path) && path_chars_ok(path, plen)) {
+		q->w = wire_find(path, &q->rt, &m);
+	} else {
+		/* A character no route has (%-escapes, say): 404, in the shape
+		 * of the format whose namespace it is in. */
+		for (char *c = path; *c; c++)
+			if (!path_chars_ok(c, 1))
+				*c = '!';
+		q->w = wire_find(path, &q->rt, &m);
+		m = WIRE_UNKNOWN;
+	}
+	if (!q->w)
+		q->w = &wire_openai;
+	if (buf_append_str(&q->path, q->rt.path) < 0)
+		return MHD_NO;
+	char qkey[80];
+	if (take_query(q, qm ? qm + 1 : NULL, qkey, sizeof(qkey)) < 0 ||
+	    buf_append(&q->path, "", 1) < 0)
+		return mp_failf(q, "bad_request", "invalid query string");
+	struct mp_token *k = find_caller(q, qkey);
+	explicit_bzero(qkey, sizeof(qkey));
+	if (!k)
+		return mp_failf(q, "invalid_api_key",
+				"invalid or expired task token (only a live chat task's %s is "
+				"accepted)",
+				q->w->token_vars);
+	q->tok = k;
+	k->refs++;
+	if (k->inflight >= MP_PER_TASK)
+		return mp_failf(q, "too_many_requests",
+				"%u requests of this task are in flight already", MP_PER_TASK);
+	k->inflight++;
+	q->counted = true;
+	if (m != WIRE_ROUTE)
+		return mp_failf(q, "not_allowed",
+				"path %.200s is not forwarded by the runner's model proxy", path);
+	q->post = !strcmp(method, "POST");
+	if ((q->post && !q->rt.post) || (!q->post && (strcmp(method, "GET") || !q->rt.get)))
+		return mp_failf(q, "method_not_allowed", "method %.16s is not allowed on %.200s",
+				method, path);
+	char why[256];
+	if (!budget_admit(&k->b, why, sizeof(why))) {
+		log_warn("model call refused: budget spent", "{s:s,s:s,s:s}", "task",
+			 k->t ? k->t->id : "", "format", q->w->name, "why", why);
+		if (k->watch && k->watch->refused)
+			k->watch->refused(k->watch->arg, &k->b);
+		return mp_failf(q, "budget_exceeded", "%s", why);
+	}
+	wire_scan_init(&q->us, q->w);
+	const char *acc = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
+	if (acc && strlen(acc) < sizeof(q->accept))
+		snprintf(q->accept, sizeof(q->accept), "%s", acc);
+	const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
+	if (ct && strlen(ct) < sizeof(q->ctype_in))
+		snprintf(q->ctype_in, sizeof(q->ctype_in), "%s", ct);
+	struct hdr_walk hw = {.q = q,
+			      .connection = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+									"Connection")};
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, add_header, &hw);
+	if (hw.failed)
+		return mp_failf(q, "gateway_unavailable", "out of memory");
+	const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+	if (cl) {
+		char *end;
+		errno = 0;
+		unsigned long long v = strtoull(cl, &end, 10);
+		if (errno || *end || *cl == '-')
+			return mp_failf(q, "bad_request", "invalid Content-Length");
+		if (v > MP_MAX_BODY)
+			return mp_failf(q, "request_too_large", "request body over %u bytes",
+					MP_MAX_BODY);
+		q->content_length = (long long)v;
+	}
+	return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version, const char *upload_data,
 				  size_t *upload_size, void **con_cls)
 {
 	(void)version;
+	(void)url; /* decoded: the raw target (on_uri) is what is matched */
 	struct modelproxy *p = cls;
 	struct mp_req *q = *con_cls;
-	if (!q) {
+	if (!q || !q->begun) {
 		if (!gate_request_begins(conn, NULL))
 			return MHD_NO;
-		q = calloc(1, sizeof(*q));
-		if (!q)
+		if (!q && !(q = calloc(1, sizeof(*q))))
 			return MHD_NO;
 		*con_cls = q;
+		q->begun = true;
 		q->p = p;
 		q->conn = conn;
 		q->content_length = -1;
@@ -460,53 +685,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (p->reqs)
 			p->reqs->prev = q;
 		p->reqs = q;
-		const char *auth =
-			MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-		struct mp_token *k = NULL;
-		if (auth && !strncasecmp(auth, "Bearer ", 7))
-			k = token_find(p, auth + 7);
-		if (!k)
-			return mp_failf(q, "invalid_api_key",
-					"invalid or expired task token (only a live chat task's "
-					"OPENAI_API_KEY is accepted)");
-		q->tok = k;
-		k->refs++;
-		if (k->inflight >= MP_PER_TASK)
-			return mp_failf(q, "too_many_requests",
-					"%u requests of this task are in flight already",
-					MP_PER_TASK);
-		k->inflight++;
-		q->counted = true;
-		bool ok = false;
-		for (const char *const *a = allowed; *a; a++)
-			if (!strcmp(url, *a))
-				ok = true;
-		if (!ok)
-			return mp_failf(q, "not_allowed",
-					"path %.200s is not forwarded by the runner's model proxy",
-					url);
-		q->post = !strcmp(method, "POST");
-		if (!q->post && strcmp(method, "GET"))
-			return mp_failf(q, "method_not_allowed", "method %.16s is not allowed",
-					method);
-		snprintf(q->path, sizeof(q->path), "%s", url + 3); /* strip "/v1" */
-		const char *acc = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
-		if (acc && strlen(acc) < sizeof(q->accept))
-			snprintf(q->accept, sizeof(q->accept), "%s", acc);
-		const char *cl =
-			MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-		if (cl) {
-			char *end;
-			errno = 0;
-			unsigned long long v = strtoull(cl, &end, 10);
-			if (errno || *end || *cl == '-')
-				return mp_failf(q, "bad_request", "invalid Content-Length");
-			if (v > MP_MAX_BODY)
-				return mp_failf(q, "request_too_large",
-						"request body over %u bytes", MP_MAX_BODY);
-			q->content_length = (long long)v;
-		}
-		return MHD_YES;
+		return begin(q, method);
 	}
 	if (q->responded && q->state != MP_WAIT_HEAD) {
 		*upload_size = 0;
@@ -542,6 +721,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (!q)
 		return;
 	*con_cls = NULL;
+	if (!q->begun) {
+		/* on_uri made it; the request never reached on_request. */
+		free(q->target);
+		free(q);
+		return;
+	}
 	gate_request_ends(conn);
 	if (q->call)
 		gw_call_cancel(q->call);
@@ -558,7 +743,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	mem_release(p, buf_avail(&q->up) + buf_avail(&q->out));
 	buf_free(&q->up);
 	buf_free(&q->out);
-	usage_scan_free(&q->us);
+	if (q->w)
+		wire_scan_free(&q->us);
+	for (size_t i = 0; i < q->n_hdrs; i++)
+		free(q->hdrs[i]);
+	free(q->hdrs);
+	buf_free(&q->path);
+	free(q->target);
 	free(q);
 }
 
@@ -595,6 +786,7 @@ int modelproxy_start(struct runner *r, struct error *err)
 		.listen_fd = fd,
 		.on_request = on_request,
 		.on_completed = on_completed,
+		.on_uri = on_uri,
 		.arg = p,
 		.on_connection = gate_notify,
 		.connection_arg = p->gate,
@@ -619,6 +811,13 @@ json_t *modelproxy_report(struct runner *r)
 	json_object_set_new(o, "idle_timeout_s", json_integer(MP_IDLE_S));
 	json_object_set_new(o, "buffered_bytes_max", json_integer(MP_MEM_MAX));
 	json_object_set_new(o, "request_bodies", json_string("streamed to the gateway"));
+	json_object_set_new(o, "wire_formats",
+			    json_pack("[s,s,s]", wire_openai.name, wire_anthropic.name,
+				      wire_gemini.name));
+	json_object_set_new(o, "task_budget_defaults",
+			    json_pack("{s:I,s:I}", "max_tokens", (json_int_t)r->cfg.task_max_tokens,
+				      "max_model_requests",
+				      (json_int_t)r->cfg.task_max_model_requests));
 	return o;
 }
 
@@ -697,16 +896,31 @@ void modelproxy_stop(struct runner *r)
 	r->modelproxy = NULL;
 }
 
-/* The chat task ended: its token dies, its usage goes into the exit event. */
+static void on_task_finish(struct task *t, json_t *exit_ev);
+
+static struct mp_token *token_of(struct task *t)
+{
+	return t && t->on_finish == on_task_finish ? t->finish_arg : NULL;
+}
+
+void modelproxy_watch(struct task *t, const struct modelproxy_watch *w)
+{
+	struct mp_token *k = token_of(t);
+	if (k)
+		k->watch = w;
+}
+
+/* The chat task ended: its token dies, its usage (and budget) goes into
+ * the exit event. */
 static void on_task_finish(struct task *t, json_t *exit_ev)
 {
 	struct modelproxy *p = t->r->modelproxy;
 	struct mp_token *k = t->finish_arg;
-	json_t *u = json_pack("{s:I,s:I,s:I,s:i}", "prompt_tokens",
-			      (json_int_t)k->usage.prompt_tokens, "completion_tokens",
-			      (json_int_t)k->usage.completion_tokens, "total_tokens",
-			      (json_int_t)k->usage.total_tokens, "requests", (int)k->requests);
-	json_object_set_new(exit_ev, "usage", u);
+	json_object_set_new(exit_ev, "usage", budget_usage_json(&k->b));
+	json_t *b = budget_json(&k->b);
+	if (b)
+		json_object_set_new(exit_ev, "budget", b);
+	k->watch = NULL;
 	k->t = NULL;
 	t->finish_arg = NULL;
 	if (p)
@@ -733,14 +947,26 @@ struct task *modelproxy_start_task(struct runner *r, const struct task_spec *spe
 	snprintf(k->value, sizeof(k->value), "fai-%s%s", a, b);
 	explicit_bzero(a, sizeof(a));
 	explicit_bzero(b, sizeof(b));
-	char base[64];
-	snprintf(base, sizeof(base), "http://127.0.0.1:%u/v1", p->port);
-	/* The request's variables, then ours (they win). */
+	k->b.max_tokens = spec->max_tokens ? spec->max_tokens : r->cfg.task_max_tokens;
+	k->b.max_requests = spec->max_requests ? spec->max_requests
+					       : r->cfg.task_max_model_requests;
+	char root[40], base[48];
+	snprintf(root, sizeof(root), "http://127.0.0.1:%u", p->port);
+	snprintf(base, sizeof(base), "%s/v1", root);
+	/* The request's variables, then ours (they win). Each family's
+	 * clients read their own (docs/design.md §17.3); the token is the
+	 * same everywhere. */
 	cleanup_json json_t *env =
 		spec->env && json_is_object(spec->env) ? json_deep_copy(spec->env) : json_object();
 	json_object_set_new(env, "OPENAI_BASE_URL", json_string(base));
 	json_object_set_new(env, "OPENAI_API_BASE", json_string(base));
 	json_object_set_new(env, "OPENAI_API_KEY", json_string(k->value));
+	/* Claude Code and the Anthropic SDKs add /v1/messages themselves. */
+	json_object_set_new(env, "ANTHROPIC_BASE_URL", json_string(root));
+	json_object_set_new(env, "ANTHROPIC_AUTH_TOKEN", json_string(k->value));
+	/* The Gemini CLI and @google/genai add /v1beta/models/... */
+	json_object_set_new(env, "GOOGLE_GEMINI_BASE_URL", json_string(root));
+	json_object_set_new(env, "GEMINI_API_KEY", json_string(k->value));
 	struct task_spec s = *spec;
 	s.env = env;
 	struct task *t = task_start(r, &s, err);

@@ -18,11 +18,12 @@ const char *reset_failure(struct runner *r);
 void reset_abort(struct runner *r);
 void reset_free(struct runner *r);
 
-int profile_init(struct runner *r, struct error *e)
+int profile_init(struct runner *r, const struct profile_hooks *hooks, struct error *e)
 {
 	r->profile = calloc(1, sizeof(*r->profile));
 	if (!r->profile)
 		return error_set(e, ENOMEM, NULL, "runtime profiles");
+	r->profile->hooks = hooks;
 	if (r->cfg.allow_reset)
 		return reset_init(r, e);
 	return 0;

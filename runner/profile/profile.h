@@ -22,6 +22,14 @@ struct reset;
 
 #define PROFILE_MAX_UIDS 32
 
+/* What a reset must end that lives above this module (main registers it):
+ * the execd PTY sessions (api/pty.c; returns how many were ended), the MCP
+ * sessions (api/mcp.c). */
+struct profile_hooks {
+	unsigned (*end_ptys)(struct runner *r);
+	void (*end_mcp_sessions)(struct runner *r);
+};
+
 struct profile {
 	/* one-shot */
 	struct task *oneshot; /* the task being served, until it finishes */
@@ -34,11 +42,12 @@ struct profile {
 	uid_t uids[PROFILE_MAX_UIDS]; /* identities tasks ran as, for the /proc sweep */
 	unsigned n_uids;
 	bool uids_overflow; /* more than that: every uid but the runner's counts */
+	const struct profile_hooks *hooks;
 };
 
 /* At start, before "ready": with --allow-reset the snapshot of the roots
  * (long for big roots; fails beyond --reset-snapshot-max). 0 or -1. */
-int profile_init(struct runner *r, struct error *e);
+int profile_init(struct runner *r, const struct profile_hooks *hooks, struct error *e);
 /* At exit: a waiting reset request is answered (before http_stop: it must
  * not stay suspended), the worker killed, the snapshot store removed. */
 void profile_abort(struct runner *r);

@@ -35,7 +35,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "api/api.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
@@ -43,6 +42,7 @@
 #include "core/util.h"
 #include "files/snapshot.h"
 #include "http/http.h"
+#include "model/conversation.h"
 #include "model/modelproxy.h"
 #include "profile/profile.h"
 #include "task/ipcclean.h"
@@ -71,7 +71,8 @@ struct reset {
 	bool streams_forced;
 	uint64_t longest_step_ms; /* the loop's longest stretch in the reset's own code */
 
-	unsigned tasks, sessions, tokens, proxy_requests, streams, records;
+	unsigned tasks, sessions, ptys, tokens, proxy_requests, streams, records;
+	unsigned conversations; /* of agent tasks, forgotten */
 	uint64_t log_bytes;
 	pid_t *killed; /* task processes signalled (the shims not counted) */
 	size_t n_killed, cap_killed;
@@ -343,11 +344,12 @@ static void respond(struct reset *rs, unsigned status, json_t *body)
 
 static json_t *counts(struct reset *rs)
 {
-	return json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:I}", "tasks", (int)rs->tasks, "processes",
-			 (int)distinct_killed(rs), "sessions", (int)rs->sessions, "model_tokens",
-			 (int)rs->tokens, "model_requests", (int)rs->proxy_requests, "streams",
-			 (int)rs->streams, "records", (int)rs->records, "log_bytes",
-			 (json_int_t)rs->log_bytes);
+	return json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:I,s:i}", "tasks", (int)rs->tasks,
+			 "processes", (int)distinct_killed(rs), "sessions", (int)rs->sessions,
+			 "pty_sessions", (int)rs->ptys, "model_tokens", (int)rs->tokens,
+			 "model_requests", (int)rs->proxy_requests, "streams", (int)rs->streams,
+			 "records", (int)rs->records, "log_bytes", (json_int_t)rs->log_bytes,
+			 "conversations", (int)rs->conversations);
 }
 
 static void stop_worker(struct reset *rs)
@@ -388,8 +390,11 @@ static void fail(struct reset *rs, unsigned status, const char *code, const char
 	uint64_t ms = monotonic_ms() - rs->t0;
 	log_error("reset failed: the box refuses tasks until a reset succeeds", "{s:s,s:I}",
 		  "error", rs->failed, "duration_ms", (json_int_t)ms);
-	json_t *o = json_pack("{s:s,s:s,s:I,s:o}", "code", code, "message", rs->failed,
-			      "duration_ms", (json_int_t)ms, "removed", counts(rs));
+	/* A pool reads "discard": the box refuses tasks until a reset
+	 * succeeds, and this one could not make it fresh. */
+	json_t *o = json_pack("{s:s,s:s,s:s,s:I,s:o}", "code", code, "message", rs->failed, "box",
+			      status == 500 ? "discard" : "unavailable", "duration_ms",
+			      (json_int_t)ms, "removed", counts(rs));
 	end_reset(rs);
 	respond(rs, status, o);
 }
@@ -721,7 +726,8 @@ int reset_start(struct runner *r, struct http_req *req, struct error *e)
 
 	rs->t0 = monotonic_ms();
 	enter(rs, R_PROCESSES);
-	rs->tasks = rs->sessions = rs->tokens = rs->proxy_requests = 0;
+	rs->tasks = rs->sessions = rs->ptys = rs->tokens = rs->proxy_requests = 0;
+	rs->conversations = 0;
 	rs->streams = rs->records = 0;
 	rs->log_bytes = 0;
 	rs->ms_processes = rs->ms_streams = rs->ms_files = 0;
@@ -746,11 +752,21 @@ int reset_start(struct runner *r, struct http_req *req, struct error *e)
 		session_delete(r, r->sessions->head);
 		rs->sessions++;
 	}
+	/* PTY sessions, connected or not: their ids are forgotten and their
+	 * pins let go, so no record stays in use. */
+	const struct profile_hooks *hk = r->profile->hooks;
+	rs->ptys = hk && hk->end_ptys ? hk->end_ptys(r) : 0;
 	/* MCP sessions were the previous tenant's too (their commands die with the tasks; the
 	 * stdio servers exit with them and start afresh on next use). */
-	mcp_end_sessions(r);
+	if (hk && hk->end_mcp_sessions)
+		hk->end_mcp_sessions(r);
 	rs->tokens = modelproxy_revoke_all(r, &rs->proxy_requests);
+	rs->conversations = conv_forget_all(r);
 	tasks_kill_all(r, true);
+	/* Non-root mode: the state dir is of the tasks' uid (outside their
+	 * Landlock roots, but chmod is not Landlock's): its mode comes back. */
+	if (r->state_dir_fd >= 0 && fchmod(r->state_dir_fd, 0700) < 0)
+		log_errno("reset: cannot chmod the state dir back to 0700", errno, NULL);
 	rs->longest_step_ms = monotonic_ms() - rs->t0;
 	loop_timer_start(&r->loop, &rs->timer, STEP_MS, STEP_MS);
 	return 0;

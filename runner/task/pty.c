@@ -1,5 +1,6 @@
 #include "task/pty.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -10,6 +11,7 @@
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -19,14 +21,23 @@
 #include "task/spawn.h"
 #include "task/task.h"
 
+#ifndef PIDFD_SIGNAL_PROCESS_GROUP
+#define PIDFD_SIGNAL_PROCESS_GROUP (1u << 2)
+#endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
 #ifndef TIOCGPTPEER
 #define TIOCGPTPEER _IO('T', 0x41)
 #endif
 
 /* ---- setting up ---- */
 
-static int open_pty(uid_t uid, gid_t gid, unsigned short cols, unsigned short rows, int *master,
-		    int *slave, struct error *err)
+static int open_pty(unsigned short cols, unsigned short rows, int *master, int *slave,
+		    struct error *err)
 {
 	int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
 	if (m < 0)
@@ -49,8 +60,13 @@ static int open_pty(uid_t uid, gid_t gid, unsigned short cols, unsigned short ro
 					 "cannot open the terminal's peer");
 		}
 	}
-	/* The task owns its terminal, as after a login (tty(1), mesg, ssh). */
-	if ((geteuid() == 0 && fchown(s, uid, gid) < 0) || fchmod(s, 0620) < 0) {
+	/* The terminal stays the runner's, 0600: the shell gets the open
+	 * descriptor (and /dev/tty, which checks no owner), so no other task
+	 * of the same uid, nor another session's shell, can open /dev/pts/N
+	 * by name to read what the client types or write to its screen
+	 * (issue 19). In non-root mode the runner's uid is the tasks': there
+	 * the mode keeps out only other uids (docs/design.md §16). */
+	if (fchmod(s, 0600) < 0) {
 		int e = errno;
 		close(s);
 		close(m);
@@ -69,8 +85,7 @@ static int open_pty(uid_t uid, gid_t gid, unsigned short cols, unsigned short ro
 	return 0;
 }
 
-int task_io_prepare(const struct task_spec *spec, uid_t uid, gid_t gid, struct task_io_prep *p,
-		    struct error *err)
+int task_io_prepare(const struct task_spec *spec, struct task_io_prep *p, struct error *err)
 {
 	*p = (struct task_io_prep)TASK_IO_PREP_INIT;
 	if (spec->tty) {
@@ -78,7 +93,7 @@ int task_io_prepare(const struct task_spec *spec, uid_t uid, gid_t gid, struct t
 		p->cols = spec->cols ? spec->cols : 80;
 		p->rows = spec->rows ? spec->rows : 24;
 		int m = -1, s = -1;
-		if (open_pty(uid, gid, p->cols, p->rows, &m, &s, err) < 0)
+		if (open_pty(p->cols, p->rows, &m, &s, err) < 0)
 			return -1;
 		p->child_in = p->child_out = s;
 		p->parent_out = m;
@@ -369,19 +384,106 @@ int task_signal_parse(const char *name)
 	return 0;
 }
 
+/* /proc/PID/stat's process group and session. 0 or -1. */
+static int pgrp_and_session(pid_t pid, pid_t *pgrp, pid_t *sid)
+{
+	char path[48], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	char *rp = strrchr(buf, ')'); /* comm may hold anything */
+	int ppid, pg, se;
+	char state;
+	if (!rp || sscanf(rp + 1, " %c %d %d %d", &state, &ppid, &pg, &se) != 4)
+		return -1;
+	*pgrp = pg;
+	*sid = se;
+	return 0;
+}
+
+/* A process of group pg in session sid, from /proc; -1 when none. */
+static pid_t find_member(pid_t pg, pid_t sid)
+{
+	DIR *d = opendir("/proc");
+	if (!d)
+		return -1;
+	pid_t found = -1;
+	for (struct dirent *de; found < 0 && (de = readdir(d));) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+		pid_t g, se;
+		if (*end || pid <= 1)
+			continue;
+		if (pgrp_and_session((pid_t)pid, &g, &se) == 0 && g == pg && se == sid)
+			found = (pid_t)pid;
+	}
+	closedir(d);
+	return found;
+}
+
+/* The terminal's foreground group, signalled only while it is still the
+ * group of the terminal's own session: the number TIOCGPGRP gives can
+ * outlive the group (its processes gone, the shell not yet back in the
+ * foreground) and be reused by another process group, a tenant's or the
+ * runner's. Pinned with a pidfd of its leader; with
+ * PIDFD_SIGNAL_PROCESS_GROUP (Linux 6.9) the signal goes to that very
+ * group. 1 sent, 0 not (no such group: the caller falls back to the shim),
+ * -errno. */
+static int signal_foreground(int master, int sig)
+{
+	pid_t pg = -1, sid = -1;
+	if (ioctl(master, TIOCGPGRP, &pg) < 0 || pg <= 1 || ioctl(master, TIOCGSID, &sid) < 0 ||
+	    sid <= 1)
+		return 0;
+	/* The leader, or (it has exited, e.g. the first command of a
+	 * pipeline) any member of the group in the terminal's session. */
+	pid_t member = pg;
+	int pfd = (int)syscall(SYS_pidfd_open, member, 0);
+	bool no_pidfd = pfd < 0 && errno == ENOSYS; /* before 5.3, or under valgrind */
+	if (pfd < 0 && !no_pidfd)
+		member = find_member(pg, sid);
+	if (pfd < 0 && !no_pidfd && member > 0)
+		pfd = (int)syscall(SYS_pidfd_open, member, 0);
+	if (pfd < 0 && !no_pidfd)
+		return 0;
+	if (no_pidfd && (member = find_member(pg, sid)) <= 0)
+		return 0;
+	pid_t g, se;
+	int rc = 0;
+	if (pgrp_and_session(member, &g, &se) == 0 && g == pg && se == sid) {
+		if (pfd >= 0 &&
+		    syscall(SYS_pidfd_send_signal, pfd, sig, NULL, PIDFD_SIGNAL_PROCESS_GROUP) == 0)
+			rc = 1;
+		else if (pfd < 0 || errno == EINVAL || errno == ENOSYS)
+			/* No group signal through a pidfd (before 6.9): right after
+			 * the check, the narrowest window there is. */
+			rc = kill(-pg, sig) == 0 ? 1 : errno == ESRCH ? 0 : -errno;
+		else
+			rc = errno == ESRCH ? 0 : -errno;
+	}
+	if (pfd >= 0)
+		close(pfd);
+	return rc;
+}
+
 int task_signal(struct task *t, int sig, bool foreground, struct error *err)
 {
 	if (t->finished || !t->proc_running)
 		return error_set(err, 0, "TASK_NOT_RUNNING", "task %s is not running", t->id);
 	if (foreground && t->input && t->input->tty && t->input->master >= 0) {
-		pid_t pg = -1;
 		/* The group the terminal would signal for a typed key. */
-		if (ioctl(t->input->master, TIOCGPGRP, &pg) == 0 && pg > 1) {
-			if (kill(-pg, sig) == 0)
-				return 0;
-			if (errno != ESRCH)
-				return error_set(err, errno, "RUNTIME_ERROR", "kill");
-		}
+		int rc = signal_foreground(t->input->master, sig);
+		if (rc > 0)
+			return 0;
+		if (rc < 0)
+			return error_set(err, -rc, "RUNTIME_ERROR",
+					 "signalling the foreground group");
 	}
 	/* The shim knows the task's process group (its child, a session
 	 * leader) and forwards the signal to it. */

@@ -52,8 +52,7 @@ struct task_io_prep {
 	{                                                                                          \
 		-1, -1, -1, -1, false, 0, 0                                                        \
 	}
-int task_io_prepare(const struct task_spec *spec, uid_t uid, gid_t gid, struct task_io_prep *p,
-		    struct error *err);
+int task_io_prepare(const struct task_spec *spec, struct task_io_prep *p, struct error *err);
 /* After the spawn: the child's ends are closed here, the input attached
  * to t. -errno (the task runs on, without input) or 0. */
 int task_io_attach(struct task *t, struct task_io_prep *p);

@@ -7,12 +7,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 static int tmpfile_in(int dirfd)
 {
+	if (dirfd < 0) {
+		/* No state dir (non-root mode, statedir.h): memory only. */
+		int m = memfd_create("forceai-spool", MFD_CLOEXEC);
+		return m < 0 ? -errno : m;
+	}
 	int fd = openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 	if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL))
 		return fd < 0 ? -errno : fd;

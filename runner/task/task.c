@@ -50,6 +50,8 @@ const char *task_status_name(enum task_status s)
 		return "max_steps";
 	case TS_MAX_TOKENS:
 		return "max_tokens";
+	case TS_MAX_MODEL_REQUESTS:
+		return "max_model_requests";
 	case TS_ERROR:
 		return "error";
 	}
@@ -774,7 +776,7 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, struct e
 	int rc;
 	/* A terminal or a stdin pipe (task/pty.c); closed here on failure. */
 	cleanup_task_io struct task_io_prep iop = TASK_IO_PREP_INIT;
-	if (task_io_prepare(spec, uid, gid, &iop, err) < 0)
+	if (task_io_prepare(spec, &iop, err) < 0)
 		return start_failed(err, 0);
 	if (!iop.tty &&
 	    ((rc = make_pipe(&out_r, &out_w)) < 0 || (rc = make_pipe(&err_r, &err_w)) < 0))
@@ -978,8 +980,9 @@ struct task *task_start_driven(struct runner *r, const struct task_spec *spec,
 	if (spec->timeout_ms)
 		loop_timer_start(&r->loop, &t->timer, spec->timeout_ms, 0);
 	cleanup_json json_t *started =
-		json_pack("{s:s,s:I,s:s}", "task_id", t->id, "started_at",
-			  (json_int_t)t->started_ms, "capability", t->capability);
+		json_pack("{s:s,s:I,s:s,s:s?,s:s?}", "task_id", t->id, "started_at",
+			  (json_int_t)t->started_ms, "capability", t->capability, "engine",
+			  spec->engine, "conversation", spec->conversation);
 	append_event(t, "started", started);
 	task_link(t);
 	log_info("task started", "{s:s,s:s}", "task", t->id, "capability", t->capability);

@@ -30,7 +30,9 @@ enum task_status {
 	TS_CANCELLED,  /* DELETE by a client */
 	TS_MAX_STEPS,  /* agent: step limit reached */
 	TS_MAX_TOKENS, /* agent: token limit reached */
-	TS_ERROR,      /* agent: ended with a terminal `error` event */
+	/* agent: model-call limit reached */
+	TS_MAX_MODEL_REQUESTS,
+	TS_ERROR, /* agent: ended with a terminal `error` event */
 };
 const char *task_status_name(enum task_status s);
 
@@ -55,8 +57,12 @@ struct task_spec {
 	const char *capability;    /* native API: "exec", "chat" or "agent" */
 	const char *model;         /* agent: model (NULL = the configured default) */
 	uint64_t max_steps;        /* agent: 0 = the configured default */
-	uint64_t max_tokens;       /* agent: 0 = the configured default */
+	uint64_t max_tokens;       /* model tokens: 0 = the configured default */
+	uint64_t max_requests;     /* model calls ("max_model_requests"): 0 = default */
 	bool has_timeout;          /* timeout_ms was given (agent: 0 = none) */
+	const char *engine;        /* agent: request field "engine" (NULL = builtin) */
+	const char *conversation;  /* agent: request field "conversation" (NULL = new);
+				    * in `started` of a driven task: the conversation's id */
 	enum task_network network; /* request field "network" */
 	/* Handed to the child as fds 3 and 4 when both are >= 0 (a session
 	 * run: the saved shell state in, the new state out). */

@@ -1172,7 +1172,9 @@ def t_least_privilege(doc):
 NONROOT = ["--user", "1000:1000", "--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
 
 
-def check_nonroot_report(rep, label, state_dir="/tmp/forceai-runner-1000"):
+def check_nonroot_report(rep, label, state_dir="/tmp/forceai-runner-1000", in_memory=True):
+    """in_memory: the state dir (the /tmp fallback, inside the /tmp root) is not
+    used in non-root mode: spools live in memory (design §16.2)."""
     ident = (rep or {}).get("identity") or {}
     ll = (rep or {}).get("landlock") or {}
     sd = (rep or {}).get("state_dir") or {}
@@ -1194,8 +1196,14 @@ def check_nonroot_report(rep, label, state_dir="/tmp/forceai-runner-1000"):
           (rep.get("capabilities") or "").startswith("none: the runner's bounding set is empty")
           and "CAP_SETPCAP" in (rep.get("securebits") or ""),
           "%r / %r" % (rep.get("capabilities"), rep.get("securebits")))
-    check("%sstate dir falls back to %s" % (label, state_dir),
-          sd.get("path") == state_dir and sd.get("fallback") is True, str(sd))
+    if in_memory:
+        check("%sstate dir %s lies in a writable root: not used, state in memory, says why"
+              % (label, state_dir),
+              sd.get("path") is None and sd.get("not_used") == state_dir
+              and sd.get("in_memory") is True and "writable root" in (sd.get("why") or ""), str(sd))
+    else:
+        check("%sstate dir %s, outside the writable roots" % (label, state_dir),
+              sd.get("path") == state_dir and sd.get("in_memory") is False, str(sd))
 
 
 def nonroot_extras(name, port, label):
@@ -1518,7 +1526,7 @@ def t_kube():
             check("%s/v1/hardening identity mode %s" % (label, mode),
                   (rep.get("identity") or {}).get("mode") == mode, json.dumps(rep.get("identity"))[:300])
             if mode == "non-root":
-                check_nonroot_report(rep, label)
+                check_nonroot_report(rep, label, "/run/forceai-runner/state", in_memory=False)
             workload(ctr, port, label)
             if mode == "non-root":
                 reset_check(ctr, port, label)

@@ -121,6 +121,35 @@ def procs_of_uid(uid):
     return out
 
 
+def _start_and_uid(pid):
+    """(starttime in clock ticks since boot, real uid) of pid, or None."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            st = f.read()
+        with open("/proc/%d/status" % pid) as f:
+            uid = next(int(l.split()[1]) for l in f if l.startswith("Uid:"))
+    except (OSError, StopIteration, ValueError):
+        return None
+    return int(st[st.rindex(")") + 2:].split()[19]), uid
+
+
+def procs_alive_together(uid):
+    """The processes of uid that were all alive at one instant: listing
+    /proc is not atomic (a fork bomb replaces processes while the listing
+    runs, so a plain count can hold more than ever existed at once). Kept:
+    those started before the scan began and still the same process (same
+    start time) after it ended, so alive through the whole scan."""
+    hz = os.sysconf("SC_CLK_TCK")
+    t0 = int(time.clock_gettime(time.CLOCK_BOOTTIME) * hz) - 1
+    seen = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            v = _start_and_uid(int(d))
+            if v and v[1] == uid and v[0] < t0:
+                seen[int(d)] = v[0]
+    return [p for p, start in seen.items() if (_start_and_uid(p) or (None,))[0] == start]
+
+
 def wait_for(cond, timeout, step=0.05):
     deadline = time.monotonic() + timeout
     while True:

@@ -209,6 +209,12 @@ def json_seeds():
     add("bad_utf8", 0, b'{"command": "\xc3\x28"}')
     add("not_object", 0, "[1, 2]")
     add("trailing", 0, '{"command": "a"} x')
+    # issue 25: schemas (unknown fields, the other API's names, wrong types)
+    add("task_execd_names", 1, {"task": "x", "timeout": 5, "envs": {}, "command": "y"})
+    add("task_unknown_field", 1, {"task": "x", "bogus": [1, {"a": None}]})
+    add("command_native_names", 0, {"command": "x", "timeout_ms": 5, "env": {}, "task": "y"})
+    add("command_unknown_ok", 0, {"command": "x", "newExecdField": {"a": 1}})
+    add("command_wrong_types", 0, {"command": "x", "background": "yes", "cwd": 5})
     return s
 
 
@@ -340,11 +346,46 @@ def ws_seeds():
     return s
 
 
+def wire_seeds():
+    """fuzz_wire: byte 0 = format (0 openai, 1 anthropic, 2 gemini), byte 1 =
+    piece size - 1, then a response body (or a route path)."""
+    def mk(fmt, piece, body):
+        return bytes([fmt, piece]) + body.encode()
+    a_start = ('event: message_start\r\ndata: {"type":"message_start","message":{"usage":'
+               '{"input_tokens":21,"cache_creation_input_tokens":5,"cache_read_input_tokens":7,'
+               '"output_tokens":1}}}\r\n\r\n')
+    a_delta = ('event: message_delta\ndata: {"type":"message_delta","usage":'
+               '{"output_tokens":9}}\n\n')
+    g_chunk = ('data: {"candidates":[],"usageMetadata":{"promptTokenCount":8,'
+               '"candidatesTokenCount":4,"thoughtsTokenCount":3,"totalTokenCount":15}}\r\n\r\n')
+    return {
+        "openai_stream": mk(0, 6, 'data: {"choices":[]}\n\ndata: {"choices":[],"usage":'
+                                  '{"prompt_tokens":4,"completion_tokens":5,"total_tokens":9,'
+                                  '"prompt_tokens_details":{"cached_tokens":2}}}\n\ndata: [DONE]\n\n'),
+        "openai_doc": mk(0, 255, ' {"object":"list","usage":{"prompt_tokens":3,"total_tokens":3}}'),
+        "responses": mk(0, 3, 'event: response.completed\ndata: {"response":{"usage":'
+                              '{"input_tokens":2,"output_tokens":6}}}\n\n'),
+        "anthropic_stream": mk(1, 4, a_start + ": ping\n\n" + a_delta + 'data: {"type":"message_stop"}'),
+        "anthropic_multiline": mk(1, 0, 'data: {"type":"message_delta",\ndata: "usage":'
+                                        '{"output_tokens":3}}\n\n'),
+        "anthropic_message": mk(1, 100, '{"type":"message","usage":{"input_tokens":3,'
+                                        '"output_tokens":2}}'),
+        "gemini_sse": mk(2, 8, g_chunk + g_chunk),
+        "gemini_array": mk(2, 16, '[{"usageMetadata":{"promptTokenCount":10,'
+                                  '"candidatesTokenCount":1}},\r\n{"usageMetadata":'
+                                  '{"promptTokenCount":10,"candidatesTokenCount":2,'
+                                  '"totalTokenCount":12}}]'),
+        "route_gemini": mk(2, 0, "/v1beta/models/gemini-2.5-pro:streamGenerateContent"),
+        "route_messages": mk(1, 0, "/v1/messages/count_tokens"),
+        "route_openai": mk(0, 0, "/v1/chat/completions"),
+    }
+
+
 def main():
     only = set(sys.argv[1:])  # targets to write (default: all)
     sets = {"http": http_seeds(), "json_bodies": json_seeds(), "linesplit": linesplit_seeds(),
             "seccomp": seccomp_seeds(), "multipart": multipart_seeds(), "ws": ws_seeds(),
-            "h1parse": h1parse_seeds()}
+            "h1parse": h1parse_seeds(), "wire": wire_seeds()}
     for target, seeds in sets.items():
         if only and target not in only:
             continue

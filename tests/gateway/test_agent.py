@@ -98,7 +98,8 @@ class AgentFlow(AgentBase):
         self.assertEqual(x["answer"], "The script printed hello-from-script.")
         self.assertEqual(x["steps"], 3)
         self.assertEqual(x["usage"], {"prompt_tokens": 150, "completion_tokens": 31,
-                                      "total_tokens": 181})
+                                      "total_tokens": 181, "cache_read_tokens": 0,
+                                      "cache_creation_tokens": 0, "requests": 3})
         usages = [x for e, x in zip(names, d) if e == "usage"]
         self.assertEqual(usages[1]["total_tokens"], 62)
         self.assertEqual(usages[2]["total"]["total_tokens"], 181)
@@ -376,7 +377,7 @@ class AgentUnreachable(unittest.TestCase):
             p = subprocess.run([RUNNER, "--listen", "127.0.0.1:0"], capture_output=True,
                                env=dict(os.environ, FORCEAI_GATEWAY_URL=bad), timeout=10)
             self.assertEqual(p.returncode, 2, (bad, p.stderr))
-            self.assertIn(b"gateway-url", p.stderr)
+            self.assertIn(b"FORCEAI_GATEWAY_URL", p.stderr)  # the variable it came from
             self.assertNotIn(b"pw@", p.stderr)
 
     def test_no_gateway_is_501(self):

@@ -87,7 +87,8 @@ class Chat(ChatBase):
         x = ev[-1]["data"]
         self.assertEqual(x["status"], "succeeded")
         self.assertEqual(x["usage"], {"prompt_tokens": 11, "completion_tokens": 4,
-                                      "total_tokens": 15, "requests": 1})
+                                      "total_tokens": 15, "cache_read_tokens": 0,
+                                      "cache_creation_tokens": 0, "requests": 1})
         reqs = self.gw.chat_requests()
         self.assertEqual(len(reqs), 1)
         self.assertEqual(reqs[0]["headers"]["authorization"], "Bearer " + KEY)
@@ -100,7 +101,8 @@ class Chat(ChatBase):
         ev = self.chat("%s >/dev/null; %s >/dev/null; %s; curl -sS -H \"Authorization: Bearer "
                        "$OPENAI_API_KEY\" \"$OPENAI_BASE_URL/models\"" % (CURL_CHAT, CURL_CHAT, emb))
         self.assertEqual(ev[-1]["data"]["usage"], {"prompt_tokens": 7, "completion_tokens": 6,
-                                                   "total_tokens": 13, "requests": 4})
+                                                   "total_tokens": 13, "cache_read_tokens": 0,
+                                                   "cache_creation_tokens": 0, "requests": 4})
         self.assertIn(b"test-model", out(ev))
 
     def test_token_refused_after_the_task_and_for_exec(self):

@@ -73,6 +73,7 @@ class TestGateway:
         self.requests = []
         self.errors = []  # request validation failures (a test asserts none)
         self.turns = []
+        self.responder = None  # fmt, body -> Turn when no turn is scripted (wire_gateways.py)
         self.lock = threading.Lock()
         self.cond = threading.Condition(self.lock)
         gw = self
@@ -214,7 +215,11 @@ class Handler(BaseHTTPRequestHandler):
         return True
 
     def do_GET(self):
-        self._record(b"")
+        rec = self._record(b"")
+        if self.path.startswith("/v1beta/"):
+            import wire_gateways
+            wire_gateways.gemini_request(self, self.gateway, rec, "GET")
+            return
         if not self._auth_ok():
             return
         if self.path == "/v1/models":
@@ -224,9 +229,19 @@ class Handler(BaseHTTPRequestHandler):
             self._err(404, "no route")
 
     def do_POST(self):
-        n = int(self.headers.get("Content-Length") or 0)
-        body_raw = self.rfile.read(n) if n else b""
+        import wire_gateways
+        body_raw = wire_gateways.read_body(self)
         rec = self._record(body_raw)
+        # Anthropic's and Gemini's routes: wire_gateways.py
+        if self.path.startswith("/v1/messages"):
+            wire_gateways.anthropic_post(self, self.gateway, rec)
+            return
+        if self.path.startswith("/v1beta/"):
+            wire_gateways.gemini_request(self, self.gateway, rec, "POST")
+            return
+        if self.path == "/v1/responses":
+            wire_gateways.responses_post(self, self.gateway, rec)
+            return
         if not self._auth_ok():
             return
         if self.path == "/v1/embeddings":

@@ -82,6 +82,25 @@ class Stream:
         self.sock.close()
 
 
+def proc_state(pid):
+    """The state letter in /proc/PID/stat ('' once it is gone)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            st = f.read()
+    except OSError:
+        return ""
+    return st[st.rindex(")") + 2]
+
+
+def wait_state(pid, pred, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred(proc_state(pid)):
+            return True
+        time.sleep(0.01)
+    return False
+
+
 class NativeInteractive(RunnerTest):
     def start(self, body):
         s = Stream(self.r, body)
@@ -190,20 +209,28 @@ class NativeInteractive(RunnerTest):
         self.assertEqual((ex["exit_code"], ex.get("signal_name")), (130, "SIGINT"))
 
     def test_signals(self):
-        s = self.start({"task": "trap 'echo GOT_USR1' USR1; echo ready; "
+        s = self.start({"task": "trap 'echo GOT_USR1' USR1; echo ready $$; "
                                 "while :; do sleep 0.05; done"})
         s.wait_output("ready")
+        s.wait_output("\n")
+        import re
+        shell = int(re.search(rb"ready (\d+)", s.output()).group(1))
         st, b = self.post("/v1/tasks/%s/signal" % s.id, {"signal": "SIGUSR1"})
         self.assertEqual((st, b), (200, {"id": s.id, "signal": "SIGUSR1"}))
         s.wait_output("GOT_USR1")
         for bad in ("SIGSEGV", "BOGUS", "", 9, None):
             st, b = self.post("/v1/tasks/%s/signal" % s.id, {"signal": bad})
             self.assertEqual((st, b["code"]), (400, "INVALID_SIGNAL"), bad)
-        # STOP/CONT: the task stops making progress, then goes on
+        # STOP/CONT: the task stops making progress, then goes on. Each
+        # signal is delivered asynchronously (the shim forwards it to the
+        # group): the test waits for the shell's state to change before it
+        # sends the next one, rather than racing three signals.
         st, _ = self.post("/v1/tasks/%s/signal" % s.id, {"signal": "STOP"})
         self.assertEqual(st, 200)
+        self.assertTrue(wait_state(shell, lambda c: c == "T"), "STOP did not stop the shell")
         st, _ = self.post("/v1/tasks/%s/signal" % s.id, {"signal": "SIGCONT"})
         self.assertEqual(st, 200)
+        self.assertTrue(wait_state(shell, lambda c: c != "T"), "CONT did not resume it")
         # the whole process group: both background sleeps die with the shell
         st, _ = self.post("/v1/tasks/%s/signal" % s.id, {"signal": "SIGTERM"})
         ex = s.until_exit()

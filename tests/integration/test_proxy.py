@@ -50,8 +50,10 @@ class ProxyTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
+        # (vault mode: exec tasks need --exec-network full to serve ports)
         cls.r = Runner(["--proxy-timeout-ms", "1500", "--task-user", "%d:%d" % (SERVER_UID,
-                                                                               SERVER_UID)],
+                                                                               SERVER_UID),
+                        "--exec-network", "full"],
                        token=TOKEN, env={"FORCEAI_GATEWAY_URL": "http://127.0.0.1:9/v1"})
         try:
             cls.start_servers()

@@ -34,17 +34,23 @@ class Runner:
     """One runner process on a loopback port with a private state dir."""
 
     def __init__(self, args=(), env=None, main=None, pid1=False, token=None, wrap=None,
-                 ready=True):
+                 ready=True, owner=None, state_dir=True):
+        """owner: a uid the scratch directory is handed to (a non-root runner
+        under `wrap`, e.g. setpriv, must create its state dir there);
+        state_dir=False: no --state-dir (the runner picks its default)."""
         self.port = free_port()
         self.tmp = tempfile.mkdtemp(prefix="forceai-test-")
         os.chmod(self.tmp, 0o755)
+        if owner is not None:
+            os.chown(self.tmp, owner, owner)
         self.state = os.path.join(self.tmp, "state")
         self.work = os.path.join(self.tmp, "work")
         os.mkdir(self.work)
         os.chmod(self.work, 0o777)
         self.token = token
-        cmd = [RUNNER, "--listen", "127.0.0.1:%d" % self.port, "--state-dir", self.state,
-               "--seccomp-policy", POLICY, "--landlock-roots", "/tmp:" + self.tmp]
+        cmd = [RUNNER, "--listen", "127.0.0.1:%d" % self.port] + \
+            (["--state-dir", self.state] if state_dir else []) + \
+            ["--seccomp-policy", POLICY, "--landlock-roots", "/tmp:" + self.tmp]
         cmd += list(args)
         if os.environ.get("RUNNER_EXTRA_ARGS"):
             cmd += os.environ["RUNNER_EXTRA_ARGS"].split()

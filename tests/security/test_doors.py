@@ -334,7 +334,8 @@ class ConnectionFlood(unittest.TestCase):
         """The model proxy, flooded by an exec task of another uid (tasks of
         one uid share its per-client limit): a chat task still completes."""
         gw = TestGateway()
-        r = Runner(env={"FORCEAI_GATEWAY_URL": gw.url})
+        # vault mode would deny the exec attacker IP sockets: allow them
+        r = Runner(["--exec-network", "full"], env={"FORCEAI_GATEWAY_URL": gw.url})
         try:
             pport = [l for l in r.loglines() if l.get("msg") == "ready"][0]["model_proxy_port"]
             hold = script(r, "hold.py", HOLD)
@@ -747,8 +748,23 @@ class NetworkNone(unittest.TestCase):
         body.update(kw)
         return stdout_of(r.execd(body))
 
-    def test_per_task_none(self):
+    def test_vault_mode_defaults_exec_to_none(self):
+        """No gateway key (vault mode: a sidecar adds it), so whoever reaches
+        the gateway is authenticated: exec tasks get no IP sockets unless
+        --exec-network full is given (test_per_task_none)."""
         r = Runner(env={"FORCEAI_GATEWAY_URL": self.gw.url})
+        try:
+            self.assertEqual(self.probe(r), "ip4:13 ip6:13 gateway:13 unix:u")
+            self.assertEqual(self.probe(r, network="full"),
+                             "ip4:ok ip6:%s gateway:reached unix:u" % ip6_here())
+            h = r.json("GET", "/v1/hardening")[1]
+            self.assertEqual(h["network"]["exec_default"], "none")
+            self.assertIn("vault mode", h["network"]["exec_default_why"])
+        finally:
+            r.close()
+
+    def test_per_task_none(self):
+        r = Runner(args=["--exec-network", "full"], env={"FORCEAI_GATEWAY_URL": self.gw.url})
         try:
             self.assertEqual(self.probe(r), "ip4:ok ip6:%s gateway:reached unix:u" % ip6_here())
             self.assertEqual(self.probe(r, network="none"), "ip4:13 ip6:13 gateway:13 unix:u")

@@ -178,34 +178,3 @@ TEST(retry_policy)
 	CHECK(chatstream_retry_ms(CS_ERR_BUDGET, 1, "1") == -1);
 	CHECK(chatstream_retry_ms(CS_ERR_UNAUTHORIZED, 1, NULL) == -1);
 }
-
-TEST(usage_scan)
-{
-	struct usage_scan u = {0};
-	const char *s =
-		"data: {\"choices\":[]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,"
-		"\"completion_tokens\":5,\"total_tokens\":9}}\n\ndata: [DONE]\n\n";
-	for (size_t i = 0; s[i]; i++)
-		usage_scan_feed(&u, s + i, 1);
-	usage_scan_eof(&u);
-	CHECK(u.has_usage && u.usage.total_tokens == 9);
-	usage_scan_free(&u);
-
-	struct usage_scan v = {0};
-	const char *d =
-		"  {\"object\":\"list\",\"usage\":{\"prompt_tokens\":3,\"total_tokens\":3}}";
-	usage_scan_feed(&v, d, 10);
-	usage_scan_feed(&v, d + 10, strlen(d) - 10);
-	usage_scan_eof(&v);
-	CHECK(v.has_usage && v.usage.prompt_tokens == 3 && v.usage.total_tokens == 3);
-	usage_scan_free(&v);
-
-	struct usage_scan w = {0}; /* Responses API */
-	const char *e =
-		"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":"
-		"{\"usage\":{\"input_tokens\":2,\"output_tokens\":6,\"total_tokens\":8}}}\n\n";
-	usage_scan_feed(&w, e, strlen(e));
-	usage_scan_eof(&w);
-	CHECK(w.has_usage && w.usage.completion_tokens == 6 && w.usage.total_tokens == 8);
-	usage_scan_free(&w);
-}

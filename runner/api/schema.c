@@ -1,0 +1,166 @@
+/* Request-body schemas, one table per route, one line per field (see
+ * schema.h). A field a route's parser reads is added here in the same
+ * change, or its requests are refused as UNKNOWN_FIELD (native API). */
+#include "api/schema.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+
+/* ---- native API (strict) ---- */
+
+static const struct body_field task_create_fields[] = {
+	{"task", FIELD_STRING},
+	{"capability", FIELD_STRING},
+	{"timeout_ms", FIELD_INTEGER},
+	{"cwd", FIELD_STRING},
+	{"env", FIELD_OBJECT},
+	{"network", FIELD_STRING},
+	{"stdin", FIELD_BOOLEAN},
+	{"tty", FIELD_ANY}, /* {"cols", "rows"} or true */
+	{"model", FIELD_STRING},
+	{"max_steps", FIELD_INTEGER},
+	{"max_tokens", FIELD_INTEGER},
+	{"max_model_requests", FIELD_INTEGER},
+	{"engine", FIELD_STRING},
+	{"conversation", FIELD_STRING},
+	{NULL, 0},
+};
+const struct body_schema schema_task_create = {"POST /v1/tasks", true, task_create_fields};
+
+static const struct body_field task_resize_fields[] = {
+	{"cols", FIELD_INTEGER},
+	{"rows", FIELD_INTEGER},
+	{NULL, 0},
+};
+const struct body_schema schema_task_resize = {"POST /v1/tasks/{id}/resize", true,
+					       task_resize_fields};
+
+static const struct body_field task_signal_fields[] = {
+	{"signal", FIELD_ANY}, /* the parser names the signals it takes */
+	{NULL, 0},
+};
+const struct body_schema schema_task_signal = {"POST /v1/tasks/{id}/signal", true,
+					       task_signal_fields};
+
+/* ---- execd-compatible API (unknown fields accepted) ---- */
+
+static const struct body_field command_fields[] = {
+	{"command", FIELD_STRING},  {"cwd", FIELD_STRING},     {"background", FIELD_BOOLEAN},
+	{"timeout", FIELD_INTEGER}, {"uid", FIELD_INTEGER},    {"gid", FIELD_INTEGER},
+	{"envs", FIELD_OBJECT},     {"network", FIELD_STRING}, {NULL, 0},
+};
+const struct body_schema schema_command = {"POST /command", false, command_fields};
+
+static const struct body_field session_fields[] = {
+	{"cwd", FIELD_STRING},
+	{NULL, 0},
+};
+const struct body_schema schema_session = {"POST /session", false, session_fields};
+
+static const struct body_field session_run_fields[] = {
+	{"command", FIELD_STRING},
+	{"cwd", FIELD_STRING},
+	{"timeout", FIELD_INTEGER},
+	{"network", FIELD_STRING},
+	{NULL, 0},
+};
+const struct body_schema schema_session_run = {"POST /session/{id}/run", false, session_run_fields};
+
+static const struct body_field pty_create_fields[] = {
+	{"cwd", FIELD_STRING},
+	{"command", FIELD_STRING},
+	{NULL, 0},
+};
+const struct body_schema schema_pty_create = {"POST /pty", false, pty_create_fields};
+
+/* The same things under the two APIs' names: {native, execd}. */
+static const char *const vocabulary[][2] = {
+	{"task", "command"},
+	{"timeout_ms", "timeout"},
+	{"env", "envs"},
+};
+
+static const struct body_field *find_field(const struct body_schema *s, const char *name)
+{
+	for (const struct body_field *f = s->fields; f->name; f++)
+		if (!strcmp(f->name, name))
+			return f;
+	return NULL;
+}
+
+/* The route's fields, for messages: "task, capability, ...". */
+static void field_list(const struct body_schema *s, char *out, size_t size)
+{
+	size_t n = 0;
+	out[0] = 0;
+	for (const struct body_field *f = s->fields; f->name && n < size; f++)
+		n += (size_t)snprintf(out + n, size - n, "%s%s", n ? ", " : "", f->name);
+}
+
+/* A field this route does not have: 0 when it is accepted anyway. */
+static int unknown_field(const struct body_schema *s, const char *key, struct error *err)
+{
+	char list[512];
+	field_list(s, list, sizeof(list));
+	for (size_t i = 0; i < sizeof(vocabulary) / sizeof(vocabulary[0]); i++) {
+		/* The other API's name: strict routes use [0], execd's use [1]. */
+		const char *theirs = vocabulary[i][s->strict ? 1 : 0];
+		const char *ours = vocabulary[i][s->strict ? 0 : 1];
+		if (strcmp(key, theirs))
+			continue;
+		if (find_field(s, ours))
+			return error_set(err, 0, "UNKNOWN_FIELD",
+					 "unknown field '%s': %s calls it '%s' ('%s' is the %s "
+					 "API's name)",
+					 key, s->route, ours, key, s->strict ? "execd" : "native");
+		return error_set(err, 0, "UNKNOWN_FIELD",
+				 "unknown field '%s' ('%s' is the %s API's name); %s takes: %s",
+				 key, key, s->strict ? "execd" : "native", s->route, list);
+	}
+	if (!s->strict)
+		return 0; /* forward compatibility with execd's clients */
+	return error_set(err, 0, "UNKNOWN_FIELD", "unknown field '%.64s'; %s takes: %s", key,
+			 s->route, list);
+}
+
+static bool type_ok(enum field_type t, json_t *v)
+{
+	switch (t) {
+	case FIELD_STRING:
+		return json_is_string(v);
+	case FIELD_INTEGER:
+		return json_is_integer(v);
+	case FIELD_BOOLEAN:
+		return json_is_boolean(v);
+	case FIELD_OBJECT:
+		return json_is_object(v);
+	case FIELD_ANY:
+		return true;
+	}
+	return false;
+}
+
+static const char *const type_names[] = {
+	[FIELD_STRING] = "a string",  [FIELD_INTEGER] = "an integer", [FIELD_BOOLEAN] = "a boolean",
+	[FIELD_OBJECT] = "an object", [FIELD_ANY] = "any value",
+};
+
+int schema_check(const struct body_schema *s, json_t *body, struct error *err)
+{
+	const char *key;
+	json_t *v;
+	json_object_foreach(body, key, v) {
+		const struct body_field *f = find_field(s, key);
+		if (!f) {
+			if (unknown_field(s, key, err) < 0)
+				return -1;
+			continue;
+		}
+		if (!json_is_null(v) && !type_ok(f->type, v))
+			return error_set(err, 0, "INVALID_REQUEST_BODY", "field '%s' must be %s",
+					 key, type_names[f->type]);
+	}
+	return 0;
+}

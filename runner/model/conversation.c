@@ -1,0 +1,231 @@
+/* Conversations of agent tasks: see conversation.h. */
+#include "model/conversation.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/runner.h"
+#include "core/util.h"
+#include "task/task.h"
+
+static struct conversations *table(struct runner *r)
+{
+	if (!r->conversations)
+		r->conversations = calloc(1, sizeof(*r->conversations));
+	return r->conversations;
+}
+
+static void file_name(const struct conversation *c, char out[48])
+{
+	snprintf(out, 48, "conv-%s.json", c->id);
+}
+
+static void unlink_history(struct runner *r, const struct conversation *c)
+{
+	char name[48];
+	file_name(c, name);
+	if (r->state_dir_fd >= 0 && unlinkat(r->state_dir_fd, name, 0) < 0 && errno != ENOENT)
+		log_errno("cannot remove a conversation's history", errno, c->id);
+}
+
+static void unlink_conv(struct runner *r, struct conversation *c)
+{
+	struct conversations *tb = r->conversations;
+	for (struct conversation **pp = &tb->head; *pp; pp = &(*pp)->next)
+		if (*pp == c) {
+			*pp = c->next;
+			tb->n--;
+			break;
+		}
+	unlink_history(r, c);
+	free(c->cwd);
+	free(c);
+}
+
+/* Room for one more: the least recently used idle conversation goes. */
+static int make_room(struct runner *r, struct error *err)
+{
+	struct conversations *tb = r->conversations;
+	if (tb->n < CONV_MAX)
+		return 0;
+	struct conversation *lru = NULL;
+	for (struct conversation *c = tb->head; c; c = c->next)
+		if (!c->busy && (!lru || c->used_ms < lru->used_ms))
+			lru = c;
+	if (!lru)
+		return error_set(err, 0, "TOO_MANY_TASKS",
+				 "%u conversations are in use at once: none can be forgotten",
+				 CONV_MAX);
+	log_info("conversation forgotten to make room", "{s:s}", "conversation", lru->id);
+	unlink_conv(r, lru);
+	return 0;
+}
+
+/* A placeholder marks a claimed conversation until conv_attach. */
+#define CLAIMED ((struct task *)1)
+
+struct conversation *conv_claim(struct runner *r, const char *id, enum engine_kind k,
+				const char *cwd, struct error *err)
+{
+	struct conversations *tb = table(r);
+	if (!tb) {
+		error_set(err, ENOMEM, "RUNTIME_ERROR", "conversations");
+		return NULL;
+	}
+	if (id) {
+		struct conversation *c = tb->head;
+		while (c && (c->forgotten || strcmp(c->id, id)))
+			c = c->next;
+		if (!c) {
+			error_set(
+				err, 0, "CONVERSATION_NOT_FOUND",
+				"conversation not found: %.64s (unknown, forgotten by a reset, or "
+				"from another box)",
+				id);
+			return NULL;
+		}
+		if (c->busy) {
+			error_set(err, 0, "CONVERSATION_BUSY",
+				  "conversation %s is in use by task %s: wait for it to end", c->id,
+				  c->busy == CLAIMED ? "(starting)" : c->busy->id);
+			return NULL;
+		}
+		if (c->engine != k) {
+			error_set(err, 0, "CONVERSATION_MISMATCH",
+				  "conversation %s belongs to engine %s, not %s", c->id,
+				  engine_kind_name(c->engine), engine_kind_name(k));
+			return NULL;
+		}
+		c->busy = CLAIMED;
+		c->used_ms = monotonic_ms();
+		return c;
+	}
+	if (make_room(r, err) < 0)
+		return NULL;
+	struct conversation *c = calloc(1, sizeof(*c));
+	if (!c || random_id(c->id) < 0 || !(c->cwd = strdup(cwd ? cwd : ""))) {
+		if (c)
+			free(c->cwd);
+		free(c);
+		error_set(err, ENOMEM, "RUNTIME_ERROR", "cannot make a conversation");
+		return NULL;
+	}
+	c->engine = k;
+	c->busy = CLAIMED;
+	c->used_ms = monotonic_ms();
+	c->next = tb->head;
+	tb->head = c;
+	tb->n++;
+	return c;
+}
+
+void conv_attach(struct conversation *c, struct task *t)
+{
+	c->busy = t;
+	c->tasks++;
+}
+
+void conv_release(struct runner *r, struct conversation *c)
+{
+	c->busy = NULL;
+	c->used_ms = monotonic_ms();
+	if (c->forgotten)
+		unlink_conv(r, c);
+}
+
+void conv_abandon(struct runner *r, struct conversation *c)
+{
+	if (!c->tasks)
+		unlink_conv(r, c);
+	else
+		conv_release(r, c);
+}
+
+json_t *conv_load(struct runner *r, const struct conversation *c)
+{
+	char name[48];
+	file_name(c, name);
+	if (r->state_dir_fd < 0)
+		return NULL;
+	int fd = openat(r->state_dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return NULL;
+	json_t *m = json_loadfd(fd, 0, NULL);
+	close(fd);
+	if (m && !json_is_array(m)) {
+		json_decref(m);
+		return NULL;
+	}
+	return m;
+}
+
+int conv_save(struct runner *r, const struct conversation *c, json_t *messages)
+{
+	char name[48], tmp[56];
+	file_name(c, name);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+	if (r->state_dir_fd < 0)
+		return -EBADF;
+	if (c->forgotten)
+		return 0; /* a reset came first: nothing of it is kept */
+	int fd = openat(r->state_dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+			0600);
+	if (fd < 0)
+		return -errno;
+	int rc = json_dumpfd(messages, fd, JSON_COMPACT) < 0 ? -EIO : 0;
+	if (close(fd) < 0 && !rc)
+		rc = -errno;
+	if (!rc && renameat(r->state_dir_fd, tmp, r->state_dir_fd, name) < 0)
+		rc = -errno;
+	if (rc)
+		unlinkat(r->state_dir_fd, tmp, 0);
+	return rc;
+}
+
+unsigned conv_forget_all(struct runner *r)
+{
+	struct conversations *tb = r->conversations;
+	unsigned n = 0;
+	if (!tb)
+		return 0;
+	/* Busy ones belong to tasks the reset is killing: their drivers still
+	 * hold them, so they are only marked gone (released when they end). */
+	struct conversation **pp = &tb->head;
+	while (*pp) {
+		struct conversation *c = *pp;
+		unlink_history(r, c);
+		c->session[0] = 0;
+		n += !c->forgotten;
+		if (c->busy) {
+			c->forgotten = true;
+			pp = &c->next;
+			continue;
+		}
+		*pp = c->next;
+		tb->n--;
+		free(c->cwd);
+		free(c);
+	}
+	return n;
+}
+
+void conv_free_all(struct runner *r)
+{
+	struct conversations *tb = r->conversations;
+	if (!tb)
+		return;
+	while (tb->head) {
+		struct conversation *c = tb->head;
+		tb->head = c->next;
+		free(c->cwd);
+		free(c);
+	}
+	free(tb);
+	r->conversations = NULL;
+}

@@ -1,0 +1,428 @@
+"""The README is a contract (docs/design.md §21): every option and variable of
+README's configuration table against --help and the parser, every route
+README and docs/design.md list against the running runner (and the route
+table against the documents), the [pure] tags of README's layout against
+the build, the documented fields of `started` against the runner.
+
+The tests read the documents; they hard-code no list of options or routes.
+A row added to the configuration table in the same format is checked like
+the others: its placeholder (N, BYTES, F, ...) says which bad value to give
+(BAD_VALUES; a new kind of placeholder fails until it is added there)."""
+import json
+import os
+import re
+import subprocess
+import tempfile
+import unittest
+
+from harness import POLICY, RUNNER, Runner, RunnerTest, free_port
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RUNNER = os.path.abspath(RUNNER)  # the rule tests run it from another directory
+README = os.path.join(ROOT, "README.md")
+DESIGN = os.path.join(ROOT, "docs", "design.md")
+
+# A value each kind of placeholder refuses (usage error, exit 2).
+BAD_VALUES = {
+    "N": "12abc",
+    "BYTES": "-5",
+    "ADDR:PORT": "localhost:http",
+    "UID[:GID]": "user:group",
+    "LO-HI": "9-x",
+    "full|none": "partial",
+    "A:B": "relative/dir:/tmp",
+    "F": "relative/file",
+    "DIR": "relative/dir",
+    '"Q P"': "abc",
+    "URL": "ftp://example.invalid/v1",
+    "PORT": "70000",
+    "MS": "12abc",
+    "COUNT": "12abc",
+    "PATH": "relative/file",
+    "FILE": "relative/file",
+    "NAME": "",
+    None: "maybe",  # an option without a value: on, off, or a usage error
+}
+
+
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def section(text, title):
+    """The text of the '## title' section (up to the next '## ')."""
+    m = re.search(r"^## %s\n(.*?)(?=^## |\Z)" % re.escape(title), text, re.S | re.M)
+    assert m, "no section '## %s'" % title
+    return m.group(1)
+
+
+def config_rows():
+    """README's configuration table: [(options, variables, default, line)],
+    options as [(name, placeholder or None)]."""
+    rows = []
+    for line in section(read(README), "Configuration").splitlines():
+        if not line.startswith("| ") or line.startswith("| option ") or line.startswith("|---"):
+            continue
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+        assert len(cells) == 4, "configuration row without 4 cells: %s" % line
+        opts = []
+        for code in re.findall(r"`([^`]*)`", cells[0]):
+            m = re.fullmatch(r"--([a-z0-9-]+)(?: (.+))?", code.replace("\\|", "|"))
+            assert m, "option cell %r of %s" % (code, line)
+            opts.append((m.group(1), m.group(2)))
+        variables = re.findall(r"`([A-Z][A-Z0-9_]+)`", cells[1])
+        default = re.fullmatch(r"`([^`]*)`", cells[2])
+        rows.append((opts, variables, default.group(1) if default else None, line))
+    assert len(rows) > 10, "the configuration table was not found"
+    return rows
+
+
+def help_options():
+    """--help: {option: (takes a value, variable, default or None)}."""
+    out = subprocess.run([RUNNER, "--help"], capture_output=True, text=True, timeout=10)
+    assert out.returncode == 0, out
+    opts, last = {}, None
+    for line in out.stdout.splitlines():
+        m = re.match(r"  (--[a-z0-9-]+)( V)?\s", line + " ")
+        if m:
+            last = m.group(1)[2:]
+            opts[last] = [bool(m.group(2)), None, None]
+            continue
+        m = re.match(r"\s+\[([A-Z][A-Z0-9_]+)(?:, default (.*))?\]$", line)
+        if m and last:
+            opts[last][1:] = [m.group(1), m.group(2)]
+    return {k: tuple(v) for k, v in opts.items()}
+
+
+class ConfigTable(unittest.TestCase):
+    """Every row of README's table against --help and the parser."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.rows = config_rows()
+        cls.help = help_options()
+        cls.tmp = tempfile.mkdtemp(prefix="forceai-contract-")
+
+    def start(self, args, env=None, without=None):
+        """Run the runner with a bad setting; a runner that does not refuse
+        it would start serving: it is given a private port and killed."""
+        e = {k: v for k, v in os.environ.items()
+             if not k.startswith("FORCEAI_") and k != "EXECD_ACCESS_TOKEN"}
+        e.update(env or {})
+        cmd = [RUNNER] + list(args)
+        if not any(a.startswith("--listen") for a in args) and "FORCEAI_RUNNER_LISTEN" not in e:
+            cmd += ["--listen", "127.0.0.1:%d" % free_port()]
+        for opt, val in (("state-dir", os.path.join(self.tmp, "state")),
+                         ("seccomp-policy", POLICY)):
+            if opt != without:  # the option under test comes from env alone
+                cmd += ["--" + opt, val]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=5, env=e)
+            return p.returncode, p.stderr
+        except subprocess.TimeoutExpired as ex:
+            return "still running after 5 s", (ex.stderr or b"").decode()
+
+    def assert_usage_error(self, args, env, names, what, without=None):
+        rc, err = self.start(args, env, without)
+        lines = [l for l in err.splitlines() if l.strip()]
+        self.assertEqual(rc, 2, "%s: exit %s, stderr %r" % (what, rc, err))
+        self.assertEqual(len(lines), 1, "%s: not one line: %r" % (what, err))
+        self.assertIn(names, lines[0], "%s: the line does not name %s" % (what, names))
+
+    def test_documented_options_are_in_help(self):
+        for opts, variables, default, line in self.rows:
+            for name, ph in opts:
+                with self.subTest(option=name):
+                    self.assertIn(name, self.help, "documented, not in --help: " + line)
+                    takes, var, hdef = self.help[name]
+                    if name in ("help", "version", "ping"):
+                        continue
+                    self.assertEqual(takes, ph is not None,
+                                     "--%s: README and --help disagree on its value" % name)
+                    self.assertIn(var, variables,
+                                  "--%s: --help says %s, README %s" % (name, var, variables))
+                    if default is not None and hdef is not None:
+                        self.assertEqual(default, hdef, "--%s: the default" % name)
+
+    def test_help_options_are_documented(self):
+        documented = {n for opts, _, _, _ in self.rows for n, _ in opts}
+        variables = {v for _, vs, _, _ in self.rows for v in vs}
+        for name, (_, var, _) in self.help.items():
+            with self.subTest(option=name):
+                self.assertIn(name, documented, "--%s is in --help, not in README's table" % name)
+                if var:
+                    self.assertIn(var, variables, "%s is not in README's table" % var)
+
+    def test_documented_variables_exist(self):
+        known = {v for _, v, _ in self.help.values() if v}
+        # Variables that carry a secret rather than an option's value.
+        secrets = {"EXECD_ACCESS_TOKEN", "FORCEAI_GATEWAY_KEY"}
+        for opts, variables, _, line in self.rows:
+            for var in variables:
+                with self.subTest(variable=var):
+                    self.assertIn(var, known | secrets, "documented, unknown to --help: " + line)
+
+    def test_bad_values_are_usage_errors(self):
+        """A bad value of each documented type, on the command line and in
+        the variable: exit 2 with one line naming the option or variable."""
+        for opts, variables, _, line in self.rows:
+            for name, ph in opts:
+                if name in ("help", "version", "ping"):
+                    continue
+                if ph and "|" in ph and ph not in BAD_VALUES:
+                    bad = "not-" + ph.split("|")[0]  # an enumeration: none of its words
+                else:
+                    self.assertIn(ph, BAD_VALUES, "no bad value known for placeholder %r of "
+                                  "--%s: add one to BAD_VALUES" % (ph, name))
+                    bad = BAD_VALUES[ph]
+                var = self.help.get(name, (None, None, None))[1]
+                arg = "--%s=%s" % (name, bad) if ph is None else None
+                with self.subTest(option=name, value=bad):
+                    self.assert_usage_error([arg] if arg else ["--" + name, bad], None,
+                                            "--" + name, "--%s %s" % (name, bad))
+                if var:
+                    with self.subTest(variable=var, value=bad):
+                        self.assert_usage_error([], {var: bad}, var, "%s=%s" % (var, bad),
+                                                without=name)
+
+
+class ConfigRules(unittest.TestCase):
+    """Items 2-4, 6-8 of issue 25: the rules of option parsing."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="forceai-rules-")
+
+    def run_runner(self, args, env=None, timeout=5):
+        e = {k: v for k, v in os.environ.items() if not k.startswith("FORCEAI_")}
+        e.update(env or {})
+        cmd = [RUNNER, "--listen", "127.0.0.1:%d" % free_port(), "--seccomp-policy", POLICY]
+        if not any(a.startswith("--state-dir") for a in args) and \
+                "FORCEAI_RUNNER_STATE_DIR" not in e:
+            cmd += ["--state-dir", os.path.join(self.tmp, "state")]
+        try:
+            p = subprocess.run(cmd + list(args), capture_output=True, text=True,
+                               timeout=timeout, env=e, cwd=self.tmp)
+            return p.returncode, p.stderr.strip()
+        except subprocess.TimeoutExpired:
+            return None, "still running"
+
+    def test_item2_task_log_max_names_itself(self):
+        rc, err = self.run_runner(["--task-log-max", "1048576"])
+        self.assertEqual(rc, 2, err)
+        self.assertIn("--task-log-max", err)
+        self.assertNotIn("'1048576': must be 4096", err)
+        # the link is said, and README says it too
+        self.assertIn("--stream-window", err)
+        table = section(read(README), "Configuration")
+        row = [l for l in table.splitlines() if l.startswith("| `--task-log-max")][0]
+        self.assertIn("65536", row)
+        self.assertIn("--stream-window", row)
+
+    def test_item3_zero_means_none(self):
+        """Every *-timeout-ms: 0 is "none" where none is allowed, else a usage
+        error; README and --help say so."""
+        table = section(read(README), "Configuration")
+        for name, (takes, var, _) in help_options().items():
+            if not name.endswith("-timeout-ms"):
+                continue
+            with self.subTest(option=name):
+                row = [l for l in table.splitlines() if l.startswith("| `--%s " % name)]
+                self.assertTrue(row, name)
+                rc, err = self.run_runner(["--" + name, "0"], timeout=2)
+                if "0 = none" in row[0]:
+                    self.assertIsNone(rc, "--%s 0 is documented as none: %s" % (name, err))
+                else:
+                    self.assertEqual(rc, 2, "--%s 0: neither none nor refused (%s)" % (name, err))
+
+    def test_item4_cpu_max_checked(self):
+        for bad in ("abc", "100 0", "0 100000", "max 0", "100 100 100", "-1 100000"):
+            with self.subTest(value=bad):
+                rc, err = self.run_runner(["--task-cpu-max", bad])
+                self.assertEqual(rc, 2, err)
+                self.assertIn("--task-cpu-max", err)
+        for good in ("max", "50000 100000", "max 100000"):
+            with self.subTest(value=good):
+                self.assertIsNone(self.run_runner(["--task-cpu-max", good], timeout=2)[0])
+
+    def test_item6_usage_errors_exit_2(self):
+        for args in (["--landlock-roots", "relative"], ["--landlock-roots", "/tmp:"],
+                     ["--task-user", "0"]):
+            with self.subTest(args=args):
+                rc, err = self.run_runner(args)
+                self.assertEqual(rc, 2, err)
+                self.assertEqual(len(err.splitlines()), 1, err)
+                self.assertIn(args[0], err)
+
+    def test_item7_relative_state_dir_refused(self):
+        rc, err = self.run_runner(["--state-dir", "rel-state"])
+        self.assertEqual(rc, 2, err)
+        self.assertIn("--state-dir", err)
+        rc, err = self.run_runner([], {"FORCEAI_RUNNER_STATE_DIR": "rel-state"})
+        self.assertEqual(rc, 2, err)
+        self.assertIn("FORCEAI_RUNNER_STATE_DIR", err)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "rel-state")))
+
+    def test_item8_flags_and_variable_names(self):
+        for flag in ("--one-shot=1", "--allow-root-tasks=yes"):
+            with self.subTest(flag=flag):
+                rc, err = self.run_runner([flag], timeout=2)
+                self.assertNotIn("needs a value", err)
+        rc, err = self.run_runner([], {"FORCEAI_GATEWAY_URL": "ftp://x/v1"})
+        self.assertEqual(rc, 2, err)
+        self.assertIn("FORCEAI_GATEWAY_URL", err)
+        self.assertNotIn("--gateway-url", err)
+        # a post-parse check of a value from the environment names the variable
+        rc, err = self.run_runner([], {"FORCEAI_TASK_LOG_MAX": "100"})
+        self.assertEqual(rc, 2, err)
+        self.assertIn("FORCEAI_TASK_LOG_MAX", err)
+
+
+# ---- routes ----
+
+ROUTE_RE = re.compile(r"`((?:GET|POST|DELETE|PUT|PATCH|ANY)(?:\|(?:GET|POST|DELETE|PUT|PATCH))*)"
+                      r" (/[^`\s]*)`")
+
+
+def design_contract_text():
+    """docs/design.md's wire contracts: §3 (but §3.5, the model proxy: another
+    server) and §14. Routes of other servers (the model proxy, upstreams) are
+    written there as paths without a method."""
+    text = read(DESIGN)
+    s3 = section(text, "3. Wire contracts")
+    s3 = re.sub(r"^### 3\.5 .*?(?=^### |\Z)", "", s3, flags=re.S | re.M)
+    return s3 + section(text, "14. Interactive features")
+
+
+def documented_routes():
+    """{(method, path pattern)}: every `METHOD /path` in README's API
+    section and in docs/design.md's wire contracts."""
+    out = {}
+    for where, text in (("README", section(read(README), "API")),
+                        ("design", design_contract_text())):
+        for methods, path in ROUTE_RE.findall(text):
+            path = re.split(r"[?\[]", path)[0]
+            for m in methods.split("|"):
+                out.setdefault((m, path), where)
+    return out
+
+
+def table_routes():
+    """The route table of the runner (runner/api/routes.c)."""
+    text = read(os.path.join(ROOT, "runner", "api", "routes.c"))
+    routes = re.findall(r'\{"([A-Z*]+)", "(/[^"]*)",', text)
+    assert len(routes) > 20, "route table not found"
+    return routes
+
+
+def doc_regex(path):
+    """A documented path as a regex: {x} one segment, a final /{path} or
+    /... or /** the rest (maybe nothing)."""
+    parts = path.rstrip("/").split("/")[1:]
+    rx = ""
+    for i, p in enumerate(parts):
+        last = i == len(parts) - 1
+        if last and i > 0 and p in ("...", "**", "{path}"):
+            rx += "(/.*)?"
+        elif re.fullmatch(r"\{[a-z_]+\}", p):
+            rx += "/[^/]*"
+        else:
+            rx += "/" + re.escape(p)
+    return re.compile("^" + (rx or "/") + "$")
+
+
+def sample(pattern):
+    """A concrete path for a table pattern."""
+    return pattern.replace("/**", "/a/b").replace("*", "0123456789abcdef0123456789abcdef")
+
+
+class Routes(RunnerTest):
+    def route_answer(self, method, path):
+        import http.client
+        c = http.client.HTTPConnection("127.0.0.1", self.r.port, timeout=10)
+        c.request(method, path, body=b"" if method in ("POST", "PUT", "PATCH") else None,
+                  headers=self.r.headers())
+        resp = c.getresponse()
+        msg = ""
+        if resp.status in (404, 405):
+            try:
+                msg = json.loads(resp.read(65536) or b"{}").get("message", "")
+            except ValueError:
+                pass
+        c.close()
+        return resp.status, msg
+
+    def test_documented_routes_exist(self):
+        for (method, path), where in sorted(documented_routes().items()):
+            concrete = re.sub(r"\{[a-z_]+\}", "0123456789abcdef0123456789abcdef", path)
+            concrete = concrete.replace("/...", "/x")
+            with self.subTest(route="%s %s" % (method, path), doc=where):
+                for m in (("GET", "POST", "DELETE") if method == "ANY" else (method,)):
+                    # (a handler's 404 names what it did not find, the router's
+                    # says "no route")
+                    st, msg = self.route_answer(m, concrete)
+                    self.assertFalse(st == 404 and msg.startswith("no route"),
+                                     "%s %s (%s) has no route" % (m, path, where))
+                    self.assertNotEqual(st, 405, "%s %s (%s): method not allowed"
+                                        % (m, path, where))
+
+    def test_every_route_is_documented(self):
+        docs = documented_routes()
+        for method, pattern in table_routes():
+            m = "ANY" if method == "*" else method
+            with self.subTest(route="%s %s" % (m, pattern)):
+                path = sample(pattern)
+                found = [d for d in docs if d[0] == m and doc_regex(d[1]).match(path)]
+                self.assertTrue(found, "%s %s is served but neither README nor the design "
+                                "document lists it" % (m, pattern))
+                where = {docs[d] for d in found}
+                self.assertIn("README", where, "%s %s: not in README's API section"
+                              % (m, pattern))
+
+
+class Layout(unittest.TestCase):
+    def test_item13_pure_tags_match_the_build(self):
+        """README's layout tags [pure] exactly the modules of PURE_SRCS."""
+        out = subprocess.run(["make", "-s", "-C", ROOT, "--no-print-directory",
+                              "--eval", "print-pure:\n\t@echo $(filter $(RUNNER_SRCS),"
+                              "$(PURE_SRCS))", "print-pure"],
+                             capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        built = set(out.stdout.split())
+        self.assertGreater(len(built), 10)
+        layout = section(read(README), "Layout")
+        tagged, folder = set(), []
+        for line in layout.splitlines():
+            m = re.match(r"^( *)(\S+)", line)
+            if not m or line.startswith("```"):
+                continue
+            indent, name = len(m.group(1)), m.group(2)
+            if name.endswith("/"):
+                folder = [f for f in folder if f[0] < indent] + [(indent, name)]
+                if "[pure]" in line:
+                    d = "".join(n for _, n in folder)
+                    tagged |= {p for p in built if p.startswith(d)} | {"dir:" + d}
+                continue
+            if "[pure]" in line and name.endswith(".c") or "[pure]" in line and ".c/" in name:
+                base = name.split("/")[0] if ".c/" in name else name
+                d = "".join(n for i, n in folder if i < indent)
+                tagged.add(d + base)
+        tagged = {t for t in tagged if not t.startswith("dir:")}
+        self.assertEqual(sorted(tagged - built), [], "tagged [pure] but not in PURE_SRCS")
+        self.assertEqual(sorted(built - tagged), [], "in PURE_SRCS but not tagged [pure]")
+
+
+class Events(RunnerTest):
+    def test_item13_started_fields_documented(self):
+        design = read(DESIGN)
+        m = re.search(r"`started` `\{([^}]*)\}", design)
+        self.assertTrue(m, "design §3.3 lists no fields of `started`")
+        documented = set(re.findall(r'"([a-z_]+)"', m.group(1)))
+        ev = self.r.native({"task": "true"})
+        started = [e for e in ev if e["event"] == "started"][0]["data"]
+        self.assertEqual(sorted(set(started) - documented), [],
+                         "fields of started the design document does not list")
+
+
+if __name__ == "__main__":
+    unittest.main()
