@@ -41,6 +41,7 @@ BAD_VALUES = {
     "PATH": "relative/file",
     "FILE": "relative/file",
     "NAME": "",
+    "NAME=PATH": "codex=relative/bin",
     None: "maybe",  # an option without a value: on, off, or a usage error
 }
 
