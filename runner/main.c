@@ -244,6 +244,7 @@ static const struct task_hooks task_hooks = {
 /* A reset ends the execd PTY sessions (api/pty.c) too. */
 static const struct profile_hooks profile_hooks = {
 	.end_ptys = pty_end_all,
+	.end_mcp_sessions = mcp_end_sessions,
 };
 
 /* The HTTP layer: while a reset runs only a few routes answer, and a request received across one

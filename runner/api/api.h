@@ -125,5 +125,7 @@ enum MHD_Result api_mcp_body(struct http_req *req, const char *data, size_t len)
 enum MHD_Result api_mcp_servers(struct http_req *req);
 /* notifications/tools/list_changed to every session's open GET stream. */
 void mcp_notify_tools_changed(struct runner *r);
+/* End every MCP session (a reset: they were the previous tenant's). */
+void mcp_end_sessions(struct runner *r);
 /* End every session and call (shutdown, after http_stop). */
 void mcp_free_all(struct runner *r);

@@ -20,13 +20,17 @@
 #include "mcp/upstream.h"
 #include "tools/tools.h"
 
-#define MCP_KEEPALIVE_MS 15000
+#define MCP_KEEPALIVE_MS 15000 /* GET streams */
+/* A tool call's stream: a suspended connection notices its client gone only when it sends,
+ * and that is a cancel (the command is killed), so it sends often. */
+#define MCP_CALL_KEEPALIVE_MS 2000
 #define MCP_SESSION_IDLE_MS (3600 * 1000ULL) /* an idle session may be evicted after this */
 
 struct mcp_session;
 
-/* A tool call that runs on: answered on an SSE stream (hs) or, for a client that takes
- * only JSON, by resuming its suspended request. */
+/* A tool call that runs on: answered on a streamed response (hs), an SSE stream (progress,
+ * then the response) or, for a client that takes only JSON, the response as one JSON body
+ * written when it is there. */
 struct mcp_call {
 	struct http_stream hs; /* first: the stream's view */
 	struct runner *r;
@@ -36,10 +40,8 @@ struct mcp_call {
 	struct mcp_up_call *uc; /* a tool of a stdio server behind /mcp (mcp/upstream.h) */
 	uint64_t progress;
 	bool stateless;
-	bool streaming;
-	struct http_req *req; /* JSON mode: the suspended request */
-	json_t *response;     /* JSON mode: the answer, once there */
-	bool counted;         /* in the table's in-flight count */
+	bool sse;     /* an event stream, else one JSON body */
+	bool counted; /* in the table's in-flight count */
 	struct mcp_call *next, *prev;
 };
 
@@ -70,7 +72,6 @@ struct mcp_table {
 struct mcp_req {
 	struct buf body;
 	bool too_big;
-	struct mcp_call *call;
 	/* tools/list waiting for stdio servers that are starting */
 	struct mcp_up_waiter w;
 	struct http_req *req;
@@ -175,13 +176,17 @@ static void call_abort(struct mcp_call *c, const char *why)
 		c->uc = NULL;
 	}
 	call_unlink(c);
-	if (c->streaming) {
-		c->hs.done = true; /* a cancelled request gets no response (MCP) */
-		http_stream_wake(&c->hs);
-	} else if (c->req && !c->response) {
-		c->response = mcp_error(c->id, MCP_SERVER_ERROR, why);
-		http_req_resume(c->req);
+	if (!c->sse) {
+		/* A JSON body is owed all the same. */
+		json_t *e = mcp_error(c->id, MCP_SERVER_ERROR, why);
+		char *t = e ? json_dumps(e, JSON_COMPACT) : NULL;
+		if (t)
+			buf_append_str(&c->hs.out, t);
+		free(t);
+		json_decref(e);
 	}
+	c->hs.done = true; /* a cancelled request gets no response on its event stream (MCP) */
+	http_stream_wake(&c->hs);
 }
 
 static void session_free(struct runner *r, struct mcp_session *s)
@@ -238,6 +243,13 @@ static struct mcp_session *session_new(struct runner *r, const char *version)
 	return s;
 }
 
+void mcp_end_sessions(struct runner *r)
+{
+	struct mcp_table *t = r->mcp;
+	while (t && t->sessions)
+		session_free(r, t->sessions);
+}
+
 void mcp_free_all(struct runner *r)
 {
 	struct mcp_table *t = r->mcp;
@@ -262,7 +274,6 @@ static void call_free(struct mcp_call *c)
 	call_unlink(c);
 	json_decref(c->id);
 	json_decref(c->progress_token);
-	json_decref(c->response);
 	free(c);
 }
 
@@ -285,9 +296,19 @@ static void stream_tick(struct http_stream *hs, uint64_t now)
 	}
 }
 
+/* A call's keep-alive: an SSE comment, or white space before a JSON body (JSON allows it). */
+static void call_tick(struct http_stream *hs, uint64_t now)
+{
+	struct mcp_call *c = (struct mcp_call *)hs;
+	if (hs->done || buf_avail(&hs->out) || now - hs->last_send_ms < MCP_CALL_KEEPALIVE_MS)
+		return;
+	buf_append_str(&hs->out, c->sse ? ": keep-alive\n\n" : "\n");
+	http_stream_wake(hs);
+}
+
 static const struct http_stream_ops call_stream_ops = {.produce = stream_produce,
 						       .close = call_stream_close,
-						       .tick = stream_tick};
+						       .tick = call_tick};
 
 static void gstream_close(struct http_stream *hs)
 {
@@ -306,20 +327,6 @@ static void gstream_close(struct http_stream *hs)
 static const struct http_stream_ops gstream_ops = {.produce = stream_produce,
 						   .close = gstream_close,
 						   .tick = stream_tick};
-
-static enum MHD_Result start_sse(struct http_req *req, struct http_stream *hs,
-				 const struct http_stream_ops *ops, const char *sid)
-{
-	struct MHD_Response *resp = http_stream_response(req, hs, ops, UINT64_MAX, 16 * 1024);
-	if (!resp)
-		return MHD_NO;
-	MHD_add_response_header(resp, "Content-Type", "text/event-stream");
-	MHD_add_response_header(resp, "Cache-Control", "no-cache");
-	MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-	if (sid)
-		MHD_add_response_header(resp, "Mcp-Session-Id", sid);
-	return http_queue(req, 200, resp);
-}
 
 /* ---- tools/call ---- */
 
@@ -340,7 +347,7 @@ static void on_output(void *arg, int stream, const char *p, size_t n)
 {
 	(void)stream;
 	struct mcp_call *c = arg;
-	if (!c->progress_token || !c->streaming || !n)
+	if (!c->progress_token || !c->sse || !n)
 		return;
 	c->progress += n;
 	json_t *note =
@@ -355,15 +362,17 @@ static void on_output(void *arg, int stream, const char *p, size_t n)
 static void call_answered(struct mcp_call *c, json_t *msg)
 {
 	call_unlink(c);
-	if (c->streaming) {
+	if (c->sse) {
 		sse_event(&c->hs, msg);
-		json_decref(msg);
-		c->hs.done = true;
-		http_stream_wake(&c->hs);
-		return;
+	} else {
+		char *t = json_dumps(msg, JSON_COMPACT);
+		if (t)
+			buf_append_str(&c->hs.out, t);
+		free(t);
 	}
-	c->response = msg;
-	http_req_resume(c->req);
+	json_decref(msg);
+	c->hs.done = true;
+	http_stream_wake(&c->hs);
 }
 
 static void on_done(void *arg, struct tool_result *res)
@@ -401,8 +410,6 @@ static void mcp_req_free(struct http_req *req)
 		return;
 	mcp_upstream_unwait(req->r, &q->w);
 	json_decref(q->list_id);
-	if (q->call)
-		call_free(q->call);
 	buf_free(&q->body);
 	free(q);
 	req->ctx = NULL;
@@ -429,7 +436,7 @@ static enum MHD_Result tools_call(struct http_req *req, struct mcp_msg *m, struc
 	c->id = json_incref(m->id);
 	c->progress_token = json_incref(m->progress_token);
 	c->stateless = stateless;
-	c->streaming = sse_ok;
+	c->sse = sse_ok;
 	struct tool_ctx ctx = {0};
 	struct tool_result res;
 	int rc;
@@ -455,14 +462,8 @@ static enum MHD_Result tools_call(struct http_req *req, struct mcp_msg *m, struc
 		return answer(req, 200, msg, NULL);
 	}
 	call_link(c, sess);
-	if (c->streaming)
-		return start_sse(req, &c->hs, &call_stream_ops, NULL);
-	/* JSON only: the request waits suspended until the result is there. */
-	struct mcp_req *q = req->ctx;
-	q->call = c;
-	c->req = req;
-	http_req_suspend(req);
-	return MHD_YES;
+	return http_stream_start(req, &c->hs, &call_stream_ops,
+				 c->sse ? "text/event-stream" : "application/json");
 }
 
 /* ---- requests ---- */
@@ -638,6 +639,19 @@ static enum MHD_Result do_post(struct http_req *req, struct mcp_req *q)
 	return res;
 }
 
+/* The request's session (GET, DELETE), or NULL once answered (400 without one, 404 unknown). */
+static struct mcp_session *req_session(struct http_req *req, enum MHD_Result *res)
+{
+	const char *sid = http_header(req, "Mcp-Session-Id");
+	struct mcp_session *s = sid ? session_find(req->r, sid) : NULL;
+	if (!sid)
+		*res = answer_error(req, 400, NULL, MCP_INVALID_REQUEST,
+				    "Bad Request: Mcp-Session-Id header is required");
+	else if (!s)
+		*res = answer_error(req, 404, NULL, MCP_SERVER_ERROR, "Session not found");
+	return s;
+}
+
 static enum MHD_Result do_get(struct http_req *req)
 {
 	const char *hv = http_header(req, "MCP-Protocol-Version");
@@ -650,13 +664,10 @@ static enum MHD_Result do_get(struct http_req *req)
 	if (!sse_ok)
 		return answer_error(req, 406, NULL, MCP_INVALID_REQUEST,
 				    "Not Acceptable: GET /mcp is an event stream");
-	const char *sid = http_header(req, "Mcp-Session-Id");
-	if (!sid)
-		return answer_error(req, 400, NULL, MCP_INVALID_REQUEST,
-				    "Bad Request: Mcp-Session-Id header is required");
-	struct mcp_session *s = session_find(req->r, sid);
+	enum MHD_Result res;
+	struct mcp_session *s = req_session(req, &res);
 	if (!s)
-		return answer_error(req, 404, NULL, MCP_SERVER_ERROR, "Session not found");
+		return res;
 	struct mcp_gstream *g = calloc(1, sizeof(*g));
 	if (!g)
 		return MHD_NO;
@@ -666,18 +677,15 @@ static enum MHD_Result do_get(struct http_req *req)
 		s->gets->prev = g;
 	s->gets = g;
 	s->last_used_ms = monotonic_ms();
-	return start_sse(req, &g->hs, &gstream_ops, NULL);
+	return http_stream_start(req, &g->hs, &gstream_ops, "text/event-stream");
 }
 
 static enum MHD_Result do_delete(struct http_req *req)
 {
-	const char *sid = http_header(req, "Mcp-Session-Id");
-	if (!sid)
-		return answer_error(req, 400, NULL, MCP_INVALID_REQUEST,
-				    "Bad Request: Mcp-Session-Id header is required");
-	struct mcp_session *s = session_find(req->r, sid);
+	enum MHD_Result res;
+	struct mcp_session *s = req_session(req, &res);
 	if (!s)
-		return answer_error(req, 404, NULL, MCP_SERVER_ERROR, "Session not found");
+		return res;
 	session_free(req->r, s);
 	return http_empty(req, 200);
 }
@@ -720,16 +728,6 @@ enum MHD_Result api_mcp(struct http_req *req)
 		if (q->list_stateless)
 			json_object_set_new(result, "resultType", json_string("complete"));
 		return answer(req, 200, mcp_result(q->list_id, result), NULL);
-	}
-	if (q && q->call) {
-		/* Resumed: a JSON-mode call has its answer (or the runner stops). */
-		struct mcp_call *c = q->call;
-		json_t *msg = c->response ? json_incref(c->response)
-					  : mcp_error(c->id, MCP_SERVER_ERROR,
-						      "the runner is shutting down");
-		q->call = NULL;
-		call_free(c);
-		return answer(req, 200, msg, NULL);
 	}
 	const char *origin = http_header(req, "Origin");
 	if (!mcp_origin_allowed(origin, req->r->cfg.mcp_allowed_origins)) {

@@ -730,6 +730,30 @@ static int check_values(struct runner_config *cfg, const enum origin *from, stru
 	if (cfg->mcp_max_body < 1024 || cfg->mcp_max_body > (64ULL << 20))
 		return out_of_bounds(from, "mcp-max-body", cfg->mcp_max_body,
 				     "must be from 1024 to 67108864", err);
+	if (cfg->mcp_servers && cfg->mcp_servers[0] != '/') {
+		struct src s = src_of(from, "mcp-servers", err);
+		return bad(&s, "mcp-servers", cfg->mcp_servers, "must be an absolute path");
+	}
+	/* Each allowed Origin is "*" or scheme://host[:port], exactly as browsers send it. */
+	for (const char *p = cfg->mcp_allowed_origins; p && *p;) {
+		size_t n = strcspn(p, ",");
+		char one[256];
+		snprintf(one, sizeof(one), "%.*s", (int)(n < 255 ? n : 255), p);
+		char *o = one + strspn(one, " \t");
+		for (size_t k = strlen(o); k && (o[k - 1] == ' ' || o[k - 1] == '\t'); k--)
+			o[k - 1] = 0;
+		const char *h = !strncmp(o, "http://", 7)    ? o + 7
+				: !strncmp(o, "https://", 8) ? o + 8
+							     : NULL;
+		if (strcmp(o, "*") && (!h || !*h || strpbrk(h, "/?# \t") || n >= 255)) {
+			struct src s = src_of(from, "mcp-allowed-origins", err);
+			return bad(&s, "mcp-allowed-origins", cfg->mcp_allowed_origins,
+				   "each entry must be * or http(s)://host[:port]");
+		}
+		p += n;
+		if (*p == ',')
+			p++;
+	}
 	if (cfg->mcp_max_sessions < 1)
 		return out_of_bounds(from, "mcp-max-sessions", cfg->mcp_max_sessions,
 				     "must be at least 1", err);

@@ -756,6 +756,10 @@ int reset_start(struct runner *r, struct http_req *req, struct error *e)
 	 * pins let go, so no record stays in use. */
 	const struct profile_hooks *hk = r->profile->hooks;
 	rs->ptys = hk && hk->end_ptys ? hk->end_ptys(r) : 0;
+	/* MCP sessions were the previous tenant's too (their commands die with the tasks; the
+	 * stdio servers exit with them and start afresh on next use). */
+	if (hk && hk->end_mcp_sessions)
+		hk->end_mcp_sessions(r);
 	rs->tokens = modelproxy_revoke_all(r, &rs->proxy_requests);
 	rs->conversations = conv_forget_all(r);
 	tasks_kill_all(r, true);

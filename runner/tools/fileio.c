@@ -17,7 +17,7 @@
 #include "tools/internal.h"
 
 #define READ_SCAN_MAX (16ULL << 20) /* bytes read_file looks at */
-#define READ_OUT_MAX (256u << 10)   /* bytes of lines it gives back */
+#define READ_OUT_MIN (4u << 10)     /* the least of the output bound it uses */
 #define READ_DEFAULT_LINES 2000
 #define EDIT_MAX (16ULL << 20) /* size of a file edit_file changes */
 
@@ -29,18 +29,23 @@ struct file_args {
 	bool replace_all;
 };
 
-static struct file_args *args_new(struct tool_call *c)
-{
-	struct file_args *a = calloc(1, sizeof(*a));
-	if (!a)
-		tool_result_fail(&c->res, "out of memory");
-	return a;
-}
-
 static void args_release(struct tool_call *c)
 {
 	free(c->state);
 	c->state = NULL;
+}
+
+/* The call's arguments, with the path checked (NULL: an error result is set). */
+static struct file_args *args_new(struct tool_call *c, json_t *args)
+{
+	struct file_args *a = calloc(1, sizeof(*a));
+	if (!a) {
+		tool_result_fail(&c->res, "out of memory");
+		return NULL;
+	}
+	c->state = a;
+	c->release = args_release;
+	return tool_arg_path(c, args, "path", a->path, sizeof(a->path)) < 0 ? NULL : a;
 }
 
 /* ---- read_file ---- */
@@ -66,8 +71,11 @@ static int read_step(struct tool_call *c, uint64_t deadline_ms)
 		return tool_result_fail(&c->res, "read %.1024s: not a regular file", a->path);
 	uint64_t first = a->offset ? a->offset : 1;
 	uint64_t limit = a->limit ? a->limit : READ_DEFAULT_LINES;
-	uint64_t line = 1, scanned = 0;
+	uint64_t line = 1, scanned = 0, next = 0;
 	bool more = false, eof = false, at_line_start = true;
+	/* The same bound as a command's output (what goes back to a model or client). */
+	size_t max = c->ctx.output_max > READ_OUT_MIN ? (size_t)c->ctx.output_max : READ_OUT_MIN;
+	size_t line_start = 0; /* out->len where the current line began */
 	struct buf *out = &c->res.text;
 	static char chunk[64 * 1024];
 	while (!eof && !more) {
@@ -92,9 +100,21 @@ static int read_step(struct tool_call *c, uint64_t deadline_ms)
 		while (p < end) {
 			const char *nl = memchr(p, '\n', (size_t)(end - p));
 			const char *stop = nl ? nl + 1 : end;
+			if (at_line_start)
+				line_start = out->len;
 			if (line >= first && line < first + limit) {
-				if (out->len + (size_t)(stop - p) > READ_OUT_MAX) {
+				if (out->len + (size_t)(stop - p) > max) {
 					more = true;
+					if (line_start > 0) {
+						out->len =
+							line_start; /* this line on the next read */
+					} else {
+						/* One line longer than the bound: its head, then
+						 * on. */
+						size_t k = max - out->len;
+						buf_append(out, p, k);
+						next = line + 1;
+					}
 					break;
 				}
 				buf_append(out, p, (size_t)(stop - p));
@@ -114,7 +134,12 @@ static int read_step(struct tool_call *c, uint64_t deadline_ms)
 					"read %.1024s: offset %llu is past the end (%llu lines)",
 					a->path, (unsigned long long)first,
 					(unsigned long long)lines);
-	if (more)
+	if (more && next)
+		buf_appendf(
+			out,
+			"\n[... line %llu is longer than %zu bytes: cut; read on with offset %llu ...]\n",
+			(unsigned long long)line, max, (unsigned long long)next);
+	else if (more)
 		buf_appendf(out, "%s[... more lines follow: read on with offset %llu ...]\n",
 			    out->len && out->data[out->len - 1] != '\n' ? "\n" : "",
 			    (unsigned long long)line);
@@ -125,13 +150,8 @@ static int read_step(struct tool_call *c, uint64_t deadline_ms)
 
 int tool_read_file(struct tool_call *c, json_t *args)
 {
-	struct file_args *a = args_new(c);
-	if (!a)
-		return 0;
-	c->state = a;
-	c->release = args_release;
-	if (tool_arg_path(c, args, "path", a->path, sizeof(a->path)) < 0 ||
-	    tool_arg_uint(c, args, "offset", UINT32_MAX, &a->offset) < 0 ||
+	struct file_args *a = args_new(c, args);
+	if (!a || tool_arg_uint(c, args, "offset", UINT32_MAX, &a->offset) < 0 ||
 	    tool_arg_uint(c, args, "limit", 1000000, &a->limit) < 0)
 		return 0;
 	c->step = read_step;
@@ -188,13 +208,8 @@ static int write_step(struct tool_call *c, uint64_t deadline_ms)
 
 int tool_write_file(struct tool_call *c, json_t *args)
 {
-	struct file_args *a = args_new(c);
-	if (!a)
-		return 0;
-	c->state = a;
-	c->release = args_release;
-	if (tool_arg_path(c, args, "path", a->path, sizeof(a->path)) < 0 ||
-	    tool_arg_str(c, args, "content", true, &a->content, &a->content_len) < 0)
+	struct file_args *a = args_new(c, args);
+	if (!a || tool_arg_str(c, args, "content", true, &a->content, &a->content_len) < 0)
 		return 0;
 	c->step = write_step;
 	return tool_files_run(c);
@@ -273,13 +288,8 @@ static int edit_step(struct tool_call *c, uint64_t deadline_ms)
 
 int tool_edit_file(struct tool_call *c, json_t *args)
 {
-	struct file_args *a = args_new(c);
-	if (!a)
-		return 0;
-	c->state = a;
-	c->release = args_release;
-	if (tool_arg_path(c, args, "path", a->path, sizeof(a->path)) < 0 ||
-	    tool_arg_str(c, args, "old_string", true, &a->old_s, &a->old_len) < 0 ||
+	struct file_args *a = args_new(c, args);
+	if (!a || tool_arg_str(c, args, "old_string", true, &a->old_s, &a->old_len) < 0 ||
 	    tool_arg_str(c, args, "new_string", true, &a->new_s, &a->new_len) < 0 ||
 	    tool_arg_bool(c, args, "replace_all", &a->replace_all) < 0)
 		return 0;

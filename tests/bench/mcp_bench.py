@@ -37,29 +37,42 @@ def main():
             b = json.loads(mc.getresponse().read())
             assert b["result"]["structuredContent"]["exit_code"] == 0, b
 
+        sh = dict(mh, Accept="application/json, text/event-stream")
+
+        def via_mcp_sse(i):
+            mc.request("POST", "/mcp", json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                                                  "params": {"name": "run_command",
+                                                             "arguments": {"command": "true"}}}), sh)
+            b = mc.getresponse().read()
+            assert b'"exit_code":0' in b, b
+
         def via_tasks(i):
             tc.request("POST", "/v1/tasks", json.dumps({"task": "true"}), h)
             b = tc.getresponse().read()
             assert b"event: exit" in b and b'"exit_code":0' in b, b
 
-        mcp, tasks = [], []
+        mcp, sse, tasks = [], [], []
         for i in range(10):  # warm-up
             via_mcp(i)
+            via_mcp_sse(i)
             via_tasks(i)
         for i in range(n):
-            for fn, out in ((via_mcp, mcp), (via_tasks, tasks)) if i % 2 else \
-                    ((via_tasks, tasks), (via_mcp, mcp)):
+            order = [(via_mcp, mcp), (via_mcp_sse, sse), (via_tasks, tasks)]
+            for fn, out in order[i % 3:] + order[:i % 3]:
                 t0 = time.perf_counter()
                 fn(i + 100)
                 out.append((time.perf_counter() - t0) * 1e6)
 
         def p(v, q):
             return sorted(v)[int(len(v) * q)]
-        for name, v in (("/mcp tools/call run_command true", mcp), ("/v1/tasks true", tasks)):
+        for name, v in (("/mcp run_command true (JSON answer)", mcp),
+                        ("/mcp run_command true (SSE answer)", sse), ("/v1/tasks true", tasks)):
             print("%-36s median %7.0f us  p90 %7.0f us  (n=%d)" % (name, statistics.median(v),
                                                                    p(v, 0.9), len(v)))
-        print("ratio /mcp : /v1/tasks (median) = %.2f" % (statistics.median(mcp) /
-                                                          statistics.median(tasks)))
+        print("ratio /mcp JSON : /v1/tasks (median) = %.2f" % (statistics.median(mcp) /
+                                                               statistics.median(tasks)))
+        print("ratio /mcp SSE : /v1/tasks (median) = %.2f" % (statistics.median(sse) /
+                                                              statistics.median(tasks)))
     finally:
         r.close()
 

@@ -42,6 +42,7 @@ BAD_VALUES = {
     "FILE": "relative/file",
     "NAME": "",
     "NAME=PATH": "codex=relative/bin",
+    "LIST": "ftp://ide.example.com/path",
     None: "maybe",  # an option without a value: on, off, or a usage error
 }
 
