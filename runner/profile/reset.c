@@ -83,7 +83,20 @@ struct reset {
 	bool worker_running;
 	int worker_fd;
 	int worker_status;
+
+	/* The EXECD_ENVS file as it was at start: tasks may write it (the
+	 * SDK's set_env), and it may lie outside every snapshotted root. */
+	struct {
+		bool had;
+		char *data;
+		size_t len;
+		uid_t uid;
+		gid_t gid;
+		mode_t mode;
+	} envs;
 };
+
+#define ENVS_MAX (1u << 20)
 
 /* What a waiting POST /v1/reset gets (its req->ctx). */
 struct reset_wait {
@@ -451,6 +464,110 @@ static void close_all_but(int *keep, unsigned n)
 	syscall(SYS_close_range, lo, ~0u, 0);
 }
 
+/* Reads --execd-envs at start (never through a symlink; a regular file of at
+ * most ENVS_MAX bytes), so that reset can put it back. */
+static int envs_take(struct reset *rs, struct error *e)
+{
+	const char *path = rs->r->cfg.execd_envs;
+	if (!path)
+		return 0;
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
+		return 0;
+	if (fd < 0)
+		return error_set(e, errno, NULL, "--execd-envs '%s': cannot snapshot it", path);
+	struct stat st;
+	if (fstat(fd, &st) < 0) {
+		int saved = errno;
+		close(fd);
+		return error_set(e, saved, NULL, "--execd-envs '%s': fstat", path);
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size > ENVS_MAX) {
+		close(fd);
+		return error_set(e, 0, NULL,
+				 "--execd-envs '%s': not a regular file of at most %u bytes", path,
+				 ENVS_MAX);
+	}
+	rs->envs.data = malloc((size_t)st.st_size + 1);
+	if (!rs->envs.data) {
+		close(fd);
+		return error_set(e, ENOMEM, NULL, "--execd-envs");
+	}
+	size_t len = 0;
+	while (len < (size_t)st.st_size) {
+		ssize_t n = read(fd, rs->envs.data + len, (size_t)st.st_size - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int saved = errno;
+			close(fd);
+			return error_set(e, saved, NULL, "--execd-envs '%s': read", path);
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	rs->envs.had = true;
+	rs->envs.len = len;
+	rs->envs.uid = st.st_uid;
+	rs->envs.gid = st.st_gid;
+	rs->envs.mode = st.st_mode & 07777;
+	return 0;
+}
+
+/* In the worker: the file gets its content, owner and mode of the start
+ * back (a tenant's set_env lines gone), or is removed when it was absent.
+ * What is not a regular file of one link there is replaced. */
+static int envs_restore(struct reset *rs, struct error *e)
+{
+	const char *path = rs->r->cfg.execd_envs;
+	if (!path)
+		return 0;
+	int fd = open(path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1)) {
+		close(fd);
+		fd = -1;
+		if (unlink(path) < 0 && errno != ENOENT)
+			return error_set(e, errno, NULL, "EXECD_ENVS '%s': remove", path);
+	} else if (fd < 0 && errno != ENOENT) {
+		/* ELOOP: a symlink in its place; anything else, removed too. */
+		if (unlink(path) < 0 && errno != ENOENT)
+			return error_set(e, errno, NULL, "EXECD_ENVS '%s': remove", path);
+	}
+	if (!rs->envs.had) {
+		if (fd >= 0) {
+			close(fd);
+			if (unlink(path) < 0 && errno != ENOENT)
+				return error_set(e, errno, NULL, "EXECD_ENVS '%s': remove", path);
+		}
+		return 0;
+	}
+	if (fd < 0)
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return error_set(e, errno, NULL, "EXECD_ENVS '%s': recreate", path);
+	int rc = 0;
+	if (ftruncate(fd, 0) < 0)
+		rc = error_set(e, errno, NULL, "EXECD_ENVS '%s': truncate", path);
+	for (size_t off = 0; rc == 0 && off < rs->envs.len;) {
+		ssize_t n = pwrite(fd, rs->envs.data + off, rs->envs.len - off, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			rc = error_set(e, n < 0 ? errno : EIO, NULL, "EXECD_ENVS '%s': write",
+				       path);
+		else
+			off += (size_t)n;
+	}
+	if (rc == 0 &&
+	    (fchown(fd, rs->envs.uid, rs->envs.gid) < 0 || fchmod(fd, rs->envs.mode) < 0))
+		rc = error_set(e, errno, NULL, "EXECD_ENVS '%s': owner and mode", path);
+	close(fd);
+	return rc;
+}
+
 static _Noreturn void worker_main(struct reset *rs, int out)
 {
 	struct runner *r = rs->r;
@@ -469,6 +586,8 @@ static _Noreturn void worker_main(struct reset *rs, int out)
 	struct restore_stats st;
 	struct error e = {0};
 	int rc = snapshot_restore(&rs->snap, &st, &e);
+	if (rc == 0)
+		rc = envs_restore(rs, &e);
 	json_t *ipc;
 	if (rc == 0 && r->init_mode == INIT_PID1) {
 		struct ipc_stats is;
@@ -814,6 +933,8 @@ int reset_init(struct runner *r, struct error *e)
 	free(list);
 	if (rc < 0)
 		return error_wrap(e, "--allow-reset");
+	if (envs_take(rs, e) < 0)
+		return error_wrap(e, "--allow-reset");
 	log_info("reset: writable roots snapshotted", "{s:i,s:I,s:I,s:s?,s:I}", "entries",
 		 (int)rs->snap.n_ent, "bytes", (json_int_t)rs->snap.bytes, "ms",
 		 (json_int_t)(monotonic_ms() - t0), "skipped_roots", rs->skipped_roots,
@@ -837,6 +958,7 @@ void reset_free(struct runner *r)
 	free(rs->skipped_roots);
 	free(rs->killed);
 	free(rs->shims);
+	free(rs->envs.data);
 	free(rs);
 	r->profile->reset = NULL;
 }

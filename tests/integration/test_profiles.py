@@ -572,6 +572,40 @@ class Reset(ResetBase):
             self.assertEqual(body["code"], "RESET_IN_PROGRESS")
 
 
+class ResetExecdEnvs(ResetBase):
+    """OpenSandbox's EXECD_ENVS file (the SDK's set_env) lies outside the
+    writable roots, and tasks may write it: a reset gives it back as it was
+    at start, or tenant B's commands run with tenant A's variables."""
+
+    def setUp(self):
+        self.envdir = tempfile.mkdtemp(prefix="forceai-envs-", dir="/var/tmp")
+        self.addCleanup(shutil.rmtree, self.envdir, True)
+        os.chmod(self.envdir, 0o755)
+        self.envs = os.path.join(self.envdir, ".env")
+        with open(self.envs, "w") as f:
+            f.write("BASE='from-the-image'\n")
+        os.chown(self.envs, TASK_UID, TASK_UID)
+        os.chmod(self.envs, 0o600)
+        self.env = {"EXECD_ENVS": self.envs}
+        super().setUp()
+
+    def out(self, cmd):
+        ev = self.r.execd({"command": cmd})
+        return "".join(e["text"] for e in ev if e["type"] == "stdout")
+
+    def test_tenant_variables_do_not_survive(self):
+        self.assertEqual(self.out("echo $BASE"), "from-the-image")
+        # Tenant A: set_env's way (append a line), then a chmod of its own.
+        self.out("echo \"A_SECRET='tenant-a'\" >> %s; chmod 666 %s" % (self.envs, self.envs))
+        self.assertEqual(self.out("echo $A_SECRET"), "tenant-a")
+        self.reset()
+        self.assertEqual(self.out("echo ${A_SECRET:-none} $BASE"), "none from-the-image")
+        with open(self.envs) as f:
+            self.assertEqual(f.read(), "BASE='from-the-image'\n")
+        st = os.stat(self.envs)
+        self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (TASK_UID, 0o600))
+
+
 class ResetModelToken(ResetBase):
     """A running chat task's model-proxy token is dead after the reset."""
 
