@@ -68,18 +68,6 @@ int claude_command(const struct engine_run *run, json_t *argv, json_t *env)
 	return rc ? -1 : 0;
 }
 
-static const char *str(json_t *o, const char *k)
-{
-	return json_string_value(json_object_get(o, k));
-}
-
-static void emit(struct engine_parser *p, const char *name, json_t *ev)
-{
-	if (ev)
-		p->emit(p->arg, name, ev);
-	json_decref(ev);
-}
-
 /* A tool_result's content: a string, or blocks of which the text ones count. */
 static void result_text(json_t *c, struct buf *out)
 {
@@ -107,20 +95,23 @@ static void assistant(struct engine_parser *p, json_t *o)
 	json_t *b;
 	bool passed = false;
 	json_array_foreach(content, i, b) {
-		const char *type = str(b, "type");
-		if (type && !strcmp(type, "text") && str(b, "text")) {
-			engine_set_answer(p, str(b, "text"));
-			emit(p, "message", json_pack("{s:s}", "text", str(b, "text")));
-		} else if (type && !strcmp(type, "tool_use") && str(b, "id") && str(b, "name")) {
-			struct engine_track *tr = engine_track_get(p, str(b, "id"), true);
+		const char *type = engine_str(b, "type");
+		if (type && !strcmp(type, "text") && engine_str(b, "text")) {
+			engine_set_answer(p, engine_str(b, "text"));
+			engine_emit(p, "message",
+				    json_pack("{s:s}", "text", engine_str(b, "text")));
+		} else if (type && !strcmp(type, "tool_use") && engine_str(b, "id") &&
+			   engine_str(b, "name")) {
+			struct engine_track *tr = engine_track_get(p, engine_str(b, "id"), true);
 			if (tr->called)
 				continue;
 			tr->called = true;
 			p->tool_calls++;
 			json_t *in = json_object_get(b, "input");
-			emit(p, "tool.call",
-			     json_pack("{s:s,s:s,s:o}", "id", str(b, "id"), "name", str(b, "name"),
-				       "arguments", in ? json_incref(in) : json_object()));
+			engine_emit(p, "tool.call",
+				    json_pack("{s:s,s:s,s:o}", "id", engine_str(b, "id"), "name",
+					      engine_str(b, "name"), "arguments",
+					      in ? json_incref(in) : json_object()));
 		} else if (!passed) {
 			passed = true; /* thinking and new kinds: the record as it is */
 			engine_pass(p, o);
@@ -135,8 +126,8 @@ static void user(struct engine_parser *p, json_t *o)
 	json_t *b;
 	bool any = false;
 	json_array_foreach(content, i, b) {
-		const char *type = str(b, "type");
-		const char *id = str(b, "tool_use_id");
+		const char *type = engine_str(b, "type");
+		const char *id = engine_str(b, "tool_use_id");
 		if (!type || strcmp(type, "tool_result") || !id)
 			continue;
 		any = true;
@@ -144,10 +135,10 @@ static void user(struct engine_parser *p, json_t *o)
 		result_text(json_object_get(b, "content"), &text);
 		engine_emit_output(p, id, text.data ? text.data : "", text.len);
 		bool err = json_is_true(json_object_get(b, "is_error"));
-		emit(p, "tool.result",
-		     json_pack("{s:s,s:b,s:i,s:s,s:I}", "id", id, "done", 1, "exit_code",
-			       err ? 1 : 0, "status", err ? "failed" : "succeeded", "output_bytes",
-			       (json_int_t)text.len));
+		engine_emit(p, "tool.result",
+			    json_pack("{s:s,s:b,s:i,s:s,s:I}", "id", id, "done", 1, "exit_code",
+				      err ? 1 : 0, "status", err ? "failed" : "succeeded",
+				      "output_bytes", (json_int_t)text.len));
 		buf_free(&text);
 	}
 	if (!any)
@@ -157,11 +148,12 @@ static void user(struct engine_parser *p, json_t *o)
 static void stream_event(struct engine_parser *p, json_t *o)
 {
 	json_t *ev = json_object_get(o, "event");
-	const char *type = str(ev, "type");
+	const char *type = engine_str(ev, "type");
 	json_t *delta = json_object_get(ev, "delta");
-	if (type && !strcmp(type, "content_block_delta") && str(delta, "type") &&
-	    !strcmp(str(delta, "type"), "text_delta") && str(delta, "text")) {
-		emit(p, "message.delta", json_pack("{s:s}", "text", str(delta, "text")));
+	if (type && !strcmp(type, "content_block_delta") && engine_str(delta, "type") &&
+	    !strcmp(engine_str(delta, "type"), "text_delta") && engine_str(delta, "text")) {
+		engine_emit(p, "message.delta",
+			    json_pack("{s:s}", "text", engine_str(delta, "text")));
 		return;
 	}
 	/* The rest of the Messages stream (message_start, tool input deltas,
@@ -176,10 +168,10 @@ static void stream_event(struct engine_parser *p, json_t *o)
 
 static void result(struct engine_parser *p, json_t *o)
 {
-	const char *sub = str(o, "subtype");
-	const char *res = str(o, "result");
-	if (str(o, "session_id"))
-		snprintf(p->session, sizeof(p->session), "%s", str(o, "session_id"));
+	const char *sub = engine_str(o, "subtype");
+	const char *res = engine_str(o, "result");
+	if (engine_str(o, "session_id"))
+		snprintf(p->session, sizeof(p->session), "%s", engine_str(o, "session_id"));
 	/* The last result decides (a resumed stream may carry more than one). */
 	p->done = p->failed = p->hit_max_turns = false;
 	if (sub && !strcmp(sub, "error_max_turns")) {
@@ -207,10 +199,10 @@ static void result(struct engine_parser *p, json_t *o)
 
 void claude_parse(struct engine_parser *p, json_t *o)
 {
-	const char *type = str(o, "type");
+	const char *type = engine_str(o, "type");
 	if (!strcmp(type, "system")) {
-		if (str(o, "session_id") && !p->session[0])
-			snprintf(p->session, sizeof(p->session), "%s", str(o, "session_id"));
+		if (engine_str(o, "session_id") && !p->session[0])
+			snprintf(p->session, sizeof(p->session), "%s", engine_str(o, "session_id"));
 		engine_pass(p, o);
 	} else if (!strcmp(type, "stream_event")) {
 		stream_event(p, o);

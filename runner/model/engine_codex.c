@@ -94,18 +94,6 @@ int codex_command(const struct engine_run *run, json_t *argv, json_t *env)
 	return rc ? -1 : 0;
 }
 
-static const char *str(json_t *o, const char *k)
-{
-	return json_string_value(json_object_get(o, k));
-}
-
-static void emit(struct engine_parser *p, const char *name, json_t *ev)
-{
-	if (ev)
-		p->emit(p->arg, name, ev);
-	json_decref(ev);
-}
-
 /* The tool.call of an item: name and arguments in the built-in loop's terms
  * where there is one (a shell command is `bash` {command}). */
 static void tool_call(struct engine_parser *p, json_t *item, struct engine_track *tr)
@@ -114,29 +102,29 @@ static void tool_call(struct engine_parser *p, json_t *item, struct engine_track
 		return;
 	tr->called = true;
 	p->tool_calls++;
-	const char *type = str(item, "type");
+	const char *type = engine_str(item, "type");
 	json_t *args;
 	const char *name = type;
 	char namebuf[200];
 	if (!strcmp(type, "command_execution")) {
 		name = "bash";
-		args = json_pack("{s:s?}", "command", str(item, "command"));
+		args = json_pack("{s:s?}", "command", engine_str(item, "command"));
 	} else if (!strcmp(type, "file_change")) {
 		name = "apply_patch";
 		args = json_pack("{s:O?}", "changes", json_object_get(item, "changes"));
 	} else if (!strcmp(type, "mcp_tool_call")) {
 		snprintf(namebuf, sizeof(namebuf), "%.90s__%.90s",
-			 str(item, "server") ? str(item, "server") : "mcp",
-			 str(item, "tool") ? str(item, "tool") : "tool");
+			 engine_str(item, "server") ? engine_str(item, "server") : "mcp",
+			 engine_str(item, "tool") ? engine_str(item, "tool") : "tool");
 		name = namebuf;
 		json_t *a = json_object_get(item, "arguments");
 		args = a ? json_incref(a) : json_object();
 	} else {
-		args = json_pack("{s:s?}", "query", str(item, "query"));
+		args = json_pack("{s:s?}", "query", engine_str(item, "query"));
 	}
 	json_t *ev = json_pack("{s:s,s:s,s:o}", "id", tr->id, "name", name, "arguments",
 			       args ? args : json_object());
-	emit(p, "tool.call", ev);
+	engine_emit(p, "tool.call", ev);
 }
 
 /* New bytes of a command's aggregated output as live tool.result. */
@@ -156,8 +144,8 @@ static void live_output(struct engine_parser *p, json_t *item, struct engine_tra
 
 static void tool_done(struct engine_parser *p, json_t *item, struct engine_track *tr)
 {
-	const char *type = str(item, "type");
-	const char *st = str(item, "status");
+	const char *type = engine_str(item, "type");
+	const char *st = engine_str(item, "status");
 	json_t *ec = json_object_get(item, "exit_code");
 	bool ok = st && !strcmp(st, "completed") &&
 		  (!json_is_integer(ec) || !json_integer_value(ec));
@@ -180,7 +168,7 @@ static void tool_done(struct engine_parser *p, json_t *item, struct engine_track
 				json_is_object(er) && json_object_get(er, "message")
 					? json_object_get(er, "message")
 					: er);
-	emit(p, "tool.result", ev);
+	engine_emit(p, "tool.result", ev);
 }
 
 static bool is_tool(const char *type)
@@ -192,21 +180,21 @@ static bool is_tool(const char *type)
 static void item_event(struct engine_parser *p, const char *what, json_t *o)
 {
 	json_t *item = json_object_get(o, "item");
-	const char *type = str(item, "type");
-	const char *id = str(item, "id");
+	const char *type = engine_str(item, "type");
+	const char *id = engine_str(item, "id");
 	if (!type || !id) {
 		engine_pass(p, o);
 		return;
 	}
 	bool completed = !strcmp(what, "item.completed");
 	if (!strcmp(type, "agent_message")) {
-		const char *text = str(item, "text");
+		const char *text = engine_str(item, "text");
 		if (!completed || !text) {
 			engine_pass(p, o);
 			return;
 		}
 		engine_set_answer(p, text);
-		emit(p, "message", json_pack("{s:s,s:s}", "id", id, "text", text));
+		engine_emit(p, "message", json_pack("{s:s,s:s}", "id", id, "text", text));
 		return;
 	}
 	if (!is_tool(type)) {
@@ -222,9 +210,9 @@ static void item_event(struct engine_parser *p, const char *what, json_t *o)
 
 void codex_parse(struct engine_parser *p, json_t *o)
 {
-	const char *type = str(o, "type");
-	if (!strcmp(type, "thread.started") && str(o, "thread_id")) {
-		snprintf(p->session, sizeof(p->session), "%s", str(o, "thread_id"));
+	const char *type = engine_str(o, "type");
+	if (!strcmp(type, "thread.started") && engine_str(o, "thread_id")) {
+		snprintf(p->session, sizeof(p->session), "%s", engine_str(o, "thread_id"));
 		engine_pass(p, o);
 	} else if (!strncmp(type, "item.", 5)) {
 		item_event(p, type, o);
@@ -236,10 +224,11 @@ void codex_parse(struct engine_parser *p, json_t *o)
 		json_t *e = json_object_get(o, "error");
 		p->failed = true;
 		p->done = false;
-		engine_set_error(p, json_is_object(e) ? str(e, "message") : json_string_value(e));
+		engine_set_error(p, json_is_object(e) ? engine_str(e, "message")
+						      : json_string_value(e));
 		engine_pass(p, o);
 	} else if (!strcmp(type, "error")) {
-		engine_set_error(p, str(o, "message"));
+		engine_set_error(p, engine_str(o, "message"));
 		engine_pass(p, o);
 	} else {
 		engine_pass(p, o);

@@ -120,3 +120,15 @@ void engine_pass(struct engine_parser *p, json_t *o)
 {
 	engine_emit_raw(p, p->cur_line, p->cur_len, o);
 }
+
+const char *engine_str(json_t *o, const char *k)
+{
+	return json_string_value(json_object_get(o, k));
+}
+
+void engine_emit(struct engine_parser *p, const char *name, json_t *ev)
+{
+	if (ev)
+		p->emit(p->arg, name, ev);
+	json_decref(ev);
+}

@@ -74,6 +74,10 @@ void engine_parser_free(struct engine_parser *p);
 void engine_emit_raw(struct engine_parser *p, const char *line, size_t len, json_t *parsed);
 /* engine.event {raw} of the line being parsed (o: its parsed form). */
 void engine_pass(struct engine_parser *p, json_t *o);
+/* o[k] as a string, or NULL. */
+const char *engine_str(json_t *o, const char *k);
+/* Sends ev (when not NULL) as event name and drops the reference. */
+void engine_emit(struct engine_parser *p, const char *name, json_t *ev);
 struct engine_track *engine_track_get(struct engine_parser *p, const char *id, bool add);
 void engine_set_answer(struct engine_parser *p, const char *text);
 void engine_set_error(struct engine_parser *p, const char *msg);
