@@ -198,6 +198,12 @@ if [ "$(id -u 2>/dev/null || echo 0)" = 0 ] && [ ! -L "$EXECD_ENVS" ]; then
 	task_user="${FORCEAI_TASK_USER:-1000:1000}"
 	chown "$task_user" "$EXECD_ENVS" 2>/dev/null && chmod 0600 "$EXECD_ENVS" 2>/dev/null ||
 		echo "warning: failed to give EXECD_ENVS=$EXECD_ENVS to the task user $task_user" >&2
+elif [ -O "$EXECD_ENVS" ] && [ ! -L "$EXECD_ENVS" ]; then
+	# non-root (a template's runAsUser): the file is already the task
+	# user's, who is the runner's uid; set_env values may be secrets, and
+	# /opt/opensandbox is a 0777 emptyDir other containers' uids may share
+	chmod 0600 "$EXECD_ENVS" 2>/dev/null ||
+		echo "warning: failed to make EXECD_ENVS=$EXECD_ENVS private (0600)" >&2
 fi
 export EXECD_ENVS
 

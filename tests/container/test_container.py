@@ -1058,11 +1058,64 @@ def t_dropin_wrapper():
           "%.2f s, ExitCode %s" % (dt, code))
 
 
+# The command the server's Kubernetes runtime gives its init container
+# (services/k8s/provider_common.py, _build_execd_init_container), as it
+# stands: the image must provide /bin/sh, cp, chmod, test and WORKDIR /.
 K8S_INIT = ("cp ./execd /opt/opensandbox/execd && cp ./bootstrap.sh /opt/opensandbox/bootstrap.sh && "
             "chmod +x /opt/opensandbox/execd && chmod +x /opt/opensandbox/bootstrap.sh && "
             "(cp /usr/local/bin/bwrap /opt/opensandbox/bwrap && chmod +x /opt/opensandbox/bwrap || true) && "
-            "(test ! -e /usr/local/libexec/opensandbox-session-gate || true) && "
-            "(test ! -e /usr/local/libexec/opensandbox-launcher || true)")
+            "(test ! -e /usr/local/libexec/opensandbox-session-gate || "
+            "(cp /usr/local/libexec/opensandbox-session-gate /opt/opensandbox/opensandbox-session-gate && "
+            "chmod 0555 /opt/opensandbox/opensandbox-session-gate)) && "
+            "(test ! -e /usr/local/libexec/opensandbox-launcher || "
+            "(cp /usr/local/libexec/opensandbox-launcher /opt/opensandbox/opensandbox-launcher && "
+            "chmod 0555 /opt/opensandbox/opensandbox-launcher))")
+
+# What the server's Docker runtime sets on every sandbox by default
+# (config.py DockerConfig: cap_drop, no_new_privileges, pids_limit;
+# container_ops.py: OPENSANDBOX_ID, EXECD_INIT=1 with execd_run_as_init).
+# Docker's default set minus these drops is podman's default set.
+OSB_DOCKER_FLAGS = ["--cap-drop", "AUDIT_WRITE,MKNOD,NET_ADMIN,NET_RAW,SYS_ADMIN,SYS_MODULE,SYS_PTRACE,"
+                    "SYS_TIME,SYS_TTY_CONFIG", "--security-opt", "no-new-privileges", "--pids-limit", "4096",
+                    "-e", "OPENSANDBOX_ID=forceai-ct-box", "-e", "EXECD_INIT=1"]
+
+
+def t_execd_image_nonroot():
+    """The Kubernetes layout with the sandbox container run as a template's
+    securityContext may run it (runAsNonRoot, runAsUser 1000, runAsGroup
+    2000: the server's e2e-subpath-nonroot template) over an emptyDir (0777):
+    the bootstrap does without root, the runner starts in non-root mode, the
+    SDK's set_env file is the task user's and private."""
+    vol = tempfile.mkdtemp(prefix="forceai-ct-osbnr-")
+    os.chmod(vol, 0o777)
+    tmpdirs.append(vol)
+    r = eng("run", "--rm", "--network", "none", "-v", vol + ":/opt/opensandbox", "--entrypoint", "/bin/sh",
+            IMG_EXECD, "-c", K8S_INIT, timeout=120)
+    if not check("execd image (k8s layout, non-root): init container installs", r.returncode == 0, tail(r.stderr)):
+        return
+    port = free_port()
+    name, r = run_container("osb-k8s-nr", BASE_PY, port=port, cport=44772,
+                            env={"EXECD_ACCESS_TOKEN": TOKEN, "EXECD": "/opt/opensandbox/execd",
+                                 "OPENSANDBOX_ID": "forceai-ct-box"},
+                            run_flags=["--user", "1000:2000", "-v", vol + ":/opt/opensandbox",
+                                       "--entrypoint", "/opt/opensandbox/bootstrap.sh"],
+                            args=["tail", "-f", "/dev/null"])
+    ready = r.returncode == 0 and wait_ping(port) is not None
+    if not check("execd image (k8s layout, runAsUser 1000, runAsGroup 2000): serves on 44772", ready,
+                 tail(r.stderr) or tail(logs(name))):
+        return
+    st, ev = run_command(port, "id -u; id -g; stat -c '%u %a' \"$EXECD_ENVS\"; "
+                         "printf \"%s='%s'\\n\" NR_VAR 'a b' >>\"$EXECD_ENVS\"")
+    lines = stdout_lines(ev) if st == 200 else []
+    check("execd image (non-root): tasks run as 1000:2000", lines[:2] == ["1000", "2000"], str(lines))
+    check("execd image (non-root): EXECD_ENVS is the task user's and private (0600)",
+          lines[2:3] == ["1000 600"], str(lines))
+    st, ev = run_command(port, 'python3 -c "import os; print(os.environ.get(\'NR_VAR\'))"')
+    check("execd image (non-root): a set_env line reaches the next command",
+          st == 200 and stdout_lines(ev) == ["a b"], "HTTP %s %s" % (st, tail(str(ev), 200)))
+    dt, code, r = stop_and_measure(name)
+    check("execd image (non-root): podman stop within the grace period", dt <= GRACE_S + 1.5,
+          "%.2f s, ExitCode %s" % (dt, code))
 
 
 def t_execd_image():
@@ -1122,6 +1175,7 @@ def t_execd_image():
             figure("execd image: podman stop (main child tail -f)", "%.2f s, ExitCode %s" % (dt, code))
             check("execd image: podman stop exits within the grace period", dt <= GRACE_S + 1.5,
                   "%.2f s, ExitCode %s" % (dt, code))
+        t_execd_image_nonroot()
     else:
         check("execd image (k8s layout): python base present", False, "run `make image-python`")
 
@@ -1142,7 +1196,7 @@ def t_execd_image():
     containers.append(name)
     cr = eng("create", "--name", name, "-p", "127.0.0.1:%d:44772" % port, "-e", "EXECD_ACCESS_TOKEN=" + TOKEN,
              "-e", "EXECD=/opt/opensandbox/execd", "-e", "OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT=true",
-             "--entrypoint", "/opt/opensandbox/bootstrap.sh", IMG, "tail", "-f", "/dev/null")
+             *OSB_DOCKER_FLAGS, "--entrypoint", "/opt/opensandbox/bootstrap.sh", IMG, "tail", "-f", "/dev/null")
     ok = c1.returncode == 0 and c2.returncode == 0 and cr.returncode == 0
     cp = eng("cp", os.path.join(top, "opt"), name + ":/")
     ok = ok and cp.returncode == 0
