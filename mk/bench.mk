@@ -16,7 +16,7 @@
 BENCH_OUT      ?= build/bench
 BENCH_RUNNER   ?= build/forceai-runner
 BENCH_STATIC   ?= build/static/forceai-runner
-BENCH_POLICY   ?= seccomp/default.json
+BENCH_POLICY   ?= $(CURDIR)/seccomp/default.json
 BENCH_CC       ?= $(CC)
 BENCH_CFLAGS   ?= $(TOOL_FLAGS) -pthread
 BENCH_PYTHON   ?= python3

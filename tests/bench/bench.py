@@ -1092,6 +1092,8 @@ def main():
     ap.add_argument("--files-mib", type=int, help="file size of the files benchmark (9)")
     ap.add_argument("--files-rounds", type=int, help="rounds of the files benchmark (9)")
     cfg = ap.parse_args()
+    # The runner refuses relative paths (design §21): BENCH_POLICY may be one.
+    cfg.policy = os.path.abspath(cfg.policy)
     q = cfg.quick
     defaults = dict(ready_runs=(5, 20), rtt_n=(50, 1000), sandbox_n=(10, 200), rounds=(2, 10),
                     tput_mib=(32, 1024), tput_reps=(1, 3), conc_tasks=(16, 256), conc_kib=(256, 1024),
