@@ -27,14 +27,17 @@ FUZZ_OBJ_CFLAGS = $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link
 FUZZ_CFLAGS     = $(FUZZ_FLAGS)
 # The WebSocket library is compiled here from the same configured Debian source as the dev
 # build's archive (scripts/build-mhd-ws.sh), with the fuzzer's coverage and sanitizers, so the
-# framing itself is what is fuzzed (docs/design.md §20.1).
+# framing itself is what is fuzzed (docs/design.md §20.1). Its encoder stores a frame's 16- and
+# 64-bit lengths through casts at odd offsets (mhd_websocket.c), which UBSan's alignment check
+# reports on the first frame over 64 KiB; x86-64 and arm64 do such stores in hardware, so that one
+# check is off for the library's two files (ours keep it).
 FUZZ_MHD_WS_SRC  = $(MHD_WS_DIR)/tree/src/microhttpd_ws
 FUZZ_MHD_WS_OBJS := $(FUZZ_DIR)/obj/mhd_ws/mhd_websocket.o $(FUZZ_DIR)/obj/mhd_ws/sha1.o
 FUZZ_LIBS       = $(FUZZ_MHD_WS_OBJS) $(filter-out $(MHD_WS_LIB),$(LDLIBS))
 
 $(FUZZ_DIR)/obj/mhd_ws/%.o: $(MHD_WS_LIB)
 	@mkdir -p $(@D)
-	$(FUZZ_CC) -O1 -g $(SAN_FLAGS) -fsanitize=fuzzer-no-link -DHAVE_CONFIG_H -DBUILDING_MHD_LIB=1 \
+	$(FUZZ_CC) -O1 -g $(SAN_FLAGS) -fno-sanitize=alignment -fsanitize=fuzzer-no-link -DHAVE_CONFIG_H -DBUILDING_MHD_LIB=1 \
 		-I$(MHD_WS_DIR)/tree -I$(MHD_WS_DIR)/tree/src/include -I$(MHD_WS_DIR)/tree/src/microhttpd \
 		-c $(FUZZ_MHD_WS_SRC)/$*.c -o $@
 
