@@ -49,6 +49,7 @@ struct ws_conn {
 	struct buf out;              /* encoded frames not yet sent (off: sent) */
 	unsigned char in[WS_IN_BUF]; /* read, not yet decoded: in[in_off..in_len) */
 	size_t in_off, in_len;
+	uint64_t frame_left; /* bytes of the current frame not yet decoded; 0: at a frame start */
 	bool opened, dead, linked;
 	bool input_paused, starved, eof, close_sent, close_received, full;
 	int depth; /* inside a callback: no re-entry, no free */
@@ -258,15 +259,60 @@ static bool may_read(struct ws_conn *c)
 	return true;
 }
 
+/* How many of the n buffered bytes at p the decoder may take now: never past
+ * the end of the current frame, and a control frame only whole. The
+ * library's close-frame UTF-8 check (libmicrohttpd 0.9.75, mhd_websocket.c)
+ * computes its length as bytes_taken - bytes_before, which wraps around when
+ * a close frame's payload arrives in pieces: it then reads far past its
+ * buffer (found by fuzz_ws). 0: wait for more bytes. */
+static size_t frame_take(struct ws_conn *c, const unsigned char *p, size_t n)
+{
+	if (c->frame_left == 0) {
+		if (n < 2)
+			return 0;
+		size_t h = 2 +
+			   ((p[1] & 0x7f) == 126   ? 2
+			    : (p[1] & 0x7f) == 127 ? 8
+						   : 0) +
+			   (p[1] & 0x80 ? 4 : 0);
+		if (n < h)
+			return 0;
+		uint64_t len = p[1] & 0x7f;
+		if (len == 126)
+			len = (uint64_t)p[2] << 8 | p[3];
+		else if (len == 127)
+			for (int i = 0; i < 8; i++)
+				len = (i ? len << 8 : 0) | p[2 + i];
+		if (len > UINT64_MAX - h)
+			len = UINT64_MAX - h; /* the decoder refuses it */
+		c->frame_left = h + len;
+		/* A control frame (at most 125 bytes of payload: larger is the
+		 * decoder's protocol error) goes in whole. */
+		if ((p[0] & 0x08) && len <= 125 && n < c->frame_left) {
+			c->frame_left = 0;
+			return 0;
+		}
+	}
+	return c->frame_left < n ? (size_t)c->frame_left : n;
+}
+
 /* Decode what is buffered, reading the socket when the buffer is empty,
  * until EAGAIN or a reason to stop. -1: the client is gone. */
 static int read_in(struct ws_conn *c)
 {
 	while (may_read(c)) {
-		if (c->in_off == c->in_len) {
+		size_t take = frame_take(c, c->in + c->in_off, c->in_len - c->in_off);
+		if (take == 0) {
+			/* Keep the partial frame head at the buffer's start and read
+			 * more behind it. */
+			if (c->in_off > 0) {
+				memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
+				c->in_len -= c->in_off;
+				c->in_off = 0;
+			}
 			ssize_t n;
 			do
-				n = recv(c->fd, c->in, sizeof(c->in), 0);
+				n = recv(c->fd, c->in + c->in_len, sizeof(c->in) - c->in_len, 0);
 			while (n < 0 && errno == EINTR);
 			if (n < 0)
 				return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
@@ -275,16 +321,24 @@ static int read_in(struct ws_conn *c)
 				c->eof = true;
 				return 0;
 			}
-			c->in_off = 0;
-			c->in_len = (size_t)n;
+			c->in_len += (size_t)n;
 			c->last_recv_ms = monotonic_ms();
+			continue;
 		}
 		size_t used = 0;
 		char *payload = NULL;
 		size_t plen = 0;
-		int st = MHD_websocket_decode(c->ws, (const char *)c->in + c->in_off,
-					      c->in_len - c->in_off, &used, &payload, &plen);
+		int st = MHD_websocket_decode(c->ws, (const char *)c->in + c->in_off, take, &used,
+					      &payload, &plen);
+		if (used == 0 && st == 0) {
+			/* A whole head was given: the decoder must take something. */
+			protocol_error(c, MHD_WEBSOCKET_STATUS_PROTOCOL_ERROR);
+			return 0;
+		}
 		c->in_off += used;
+		c->frame_left -= used < c->frame_left ? used : c->frame_left;
+		if (c->in_off == c->in_len)
+			c->in_off = c->in_len = 0;
 		if (st < 0) {
 			if (payload)
 				MHD_websocket_free(c->ws, payload);
