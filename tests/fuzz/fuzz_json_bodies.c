@@ -1,7 +1,7 @@
 /* fuzz_json_bodies: the JSON request bodies of every route, through the
  * same pure functions the handlers use (no HTTP, no I/O):
  *   http_parse_json_object  (every JSON route)
- *   api_parse_command       POST /command
+ *   api_parse_command       POST /command (a command or execd 1.2's argv)
  *   api_parse_task          POST /v1/tasks
  *   api_parse_session_create POST /session
  *   api_parse_session_run   POST /session/{id}/run (+ session_wrap_command)
@@ -34,8 +34,39 @@ static void fail(const char *what, const char *detail)
 	abort();
 }
 
+/* execd 1.2's argv instead of a command: a non-empty array of strings, the
+ * first non-empty, none with a NUL byte, and the command left empty (the
+ * task engine shows the joined argv instead). */
+static void check_argv(const struct task_spec *spec, json_t *body)
+{
+	if (!spec->command || *spec->command)
+		fail("argv accepted with a command beside it", NULL);
+	if (spec->argv != json_object_get(body, "argv"))
+		fail("argv does not match the body", NULL);
+	size_t n = json_array_size(spec->argv);
+	if (!json_is_array(spec->argv) || n == 0)
+		fail("empty or non-array argv accepted", NULL);
+	for (size_t i = 0; i < n; i++) {
+		json_t *a = json_array_get(spec->argv, i);
+		if (!json_is_string(a))
+			fail("non-string argv entry accepted", NULL);
+		if (strlen(json_string_value(a)) != json_string_length(a))
+			fail("argv entry with a NUL byte accepted", NULL);
+		if (i == 0 && json_string_length(a) == 0)
+			fail("empty argv[0] accepted", NULL);
+	}
+	if (spec->cwd && !*spec->cwd)
+		fail("empty cwd kept", NULL);
+	if (spec->timeout_ms > MAX_TIMEOUT)
+		fail("timeout over the bound", NULL);
+}
+
 static void check_spec(const struct task_spec *spec, json_t *body, const char *key)
 {
+	if (spec->argv) {
+		check_argv(spec, body);
+		return;
+	}
 	if (!spec->command || !*spec->command)
 		fail("accepted without a command", NULL);
 	json_t *v = json_object_get(body, key);
