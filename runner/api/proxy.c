@@ -46,11 +46,20 @@
 #define OUT_MAX (64 * 1024)    /* request bytes on their way to the upstream */
 #define SPLICE_CAP (64 * 1024) /* each direction of an upgraded connection */
 #define BODY_BLOCK (64 * 1024) /* response body bytes per turn of the loop */
-#define POOL_PER_PORT 32       /* idle upstream connections kept per port */
-#define POOL_MAX 256           /* ... and in all */
-#define POOL_IDLE_MS 15000     /* an idle upstream connection is closed after this */
-#define POOL_CHECK_MS 1000     /* idle connections are checked for expiry this often */
-#define SPARES 16              /* request records and head buffers kept for reuse */
+/* A body of known length goes through the response's own buffer (not the
+ * connection's, as chunked framing does), so it can take more per turn:
+ * each turn is a libmicrohttpd round (its epoll_wait, a recv, a send), and
+ * 64 KiB turns were the gap to nginx on large bodies (nginx reads ~512 KiB
+ * per readv into its 8 buffers). Sized to the body at most, and only for
+ * BIG_BLOCKS_MAX bodies at a time (16 MiB in all), so that many downloads
+ * at once cannot grow the runner: the others get BODY_BLOCK. */
+#define BODY_BLOCK_BIG (1024 * 1024)
+#define BIG_BLOCKS_MAX 16
+#define POOL_PER_PORT 32   /* idle upstream connections kept per port */
+#define POOL_MAX 256       /* ... and in all */
+#define POOL_IDLE_MS 15000 /* an idle upstream connection is closed after this */
+#define POOL_CHECK_MS 1000 /* idle connections are checked for expiry this often */
+#define SPARES 16          /* request records and head buffers kept for reuse */
 
 enum phase {
 	P_CONNECTING, /* the client waits in its first call */
@@ -95,7 +104,8 @@ struct proxy_table {
 	/* One timer for every request's upstream time limit and the pool. */
 	struct loop_timer sweep;
 	bool sweep_init;
-	unsigned waiting; /* requests waiting on their upstream */
+	unsigned waiting;    /* requests waiting on their upstream */
+	unsigned big_blocks; /* bodies streaming through a BODY_BLOCK_BIG buffer */
 	/* Spare request records and head buffers: with musl's allocator a
 	 * freed 16 KiB buffer went back to the kernel (munmap, then page
 	 * faults) on every request. */
@@ -149,6 +159,7 @@ struct proxy {
 
 	struct http_stream hs;
 	bool hs_waiting; /* the stream is suspended until the upstream is readable */
+	bool big_block;  /* ... through a buffer counted in the table's big_blocks */
 	enum h1_body_kind body_kind;
 	uint64_t body_left; /* H1_BODY_LENGTH */
 	struct h1_chunked ch;
@@ -794,30 +805,46 @@ static void on_up_event(struct loop *loop, struct loop_watch *w, uint32_t events
 
 /* ---- the request head for the upstream ---- */
 
+/* A field name list, matched length first: small requests carry a dozen
+ * fields each and strcasecmp against every name was the runner's top libc
+ * function on them. */
+struct field_name {
+	const char *name;
+	size_t len;
+};
+/* clang-format off */
+#define FIELD(s) {(s), sizeof(s) - 1}
+/* clang-format on */
+
 /* Request fields that are not forwarded: hop-by-hop ones (RFC 9110 §7.6.1),
  * the framing the runner redoes, its own token, and the forwarding fields
  * it sets itself. */
-static const char *const req_drop[] = {
-	"Connection",
-	"Keep-Alive",
-	"Proxy-Connection",
-	"TE",
-	"Trailer",
-	"Transfer-Encoding",
-	"Upgrade",
-	"Content-Length",
-	"Expect",
-	"Proxy-Authorization",
-	"X-EXECD-ACCESS-TOKEN",
-	"X-Forwarded-For",
-	"X-Forwarded-Proto",
-	"X-Forwarded-Host",
+static const struct field_name req_drop[] = {
+	FIELD("Connection"),
+	FIELD("Keep-Alive"),
+	FIELD("Proxy-Connection"),
+	FIELD("TE"),
+	FIELD("Trailer"),
+	FIELD("Transfer-Encoding"),
+	FIELD("Upgrade"),
+	FIELD("Content-Length"),
+	FIELD("Expect"),
+	FIELD("Proxy-Authorization"),
+	FIELD("X-EXECD-ACCESS-TOKEN"),
+	FIELD("X-Forwarded-For"),
+	FIELD("X-Forwarded-Proto"),
+	FIELD("X-Forwarded-Host"),
 };
 
-static bool in_list(const char *const *list, size_t n, const char *name)
+static bool field_is(const char *name, size_t len, const char *want, size_t want_len)
+{
+	return len == want_len && !strncasecmp(name, want, len);
+}
+
+static bool in_list(const struct field_name *list, size_t n, const char *name, size_t len)
 {
 	for (size_t i = 0; i < n; i++)
-		if (!strcasecmp(list[i], name))
+		if (field_is(name, len, list[i].name, list[i].len))
 			return true;
 	return false;
 }
@@ -838,18 +865,18 @@ static enum MHD_Result add_req_field(void *cls, enum MHD_ValueKind kind, const c
 	struct head_build *hb = cls;
 	if (!value)
 		value = "", value_size = 0;
-	if (!strcasecmp(key, "X-Forwarded-For")) {
+	if (field_is(key, key_size, "X-Forwarded-For", 15)) {
 		if (buf_avail(&hb->xff))
 			buf_append_str(&hb->xff, ", ");
 		buf_append(&hb->xff, value, value_size);
 		return MHD_YES;
 	}
-	if (in_list(req_drop, sizeof(req_drop) / sizeof(req_drop[0]), key))
+	if (in_list(req_drop, sizeof(req_drop) / sizeof(req_drop[0]), key, key_size))
 		return MHD_YES;
 	/* Fields the client names in Connection are hop-by-hop too. */
 	if (hb->connection && h1_list_has_token(hb->connection, key))
 		return MHD_YES;
-	if (!strcasecmp(key, "Host"))
+	if (field_is(key, key_size, "Host", 4))
 		hb->host = true;
 	/* Plain appends: printf for every field was a tenth of the runner's
 	 * user time on small requests. */
@@ -895,20 +922,29 @@ static int build_head(struct proxy *p, struct http_req *req, const char *target)
 	p->upgrade = upgrade && *upgrade && h1_list_has_token(conn_hdr.data, "upgrade");
 
 	struct head_build hb = {.p = p, .b = &p->out, .connection = conn_hdr.data};
-	buf_appendf(&p->out, "%s %s HTTP/1.1\r\n", req->method, target);
+	buf_append_str(&p->out, req->method);
+	buf_append(&p->out, " ", 1);
+	buf_append_str(&p->out, target);
+	buf_append(&p->out, " HTTP/1.1\r\n", 11);
 	MHD_get_connection_values_n(req->conn, MHD_HEADER_KIND, add_req_field, &hb);
 	if (!hb.host)
 		buf_appendf(&p->out, "Host: 127.0.0.1:%u\r\n", p->port);
 	char ip[INET6_ADDRSTRLEN + 8];
 	peer_ip(req->conn, ip, sizeof(ip));
-	buf_appendf(&p->out, "X-Forwarded-For: %.*s%s%s\r\nX-Forwarded-Proto: http\r\n",
-		    (int)buf_avail(&hb.xff), hb.xff.data ? hb.xff.data : "",
-		    buf_avail(&hb.xff) ? ", " : "", ip);
+	buf_append_str(&p->out, "X-Forwarded-For: ");
+	if (buf_avail(&hb.xff)) {
+		buf_append(&p->out, hb.xff.data, buf_avail(&hb.xff));
+		buf_append(&p->out, ", ", 2);
+	}
+	buf_append_str(&p->out, ip);
+	buf_append_str(&p->out, "\r\nX-Forwarded-Proto: http\r\n");
 	const char *cl = http_header(req, "Content-Length");
 	const char *te = http_header(req, "Transfer-Encoding");
-	if (cl)
-		buf_appendf(&p->out, "Content-Length: %s\r\n", cl);
-	else if (te) /* http.c let only "chunked" through */
+	if (cl) {
+		buf_append_str(&p->out, "Content-Length: ");
+		buf_append_str(&p->out, cl);
+		buf_append(&p->out, "\r\n", 2);
+	} else if (te) /* http.c let only "chunked" through */
 		p->chunked_out = true, buf_append_str(&p->out, "Transfer-Encoding: chunked\r\n");
 	/* Anything else is kept alive (HTTP/1.1's default) for the pool. */
 	if (p->upgrade)
@@ -1007,8 +1043,9 @@ static int open_upstream(struct proxy *p)
 
 static bool idempotent(const char *m)
 {
-	static const char *const ok[] = {"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"};
-	return in_list(ok, sizeof(ok) / sizeof(ok[0]), m);
+	static const struct field_name ok[] = {FIELD("GET"),   FIELD("HEAD"), FIELD("OPTIONS"),
+					       FIELD("TRACE"), FIELD("PUT"),  FIELD("DELETE")};
+	return in_list(ok, sizeof(ok) / sizeof(ok[0]), m, strlen(m));
 }
 
 enum MHD_Result api_proxy_start(struct http_req *req)
@@ -1124,9 +1161,10 @@ enum MHD_Result api_proxy_body(struct http_req *req, const char *data, size_t le
 
 /* Response fields not passed on: hop-by-hop ones and the framing that
  * libmicrohttpd redoes. */
-static const char *const resp_drop[] = {
-	"Connection", "Keep-Alive",     "Proxy-Connection",   "TE", "Trailer", "Transfer-Encoding",
-	"Upgrade",    "Content-Length", "Proxy-Authenticate",
+static const struct field_name resp_drop[] = {
+	FIELD("Connection"), FIELD("Keep-Alive"),     FIELD("Proxy-Connection"),
+	FIELD("TE"),         FIELD("Trailer"),        FIELD("Transfer-Encoding"),
+	FIELD("Upgrade"),    FIELD("Content-Length"), FIELD("Proxy-Authenticate"),
 };
 
 static void copy_fields(struct proxy *p, struct MHD_Response *resp, bool upgrade)
@@ -1134,11 +1172,12 @@ static void copy_fields(struct proxy *p, struct MHD_Response *resp, bool upgrade
 	const char *conn = h1_field(&p->head, "Connection");
 	for (size_t i = 0; i < p->head.n_fields; i++) {
 		const char *name = p->head.fields[i].name, *v = p->head.fields[i].value;
-		if (upgrade && !strcasecmp(name, "Upgrade")) {
+		size_t len = strlen(name);
+		if (upgrade && field_is(name, len, "Upgrade", 7)) {
 			MHD_add_response_header(resp, name, v);
 			continue;
 		}
-		if (in_list(resp_drop, sizeof(resp_drop) / sizeof(resp_drop[0]), name))
+		if (in_list(resp_drop, sizeof(resp_drop) / sizeof(resp_drop[0]), name, len))
 			continue;
 		if (conn && h1_list_has_token(conn, name))
 			continue;
@@ -1245,6 +1284,11 @@ static void body_close(struct http_stream *s)
 {
 	struct proxy *p = (struct proxy *)((char *)s - offsetof(struct proxy, hs));
 	p->hs_waiting = false;
+	/* The response, and the buffer with it, is freed right after this. */
+	if (p->big_block) {
+		p->big_block = false;
+		p->r->proxies->big_blocks--;
+	}
 	proxy_unref(p);
 }
 
@@ -1315,8 +1359,17 @@ static enum MHD_Result respond(struct proxy *p, struct http_req *req)
 		p->body_left = 0;
 		p->body_end = true;
 	} else {
+		size_t block = BODY_BLOCK;
+		struct proxy_table *t = p->r->proxies;
+		if (p->body_kind == H1_BODY_LENGTH && !p->head_request &&
+		    p->body_left > BODY_BLOCK && t->big_blocks < BIG_BLOCKS_MAX) {
+			block = p->body_left < BODY_BLOCK_BIG ? (size_t)p->body_left
+							      : BODY_BLOCK_BIG;
+			p->big_block = true;
+			t->big_blocks++;
+		}
 		p->refs++; /* the stream's */
-		resp = http_stream_response(req, &p->hs, &body_ops, size, BODY_BLOCK);
+		resp = http_stream_response(req, &p->hs, &body_ops, size, block);
 	}
 	if (!resp)
 		return MHD_NO;

@@ -498,6 +498,43 @@ asyncio.run(main())
             self.assertLess(rss1 - rss0, 2048)
             self.assertLess(vm_kib(self.pid, "VmHWM"), 32 * 1024)
 
+    def test_many_stalled_downloads_bounded_memory(self):
+        # A body of known length streams through a buffer of up to 1 MiB
+        # (libmicrohttpd's round per MiB, not per 64 KiB), but only 16 bodies
+        # at a time get one: 40 clients that start a large download and stop
+        # reading must not cost the runner 40 MiB.
+        name = os.path.join(self.files, "stall.bin")
+        with open(name, "wb") as f:
+            f.truncate(64 << 20)
+        os.chmod(name, 0o644)
+        rss0 = vm_kib(self.pid, "VmRSS")
+        socks = []
+        try:
+            for _ in range(40):
+                s = socket.create_connection(("127.0.0.1", self.r.port))
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+                s.sendall(b"GET /proxy/%d/stall.bin HTTP/1.1\r\nHost: x\r\n"
+                          b"X-EXECD-ACCESS-TOKEN: %s\r\n\r\n" % (self.ports["files"],
+                                                                  TOKEN.encode()))
+                socks.append(s)
+                # One at a time: http.server listens with a backlog of 5.
+                s.settimeout(30)
+                head = s.recv(65536)
+                self.assertTrue(head.startswith(b"HTTP/1.1 200"), head[:200])
+            time.sleep(2)  # every download stalls with its buffers full
+            grown = vm_kib(self.pid, "VmRSS") - rss0
+            # Meanwhile the runner answers others at once.
+            resp, _ = self.req("GET", "/proxy/%d/a%%20dir/blob.bin" % self.ports["files"])
+            self.assertEqual(resp.status, 200)
+        finally:
+            for s in socks:
+                s.close()
+        if rss_is_meaningful():
+            # 16 MiB of large buffers, 24 bodies of 64 KiB, and slack: 40 MiB
+            # (a large buffer each) would fail.
+            self.assertLess(grown, 26 * 1024, "runner VmRSS grew %d KiB" % grown)
+        os.unlink(name)
+
     # ---- GET /v1/ports ----
 
     def test_ports_lists_task_servers(self):
