@@ -218,6 +218,7 @@ int spawn_shim_init(struct spawn_shim *sh, const struct confine_policy *pol)
 {
 	sh->exe_fd = sh->policy_fd = -1;
 	sh->disabled = false;
+	sh->child = NULL;
 	size_t len = (size_t)(spawn_shim_elf_end - spawn_shim_elf);
 	if (len < 64 || memcmp(spawn_shim_elf, "\177ELF", 4))
 		return -ENOEXEC;
@@ -272,6 +273,8 @@ void spawn_shim_free(struct spawn_shim *sh)
 	if (sh->policy_fd >= 0)
 		close(sh->policy_fd);
 	sh->exe_fd = sh->policy_fd = -1;
+	free(sh->child);
+	sh->child = NULL;
 }
 
 struct exec_child {
@@ -324,8 +327,7 @@ static void put_num(char *buf, size_t len, long v)
  * task runs), and the shim is a small static program whose own clone of
  * the task is cheap. -errno when it could not be exec'd (the caller
  * falls back to fork). */
-static pid_t spawn_exec(const struct spawn_shim *sh, struct confine_plan *plan,
-			const struct spawn_io *io)
+static pid_t spawn_exec(struct spawn_shim *sh, struct confine_plan *plan, const struct spawn_io *io)
 {
 	const struct confine_policy *pol = plan->policy;
 	int ll = pol->enabled ? pol->landlock_ruleset_fd : -1;
@@ -356,22 +358,26 @@ static pid_t spawn_exec(const struct spawn_shim *sh, struct confine_plan *plan,
 	argv[14] = (char *)plan->path;
 	for (size_t i = 0; i < nargs; i++)
 		argv[SHIM_WIRE_ARGC + i] = plan->argv[i];
-	struct exec_child *c = malloc(sizeof(*c));
-	if (!c) {
+	if (!sh->child && !(sh->child = malloc(sizeof(*sh->child)))) {
 		free(argv);
 		return -ENOMEM;
 	}
-	*c = (struct exec_child){.shim = sh,
-				 .io = io,
-				 .argv = argv,
-				 .envp = plan->envp,
-				 .keep = {sh->policy_fd, ll, llr, plan->cgroup_procs_fd},
-				 .err_fd = -1};
+	/* Field by field: the stack is not cleared. */
+	struct exec_child *c = sh->child;
+	c->shim = sh;
+	c->io = io;
+	c->argv = argv;
+	c->envp = plan->envp;
+	c->keep[0] = sh->policy_fd;
+	c->keep[1] = ll;
+	c->keep[2] = llr;
+	c->keep[3] = plan->cgroup_procs_fd;
+	c->err_fd = -1;
+	c->err = 0;
 	int errpipe[2];
 	if (pipe2(errpipe, O_CLOEXEC) < 0) {
 		int e = errno;
 		free(argv);
-		free(c);
 		return -e;
 	}
 	c->err_fd = errpipe[1];
@@ -396,7 +402,6 @@ static pid_t spawn_exec(const struct spawn_shim *sh, struct confine_plan *plan,
 	}
 	close(errpipe[0]);
 	free(argv);
-	free(c);
 	if (pid > 0 && e) {
 		/* It could not exec: reap it here, the caller forks instead. */
 		while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)

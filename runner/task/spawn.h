@@ -31,11 +31,18 @@ struct spawn_io {
  * task/shim_blob.c), exec'd from a sealed memfd by a CLONE_VM|CLONE_VFORK
  * child: the runner's address space is never copied. Where that cannot
  * work (memfds not executable), the shim is fork()ed as before. */
+struct exec_child;
+
 struct spawn_shim {
 	int exe_fd;    /* sealed memfd holding the shim binary; -1: none */
 	int policy_fd; /* sealed memfd with the policy (shimwire.h) */
 	bool disabled; /* exec failed once: fork from then on */
 	int disabled_errno;
+	/* The exec child's record and stack, made at the first spawn and kept:
+	 * a fresh 20 KiB one per task was an mmap, page faults on its zeroing
+	 * and an munmap (a tenth of the runner's time per round trip). One is
+	 * enough: the runner waits while the child runs on it (CLONE_VFORK). */
+	struct exec_child *child;
 };
 
 /* At start, after the policy is final. 0 or -errno (then: fork). */
