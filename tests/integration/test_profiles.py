@@ -117,6 +117,24 @@ def file_fds(pid):
     return sorted(out)
 
 
+def argv0_with_marker(marker):
+    """argv[0] of every process whose argv[0] starts with the marker (the names
+    `exec -a` gave), by pid: stable once a process has exec'd into it, unlike
+    a match anywhere in the command line, which a process loses for a moment
+    while it execs (its cmdline reads empty)."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/cmdline" % d, "rb") as f:
+                    a0 = f.read().split(b"\0", 1)[0]
+            except OSError:
+                continue
+            if a0.startswith(marker.encode()):
+                out[int(d)] = a0.decode()
+    return out
+
+
 def pids_with_marker(marker):
     out = []
     for d in os.listdir("/proc"):
@@ -450,10 +468,13 @@ class Reset(ResetBase):
                             "exec -a %s-bg sleep 1000" % (marker, marker), "background": True})
         s = open_stream(r, "/v1/tasks", {"task": "echo go; exec -a %s-fg sleep 1000" % marker})
         read_until(s, b"go")
-        deadline = time.monotonic() + 5
-        while len(pids_with_marker(marker)) < 3 and time.monotonic() < deadline:
+        # The three final processes, by the names they exec'd into.
+        want = sorted(marker + s for s in ("-bg", "-daemon", "-fg"))
+        deadline = time.monotonic() + 10
+        while (sorted(argv0_with_marker(marker).values()) != want and
+               time.monotonic() < deadline):
             time.sleep(0.05)
-        self.assertGreaterEqual(len(pids_with_marker(marker)), 3)
+        self.assertEqual(sorted(argv0_with_marker(marker).values()), want)
 
         body = self.reset()
         print("\n  reset (tenant with files, 3 processes, a session, a stream): %s" %
