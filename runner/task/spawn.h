@@ -40,8 +40,8 @@ struct spawn_shim {
 	int disabled_errno;
 	/* The exec child's record and stack, made at the first spawn and kept:
 	 * a fresh 20 KiB one per task was an mmap, page faults on its zeroing
-	 * and an munmap (a tenth of the runner's time per round trip). One is
-	 * enough: the runner waits while the child runs on it (CLONE_VFORK). */
+	 * and an munmap. One is enough: the runner waits while the child runs
+	 * on it (CLONE_VFORK). */
 	struct exec_child *child;
 };
 
