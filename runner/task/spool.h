@@ -28,14 +28,29 @@ struct spool_seg {
 	int fd; /* -1: the segment is in memory (mem) */
 	char *mem;
 	size_t memcap;
+	/* A file segment mapped shared (NULL: written with pwritev): its
+	 * records are written and read in place. `backed` bytes of it have
+	 * blocks allocated (fallocate), so a store never meets a full disk
+	 * (that would be SIGBUS, not an error). */
+	char *map;
+	uint64_t map_len, backed;
 	uint64_t gen;
 	uint64_t first_seq, first_off;
 	uint64_t size; /* bytes in the file */
 };
 
+/* How many spools may have their segments mapped at once (shared by a
+ * runner's spools; see spool_window). */
+struct spool_maps {
+	unsigned n, max;
+};
+
 struct spool {
 	int dirfd;
 	uint64_t cap;
+	/* NULL: never mapped. mapped: this spool counts in maps->n. */
+	struct spool_maps *maps;
+	bool mapped;
 	struct spool_seg seg[2];
 	int nseg;
 	uint64_t next_seq, next_off, next_gen;
@@ -63,6 +78,19 @@ static inline void spool_drop_hot(struct spool *s)
 {
 	s->hot = NULL;
 }
+/* Where the payload of the next record (at most max bytes) can be put in
+ * place, saving a copy: read(2) straight into it, then spool_commit. NULL
+ * when the current segment cannot take it so (in memory, not mapped, or
+ * too near its end): use spool_append. Only a spool that wrote over its
+ * whole cap (a bulk writer, whose oldest segment is being written over)
+ * maps its segments, and only maps->max spools at once: a mapped page
+ * is in the runner's RSS, where a written one is only in the page cache. */
+void *spool_window(struct spool *s, uint32_t max);
+/* The record whose payload (len bytes) was put at spool_window's pointer. */
+int spool_commit(struct spool *s, uint16_t type, uint32_t len);
+/* Segments back to pwritev/pread (the writer is done): the map slot is
+ * freed. Pointers spool_next_ref gave are void. */
+void spool_unmap(struct spool *s);
 /* Cursor at the oldest retained record. */
 void spool_cursor_start(const struct spool *s, struct spool_cursor *c);
 /* Next record into rec/buf (buf holds SPOOL_MAX_REC). 1 = got one, 0 = none

@@ -58,6 +58,10 @@ const char *task_status_name(enum task_status s)
 	return "unknown";
 }
 
+/* A mapped spool puts up to task-log-max of page cache, which exists
+ * either way, in the runner's RSS: a few bulk writers at a time get it. */
+#define TASK_SPOOL_MAPS 4
+
 static void on_rest_over(struct loop *loop, struct loop_timer *timer);
 static void on_output(struct loop *loop, struct loop_watch *w, uint32_t events);
 
@@ -66,6 +70,7 @@ int tasks_init(struct runner *r)
 	r->tasks = calloc(1, sizeof(*r->tasks));
 	if (!r->tasks)
 		return -1;
+	r->tasks->spool_maps.max = TASK_SPOOL_MAPS;
 	int trc = loop_timer_init(&r->loop, &r->tasks->rest_timer, on_rest_over, r->tasks);
 	if (trc < 0)
 		log_warn(
@@ -240,8 +245,10 @@ static void close_pipe(struct task *t, int which)
 	loop_watch_del(&t->r->loop, w);
 	close(*fd);
 	*fd = -1;
-	if (t->out_fd < 0 && t->err_fd < 0)
+	if (t->out_fd < 0 && t->err_fd < 0) {
 		t->pipes_closed_mono = monotonic_ms();
+		spool_unmap(&t->spool); /* the writer is done: its map slot is free */
+	}
 }
 
 static void task_finalize(struct task *t);
@@ -262,11 +269,18 @@ static void on_output(struct loop *loop, struct loop_watch *w, uint32_t events)
 	 * in pieces, so their buffers stay small whatever its size. The
 	 * buffer is shared: the record it held is no longer hot. */
 	struct task_table *tt = t->r->tasks;
-	if (tt->rbuf_owner) {
-		spool_drop_hot(&tt->rbuf_owner->spool);
-		tt->rbuf_owner = NULL;
+	/* Straight into the task's log where it can (one copy fewer: a
+	 * bulk writer's bytes are otherwise copied twice here); else into
+	 * the shared buffer, whose record then stops being hot. */
+	unsigned char *buf = spool_window(&t->spool, TASK_READ_MAX);
+	bool in_place = buf != NULL;
+	if (!in_place) {
+		if (tt->rbuf_owner) {
+			spool_drop_hot(&tt->rbuf_owner->spool);
+			tt->rbuf_owner = NULL;
+		}
+		buf = tt->rbuf;
 	}
-	unsigned char *buf = tt->rbuf;
 	size_t carry = t->carry_len[which];
 	memcpy(buf, t->carry[which], carry);
 	ssize_t n = read(fd, buf + carry, TASK_READ_MAX - carry);
@@ -298,11 +312,12 @@ static void on_output(struct loop *loop, struct loop_watch *w, uint32_t events)
 		tail = 0;
 	memcpy(t->carry[which], buf + total - tail, tail);
 	t->carry_len[which] = tail;
-	int rc = spool_append_hot(&t->spool, which == 0 ? SPOOL_STDOUT : SPOOL_STDERR, buf,
-				  (uint32_t)(total - tail));
+	uint16_t type = which == 0 ? SPOOL_STDOUT : SPOOL_STDERR;
+	int rc = in_place ? spool_commit(&t->spool, type, (uint32_t)(total - tail))
+			  : spool_append_hot(&t->spool, type, buf, (uint32_t)(total - tail));
 	if (rc < 0)
 		log_errno("task log write failed", -rc, t->id);
-	else
+	else if (!in_place)
 		tt->rbuf_owner = t;
 	update_backpressure(t);
 	wake_readers(t);
@@ -777,6 +792,8 @@ static struct task *task_alloc(struct runner *r, const struct task_spec *spec, c
 	}
 	if (rc == 0)
 		rc = spool_open(&t->spool, r->state_dir_fd, r->cfg.task_log_max);
+	if (rc == 0)
+		t->spool.maps = &r->tasks->spool_maps;
 	if (rc == 0)
 		rc = loop_timer_init(&r->loop, &t->timer, on_task_timer, t);
 	if (rc < 0) {

@@ -174,6 +174,9 @@ struct task_table {
 	 * next read, of whichever task, reuses the buffer. */
 	struct task *rbuf_owner;
 	unsigned char rbuf[SPOOL_MAX_REC];
+	/* Bulk writers read straight into their mapped spool (spool_window):
+	 * at most TASK_SPOOL_MAPS of them at once. */
+	struct spool_maps spool_maps;
 	/* Tasks whose pipes rest until rest_timer fires (one timer for all:
 	 * the rest is the same length for every task). */
 	struct task *resting;

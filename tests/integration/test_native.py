@@ -216,6 +216,69 @@ def iter_chunked(sock):
         f.read(2)
 
 
+class MappedSpool(RunnerTest):
+    """A task that prints more than its log keeps (task-log-max) has its spool
+    mapped and its pipe read straight into it (docs/design.md §4.3): the live
+    stream stays byte-exact, a reader that replays from the start while the task
+    runs gets a whole suffix of the output from the mapping, and the mapping is
+    gone once the task's pipes close."""
+    runner_args = ("--task-log-max", "1048576", "--stream-window", "262144")
+
+    def spool_maps(self):
+        """Mappings of the runner that are files of its state dir."""
+        with open("/proc/%d/maps" % self.r.host_pid()) as f:
+            return [l for l in f if self.r.state + "/" in l]
+
+    def test_bulk_writer_past_its_log_cap(self):
+        first = b"".join(b"%d\n" % i for i in range(1, 300001))  # 2.1 MB: the log wraps
+        second = b"".join(b"%d\n" % i for i in range(300001, 600001))
+        task = "seq 1 300000; sleep 2; seq 300001 600000"
+        s = raw_post(self.r.port, "/v1/tasks", json.dumps({"task": task}))
+        s.settimeout(30)
+        live, tid = b"", None
+        events = iter_sse_events(s)
+        for ev in events:
+            if ev.get("event") == "started":
+                tid = ev["data"]["task_id"]
+            elif ev.get("event") == "stdout":
+                live += ev["data"]["text"].encode()
+            if len(live) >= len(first):
+                break
+        self.assertEqual(live, first)
+        # The task sleeps with its pipes open: the spool is mapped.
+        self.assertTrue(self.spool_maps(), "no spool file mapped while the task writes past its cap")
+        # A replay from the start reads the retained records from the mapping.
+        r = socket.create_connection(("127.0.0.1", self.r.port))
+        r.sendall(("GET /v1/tasks/%s/events HTTP/1.1\r\nHost: x\r\n\r\n" % tid).encode())
+        r.settimeout(30)
+        replay = b""
+        for ev in iter_sse_events(r):
+            if ev.get("event") == "stdout":
+                replay += ev["data"]["text"].encode()
+            if replay.endswith(b"\n300000\n"):
+                break
+        r.close()
+        self.assertTrue(first.endswith(replay), "the replay is not a suffix of the output")
+        self.assertGreaterEqual(len(replay), 512 << 10, "less than a segment retained")
+        self.assertLess(len(replay), len(first), "nothing was dropped: the log never wrapped")
+        for ev in events:
+            if ev.get("event") == "stdout":
+                live += ev["data"]["text"].encode()
+            elif ev.get("event") == "exit":
+                self.assertEqual(ev["data"]["exit_code"], 0)
+                break
+        s.close()
+        self.assertEqual(live, first + second)
+        deadline = time.monotonic() + 5
+        while self.spool_maps() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(self.spool_maps(), [], "the spool stayed mapped after the task's end")
+        # After the end the same log reads back through the file.
+        out = self.r.curl(self.r.url + "/v1/tasks/%s/events" % tid).stdout
+        rest = NativeTasks.output(self, parse_sse(out))
+        self.assertTrue((first + second).endswith(rest) and len(rest) >= 512 << 10)
+
+
 class Coalescing(RunnerTest):
     """A bulk writer's pipes are read in whole records and a short tail of a send
     waits for the next read (docs/design.md §15.1); neither may hold back the end

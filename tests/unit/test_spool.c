@@ -232,3 +232,112 @@ TEST(memory_first_then_spills_to_a_file)
 	CHECK(spool_next(s, &m, &rec, rbuf, NULL) == 1 && rec.seq == 2 && skip == 50);
 	teardown(&f);
 }
+
+/* A writer as task.c's pipe reader is: in place when the spool gives a
+ * window, else through a buffer. Record i holds len(i) bytes of (i % 251). */
+static uint32_t pattern_len(uint64_t i)
+{
+	return 1 + (uint32_t)(i * 2654435761u % 4000);
+}
+
+static int write_pattern(struct spool *s, uint64_t i, int *in_place)
+{
+	static char buf[4096];
+	uint32_t len = pattern_len(i);
+	char *w = spool_window(s, sizeof(buf));
+	if (w) {
+		memset(w, (int)(i % 251), len);
+		(*in_place)++;
+		return spool_commit(s, SPOOL_STDOUT, len);
+	}
+	memset(buf, (int)(i % 251), len);
+	return spool_append(s, SPOOL_STDOUT, buf, len);
+}
+
+/* Every retained record from the oldest on is whole, in order, with the
+ * offsets adding up; returns how many, or -1. */
+static int check_pattern(struct spool *s)
+{
+	struct spool_cursor c;
+	struct spool_rec rec;
+	const void *data;
+	spool_cursor_start(s, &c);
+	int n = 0;
+	uint64_t off = spool_first_off(s);
+	int rc;
+	while ((rc = spool_next_ref(s, &c, &rec, rbuf, &data, NULL)) == 1) {
+		const unsigned char *p = data;
+		if (rec.len != pattern_len(rec.seq) || rec.off != off)
+			return -1;
+		for (uint32_t k = 0; k < rec.len; k++)
+			if (p[k] != rec.seq % 251)
+				return -1;
+		off += rec.len;
+		n++;
+	}
+	return rc == 0 && off == s->next_off ? n : -1;
+}
+
+/* A spool is mapped only once it writes over its oldest segment, then
+ * takes records in place; one that ends near a segment's end moves to the
+ * next (cap/2 = 50,000 is less than a mapped segment); after unmap the
+ * same records read back through the file. */
+TEST(bulk_writer_writes_in_place_once_it_wraps)
+{
+	struct fixture f;
+	if (!setup(&f))
+		return;
+	struct spool *s = &f.s;
+	spool_close(s);
+	CHECK(spool_open(s, f.dfd, 100000) == 0);
+	struct spool_maps maps = {.n = 0, .max = 1};
+	s->maps = &maps;
+	int in_place = 0;
+	uint64_t i = 0;
+	for (; s->next_gen < 2; i++) /* a second segment made, none written over */
+		CHECK(write_pattern(s, i, &in_place) == 0);
+	CHECK(in_place == 0 && maps.n == 0);
+	for (uint64_t end = i + 2000; i < end; i++)
+		CHECK(write_pattern(s, i, &in_place) == 0);
+	CHECK(maps.n == 1 && s->mapped);
+	CHECK(in_place > 1500);  /* all but those at a segment's end */
+	CHECK(s->next_gen > 20); /* many segments written over */
+	int n = check_pattern(s);
+	CHECK(n > 10);
+	spool_unmap(s);
+	CHECK(maps.n == 0 && !s->mapped && !s->seg[0].map && !s->seg[1].map);
+	CHECK(check_pattern(s) == n);
+	CHECK(spool_window(s, 4096) == NULL);
+	CHECK(write_pattern(s, i, &in_place) == 0 && check_pattern(s) == n + 1);
+	teardown(&f);
+}
+
+/* maps->max spools at a time: the next one stays on pwritev, and gets a
+ * slot once one is freed. */
+TEST(mapped_spools_are_bounded)
+{
+	struct fixture f;
+	if (!setup(&f))
+		return;
+	struct spool b;
+	struct spool_maps maps = {.n = 0, .max = 1};
+	spool_close(&f.s);
+	CHECK(spool_open(&f.s, f.dfd, 100000) == 0 && spool_open(&b, f.dfd, 100000) == 0);
+	f.s.maps = b.maps = &maps;
+	int a_in = 0, b_in = 0;
+	for (uint64_t i = 0; i < 500; i++) {
+		CHECK(write_pattern(&f.s, i, &a_in) == 0);
+		CHECK(write_pattern(&b, i, &b_in) == 0);
+	}
+	CHECK(a_in > 0 && b_in == 0 && maps.n == 1);
+	CHECK(check_pattern(&f.s) > 0 && check_pattern(&b) > 0);
+	spool_close(&f.s);
+	CHECK(maps.n == 0);
+	for (uint64_t i = 500; i < 1000; i++)
+		CHECK(write_pattern(&b, i, &b_in) == 0);
+	CHECK(b_in > 0 && maps.n == 1 && check_pattern(&b) > 0);
+	spool_close(&b);
+	CHECK(maps.n == 0);
+	close(f.dfd);
+	rmdir(f.dir);
+}
