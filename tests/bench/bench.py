@@ -563,9 +563,12 @@ def relay_run(cfg, gen):
 def bench_throughput(cfg, res, binary):
     """5: streaming throughput of the native API and of execd /command vs a plain pipe.
 
-    Interleaved per repetition: /v1/tasks, the pipe, /command, the pipe, the relay
-    (the floor: pipe to curl with nothing in between); every figure is against the
-    median of every pipe run, and the runner's also against the relay's."""
+    Interleaved per repetition: /v1/tasks, /command and the relay (the floor: pipe
+    to curl with nothing in between), each followed by the pipe; the order turns by
+    one each repetition, so that each series runs in each place once in three (the
+    run right after another one's was measured 6-10 % slower, whichever it was:
+    writeback of the previous stream's spool, caches). Every figure is against
+    the same statistic of every pipe run, and the runner's also against the relay's."""
     gen = "yes \"$(printf '%%099d' 0)\" | head -c %d" % cfg.tput_bytes
     kinds = (("tasks", "/v1/tasks", json.dumps({"task": gen, "capability": "exec"})),
              ("command", "/command", json.dumps({"command": gen})))
@@ -574,8 +577,22 @@ def bench_throughput(cfg, res, binary):
         t = {"tasks": [], "command": [], "pipe": [], "relay": []}
         wire = {"tasks": [], "command": []}
         cpu = {"tasks": [], "command": []}
+        def pipe_run():
+            t0 = time.monotonic()
+            p = subprocess.run(["/bin/sh", "-c", gen + " | cat > /dev/null"])
+            t1 = time.monotonic()
+            if p.returncode != 0:
+                raise BenchError("pipe baseline failed: exit %d" % p.returncode)
+            t["pipe"].append(t1 - t0)
+
+        series = list(kinds) + [("relay", None, None)]
         for i in range(cfg.tput_reps):
-            for kind, path, body in kinds:
+            turn = i % len(series)
+            for kind, path, body in series[turn:] + series[:turn]:
+                if kind == "relay":
+                    t["relay"].append(relay_run(cfg, gen))
+                    pipe_run()
+                    continue
                 url = "http://127.0.0.1:%d%s" % (r.port, path)
                 c0 = proc_cpu(r.pid)[0]
                 t0 = time.monotonic()
@@ -596,13 +613,7 @@ def bench_throughput(cfg, res, binary):
                 t[kind].append(t1 - t0)
                 wire[kind].append(int(size))
                 cpu[kind].append(c1 - c0)
-                t0 = time.monotonic()
-                p = subprocess.run(["/bin/sh", "-c", gen + " | cat > /dev/null"])
-                t1 = time.monotonic()
-                if p.returncode != 0:
-                    raise BenchError("pipe baseline failed: exit %d" % p.returncode)
-                t["pipe"].append(t1 - t0)
-            t["relay"].append(relay_run(cfg, gen))
+                pipe_run()
     finally:
         r.close()
     # One statistic for every series (runner, relay, pipe): the best run of
