@@ -158,11 +158,12 @@ static int new_segment(struct spool *s)
 	return 0;
 }
 
-int spool_open(struct spool *s, int dirfd, uint64_t cap)
+int spool_open(struct spool *s, int dirfd, uint64_t cap, struct spool_maps *maps)
 {
 	memset(s, 0, sizeof(*s));
 	s->dirfd = dirfd;
 	s->cap = cap;
+	s->maps = maps;
 	s->seg[0].fd = s->seg[1].fd = -1;
 	/* The first segment starts in memory: most tasks print little, and
 	 * creating a file is most of what a short task costs here. */
@@ -178,7 +179,6 @@ void spool_unmap(struct spool *s)
 	if (s->mapped)
 		s->maps->n--;
 	s->mapped = false;
-	s->maps = NULL; /* never again */
 }
 
 void spool_close(struct spool *s)

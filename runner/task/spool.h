@@ -68,7 +68,9 @@ struct spool_cursor {
 	uint64_t seq;      /* seq of the next record */
 };
 
-int spool_open(struct spool *s, int dirfd, uint64_t cap);
+/* maps: the bound shared by the spools that may be mapped (spool_window);
+ * NULL: never mapped. */
+int spool_open(struct spool *s, int dirfd, uint64_t cap, struct spool_maps *maps);
 void spool_close(struct spool *s);
 int spool_append(struct spool *s, uint16_t type, const void *data, uint32_t len);
 /* spool_append, and the payload stays readable at data until
@@ -88,8 +90,9 @@ static inline void spool_drop_hot(struct spool *s)
 void *spool_window(struct spool *s, uint32_t max);
 /* The record whose payload (len bytes) was put at spool_window's pointer. */
 int spool_commit(struct spool *s, uint16_t type, uint32_t len);
-/* Segments back to pwritev/pread (the writer is done): the map slot is
- * freed. Pointers spool_next_ref gave are void. */
+/* Segments back to pwritev/pread (the writer is done, or prints little):
+ * the map slot is freed; the spool maps again when it next writes over a
+ * segment. Pointers spool_next_ref gave are void. */
 void spool_unmap(struct spool *s);
 /* Cursor at the oldest retained record. */
 void spool_cursor_start(const struct spool *s, struct spool_cursor *c);

@@ -319,6 +319,11 @@ static void on_output(struct loop *loop, struct loop_watch *w, uint32_t events)
 		log_errno("task log write failed", -rc, t->id);
 	else if (!in_place)
 		tt->rbuf_owner = t;
+	/* A mapped writer that prints a little now (a server after its burst
+	 * of logs) gives its map slot back; a next burst maps again when it
+	 * writes over a segment. */
+	if ((size_t)n < TASK_BULK_MIN && t->spool.mapped)
+		spool_unmap(&t->spool);
 	update_backpressure(t);
 	wake_readers(t);
 	if (bulk && (size_t)n < TASK_READ_MAX - carry)
@@ -791,9 +796,8 @@ static struct task *task_alloc(struct runner *r, const struct task_spec *spec, c
 			rc = -ENOMEM;
 	}
 	if (rc == 0)
-		rc = spool_open(&t->spool, r->state_dir_fd, r->cfg.task_log_max);
-	if (rc == 0)
-		t->spool.maps = &r->tasks->spool_maps;
+		rc = spool_open(&t->spool, r->state_dir_fd, r->cfg.task_log_max,
+				&r->tasks->spool_maps);
 	if (rc == 0)
 		rc = loop_timer_init(&r->loop, &t->timer, on_task_timer, t);
 	if (rc < 0) {

@@ -220,8 +220,9 @@ class MappedSpool(RunnerTest):
     """A task that prints more than its log keeps (task-log-max) has its spool
     mapped and its pipe read straight into it (docs/design.md §4.3): the live
     stream stays byte-exact, a reader that replays from the start while the task
-    runs gets a whole suffix of the output from the mapping, and the mapping is
-    gone once the task's pipes close."""
+    runs gets a whole suffix of the output from the mapping, a short line gives
+    the map slot back while the task runs on, and the mapping is gone once the
+    task's pipes close."""
     runner_args = ("--task-log-max", "1048576", "--stream-window", "262144")
 
     def spool_maps(self):
@@ -232,7 +233,7 @@ class MappedSpool(RunnerTest):
     def test_bulk_writer_past_its_log_cap(self):
         first = b"".join(b"%d\n" % i for i in range(1, 300001))  # 2.1 MB: the log wraps
         second = b"".join(b"%d\n" % i for i in range(300001, 600001))
-        task = "seq 1 300000; sleep 2; seq 300001 600000"
+        task = "seq 1 300000; sleep 2; echo small; sleep 2; seq 300001 600000"
         s = raw_post(self.r.port, "/v1/tasks", json.dumps({"task": task}))
         s.settimeout(30)
         live, tid = b"", None
@@ -264,11 +265,21 @@ class MappedSpool(RunnerTest):
         for ev in events:
             if ev.get("event") == "stdout":
                 live += ev["data"]["text"].encode()
+            if live.endswith(b"\nsmall\n"):
+                break
+        # A line now and then: the slot is given back while the task sleeps on.
+        deadline = time.monotonic() + 1.5
+        while self.spool_maps() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(self.spool_maps(), [], "a writer printing a line kept its map slot")
+        for ev in events:
+            if ev.get("event") == "stdout":
+                live += ev["data"]["text"].encode()
             elif ev.get("event") == "exit":
                 self.assertEqual(ev["data"]["exit_code"], 0)
                 break
         s.close()
-        self.assertEqual(live, first + second)
+        self.assertEqual(live, first + b"small\n" + second)
         deadline = time.monotonic() + 5
         while self.spool_maps() and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -276,7 +287,7 @@ class MappedSpool(RunnerTest):
         # After the end the same log reads back through the file.
         out = self.r.curl(self.r.url + "/v1/tasks/%s/events" % tid).stdout
         rest = NativeTasks.output(self, parse_sse(out))
-        self.assertTrue((first + second).endswith(rest) and len(rest) >= 512 << 10)
+        self.assertTrue((first + b"small\n" + second).endswith(rest) and len(rest) >= 512 << 10)
 
 
 class Coalescing(RunnerTest):

@@ -17,16 +17,21 @@ struct fixture {
 
 static char rbuf[SPOOL_MAX_REC];
 
-static bool setup(struct fixture *f)
+static bool setup_cap(struct fixture *f, uint64_t cap, struct spool_maps *maps)
 {
 	strcpy(f->dir, "/tmp/spooltest-XXXXXX");
 	if (!CHECK(mkdtemp(f->dir) != NULL))
 		return false;
 	f->dfd = open(f->dir, O_RDONLY | O_DIRECTORY);
-	if (!CHECK(spool_open(&f->s, f->dfd, 4096) == 0))
+	if (!CHECK(spool_open(&f->s, f->dfd, cap, maps) == 0))
 		return false;
 	spool_cursor_start(&f->s, &f->c);
 	return true;
+}
+
+static bool setup(struct fixture *f)
+{
+	return setup_cap(f, 4096, NULL);
 }
 
 static void teardown(struct fixture *f)
@@ -199,14 +204,12 @@ TEST(hot_record_served_from_memory)
 TEST(memory_first_then_spills_to_a_file)
 {
 	struct fixture f;
-	if (!setup(&f))
+	if (!setup_cap(&f, 1 << 20, NULL))
 		return;
-	spool_close(&f.s);
 	struct spool *s = &f.s;
 	struct spool_rec rec;
 	char chunk[200];
 	uint32_t skip;
-	CHECK(spool_open(s, f.dfd, 1 << 20) == 0);
 	CHECK(s->seg[0].fd < 0);
 	struct spool_cursor m;
 	spool_cursor_start(s, &m);
@@ -281,17 +284,14 @@ static int check_pattern(struct spool *s)
 /* A spool is mapped only once it writes over its oldest segment, then
  * takes records in place; one that ends near a segment's end moves to the
  * next (cap/2 = 50,000 is less than a mapped segment); after unmap the
- * same records read back through the file. */
+ * same records read back through the file, and a next burst maps again. */
 TEST(bulk_writer_writes_in_place_once_it_wraps)
 {
 	struct fixture f;
-	if (!setup(&f))
+	struct spool_maps maps = {.n = 0, .max = 1};
+	if (!setup_cap(&f, 100000, &maps))
 		return;
 	struct spool *s = &f.s;
-	spool_close(s);
-	CHECK(spool_open(s, f.dfd, 100000) == 0);
-	struct spool_maps maps = {.n = 0, .max = 1};
-	s->maps = &maps;
 	int in_place = 0;
 	uint64_t i = 0;
 	for (; s->next_gen < 2; i++) /* a second segment made, none written over */
@@ -308,7 +308,13 @@ TEST(bulk_writer_writes_in_place_once_it_wraps)
 	CHECK(maps.n == 0 && !s->mapped && !s->seg[0].map && !s->seg[1].map);
 	CHECK(check_pattern(s) == n);
 	CHECK(spool_window(s, 4096) == NULL);
-	CHECK(write_pattern(s, i, &in_place) == 0 && check_pattern(s) == n + 1);
+	CHECK(write_pattern(s, i++, &in_place) == 0 && check_pattern(s) == n + 1);
+	/* A next burst maps again once it writes over a segment. */
+	int before = in_place;
+	for (uint64_t end = i + 2000; i < end; i++)
+		CHECK(write_pattern(s, i, &in_place) == 0);
+	CHECK(maps.n == 1 && s->mapped && in_place - before > 1500);
+	CHECK(check_pattern(s) > 10);
 	teardown(&f);
 }
 
@@ -317,13 +323,11 @@ TEST(bulk_writer_writes_in_place_once_it_wraps)
 TEST(mapped_spools_are_bounded)
 {
 	struct fixture f;
-	if (!setup(&f))
+	struct spool_maps maps = {.n = 0, .max = 1};
+	if (!setup_cap(&f, 100000, &maps))
 		return;
 	struct spool b;
-	struct spool_maps maps = {.n = 0, .max = 1};
-	spool_close(&f.s);
-	CHECK(spool_open(&f.s, f.dfd, 100000) == 0 && spool_open(&b, f.dfd, 100000) == 0);
-	f.s.maps = b.maps = &maps;
+	CHECK(spool_open(&b, f.dfd, 100000, &maps) == 0);
 	int a_in = 0, b_in = 0;
 	for (uint64_t i = 0; i < 500; i++) {
 		CHECK(write_pattern(&f.s, i, &a_in) == 0);
@@ -338,6 +342,5 @@ TEST(mapped_spools_are_bounded)
 	CHECK(b_in > 0 && maps.n == 1 && check_pattern(&b) > 0);
 	spool_close(&b);
 	CHECK(maps.n == 0);
-	close(f.dfd);
-	rmdir(f.dir);
+	teardown(&f);
 }
