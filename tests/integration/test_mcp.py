@@ -9,7 +9,7 @@ import time
 import unittest
 from urllib.parse import quote
 
-from harness import RUNNER, Runner, RunnerTest
+from harness import RUNNER, Runner, RunnerTest, pid_running
 import subprocess
 import tempfile
 
@@ -296,8 +296,7 @@ class McpReset(McpBase):
         self.assertEqual(st, 200, b)
         th.join(15)
         self.assertFalse(th.is_alive())
-        self.assertFalse(os.path.exists("/proc/%d" % pid) and
-                         "State:\tZ" not in open("/proc/%d/status" % pid).read())
+        self.assertFalse(pid_running(pid))
         st, _, b = self.post_json({"jsonrpc": "2.0", "id": 5, "method": "ping"}, sid=sid)
         self.assertEqual(st, 404)
 
@@ -322,11 +321,9 @@ class McpDisconnect(McpBase):
         pid = int(open(pidfile).read())
         s.close()  # the client goes away: MCP reads it as a cancel
         deadline = time.monotonic() + 8
-        while time.monotonic() < deadline and os.path.exists("/proc/%d" % pid) and \
-                "State:\tZ" not in open("/proc/%d/status" % pid).read():
+        while time.monotonic() < deadline and pid_running(pid):
             time.sleep(0.05)
-        self.assertFalse(os.path.exists("/proc/%d" % pid) and
-                         "State:\tZ" not in open("/proc/%d/status" % pid).read())
+        self.assertFalse(pid_running(pid))
         self.r.request("DELETE", "/mcp", headers={"Mcp-Session-Id": sid})
 
 

@@ -289,6 +289,17 @@ def parse_sse(data):
     return events
 
 
+def pid_running(pid):
+    """pid exists and is not a zombie. Race-free: a process that goes away
+    between two reads of /proc counts as gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            st = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return st[st.rindex(")") + 2] != "Z"
+
+
 def zombies():
     """Pids in Z state visible to us."""
     out = []
