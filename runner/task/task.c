@@ -146,6 +146,10 @@ static void set_paused(struct task *t, bool paused)
 #define TASK_REST_US 150
 #define TASK_BULK_US 1000
 #define TASK_BULK_MIN 4096
+/* A mapped writer that makes this many short reads in a row has stopped
+ * its burst; one short read is only the tail of a burst (what its last
+ * write left), which a burst ends with nearly always. */
+#define TASK_SHORT_READS 8
 /* A read takes at most this much: a record of text that escapes by a few
  * percent then still fits one 64 KiB send with its framing (a larger one
  * would leave a scrap of a packet after every record). */
@@ -322,7 +326,8 @@ static void on_output(struct loop *loop, struct loop_watch *w, uint32_t events)
 	/* A mapped writer that prints a little now (a server after its burst
 	 * of logs) gives its map slot back; a next burst maps again when it
 	 * writes over a segment. */
-	if ((size_t)n < TASK_BULK_MIN && t->spool.mapped)
+	t->short_reads = (size_t)n < TASK_BULK_MIN ? t->short_reads + 1 : 0;
+	if (t->short_reads >= TASK_SHORT_READS && t->spool.mapped)
 		spool_unmap(&t->spool);
 	update_backpressure(t);
 	wake_readers(t);

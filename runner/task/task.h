@@ -121,6 +121,9 @@ struct task {
 	/* The last pipe read (monotonic µs): tells a bulk writer (§15.1), and a
 	 * paused or busy pipe is never cut off (tasks_tick). */
 	uint64_t last_read_us;
+	/* Reads under TASK_BULK_MIN in a row: a mapped writer gives its map
+	 * slot back after TASK_SHORT_READS of them (task.c). */
+	unsigned short_reads;
 	bool cgroup; /* has a cgroup v2 leaf named after its id */
 
 	struct spool spool;

@@ -10,6 +10,9 @@
 
 /* Set by a target that installs its own fake spawner. */
 pid_t (*fuzz_spawn_hook)(struct confine_plan *plan, const struct spawn_io *io);
+/* Where findings are written: a target that closes stderr (-close_fd_mask=2)
+ * points this at a copy of it. */
+int fuzz_diag_fd = STDERR_FILENO;
 
 pid_t __wrap_spawn_task(struct spawn_shim *sh, struct confine_plan *plan,
 			const struct spawn_io *io);
@@ -19,6 +22,6 @@ pid_t __wrap_spawn_task(struct spawn_shim *sh, struct confine_plan *plan, const 
 	if (fuzz_spawn_hook)
 		return fuzz_spawn_hook(plan, io);
 	static const char msg[] = "fuzz: a request reached spawn_task: no process may be spawned\n";
-	(void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
+	(void)!write(fuzz_diag_fd, msg, sizeof(msg) - 1);
 	abort();
 }

@@ -60,6 +60,8 @@
 #include <net/if.h>
 #include <sys/ioctl.h>
 
+#include <microhttpd.h>
+
 #include "api/proxy.h"
 #include "api/routes.h"
 #include "core/error.h"
@@ -82,6 +84,7 @@ static unsigned long long n_inputs;
 /* tests/fuzz/fuzz_hooks.c: the wrapped spawn_task calls this, or aborts
  * when it is NULL (always, once fuzzing has started). */
 extern pid_t (*fuzz_spawn_hook)(struct confine_plan *plan, const struct spawn_io *io);
+extern int fuzz_diag_fd;
 
 static pid_t fake_spawn(struct confine_plan *plan, const struct spawn_io *io)
 {
@@ -112,6 +115,17 @@ static int diag_fd = STDERR_FILENO;
 static void die(const char *what)
 {
 	dprintf(diag_fd, "fuzz_http: %s (errno: %s)\n", what, strerror(errno));
+	abort();
+}
+
+/* The runner's panic hook logs to stderr, which libFuzzer has closed: a
+ * libmicrohttpd panic (an inconsistency the runner's use of it caused) is a
+ * finding and must say what it was. */
+static void harness_mhd_panic(void *cls, const char *file, unsigned int line, const char *reason)
+{
+	(void)cls;
+	dprintf(diag_fd, "fuzz_http: libmicrohttpd panic at %s:%u: %s\n", file ? file : "?", line,
+		reason ? reason : "?");
 	abort();
 }
 
@@ -247,6 +261,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	diag_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 100);
 	if (diag_fd < 0)
 		diag_fd = STDERR_FILENO;
+	fuzz_diag_fd = diag_fd;
 	private_tmp();
 	private_net();
 	if (mkdir(SANDBOX, 0755) < 0 && errno != EEXIST)
@@ -300,6 +315,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 						.upgraded_tick = ws_tick,
 						.upgraded_close_all = ws_close_all};
 	http_set_hooks(&R, &hooks);
+	MHD_set_panic_func(harness_mhd_panic, NULL);
 	id_counter = 0;
 	fake_task(TASK_API_EXECD);
 	fake_task(TASK_API_NATIVE);

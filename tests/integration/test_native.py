@@ -220,9 +220,10 @@ class MappedSpool(RunnerTest):
     """A task that prints more than its log keeps (task-log-max) has its spool
     mapped and its pipe read straight into it (docs/design.md §4.3): the live
     stream stays byte-exact, a reader that replays from the start while the task
-    runs gets a whole suffix of the output from the mapping, a short line gives
-    the map slot back while the task runs on, and the mapping is gone once the
-    task's pipes close."""
+    runs gets a whole suffix of the output from the mapping, one short line (what
+    the end of a burst looks like) keeps the map slot, a few lines in a row give
+    it back while the task runs on, and the mapping is gone once the task's pipes
+    close."""
     runner_args = ("--task-log-max", "1048576", "--stream-window", "262144")
 
     def spool_maps(self):
@@ -233,7 +234,8 @@ class MappedSpool(RunnerTest):
     def test_bulk_writer_past_its_log_cap(self):
         first = b"".join(b"%d\n" % i for i in range(1, 300001))  # 2.1 MB: the log wraps
         second = b"".join(b"%d\n" % i for i in range(300001, 600001))
-        task = "seq 1 300000; sleep 2; echo small; sleep 2; seq 300001 600000"
+        task = ("seq 1 300000; sleep 2; for i in $(seq 16); do echo small; sleep 0.1; done; "
+                "sleep 2; seq 300001 600000")
         s = raw_post(self.r.port, "/v1/tasks", json.dumps({"task": task}))
         s.settimeout(30)
         live, tid = b"", None
@@ -267,6 +269,14 @@ class MappedSpool(RunnerTest):
                 live += ev["data"]["text"].encode()
             if live.endswith(b"\nsmall\n"):
                 break
+        self.assertTrue(self.spool_maps(), "one short read gave the map slot back")
+        smalls = first + b"small\n" * 16
+        for ev in events:
+            if ev.get("event") == "stdout":
+                live += ev["data"]["text"].encode()
+            if len(live) >= len(smalls):
+                break
+        self.assertEqual(live, smalls)
         # A line now and then: the slot is given back while the task sleeps on.
         deadline = time.monotonic() + 1.5
         while self.spool_maps() and time.monotonic() < deadline:
@@ -279,7 +289,7 @@ class MappedSpool(RunnerTest):
                 self.assertEqual(ev["data"]["exit_code"], 0)
                 break
         s.close()
-        self.assertEqual(live, first + b"small\n" + second)
+        self.assertEqual(live, smalls + second)
         deadline = time.monotonic() + 5
         while self.spool_maps() and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -287,7 +297,7 @@ class MappedSpool(RunnerTest):
         # After the end the same log reads back through the file.
         out = self.r.curl(self.r.url + "/v1/tasks/%s/events" % tid).stdout
         rest = NativeTasks.output(self, parse_sse(out))
-        self.assertTrue((first + b"small\n" + second).endswith(rest) and len(rest) >= 512 << 10)
+        self.assertTrue((smalls + second).endswith(rest) and len(rest) >= 512 << 10)
 
 
 class Coalescing(RunnerTest):
