@@ -47,9 +47,13 @@ FUZZ_WHOLE       := http json_bodies ws
 FUZZ_RUNNER_OBJS := $(patsubst runner/%.c,$(FUZZ_DIR)/obj/%.o,$(filter-out runner/main.c,$(RUNNER_SRCS)))
 FUZZ_PURE        := $(FUZZ_DIR)/libpure.a
 fuzz_links        = $(if $(filter $(1),$(FUZZ_WHOLE)),$(FUZZ_RUNNER_OBJS) tests/fuzz/fuzz_hooks.c,$(FUZZ_PURE))
-FUZZ_LD_http          := -Wl,--wrap=spawn_task -Wl,--wrap=random_id
-FUZZ_LD_json_bodies   := -Wl,--wrap=spawn_task
-FUZZ_LD_ws            := -Wl,--wrap=spawn_task
+# The whole-server targets also check libmicrohttpd's suspend/resume contract and every
+# close() (fuzz_hooks.c).
+FUZZ_LD_MHD_CHECK     := -Wl,--wrap=MHD_suspend_connection -Wl,--wrap=MHD_resume_connection \
+			 -Wl,--wrap=close
+FUZZ_LD_http          := -Wl,--wrap=spawn_task -Wl,--wrap=random_id $(FUZZ_LD_MHD_CHECK)
+FUZZ_LD_json_bodies   := -Wl,--wrap=spawn_task $(FUZZ_LD_MHD_CHECK)
+FUZZ_LD_ws            := -Wl,--wrap=spawn_task $(FUZZ_LD_MHD_CHECK)
 
 $(FUZZ_DIR)/obj/%.o: runner/%.c mk/flags.mk | $(MHD_WS_LIB)
 	@mkdir -p $(@D)

@@ -85,6 +85,7 @@ static unsigned long long n_inputs;
  * when it is NULL (always, once fuzzing has started). */
 extern pid_t (*fuzz_spawn_hook)(struct confine_plan *plan, const struct spawn_io *io);
 extern int fuzz_diag_fd;
+extern int fuzz_http_port;
 
 static pid_t fake_spawn(struct confine_plan *plan, const struct spawn_io *io)
 {
@@ -316,6 +317,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 						.upgraded_close_all = ws_close_all};
 	http_set_hooks(&R, &hooks);
 	MHD_set_panic_func(harness_mhd_panic, NULL);
+	fuzz_http_port = (int)http_port(&R);
 	id_counter = 0;
 	fake_task(TASK_API_EXECD);
 	fake_task(TASK_API_NATIVE);

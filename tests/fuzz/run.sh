@@ -40,7 +40,9 @@ for t in "$@"; do
 	else
 		fail=$((fail + 1))
 		echo "    FAIL fuzz_$t (exit $rc) [$((SECONDS - t0))s] $cov"
-		grep -E 'ERROR|SUMMARY|==[0-9]+==|Test unit written|fuzz_[a-z_]+: |runtime error' "$log" | head -20 | sed 's/^/      /'
+		# The finding, then the first stack (a deadly signal's says where it came from).
+		grep -E 'ERROR|SUMMARY|==[0-9]+==|Test unit written|fuzz(_[a-z_]+)?: |runtime error' "$log" | head -20 | sed 's/^/      /'
+		grep -E '^ +#[0-9]+ 0x' "$log" | head -24 | sed 's/^/      /'
 	fi
 done
 echo "fuzz: $pass passed, $fail failed"
