@@ -150,6 +150,9 @@ static void set_paused(struct task *t, bool paused)
  * its burst; one short read is only the tail of a burst (what its last
  * write left), which a burst ends with nearly always. */
 #define TASK_SHORT_READS 8
+/* ... and one that has read nothing for this long (a server after its
+ * burst, with nothing more to say) gives it back at the next tick. */
+#define TASK_QUIET_UNMAP_MS 1000
 /* A read takes at most this much: a record of text that escapes by a few
  * percent then still fits one 64 KiB send with its framing (a larger one
  * would leave a scrap of a packet after every record). */
@@ -596,6 +599,9 @@ void tasks_tick(struct runner *r)
 			close_pipe(t, 1);
 			maybe_finalize(t);
 		}
+		/* A paused writer is held back by its reader, not quiet. */
+		if (t->spool.mapped && !t->paused && now - last_read_ms > TASK_QUIET_UNMAP_MS)
+			spool_unmap(&t->spool);
 	}
 	expire_records(r);
 }

@@ -222,8 +222,8 @@ class MappedSpool(RunnerTest):
     stream stays byte-exact, a reader that replays from the start while the task
     runs gets a whole suffix of the output from the mapping, one short line (what
     the end of a burst looks like) keeps the map slot, a few lines in a row give
-    it back while the task runs on, and the mapping is gone once the task's pipes
-    close."""
+    it back while the task runs on, a next burst maps again, a second of silence
+    gives the slot back too, and the mapping is gone once the task's pipes close."""
     runner_args = ("--task-log-max", "1048576", "--stream-window", "262144")
 
     def spool_maps(self):
@@ -231,24 +231,42 @@ class MappedSpool(RunnerTest):
         with open("/proc/%d/maps" % self.r.host_pid()) as f:
             return [l for l in f if self.r.state + "/" in l]
 
+    def wait_unmapped(self, seconds):
+        deadline = time.monotonic() + seconds
+        while self.spool_maps() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.spool_maps() == []
+
     def test_bulk_writer_past_its_log_cap(self):
         first = b"".join(b"%d\n" % i for i in range(1, 300001))  # 2.1 MB: the log wraps
         second = b"".join(b"%d\n" % i for i in range(300001, 600001))
-        task = ("seq 1 300000; sleep 2; for i in $(seq 16); do echo small; sleep 0.1; done; "
-                "sleep 2; seq 300001 600000")
+        # Gaps under a second, but the last: only the short reads may give the
+        # slot back before it, only the silence after the second burst.
+        task = ("seq 1 300000; sleep 0.3; for i in $(seq 16); do echo small; sleep 0.1; done; "
+                "sleep 0.5; seq 300001 600000; sleep 3")
         s = raw_post(self.r.port, "/v1/tasks", json.dumps({"task": task}))
         s.settimeout(30)
         live, tid = b"", None
         events = iter_sse_events(s)
+
+        def read_until(size):
+            nonlocal live
+            for ev in events:
+                if ev.get("event") == "stdout":
+                    live += ev["data"]["text"].encode()
+                elif ev.get("event") == "exit":
+                    self.assertEqual(ev["data"]["exit_code"], 0)
+                    return True
+                if size is not None and len(live) >= size:
+                    return False
+            self.fail("the stream ended without an exit event")
+
         for ev in events:
             if ev.get("event") == "started":
                 tid = ev["data"]["task_id"]
-            elif ev.get("event") == "stdout":
-                live += ev["data"]["text"].encode()
-            if len(live) >= len(first):
                 break
+        read_until(len(first))
         self.assertEqual(live, first)
-        # The task sleeps with its pipes open: the spool is mapped.
         self.assertTrue(self.spool_maps(), "no spool file mapped while the task writes past its cap")
         # A replay from the start reads the retained records from the mapping.
         r = socket.create_connection(("127.0.0.1", self.r.port))
@@ -264,36 +282,22 @@ class MappedSpool(RunnerTest):
         self.assertTrue(first.endswith(replay), "the replay is not a suffix of the output")
         self.assertGreaterEqual(len(replay), 512 << 10, "less than a segment retained")
         self.assertLess(len(replay), len(first), "nothing was dropped: the log never wrapped")
-        for ev in events:
-            if ev.get("event") == "stdout":
-                live += ev["data"]["text"].encode()
-            if live.endswith(b"\nsmall\n"):
-                break
+        read_until(len(first) + len(b"small\n"))
         self.assertTrue(self.spool_maps(), "one short read gave the map slot back")
         smalls = first + b"small\n" * 16
-        for ev in events:
-            if ev.get("event") == "stdout":
-                live += ev["data"]["text"].encode()
-            if len(live) >= len(smalls):
-                break
+        read_until(len(smalls))
         self.assertEqual(live, smalls)
-        # A line now and then: the slot is given back while the task sleeps on.
-        deadline = time.monotonic() + 1.5
-        while self.spool_maps() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        self.assertEqual(self.spool_maps(), [], "a writer printing a line kept its map slot")
-        for ev in events:
-            if ev.get("event") == "stdout":
-                live += ev["data"]["text"].encode()
-            elif ev.get("event") == "exit":
-                self.assertEqual(ev["data"]["exit_code"], 0)
-                break
+        # A line now and then: the slot is given back while the lines still come.
+        self.assertTrue(self.wait_unmapped(0.4), "a writer printing a line kept its map slot")
+        read_until(len(smalls) + len(second))
+        self.assertEqual(live, smalls + second)
+        self.assertTrue(self.spool_maps(), "a second burst past the cap did not map again")
+        # Silent now (sleep 3): at the first tick after a second of it.
+        self.assertTrue(self.wait_unmapped(2.5), "a writer gone quiet kept its map slot")
+        self.assertTrue(read_until(None))
         s.close()
         self.assertEqual(live, smalls + second)
-        deadline = time.monotonic() + 5
-        while self.spool_maps() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        self.assertEqual(self.spool_maps(), [], "the spool stayed mapped after the task's end")
+        self.assertTrue(self.wait_unmapped(5), "the spool stayed mapped after the task's end")
         # After the end the same log reads back through the file.
         out = self.r.curl(self.r.url + "/v1/tasks/%s/events" % tid).stdout
         rest = NativeTasks.output(self, parse_sse(out))
