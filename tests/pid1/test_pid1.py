@@ -540,7 +540,9 @@ exit 3
         orphan = self.nspid_to_host(r, int(read(os.path.join(d, "orphan"))))
         self.assertTrue(orphan and alive(orphan))
         self.addCleanup(lambda: alive(orphan) and os.kill(orphan, signal.SIGKILL))
-        self.assertEqual(proc_table()[orphan][0], r.host_pid())
+        # Reparented once the subshell that wrote the file has exited (a moment later).
+        self.assertTrue(wait_for(lambda: proc_table()[orphan][0] == r.host_pid(), 5),
+                        "the orphan's parent is %d, not the runner" % proc_table()[orphan][0])
         t0 = time.monotonic()
         open(os.path.join(d, "go"), "w").close()
         rc = self.exited_status(r, timeout=10)
