@@ -1,7 +1,12 @@
 #include "task/spool.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "unit.h"
@@ -343,4 +348,123 @@ TEST(mapped_spools_are_bounded)
 	spool_close(&b);
 	CHECK(maps.n == 0);
 	teardown(&f);
+}
+
+/* The disk fills under a mapped spool (docs/design.md §4.3). A store into a
+ * mapped file page that the filesystem cannot back is SIGBUS, which would end
+ * the runner; blocks are allocated ahead, and where that fails the segment
+ * goes back to pwritev, whose ENOSPC is an error like any other. Run in a
+ * child (a tmpfs of its own, in its own mount namespace): exit 0, or the
+ * number of the step that went wrong; killed by a signal is the SIGBUS.
+ * Records of 40,000 bytes leave the last pages of each segment file never
+ * written (the next record does not fit), so a mapped segment needs new
+ * blocks exactly there. */
+static int append_len(struct spool *s, uint32_t len, bool *unmapped)
+{
+	static char buf[40000];
+	uint64_t i = s->next_seq; /* a refused record takes no number */
+	struct spool_seg *g = &s->seg[s->nseg - 1];
+	bool was = g->map != NULL;
+	char *w = spool_window(s, len);
+	if (w) {
+		memset(w, (int)(i % 251), len);
+		return spool_commit(s, SPOOL_STDOUT, len);
+	}
+	if (was && !s->seg[s->nseg - 1].map)
+		*unmapped = true; /* refused and unmapped: the blocks were not had */
+	memset(buf, (int)(i % 251), len);
+	return spool_append(s, SPOOL_STDOUT, buf, len);
+}
+
+/* Every retained record whole (each byte its seq % 251), offsets adding up:
+ * a refused append left nothing behind. */
+static int check_bytes(struct spool *s)
+{
+	struct spool_cursor c;
+	struct spool_rec rec;
+	const void *data;
+	spool_cursor_start(s, &c);
+	int n = 0, rc;
+	uint64_t off = spool_first_off(s);
+	while ((rc = spool_next_ref(s, &c, &rec, rbuf, &data, NULL)) == 1) {
+		const unsigned char *p = data;
+		if (rec.off != off)
+			return -1;
+		for (uint32_t k = 0; k < rec.len; k++)
+			if (p[k] != rec.seq % 251)
+				return -1;
+		off += rec.len;
+		n++;
+	}
+	return rc == 0 && off == s->next_off ? n : -1;
+}
+
+static int full_disk_child(void)
+{
+	if (unshare(CLONE_NEWNS) < 0 || mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) < 0)
+		return 100;
+	char dir[] = "/tmp/spoolfull-XXXXXX";
+	if (!mkdtemp(dir) || mount("spooltest", dir, "tmpfs", 0, "size=16m") < 0)
+		return 101;
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+	struct spool_maps maps = {.n = 0, .max = 1};
+	struct spool sp;
+	if (dfd < 0 || spool_open(&sp, dfd, 4 << 20, &maps) != 0)
+		return 102;
+	bool unmapped = false;
+	uint64_t i = 0;
+	while (!maps.n && i++ < 1000)
+		if (append_len(&sp, 40000, &unmapped) != 0)
+			return 1;
+	if (!maps.n)
+		return 2; /* never mapped: nothing tested */
+	/* The disk is full now: every page of the tmpfs taken by another file. */
+	int fill = openat(dfd, "filler", O_CREAT | O_WRONLY, 0600);
+	static char page[4096];
+	if (fill < 0)
+		return 103;
+	while (write(fill, page, sizeof(page)) > 0)
+		;
+	if (errno != ENOSPC)
+		return 104;
+	int enospc = 0;
+	for (uint64_t end = i + 2000; i < end; i++) {
+		int rc = append_len(&sp, 4000, &unmapped);
+		if (rc == -ENOSPC)
+			enospc++;
+		else if (rc != 0)
+			return 3;
+	}
+	if (!unmapped)
+		return 4; /* the fallback was never taken */
+	if (!enospc)
+		return 5; /* the full disk was never reported */
+	/* Room again: records go on, every retained one whole and in order. */
+	close(fill);
+	unlinkat(dfd, "filler", 0);
+	for (uint64_t end = i + 2000; i < end; i++)
+		if (append_len(&sp, 4000, &unmapped) != 0)
+			return 6;
+	if (check_bytes(&sp) < 10)
+		return 7;
+	spool_close(&sp);
+	return maps.n == 0 ? 0 : 8;
+}
+
+TEST(full_disk_under_a_mapped_spool_is_an_error_not_sigbus)
+{
+	if (geteuid() != 0)
+		SKIP("needs root (a tmpfs of its own to fill)");
+	fflush(stdout);
+	pid_t pid = fork();
+	if (!CHECK(pid >= 0))
+		return;
+	if (pid == 0)
+		_exit(full_disk_child());
+	int st;
+	if (!CHECK(waitpid(pid, &st, 0) == pid))
+		return;
+	CHECKF(!WIFSIGNALED(st), "killed by signal %d (SIGBUS is %d)", WTERMSIG(st), SIGBUS);
+	CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "step %d failed",
+	       WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 }
