@@ -15,6 +15,51 @@ RUNNER = os.environ.get("RUNNER_BIN", os.path.join(ROOT, "build", "forceai-runne
 POLICY = os.path.join(ROOT, "seccomp", "default.json")
 
 
+def reachable_by_others(path):
+    """Whether a process of another uid can reach path: every directory on
+    the way searchable by others (a clone in root's 0700 home is not)."""
+    path = os.path.realpath(path)
+    d = os.path.dirname(path)
+    while True:
+        if not os.stat(d).st_mode & 0o001:
+            return False
+        if d == "/":
+            return True
+        d = os.path.dirname(d)
+
+
+_nonroot_dir = None
+
+
+def nonroot_dir():
+    """A root-owned 0755 directory another uid can reach: ROOT/build when the
+    clone is reachable, else one made once under /var/tmp (removed at exit)."""
+    global _nonroot_dir
+    build = os.path.join(ROOT, "build")
+    if reachable_by_others(os.path.join(build, "x")):
+        return build
+    if _nonroot_dir is None:
+        import atexit
+        _nonroot_dir = tempfile.mkdtemp(prefix="forceai-nonroot-", dir="/var/tmp")
+        os.chmod(_nonroot_dir, 0o755)
+        atexit.register(shutil.rmtree, _nonroot_dir, True)
+    return _nonroot_dir
+
+
+def nonroot_files():
+    """The runner binary and the default policy as a non-root runner (wrap=)
+    can open them: where they are, or copies in nonroot_dir()."""
+    if reachable_by_others(RUNNER) and reachable_by_others(POLICY):
+        return RUNNER, POLICY
+    d = os.path.join(nonroot_dir(), "files")
+    binary, policy = os.path.join(d, os.path.basename(RUNNER)), os.path.join(d, "default.json")
+    if not os.path.exists(binary) or os.path.getmtime(binary) < os.path.getmtime(RUNNER):
+        os.makedirs(d, 0o755, exist_ok=True)
+        shutil.copy2(RUNNER, binary)
+        shutil.copy2(POLICY, policy)
+    return binary, policy
+
+
 def rss_is_meaningful():
     """RSS bounds hold for the real build; ASan's shadow memory and
     valgrind's own heap make the figure meaningless, so memory-bound
@@ -48,9 +93,11 @@ class Runner:
         os.mkdir(self.work)
         os.chmod(self.work, 0o777)
         self.token = token
-        cmd = [RUNNER, "--listen", "127.0.0.1:%d" % self.port] + \
+        # A runner of another uid (wrap=) cannot reach a clone in root's home.
+        self.binary, policy = nonroot_files() if wrap else (RUNNER, POLICY)
+        cmd = [self.binary, "--listen", "127.0.0.1:%d" % self.port] + \
             (["--state-dir", self.state] if state_dir else []) + \
-            ["--seccomp-policy", POLICY, "--landlock-roots", "/tmp:" + self.tmp]
+            ["--seccomp-policy", policy, "--landlock-roots", "/tmp:" + self.tmp]
         cmd += list(args)
         if os.environ.get("RUNNER_EXTRA_ARGS"):
             cmd += os.environ["RUNNER_EXTRA_ARGS"].split()
@@ -183,7 +230,7 @@ class Runner:
         under unshare too): the shallowest descendant running RUNNER."""
         if self._host_pid:
             return self._host_pid
-        exe = os.path.realpath(RUNNER)
+        exe = os.path.realpath(self.binary)
         deadline = time.monotonic() + timeout
         while True:
             level = [self.proc.pid]

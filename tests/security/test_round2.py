@@ -14,7 +14,7 @@ import sys
 import time
 import unittest
 
-from harness import POLICY, RUNNER, Runner
+from harness import POLICY, RUNNER, Runner, nonroot_dir
 from wsutil import output_of, recv_until, websockets, ws_url
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -385,10 +385,10 @@ class NonRootSeccompCache(unittest.TestCase):
     syscalls."""
 
     def setUp(self):
-        self.scratch = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                    "build", "r2-seccomp-%d" % os.getpid())
-        self.scratch = os.path.abspath(self.scratch)
+        # Not below a root, and reachable by the non-root runner (nonroot_dir).
+        self.scratch = os.path.join(nonroot_dir(), "r2-seccomp-%d" % os.getpid())
         os.makedirs(self.scratch)
+        os.chmod(self.scratch, 0o755)
         self.addCleanup(shutil.rmtree, self.scratch, True)
         self.ws = os.path.join(self.scratch, "ws")
         os.mkdir(self.ws)
