@@ -17,14 +17,14 @@ import shutil
 import subprocess
 import unittest
 
-from harness import Runner
+from harness import Runner, client_node
 from test_chat import out
 from test_gateway import TestGateway
 from wire_gateways import a_text, a_tool, g_text, r_text
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KEY = "sk-REAL-clients-key-" + os.urandom(8).hex()
-NODE = shutil.which("node") or "/usr/bin/node"
+NODE = client_node()
 QUIET = {"DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1",
          "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
 

@@ -60,6 +60,32 @@ def nonroot_files():
     return binary, policy
 
 
+_client_node = None
+
+
+def client_node():
+    """A Node.js of at least version 20 for the real clients (the OpenSandbox
+    SDK, the Gemini CLI and @google/genai need it): the machine's when it is
+    new enough (Node.js 20 here), else the pinned Node.js 22 that
+    tests/mcp/setup.sh installs from the npm registry (Debian 12's own
+    nodejs is 18)."""
+    global _client_node
+    if _client_node:
+        return _client_node
+    node = shutil.which("node")
+    if node:
+        v = subprocess.run([node, "-p", "process.versions.node"], capture_output=True, text=True)
+        if v.returncode == 0 and int(v.stdout.split(".")[0] or 0) >= 20:
+            _client_node = node
+            return node
+    setup = os.path.join(ROOT, "tests", "mcp", "setup.sh")
+    p = subprocess.run([setup], capture_output=True, text=True, timeout=1800)
+    if p.returncode != 0:
+        raise RuntimeError("no Node.js >= 20 (%s): %s" % (node or "none", p.stderr[-2000:]))
+    _client_node = p.stdout.strip().splitlines()[-1]
+    return _client_node
+
+
 def rss_is_meaningful():
     """RSS bounds hold for the real build; ASan's shadow memory and
     valgrind's own heap make the figure meaningless, so memory-bound

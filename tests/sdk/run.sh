@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs the OpenSandbox-SDK compatibility tests against a running forceai-runner.
-#   RUNNER_URL=http://127.0.0.1:18080 [RUNNER_TOKEN=...] tests/sdk/run.sh
+#   RUNNER_URL=http://127.0.0.1:18080 [RUNNER_TOKEN=...] [NODE=node-20-or-later] tests/sdk/run.sh
 # node_modules is installed from package-lock.json (npm ci) only when it is absent.
 set -eu
 here=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)
@@ -18,4 +18,4 @@ fi
 cd "$root"
 export RUNNER_URL
 export RUNNER_TOKEN="${RUNNER_TOKEN:-}"
-exec node --test tests/sdk/
+exec "${NODE:-node}" --test tests/sdk/

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from harness import Runner  # noqa: E402
+from harness import Runner, client_node  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -15,7 +15,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def main():
     r = Runner(token="sdk-test-token")
     try:
-        env = dict(os.environ, RUNNER_URL=r.url, RUNNER_TOKEN=r.token)
+        env = dict(os.environ, RUNNER_URL=r.url, RUNNER_TOKEN=r.token, NODE=client_node())
         p = subprocess.run([os.path.join(HERE, "run.sh")], env=env, capture_output=True, text=True,
                            timeout=600)
         sys.stdout.write(p.stdout)
