@@ -18,4 +18,5 @@ fi
 cd "$root"
 export RUNNER_URL
 export RUNNER_TOKEN="${RUNNER_TOKEN:-}"
-exec "${NODE:-node}" --test tests/sdk/
+# The files, not the directory: Node.js 22 takes a directory argument for a script.
+exec "${NODE:-node}" --test tests/sdk/*.test.mjs
