@@ -262,9 +262,10 @@ static int write_pattern(struct spool *s, uint64_t i, int *in_place)
 	return spool_append(s, SPOOL_STDOUT, buf, len);
 }
 
-/* Every retained record from the oldest on is whole, in order, with the
- * offsets adding up; returns how many, or -1. */
-static int check_pattern(struct spool *s)
+/* Every retained record from the oldest on is whole (each byte its seq %
+ * 251; its length pattern_len's when lens), in order, with the offsets adding
+ * up (a refused append left nothing behind); returns how many, or -1. */
+static int check_records(struct spool *s, bool lens)
 {
 	struct spool_cursor c;
 	struct spool_rec rec;
@@ -275,7 +276,7 @@ static int check_pattern(struct spool *s)
 	int rc;
 	while ((rc = spool_next_ref(s, &c, &rec, rbuf, &data, NULL)) == 1) {
 		const unsigned char *p = data;
-		if (rec.len != pattern_len(rec.seq) || rec.off != off)
+		if ((lens && rec.len != pattern_len(rec.seq)) || rec.off != off)
 			return -1;
 		for (uint32_t k = 0; k < rec.len; k++)
 			if (p[k] != rec.seq % 251)
@@ -284,6 +285,11 @@ static int check_pattern(struct spool *s)
 		n++;
 	}
 	return rc == 0 && off == s->next_off ? n : -1;
+}
+
+static int check_pattern(struct spool *s)
+{
+	return check_records(s, true);
 }
 
 /* A spool is mapped only once it writes over its oldest segment, then
@@ -376,29 +382,6 @@ static int append_len(struct spool *s, uint32_t len, bool *unmapped)
 	return spool_append(s, SPOOL_STDOUT, buf, len);
 }
 
-/* Every retained record whole (each byte its seq % 251), offsets adding up:
- * a refused append left nothing behind. */
-static int check_bytes(struct spool *s)
-{
-	struct spool_cursor c;
-	struct spool_rec rec;
-	const void *data;
-	spool_cursor_start(s, &c);
-	int n = 0, rc;
-	uint64_t off = spool_first_off(s);
-	while ((rc = spool_next_ref(s, &c, &rec, rbuf, &data, NULL)) == 1) {
-		const unsigned char *p = data;
-		if (rec.off != off)
-			return -1;
-		for (uint32_t k = 0; k < rec.len; k++)
-			if (p[k] != rec.seq % 251)
-				return -1;
-		off += rec.len;
-		n++;
-	}
-	return rc == 0 && off == s->next_off ? n : -1;
-}
-
 static int full_disk_child(void)
 {
 	if (unshare(CLONE_NEWNS) < 0 || mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) < 0)
@@ -445,7 +428,7 @@ static int full_disk_child(void)
 	for (uint64_t end = i + 2000; i < end; i++)
 		if (append_len(&sp, 4000, &unmapped) != 0)
 			return 6;
-	if (check_bytes(&sp) < 10)
+	if (check_records(&sp, false) < 10)
 		return 7;
 	spool_close(&sp);
 	return maps.n == 0 ? 0 : 8;
