@@ -1,9 +1,17 @@
 /* Linked into the fuzz targets that take the runner's objects without
- * main.c (libFuzzer brings main()): a spawn_task that must never be reached
- * (-Wl,--wrap=spawn_task) unless the target says so (fuzz_http's fake
- * tasks, made before fuzzing starts). */
+ * main.c (libFuzzer brings main()), each through -Wl,--wrap (mk/fuzz.mk):
+ * a spawn_task that must never be reached unless the target says so
+ * (fuzz_http's fake tasks, made before fuzzing starts); libmicrohttpd's
+ * suspend/resume contract; every close(). A broken rule aborts with a line
+ * on fuzz_diag_fd. */
+#include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
 #include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "task/spawn.h"
@@ -33,10 +41,6 @@ pid_t __wrap_spawn_task(struct spawn_shim *sh, struct confine_plan *plan, const 
  * suspend). Either is a finding here, with the call's stack, instead of a
  * panic far away. A connection is freed only when not suspended, so its
  * address may come back as a new connection: the set holds suspended ones. */
-#include <microhttpd.h>
-#include <stdint.h>
-#include <stdio.h>
-
 #define FUZZ_SUSP_MAX 1024
 static struct MHD_Connection *fuzz_suspended[FUZZ_SUSP_MAX];
 static unsigned fuzz_n_suspended;
@@ -84,10 +88,6 @@ void __wrap_MHD_resume_connection(struct MHD_Connection *c)
  * socket of the runner's own server (local port fuzz_http_port, not the
  * listener): libmicrohttpd owns those, and finding one closed under it is a
  * panic ("Close socket failed", "Failed to remove FD from epoll set"). */
-#include <errno.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 int fuzz_http_port; /* 0: not known (the check is off) */
 
 int __real_close(int fd);
