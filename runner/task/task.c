@@ -225,6 +225,19 @@ static void update_backpressure(struct task *t)
 		set_paused(t, false);
 }
 
+/* A map slot taken (the log wrapped: §4.3) or given back, once per change:
+ * an operator sees which task holds a mapping and why it let go, and seq
+ * (the records so far) places the change in the task's output. */
+static void log_mapping(struct task *t, const char *why_unmapped)
+{
+	if (t->spool.mapped == t->log_mapped)
+		return;
+	t->log_mapped = t->spool.mapped;
+	log_info(t->log_mapped ? "task log mapped" : "task log unmapped", "{s:s,s:s,s:I}", "task",
+		 t->id, "why", t->log_mapped ? "wrapped" : why_unmapped, "seq",
+		 (json_int_t)t->spool.next_seq);
+}
+
 static void append_event(struct task *t, const char *name, json_t *data)
 {
 	cleanup_free char *json = json_dumps(data, JSON_COMPACT);
@@ -235,6 +248,7 @@ static void append_event(struct task *t, const char *name, json_t *data)
 	int rc = spool_append(&t->spool, SPOOL_EVENT, b.data, (uint32_t)b.len);
 	if (rc < 0)
 		log_errno("task log write failed", -rc, t->id);
+	log_mapping(t, "event");
 }
 
 static void close_pipe(struct task *t, int which)
@@ -255,6 +269,7 @@ static void close_pipe(struct task *t, int which)
 	if (t->out_fd < 0 && t->err_fd < 0) {
 		t->pipes_closed_mono = monotonic_ms();
 		spool_unmap(&t->spool); /* the writer is done: its map slot is free */
+		log_mapping(t, "pipes closed");
 	}
 }
 
@@ -332,6 +347,7 @@ static void on_output(struct loop *loop, struct loop_watch *w, uint32_t events)
 	t->short_reads = (size_t)n < TASK_BULK_MIN ? t->short_reads + 1 : 0;
 	if (t->short_reads >= TASK_SHORT_READS && t->spool.mapped)
 		spool_unmap(&t->spool);
+	log_mapping(t, "short reads");
 	update_backpressure(t);
 	wake_readers(t);
 	if (bulk && (size_t)n < TASK_READ_MAX - carry)
@@ -600,8 +616,10 @@ void tasks_tick(struct runner *r)
 			maybe_finalize(t);
 		}
 		/* A paused writer is held back by its reader, not quiet. */
-		if (t->spool.mapped && !t->paused && now - last_read_ms > TASK_QUIET_UNMAP_MS)
+		if (t->spool.mapped && !t->paused && now - last_read_ms > TASK_QUIET_UNMAP_MS) {
 			spool_unmap(&t->spool);
+			log_mapping(t, "quiet");
+		}
 	}
 	expire_records(r);
 }

@@ -220,11 +220,18 @@ class MappedSpool(RunnerTest):
     """A task that prints more than its log keeps (task-log-max) has its spool
     mapped and its pipe read straight into it (docs/design.md §4.3): the live
     stream stays byte-exact, a reader that replays from the start while the task
-    runs gets a whole suffix of the output from the mapping, one short line (what
-    the end of a burst looks like) keeps the map slot, a few lines in a row give
-    it back while the task runs on, a next burst maps again, a second of silence
-    gives the slot back too, and the mapping is gone once the task's pipes close."""
+    runs gets a whole suffix of the output, the slot is given back at the 8th
+    short read in a row (not at the one short tail a burst ends with), a next
+    burst maps again, a second of silence gives the slot back too, and the
+    mapping is gone once the task's pipes close.
+
+    When each change happened is read from the runner's log ("task log mapped"
+    / "unmapped", with the records so far as seq), which places it in the
+    output whatever the test's own pace; /proc/maps, sampled all along,
+    confirms that the two mapped spans were real and apart."""
     runner_args = ("--task-log-max", "1048576", "--stream-window", "262144")
+    BULK_MIN = 4096  # TASK_BULK_MIN: a shorter read is a short one
+    SHORT_READS = 8  # TASK_SHORT_READS
 
     def spool_maps(self):
         """Mappings of the runner that are files of its state dir."""
@@ -237,23 +244,35 @@ class MappedSpool(RunnerTest):
             time.sleep(0.05)
         return self.spool_maps() == []
 
+    def sample_maps(self, stop, samples):
+        while not stop.is_set():
+            samples.append(bool(self.spool_maps()))
+            time.sleep(0.02)
+
     def test_bulk_writer_past_its_log_cap(self):
+        import threading
         first = b"".join(b"%d\n" % i for i in range(1, 300001))  # 2.1 MB: the log wraps
         second = b"".join(b"%d\n" % i for i in range(300001, 600001))
         # Gaps under a second, but the last: only the short reads may give the
         # slot back before it, only the silence after the second burst.
         task = ("seq 1 300000; sleep 0.3; for i in $(seq 16); do echo small; sleep 0.1; done; "
                 "sleep 0.5; seq 300001 600000; sleep 3")
+        samples, stop = [], threading.Event()
+        sampler = threading.Thread(target=self.sample_maps, args=(stop, samples), daemon=True)
+        sampler.start()
+        self.addCleanup(stop.set)
         s = raw_post(self.r.port, "/v1/tasks", json.dumps({"task": task}))
         s.settimeout(30)
-        live, tid = b"", None
+        live, tid, outs = b"", None, []  # outs: (id, bytes) of each stdout event
         events = iter_sse_events(s)
 
         def read_until(size):
             nonlocal live
             for ev in events:
                 if ev.get("event") == "stdout":
-                    live += ev["data"]["text"].encode()
+                    text = ev["data"]["text"].encode()
+                    live += text
+                    outs.append((int(ev["id"]), len(text)))
                 elif ev.get("event") == "exit":
                     self.assertEqual(ev["data"]["exit_code"], 0)
                     return True
@@ -267,8 +286,7 @@ class MappedSpool(RunnerTest):
                 break
         read_until(len(first))
         self.assertEqual(live, first)
-        self.assertTrue(self.spool_maps(), "no spool file mapped while the task writes past its cap")
-        # A replay from the start reads the retained records from the mapping.
+        # A replay from the start reads what is retained, while the task runs.
         r = socket.create_connection(("127.0.0.1", self.r.port))
         r.sendall(("GET /v1/tasks/%s/events HTTP/1.1\r\nHost: x\r\n\r\n" % tid).encode())
         r.settimeout(30)
@@ -282,22 +300,40 @@ class MappedSpool(RunnerTest):
         self.assertTrue(first.endswith(replay), "the replay is not a suffix of the output")
         self.assertGreaterEqual(len(replay), 512 << 10, "less than a segment retained")
         self.assertLess(len(replay), len(first), "nothing was dropped: the log never wrapped")
-        read_until(len(first) + len(b"small\n"))
-        self.assertTrue(self.spool_maps(), "one short read gave the map slot back")
         smalls = first + b"small\n" * 16
         read_until(len(smalls))
         self.assertEqual(live, smalls)
-        # A line now and then: the slot is given back while the lines still come.
-        self.assertTrue(self.wait_unmapped(0.4), "a writer printing a line kept its map slot")
-        read_until(len(smalls) + len(second))
-        self.assertEqual(live, smalls + second)
-        self.assertTrue(self.spool_maps(), "a second burst past the cap did not map again")
-        # Silent now (sleep 3): at the first tick after a second of it.
-        self.assertTrue(self.wait_unmapped(2.5), "a writer gone quiet kept its map slot")
+        n_first = len(outs)
         self.assertTrue(read_until(None))
         s.close()
         self.assertEqual(live, smalls + second)
         self.assertTrue(self.wait_unmapped(5), "the spool stayed mapped after the task's end")
+        stop.set()
+        sampler.join(5)
+
+        changes = [(l["msg"], l.get("why"), l.get("seq")) for l in self.r.loglines()
+                   if l.get("task") == tid and l.get("msg") in ("task log mapped", "task log unmapped")]
+        self.assertEqual([c[:2] for c in changes],
+                         [("task log mapped", "wrapped"), ("task log unmapped", "short reads"),
+                          ("task log mapped", "wrapped"), ("task log unmapped", "quiet")],
+                         "map slot changes, in order: %s" % changes)
+        ids = [i for i, _ in outs]
+        # Mapped while the first burst ran (its log wrapped there).
+        self.assertLess(changes[0][2], ids[n_first - 16], "mapped only after the first burst")
+        # Given back at the 8th short read in a row, counted from the last
+        # long read (a burst's short tail is the first of them): not at one.
+        last_long = max(k for k in range(n_first) if outs[k][1] >= self.BULK_MIN)
+        self.assertEqual(changes[1][2], ids[last_long + self.SHORT_READS],
+                         "not given back at the %dth short read in a row (records: %s)" % (
+                             self.SHORT_READS, outs[last_long:n_first]))
+        # Mapped again within the second burst, and given back for its silence
+        # after everything was read.
+        self.assertTrue(ids[n_first - 1] < changes[2][2] < ids[-1], "second burst: %s" % changes)
+        self.assertEqual(changes[3][2], ids[-1], "the quiet rule fired before the task fell silent")
+        # /proc/maps agrees: two mapped spans with an unmapped one between.
+        spans = [k for k, m in enumerate(samples) if k == 0 or m != samples[k - 1]]
+        runs = [samples[k] for k in spans]
+        self.assertGreaterEqual(runs.count(True), 2, "the mapping was not seen twice: %s" % runs)
         # After the end the same log reads back through the file.
         out = self.r.curl(self.r.url + "/v1/tasks/%s/events" % tid).stdout
         rest = NativeTasks.output(self, parse_sse(out))
