@@ -11,6 +11,7 @@ the others: its placeholder (N, BYTES, F, ...) says which bad value to give
 import json
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import unittest
@@ -105,6 +106,7 @@ class ConfigTable(unittest.TestCase):
         cls.rows = config_rows()
         cls.help = help_options()
         cls.tmp = tempfile.mkdtemp(prefix="forceai-contract-")
+        cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
 
     def start(self, args, env=None, without=None):
         """Run the runner with a bad setting; a runner that does not refuse
@@ -194,6 +196,7 @@ class ConfigRules(unittest.TestCase):
 
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="forceai-rules-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
 
     def run_runner(self, args, env=None, timeout=5):
         e = {k: v for k, v in os.environ.items() if not k.startswith("FORCEAI_")}

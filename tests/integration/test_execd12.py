@@ -6,6 +6,7 @@ viewers (?mode=viewer), and the routes the runner does not offer
 import asyncio
 import json
 import os
+import shutil
 import time
 
 from harness import RunnerTest
@@ -32,6 +33,7 @@ class Execd12(RunnerTest):
         # Outside the Landlock writable roots (/tmp here): tasks may write
         # the EXECD_ENVS file itself and nothing else in its directory.
         cls.envdir = tempfile.mkdtemp(prefix="forceai-envs-", dir="/var/tmp")
+        cls.addClassCleanup(shutil.rmtree, cls.envdir, True)
         os.chmod(cls.envdir, 0o755)
         cls.envs = os.path.join(cls.envdir, ".env")
         open(cls.envs, "w").close()

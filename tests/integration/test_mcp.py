@@ -3,6 +3,7 @@
 tests are tests/mcp/."""
 import json
 import os
+import shutil
 import socket
 import threading
 import time
@@ -274,6 +275,7 @@ class McpReset(McpBase):
     @classmethod
     def setUpClass(cls):
         cls.roots = tempfile.mkdtemp(prefix="forceai-mcp-reset-")
+        cls.addClassCleanup(shutil.rmtree, cls.roots, True)
         os.chmod(cls.roots, 0o777)
         cls.r = Runner(("--allow-reset", "--landlock-roots", cls.roots))
 

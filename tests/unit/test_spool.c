@@ -382,12 +382,12 @@ static int append_len(struct spool *s, uint32_t len, bool *unmapped)
 	return spool_append(s, SPOOL_STDOUT, buf, len);
 }
 
-static int full_disk_child(void)
+/* dir: made by the parent, which removes it (the child's mount goes with it). */
+static int full_disk_child(const char *dir)
 {
 	if (unshare(CLONE_NEWNS) < 0 || mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) < 0)
 		return 100;
-	char dir[] = "/tmp/spoolfull-XXXXXX";
-	if (!mkdtemp(dir) || mount("spooltest", dir, "tmpfs", 0, "size=16m") < 0)
+	if (mount("spooltest", dir, "tmpfs", 0, "size=16m") < 0)
 		return 101;
 	int dfd = open(dir, O_RDONLY | O_DIRECTORY);
 	struct spool_maps maps = {.n = 0, .max = 1};
@@ -438,14 +438,18 @@ TEST(full_disk_under_a_mapped_spool_is_an_error_not_sigbus)
 {
 	if (geteuid() != 0)
 		SKIP("needs root (a tmpfs of its own to fill)");
+	char dir[] = "/tmp/spoolfull-XXXXXX";
+	if (!CHECKF(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno)))
+		return;
 	fflush(stdout);
 	pid_t pid = fork();
-	if (!CHECK(pid >= 0))
-		return;
 	if (pid == 0)
-		_exit(full_disk_child());
-	int st;
-	if (!CHECK(waitpid(pid, &st, 0) == pid))
+		_exit(full_disk_child(dir));
+	int st = 0;
+	bool waited = pid > 0 && waitpid(pid, &st, 0) == pid;
+	if (rmdir(dir) < 0)
+		CHECKF(0, "rmdir %s: %s", dir, strerror(errno));
+	if (!CHECK(pid >= 0) || !CHECK(waited))
 		return;
 	CHECKF(!WIFSIGNALED(st), "killed by signal %d (SIGBUS is %d)", WTERMSIG(st), SIGBUS);
 	CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "step %d failed",
