@@ -227,12 +227,22 @@ static void update_backpressure(struct task *t)
 
 /* A map slot taken (the log wrapped: §4.3) or given back, once per change:
  * an operator sees which task holds a mapping and why it let go, and seq
- * (the records so far) places the change in the task's output. */
+ * (the records so far) places the change in the task's output. The task
+ * decides how often that happens (bursts and pauses of its own), so only
+ * its first TASK_MAP_LOGS changes are logged, then one line says so. */
+#define TASK_MAP_LOGS 32
 static void log_mapping(struct task *t, const char *why_unmapped)
 {
 	if (t->spool.mapped == t->log_mapped)
 		return;
 	t->log_mapped = t->spool.mapped;
+	if (t->map_logged >= TASK_MAP_LOGS) {
+		if (t->map_logged == TASK_MAP_LOGS && ++t->map_logged)
+			log_info("task log map changes no longer logged", "{s:s,s:i}", "task",
+				 t->id, "logged", TASK_MAP_LOGS);
+		return;
+	}
+	t->map_logged++;
 	log_info(t->log_mapped ? "task log mapped" : "task log unmapped", "{s:s,s:s,s:I}", "task",
 		 t->id, "why", t->log_mapped ? "wrapped" : why_unmapped, "seq",
 		 (json_int_t)t->spool.next_seq);

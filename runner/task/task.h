@@ -124,8 +124,9 @@ struct task {
 	/* Reads under TASK_BULK_MIN in a row: a mapped writer gives its map
 	 * slot back after TASK_SHORT_READS of them (task.c). */
 	unsigned short_reads;
-	bool log_mapped; /* what the log says of spool.mapped (log_mapping) */
-	bool cgroup;     /* has a cgroup v2 leaf named after its id */
+	bool log_mapped;     /* what the log says of spool.mapped (log_mapping) */
+	unsigned map_logged; /* map slot changes logged so far (at most TASK_MAP_LOGS) */
+	bool cgroup;         /* has a cgroup v2 leaf named after its id */
 
 	struct spool spool;
 	struct task_reader *readers;

@@ -340,6 +340,27 @@ class MappedSpool(RunnerTest):
         self.assertTrue((smalls + second).endswith(rest) and len(rest) >= 512 << 10)
 
 
+class MappedSpoolLogBound(RunnerTest):
+    """A task decides how often its map slot changes (a burst past the cap,
+    then short reads): it cannot make the runner log without end. Its first
+    32 changes are logged, then one line says the rest are not."""
+    runner_args = ("--task-log-max", "65536", "--stream-window", "16384")
+
+    def test_a_task_cycling_its_map_slot_does_not_flood_the_log(self):
+        task = ("for c in $(seq 30); do seq 1 20000; "
+                "for i in 1 2 3 4 5 6 7 8 9; do echo s; sleep 0.01; done; done")
+        ev = self.r.native({"task": task, "capability": "exec"})
+        self.assertEqual(ev[-1]["event"], "exit", ev[-1])
+        tid = ev[0]["data"]["task_id"]
+        lines = [l for l in self.r.loglines() if l.get("task") == tid and
+                 l.get("msg", "").startswith("task log ")]
+        changes = [l for l in lines if l["msg"] in ("task log mapped", "task log unmapped")]
+        stops = [l for l in lines if l["msg"] == "task log map changes no longer logged"]
+        self.assertEqual(len(changes), 32, [l["msg"] for l in lines][:40])
+        self.assertEqual(len(stops), 1, stops)
+        self.assertEqual(stops[0].get("logged"), 32)
+
+
 class Coalescing(RunnerTest):
     """A bulk writer's pipes are read in whole records and a short tail of a send
     waits for the next read (docs/design.md §15.1); neither may hold back the end
