@@ -133,6 +133,8 @@ static void set_paused(struct task *t, bool paused)
 	if (t->paused == paused)
 		return;
 	t->paused = paused;
+	if (paused)
+		t->paused_mono = monotonic_ms();
 	apply_watches(t);
 }
 
@@ -153,6 +155,10 @@ static void set_paused(struct task *t, bool paused)
 /* ... and one that has read nothing for this long (a server after its
  * burst, with nothing more to say) gives it back at the next tick. */
 #define TASK_QUIET_UNMAP_MS 1000
+/* A writer held back by its reader keeps its slot while the reader
+ * catches up, but a reader that stopped for this long keeps no slot from
+ * the other bulk writers: the task maps again at its next wrap. */
+#define TASK_PAUSED_UNMAP_MS 5000
 /* A read takes at most this much: a record of text that escapes by a few
  * percent then still fits one 64 KiB send with its framing (a larger one
  * would leave a scrap of a packet after every record). */
@@ -626,9 +632,11 @@ void tasks_tick(struct runner *r)
 			maybe_finalize(t);
 		}
 		/* A paused writer is held back by its reader, not quiet. */
-		if (t->spool.mapped && !t->paused && now - last_read_ms > TASK_QUIET_UNMAP_MS) {
+		bool stalled = t->paused && now - t->paused_mono > TASK_PAUSED_UNMAP_MS;
+		bool quiet = !t->paused && now - last_read_ms > TASK_QUIET_UNMAP_MS;
+		if (t->spool.mapped && (stalled || quiet)) {
 			spool_unmap(&t->spool);
-			log_mapping(t, "quiet");
+			log_mapping(t, stalled ? "reader stalled" : "quiet");
 		}
 	}
 	expire_records(r);

@@ -116,6 +116,7 @@ struct task {
 	unsigned char carry[2][4];
 	size_t carry_len[2];
 	bool paused;            /* backpressure: a live reader lags (§4.4) */
+	uint64_t paused_mono;   /* since when (monotonic ms), while paused */
 	bool resting;           /* coalescing: a bulk writer's pipes wait (§15.1) */
 	struct task *rest_next; /* in task_table.resting */
 	/* The last pipe read (monotonic µs): tells a bulk writer (§15.1), and a

@@ -340,6 +340,74 @@ class MappedSpool(RunnerTest):
         self.assertTrue((smalls + second).endswith(rest) and len(rest) >= 512 << 10)
 
 
+class MappedSpoolStalledReader(RunnerTest):
+    """A bulk writer held back by its reader keeps its map slot while the reader
+    catches up, but one whose reader stopped gives it back after 5 s
+    (TASK_PAUSED_UNMAP_MS): a client that stops reading keeps no slot from the
+    other bulk writers (there are four). Once the reader goes on, the task maps
+    again at its next wrap, and the stream stays byte-exact."""
+    runner_args = ("--task-log-max", "1048576", "--stream-window", "262144")
+    LINES = 3000000  # seq: 20.9 MB, far more than the sockets between hold
+    PAUSED_UNMAP_S = 5.0
+
+    def changes(self, tid):
+        return [l for l in self.r.loglines() if l.get("task") == tid and
+                l.get("msg") in ("task log mapped", "task log unmapped")]
+
+    def test_stalled_reader_gives_the_slot_back(self):
+        body = json.dumps({"task": "seq 1 %d" % self.LINES})
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32768)  # before connect: no autotuning
+        s.connect(("127.0.0.1", self.r.port))
+        self.addCleanup(s.close)
+        s.sendall(("POST /v1/tasks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   "Content-Length: %d\r\n\r\n%s" % (len(body), body)).encode())
+        s.settimeout(60)
+        events = iter_sse_events(s)
+        live, tid = b"", None
+        for ev in events:
+            if ev.get("event") == "started":
+                tid = ev["data"]["task_id"]
+            elif ev.get("event") == "stdout":
+                live += ev["data"]["text"].encode()
+                if len(live) >= 2 << 20:
+                    break
+        self.assertIsNotNone(tid)
+        # The log (1 MiB) wrapped twice over: mapped.
+        self.assertEqual([(l["msg"], l.get("why")) for l in self.changes(tid)],
+                         [("task log mapped", "wrapped")])
+        # The client stops reading: once the sockets are full the writer is
+        # paused, and 5 s later its slot goes.
+        stopped = time.time()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(self.changes(tid)) < 2:
+            time.sleep(0.1)
+        ch = self.changes(tid)
+        self.assertEqual([(l["msg"], l.get("why")) for l in ch],
+                         [("task log mapped", "wrapped"), ("task log unmapped", "reader stalled")],
+                         "a stalled reader's writer kept its map slot")
+        self.assertGreaterEqual(ch[1]["ts"] / 1000.0 - stopped, self.PAUSED_UNMAP_S - 0.1,
+                                "the slot went before the reader had stalled for 5 s")
+        with open("/proc/%d/maps" % self.r.host_pid()) as f:
+            self.assertEqual([l for l in f if self.r.state + "/" in l], [],
+                             "unmapped in the log, still in /proc/maps")
+        # The reader goes on: every byte, in order, and a new mapping at the
+        # next wrap.
+        for ev in events:
+            if ev.get("event") == "stdout":
+                live += ev["data"]["text"].encode()
+            elif ev.get("event") == "exit":
+                self.assertEqual(ev["data"]["exit_code"], 0)
+                break
+        self.assertEqual(live, b"".join(b"%d\n" % i for i in range(1, self.LINES + 1)))
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and len(self.changes(tid)) < 4:
+            time.sleep(0.1)
+        self.assertEqual([(l["msg"], l.get("why")) for l in self.changes(tid)],
+                         [("task log mapped", "wrapped"), ("task log unmapped", "reader stalled"),
+                          ("task log mapped", "wrapped"), ("task log unmapped", "pipes closed")])
+
+
 class MappedSpoolLogBound(RunnerTest):
     """A task decides how often its map slot changes (a burst past the cap,
     then short reads): it cannot make the runner log without end. Its first
