@@ -65,12 +65,46 @@ const char *task_status_name(enum task_status s)
 static void on_rest_over(struct loop *loop, struct loop_timer *timer);
 static void on_output(struct loop *loop, struct loop_watch *w, uint32_t events);
 
+/* Room for a read's worth of pipe buffers however they are aligned (a
+ * whole page each at most, some split by an earlier read). A smaller one
+ * would cut bulk reads short, and each short one rests the pipe. */
+#define TASK_DRAIN_PIPE (256 * 1024)
+
+static void drain_close(int fds[2])
+{
+	for (int i = 0; i < 2; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	fds[0] = fds[1] = -1;
+}
+
+/* 0, or -errno with fds {-1, -1}: no drain pipe, bulk output is read. */
+static int drain_open(int fds[2])
+{
+	if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) < 0) {
+		fds[0] = fds[1] = -1;
+		return -errno;
+	}
+	/* Refused where the user's pipe pages are used up (non-root mode:
+	 * the tasks' uid is the runner's). */
+	if (fcntl(fds[0], F_SETPIPE_SZ, TASK_DRAIN_PIPE) < 0) {
+		int e = errno;
+		drain_close(fds);
+		return -e;
+	}
+	return 0;
+}
+
 int tasks_init(struct runner *r)
 {
 	r->tasks = calloc(1, sizeof(*r->tasks));
 	if (!r->tasks)
 		return -1;
 	r->tasks->spool_maps.max = TASK_SPOOL_MAPS;
+	int drc = drain_open(r->tasks->drain);
+	if (drc < 0)
+		log_warn("no drain pipe: bulk output is read straight from the task's pipe",
+			 "{s:s}", "error", strerror(-drc));
 	int trc = loop_timer_init(&r->loop, &r->tasks->rest_timer, on_rest_over, r->tasks);
 	if (trc < 0)
 		log_warn(
@@ -297,6 +331,51 @@ static void maybe_finalize(struct task *t)
 		task_finalize(t);
 }
 
+/* Up to len bytes of a task's pipe into buf, as read(2) would. A bulk
+ * writer's are first spliced into the drain pipe, which moves page
+ * references under the task pipe's lock instead of copying 62 KiB under
+ * it: the task, writing into the same pipe at the same time, no longer
+ * waits on that lock (§15.3, seventh round). The drain pipe is emptied
+ * before this returns; where it cannot be, it is replaced, so no byte of
+ * one task can ever reach another's output. */
+static ssize_t read_output(struct task *t, int which, int fd, unsigned char *buf, size_t len)
+{
+	int *drain = t->r->tasks->drain;
+	if (!t->drain_next[which] || t->drain_off || drain[0] < 0)
+		return read(fd, buf, len);
+	ssize_t n = splice(fd, NULL, drain[1], NULL, len, SPLICE_F_NONBLOCK);
+	if (n < 0 && errno == EINVAL) {
+		/* Not a pipe: this task reads as it always did. */
+		t->drain_off = true;
+		return read(fd, buf, len);
+	}
+	if (n <= 0)
+		return n;
+	size_t got = 0;
+	while (got < (size_t)n) {
+		ssize_t m = read(drain[0], buf + got, (size_t)n - got);
+		if (m > 0) {
+			got += (size_t)m;
+			continue;
+		}
+		int e = m < 0 ? errno : EPIPE;
+		if (e == EINTR)
+			continue;
+		/* What is left in it belongs to this task alone: the pipe goes,
+		 * with those bytes, and a new one takes its place. */
+		log_errno("reading the drain pipe failed", e, t->id);
+		drain_close(drain);
+		int rc = drain_open(drain);
+		if (rc < 0)
+			log_errno(
+				"no drain pipe: bulk output is read straight from the task's pipe",
+				-rc, t->id);
+		errno = e;
+		return -1;
+	}
+	return n;
+}
+
 static void on_output(struct loop *loop, struct loop_watch *w, uint32_t events)
 {
 	(void)loop;
@@ -321,7 +400,7 @@ static void on_output(struct loop *loop, struct loop_watch *w, uint32_t events)
 	}
 	size_t carry = t->carry_len[which];
 	memcpy(buf, t->carry[which], carry);
-	ssize_t n = read(fd, buf + carry, TASK_READ_MAX - carry);
+	ssize_t n = read_output(t, which, fd, buf + carry, TASK_READ_MAX - carry);
 	if (n < 0 && errno == EIO)
 		n = 0; /* a terminal whose every task side is closed */
 	if (n < 0) {
@@ -361,6 +440,7 @@ static void on_output(struct loop *loop, struct loop_watch *w, uint32_t events)
 	 * of logs) gives its map slot back; a next burst maps again when it
 	 * writes over a segment. */
 	t->short_reads = (size_t)n < TASK_BULK_MIN ? t->short_reads + 1 : 0;
+	t->drain_next[which] = !t->drain_off && (size_t)n >= TASK_BULK_MIN;
 	if (t->short_reads >= TASK_SHORT_READS && t->spool.mapped)
 		spool_unmap(&t->spool);
 	log_mapping(t, "short reads");
@@ -668,6 +748,7 @@ void tasks_free_all(struct runner *r)
 	}
 	spawn_shim_free(&r->tasks->shim);
 	loop_timer_close(&r->loop, &r->tasks->rest_timer);
+	drain_close(r->tasks->drain);
 	free(r->tasks);
 	r->tasks = NULL;
 }
@@ -984,6 +1065,7 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, struct e
 	if (reaper_watch(&r->reaper, pid, on_task_exit, t) < 0)
 		log_error("out of memory watching a task", NULL);
 	t->out_fd = iop.tty ? take_fd(iop.parent_out) : take_fd(out_r);
+	t->drain_off = iop.tty;
 	t->err_fd = take_fd(err_r); /* -1 on a terminal: one stream */
 	if ((rc = task_io_attach(t, &iop)) < 0)
 		log_errno("task input unavailable", -rc, t->id);

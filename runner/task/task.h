@@ -125,6 +125,10 @@ struct task {
 	/* Reads under TASK_BULK_MIN in a row: a mapped writer gives its map
 	 * slot back after TASK_SHORT_READS of them (task.c). */
 	unsigned short_reads;
+	/* The last read of this pipe (stdout, stderr) was a bulk one: the next
+	 * is taken off through the drain pipe (task.c, read_output). */
+	bool drain_next[2];
+	bool drain_off;      /* its output is no pipe (a terminal): never spliced */
 	bool log_mapped;     /* what the log says of spool.mapped (log_mapping) */
 	unsigned map_logged; /* map slot changes logged so far (at most TASK_MAP_LOGS) */
 	bool cgroup;         /* has a cgroup v2 leaf named after its id */
@@ -187,7 +191,11 @@ struct task_table {
 	 * the rest is the same length for every task). */
 	struct task *resting;
 	struct loop_timer rest_timer; /* its fd is -1 when it could not be made */
-	struct spawn_shim shim;       /* the exec'd shim (task/spawn.h) */
+	/* A bulk writer's bytes are spliced off its pipe into this one, then
+	 * read out of it in the same turn: always empty between turns, so one
+	 * serves every task. {-1, -1} when it could not be made. */
+	int drain[2];
+	struct spawn_shim shim; /* the exec'd shim (task/spawn.h) */
 };
 
 int tasks_init(struct runner *r);

@@ -429,6 +429,82 @@ class MappedSpoolLogBound(RunnerTest):
         self.assertEqual(stops[0].get("logged"), 32)
 
 
+class DrainPipe(RunnerTest):
+    """A bulk writer's bytes are spliced off its pipe into one drain pipe that
+    all tasks share, and read out of it in the same loop turn (docs/design.md
+    §4.3). Nothing of one task may reach another's output, stdout and stderr
+    stay apart, mapped logs (4 slots) and unmapped ones alike; a writer that
+    switches its pipe to packet mode (each write a buffer of its own) or to
+    small writes after a burst loses no byte; a terminal, which cannot be
+    spliced, still streams a burst whole."""
+    runner_args = ("--task-log-max", "1048576", "--stream-window", "262144")
+    SIZE = 3000000
+
+    def stream(self, body):
+        s = raw_post(self.r.port, "/v1/tasks", json.dumps(body))
+        s.settimeout(60)
+        out = {"stdout": [], "stderr": []}
+        code = None
+        for ev in iter_sse_events(s):
+            if ev.get("event") in out:
+                d = ev["data"]
+                out[ev["event"]].append(d["text"].encode() if "text" in d
+                                        else base64.b64decode(d["data_b64"]))
+            elif ev.get("event") == "exit":
+                code = ev["data"]["exit_code"]
+        s.close()
+        return code, b"".join(out["stdout"]), b"".join(out["stderr"])
+
+    def test_concurrent_bulk_writers_keep_their_own_bytes(self):
+        import threading
+        n, results = 6, {}
+
+        def run(i):
+            lo, hi = chr(ord("a") + i), chr(ord("A") + i)
+            task = ("head -c %d /dev/zero | tr '\\0' %s & "
+                    "head -c %d /dev/zero | tr '\\0' %s >&2; wait" % (self.SIZE, lo, self.SIZE, hi))
+            results[i] = (lo, hi) + self.stream({"task": task})
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        self.assertEqual(sorted(results), list(range(n)), "some streams did not end")
+        for i, (lo, hi, code, out, err) in sorted(results.items()):
+            self.assertEqual(code, 0, "task %d" % i)
+            for name, data, want in (("stdout", out, lo), ("stderr", err, hi)):
+                stray = sorted(set(data.decode("latin-1")) - {want})
+                self.assertEqual(stray, [], "task %d %s holds bytes of others" % (i, name))
+                self.assertEqual(len(data), self.SIZE, "task %d %s" % (i, name))
+        mapped = [l for l in self.r.loglines() if l.get("msg") == "task log mapped"]
+        self.assertTrue(mapped, "no log was mapped: only half of the read paths ran")
+
+    def test_packet_mode_and_small_writes_after_a_burst(self):
+        script = ("import fcntl, os\n"
+                  "os.write(1, b'B' * 200000)\n"
+                  "fl = fcntl.fcntl(1, fcntl.F_GETFL)\n"
+                  "fcntl.fcntl(1, fcntl.F_SETFL, fl | os.O_DIRECT)\n"
+                  "for i in range(3000): os.write(1, b'%05d' % i)\n"
+                  "fcntl.fcntl(1, fcntl.F_SETFL, fl)\n"
+                  "os.write(1, b'C' * 200000)\n"
+                  "for i in range(3000): os.write(1, b'%05d' % i)\n")
+        want = (b"B" * 200000 + b"".join(b"%05d" % i for i in range(3000)) + b"C" * 200000 +
+                b"".join(b"%05d" % i for i in range(3000)))
+        with open(os.path.join(self.r.tmp, "packets.py"), "w") as f:
+            f.write(script)
+        code, out, err = self.stream({"task": "python3 %s/packets.py" % self.r.tmp})
+        self.assertEqual((code, err), (0, b""))
+        self.assertEqual(len(out), len(want))
+        self.assertTrue(out == want, "the output differs from what was written")
+
+    def test_a_terminal_streams_a_burst_whole(self):
+        code, out, _ = self.stream({"task": "head -c %d /dev/zero | tr '\\0' t" % self.SIZE,
+                                    "tty": {}})
+        self.assertEqual(code, 0)
+        self.assertEqual(out.count(b"t"), self.SIZE)
+
+
 class Coalescing(RunnerTest):
     """A bulk writer's pipes are read in whole records and a short tail of a send
     waits for the next read (docs/design.md §15.1); neither may hold back the end

@@ -252,13 +252,20 @@ class Runner:
         return int(kids[0])
 
     def _wrapped_host_pid(self, timeout=5):
-        """With wrap=[...] the runner is a descendant of the wrapper (maybe
-        under unshare too): the shallowest descendant running RUNNER."""
+        """With wrap=[...] the runner is the wrapper itself once it exec'd
+        (setpriv) or a descendant (maybe under unshare too): the shallowest
+        process running RUNNER."""
         if self._host_pid:
             return self._host_pid
         exe = os.path.realpath(self.binary)
         deadline = time.monotonic() + timeout
         while True:
+            try:
+                if os.readlink("/proc/%d/exe" % self.proc.pid) == exe:
+                    self._host_pid = self.proc.pid
+                    return self.proc.pid
+            except OSError:
+                pass
             level = [self.proc.pid]
             while level:
                 nxt = []

@@ -674,5 +674,94 @@ class StaleForegroundGroup(unittest.TestCase):
         self.assertTrue(alive, "the runner signalled a process group that reused the "
                                "terminal's stale foreground group")
 
+ATTACK_FDS = """
+import os, sys
+p = sys.argv[1]
+try:
+    os.listdir("/proc/%s/fd" % p)
+    print("LISTED")
+except OSError as e:
+    print("listdir errno", e.errno)
+opened = []
+for n in range(256):
+    for fl in (os.O_RDONLY | os.O_NONBLOCK, os.O_WRONLY | os.O_NONBLOCK):
+        try:
+            fd = os.open("/proc/%s/fd/%d" % (p, n), fl)
+        except OSError:
+            continue
+        opened.append(n)
+        try:
+            if fl & os.O_WRONLY:
+                os.write(fd, b"INJECT")
+            else:
+                print("READ", os.read(fd, 64))
+        except OSError:
+            pass
+        os.close(fd)
+print("OPENED", opened)
+"""
+
+
+class DrainPipeReach(unittest.TestCase):
+    """The drain pipe (design §4.3) carries every bulk writer's bytes: a task
+    that could open it through /proc/RUNNER/fd could read another task's
+    output or write into it. The runner is not dumpable, so its fds are not
+    a task's to open, in root mode (another uid) and in non-root mode (the
+    same uid) alike: an attacker task walks them while a victim streams."""
+
+    def attack(self, r):
+        from test_native import iter_sse_events, raw_post
+        import threading
+        with open(os.path.join(r.tmp, "attack.py"), "w") as f:
+            f.write(ATTACK_FDS)
+        victim = ("for i in $(seq 30); do head -c 1000000 /dev/zero | tr '\\0' S; "
+                  "sleep 0.05; done")
+        got = {"bytes": b"", "exit": None}
+
+        def read_victim():
+            s = raw_post(r.port, "/v1/tasks", json.dumps({"task": victim}))
+            s.settimeout(60)
+            for ev in iter_sse_events(s):
+                if ev.get("event") == "stdout":
+                    got["bytes"] += ev["data"]["text"].encode()
+                elif ev.get("event") == "exit":
+                    got["exit"] = ev["data"]["exit_code"]
+            s.close()
+
+        th = threading.Thread(target=read_victim)
+        th.start()
+        time.sleep(0.5)  # the victim is streaming: its reads go through the drain pipe
+        ev = r.execd({"command": "python3 %s/attack.py %d" % (r.tmp, r.host_pid())})
+        th.join(90)
+        out = stdout_of(ev)
+        self.assertIn("OPENED []", out, out)
+        self.assertNotIn("LISTED", out)
+        self.assertEqual(got["exit"], 0)
+        self.assertEqual(len(got["bytes"]), 30 * 1000000)
+        self.assertEqual(set(got["bytes"]), {ord("S")}, "the victim's stream holds other bytes")
+
+    def test_root_mode(self):
+        r = Runner(("--stream-window", "262144"))
+        try:
+            self.attack(r)
+        finally:
+            r.close()
+
+    @unittest.skipUnless(shutil.which("setpriv"), "needs setpriv (util-linux)")
+    def test_non_root_mode(self):
+        import tempfile
+        roots = tempfile.mkdtemp(prefix="forceai-drain-", dir="/var/tmp")
+        self.addCleanup(shutil.rmtree, roots, True)
+        os.chown(roots, TASK_UID, TASK_UID)
+        r = Runner(("--stream-window", "262144", "--landlock-roots", roots),
+                   wrap=NONROOT, owner=TASK_UID)
+        try:
+            rep = r.json("GET", "/v1/hardening")[1]
+            self.assertEqual(rep["identity"]["mode"], "non-root")
+            self.attack(r)
+        finally:
+            r.close()
+
+
 if __name__ == "__main__":
     unittest.main()
