@@ -28,7 +28,7 @@ stage() {
 	if [ $rc -ne 0 ]; then
 		failed_stages+=("$name")
 		echo "    --- last lines of $log_dir/$name.log:"
-		grep -E 'FAIL|ERROR|Error|error|Traceback|assert' "$log_dir/$name.log" | tail -30 | sed 's/^/    /'
+		grep -E 'FAIL|ERROR|Error|error|Traceback|assert|finding:' "$log_dir/$name.log" | tail -60 | sed 's/^/    /'
 		tail -15 "$log_dir/$name.log" | sed 's/^/    /'
 	fi
 }

@@ -362,15 +362,19 @@ static ssize_t read_output(struct task *t, int which, int fd, unsigned char *buf
 		if (e == EINTR)
 			continue;
 		/* What is left in it belongs to this task alone: the pipe goes,
-		 * with those bytes, and a new one takes its place. */
-		log_errno("reading the drain pipe failed", e, t->id);
+		 * with those bytes, and a new one takes its place. The task's own
+		 * pipe stays: what it writes next is read as before. */
+		log_error("reading the drain pipe failed: output lost", "{s:s, s:s, s:I}", "task",
+			  t->id, "error", strerror(e), "bytes_lost", (json_int_t)((size_t)n - got));
 		drain_close(drain);
 		int rc = drain_open(drain);
 		if (rc < 0)
 			log_errno(
 				"no drain pipe: bulk output is read straight from the task's pipe",
 				-rc, t->id);
-		errno = e;
+		if (got > 0)
+			return (ssize_t)got;
+		errno = EAGAIN;
 		return -1;
 	}
 	return n;

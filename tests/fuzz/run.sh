@@ -40,9 +40,17 @@ for t in "$@"; do
 	else
 		fail=$((fail + 1))
 		echo "    FAIL fuzz_$t (exit $rc) [$((SECONDS - t0))s] $cov"
-		# The finding, then the first stack (a deadly signal's says where it came from).
-		grep -E 'ERROR|SUMMARY|==[0-9]+==|Test unit written|fuzz(_[a-z_]+)?: |runtime error' "$log" | head -20 | sed 's/^/      /'
-		grep -E '^ +#[0-9]+ 0x' "$log" | head -24 | sed 's/^/      /'
+		# The finding, then the first stack (a deadly signal's says where it came from),
+		# then the reproducer itself: CI keeps only this output, not build/fuzz/. Each line
+		# says "finding:" so that make check's summary of a failed stage keeps it.
+		{
+			grep -E 'ERROR|SUMMARY|==[0-9]+==|Test unit written|fuzz(_[a-z_]+)?: |runtime error' "$log" | head -20
+			grep -E '^ +#[0-9]+ 0x' "$log" | head -24
+			for a in $(grep -oE 'Test unit written to [^ ]+' "$log" | sed 's/^Test unit written to //'); do
+				[ -f "$a" ] && [ "$(stat -c %s "$a")" -le 16384 ] &&
+					echo "reproducer $a, base64: $(base64 -w0 "$a")"
+			done
+		} | sed 's/^ */      finding: /'
 	fi
 done
 echo "fuzz: $pass passed, $fail failed"
