@@ -7,15 +7,18 @@
 #                        file of runner/ or tests/*/ (the verdict of --dry-run --Werror), and
 #                        says how many lines; FORMAT_DIFF=1 shows the changes
 #   make format          rewrites those files with clang-format
+#   make modgraph-selftest, make fuzzrun-selftest
+#                        the self-tests of scripts/modgraph.py and of tests/fuzz/run.sh's report
+#                        of a finding (tests/lint/)
 #
 # Needs python3, nm (binutils) and clang-format 14, Debian 12's (scripts/install-deps.sh lint).
 
 LINT_PYTHON  ?= python3
 CLANG_FORMAT ?= clang-format
 FORMAT_FILES  = $(sort $(wildcard runner/*.[ch] runner/*/*.[ch] tests/*/*.[ch]))
-LINT_CHECKS  := modgraph-selftest modgraph format-check
+LINT_CHECKS  := modgraph-selftest fuzzrun-selftest modgraph format-check
 
-.PHONY: lint modgraph modgraph-selftest format format-check
+.PHONY: lint modgraph modgraph-selftest fuzzrun-selftest format format-check
 
 # Every check runs even when an earlier one fails.
 lint:
@@ -32,6 +35,9 @@ lint:
 
 modgraph-selftest:
 	@tests/lint/test_modgraph.sh
+
+fuzzrun-selftest:
+	@tests/lint/test_fuzz_run.sh
 
 modgraph: $(OBJS)
 	@$(LINT_PYTHON) scripts/modgraph.py --root build/obj \

@@ -596,6 +596,9 @@ static void task_finalize(struct task *t)
 	append_event(t, "exit", ev);
 	json_decref(ev);
 	t->r->tasks->finished++;
+	/* Its time limit is over: a kept record holds no fd (256 of them
+	 * would otherwise each keep a timerfd, and every spawn copies them). */
+	loop_timer_close(&t->r->loop, &t->timer);
 	log_info("task finished", "{s:s,s:s,s:i,s:I}", "task", t->id, "status",
 		 task_status_name(t->status), "exit_code", t->exit_code, "duration_ms",
 		 (json_int_t)(t->finished_ms - t->started_ms));
@@ -1228,7 +1231,7 @@ static void driven_end(struct task *t, enum task_status st, int exit_code)
 	t->driver = NULL;
 	t->r->tasks->running--;
 	t->r->tasks->finished++;
-	loop_timer_stop(&t->r->loop, &t->timer);
+	loop_timer_close(&t->r->loop, &t->timer);
 }
 
 static void driven_log(struct task *t)

@@ -5,27 +5,31 @@
 # A crash, leak, timeout (FUZZ_TIMEOUT s for one input) or RSS over
 # FUZZ_RSS_MB fails the target; the reproducer is in build/fuzz/artifacts/.
 # Last line: "fuzz: N passed, N failed".
+# FUZZ_BIN_DIR (build/fuzz) holds the fuzz_T binaries, FUZZ_OUT_DIR (build/fuzz)
+# gets corpus/, artifacts/ and logs/ (tests/lint/test_fuzz_run.sh uses both).
 set -u
 cd "$(dirname "$0")/../.."
 secs=$1
 shift
 timeout_s=${FUZZ_TIMEOUT:-10}
 rss=${FUZZ_RSS_MB:-2048}
+bindir=${FUZZ_BIN_DIR:-build/fuzz}
+out=${FUZZ_OUT_DIR:-build/fuzz}
 pass=0 fail=0
-mkdir -p build/fuzz/artifacts build/fuzz/logs
+mkdir -p "$out/artifacts" "$out/logs"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1:quarantine_size_mb=64}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 for t in "$@"; do
-	bin=build/fuzz/fuzz_$t
+	bin=$bindir/fuzz_$t
 	seeds=tests/fuzz/corpus/$t
-	work=build/fuzz/corpus/$t
+	work=$out/corpus/$t
 	mkdir -p "$work"
 	args=(-max_total_time="$secs" -timeout="$timeout_s" -rss_limit_mb="$rss"
 	      -malloc_limit_mb="$rss" -detect_leaks=1 -print_final_stats=1
-	      -artifact_prefix=build/fuzz/artifacts/"$t"-)
+	      -artifact_prefix="$out/artifacts/$t-")
 	[ -f tests/fuzz/$t.dict ] && args+=(-dict=tests/fuzz/$t.dict)
 	[ -f tests/fuzz/$t.options ] && read -r -a extra <tests/fuzz/$t.options && args+=("${extra[@]}")
-	log=build/fuzz/logs/$t.log
+	log=$out/logs/$t.log
 	echo "--- fuzz_$t: ${secs}s (seeds: $(ls "$seeds" 2>/dev/null | wc -l), log: $log)"
 	t0=$SECONDS
 	# shellcheck disable=SC2086

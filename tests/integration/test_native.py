@@ -573,5 +573,32 @@ class Retention(RunnerTest):
         self.assertEqual(st3, 200)
 
 
+class KeptRecordsHoldNoFd(RunnerTest):
+    """A finished task's record is kept (256 by default) but holds no fd:
+    before, each kept its timerfd, so a busy runner sat on 256 fds it did
+    not use, and every spawn copied them into the shim's fd table."""
+
+    def test_finished_tasks_close_their_fds(self):
+        pid = self.r.host_pid()
+
+        def fds():
+            return sorted(os.readlink("/proc/%d/fd/%s" % (pid, n))
+                          for n in os.listdir("/proc/%d/fd" % pid))
+
+        # With and without a time limit (its timer is armed then).
+        self.r.native({"task": "true"})
+        self.r.native({"task": "true", "timeout_ms": 60000})
+        before = fds()
+        for i in range(30):
+            body = {"task": "echo %d" % i}
+            if i % 2:
+                body["timeout_ms"] = 60000
+            events = self.r.native(body)
+            self.assertEqual(events[-1]["data"]["exit_code"], 0, events[-1])
+        after = fds()
+        self.assertLessEqual(len(after), len(before) + 2,
+                             "30 finished tasks grew the runner's fds: %s -> %s" % (before, after))
+
+
 if __name__ == "__main__":
     unittest.main()
