@@ -571,17 +571,20 @@ int open_regular(int dirfd, const char *path, int rf_flags, size_t max, struct s
 	return fd;
 }
 
-int read_regular(int dirfd, const char *path, int rf_flags, size_t max, char **data, size_t *len)
+int read_regular(int dirfd, const char *path, int rf_flags, size_t max, char **data, size_t *len,
+		 struct stat *st)
 {
 	*data = NULL;
 	*len = 0;
-	struct stat st;
-	int fd = open_regular(dirfd, path, rf_flags, max, &st);
+	struct stat own;
+	if (!st)
+		st = &own;
+	int fd = open_regular(dirfd, path, rf_flags, max, st);
 	if (fd < 0)
 		return fd;
 	/* Read to the end, one byte past max at most: the size fstat gave may
 	 * have grown since (a task appending). */
-	size_t cap = (size_t)st.st_size + 1, n = 0;
+	size_t cap = (size_t)st->st_size + 1, n = 0;
 	char *b = malloc(cap + 1);
 	int rc = b ? 0 : -ENOMEM;
 	while (rc == 0) {

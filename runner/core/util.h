@@ -97,9 +97,11 @@ enum {
  * over max, or the open's own error. */
 #define EFTYPE_NOT_REGULAR 4200
 int open_regular(int dirfd, const char *path, int rf_flags, size_t max, struct stat *st);
-/* The whole file, NUL-terminated (malloc'd), by open_regular's rules; a
- * file that grows past max while read is -EFBIG too. 0 or -errno. */
-int read_regular(int dirfd, const char *path, int rf_flags, size_t max, char **data, size_t *len);
+/* The whole file, NUL-terminated (malloc'd), by open_regular's rules (st
+ * as there); a file that grows past max while read is -EFBIG too. 0 or
+ * -errno. */
+int read_regular(int dirfd, const char *path, int rf_flags, size_t max, char **data, size_t *len,
+		 struct stat *st);
 /* Text for open_regular's and read_regular's errors ("a FIFO, not a
  * regular file"); st (may be NULL) names the type. */
 const char *open_regular_strerror(int rc, const struct stat *st);

@@ -130,7 +130,7 @@ static json_t *npm_version(const char *path)
 		snprintf(pj, sizeof(pj), "%s/package.json", real);
 		char *data;
 		size_t len;
-		int rc = read_regular(AT_FDCWD, pj, RF_NO_SYMLINKS, 1 << 20, &data, &len);
+		int rc = read_regular(AT_FDCWD, pj, RF_NO_SYMLINKS, 1 << 20, &data, &len, NULL);
 		if (rc < 0) {
 			if (rc != -ENOENT && rc != -ENOTDIR)
 				log_warn("engine version: package.json not read", "{s:s,s:s}",

@@ -216,6 +216,21 @@ TEST(directory_is_not_a_policy)
 	CHECKF(rc < 0 && strstr(err, tmpdir) && strstr(err, "cannot read"), "directory: %s", err);
 }
 
+/* A FIFO where the policy should be (read at start, before the loop and the
+ * signals): refused at once, not waited on for a writer. */
+TEST(fifo_is_not_a_policy)
+{
+	struct error e;
+	const char *err = e.msg;
+	struct seccomp_policy p;
+	char fifo[300];
+	snprintf(fifo, sizeof(fifo), "%s/policy.fifo", scratch());
+	if (!CHECK(mkfifo(fifo, 0600) == 0))
+		return;
+	int rc = seccomp_policy_load(fifo, &p, &e);
+	CHECKF(rc < 0 && strstr(err, "cannot read: a FIFO, not a regular file"), "fifo: %s", err);
+}
+
 TEST(unreadable_file)
 {
 	struct error e;
