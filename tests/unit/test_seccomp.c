@@ -438,6 +438,31 @@ static bool same_prog(const struct seccomp_policy *a, const struct seccomp_polic
 	       a->n_allowed == b->n_allowed && a->flags == b->flags;
 }
 
+/* A FIFO where the state dir's cache would be (non-root mode: the tasks'
+ * uid may write there until main.c judges the dir): passed over at once,
+ * the policy compiled. alarm(): a blocking open fails the run instead of
+ * hanging it. */
+TEST(cache_fifo_is_passed_over)
+{
+	const char *policy = default_policy();
+	struct error e;
+	struct seccomp_policy p;
+	char dir[300], cache[340];
+	snprintf(dir, sizeof(dir), "%s/fifo-state", scratch());
+	snprintf(cache, sizeof(cache), "%s/seccomp-cache.bpf", dir);
+	if (!CHECK(mkdir(dir, 0700) == 0 && mkfifo(cache, 0600) == 0))
+		return;
+	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	alarm(20);
+	int rc = seccomp_policy_load_cached(policy, dirfd, &p, &e);
+	alarm(0);
+	CHECKF(rc == 0 && strstr(p.source, "compiled"), "fifo cache: compiled (%s)",
+	       rc ? e.msg : p.source);
+	if (rc == 0)
+		seccomp_policy_free(&p);
+	close(dirfd);
+}
+
 /* The compiled-program cache: missing -> compiled and written; then used;
  * stale (the policy changed) -> recompiled; damaged -> rejected with a
  * warning and recompiled; beside the policy (.bpf) -> used first. */
