@@ -26,6 +26,8 @@
 #define DEFAULT_TASK_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #define LINE_MAX_BYTES (1u << 20) /* a longer JSONL line is passed on cut */
 #define STDERR_TAIL 2048          /* of the CLI's stderr, for its error message */
+/* A CLI's package.json is a few KiB; up to 5 are read per engine and GET. */
+#define PACKAGE_JSON_MAX (64u << 10)
 
 /* ---- the registry ---- */
 
@@ -114,7 +116,7 @@ int engines_check_config(struct runner *r, struct error *err)
  * task can write (an npm prefix in its home on PATH), and this runs as root
  * on the loop: each package.json is opened once, never through a symlink
  * (the path was just resolved: a link now is a swap), without blocking, and
- * read only when the descriptor is a regular file of at most 1 MiB
+ * read only when the descriptor is a regular file of at most 64 KiB
  * (read_regular; a FIFO there once held PID 1 in open() for good). */
 static json_t *npm_version(const char *path)
 {
@@ -130,7 +132,8 @@ static json_t *npm_version(const char *path)
 		snprintf(pj, sizeof(pj), "%s/package.json", real);
 		char *data;
 		size_t len;
-		int rc = read_regular(AT_FDCWD, pj, RF_NO_SYMLINKS, 1 << 20, &data, &len, NULL);
+		int rc = read_regular(AT_FDCWD, pj, RF_NO_SYMLINKS, PACKAGE_JSON_MAX, &data, &len,
+				      NULL);
 		if (rc < 0) {
 			if (rc != -ENOENT && rc != -ENOTDIR)
 				log_warn("engine version: package.json not read", "{s:s,s:s}",

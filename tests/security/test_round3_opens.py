@@ -177,6 +177,8 @@ class EngineVersionLookup(unittest.TestCase):
         self.assertIsNone(hung, figs)
         self.assertTrue(ping, figs)
         self.assertIsNotNone(stopped, "SIGTERM did not end the runner within 5 s: %s" % figs)
+        # a clean exit (under ASan a leak or an error shows as another code)
+        self.assertEqual(self.r.proc.returncode, 0, self.r.logtext()[-2000:])
         self.assertGreater(answered, 20, figs)
         if bad_version:
             self.assertNotIn(bad_version, versions, figs)
@@ -310,6 +312,7 @@ class GatewayCA(unittest.TestCase):
         figure("gateway_ca_fifo", figs)
         self.assertTrue(ping, "the runner stopped answering once a gateway call began: %s" % figs)
         self.assertIsNotNone(stopped, figs)
+        self.assertEqual(self.r.proc.returncode, 0, self.r.logtext()[-2000:])
 
     def test_ca_fifo_at_start_is_refused(self):
         os.unlink(self.ca)
