@@ -26,6 +26,7 @@
 #include "confine/seccomp_policy.h"
 
 #include "core/error.h"
+#include "core/util.h"
 
 #include <seccomp.h> /* libseccomp */
 
@@ -42,6 +43,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -673,47 +675,21 @@ int seccomp_policy_read(const char *path, char **data, size_t *len, struct error
 	*len = 0;
 	if (!path || !*path)
 		return error_set(err, 0, NULL, "seccomp policy (none): no policy file configured");
-	/* Open it ourselves so the message carries the errno. */
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return error_set(err, 0, NULL, "seccomp policy %s: cannot open: %s", path,
-				 strerror(errno));
-	size_t cap = 16384, n = 0;
-	char *buf = malloc(cap + 1);
-	for (;;) {
-		if (!buf)
-			break;
-		if (n == cap) {
-			char *b = cap < (64u << 20) ? realloc(buf, 2 * cap + 1) : NULL;
-			if (!b) {
-				free(buf);
-				buf = NULL;
-				break;
-			}
-			buf = b;
-			cap *= 2;
-		}
-		ssize_t got = read(fd, buf + n, cap - n);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0) {
-			int e = errno;
-			free(buf);
-			close(fd);
-			return error_set(err, 0, NULL, "seccomp policy %s: cannot read: %s", path,
-					 strerror(e));
-		}
-		if (got == 0)
-			break;
-		n += (size_t)got;
-	}
-	close(fd);
-	if (!buf)
-		return error_set(err, 0, NULL,
-				 "seccomp policy %s: out of memory (or larger than "
-				 "64 MiB)",
-				 path);
-	buf[n] = 0;
+	/* Read at start, before the loop and the signals exist: a FIFO or a
+	 * device there must not hold PID 1 in open() or read() (read_regular:
+	 * O_NONBLOCK, a regular file by fstat, bounded). Links are followed:
+	 * the path is the operator's. */
+	struct stat st;
+	char *buf;
+	size_t n;
+	int rc = read_regular(AT_FDCWD, path, 0, 64u << 20, &buf, &n, &st);
+	if (rc < 0)
+		return error_set(err, 0, NULL, "seccomp policy %s: %s: %s", path,
+				 rc == -EFTYPE_NOT_REGULAR || rc == -EFBIG || rc == -EIO
+					 ? "cannot read"
+					 : "cannot open",
+				 rc == -EFBIG ? "larger than 64 MiB"
+					      : open_regular_strerror(rc, &st));
 	*data = buf;
 	*len = n;
 	return 0;

@@ -152,7 +152,11 @@ static enum cache_result cache_read(int dirfd, const char *name, const unsigned 
 				    struct seccomp_policy *out, char *why, size_t whylen)
 {
 	snprintf(why, whylen, "%s", "");
-	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	/* O_NONBLOCK: read before the loop and the signals exist, from the
+	 * state dir, which in non-root mode is the tasks' uid's until it is
+	 * judged (main.c): a FIFO there must not hold PID 1 in open(). The
+	 * S_ISREG check below refuses it. */
+	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0)
 		return CACHE_MISSING;
 	struct stat st;

@@ -18,6 +18,7 @@
 
 #include "core/error.h"
 #include "core/ids.h"
+#include "core/util.h"
 #include "core/version.h"
 
 enum opt_type {
@@ -320,15 +321,13 @@ static int read_secret_file(const struct src *src, char **dst, struct secret_fil
 {
 	if (path[0] != '/')
 		return bad(src, opt, path, "must be an absolute path");
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return bad(src, opt, path, strerror(errno));
+	/* Before the loop and the signals exist: a FIFO left there (by a task
+	 * of an earlier boot, on a volume) must not hold PID 1 in open().
+	 * Links are followed: Kubernetes' secret volumes are made of them. */
 	struct stat st;
-	if (fstat(fd, &st) < 0) {
-		int err = errno;
-		close(fd);
-		return bad(src, opt, path, strerror(err));
-	}
+	int fd = open_regular(AT_FDCWD, path, 0, SIZE_MAX, &st);
+	if (fd < 0)
+		return bad(src, opt, path, open_regular_strerror(fd, &st));
 	sf->path = path;
 	sf->mode = st.st_mode;
 	sf->uid = st.st_uid;

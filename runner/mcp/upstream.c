@@ -2,9 +2,11 @@
 #include "mcp/upstream.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -13,6 +15,8 @@
 #include "task/env.h"
 #include "task/pty.h"
 #include "task/task.h"
+
+#define MCP_SERVERS_MAX (1u << 20) /* bytes of --mcp-servers */
 
 enum srv_state { SRV_IDLE, SRV_STARTING, SRV_READY, SRV_FAILED };
 static const char *const STATE_NAME[] = {"idle", "starting", "ready", "failed"};
@@ -83,8 +87,19 @@ static bool valid_name(const char *n)
 
 int mcp_upstream_load(struct runner *r, const char *path, struct error *err)
 {
+	/* At start, before the loop and the signals: a FIFO or a device there
+	 * (left by a task of an earlier boot, on a volume) must not hold PID 1
+	 * in open() or read(). The operator's links are followed. */
+	char *data;
+	size_t len;
+	struct stat st;
+	int rd = read_regular(AT_FDCWD, path, 0, MCP_SERVERS_MAX, &data, &len, &st);
+	if (rd < 0)
+		return error_set(err, 0, "INVALID_CONFIG", "--mcp-servers %s: %s", path,
+				 open_regular_strerror(rd, &st));
 	json_error_t jerr;
-	json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	json_t *root = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
+	free(data);
 	if (!root)
 		return error_set(err, 0, "INVALID_CONFIG", "--mcp-servers %s: %s (line %d)", path,
 				 jerr.text, jerr.line);

@@ -2,6 +2,7 @@
 #include "model/engine.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,8 @@
 #define DEFAULT_TASK_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #define LINE_MAX_BYTES (1u << 20) /* a longer JSONL line is passed on cut */
 #define STDERR_TAIL 2048          /* of the CLI's stderr, for its error message */
+/* A CLI's package.json is a few KiB; up to 5 are read per engine and GET. */
+#define PACKAGE_JSON_MAX (64u << 10)
 
 /* ---- the registry ---- */
 
@@ -109,7 +112,12 @@ int engines_check_config(struct runner *r, struct error *err)
 }
 
 /* The npm package a CLI came from (its package.json above the real path):
- * the version without running anything. */
+ * the version without running anything. The CLI often lies in a directory a
+ * task can write (an npm prefix in its home on PATH), and this runs as root
+ * on the loop: each package.json is opened once, never through a symlink
+ * (the path was just resolved: a link now is a swap), without blocking, and
+ * read only when the descriptor is a regular file of at most 64 KiB
+ * (read_regular; a FIFO there once held PID 1 in open() for good). */
 static json_t *npm_version(const char *path)
 {
 	char real[PATH_MAX];
@@ -122,10 +130,18 @@ static json_t *npm_version(const char *path)
 		*slash = 0;
 		char pj[PATH_MAX + 16];
 		snprintf(pj, sizeof(pj), "%s/package.json", real);
-		struct stat st;
-		if (stat(pj, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > (1 << 20))
+		char *data;
+		size_t len;
+		int rc = read_regular(AT_FDCWD, pj, RF_NO_SYMLINKS, PACKAGE_JSON_MAX, &data, &len,
+				      NULL);
+		if (rc < 0) {
+			if (rc != -ENOENT && rc != -ENOTDIR)
+				log_warn("engine version: package.json not read", "{s:s,s:s}",
+					 "file", pj, "why", open_regular_strerror(rc, NULL));
 			continue;
-		json_t *j = json_load_file(pj, 0, NULL);
+		}
+		json_t *j = json_loadb(data, len, 0, NULL);
+		free(data);
 		const char *name = json_string_value(json_object_get(j, "name"));
 		const char *ver = json_string_value(json_object_get(j, "version"));
 		json_t *out = NULL;

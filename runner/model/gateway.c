@@ -3,11 +3,13 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/cleanup.h"
@@ -26,7 +28,8 @@ struct gateway {
 	size_t root_len;          /* base without a trailing "/v1" */
 	char *key;                /* the real key, or NULL (vault mode) */
 	const char *ca;
-	int in_curl; /* depth of curl calls that may run callbacks */
+	struct curl_blob ca_blob; /* ca's bytes, read once at start */
+	int in_curl;              /* depth of curl calls that may run callbacks */
 	struct gw_call *calls;
 };
 
@@ -453,8 +456,10 @@ struct gw_call *gw_call_start(struct runner *r, const struct gw_request *rq,
 		bad = 1;
 	/* "" = no proxy at all: http_proxy/HTTPS_PROXY/ALL_PROXY are ignored. */
 	bad |= curl_easy_setopt(e, CURLOPT_PROXY, r->cfg.gateway_proxy ? r->cfg.gateway_proxy : "");
-	if (gw->ca)
-		bad |= curl_easy_setopt(e, CURLOPT_CAINFO, gw->ca);
+	/* The bundle in place of the file, not beside libcurl's default one. */
+	if (gw->ca_blob.data)
+		bad |= curl_easy_setopt(e, CURLOPT_CAINFO, NULL) |
+		       curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &gw->ca_blob);
 	bad |= curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
 				(long)r->cfg.gateway_connect_timeout_ms);
 	bad |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)r->cfg.gateway_timeout_ms);
@@ -590,6 +595,24 @@ int gateway_init(struct runner *r, struct error *err)
 	}
 	gw->ca = pick_ca(r);
 	r->gateway = gw;
+	/* The bundle is read here, once, and handed to libcurl as bytes: given
+	 * the name, libcurl (mbedTLS: at every connection) opened it on the
+	 * loop, as root, blocking; where it lies in a directory a task can
+	 * write, a FIFO swapped in would hold PID 1 in open() for good.
+	 * read_regular refuses anything but a regular file of at most 16 MiB;
+	 * links are followed (the path is the operator's, system bundles are
+	 * links on some distributions). */
+	if (gw->ca) {
+		char *data;
+		size_t len;
+		struct stat st;
+		int rc = read_regular(AT_FDCWD, gw->ca, 0, 16u << 20, &data, &len, &st);
+		if (rc < 0)
+			return error_set(err, 0, NULL, "gateway CA bundle %s: %s", gw->ca,
+					 open_regular_strerror(rc, &st));
+		gw->ca_blob =
+			(struct curl_blob){.data = data, .len = len, .flags = CURL_BLOB_NOCOPY};
+	}
 	gw->multi = curl_multi_init();
 	if (!gw->multi)
 		return error_set(err, 0, NULL, "curl_multi_init failed");
@@ -626,6 +649,7 @@ void gateway_stop(struct runner *r)
 		free(gw->key);
 	}
 	free(gw->base);
+	free(gw->ca_blob.data);
 	free(gw);
 	r->gateway = NULL;
 	curl_global_cleanup();

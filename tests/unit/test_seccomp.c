@@ -216,6 +216,21 @@ TEST(directory_is_not_a_policy)
 	CHECKF(rc < 0 && strstr(err, tmpdir) && strstr(err, "cannot read"), "directory: %s", err);
 }
 
+/* A FIFO where the policy should be (read at start, before the loop and the
+ * signals): refused at once, not waited on for a writer. */
+TEST(fifo_is_not_a_policy)
+{
+	struct error e;
+	const char *err = e.msg;
+	struct seccomp_policy p;
+	char fifo[300];
+	snprintf(fifo, sizeof(fifo), "%s/policy.fifo", scratch());
+	if (!CHECK(mkfifo(fifo, 0600) == 0))
+		return;
+	int rc = seccomp_policy_load(fifo, &p, &e);
+	CHECKF(rc < 0 && strstr(err, "cannot read: a FIFO, not a regular file"), "fifo: %s", err);
+}
+
 TEST(unreadable_file)
 {
 	struct error e;
@@ -421,6 +436,31 @@ static bool same_prog(const struct seccomp_policy *a, const struct seccomp_polic
 	return a->prog.len == b->prog.len && a->prog.len &&
 	       !memcmp(a->prog.filter, b->prog.filter, a->prog.len * sizeof(*a->prog.filter)) &&
 	       a->n_allowed == b->n_allowed && a->flags == b->flags;
+}
+
+/* A FIFO where the state dir's cache would be (non-root mode: the tasks'
+ * uid may write there until main.c judges the dir): passed over at once,
+ * the policy compiled. alarm(): a blocking open fails the run instead of
+ * hanging it. */
+TEST(cache_fifo_is_passed_over)
+{
+	const char *policy = default_policy();
+	struct error e;
+	struct seccomp_policy p;
+	char dir[300], cache[340];
+	snprintf(dir, sizeof(dir), "%s/fifo-state", scratch());
+	snprintf(cache, sizeof(cache), "%s/seccomp-cache.bpf", dir);
+	if (!CHECK(mkdir(dir, 0700) == 0 && mkfifo(cache, 0600) == 0))
+		return;
+	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	alarm(20);
+	int rc = seccomp_policy_load_cached(policy, dirfd, &p, &e);
+	alarm(0);
+	CHECKF(rc == 0 && strstr(p.source, "compiled"), "fifo cache: compiled (%s)",
+	       rc ? e.msg : p.source);
+	if (rc == 0)
+		seccomp_policy_free(&p);
+	close(dirfd);
 }
 
 /* The compiled-program cache: missing -> compiled and written; then used;

@@ -1,7 +1,13 @@
 #include "core/util.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "unit.h"
 
@@ -267,4 +273,152 @@ TEST(mem_find_matches_memchr)
 	CHECK(bad == 0);
 	CHECK(mem_find("", 'x', 0) == NULL);
 	CHECK(mem_find("\xff", (char)0xff, 1) != NULL);
+}
+
+/* ---- open_regular / read_regular: files a task may have swapped ---- */
+
+static char util_dir[] = "/tmp/forceai-unit-util-XXXXXX";
+
+static const char *util_scratch(void)
+{
+	static bool made;
+	if (!made && !mkdtemp(util_dir)) {
+		perror("mkdtemp");
+		return NULL;
+	}
+	made = true;
+	return util_dir;
+}
+
+__attribute__((destructor)) static void util_remove_scratch(void)
+{
+	if (strcmp(util_dir + strlen(util_dir) - 6, "XXXXXX")) {
+		char cmd[64 + sizeof(util_dir)];
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", util_dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", util_dir);
+	}
+}
+
+static const char *util_path(const char *name)
+{
+	static char p[4][256];
+	static int i;
+	i = (i + 1) % 4;
+	snprintf(p[i], sizeof(p[i]), "%s/%s", util_scratch(), name);
+	return p[i];
+}
+
+static void util_write(const char *name, const char *data, size_t len)
+{
+	FILE *f = fopen(util_path(name), "w");
+	if (f) {
+		fwrite(data, 1, len, f);
+		fclose(f);
+	}
+}
+
+TEST(read_regular_reads_a_regular_file)
+{
+	if (!util_scratch())
+		SKIP("no scratch directory");
+	util_write("pkg.json", "{\"v\":1}", 7);
+	char *d;
+	size_t n;
+	struct stat st;
+	CHECK(read_regular(AT_FDCWD, util_path("pkg.json"), RF_NO_SYMLINKS, 100, &d, &n, &st) == 0);
+	CHECK(n == 7 && d && !strcmp(d, "{\"v\":1}"));
+	CHECK(S_ISREG(st.st_mode) && st.st_size == 7);
+	free(d);
+	/* The descriptor open_regular hands back blocks again (O_NONBLOCK cleared). */
+	int fd = open_regular(AT_FDCWD, util_path("pkg.json"), RF_NOFOLLOW, 100, NULL);
+	CHECK(fd >= 0 && !(fcntl(fd, F_GETFL) & O_NONBLOCK));
+	if (fd >= 0)
+		close(fd);
+	/* An empty file is an empty string. */
+	util_write("empty", "", 0);
+	CHECK(read_regular(AT_FDCWD, util_path("empty"), 0, 100, &d, &n, NULL) == 0 && n == 0 &&
+	      d && !d[0]);
+	free(d);
+}
+
+TEST(open_regular_refuses_a_fifo_without_blocking)
+{
+	if (!util_scratch())
+		SKIP("no scratch directory");
+	CHECK(mkfifo(util_path("fifo"), 0600) == 0);
+	/* No writer: a blocking open would never return (the test would hang). */
+	struct stat st;
+	int rc = open_regular(AT_FDCWD, util_path("fifo"), RF_NOFOLLOW, 100, &st);
+	CHECK(rc == -EFTYPE_NOT_REGULAR);
+	CHECK_STR(open_regular_strerror(rc, &st), "a FIFO, not a regular file");
+	char *d = (char *)1;
+	size_t n;
+	CHECK(read_regular(AT_FDCWD, util_path("fifo"), 0, 100, &d, &n, NULL) ==
+		      -EFTYPE_NOT_REGULAR &&
+	      d == NULL);
+}
+
+TEST(open_regular_symlinks)
+{
+	if (!util_scratch())
+		SKIP("no scratch directory");
+	util_write("target", "x", 1);
+	CHECK(symlink(util_path("target"), util_path("link")) == 0);
+	CHECK(symlink("/dev/zero", util_path("zero")) == 0);
+	struct stat st;
+	/* Refused in the last component... */
+	CHECK(open_regular(AT_FDCWD, util_path("link"), RF_NOFOLLOW, 100, NULL) == -ELOOP);
+	CHECK(open_regular(AT_FDCWD, util_path("link"), RF_NO_SYMLINKS, 100, NULL) == -ELOOP);
+	CHECK_STR(open_regular_strerror(-ELOOP, NULL), "a symbolic link, not followed");
+	/* ...followed when allowed, and what it leads to is checked. */
+	int fd = open_regular(AT_FDCWD, util_path("link"), 0, 100, NULL);
+	CHECK(fd >= 0);
+	if (fd >= 0)
+		close(fd);
+	int rc = open_regular(AT_FDCWD, util_path("zero"), 0, 100, &st);
+	CHECK(rc == -EFTYPE_NOT_REGULAR);
+	CHECK_STR(open_regular_strerror(rc, &st), "a character device, not a regular file");
+	/* A link in a directory component: only RF_NO_SYMLINKS refuses it
+	 * (openat2; where it is missing, only the last component is guarded). */
+	CHECK(mkdir(util_path("real"), 0700) == 0);
+	util_write("real/f", "y", 1);
+	CHECK(symlink(util_path("real"), util_path("dirlink")) == 0);
+	fd = open_regular(AT_FDCWD, util_path("dirlink/f"), RF_NOFOLLOW, 100, NULL);
+	CHECK(fd >= 0);
+	if (fd >= 0)
+		close(fd);
+	rc = open_regular(AT_FDCWD, util_path("dirlink/f"), RF_NO_SYMLINKS, 100, NULL);
+	struct open_how how = {.flags = O_RDONLY | O_CLOEXEC};
+	int probe = (int)syscall(SYS_openat2, AT_FDCWD, "/", &how, sizeof(how));
+	if (probe >= 0) {
+		close(probe);
+		CHECKF(rc == -ELOOP, "a link in a directory with openat2: %d", rc);
+	} else {
+		CHECKF(rc >= 0, "without openat2 the last component only: %d", rc);
+		if (rc >= 0)
+			close(rc);
+	}
+}
+
+TEST(open_regular_bounds_and_types)
+{
+	if (!util_scratch())
+		SKIP("no scratch directory");
+	char big[300];
+	memset(big, ' ', sizeof(big));
+	util_write("big", big, sizeof(big));
+	char *d;
+	size_t n;
+	CHECK(open_regular(AT_FDCWD, util_path("big"), 0, 299, NULL) == -EFBIG);
+	CHECK(read_regular(AT_FDCWD, util_path("big"), 0, 299, &d, &n, NULL) == -EFBIG);
+	CHECK(read_regular(AT_FDCWD, util_path("big"), 0, 300, &d, &n, NULL) == 0 && n == 300);
+	free(d);
+	struct stat st;
+	int rc = open_regular(AT_FDCWD, util_scratch(), 0, 100, &st);
+	CHECK(rc == -EFTYPE_NOT_REGULAR);
+	CHECK_STR(open_regular_strerror(rc, &st), "a directory, not a regular file");
+	CHECK(open_regular(AT_FDCWD, util_path("absent"), 0, 100, NULL) == -ENOENT);
+	CHECK_STR(open_regular_strerror(-ENOENT, NULL), strerror(ENOENT));
+	CHECK_STR(open_regular_strerror(-EFBIG, NULL), "larger than the limit");
 }
