@@ -2,7 +2,9 @@
 """A small stdio MCP server that misbehaves on request, behind /mcp in the tests: `echo`
 answers, `crash` exits (the runner must report it and restart the server on next use),
 `flood` writes an endless line (the runner must kill the server, not grow), `stall` never
-answers (a cancel must still end the call). Newline-delimited JSON-RPC on stdin/stdout."""
+answers (a cancel must still end the call), `spam` stops reading its stdin and writes
+server->client requests and tools/list_changed in a loop (the runner's own answers must not
+pile up: it must kill the server as stalled). Newline-delimited JSON-RPC on stdin/stdout."""
 import json
 import os
 import sys
@@ -16,7 +18,8 @@ def send(msg):
 
 TOOLS = [{"name": n, "description": d, "inputSchema": {"type": "object"}} for n, d in (
     ("echo", "echo the text argument"), ("crash", "exit at once"),
-    ("flood", "write an endless line"), ("stall", "never answer"), ("whoami", "uid and pid"))]
+    ("flood", "write an endless line"), ("stall", "never answer"), ("whoami", "uid and pid"),
+    ("spam", "stop reading; requests and list_changed in a loop"))]
 
 for line in sys.stdin:
     try:
@@ -47,5 +50,14 @@ for line in sys.stdin:
                 sys.stdout.write(chunk)
         elif name == "stall":
             pass
+        elif name == "spam":
+            k = 0
+            while True:
+                k += 1
+                sys.stdout.write('{"jsonrpc":"2.0","id":"s%d","method":"roots/list"}\n'
+                                 '{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n'
+                                 % k)
+                if k % 64 == 0:
+                    sys.stdout.flush()
     elif mid is not None:
         send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "no"}})
