@@ -11,7 +11,8 @@ token, and a stdio MCP server of the image (--mcp-servers) gone bad.
 - A POST /mcp whose body is JSON but not a JSON-RPC message is a 400 with a JSON-RPC error.
 
 Each memory figure is the runner's peak RSS (VmHWM) growth; the attack stops early once the
-runner passes RSS_CAP_KIB, so the previous code cannot eat the machine."""
+runner passes RSS_CAP_KIB, so the previous code cannot eat the machine. Under ASan or valgrind
+the RSS bounds are not checked (the figures mean nothing there) but everything else is."""
 import hashlib
 import http.client
 import json
@@ -24,6 +25,8 @@ import time
 import unittest
 
 from harness import Runner, rss_is_meaningful
+
+RSS = rss_is_meaningful()
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HOSTILE = os.path.join(os.path.dirname(HERE), "mcp", "hostile_server.py")
@@ -136,7 +139,7 @@ class Peak:
 
     def run(self):
         while not self.done.is_set():
-            if status_kib(self.pid, "VmRSS") > RSS_CAP_KIB:
+            if RSS and status_kib(self.pid, "VmRSS") > RSS_CAP_KIB:
                 self.capped.set()
             self.done.wait(0.1)
 
@@ -149,7 +152,6 @@ class Peak:
         return self.growth()
 
 
-@unittest.skipUnless(rss_is_meaningful(), "RSS figures need the plain build")
 class McpProgressWindow(unittest.TestCase):
     """Finding 3: MCP progress was an unbounded buffer."""
 
@@ -171,7 +173,8 @@ class McpProgressWindow(unittest.TestCase):
         print("\n[figure] progress, client not reading for %.1f s: runner peak RSS +%d KiB"
               % (held, growth), flush=True)
         self.assertFalse(peak.capped.is_set(), "the runner passed %d KiB" % RSS_CAP_KIB)
-        self.assertLess(growth, GROWTH_LIMIT_KIB)
+        if RSS:
+            self.assertLess(growth, GROWTH_LIMIT_KIB)
         # The stream still works: what it sends now is the command's output, in order.
         sse = SseReader(resp)
         while sse.bytes < 4 << 20:
@@ -180,7 +183,7 @@ class McpProgressWindow(unittest.TestCase):
         conn.close()  # a cancel: the command is killed
 
     def test_slow_reader_gets_all_the_output_in_order(self):
-        n = 25_000_000  # seq 1..n: 213 MB
+        n = 25_000_000 if RSS else 2_500_000  # seq 1..n: 213 MB (19 MB under ASan)
         want = hashlib.sha256()
         p = subprocess.Popen(["seq", "1", str(n)], stdout=subprocess.PIPE)
         total = 0
@@ -205,7 +208,8 @@ class McpProgressWindow(unittest.TestCase):
               "runner peak RSS +%d KiB while slow, +%d KiB in all"
               % (total // 1000000, time.monotonic() - t0, slow_growth, growth), flush=True)
         self.assertFalse(peak.capped.is_set(), "the runner passed %d KiB" % RSS_CAP_KIB)
-        self.assertLess(growth, GROWTH_LIMIT_KIB)
+        if RSS:
+            self.assertLess(growth, GROWTH_LIMIT_KIB)
         self.assertIsNotNone(sse.result)
         res = sse.result["result"]
         self.assertEqual(res["structuredContent"]["exit_code"], 0, res)
@@ -214,7 +218,6 @@ class McpProgressWindow(unittest.TestCase):
         self.assertEqual(sse.sha.hexdigest(), want.hexdigest())
 
 
-@unittest.skipUnless(rss_is_meaningful(), "RSS figures need the plain build")
 class McpServerStdinFlood(unittest.TestCase):
     """Finding 4: a stdio server that does not read its stdin made the runner queue its own
     answers to it without bound."""
@@ -262,7 +265,8 @@ class McpServerStdinFlood(unittest.TestCase):
               "in %.1f s (call %s)" % (growth, took, "answered" if "r" in out else "pending"),
               flush=True)
         self.assertFalse(peak.capped.is_set(), "the runner passed %d KiB" % RSS_CAP_KIB)
-        self.assertLess(growth, GROWTH_LIMIT_KIB)
+        if RSS:
+            self.assertLess(growth, GROWTH_LIMIT_KIB)
         self.assertIn("r", out, "the call was not ended")
         st, _, b = out["r"]
         self.assertEqual(st, 200)
