@@ -18,6 +18,7 @@ import http.client
 import json
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import threading
@@ -33,6 +34,7 @@ HOSTILE = os.path.join(os.path.dirname(HERE), "mcp", "hostile_server.py")
 
 ACCEPT_SSE = "application/json, text/event-stream"
 GROWTH_LIMIT_KIB = 32 * 1024  # the runner's peak RSS may grow this much under each attack
+GET_GROWTH_LIMIT_KIB = 2 * 1024  # ... and this much for notifications to an unread GET stream
 RSS_CAP_KIB = 256 * 1024      # the attack stops here (the old code passes it in seconds)
 
 
@@ -284,6 +286,34 @@ class McpServerStdinFlood(unittest.TestCase):
         self.assertEqual(b["result"]["content"][0]["text"], "again", b)
         s = self.server()
         self.assertEqual((s["state"], s["starts"]), ("ready", 2), s)
+
+
+    def test_unread_get_stream_gets_no_pile_of_list_changed(self):
+        """A server that changes its list again after each tools/list, while the client's GET
+        stream is not read: one list_changed waits for it, not one per change."""
+        c = http.client.HTTPConnection("127.0.0.1", self.r.port, timeout=60)
+        self.addCleanup(c.close)
+        # A small receive window, so that what is not read stays on the runner's side.
+        c.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        c.sock.settimeout(60)
+        c.sock.connect(("127.0.0.1", self.r.port))
+        c.request("GET", "/mcp", headers=self.r.headers({"Accept": "text/event-stream",
+                                                          "Mcp-Session-Id": self.mcp.sid}))
+        resp = c.getresponse()
+        self.assertEqual(resp.status, 200)
+        peak = Peak(self.pid)
+        st, _, b = self.mcp.call("hostile__churn", {"seconds": 8}, timeout=60)
+        growth = peak.stop()
+        lists = int(b["result"]["content"][0]["text"].split()[0])
+        print("\n[figure] %d list changes to an unread GET stream in 8 s: runner peak RSS "
+              "+%d KiB" % (lists, growth), flush=True)
+        self.assertGreater(lists, 1000)
+        if RSS:
+            self.assertLess(growth, GET_GROWTH_LIMIT_KIB)
+        # What waits is a list_changed; the stream still works.
+        data = resp.read1(65536)
+        self.assertIn(b"notifications/tools/list_changed", data)
 
 
 class McpNotAMessage(unittest.TestCase):
