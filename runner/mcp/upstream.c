@@ -221,19 +221,21 @@ static void call_end(struct mcp_up_call *c, json_t *result, const char *error)
 static void stop(struct mcp_server *s, const char *why, bool kill);
 
 /* Every write to the server's stdin, the runner's own (answers to its requests, tools/list,
- * cancels) as much as the client's calls, obeys the input's one high mark: a server that has
- * not taken what was queued before (over TASK_INPUT_HIGH) by the time the next message is due
- * does not read its stdin, and is stopped as stalled (§18.3). The queue so holds at most the
- * mark plus one message. */
+ * cancels) as much as the client's calls, obeys one high mark: a server that has not taken
+ * what was queued before (over the input's own mark plus one message of the largest size a
+ * client may send, so that calls in parallel are not taken for a stall) by the time the next
+ * message is due does not read its stdin, and is stopped as stalled (§18.3). The queue so
+ * holds at most the mark plus one message. */
 static bool stalled(struct mcp_server *s)
 {
-	if (!s->t || !task_input_busy(s->t))
+	uint64_t mark = TASK_INPUT_HIGH + s->set->r->cfg.mcp_max_body;
+	if (!s->t || task_input_queued(s->t) <= mark)
 		return false;
 	char why[160];
 	snprintf(why, sizeof(why),
-		 "stalled: it does not read its stdin (over %u KiB of messages waiting); killed, "
-		 "it starts again on next use",
-		 TASK_INPUT_HIGH / 1024);
+		 "stalled: it does not read its stdin (over %llu KiB of messages waiting); "
+		 "killed, it starts again on next use",
+		 (unsigned long long)(mark / 1024));
 	stop(s, why, true);
 	return true;
 }
@@ -308,13 +310,15 @@ static void stop(struct mcp_server *s, const char *why, bool kill)
 	settle(s->set);
 }
 
-/* The call is sent (or the server was stopped, and the call ended with it). */
+/* The call is sent, or the server was found stalled: then c ended (and is freed) with it. */
 static void send_call(struct mcp_server *s, struct mcp_up_call *c)
 {
 	json_t *req = c->request;
 	c->request = NULL;
-	c->id = send_request(s, "tools/call", req);
+	uint64_t id = send_request(s, "tools/call", req);
 	json_decref(req);
+	if (s->t)
+		c->id = id;
 }
 
 static void on_message(struct mcp_server *s, json_t *m)

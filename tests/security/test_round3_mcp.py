@@ -288,6 +288,27 @@ class McpServerStdinFlood(unittest.TestCase):
         self.assertEqual((s["state"], s["starts"]), ("ready", 2), s)
 
 
+    def test_parallel_large_calls_are_not_a_stall(self):
+        """The high mark leaves room for calls in parallel: two of 400 KB at once to a server
+        that reads are answered, and it is not restarted."""
+        st, _, b = self.mcp.call("hostile__echo", {"text": "up"})
+        self.assertEqual(b["result"]["content"][0]["text"], "up", b)
+        res = {}
+
+        def go(i):
+            res[i] = self.mcp.call("hostile__echo", {"text": str(i) * 400000}, id_=10 + i)
+        ths = [threading.Thread(target=go, args=(i,)) for i in range(2)]
+        for t in ths:
+            t.start()
+        for t in ths:
+            t.join()
+        for i in range(2):
+            st, _, b = res[i]
+            self.assertEqual(b["result"]["content"][0]["text"], str(i) * 400000,
+                             b["result"]["content"][0]["text"][:200])
+        s = self.server()
+        self.assertEqual((s["state"], s["starts"]), ("ready", 1), s)
+
     def test_unread_get_stream_gets_no_pile_of_list_changed(self):
         """A server that changes its list again after each tools/list, while the client's GET
         stream is not read: one list_changed waits for it, not one per change."""
