@@ -625,9 +625,11 @@ static enum MHD_Result do_post(struct http_req *req, struct mcp_req *q)
 	if (mcp_parse(q->body.data ? q->body.data : "", q->body.len, &m, &code, msg, sizeof(msg)) <
 	    0) {
 		/* Not a JSON-RPC message (not JSON, not one object of the JSON-RPC shape, a
-		 * batch): the transport cannot accept it, 400 (Streamable HTTP). Bad params of
-		 * a well-formed request are that request's error response. */
-		bool refused = code == MCP_PARSE_ERROR || code == MCP_INVALID_REQUEST;
+		 * batch), or a notification that cannot be taken (it gets no response): the
+		 * transport cannot accept it, 400 (Streamable HTTP). Bad params of a well-formed
+		 * request are that request's error response. */
+		bool refused = code == MCP_PARSE_ERROR || code == MCP_INVALID_REQUEST ||
+			       m.kind != MCP_REQUEST;
 		enum MHD_Result res =
 			answer(req, refused ? 400 : 200, mcp_error(m.id, code, msg), NULL);
 		mcp_msg_free(&m);

@@ -338,9 +338,9 @@ class McpServerStdinFlood(unittest.TestCase):
 
 
 class McpNotAMessage(unittest.TestCase):
-    """Extra: a body that is JSON but no JSON-RPC message is refused by the transport (400),
-    as the official SDK's server does; bad params of a well-formed request stay its error
-    response (200)."""
+    """Extra: a body that is JSON but no JSON-RPC message (or a notification that cannot be
+    taken) is refused by the transport (400), as the official SDK's server does; bad params of
+    a well-formed request stay its error response (200)."""
 
     def setUp(self):
         self.r = Runner()
@@ -358,6 +358,8 @@ class McpNotAMessage(unittest.TestCase):
             ('{"jsonrpc":"2.0"}', -32600),
             ('{"jsonrpc":"2.0","id":1,"method":7}', -32600),
             ('{"jsonrpc":"2.0","id":[1],"method":"ping"}', -32600),
+            # a notification that cannot be taken: it gets no response, so the transport's 400
+            ('{"jsonrpc":"2.0","method":"notifications/x","params":[1]}', -32602),
             ("{", -32700), ("", -32700), ("nul", -32700),
         ]
         got = []
