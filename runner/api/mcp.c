@@ -25,6 +25,11 @@
  * and that is a cancel (the command is killed), so it sends often. */
 #define MCP_CALL_KEEPALIVE_MS 2000
 #define MCP_SESSION_IDLE_MS (3600 * 1000ULL) /* an idle session may be evicted after this */
+/* A call's events waiting for its client: past this the command's output waits in its spool
+ * and the spool's backpressure pauses the command (§18.2), as a native stream does. */
+#define MCP_STREAM_WINDOW (64 * 1024)
+/* A GET stream's events waiting for its client: more list_changed would tell it nothing new. */
+#define MCP_GSTREAM_WINDOW (4 * 1024)
 
 struct mcp_session;
 
@@ -282,6 +287,15 @@ static void stream_produce(struct http_stream *hs)
 	(void)hs; /* events are put in hs->out as they happen */
 }
 
+/* The client took what waited: a command held back by the window reads on. This may
+ * finish the call (on_done), which only appends to hs->out. */
+static void call_produce(struct http_stream *hs)
+{
+	struct mcp_call *c = (struct mcp_call *)hs;
+	if (c->tc && buf_avail(&hs->out) < MCP_STREAM_WINDOW)
+		tool_call_resume(c->tc);
+}
+
 static void call_stream_close(struct http_stream *hs)
 {
 	/* The client closed the stream: a cancel (MCP), the command's tree is killed. */
@@ -290,7 +304,8 @@ static void call_stream_close(struct http_stream *hs)
 
 static void stream_tick(struct http_stream *hs, uint64_t now)
 {
-	if (!hs->done && now - hs->last_send_ms >= MCP_KEEPALIVE_MS) {
+	/* Only on an idle stream: a client that does not read gets no pile of keep-alives. */
+	if (!hs->done && !buf_avail(&hs->out) && now - hs->last_send_ms >= MCP_KEEPALIVE_MS) {
 		buf_append_str(&hs->out, ": keep-alive\n\n");
 		http_stream_wake(hs);
 	}
@@ -306,7 +321,7 @@ static void call_tick(struct http_stream *hs, uint64_t now)
 	http_stream_wake(hs);
 }
 
-static const struct http_stream_ops call_stream_ops = {.produce = stream_produce,
+static const struct http_stream_ops call_stream_ops = {.produce = call_produce,
 						       .close = call_stream_close,
 						       .tick = call_tick};
 
@@ -359,6 +374,13 @@ static void on_output(void *arg, int stream, const char *p, size_t n)
 	json_decref(note);
 }
 
+/* Output is taken only while the call's events fit in the window (tools.h: room). */
+static bool on_room(void *arg)
+{
+	struct mcp_call *c = arg;
+	return !c->progress_token || !c->sse || buf_avail(&c->hs.out) < MCP_STREAM_WINDOW;
+}
+
 static void call_answered(struct mcp_call *c, json_t *msg)
 {
 	call_unlink(c);
@@ -384,7 +406,9 @@ static void on_done(void *arg, struct tool_result *res)
 	call_answered(c, msg);
 }
 
-static const struct tool_call_ops mcp_tool_ops = {on_output, on_done};
+static const struct tool_call_ops mcp_tool_ops = {.output = on_output,
+						  .done = on_done,
+						  .room = on_room};
 
 /* A stdio server's answer: its result as it gave it, or an isError result saying why not. */
 static void on_upstream_done(void *arg, json_t *result, const char *error)
@@ -600,8 +624,14 @@ static enum MHD_Result do_post(struct http_req *req, struct mcp_req *q)
 	char msg[256];
 	if (mcp_parse(q->body.data ? q->body.data : "", q->body.len, &m, &code, msg, sizeof(msg)) <
 	    0) {
-		enum MHD_Result res = answer(req, code == MCP_PARSE_ERROR ? 400 : 200,
-					     mcp_error(m.id, code, msg), NULL);
+		/* Not a JSON-RPC message (not JSON, not one object of the JSON-RPC shape, a
+		 * batch), or a notification that cannot be taken (it gets no response): the
+		 * transport cannot accept it, 400 (Streamable HTTP). Bad params of a well-formed
+		 * request are that request's error response. */
+		bool refused = code == MCP_PARSE_ERROR || code == MCP_INVALID_REQUEST ||
+			       m.kind != MCP_REQUEST;
+		enum MHD_Result res =
+			answer(req, refused ? 400 : 200, mcp_error(m.id, code, msg), NULL);
 		mcp_msg_free(&m);
 		return res;
 	}
@@ -697,7 +727,10 @@ void mcp_notify_tools_changed(struct runner *r)
 				 "notifications/tools/list_changed");
 	for (struct mcp_session *s = t ? t->sessions : NULL; s; s = s->next)
 		for (struct mcp_gstream *g = s->gets; g; g = g->next)
-			sse_event(&g->hs, note);
+			/* A client that has not taken the last ones has a list_changed waiting
+			 * already (keep-alives go only to an empty queue): it refetches once. */
+			if (buf_avail(&g->hs.out) < MCP_GSTREAM_WINDOW)
+				sse_event(&g->hs, note);
 	json_decref(note);
 }
 

@@ -38,9 +38,10 @@ struct mcp_msg {
 	const char *meta_version;
 };
 
-/* Parse one message (a batch is refused: no revision served here has them). 0, or -1 with
- * the JSON-RPC error code and a message; m->id is then still set when the request had a
- * usable one (for the error response). mcp_msg_free in every case. */
+/* Parse one message (a batch is refused, docs/design.md §18.2). 0, or -1 with the JSON-RPC
+ * error code and a message; m->id is then still set when the request had a usable one (for
+ * the error response), and m->kind once the message is known to be a request or a
+ * notification (MCP_INVALID_PARAMS). mcp_msg_free in every case. */
 int mcp_parse(const char *data, size_t len, struct mcp_msg *m, int *code, char *msg, size_t msglen);
 void mcp_msg_free(struct mcp_msg *m);
 

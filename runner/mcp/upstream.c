@@ -41,6 +41,8 @@ struct mcp_server {
 	bool rd_attached;
 	struct buf line;
 	uint64_t next_id, init_id, list_id;
+	bool list_pending; /* a tools/list is out: a list_changed meanwhile asks again after it */
+	bool list_again;
 	json_t *tools;
 	struct mcp_up_call *calls; /* waiting to be sent, or for their answer */
 	unsigned starts, exits;
@@ -231,24 +233,68 @@ static void call_end(struct mcp_up_call *c, json_t *result, const char *error)
 	done(arg, result, error);
 }
 
-static void write_msg(struct mcp_server *s, json_t *msg)
+static void stop(struct mcp_server *s, const char *why, bool kill);
+
+/* Every write to the server's stdin, the runner's own (answers to its requests, tools/list,
+ * cancels) as much as the client's calls, obeys one high mark: a server that has not taken
+ * what was queued before (over the input's own mark plus one message of the largest size a
+ * client may send, so that calls in parallel are not taken for a stall) by the time the next
+ * message is due does not read its stdin, and is stopped as stalled (§18.3). The queue so
+ * holds at most the mark plus one message. */
+static bool stalled(struct mcp_server *s)
 {
-	char *text = json_dumps(msg, JSON_COMPACT);
-	struct error err;
-	if (!text || !s->t || task_input_write(s->t, text, strlen(text), &err) < 0 ||
-	    task_input_write(s->t, "\n", 1, &err) < 0)
-		log_warn("cannot write to an MCP server", "{s:s}", "server", s->name);
-	free(text);
+	uint64_t mark = TASK_INPUT_HIGH + s->set->r->cfg.mcp_max_body;
+	if (!s->t || task_input_queued(s->t) <= mark)
+		return false;
+	char why[160];
+	snprintf(why, sizeof(why),
+		 "stalled: it does not read its stdin (over %llu KiB of messages waiting); "
+		 "killed, it starts again on next use",
+		 (unsigned long long)(mark / 1024));
+	stop(s, why, true);
+	return true;
 }
 
+/* 0, or -1 when the message could not be queued (the server may have been stopped: s->t is
+ * then NULL and the caller returns). */
+static int write_msg(struct mcp_server *s, json_t *msg)
+{
+	if (!s->t || stalled(s))
+		return -1;
+	char *text = json_dumps(msg, JSON_COMPACT);
+	struct error err;
+	int rc = 0;
+	if (!text || task_input_write(s->t, text, strlen(text), &err) < 0 ||
+	    task_input_write(s->t, "\n", 1, &err) < 0) {
+		log_warn("cannot write to an MCP server", "{s:s}", "server", s->name);
+		rc = -1;
+	}
+	free(text);
+	return rc;
+}
+
+/* The request's id, or 0 when it was not sent. */
 static uint64_t send_request(struct mcp_server *s, const char *method, json_t *params)
 {
 	uint64_t id = ++s->next_id;
 	json_t *m = json_pack("{s:s,s:I,s:s,s:o}", "jsonrpc", "2.0", "id", (json_int_t)id, "method",
 			      method, "params", params ? json_incref(params) : json_object());
-	write_msg(s, m);
+	int rc = write_msg(s, m);
 	json_decref(m);
-	return id;
+	return rc < 0 ? 0 : id;
+}
+
+/* One tools/list out at a time: a server that says list_changed in a loop gets one request,
+ * and one more after its answer, not one each. */
+static void send_list(struct mcp_server *s)
+{
+	if (s->list_pending) {
+		s->list_again = true;
+		return;
+	}
+	s->list_again = false;
+	s->list_id = send_request(s, "tools/list", NULL);
+	s->list_pending = s->list_id != 0;
 }
 
 static void stop(struct mcp_server *s, const char *why, bool kill)
@@ -265,6 +311,7 @@ static void stop(struct mcp_server *s, const char *why, bool kill)
 	if (s->t && kill && !s->t->finished)
 		task_kill(s->t, TS_CANCELLED);
 	s->t = NULL;
+	s->list_pending = s->list_again = false;
 	buf_free(&s->line);
 	json_decref(s->tools);
 	s->tools = NULL;
@@ -278,11 +325,15 @@ static void stop(struct mcp_server *s, const char *why, bool kill)
 	settle(s->set);
 }
 
+/* The call is sent, or the server was found stalled: then c ended (and is freed) with it. */
 static void send_call(struct mcp_server *s, struct mcp_up_call *c)
 {
-	c->id = send_request(s, "tools/call", c->request);
-	json_decref(c->request);
+	json_t *req = c->request;
 	c->request = NULL;
+	uint64_t id = send_request(s, "tools/call", req);
+	json_decref(req);
+	if (s->t)
+		c->id = id;
 }
 
 static void on_message(struct mcp_server *s, json_t *m)
@@ -291,7 +342,7 @@ static void on_message(struct mcp_server *s, json_t *m)
 	const char *method = json_string_value(json_object_get(m, "method"));
 	if (method) {
 		if (!strcmp(method, "notifications/tools/list_changed") && s->state == SRV_READY)
-			s->list_id = send_request(s, "tools/list", NULL);
+			send_list(s);
 		else if (id) {
 			/* A request of the server's (sampling, roots...): not offered here. */
 			json_t *e = json_pack("{s:s,s:O,s:{s:i,s:s}}", "jsonrpc", "2.0", "id", id,
@@ -314,12 +365,14 @@ static void on_message(struct mcp_server *s, json_t *m)
 		}
 		json_t *note = json_pack("{s:s,s:s}", "jsonrpc", "2.0", "method",
 					 "notifications/initialized");
-		write_msg(s, note);
+		int rc = write_msg(s, note);
 		json_decref(note);
-		s->list_id = send_request(s, "tools/list", NULL);
+		if (rc == 0)
+			send_list(s);
 		return;
 	}
-	if (n == s->list_id) {
+	if (n == s->list_id && s->list_pending) {
+		s->list_pending = false;
 		json_t *tools = json_object_get(result, "tools");
 		if (!json_is_array(tools)) {
 			stop(s, "tools/list failed", true);
@@ -337,9 +390,17 @@ static void on_message(struct mcp_server *s, json_t *m)
 		log_info("mcp server ready", "{s:s,s:i}", "server", s->name, "tools",
 			 (int)json_array_size(tools));
 		if (first)
-			for (struct mcp_up_call *c = s->calls; c; c = c->next)
+			for (struct mcp_up_call *c = s->calls, *next; c; c = next) {
+				next = c->next;
 				if (c->request)
 					send_call(s, c);
+				if (!s->t)
+					return; /* stalled: stopped, its calls ended */
+			}
+		if (s->list_again)
+			send_list(s);
+		if (!s->t)
+			return;
 		if (s->set->changed)
 			s->set->changed(s->set->r);
 		settle(s->set);
@@ -476,8 +537,8 @@ struct mcp_up_call *mcp_upstream_call(struct runner *r, const char *name, json_t
 		snprintf(msg, msglen, "Unknown tool");
 		return NULL;
 	}
-	if (s->t && task_input_busy(s->t)) {
-		snprintf(msg, msglen, "server %s does not read its input", s->name);
+	if (stalled(s)) {
+		snprintf(msg, msglen, "server %s: %s", s->name, s->last_error);
 		return NULL;
 	}
 	struct mcp_up_call *c = calloc(1, sizeof(*c));
@@ -508,16 +569,18 @@ struct mcp_up_call *mcp_upstream_call(struct runner *r, const char *name, json_t
 void mcp_upstream_cancel(struct mcp_up_call *c)
 {
 	struct mcp_server *s = c->srv;
-	if (c->id && s->t) {
-		json_t *note = json_pack("{s:s,s:s,s:{s:I,s:s}}", "jsonrpc", "2.0", "method",
-					 "notifications/cancelled", "params", "requestId",
-					 (json_int_t)c->id, "reason", "the client cancelled");
-		write_msg(s, note);
-		json_decref(note);
-	}
+	uint64_t id = c->id;
+	/* Gone before the write: a server found stalled by it ends its other calls, not this. */
 	call_unlink(c);
 	json_decref(c->request);
 	free(c);
+	if (id && s->t) {
+		json_t *note = json_pack("{s:s,s:s,s:{s:I,s:s}}", "jsonrpc", "2.0", "method",
+					 "notifications/cancelled", "params", "requestId",
+					 (json_int_t)id, "reason", "the client cancelled");
+		write_msg(s, note);
+		json_decref(note);
+	}
 }
 
 bool mcp_upstream_start_all(struct runner *r)

@@ -608,7 +608,7 @@ static void on_tool_done(void *arg, struct tool_result *res)
 	tool_finished(a, res, NULL);
 }
 
-static const struct tool_call_ops agent_tool_ops = {on_tool_output, on_tool_done};
+static const struct tool_call_ops agent_tool_ops = {.output = on_tool_output, .done = on_tool_done};
 
 static void next_tool(struct agent *a)
 {

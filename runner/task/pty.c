@@ -284,6 +284,11 @@ bool task_input_busy(struct task *t)
 	return t->input && buf_avail(&t->input->pending) > TASK_INPUT_HIGH;
 }
 
+size_t task_input_queued(struct task *t)
+{
+	return t->input ? buf_avail(&t->input->pending) : 0;
+}
+
 void task_input_wait(struct task *t, struct task_input_waiter *w)
 {
 	struct task_input *in = t->input;

@@ -70,6 +70,8 @@ bool task_input_open(struct task *t);
  * once task_input_busy(), wait before writing more. */
 int task_input_write(struct task *t, const void *data, size_t len, struct error *err);
 bool task_input_busy(struct task *t);
+/* Bytes queued that the task has not taken yet (0 without input). */
+size_t task_input_queued(struct task *t);
 /* ready() once input is under half the high mark, or closed. */
 void task_input_wait(struct task *t, struct task_input_waiter *w);
 void task_input_unwait(struct task *t, struct task_input_waiter *w);

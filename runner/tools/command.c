@@ -64,8 +64,13 @@ static void on_wake(struct task_reader *rd)
 	struct tool_call *c = (struct tool_call *)((char *)rd - offsetof(struct tool_call, rd));
 	static char rbuf[SPOOL_MAX_REC];
 	struct spool_rec rec;
-	int rc;
-	while ((rc = task_reader_next(rd, &rec, rbuf)) == 1) {
+	int rc = 0;
+	for (;;) {
+		/* A caller with no room leaves the rest in the spool (tools.h: room). */
+		if (c->ops && c->ops->room && !c->ops->room(c->arg))
+			return;
+		if ((rc = task_reader_next(rd, &rec, rbuf)) != 1)
+			break;
 		if (rec.type == SPOOL_EVENT)
 			continue;
 		bool is_out = rec.type == SPOOL_STDOUT;
@@ -84,6 +89,12 @@ static void on_wake(struct task_reader *rd)
 	result(c);
 	c->child = NULL;
 	tool_call_finish(c);
+}
+
+void tool_call_resume(struct tool_call *c)
+{
+	if (c && c->rd_attached)
+		on_wake(&c->rd);
 }
 
 int tool_run_command(struct tool_call *c, json_t *args)

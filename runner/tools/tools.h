@@ -51,6 +51,11 @@ struct tool_call_ops {
 	/* The call is over: res is the caller's to free (tool_result_free). The call handle is
 	 * gone once this returns. */
 	void (*done)(void *arg, struct tool_result *res);
+	/* Optional: whether the caller takes more output now. When it says no, run_command's
+	 * output waits in the command's spool, whose reader then lags, so the spool's
+	 * backpressure pauses the command past --stream-window (§4.4) instead of the caller
+	 * queueing it; the caller calls tool_call_resume once it has room again. */
+	bool (*room)(void *arg);
 };
 
 /* The tools, as a JSON array of {name, description, inputSchema[, outputSchema]}
@@ -66,5 +71,8 @@ bool tools_known(const char *name);
 int tool_call_start(struct runner *r, const char *name, json_t *args, const struct tool_ctx *ctx,
 		    const struct tool_call_ops *ops, void *arg, struct tool_call **out,
 		    struct tool_result *res);
+/* The caller has room again (ops->room): run_command hands on the output that waited, and
+ * done is called from inside when that was all of it. Nothing for the other tools. */
+void tool_call_resume(struct tool_call *c);
 /* Stop a call that goes on (its command's tree is killed); done is not called. */
 void tool_call_cancel(struct tool_call *c);

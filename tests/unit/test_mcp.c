@@ -92,6 +92,22 @@ TEST(malformed)
 	}
 }
 
+/* /mcp answers a failed parse 400 unless it is a request with bad params (its error
+ * response): the kind must be known when the params are what failed. */
+TEST(kind_known_when_params_fail)
+{
+	struct mcp_msg m;
+	int code;
+	CHECK(parse("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\",\"params\":[1]}", &m,
+		    &code) == -1);
+	CHECK(code == MCP_INVALID_PARAMS && m.kind == MCP_NOTIFICATION && !m.id);
+	mcp_msg_free(&m);
+	CHECK(parse("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"x\",\"params\":[1]}", &m, &code) ==
+	      -1);
+	CHECK(code == MCP_INVALID_PARAMS && m.kind == MCP_REQUEST && m.id);
+	mcp_msg_free(&m);
+}
+
 TEST(versions)
 {
 	CHECK_STR(mcp_negotiate("2025-06-18"), "2025-06-18");
