@@ -5,20 +5,6 @@
 
 #include "model/engine_events.h"
 
-bool engine_session_ok(const char *s)
-{
-	size_t n = s ? strlen(s) : 0;
-	if (!n || n > 127 || s[0] == '-' || s[0] == '_')
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '-' || c == '_'))
-			return false;
-	}
-	return true;
-}
-
 int engine_command(enum engine_kind k, const struct engine_run *run, json_t *argv, json_t *env)
 {
 	if (!run->path || !run->base_url)
