@@ -121,8 +121,12 @@ class ProxyBase(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
+        rc = cls.r.stop()  # under ASan a leak or an error shows as another code
+        log = cls.r.logtext()[-3000:]
         cls.r.close()
         cls.gw.close()
+        if rc != 0:
+            raise AssertionError("runner exited %s; log tail:\n%s" % (rc, log))
 
     def setUp(self):
         self.gw.turns.clear()
@@ -241,6 +245,8 @@ for mode in ("together", "apart"):
             self.assertEqual(status, "502", mode)
             self.assertNotEqual(end, "none", "%s: the connection stayed open" % mode)
             self.assertLess(float(end), 2.0, mode)
+        rc = r.stop()
+        self.assertEqual(rc, 0, "runner exited %s; log tail:\n%s" % (rc, r.logtext()[-3000:]))
 
 
 # What a task tries against the state dir: every file under it, each
@@ -359,6 +365,8 @@ class NonRootConversations(unittest.TestCase):
         self.assertIn("SEEN", got4)
         self.assertFalse([l for l in got.splitlines()
                           if l.startswith("LIST") and "conv-" in l], got[-2000:])
+        rc = self.r.stop()
+        self.assertEqual(rc, 0, "runner exited %s; log tail:\n%s" % (rc, self.r.logtext()[-3000:]))
 
 
 if __name__ == "__main__":
