@@ -124,6 +124,7 @@ static const struct {
 	{"request_too_large", 413},
 	{"too_many_requests", 429},
 	{"budget_exceeded", 429},
+	{"budget_held", 429},
 	{"gateway_unavailable", 502},
 	{"gateway_unreachable", 502},
 	{"tls_error", 502},

@@ -7,12 +7,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/util.h"
 
 /* One candidate: fd, or -1 with the reason in why. */
 static int try_dir(const char *dir, char *why, size_t whylen)
@@ -129,4 +131,43 @@ int statedir_task_reachable(const char *dir, int ll_abi, const char *roots, char
 	}
 	free(list);
 	return hit;
+}
+
+static int memfd(const char *name)
+{
+	int m = memfd_create(name, MFD_CLOEXEC);
+	return m < 0 ? -errno : m;
+}
+
+int statedir_tmpfile(int dirfd, const char *memfd_name)
+{
+	if (dirfd < 0)
+		return memfd(memfd_name);
+	int fd = openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		return fd;
+	if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
+		return -errno;
+	if (geteuid() != 0)
+		return memfd(memfd_name);
+	/* No O_TMPFILE here: create, then unlink at once (a random name, so
+	 * that no two runners sharing the directory collide). */
+	for (int tries = 0; tries < 100; tries++) {
+		char id[33], name[64];
+		if (random_id(id) < 0)
+			return -EIO;
+		snprintf(name, sizeof(name), ".tmp-%s", id);
+		fd = openat(dirfd, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd >= 0) {
+			if (unlinkat(dirfd, name, 0) < 0) {
+				int err = errno;
+				close(fd);
+				return -err;
+			}
+			return fd;
+		}
+		if (errno != EEXIST)
+			return -errno;
+	}
+	return -EEXIST;
 }

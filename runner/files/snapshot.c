@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/statedir.h"
 
-#define STORE_NAME ".reset-snapshot"
 #define NONE UINT32_MAX
 #define HOIST_DEPTH 64     /* a deeper tree being removed is moved up to its root */
 #define MAX_RM_DEPTH 4096  /* when it cannot be moved */
@@ -731,28 +731,11 @@ static int open_dir_checked(int dfd, const char *name, const struct kstatx *want
 /* The store: one unnamed file in the state dir (gone with the runner). */
 static int store_open(struct snapshot *s, struct error *e)
 {
-	if (s->state_fd < 0) {
-		/* No state dir (non-root mode, core/statedir.h): memory only. */
-		int m = memfd_create("forceai-reset-store", MFD_CLOEXEC);
-		if (m < 0)
-			return error_set(e, errno, NULL, "cannot create the reset snapshot store");
-		s->store_fd = m;
-		return 0;
-	}
-	int fd = openat(s->state_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
-		/* No O_TMPFILE here: create, then unlink at once. */
-		unlinkat(s->state_fd, STORE_NAME, 0);
-		fd = openat(s->state_fd, STORE_NAME,
-			    O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (fd >= 0 && unlinkat(s->state_fd, STORE_NAME, 0) < 0) {
-			int err = errno;
-			close(fd);
-			return error_set(e, err, NULL, "cannot unlink the reset snapshot store");
-		}
-	}
+	/* No state dir (non-root mode, core/statedir.h): memory only. Never a
+	 * file a task could open by name. */
+	int fd = statedir_tmpfile(s->state_fd, "forceai-reset-store");
 	if (fd < 0)
-		return error_set(e, errno, NULL, "cannot create the reset snapshot store");
+		return error_set(e, -fd, NULL, "cannot create the reset snapshot store");
 	s->store_fd = fd;
 	return 0;
 }

@@ -454,7 +454,8 @@ static size_t bound_context(struct agent *a, size_t overhead)
 static void ask(struct agent *a)
 {
 	char why[256];
-	if (!budget_admit(&a->b, why, sizeof(why))) {
+	/* One call at a time: nothing to hold against concurrent ones. */
+	if (budget_admit(&a->b, 0, why, sizeof(why)) != BUDGET_ADMIT) {
 		budget_over(a);
 		return;
 	}

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
+#include "core/statedir.h"
 #include "core/util.h"
 #include "task/task.h"
 
@@ -21,17 +22,13 @@ static struct conversations *table(struct runner *r)
 	return r->conversations;
 }
 
-static void file_name(const struct conversation *c, char out[48])
+/* The history is dropped with its fd: an unnamed file is gone when closed. */
+static void unlink_history(struct runner *r, struct conversation *c)
 {
-	snprintf(out, 48, "conv-%s.json", c->id);
-}
-
-static void unlink_history(struct runner *r, const struct conversation *c)
-{
-	char name[48];
-	file_name(c, name);
-	if (r->state_dir_fd >= 0 && unlinkat(r->state_dir_fd, name, 0) < 0 && errno != ENOENT)
-		log_errno("cannot remove a conversation's history", errno, c->id);
+	(void)r;
+	if (c->history_fd >= 0 && close(c->history_fd) < 0)
+		log_errno("close of a conversation's history failed", errno, c->id);
+	c->history_fd = -1;
 }
 
 static void unlink_conv(struct runner *r, struct conversation *c)
@@ -117,6 +114,7 @@ struct conversation *conv_claim(struct runner *r, const char *id, enum engine_ki
 		return NULL;
 	}
 	c->engine = k;
+	c->history_fd = -1;
 	c->busy = CLAIMED;
 	c->used_ms = monotonic_ms();
 	c->next = tb->head;
@@ -149,15 +147,14 @@ void conv_abandon(struct runner *r, struct conversation *c)
 
 json_t *conv_load(struct runner *r, const struct conversation *c)
 {
-	char name[48];
-	file_name(c, name);
-	if (r->state_dir_fd < 0)
+	(void)r;
+	if (c->history_fd < 0)
 		return NULL;
-	int fd = openat(r->state_dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
+	if (lseek(c->history_fd, 0, SEEK_SET) < 0) {
+		log_errno("lseek of a conversation's history failed", errno, c->id);
 		return NULL;
-	json_t *m = json_loadfd(fd, 0, NULL);
-	close(fd);
+	}
+	json_t *m = json_loadfd(c->history_fd, 0, NULL);
 	if (m && !json_is_array(m)) {
 		json_decref(m);
 		return NULL;
@@ -165,27 +162,23 @@ json_t *conv_load(struct runner *r, const struct conversation *c)
 	return m;
 }
 
-int conv_save(struct runner *r, const struct conversation *c, json_t *messages)
+int conv_save(struct runner *r, struct conversation *c, json_t *messages)
 {
-	char name[48], tmp[56];
-	file_name(c, name);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
-	if (r->state_dir_fd < 0)
-		return -EBADF;
 	if (c->forgotten)
 		return 0; /* a reset came first: nothing of it is kept */
-	int fd = openat(r->state_dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-			0600);
+	/* A new unnamed file each time, swapped in when whole: a failed write
+	 * leaves the last history as it was. Named files (conv-ID.json, 0600)
+	 * were readable by every task in non-root mode, whose uid is ours. */
+	int fd = statedir_tmpfile(r->state_dir_fd, "forceai-conversation");
 	if (fd < 0)
-		return -errno;
-	int rc = json_dumpfd(messages, fd, JSON_COMPACT) < 0 ? -EIO : 0;
-	if (close(fd) < 0 && !rc)
-		rc = -errno;
-	if (!rc && renameat(r->state_dir_fd, tmp, r->state_dir_fd, name) < 0)
-		rc = -errno;
-	if (rc)
-		unlinkat(r->state_dir_fd, tmp, 0);
-	return rc;
+		return fd;
+	if (json_dumpfd(messages, fd, JSON_COMPACT) < 0) {
+		close(fd);
+		return -EIO;
+	}
+	unlink_history(r, c);
+	c->history_fd = fd;
+	return 0;
 }
 
 unsigned conv_forget_all(struct runner *r)
@@ -223,6 +216,7 @@ void conv_free_all(struct runner *r)
 	while (tb->head) {
 		struct conversation *c = tb->head;
 		tb->head = c->next;
+		unlink_history(r, c);
 		free(c->cwd);
 		free(c);
 	}

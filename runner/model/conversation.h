@@ -1,7 +1,8 @@
 /* Conversations of agent tasks (docs/design.md §19.4): every agent task has one (reported as
  * `conversation` in `started`); a later task with "conversation": ID continues it. The runner
- * keeps the table in memory: for the built-in engine the bounded history is a file in the state
- * dir (conv-ID.json), for a CLI engine the CLI's own session id (its session files live in the
+ * keeps the table in memory: for the built-in engine the bounded history is an unnamed file held
+ * by its fd (O_TMPFILE in the state dir, or a memfd: no task can name or open it, §16.2), for a
+ * CLI engine the CLI's own session id (its session files live in the
  * task user's home, where the CLI keeps them). A conversation is used by one task at a time;
  * POST /v1/reset forgets them all. */
 #pragma once
@@ -22,6 +23,7 @@ struct conversation {
 	enum engine_kind engine;
 	char session[128]; /* a CLI engine's own session id ("" until it said) */
 	char *cwd;
+	int history_fd;    /* the built-in engine's saved messages (unnamed), or -1 */
 	struct task *busy; /* the agent task using it now, or NULL */
 	uint64_t used_ms;  /* last claimed (monotonic) */
 	unsigned tasks;    /* tasks that used it */
@@ -50,7 +52,7 @@ void conv_abandon(struct runner *r, struct conversation *c);
 /* The built-in engine's messages (new reference), or NULL when none were saved. */
 json_t *conv_load(struct runner *r, const struct conversation *c);
 /* 0, or -errno (logged by the caller). */
-int conv_save(struct runner *r, const struct conversation *c, json_t *messages);
+int conv_save(struct runner *r, struct conversation *c, json_t *messages);
 
 /* POST /v1/reset: every conversation and its saved history. The number forgotten. */
 unsigned conv_forget_all(struct runner *r);

@@ -170,7 +170,7 @@ static void result(struct engine_parser *p, json_t *o)
 {
 	const char *sub = engine_str(o, "subtype");
 	const char *res = engine_str(o, "result");
-	if (engine_str(o, "session_id"))
+	if (engine_session_ok(engine_str(o, "session_id")))
 		snprintf(p->session, sizeof(p->session), "%s", engine_str(o, "session_id"));
 	/* The last result decides (a resumed stream may carry more than one). */
 	p->done = p->failed = p->hit_max_turns = false;
@@ -201,7 +201,7 @@ void claude_parse(struct engine_parser *p, json_t *o)
 {
 	const char *type = engine_str(o, "type");
 	if (!strcmp(type, "system")) {
-		if (engine_str(o, "session_id") && !p->session[0])
+		if (engine_session_ok(engine_str(o, "session_id")) && !p->session[0])
 			snprintf(p->session, sizeof(p->session), "%s", engine_str(o, "session_id"));
 		engine_pass(p, o);
 	} else if (!strcmp(type, "stream_event")) {

@@ -212,7 +212,10 @@ void codex_parse(struct engine_parser *p, json_t *o)
 {
 	const char *type = engine_str(o, "type");
 	if (!strcmp(type, "thread.started") && engine_str(o, "thread_id")) {
-		snprintf(p->session, sizeof(p->session), "%s", engine_str(o, "thread_id"));
+		/* It goes on the next run's command line (resume ID): only a
+		 * well-formed one is kept. */
+		if (engine_session_ok(engine_str(o, "thread_id")))
+			snprintf(p->session, sizeof(p->session), "%s", engine_str(o, "thread_id"));
 		engine_pass(p, o);
 	} else if (!strncmp(type, "item.", 5)) {
 		item_event(p, type, o);

@@ -132,3 +132,17 @@ void engine_emit(struct engine_parser *p, const char *name, json_t *ev)
 		p->emit(p->arg, name, ev);
 	json_decref(ev);
 }
+
+bool engine_session_ok(const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+	if (!n || n > 127 || s[0] == '-' || s[0] == '_')
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '-' || c == '_'))
+			return false;
+	}
+	return true;
+}

@@ -33,6 +33,12 @@ struct engine_run {
  * a string is not valid. */
 int engine_command(enum engine_kind k, const struct engine_run *run, json_t *argv, json_t *env);
 
+/* Whether a CLI's session id may go on its command line: 1 to 127 of
+ * [A-Za-z0-9_-] (Codex's thread ids and Claude Code's session ids are
+ * UUIDs), starting with a letter or digit, so it is never read as an
+ * option. The parsers keep no other, and engine_command refuses one. */
+bool engine_session_ok(const char *s);
+
 /* Called for every event (data borrowed: copy what you keep). */
 typedef void (*engine_emit_fn)(void *arg, const char *name, json_t *data);
 

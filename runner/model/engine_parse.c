@@ -9,6 +9,9 @@ int engine_command(enum engine_kind k, const struct engine_run *run, json_t *arg
 {
 	if (!run->path || !run->base_url)
 		return -1;
+	/* The CLI's output chose it: never an option, never a second word. */
+	if (run->session && *run->session && !engine_session_ok(run->session))
+		return -1;
 	switch (k) {
 	case ENGINE_CODEX:
 		return codex_command(run, argv, env);

@@ -83,8 +83,13 @@ struct mp_req {
 	bool send_paused;  /* curl waits for body bytes */
 	bool discard;      /* the rest of the body goes nowhere */
 	bool too_big, start_failed;
-	bool counted; /* in tok->inflight */
-	bool called;  /* the gateway call was started (it may be over) */
+	bool counted;  /* in tok->inflight */
+	bool called;   /* the gateway call was started (it may be over) */
+	bool admitted; /* by the budget: holds `hold` tokens until settled */
+	bool settled;  /* charged, its hold released */
+	uint64_t hold;
+	uint64_t out_bytes;     /* of a 200 answer, from the gateway */
+	uint64_t out_at_report; /* out_bytes when the answer last reported usage */
 	enum mp_state state;
 	bool responded;
 	struct gw_call *call;
@@ -142,6 +147,16 @@ static enum MHD_Result mp_fail(struct mp_req *q, const struct error *e)
 	 * Claude Code) honour this and do not retry the 429. */
 	if (!strcmp(error_code(e), "budget_exceeded"))
 		MHD_add_response_header(resp, "x-should-retry", "false");
+	/* The gateway could not be reached (502) or did not answer (504): the
+	 * connection is closed with the answer. Kept alive, it waited
+	 * MP_NEXT_HEAD_MS for a next request, and a client that reads to the
+	 * end of the connection saw its 502 only after 30 s. */
+	if (status == 502 || status == 504)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+	/* Held by the task's calls in flight: the budget decides again when
+	 * they end. */
+	if (!strcmp(error_code(e), "budget_held"))
+		MHD_add_response_header(resp, "Retry-After", "1");
 	q->responded = true;
 	enum MHD_Result rc = MHD_queue_response(q->conn, status, resp);
 	MHD_destroy_response(resp);
@@ -231,10 +246,70 @@ static int up_data(struct gw_call *c, void *arg, const char *p, size_t n)
 	if (n && buf_append(&q->out, p, n) < 0)
 		return -1;
 	mem_take(q->p, n);
-	if (q->scanning)
+	if (q->scanning) {
+		uint64_t reports = q->us.reports;
 		wire_scan_feed(&q->us, p, n);
+		q->out_bytes += n;
+		if (q->us.reports != reports)
+			q->out_at_report = q->out_bytes;
+	}
 	wake(q);
 	return 0;
+}
+
+/* Every admitted call is settled once, however it ended (docs/design.md
+ * §17.4): its hold released, and charged
+ * - a whole 200 answer: the usage it reported, or, none reported, an
+ *   estimate (the request's bytes as input, the answer's as output);
+ * - a 200 answer cut short (the client hung up, the gateway broke off):
+ *   what it reported so far plus the answer bytes after that report as
+ *   output (nothing reported: the estimate of a whole one);
+ * - no answer, but the gateway had the whole request when the client left
+ *   or its time ran out: the hold itself (input estimate + BUDGET_OUT_HOLD),
+ *   since the model may have written all of it (a non-streamed answer
+ *   comes at once, at the end);
+ * - any other status, or the gateway never reached: nothing (no model ran).
+ * gone: the client left before the answer ended. */
+static void settle(struct mp_req *q, bool gone)
+{
+	struct mp_token *k = q->tok;
+	if (q->settled || !q->admitted || !k)
+		return;
+	q->settled = true;
+	bool answer = q->head && q->status == 200;
+	if (q->scanning) {
+		q->scanning = false;
+		wire_scan_eof(&q->us);
+	}
+	bool whole = answer && !gone && q->eof && q->err == GW_OK;
+	struct mu_usage u = {0};
+	bool charge = false;
+	if (answer && q->us.has_usage && (whole || !q->rt.metered)) {
+		u = q->us.usage;
+		charge = true;
+	} else if (answer && q->rt.metered) {
+		bool rep = q->us.has_usage;
+		budget_estimate(&u, rep ? &q->us.usage : NULL, q->body_seen,
+				q->out_bytes - (rep ? q->out_at_report : 0));
+		if (!rep)
+			k->b.unmetered++;
+		k->b.estimated++;
+		charge = true;
+	} else if (!q->head && q->rt.metered && q->called && q->body_done &&
+		   (gone || q->err == GW_TIMEOUT)) {
+		u.prompt_tokens = (int64_t)budget_tokens_of(q->body_seen);
+		u.completion_tokens = BUDGET_OUT_HOLD;
+		u.total_tokens = u.prompt_tokens + u.completion_tokens;
+		k->b.estimated++;
+		charge = true;
+	}
+	budget_settle(&k->b, q->hold, charge ? &u : NULL);
+	if (charge && gone)
+		log_info("model call ended by the client: charged", "{s:s,s:s,s:I,s:b}", "task",
+			 k->t ? k->t->id : "", "format", q->w->name, "total_tokens",
+			 (json_int_t)u.total_tokens, "reported", q->us.has_usage);
+	if (charge && k->t && k->watch && k->watch->usage)
+		k->watch->usage(k->watch->arg, &k->b);
 }
 
 static void up_done(struct gw_call *c, void *arg, enum gw_err err, const char *msg)
@@ -245,21 +320,7 @@ static void up_done(struct gw_call *c, void *arg, enum gw_err err, const char *m
 	q->eof = true;
 	q->err = err;
 	snprintf(q->errmsg, sizeof(q->errmsg), "%s", msg ? msg : "");
-	if (q->scanning) {
-		/* What an answer cut mid-stream used is charged too: the
-		 * gateway bills the tokens it reported. */
-		q->scanning = false;
-		wire_scan_eof(&q->us);
-		struct mp_token *k = q->tok;
-		if (k && k->t) {
-			if (q->us.has_usage)
-				budget_charge(&k->b, &q->us.usage);
-			else if (q->rt.metered)
-				k->b.unmetered++;
-			if (q->us.has_usage && k->watch && k->watch->usage)
-				k->watch->usage(k->watch->arg, &k->b);
-		}
-	}
+	settle(q, false);
 	wake(q);
 }
 
@@ -384,6 +445,13 @@ static enum MHD_Result take_body(struct mp_req *q, const char *data, size_t *siz
 			return MHD_NO;
 		mem_take(q->p, take);
 		q->body_seen += take;
+		/* A chunked body (or one longer than it said) holds what it
+		 * turns out to be. */
+		uint64_t in = budget_tokens_of(q->body_seen);
+		if (q->admitted && q->hold && !q->settled && in + BUDGET_OUT_HOLD > q->hold) {
+			budget_hold_more(&q->tok->b, in + BUDGET_OUT_HOLD - q->hold);
+			q->hold = in + BUDGET_OUT_HOLD;
+		}
 		*size -= take;
 		if (q->send_paused) {
 			q->send_paused = false;
@@ -619,14 +687,6 @@ static enum MHD_Result begin(struct mp_req *q, const char *method)
 	if ((q->post && !q->rt.post) || (!q->post && (strcmp(method, "GET") || !q->rt.get)))
 		return mp_failf(q, "method_not_allowed", "method %.16s is not allowed on %.200s",
 				method, path);
-	char why[256];
-	if (!budget_admit(&k->b, why, sizeof(why))) {
-		log_warn("model call refused: budget spent", "{s:s,s:s,s:s}", "task",
-			 k->t ? k->t->id : "", "format", q->w->name, "why", why);
-		if (k->watch && k->watch->refused)
-			k->watch->refused(k->watch->arg, &k->b);
-		return mp_failf(q, "budget_exceeded", "%s", why);
-	}
 	wire_scan_init(&q->us, q->w);
 	const char *acc = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
 	if (acc && strlen(acc) < sizeof(q->accept))
@@ -652,6 +712,26 @@ static enum MHD_Result begin(struct mp_req *q, const char *method)
 					MP_MAX_BODY);
 		q->content_length = (long long)v;
 	}
+	/* A metered call holds its input's estimate and BUDGET_OUT_HOLD until
+	 * it is settled: concurrent calls cannot all start on one remainder. */
+	uint64_t hold = q->rt.metered
+				? budget_tokens_of(
+					  q->content_length > 0 ? (uint64_t)q->content_length : 0) +
+					  BUDGET_OUT_HOLD
+				: 0;
+	char why[256];
+	enum budget_verdict v = budget_admit(&k->b, hold, why, sizeof(why));
+	if (v == BUDGET_HELD)
+		return mp_failf(q, "budget_held", "%s", why);
+	if (v != BUDGET_ADMIT) {
+		log_warn("model call refused: budget spent", "{s:s,s:s,s:s}", "task",
+			 k->t ? k->t->id : "", "format", q->w->name, "why", why);
+		if (k->watch && k->watch->refused)
+			k->watch->refused(k->watch->arg, &k->b);
+		return mp_failf(q, "budget_exceeded", "%s", why);
+	}
+	q->admitted = true;
+	q->hold = hold;
 	return MHD_YES;
 }
 
@@ -728,8 +808,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		return;
 	}
 	gate_request_ends(conn);
-	if (q->call)
+	if (q->call) {
 		gw_call_cancel(q->call);
+		q->call = NULL;
+	}
+	/* The client left before the answer ended: charged all the same. */
+	settle(q, true);
 	if (q->counted)
 		q->tok->inflight--;
 	if (q->tok)
@@ -814,6 +898,12 @@ json_t *modelproxy_report(struct runner *r)
 	json_object_set_new(o, "wire_formats",
 			    json_pack("[s,s,s]", wire_openai.name, wire_anthropic.name,
 				      wire_gemini.name));
+	/* What a metered call holds of max_tokens while in flight, and how
+	 * an answer that did not report its usage is charged (§17.4). */
+	json_object_set_new(o, "budget_hold",
+			    json_pack("{s:s,s:i,s:i}", "per_call", "input estimate + output hold",
+				      "output_hold_tokens", BUDGET_OUT_HOLD, "bytes_per_token",
+				      BUDGET_BYTES_PER_TOKEN));
 	json_object_set_new(o, "task_budget_defaults",
 			    json_pack("{s:I,s:I}", "max_tokens", (json_int_t)r->cfg.task_max_tokens,
 				      "max_model_requests",

@@ -65,7 +65,13 @@ bool wire_header_forwarded(const char *name)
 static void take(void *arg, const char *event, json_t *j)
 {
 	struct wire_scan *s = arg;
+	bool had = s->has_usage;
+	struct mu_usage before = s->usage;
 	s->w->take(s, event, j);
+	/* The proxy estimates what an answer cut short used after its last
+	 * report (budget_estimate): it needs to know where that was. */
+	if (s->has_usage && (!had || memcmp(&before, &s->usage, sizeof(before))))
+		s->reports++;
 }
 
 void wire_scan_init(struct wire_scan *s, const struct wire *w)

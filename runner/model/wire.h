@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "model/usage.h"
 
@@ -67,7 +68,8 @@ struct wire_scan {
 	struct mu_frame frame;
 	bool has_usage;
 	struct mu_usage usage;
-	int64_t fmt[4]; /* the format's running counts between events */
+	uint64_t reports; /* JSON values that set or changed usage */
+	int64_t fmt[4];   /* the format's running counts between events */
 };
 void wire_scan_init(struct wire_scan *s, const struct wire *w);
 void wire_scan_feed(struct wire_scan *s, const char *p, size_t n);

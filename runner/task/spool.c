@@ -1,6 +1,7 @@
 #include "task/spool.h"
 
 #include "core/log.h"
+#include "core/statedir.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,30 +13,10 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+/* Never a file a task could open by name (core/statedir.h). */
 static int tmpfile_in(int dirfd)
 {
-	if (dirfd < 0) {
-		/* No state dir (non-root mode, statedir.h): memory only. */
-		int m = memfd_create("forceai-spool", MFD_CLOEXEC);
-		return m < 0 ? -errno : m;
-	}
-	int fd = openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL))
-		return fd < 0 ? -errno : fd;
-	/* Filesystems without O_TMPFILE: create, then unlink at once. */
-	static unsigned long counter;
-	char name[64];
-	for (int tries = 0; tries < 100; tries++) {
-		snprintf(name, sizeof(name), ".spool-%d-%lu", (int)getpid(), ++counter);
-		fd = openat(dirfd, name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600);
-		if (fd >= 0) {
-			unlinkat(dirfd, name, 0);
-			return fd;
-		}
-		if (errno != EEXIST)
-			return -errno;
-	}
-	return -EEXIST;
+	return statedir_tmpfile(dirfd, "forceai-spool");
 }
 
 static void seg_free_mem(struct spool_seg *g)

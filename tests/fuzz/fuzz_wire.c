@@ -31,7 +31,9 @@ static void scan(const struct wire *w, const uint8_t *p, size_t n, size_t piece,
 
 static void same(const struct wire_scan *a, const struct wire_scan *b, const char *what)
 {
-	if (a->has_usage != b->has_usage ||
+	/* reports too: the proxy's estimate of a cut answer starts where the
+	 * last report was (budget_estimate). */
+	if (a->has_usage != b->has_usage || a->reports != b->reports ||
 	    (a->has_usage && memcmp(&a->usage, &b->usage, sizeof(a->usage)))) {
 		fprintf(stderr, "usage depends on split points (%s)\n", what);
 		abort();

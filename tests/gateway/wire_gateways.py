@@ -39,11 +39,13 @@ def a_tool(name, args, tool_id="toolu_01", usage=(30, 12), split=5, text=None):
                 split=split, crlf=False, cut_after=None, error_event=None, drip=0.0)
 
 
-def g_text(text, usage=(8, 4), thoughts=0, cached=0, split=9, cut_after=None):
+def g_text(text, usage=(8, 4), thoughts=0, cached=0, split=9, cut_after=None, chunks=3,
+           drip=0.0):
     """A Gemini answer: SSE (alt=sse), a JSON array (stream without alt=sse)
-    or one JSON response (generateContent)."""
+    or one JSON response (generateContent), in `chunks` chunks; drip: seconds
+    between the pieces written (SSE)."""
     return Turn("gemini", text=text, usage=usage, thoughts=thoughts, cached=cached, split=split,
-                cut_after=cut_after)
+                cut_after=cut_after, chunks=chunks, drip=drip)
 
 
 def anthropic_error(code, typ, msg, headers=None):
@@ -314,7 +316,8 @@ def gemini_request(h, gw, rec, method):
     p, c = turn.usage
     chunks = []
     t = turn.text
-    step = max(1, (len(t) + 2) // 3)
+    n_chunks = getattr(turn, "chunks", 3)
+    step = max(1, (len(t) + n_chunks - 1) // n_chunks)
     parts = [t[i:i + step] for i in range(0, len(t), step)] or [""]
     for n, piece in enumerate(parts):
         last = n == len(parts) - 1
@@ -340,7 +343,8 @@ def gemini_request(h, gw, rec, method):
         return
     if q.get("alt") == ["sse"]:
         data = "".join("data: %s\r\n\r\n" % json.dumps(ch) for ch in chunks).encode()
-        _send_pieces(h, 200, "text/event-stream", data, turn.split, turn.cut_after)
+        _send_pieces(h, 200, "text/event-stream", data, turn.split, turn.cut_after,
+                     getattr(turn, "drip", 0.0))
     else:
         # without alt=sse: one JSON array, written as it is produced
         data = ("[" + ",\r\n".join(json.dumps(ch, indent=1) for ch in chunks) + "]").encode()

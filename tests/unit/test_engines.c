@@ -3,6 +3,7 @@
  * engine.event, and the command lines. The Codex lines are as Codex CLI
  * 0.171.0 wrote them (`codex exec --json`) in tests/engines. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "model/engine_events.h"
 #include "unit.h"
@@ -240,6 +241,56 @@ static bool has(json_t *argv, const char *s)
 		if (!strcmp(arg(argv, i), s))
 			return true;
 	return false;
+}
+
+/* The session id a CLI printed goes on the next run's command line
+ * (codex exec resume ID, claude --resume ID): one that starts with '-'
+ * would be read as an option, so the parser keeps only well-formed ones
+ * and the command line refuses any other. */
+TEST(session_ids_checked)
+{
+	CHECK(engine_session_ok("01a230d4-00e6-7fa3-a831-e2c10ef652c4"));
+	CHECK(engine_session_ok("sess_1"));
+	CHECK(!engine_session_ok("--dangerously-bypass-approvals-and-sandbox"));
+	CHECK(!engine_session_ok("-c"));
+	CHECK(!engine_session_ok(""));
+	CHECK(!engine_session_ok(NULL));
+	CHECK(!engine_session_ok("a b"));
+	CHECK(!engine_session_ok("a=b"));
+	CHECK(!engine_session_ok("x/../y"));
+	char longid[140];
+	memset(longid, 'a', sizeof(longid) - 1);
+	longid[sizeof(longid) - 1] = 0;
+	CHECK(!engine_session_ok(longid));
+
+	struct rec r = {0};
+	struct engine_parser p;
+	engine_parser_init(&p, ENGINE_CODEX, on_emit, &r);
+	feed(&p, "{\"type\":\"thread.started\",\"thread_id\":\"-c\"}");
+	CHECK_STR(p.session, "");
+	feed(&p, "{\"type\":\"thread.started\",\"thread_id\":"
+		 "\"01a230d4-00e6-7fa3-a831-e2c10ef652c4\"}");
+	CHECK_STR(p.session, "01a230d4-00e6-7fa3-a831-e2c10ef652c4");
+	engine_parser_free(&p);
+	rec_free(&r);
+
+	engine_parser_init(&p, ENGINE_CLAUDE, on_emit, &r);
+	feed(&p, "{\"type\":\"system\",\"subtype\":\"init\",\"session_id\":\"--x\"}");
+	feed(&p, "{\"type\":\"result\",\"subtype\":\"success\",\"result\":\"ok\","
+		 "\"session_id\":\"--fork-session\"}");
+	CHECK_STR(p.session, "");
+	engine_parser_free(&p);
+	rec_free(&r);
+
+	struct engine_run run = {.path = "/usr/bin/codex",
+				 .base_url = "http://127.0.0.1:9/v1",
+				 .session = "--full-auto"};
+	json_t *argv = json_array(), *env = json_object();
+	CHECK(engine_command(ENGINE_CODEX, &run, argv, env) < 0);
+	run.path = "/usr/bin/claude";
+	CHECK(engine_command(ENGINE_CLAUDE, &run, argv, env) < 0);
+	json_decref(argv);
+	json_decref(env);
 }
 
 TEST(command_lines)

@@ -263,13 +263,13 @@ TEST(budget_admits_until_spent)
 	struct budget b = {.max_tokens = 50, .max_requests = 3};
 	char why[256];
 	struct mu_usage u = {.prompt_tokens = 30, .completion_tokens = 12, .total_tokens = 42};
-	CHECK(budget_admit(&b, why, sizeof(why)));
+	CHECK(budget_admit(&b, 0, why, sizeof(why)) == BUDGET_ADMIT);
 	budget_charge(&b, &u);
 	CHECK(!budget_spent(&b));
-	CHECK(budget_admit(&b, why, sizeof(why)));
+	CHECK(budget_admit(&b, 0, why, sizeof(why)) == BUDGET_ADMIT);
 	budget_charge(&b, &u); /* 84: the call in flight crossed the line */
 	CHECK(budget_spent(&b));
-	CHECK(!budget_admit(&b, why, sizeof(why)));
+	CHECK(budget_admit(&b, 0, why, sizeof(why)) == BUDGET_SPENT);
 	CHECK(strstr(why, "max_tokens 50") != NULL);
 	json_t *j = budget_json(&b);
 	CHECK(json_integer_value(json_object_get(j, "overshoot_tokens")) == 34);
@@ -277,11 +277,68 @@ TEST(budget_admits_until_spent)
 	CHECK(json_is_true(json_object_get(j, "exhausted")));
 	json_decref(j);
 	struct budget r = {.max_requests = 1};
-	CHECK(budget_admit(&r, why, sizeof(why)));
-	CHECK(!budget_admit(&r, why, sizeof(why)));
+	CHECK(budget_admit(&r, 0, why, sizeof(why)) == BUDGET_ADMIT);
+	CHECK(budget_admit(&r, 0, why, sizeof(why)) == BUDGET_SPENT);
 	CHECK(strstr(why, "max_model_requests 1") != NULL);
 	struct budget none = {0};
 	for (int i = 0; i < 1000; i++)
-		budget_admit(&none, why, sizeof(why));
+		budget_admit(&none, 100, why, sizeof(why));
 	CHECK(!budget_spent(&none) && none.requests == 1000 && !budget_json(&none));
+}
+
+/* Calls in flight hold what they may cost: a second call cannot start on
+ * the remainder the first may spend; it is told to retry (held, not
+ * spent), and once the first settles the budget decides again. */
+TEST(budget_holds_calls_in_flight)
+{
+	struct budget b = {.max_tokens = 100};
+	char why[256];
+	CHECK(budget_admit(&b, 50 + BUDGET_OUT_HOLD, why, sizeof(why)) == BUDGET_ADMIT);
+	CHECK(b.reserved == 50 + BUDGET_OUT_HOLD);
+	for (int i = 0; i < 16; i++)
+		CHECK(budget_admit(&b, 50 + BUDGET_OUT_HOLD, why, sizeof(why)) == BUDGET_HELD);
+	CHECK(strstr(why, "held") != NULL && b.held_back == 16 && b.refused == 0);
+	CHECK(b.requests == 1 && !budget_spent(&b));
+	/* A call that is not metered (a model list) holds nothing and passes. */
+	CHECK(budget_admit(&b, 0, why, sizeof(why)) == BUDGET_ADMIT);
+	budget_hold_more(&b, 10);
+	struct mu_usage u = {.prompt_tokens = 10, .completion_tokens = 290, .total_tokens = 300};
+	budget_settle(&b, 60 + BUDGET_OUT_HOLD, &u);
+	CHECK(b.reserved == 0 && b.used.total_tokens == 300);
+	CHECK(budget_admit(&b, 50 + BUDGET_OUT_HOLD, why, sizeof(why)) == BUDGET_SPENT);
+	json_t *j = budget_json(&b);
+	CHECK(json_integer_value(json_object_get(j, "held_back")) == 16);
+	json_decref(j);
+	/* Settling releases at most what is held. */
+	budget_settle(&b, 1000, NULL);
+	CHECK(b.reserved == 0);
+	/* Room for two holds: the third waits. */
+	struct budget big = {.max_tokens = 3 * BUDGET_OUT_HOLD};
+	CHECK(budget_admit(&big, 2 * BUDGET_OUT_HOLD, why, sizeof(why)) == BUDGET_ADMIT);
+	CHECK(budget_admit(&big, 2 * BUDGET_OUT_HOLD, why, sizeof(why)) == BUDGET_ADMIT);
+	CHECK(budget_admit(&big, 1, why, sizeof(why)) == BUDGET_HELD);
+}
+
+/* A call whose answer did not report all it used: what it reported, plus
+ * the answer bytes after its last report as output; nothing reported: its
+ * input from the request's bytes too. */
+TEST(budget_estimates_unreported_usage)
+{
+	struct mu_usage u;
+	budget_estimate(&u, NULL, 401, 1000);
+	CHECK(u.prompt_tokens == 101 && u.completion_tokens == 250 && u.total_tokens == 351);
+	struct mu_usage rep = {.prompt_tokens = 21,
+			       .completion_tokens = 1,
+			       .total_tokens = 22,
+			       .cache_read_tokens = 5};
+	budget_estimate(&u, &rep, 1u << 20, 40);
+	CHECK(u.prompt_tokens == 21 && u.completion_tokens == 11 && u.total_tokens == 32);
+	CHECK(u.cache_read_tokens == 5);
+	/* The gateway's larger total is kept, as for a reported usage. */
+	rep.total_tokens = 100;
+	budget_estimate(&u, &rep, 0, 4);
+	CHECK(u.completion_tokens == 2 && u.total_tokens == 101);
+	budget_estimate(&u, NULL, 0, 0);
+	CHECK(u.total_tokens == 0);
+	CHECK(budget_tokens_of(0) == 0 && budget_tokens_of(1) == 1 && budget_tokens_of(8) == 2);
 }
