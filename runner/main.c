@@ -295,7 +295,14 @@ int main(int argc, char **argv)
 		return rc;
 	}
 
-	/* The stdio MCP servers' file is configuration: a bad one is a usage error. */
+	/* The files the options name are configuration: one that cannot be read
+	 * is a configuration error (exit 2), told with its fix, like a bad value;
+	 * so is a bad stdio MCP servers' file. */
+	if (config_check_files(&r->cfg, &err) < 0) {
+		fprintf(stderr, "forceai-runner: %s\n", err.msg);
+		config_free(&r->cfg);
+		return 2;
+	}
 	if (r->cfg.mcp_servers && mcp_upstream_load(r, r->cfg.mcp_servers, &err) < 0) {
 		fprintf(stderr, "forceai-runner: %s\n", err.msg);
 		mcp_upstream_free(r);

@@ -181,25 +181,74 @@ static const struct opt_def opts[] = {
 };
 #define N_OPTS (sizeof(opts) / sizeof(opts[0]))
 
+/* --help's groups, in the order and with the titles of docs/configuration.md,
+ * so the two read alike. An option in no group is listed under "Other". */
+static const struct {
+	const char *title;
+	const char *names; /* space-separated */
+} groups[] = {
+	{"Endpoint and access", "listen token-file max-body max-client-connections idle-timeout-ms "
+				"header-deadline-ms proxy-timeout-ms"},
+	{"Tasks", "task-user allow-root-tasks task-id-range exec-network max-tasks grace-ms "
+		  "task-log-max stream-window retain-count retain-ms state-dir execd-envs"},
+	{"Confinement and limits",
+	 "seccomp-policy landlock-roots limit-nproc limit-nofile limit-as "
+	 "limit-fsize task-memory-max task-pids-max task-cpu-max "
+	 "write-seccomp-cache insecure-no-confine"},
+	{"Profiles", "one-shot allow-reset reset-snapshot-max"},
+	{"Model gateway", "gateway-url gateway-key-file gateway-ca gateway-proxy "
+			  "gateway-connect-timeout-ms gateway-timeout-ms model model-proxy-port "
+			  "task-max-tokens task-max-model-requests"},
+	{"Agents", "agent-max-steps agent-timeout-ms agent-max-tokens agent-output-max "
+		   "agent-context-max agent-engine"},
+	{"MCP", "mcp-allowed-origins mcp-servers mcp-max-sessions mcp-max-inflight mcp-max-body"},
+};
+
+static bool in_group(const char *names, const char *name)
+{
+	size_t n = strlen(name);
+	for (const char *p = names; (p = strstr(p, name)); p += n)
+		if ((p == names || p[-1] == ' ') && (p[n] == ' ' || !p[n]))
+			return true;
+	return false;
+}
+
+static void usage_opt(FILE *out, const struct opt_def *o)
+{
+	char left[64];
+	snprintf(left, sizeof(left), "--%s%s", o->name, o->type == OPT_BOOL ? "" : " V");
+	fprintf(out, "  %-24s %s\n  %-24s [%s%s%s]\n", left, o->help, "", o->env,
+		o->def ? ", default " : "", o->def ? o->def : "");
+}
+
 static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: forceai-runner [OPTIONS] [-- CMD [ARG...]]\n\n"
 		"Init (PID 1) and task endpoint of a forceai sandbox box.\n"
-		"With -- CMD, CMD is the box's main process and the runner exits with its status.\n\n"
-		"options (each also read from the environment variable shown):\n");
-	for (size_t i = 0; i < N_OPTS; i++) {
-		const struct opt_def *o = &opts[i];
-		char left[64];
-		snprintf(left, sizeof(left), "--%s%s", o->name, o->type == OPT_BOOL ? "" : " V");
-		fprintf(out, "  %-24s %s\n  %-24s [%s%s%s]\n", left, o->help, "", o->env,
-			o->def ? ", default " : "", o->def ? o->def : "");
+		"With -- CMD, CMD is the box's main process and the runner exits with its status.\n"
+		"Each option is also read from the environment variable shown; the command line\n"
+		"wins. Options are spelled in full (no abbreviations). Bounds and what 0 means:\n"
+		"docs/configuration.md. Exit status: 2 for a configuration error (a bad option or\n"
+		"a file it names that cannot be read), 1 when the system refuses to start it.\n");
+	bool shown[N_OPTS] = {false};
+	for (size_t g = 0; g <= sizeof(groups) / sizeof(groups[0]); g++) {
+		bool other = g == sizeof(groups) / sizeof(groups[0]), title = false;
+		for (size_t i = 0; i < N_OPTS; i++) {
+			if (shown[i] || (!other && !in_group(groups[g].names, opts[i].name)))
+				continue;
+			if (!title)
+				fprintf(out, "\n%s:\n", other ? "Other" : groups[g].title);
+			title = shown[i] = true;
+			usage_opt(out, &opts[i]);
+		}
 	}
-	fprintf(out, "  %-24s %s\n  %-24s %s\n", "--version", "print the version and exit",
-		"--help", "print this help and exit");
+	fprintf(out, "\nProbe and information:\n");
 	fprintf(out, "  %-24s %s\n", "--ping",
 		"health probe: GET /ping from the runner these options describe (token included), "
 		"exit 0 when it answers 200");
+	fprintf(out, "  %-24s %s\n  %-24s %s\n", "--version", "print the version and exit",
+		"--help", "print this help and exit");
 }
 
 /* Where the value being applied comes from, for messages, and where a
@@ -556,11 +605,22 @@ static int check_secret_file(const struct runner_config *cfg, const struct secre
 			 (unsigned)sf->uid, sf->uid == 0 ? ", --allow-root-tasks" : "");
 	else
 		return 0;
+	const char *var = !strcmp(opt, "token-file") ? "EXECD_ACCESS_TOKEN" : "FORCEAI_GATEWAY_KEY";
+	/* chown root needs root: a runner that is not root (non-root mode) passes
+	 * its secrets in the environment, which it removes from its own. */
+	if (geteuid() != 0)
+		return error_set(err, 0, NULL,
+				 "--%s '%s' %s. A runner that is not root (uid %u) cannot make it "
+				 "safe and refuses a secret file anyway (its tasks share its uid): "
+				 "pass the secret in %s instead (Kubernetes: env valueFrom "
+				 "secretKeyRef)",
+				 opt, sf->path, why, (unsigned)geteuid(), var);
 	return error_set(err, 0, NULL,
 			 "--%s '%s' %s. Make it readable by its owner only and owned by a uid no "
 			 "task can have, e.g. `chown root '%s' && chmod 0400 '%s'` (Kubernetes: "
-			 "secret volume `defaultMode: 0400`, fsGroup below 1000 or none)%s",
-			 opt, sf->path, why, sf->path, sf->path,
+			 "secret volume `defaultMode: 0400`, fsGroup below 1000 or none), or pass "
+			 "the secret in %s%s",
+			 opt, sf->path, why, sf->path, sf->path, var,
 			 sf->uid == 0 && cfg->allow_root_tasks
 				 ? "; with --allow-root-tasks root tasks own root's files: use "
 				   "another owner (e.g. uid 999) or pass the secret in the "
@@ -766,6 +826,50 @@ static int check_values(struct runner_config *cfg, const enum origin *from, stru
 	return 0;
 }
 
+/* The long options that begin with name[0..n): "--a, --b" in buf. */
+static unsigned prefix_matches(const struct option *lopts, const char *name, size_t n, char *buf,
+			       size_t size)
+{
+	unsigned count = 0;
+	size_t len = 0;
+	buf[0] = 0;
+	for (const struct option *o = lopts; o->name; o++) {
+		if (strncmp(o->name, name, n))
+			continue;
+		int w = snprintf(buf + len, size - len, "%s--%s", count ? ", " : "", o->name);
+		if (w > 0 && (size_t)w < size - len)
+			len += (size_t)w;
+		count++;
+	}
+	return count;
+}
+
+/* getopt_long takes any unique prefix of a long option: "--gateway-key sk-x"
+ * would be read as --gateway-key-file, "--gateway" fail as unknown. Options
+ * are spelled in full instead: an abbreviation that works today could come
+ * to mean another option when one is added (docs/design.md §21.2). text is
+ * the argument as given ("--name" or "--name=value"). */
+static int not_in_full(const struct option *lopts, const char *text, const char *full,
+		       struct error *err)
+{
+	if (strncmp(text, "--", 2))
+		return 0;
+	const char *name = text + 2;
+	size_t n = strcspn(name, "=");
+	if (full && strlen(full) == n && !strncmp(name, full, n))
+		return 0;
+	char cands[512];
+	unsigned k = prefix_matches(lopts, name, n, cands, sizeof(cands));
+	if (k == 0)
+		return error_set(err, 0, NULL, "unknown option '--%.*s' (see --help)", (int)n,
+				 name);
+	return error_set(err, 0, NULL,
+			 "unknown option '--%.*s': options are spelled in full, no abbreviations; "
+			 "%s %s%s",
+			 (int)n, name, k == 1 ? "did you mean" : "options beginning so:", cands,
+			 k == 1 ? "?" : "");
+}
+
 int config_parse(struct runner_config *cfg, int argc, char **argv, struct error *err)
 {
 	struct src cli = {.err = err};
@@ -832,9 +936,19 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 	lopts[N_OPTS + 3] = (struct option){0};
 
 	opterr = 0;
-	int c;
+	int c, li = -1;
 	/* "+" stops at the first non-option, so "-- CMD -x" reaches CMD. */
-	while ((c = getopt_long(argc, argv, "+hV", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+hV", lopts, &li)) != -1) {
+		if (li >= 0) {
+			/* The option's own argument: the one before its value when the
+			 * value came as the next argument. */
+			const char *text = optarg && optind >= 2 && optarg == argv[optind - 1]
+						   ? argv[optind - 2]
+						   : argv[optind - 1];
+			if (not_in_full(lopts, text, lopts[li].name, err) < 0)
+				return -1;
+			li = -1;
+		}
 		if (c == 'h') {
 			usage(stdout);
 			return 1;
@@ -852,9 +966,15 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 			if (optopt && optopt < 1000)
 				return error_set(err, 0, NULL, "unknown option '-%c' (see --help)",
 						 optopt);
+			if (optopt >= 1000 && optopt < 1000 + (int)N_OPTS &&
+			    not_in_full(lopts, arg, opts[optopt - 1000].name, err) < 0)
+				return -1;
 			if (c == ':' || (optopt >= 1000))
 				return error_set(err, 0, NULL, "option '%s' needs a value", arg);
-			return error_set(err, 0, NULL, "unknown option '%s' (see --help)", arg);
+			not_in_full(lopts, arg, NULL, err);
+			if (strncmp(arg, "--", 2))
+				error_set(err, 0, NULL, "unknown option '%s' (see --help)", arg);
+			return -1;
 		}
 		const struct opt_def *o = &opts[c - 1000];
 		if (apply_opt(&cli, cfg, o, o->type == OPT_BOOL && !optarg ? "1" : optarg))
@@ -863,6 +983,9 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 		env_bad[c - 1000] = false;
 		from[c - 1000] = FROM_CLI;
 	}
+	_Static_assert(N_OPTS <= CONFIG_MAX_OPTS, "raise CONFIG_MAX_OPTS");
+	for (size_t i = 0; i < N_OPTS; i++)
+		cfg->origin[i] = (unsigned char)from[i];
 	for (size_t i = 0; i < N_OPTS; i++) {
 		if (env_bad[i]) {
 			struct src env = {.env = opts[i].env, .err = err};
@@ -895,6 +1018,66 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 		return error_set(err, 0, NULL,
 				 "--one-shot and a main command (-- CMD) both decide the exit "
 				 "status: use one");
+	return 0;
+}
+
+/* The name a problem with option opt is told by: its variable when the value
+ * came from there. */
+static struct src src_cfg(const struct runner_config *cfg, const char *opt, struct error *err)
+{
+	for (size_t i = 0; i < N_OPTS; i++)
+		if (!strcmp(opts[i].name, opt))
+			return (struct src){.env = cfg->origin[i] == FROM_ENV ? opts[i].env : NULL,
+					    .err = err};
+	return (struct src){.err = err};
+}
+
+/* A file read at start: readable, regular, not empty. */
+static int check_file(const struct runner_config *cfg, const char *opt, const char *path,
+		      const char *fix, struct error *err)
+{
+	struct src s = src_cfg(cfg, opt, err);
+	char why[512];
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	struct stat st;
+	if (fd < 0) {
+		snprintf(why, sizeof(why), "cannot open: %s%s", strerror(errno), fix);
+		return bad(&s, opt, path, why);
+	}
+	int rc = fstat(fd, &st), e = errno;
+	close(fd);
+	if (rc < 0) {
+		snprintf(why, sizeof(why), "cannot stat: %s%s", strerror(e), fix);
+		return bad(&s, opt, path, why);
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size == 0) {
+		snprintf(why, sizeof(why), "%s%s", S_ISREG(st.st_mode) ? "empty" : "not a file",
+			 fix);
+		return bad(&s, opt, path, why);
+	}
+	return 0;
+}
+
+int config_check_files(const struct runner_config *cfg, struct error *err)
+{
+	if (!cfg->insecure_no_confine &&
+	    check_file(cfg, "seccomp-policy", cfg->seccomp_policy,
+		       "; the image has it; outside it, in a clone of the repository: "
+		       "--seccomp-policy \"$PWD/seccomp/default.json\" (or FORCEAI_SECCOMP_POLICY)",
+		       err) < 0)
+		return -1;
+	if (cfg->gateway_ca &&
+	    check_file(cfg, "gateway-ca", cfg->gateway_ca,
+		       "; give a PEM bundle of the CAs the gateway's certificate chains to, or "
+		       "leave it unset for SSL_CERT_FILE, CURL_CA_BUNDLE or the system's",
+		       err) < 0)
+		return -1;
+	if (cfg->mcp_servers &&
+	    check_file(cfg, "mcp-servers", cfg->mcp_servers,
+		       "; give a JSON file {\"mcpServers\": {NAME: {\"command\": ...}}} or leave "
+		       "it unset",
+		       err) < 0)
+		return -1;
 	return 0;
 }
 
