@@ -204,15 +204,6 @@ static const struct {
 	{"MCP", "mcp-allowed-origins mcp-servers mcp-max-sessions mcp-max-inflight mcp-max-body"},
 };
 
-static bool in_group(const char *names, const char *name)
-{
-	size_t n = strlen(name);
-	for (const char *p = names; (p = strstr(p, name)); p += n)
-		if ((p == names || p[-1] == ' ') && (p[n] == ' ' || !p[n]))
-			return true;
-	return false;
-}
-
 static void usage_opt(FILE *out, const struct opt_def *o)
 {
 	char left[64];
@@ -232,16 +223,27 @@ static void usage(FILE *out)
 		"docs/configuration.md. Exit status: 2 for a configuration error (a bad option or\n"
 		"a file it names that cannot be read), 1 when the system refuses to start it.\n");
 	bool shown[N_OPTS] = {false};
-	for (size_t g = 0; g <= sizeof(groups) / sizeof(groups[0]); g++) {
-		bool other = g == sizeof(groups) / sizeof(groups[0]), title = false;
-		for (size_t i = 0; i < N_OPTS; i++) {
-			if (shown[i] || (!other && !in_group(groups[g].names, opts[i].name)))
-				continue;
-			if (!title)
-				fprintf(out, "\n%s:\n", other ? "Other" : groups[g].title);
-			title = shown[i] = true;
-			usage_opt(out, &opts[i]);
+	for (size_t g = 0; g < sizeof(groups) / sizeof(groups[0]); g++) {
+		fprintf(out, "\n%s:\n", groups[g].title);
+		/* In the group's order, which is the document's. */
+		for (const char *p = groups[g].names; *p;) {
+			size_t n = strcspn(p, " ");
+			for (size_t i = 0; i < N_OPTS; i++)
+				if (strlen(opts[i].name) == n && !strncmp(opts[i].name, p, n)) {
+					shown[i] = true;
+					usage_opt(out, &opts[i]);
+				}
+			p += n + strspn(p + n, " ");
 		}
+	}
+	bool title = false;
+	for (size_t i = 0; i < N_OPTS; i++) {
+		if (shown[i])
+			continue;
+		if (!title)
+			fprintf(out, "\nOther:\n");
+		title = true;
+		usage_opt(out, &opts[i]);
 	}
 	fprintf(out, "\nProbe and information:\n");
 	fprintf(out, "  %-24s %s\n", "--ping",
