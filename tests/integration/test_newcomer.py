@@ -143,6 +143,26 @@ class ReadmeExamples(unittest.TestCase):
             if l.strip():
                 self.assertIn(mask(l), got, "README's chat output line not printed")
 
+    def test_common_options_are_the_references(self):
+        """The README's common options are options, with their variables, as
+        docs/configuration.md and --help have them."""
+        text = open(README, encoding="utf-8").read()
+        table = re.search(r"^## Common options\n(.*?)(?=^## )", text, re.S | re.M).group(1)
+        ref = open(CONFIG, encoding="utf-8").read()
+        helptext = subprocess.run([RUNNER, "--help"], capture_output=True, text=True,
+                                  timeout=10).stdout
+        rows = [l for l in table.splitlines() if l.startswith("| `--")]
+        self.assertGreaterEqual(len(rows), 6)
+        for row in rows:
+            cells = row.split(" | ")
+            opt = re.match(r"\| `(--[a-z0-9-]+)", row).group(1)
+            with self.subTest(option=opt):
+                self.assertIn("  %s " % opt, helptext)
+                refrow = [l for l in ref.splitlines() if l.startswith("| `%s " % opt)]
+                self.assertTrue(refrow, opt)
+                for var in re.findall(r"`([A-Z][A-Z0-9_]+)`", cells[1]):
+                    self.assertIn(var, refrow[0])
+
     def test_readme_reads_in_one_sitting(self):
         n = len(open(README, encoding="utf-8").read().splitlines())
         self.assertLess(n, 200, "README.md has %d lines" % n)
@@ -285,7 +305,7 @@ class StartMessages(unittest.TestCase):
         self.assertIn("--listen", p.stderr)
 
     def test_nonroot_token_file_names_the_variable(self):
-        binary, policy = nonroot_files()
+        binary, policy = (os.path.abspath(p) for p in nonroot_files())
         d = tempfile.mkdtemp(prefix="forceai-newcomer-tok-")
         self.addCleanup(shutil.rmtree, d, True)
         os.chmod(d, 0o755)
