@@ -54,13 +54,16 @@ static const struct opt_def opts[] = {
 	{"listen", "FORCEAI_RUNNER_LISTEN", OPT_LISTEN, 0, "0.0.0.0:8080",
 	 "address and port of the HTTP endpoint (IPv4 or [IPv6])"},
 	{"grace-ms", "FORCEAI_RUNNER_GRACE_MS", OPT_U64, OFF(grace_ms), "5000",
-	 "time between SIGTERM and SIGKILL when stopping task trees and the main child"},
+	 "time between SIGTERM and SIGKILL when stopping task trees and the main child (ms, "
+	 "0..3600000; 0 = SIGKILL right after SIGTERM)"},
 	{"token-file", "FORCEAI_RUNNER_TOKEN_FILE", OPT_TOKEN_FILE, 0, NULL,
 	 "file holding the access token required in X-EXECD-ACCESS-TOKEN (or EXECD_ACCESS_TOKEN)"},
 	{"state-dir", "FORCEAI_RUNNER_STATE_DIR", OPT_PATH, OFF(state_dir), "/run/forceai-runner",
 	 "private directory (0700) for task output spools"},
 	{"seccomp-policy", "FORCEAI_SECCOMP_POLICY", OPT_PATH, OFF(seccomp_policy),
-	 "/etc/forceai-runner/seccomp.json", "OCI seccomp JSON policy applied to every task"},
+	 "/etc/forceai-runner/seccomp.json",
+	 "OCI seccomp JSON policy applied to every task (outside the image: the repository's "
+	 "seccomp/default.json)"},
 	{"task-user", "FORCEAI_TASK_USER", OPT_USER, 0, "1000:1000", "UID:GID tasks run as"},
 	{"allow-root-tasks", "FORCEAI_ALLOW_ROOT_TASKS", OPT_BOOL, OFF(allow_root_tasks), "0",
 	 "honour uid/gid 0 in requests (root tasks still have no capabilities)"},
@@ -71,9 +74,9 @@ static const struct opt_def opts[] = {
 	 "network of exec tasks unless the request says: full, or none (no IP sockets); "
 	 "vault mode (a gateway, no key) makes none the default unless this is given"},
 	{"max-tasks", "FORCEAI_MAX_TASKS", OPT_UINT, OFF(max_tasks), "64",
-	 "running tasks at once; more get 429"},
+	 "running tasks at once, 1..1000000; more get 429"},
 	{"max-body", "FORCEAI_MAX_BODY", OPT_U64, OFF(max_body), "1048576",
-	 "largest JSON request body in bytes; larger get 413"},
+	 "largest JSON request body in bytes, at least 1024; larger get 413"},
 	{"task-log-max", "FORCEAI_TASK_LOG_MAX", OPT_U64, OFF(task_log_max), "16777216",
 	 "output retained per task for re-attach and logs (bytes, at least 65536 and 4 x "
 	 "--stream-window; oldest dropped beyond)"},
@@ -81,17 +84,20 @@ static const struct opt_def opts[] = {
 	 "bytes a connected client may lag before the task's pipe is paused (4096 .. "
 	 "task-log-max/4)"},
 	{"retain-count", "FORCEAI_RETAIN_COUNT", OPT_UINT, OFF(retain_count), "256",
-	 "finished task records kept"},
+	 "finished task records kept, 1..1000000 (the oldest beyond go at the next tick, "
+	 "once a second)"},
 	{"retain-ms", "FORCEAI_RETAIN_MS", OPT_U64, OFF(retain_ms), "900000",
-	 "how long finished task records are kept (ms)"},
+	 "how long finished task records are kept (ms; 0 = until the next tick)"},
 	{"idle-timeout-ms", "FORCEAI_IDLE_TIMEOUT_MS", OPT_U64, OFF(header_timeout_ms), "15000",
 	 "a connection idle this long (e.g. headers never finished) is closed (0 = none)"},
 	{"header-deadline-ms", "FORCEAI_HEADER_DEADLINE_MS", OPT_U64, OFF(header_deadline_ms),
-	 "5000", "a new connection that has not sent a whole request head by then is closed"},
+	 "5000",
+	 "a new connection that has not sent a whole request head by then is closed (ms, "
+	 "100..600000)"},
 	{"max-client-connections", "FORCEAI_MAX_CLIENT_CONNECTIONS", OPT_UINT,
 	 OFF(max_client_conns), "512",
 	 "connections at once from one client (address, or uid "
-	 "inside the box)"},
+	 "inside the box), 1..1000000"},
 	{"proxy-timeout-ms", "FORCEAI_PROXY_TIMEOUT_MS", OPT_U64, OFF(proxy_timeout_ms), "60000",
 	 "time a server behind /proxy/{port} has to take a request and start its answer (504; "
 	 "0 = none)"},
@@ -113,7 +119,8 @@ static const struct opt_def opts[] = {
 	{"gateway-key-file", "FORCEAI_GATEWAY_KEY_FILE", OPT_KEY_FILE, 0, NULL,
 	 "file holding the gateway key (or FORCEAI_GATEWAY_KEY); none = vault mode"},
 	{"gateway-ca", "FORCEAI_GATEWAY_CA", OPT_PATH, OFF(gateway_ca), NULL,
-	 "CA bundle trusted for the gateway (else SSL_CERT_FILE, CURL_CA_BUNDLE, system)"},
+	 "CA bundle (PEM) trusted for the gateway, checked at start (else SSL_CERT_FILE, "
+	 "CURL_CA_BUNDLE, system)"},
 	{"gateway-proxy", "FORCEAI_GATEWAY_PROXY", OPT_PROXY, OFF(gateway_proxy), NULL,
 	 "HTTP proxy for gateway calls (proxy environment variables are ignored)"},
 	{"gateway-connect-timeout-ms", "FORCEAI_GATEWAY_CONNECT_TIMEOUT_MS", OPT_U64,
@@ -126,7 +133,7 @@ static const struct opt_def opts[] = {
 	{"model-proxy-port", "FORCEAI_MODEL_PROXY_PORT", OPT_PORT, OFF(model_proxy_port), "0",
 	 "port of the loopback model proxy for chat tasks (0 = ephemeral)"},
 	{"agent-max-steps", "FORCEAI_AGENT_MAX_STEPS", OPT_U64, OFF(agent_max_steps), "20",
-	 "default model turns of an agent task"},
+	 "default model turns of an agent task, 1..10000"},
 	{"agent-timeout-ms", "FORCEAI_AGENT_TIMEOUT_MS", OPT_U64, OFF(agent_timeout_ms), "1800000",
 	 "default time limit of an agent task (ms, 0 = none)"},
 	{"agent-max-tokens", "FORCEAI_AGENT_MAX_TOKENS", OPT_U64, OFF(agent_max_tokens), "0",
@@ -139,26 +146,27 @@ static const struct opt_def opts[] = {
 	 "default number of model calls a task may make (0 = unlimited; request field "
 	 "max_model_requests)"},
 	{"agent-output-max", "FORCEAI_AGENT_OUTPUT_MAX", OPT_U64, OFF(agent_output_max), "16384",
-	 "tool output fed back to the model per call (bytes; head and tail kept)"},
+	 "tool output fed back to the model per call (bytes, 256..1048576; head and tail kept)"},
 	{"agent-engine", "FORCEAI_AGENT_ENGINE", OPT_ENGINE, 0, NULL,
 	 "NAME=PATH: the CLI of agent engine NAME (codex, claude-code; repeatable, or "
 	 "comma-separated in the variable; default: looked up on the task's PATH)"},
 	{"agent-context-max", "FORCEAI_AGENT_CONTEXT_MAX", OPT_U64, OFF(agent_context_max),
 	 "262144",
-	 "bytes of conversation the built-in agent sends per model call (older tool "
-	 "output is elided beyond it)"},
+	 "bytes of conversation the built-in agent sends per model call, 16384..67108864 "
+	 "(older tool output is elided beyond it)"},
 	{"mcp-allowed-origins", "FORCEAI_MCP_ALLOWED_ORIGINS", OPT_STR, OFF(mcp_allowed_origins),
 	 NULL,
-	 "comma-separated Origin values /mcp accepts (\"*\": any); none = only localhost forms"},
+	 "comma-separated Origin values /mcp accepts (\"*\": any); unset: the localhost forms, "
+	 "which a list replaces (list them too to keep them)"},
 	{"mcp-servers", "FORCEAI_MCP_SERVERS", OPT_STR, OFF(mcp_servers), NULL,
 	 "JSON file {\"mcpServers\": {name: {command, args, env}}}: stdio MCP servers offered on "
 	 "/mcp as name__tool, each started on first use as a confined task"},
 	{"mcp-max-sessions", "FORCEAI_MCP_MAX_SESSIONS", OPT_UINT, OFF(mcp_max_sessions), "64",
-	 "MCP sessions open at once on /mcp"},
+	 "MCP sessions open at once on /mcp, 1..1000000"},
 	{"mcp-max-inflight", "FORCEAI_MCP_MAX_INFLIGHT", OPT_UINT, OFF(mcp_max_inflight), "32",
-	 "MCP tool calls running at once (all sessions)"},
+	 "MCP tool calls running at once (all sessions), 1..1000000"},
 	{"mcp-max-body", "FORCEAI_MCP_MAX_BODY", OPT_U64, OFF(mcp_max_body), "1048576",
-	 "largest JSON-RPC message POSTed to /mcp (bytes)"},
+	 "largest JSON-RPC message POSTed to /mcp (bytes, 1024..67108864)"},
 	{"task-memory-max", "FORCEAI_TASK_MEMORY_MAX", OPT_U64, OFF(task_memory_max), "0",
 	 "memory.max of each task's cgroup where cgroup v2 is delegated (bytes; 0 = max)"},
 	{"task-pids-max", "FORCEAI_TASK_PIDS_MAX", OPT_U64, OFF(task_pids_max), "4096",
