@@ -365,7 +365,7 @@ int api_parse_command_list_query(const char *raw, int *running, unsigned *limit,
 	 * problem found). */
 	static const char *const whys[] = {
 		"invalid query parameter 'running': true or false",
-		"invalid query parameter 'limit': a number from 1 to " STR(INVENTORY_MAX_LIMIT),
+		("invalid query parameter 'limit': a number from 1 to " STR(INVENTORY_MAX_LIMIT)),
 		"invalid query parameter 'cursor'",
 	};
 	static const char *const twice[] = {
