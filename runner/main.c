@@ -381,7 +381,10 @@ int main(int argc, char **argv)
 			  (unsigned)geteuid(),
 			  r->cfg.token_file.path ? "--token-file" : "--gateway-key-file",
 			  r->cfg.token_file.path ? "EXECD_ACCESS_TOKEN" : "FORCEAI_GATEWAY_KEY");
-		return start_failed(&err);
+		/* A secret file refused is a configuration error, as at parse time
+		 * (docs/configuration.md, Exit status). */
+		fprintf(stderr, "forceai-runner: %s\n", err.msg);
+		return 2;
 	}
 	/* The files API acts with the task user's file-system identity; our own
 	 * supplementary groups must not widen it. */

@@ -380,6 +380,18 @@ static int read_secret_file(const struct src *src, char **dst, struct secret_fil
 	if (path[0] != '/')
 		return bad(src, opt, path, "must be an absolute path");
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 && errno == EACCES && geteuid() != 0) {
+		/* The file made root's (as a root runner is told to) cannot be
+		 * read by one that is not; it takes the secret from the
+		 * environment instead. */
+		char why[256];
+		snprintf(why, sizeof(why),
+			 "%s; a runner that is not root (uid %u) takes the secret from %s instead "
+			 "(Kubernetes: env valueFrom secretKeyRef)",
+			 strerror(EACCES), (unsigned)geteuid(),
+			 !strcmp(opt, "token-file") ? "EXECD_ACCESS_TOKEN" : "FORCEAI_GATEWAY_KEY");
+		return bad(src, opt, path, why);
+	}
 	if (fd < 0)
 		return bad(src, opt, path, strerror(errno));
 	struct stat st;

@@ -1457,9 +1457,9 @@ def t_nonroot():
                             env={"FORCEAI_RUNNER_TOKEN_FILE": "/run/token"})
     code = wait_exit(name)
     lg = logs(name)
-    check("non-root: --token-file (root:200 0440, fsGroup-style) is refused (exit 1), "
-          "pointing at EXECD_ACCESS_TOKEN",
-          code == 1 and "EXECD_ACCESS_TOKEN" in lg and '"ready"' not in lg, "exit %s: %s" % (code, tail(lg, 300)))
+    check("non-root: --token-file (root:200 0440, fsGroup-style) is refused (exit 2, a "
+          "configuration error), pointing at EXECD_ACCESS_TOKEN",
+          code == 2 and "EXECD_ACCESS_TOKEN" in lg and '"ready"' not in lg, "exit %s: %s" % (code, tail(lg, 300)))
 
 
 def t_readonly(doc):

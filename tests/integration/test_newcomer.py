@@ -320,9 +320,15 @@ class StartMessages(unittest.TestCase):
             os.setgid(1000)
             os.setuid(1000)
         rc, err = start(["--token-file", tok], preexec=drop, binary=binary, policy=policy)
-        self.assertIn(rc, (1, 2), err)
+        self.assertEqual(rc, 2, err)
         self.assertIn("EXECD_ACCESS_TOKEN", err)
         self.assertNotIn("chown root", err)
+        # The advice followed (root's, 0400): the runner cannot read it.
+        os.chown(tok, 0, 0)
+        rc, err = start(["--token-file", tok], preexec=drop, binary=binary, policy=policy)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("Permission denied", err)
+        self.assertIn("EXECD_ACCESS_TOKEN", err)
 
 
 class McpMessages(RunnerTest):
