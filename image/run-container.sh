@@ -5,7 +5,7 @@
 #
 # Env: IMAGE_ENGINE (podman|docker), IMAGE (forceai/runtime-runner:latest),
 #      PORT (8080; the next free port is taken when busy), NAME (forceai-runner),
-#      RUN_FLAGS (extra flags for `run`)
+#      RUN_FLAGS (extra flags for `run`), IMAGE_ABOUT (what IMAGE is, for the summary)
 set -eu
 
 ENGINE=${IMAGE_ENGINE:-podman}
@@ -13,6 +13,7 @@ IMAGE=${IMAGE:-forceai/runtime-runner:latest}
 PORT=${PORT:-8080}
 NAME=${NAME:-forceai-runner}
 RUN_FLAGS=${RUN_FLAGS:-}
+IMAGE_ABOUT=${IMAGE_ABOUT:-}
 
 port_busy() {
 	# something already listening on 127.0.0.1:$1 (or on the wildcard)?
@@ -54,11 +55,14 @@ until curl -fsS -o /dev/null -H "X-EXECD-ACCESS-TOKEN: $TOKEN" "http://127.0.0.1
 done
 
 cat <<EOF
-forceai-runner is running in container '$NAME' ($IMAGE)
+forceai-runner is running in container '$NAME' ($IMAGE${IMAGE_ABOUT:+ $IMAGE_ABOUT})
   endpoint: http://127.0.0.1:$p
   token:    $TOKEN
 run a task:
   curl -sN -H 'X-EXECD-ACCESS-TOKEN: $TOKEN' -d '{"command":"id"}' http://127.0.0.1:$p/command
+  curl -sN -H 'X-EXECD-ACCESS-TOKEN: $TOKEN' -d '{"task":"python3 -c \\"print(6*7)\\""}' http://127.0.0.1:$p/v1/tasks
 stop it:
   $ENGINE stop $NAME && $ENGINE rm $NAME
+other images: make run IMAGE_RUN_TAG=latest (the minimal one: the runner and busybox, no
+  python3), or IMAGE_RUN_TAG=opensandbox-execd (the OpenSandbox drop-in)
 EOF

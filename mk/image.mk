@@ -18,7 +18,10 @@
 #                         image/coding-agent.sh, offline: Debian mirror and npm only)
 #   make container-test   tests/container/run.sh (podman, as root)
 #   make run-container    build, run detached on 127.0.0.1, print endpoint,
-#                         token and a curl (`make run` = install-deps run + this)
+#                         token and a curl (`make run` = install-deps run + this);
+#                         it runs :local, what the gateway runs (so the seed's
+#                         python3 example works), or :latest when IMAGE_LOCAL_FROM=
+#                         is empty; IMAGE_RUN_TAG=latest runs the minimal image
 #
 # Needs: the `static` target (build/static/forceai-runner), podman (or docker
 # with BuildKit), root for podman here; scripts/podman-setup.sh prepares a host.
@@ -56,6 +59,9 @@ IMAGE_SOURCE      ?= https://github.com/forceai/forceai-runner
 IMAGE_LICENSES    ?= NOASSERTION
 IMAGE_PORT        ?= 8080
 IMAGE_CONTAINER   ?= forceai-runner
+# `make run` runs what the gateway runs by default (:local), not the minimal image
+COMMA             := ,
+IMAGE_RUN_TAG     ?= $(if $(IMAGE_LOCAL_FROM),$(IMAGE_LOCAL_TAG),$(IMAGE_TAG))
 # `make run`: the root runner with only the capabilities it needs
 # (docs/design.md §11.1); IMAGE_RUN_FLAGS= gives the engine's default set
 IMAGE_RUN_FLAGS   ?= --cap-drop ALL --cap-add SETUID,SETGID,SETPCAP,CHOWN,KILL,DAC_OVERRIDE,FOWNER,FSETID
@@ -108,5 +114,7 @@ container-test: static
 	IMAGE_ENGINE=$(IMAGE_ENGINE) IMAGE_NAME=$(IMAGE_NAME) tests/container/run.sh
 
 run-container: image-build
-	IMAGE_ENGINE=$(IMAGE_ENGINE) IMAGE=$(IMAGE_NAME):$(IMAGE_TAG) PORT=$(IMAGE_PORT) \
-		NAME=$(IMAGE_CONTAINER) RUN_FLAGS="$(IMAGE_RUN_FLAGS)" image/run-container.sh
+	IMAGE_ENGINE=$(IMAGE_ENGINE) IMAGE=$(IMAGE_NAME):$(IMAGE_RUN_TAG) PORT=$(IMAGE_PORT) \
+		NAME=$(IMAGE_CONTAINER) RUN_FLAGS="$(IMAGE_RUN_FLAGS)" \
+		IMAGE_ABOUT="$(if $(filter $(IMAGE_LOCAL_TAG),$(IMAGE_RUN_TAG)),= :$(IMAGE_LOCAL_FROM)$(COMMA) the gateway's default image)" \
+		image/run-container.sh

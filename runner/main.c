@@ -295,7 +295,14 @@ int main(int argc, char **argv)
 		return rc;
 	}
 
-	/* The stdio MCP servers' file is configuration: a bad one is a usage error. */
+	/* The files the options name are configuration: one that cannot be read
+	 * is a configuration error (exit 2), told with its fix, like a bad value;
+	 * so is a bad stdio MCP servers' file. */
+	if (config_check_files(&r->cfg, &err) < 0) {
+		fprintf(stderr, "forceai-runner: %s\n", err.msg);
+		config_free(&r->cfg);
+		return 2;
+	}
 	if (r->cfg.mcp_servers && mcp_upstream_load(r, r->cfg.mcp_servers, &err) < 0) {
 		fprintf(stderr, "forceai-runner: %s\n", err.msg);
 		mcp_upstream_free(r);
@@ -374,7 +381,10 @@ int main(int argc, char **argv)
 			  (unsigned)geteuid(),
 			  r->cfg.token_file.path ? "--token-file" : "--gateway-key-file",
 			  r->cfg.token_file.path ? "EXECD_ACCESS_TOKEN" : "FORCEAI_GATEWAY_KEY");
-		return start_failed(&err);
+		/* A secret file refused is a configuration error, as at parse time
+		 * (docs/configuration.md, Exit status). */
+		fprintf(stderr, "forceai-runner: %s\n", err.msg);
+		return 2;
 	}
 	/* The files API acts with the task user's file-system identity; our own
 	 * supplementary groups must not widen it. */

@@ -51,8 +51,8 @@ enum MHD_Result api_command_list(struct http_req *req);
 /* POST /v1/tasks's "stdin": true and "tty": {"cols", "rows"}. */
 int api_parse_task_io(json_t *body, struct task_spec *spec, struct error *err);
 /* execd's GET /command query (raw query string, NULL = none): 0, or -1
- * with the message execd gives ("invalid query parameter", "invalid
- * cursor"). running: -1 all, 0 finished, 1 running. */
+ * with execd's message ("invalid query parameter", "invalid cursor"), then
+ * which parameter and what it takes. running: -1 all, 0 finished, 1 running. */
 int api_parse_command_list_query(const char *raw, int *running, unsigned *limit, char *cursor,
 				 size_t cursor_size, const char **msg);
 

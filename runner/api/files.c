@@ -1180,12 +1180,12 @@ static int op_grep(struct fcall *c)
 	if (!pattern || !pl)
 		return error_set(&c->err, 0, "MISSING_QUERY", "missing query parameter 'pattern'");
 	if (memchr(pattern, 0, pl) || (glob && memchr(glob, 0, gl)))
-		return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
-				 "pattern or glob contains a NUL byte");
+		return error_set(&c->err, 0, "INVALID_QUERY",
+				 "query parameter 'pattern' or 'glob' contains a NUL byte");
 	uint64_t max_results = 0;
 	if (max && ml &&
 	    (parse_count(max, ml, FILES_MAX_RESULTS, &max_results) < 0 || !max_results))
-		return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
+		return error_set(&c->err, 0, "INVALID_QUERY",
 				 "invalid query parameter 'max_results': 1 to %d",
 				 FILES_MAX_RESULTS);
 	struct grep_job *gj = fjob_new(c, sizeof(*gj), grep_step, grep_answer, grep_release);
@@ -1195,12 +1195,13 @@ static int op_grep(struct fcall *c)
 	char err[160];
 	int rc = files_grep_init(&gj->g, pattern, err, sizeof(err));
 	if (rc == -EINVAL)
-		return error_set(&c->err, 0, "INVALID_REQUEST_BODY", "invalid pattern: %s", err);
+		return error_set(&c->err, 0, "INVALID_QUERY",
+				 "invalid query parameter 'pattern': %s", err);
 	if (rc < 0)
 		return oom(&c->err);
 	if (glob && gl && files_glob_compile(&gj->glob, glob, err, sizeof(err)) < 0)
-		return error_set(&c->err, 0, "INVALID_REQUEST_BODY", "invalid glob %.600s: %s",
-				 glob, err);
+		return error_set(&c->err, 0, "INVALID_QUERY",
+				 "invalid query parameter 'glob' %.600s: %s", glob, err);
 	gj->g.glob = gj->glob;
 	gj->g.max_results = (size_t)max_results;
 	gj->g.out = &gj->out;

@@ -20,6 +20,8 @@
 
 #define INVENTORY_DEFAULT_LIMIT 50
 #define INVENTORY_MAX_LIMIT 100
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 static struct task *find_native(struct http_req *req, struct error *err)
 {
@@ -359,6 +361,19 @@ int api_parse_command_list_query(const char *raw, int *running, unsigned *limit,
 	if (!raw || !*raw)
 		return 0;
 	bool invalid = false, empty_cursor = false, seen[3] = {false, false, false};
+	/* execd's message, and which parameter and what it takes (the first
+	 * problem found). */
+	static const char *const whys[] = {
+		"invalid query parameter 'running': true or false",
+		("invalid query parameter 'limit': a number from 1 to " STR(INVENTORY_MAX_LIMIT)),
+		"invalid query parameter 'cursor'",
+	};
+	static const char *const twice[] = {
+		"invalid query parameter 'running': given twice",
+		"invalid query parameter 'limit': given twice",
+		"invalid query parameter 'cursor': given twice",
+	};
+	const char *why = NULL;
 	const char *p = raw;
 	for (;;) {
 		const char *amp = strchr(p, '&');
@@ -390,11 +405,18 @@ int api_parse_command_list_query(const char *raw, int *running, unsigned *limit,
 			: !strcmp(key, "cursor") ? 2
 						 : -1;
 		if (k < 0 || !has_value || seen[k]) {
+			if (!why)
+				why = k < 0 ? "invalid query parameter: GET /command takes running, "
+					      "limit and cursor"
+				      : seen[k] ? twice[k]
+						: whys[k];
 			invalid = true;
 			goto next;
 		}
 		seen[k] = true;
 		if (blank(value)) {
+			if (!why)
+				why = whys[k];
 			invalid = true;
 			goto next;
 		}
@@ -403,14 +425,19 @@ int api_parse_command_list_query(const char *raw, int *running, unsigned *limit,
 				*running = 1;
 			else if (!strcmp(value, "false"))
 				*running = 0;
-			else
+			else {
 				invalid = true;
+				if (!why)
+					why = whys[0];
+			}
 		} else if (k == 1) {
 			size_t dl = strspn(value, "0123456789");
 			if (!dl || value[dl] || dl > 3 || atoi(value) < 1 ||
-			    atoi(value) > INVENTORY_MAX_LIMIT)
+			    atoi(value) > INVENTORY_MAX_LIMIT) {
 				invalid = true;
-			else
+				if (!why)
+					why = whys[1];
+			} else
 				*limit = (unsigned)atoi(value);
 		} else {
 			snprintf(cursor, cursor_size, "%s", value);
@@ -427,7 +454,7 @@ int api_parse_command_list_query(const char *raw, int *running, unsigned *limit,
 		return -1;
 	}
 	if (invalid) {
-		*msg = "invalid query parameter";
+		*msg = why ? why : "invalid query parameter";
 		return -1;
 	}
 	return 0;

@@ -445,7 +445,8 @@ static enum MHD_Result tools_call(struct http_req *req, struct mcp_msg *m, struc
 	struct runner *r = req->r;
 	bool upstream = !tools_known(m->tool) && mcp_upstream_has(r, m->tool);
 	if (!tools_known(m->tool) && !upstream)
-		return answer(req, 200, mcp_error(m->id, MCP_INVALID_PARAMS, "Unknown tool"), NULL);
+		return answer_error(req, 200, m->id, MCP_INVALID_PARAMS,
+				    "Unknown tool '%.128s' (tools/list lists the tools)", m->tool);
 	struct mcp_table *t = table(r);
 	if (!t)
 		return MHD_NO;

@@ -517,15 +517,18 @@ enum MHD_Result api_files_watch(struct http_req *req)
 	struct error err;
 	const char *raw = http_query(req, "path");
 	char path[PATH_MAX];
-	if (!raw || files_clean_path(raw, strlen(raw), path, sizeof(path)) < 0)
-		return http_error(req, 400, "INVALID_REQUEST_BODY",
+	if (!raw)
+		return http_error(req, 400, "MISSING_QUERY",
+				  "missing query parameter 'path' (an absolute directory path)");
+	if (files_clean_path(raw, strlen(raw), path, sizeof(path)) < 0)
+		return http_error(req, 400, "INVALID_QUERY",
 				  "query parameter 'path' must be an absolute directory path");
 	const char *rec = http_query(req, "recursive");
 	bool recursive = false;
 	if (rec && (!strcmp(rec, "true") || !strcmp(rec, "1")))
 		recursive = true;
 	else if (rec && *rec && strcmp(rec, "false") && strcmp(rec, "0"))
-		return http_error(req, 400, "INVALID_REQUEST_BODY",
+		return http_error(req, 400, "INVALID_QUERY",
 				  "query parameter 'recursive' must be true or false");
 	struct watch_table *t = table(r);
 	if (!t)

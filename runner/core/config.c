@@ -55,13 +55,16 @@ static const struct opt_def opts[] = {
 	{"listen", "FORCEAI_RUNNER_LISTEN", OPT_LISTEN, 0, "0.0.0.0:8080",
 	 "address and port of the HTTP endpoint (IPv4 or [IPv6])"},
 	{"grace-ms", "FORCEAI_RUNNER_GRACE_MS", OPT_U64, OFF(grace_ms), "5000",
-	 "time between SIGTERM and SIGKILL when stopping task trees and the main child"},
+	 "time between SIGTERM and SIGKILL when stopping task trees and the main child (ms, "
+	 "0..3600000; 0 = SIGKILL right after SIGTERM)"},
 	{"token-file", "FORCEAI_RUNNER_TOKEN_FILE", OPT_TOKEN_FILE, 0, NULL,
 	 "file holding the access token required in X-EXECD-ACCESS-TOKEN (or EXECD_ACCESS_TOKEN)"},
 	{"state-dir", "FORCEAI_RUNNER_STATE_DIR", OPT_PATH, OFF(state_dir), "/run/forceai-runner",
 	 "private directory (0700) for task output spools"},
 	{"seccomp-policy", "FORCEAI_SECCOMP_POLICY", OPT_PATH, OFF(seccomp_policy),
-	 "/etc/forceai-runner/seccomp.json", "OCI seccomp JSON policy applied to every task"},
+	 "/etc/forceai-runner/seccomp.json",
+	 "OCI seccomp JSON policy applied to every task (outside the image: the repository's "
+	 "seccomp/default.json)"},
 	{"task-user", "FORCEAI_TASK_USER", OPT_USER, 0, "1000:1000", "UID:GID tasks run as"},
 	{"allow-root-tasks", "FORCEAI_ALLOW_ROOT_TASKS", OPT_BOOL, OFF(allow_root_tasks), "0",
 	 "honour uid/gid 0 in requests (root tasks still have no capabilities)"},
@@ -72,9 +75,9 @@ static const struct opt_def opts[] = {
 	 "network of exec tasks unless the request says: full, or none (no IP sockets); "
 	 "vault mode (a gateway, no key) makes none the default unless this is given"},
 	{"max-tasks", "FORCEAI_MAX_TASKS", OPT_UINT, OFF(max_tasks), "64",
-	 "running tasks at once; more get 429"},
+	 "running tasks at once, 1..1000000; more get 429"},
 	{"max-body", "FORCEAI_MAX_BODY", OPT_U64, OFF(max_body), "1048576",
-	 "largest JSON request body in bytes; larger get 413"},
+	 "largest JSON request body in bytes, at least 1024; larger get 413"},
 	{"task-log-max", "FORCEAI_TASK_LOG_MAX", OPT_U64, OFF(task_log_max), "16777216",
 	 "output retained per task for re-attach and logs (bytes, at least 65536 and 4 x "
 	 "--stream-window; oldest dropped beyond)"},
@@ -82,17 +85,20 @@ static const struct opt_def opts[] = {
 	 "bytes a connected client may lag before the task's pipe is paused (4096 .. "
 	 "task-log-max/4)"},
 	{"retain-count", "FORCEAI_RETAIN_COUNT", OPT_UINT, OFF(retain_count), "256",
-	 "finished task records kept"},
+	 "finished task records kept, 1..1000000 (the oldest beyond go at the next tick, "
+	 "once a second)"},
 	{"retain-ms", "FORCEAI_RETAIN_MS", OPT_U64, OFF(retain_ms), "900000",
-	 "how long finished task records are kept (ms)"},
+	 "how long finished task records are kept (ms; 0 = until the next tick)"},
 	{"idle-timeout-ms", "FORCEAI_IDLE_TIMEOUT_MS", OPT_U64, OFF(header_timeout_ms), "15000",
 	 "a connection idle this long (e.g. headers never finished) is closed (0 = none)"},
 	{"header-deadline-ms", "FORCEAI_HEADER_DEADLINE_MS", OPT_U64, OFF(header_deadline_ms),
-	 "5000", "a new connection that has not sent a whole request head by then is closed"},
+	 "5000",
+	 "a new connection that has not sent a whole request head by then is closed (ms, "
+	 "100..600000)"},
 	{"max-client-connections", "FORCEAI_MAX_CLIENT_CONNECTIONS", OPT_UINT,
 	 OFF(max_client_conns), "512",
 	 "connections at once from one client (address, or uid "
-	 "inside the box)"},
+	 "inside the box), 1..1000000"},
 	{"proxy-timeout-ms", "FORCEAI_PROXY_TIMEOUT_MS", OPT_U64, OFF(proxy_timeout_ms), "60000",
 	 "time a server behind /proxy/{port} has to take a request and start its answer (504; "
 	 "0 = none)"},
@@ -114,7 +120,8 @@ static const struct opt_def opts[] = {
 	{"gateway-key-file", "FORCEAI_GATEWAY_KEY_FILE", OPT_KEY_FILE, 0, NULL,
 	 "file holding the gateway key (or FORCEAI_GATEWAY_KEY); none = vault mode"},
 	{"gateway-ca", "FORCEAI_GATEWAY_CA", OPT_PATH, OFF(gateway_ca), NULL,
-	 "CA bundle trusted for the gateway (else SSL_CERT_FILE, CURL_CA_BUNDLE, system)"},
+	 "CA bundle (PEM) trusted for the gateway, checked at start (else SSL_CERT_FILE, "
+	 "CURL_CA_BUNDLE, system)"},
 	{"gateway-proxy", "FORCEAI_GATEWAY_PROXY", OPT_PROXY, OFF(gateway_proxy), NULL,
 	 "HTTP proxy for gateway calls (proxy environment variables are ignored)"},
 	{"gateway-connect-timeout-ms", "FORCEAI_GATEWAY_CONNECT_TIMEOUT_MS", OPT_U64,
@@ -127,7 +134,7 @@ static const struct opt_def opts[] = {
 	{"model-proxy-port", "FORCEAI_MODEL_PROXY_PORT", OPT_PORT, OFF(model_proxy_port), "0",
 	 "port of the loopback model proxy for chat tasks (0 = ephemeral)"},
 	{"agent-max-steps", "FORCEAI_AGENT_MAX_STEPS", OPT_U64, OFF(agent_max_steps), "20",
-	 "default model turns of an agent task"},
+	 "default model turns of an agent task, 1..10000"},
 	{"agent-timeout-ms", "FORCEAI_AGENT_TIMEOUT_MS", OPT_U64, OFF(agent_timeout_ms), "1800000",
 	 "default time limit of an agent task (ms, 0 = none)"},
 	{"agent-max-tokens", "FORCEAI_AGENT_MAX_TOKENS", OPT_U64, OFF(agent_max_tokens), "0",
@@ -140,26 +147,27 @@ static const struct opt_def opts[] = {
 	 "default number of model calls a task may make (0 = unlimited; request field "
 	 "max_model_requests)"},
 	{"agent-output-max", "FORCEAI_AGENT_OUTPUT_MAX", OPT_U64, OFF(agent_output_max), "16384",
-	 "tool output fed back to the model per call (bytes; head and tail kept)"},
+	 "tool output fed back to the model per call (bytes, 256..1048576; head and tail kept)"},
 	{"agent-engine", "FORCEAI_AGENT_ENGINE", OPT_ENGINE, 0, NULL,
 	 "NAME=PATH: the CLI of agent engine NAME (codex, claude-code; repeatable, or "
 	 "comma-separated in the variable; default: looked up on the task's PATH)"},
 	{"agent-context-max", "FORCEAI_AGENT_CONTEXT_MAX", OPT_U64, OFF(agent_context_max),
 	 "262144",
-	 "bytes of conversation the built-in agent sends per model call (older tool "
-	 "output is elided beyond it)"},
+	 "bytes of conversation the built-in agent sends per model call, 16384..67108864 "
+	 "(older tool output is elided beyond it)"},
 	{"mcp-allowed-origins", "FORCEAI_MCP_ALLOWED_ORIGINS", OPT_STR, OFF(mcp_allowed_origins),
 	 NULL,
-	 "comma-separated Origin values /mcp accepts (\"*\": any); none = only localhost forms"},
+	 "comma-separated Origin values /mcp accepts (\"*\": any); unset: the localhost forms, "
+	 "which a list replaces (list them too to keep them)"},
 	{"mcp-servers", "FORCEAI_MCP_SERVERS", OPT_STR, OFF(mcp_servers), NULL,
 	 "JSON file {\"mcpServers\": {name: {command, args, env}}}: stdio MCP servers offered on "
 	 "/mcp as name__tool, each started on first use as a confined task"},
 	{"mcp-max-sessions", "FORCEAI_MCP_MAX_SESSIONS", OPT_UINT, OFF(mcp_max_sessions), "64",
-	 "MCP sessions open at once on /mcp"},
+	 "MCP sessions open at once on /mcp, 1..1000000"},
 	{"mcp-max-inflight", "FORCEAI_MCP_MAX_INFLIGHT", OPT_UINT, OFF(mcp_max_inflight), "32",
-	 "MCP tool calls running at once (all sessions)"},
+	 "MCP tool calls running at once (all sessions), 1..1000000"},
 	{"mcp-max-body", "FORCEAI_MCP_MAX_BODY", OPT_U64, OFF(mcp_max_body), "1048576",
-	 "largest JSON-RPC message POSTed to /mcp (bytes)"},
+	 "largest JSON-RPC message POSTed to /mcp (bytes, 1024..67108864)"},
 	{"task-memory-max", "FORCEAI_TASK_MEMORY_MAX", OPT_U64, OFF(task_memory_max), "0",
 	 "memory.max of each task's cgroup where cgroup v2 is delegated (bytes; 0 = max)"},
 	{"task-pids-max", "FORCEAI_TASK_PIDS_MAX", OPT_U64, OFF(task_pids_max), "4096",
@@ -182,25 +190,76 @@ static const struct opt_def opts[] = {
 };
 #define N_OPTS (sizeof(opts) / sizeof(opts[0]))
 
+/* --help's groups, in the order and with the titles of docs/configuration.md,
+ * so the two read alike. An option in no group is listed under "Other". */
+static const struct {
+	const char *title;
+	const char *names; /* space-separated */
+} groups[] = {
+	{"Endpoint and access", "listen token-file max-body max-client-connections idle-timeout-ms "
+				"header-deadline-ms proxy-timeout-ms"},
+	{"Tasks", "task-user allow-root-tasks task-id-range exec-network max-tasks grace-ms "
+		  "task-log-max stream-window retain-count retain-ms state-dir execd-envs"},
+	{"Confinement and limits",
+	 "seccomp-policy landlock-roots limit-nproc limit-nofile limit-as "
+	 "limit-fsize task-memory-max task-pids-max task-cpu-max "
+	 "write-seccomp-cache insecure-no-confine"},
+	{"Profiles", "one-shot allow-reset reset-snapshot-max"},
+	{"Model gateway", "gateway-url gateway-key-file gateway-ca gateway-proxy "
+			  "gateway-connect-timeout-ms gateway-timeout-ms model model-proxy-port "
+			  "task-max-tokens task-max-model-requests"},
+	{"Agents", "agent-max-steps agent-timeout-ms agent-max-tokens agent-output-max "
+		   "agent-context-max agent-engine"},
+	{"MCP", "mcp-allowed-origins mcp-servers mcp-max-sessions mcp-max-inflight mcp-max-body"},
+};
+
+static void usage_opt(FILE *out, const struct opt_def *o)
+{
+	char left[64];
+	snprintf(left, sizeof(left), "--%s%s", o->name, o->type == OPT_BOOL ? "" : " V");
+	fprintf(out, "  %-24s %s\n  %-24s [%s%s%s]\n", left, o->help, "", o->env,
+		o->def ? ", default " : "", o->def ? o->def : "");
+}
+
 static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: forceai-runner [OPTIONS] [-- CMD [ARG...]]\n\n"
 		"Init (PID 1) and task endpoint of a forceai sandbox box.\n"
-		"With -- CMD, CMD is the box's main process and the runner exits with its status.\n\n"
-		"options (each also read from the environment variable shown):\n");
-	for (size_t i = 0; i < N_OPTS; i++) {
-		const struct opt_def *o = &opts[i];
-		char left[64];
-		snprintf(left, sizeof(left), "--%s%s", o->name, o->type == OPT_BOOL ? "" : " V");
-		fprintf(out, "  %-24s %s\n  %-24s [%s%s%s]\n", left, o->help, "", o->env,
-			o->def ? ", default " : "", o->def ? o->def : "");
+		"With -- CMD, CMD is the box's main process and the runner exits with its status.\n"
+		"Each option is also read from the environment variable shown; the command line\n"
+		"wins. Options are spelled in full (no abbreviations). Bounds and what 0 means:\n"
+		"docs/configuration.md. Exit status: 2 for a configuration error (a bad option or\n"
+		"a file it names that cannot be read), 1 when the system refuses to start it.\n");
+	bool shown[N_OPTS] = {false};
+	for (size_t g = 0; g < sizeof(groups) / sizeof(groups[0]); g++) {
+		fprintf(out, "\n%s:\n", groups[g].title);
+		/* In the group's order, which is the document's. */
+		for (const char *p = groups[g].names; *p;) {
+			size_t n = strcspn(p, " ");
+			for (size_t i = 0; i < N_OPTS; i++)
+				if (strlen(opts[i].name) == n && !strncmp(opts[i].name, p, n)) {
+					shown[i] = true;
+					usage_opt(out, &opts[i]);
+				}
+			p += n + strspn(p + n, " ");
+		}
 	}
-	fprintf(out, "  %-24s %s\n  %-24s %s\n", "--version", "print the version and exit",
-		"--help", "print this help and exit");
+	bool title = false;
+	for (size_t i = 0; i < N_OPTS; i++) {
+		if (shown[i])
+			continue;
+		if (!title)
+			fprintf(out, "\nOther:\n");
+		title = true;
+		usage_opt(out, &opts[i]);
+	}
+	fprintf(out, "\nProbe and information:\n");
 	fprintf(out, "  %-24s %s\n", "--ping",
 		"health probe: GET /ping from the runner these options describe (token included), "
 		"exit 0 when it answers 200");
+	fprintf(out, "  %-24s %s\n  %-24s %s\n", "--version", "print the version and exit",
+		"--help", "print this help and exit");
 }
 
 /* Where the value being applied comes from, for messages, and where a
@@ -326,6 +385,18 @@ static int read_secret_file(const struct src *src, char **dst, struct secret_fil
 	 * Links are followed: Kubernetes' secret volumes are made of them. */
 	struct stat st;
 	int fd = open_regular(AT_FDCWD, path, 0, SIZE_MAX, &st);
+	if (fd == -EACCES && geteuid() != 0) {
+		/* The file made root's (as a root runner is told to) cannot be
+		 * read by one that is not; it takes the secret from the
+		 * environment instead. */
+		char why[256];
+		snprintf(why, sizeof(why),
+			 "%s; a runner that is not root (uid %u) takes the secret from %s instead "
+			 "(Kubernetes: env valueFrom secretKeyRef)",
+			 strerror(EACCES), (unsigned)geteuid(),
+			 !strcmp(opt, "token-file") ? "EXECD_ACCESS_TOKEN" : "FORCEAI_GATEWAY_KEY");
+		return bad(src, opt, path, why);
+	}
 	if (fd < 0)
 		return bad(src, opt, path, open_regular_strerror(fd, &st));
 	sf->path = path;
@@ -555,11 +626,22 @@ static int check_secret_file(const struct runner_config *cfg, const struct secre
 			 (unsigned)sf->uid, sf->uid == 0 ? ", --allow-root-tasks" : "");
 	else
 		return 0;
+	const char *var = !strcmp(opt, "token-file") ? "EXECD_ACCESS_TOKEN" : "FORCEAI_GATEWAY_KEY";
+	/* chown root needs root: a runner that is not root (non-root mode) passes
+	 * its secrets in the environment, which it removes from its own. */
+	if (geteuid() != 0)
+		return error_set(err, 0, NULL,
+				 "--%s '%s' %s. A runner that is not root (uid %u) cannot make it "
+				 "safe and refuses a secret file anyway (its tasks share its uid): "
+				 "pass the secret in %s instead (Kubernetes: env valueFrom "
+				 "secretKeyRef)",
+				 opt, sf->path, why, (unsigned)geteuid(), var);
 	return error_set(err, 0, NULL,
 			 "--%s '%s' %s. Make it readable by its owner only and owned by a uid no "
 			 "task can have, e.g. `chown root '%s' && chmod 0400 '%s'` (Kubernetes: "
-			 "secret volume `defaultMode: 0400`, fsGroup below 1000 or none)%s",
-			 opt, sf->path, why, sf->path, sf->path,
+			 "secret volume `defaultMode: 0400`, fsGroup below 1000 or none), or pass "
+			 "the secret in %s%s",
+			 opt, sf->path, why, sf->path, sf->path, var,
 			 sf->uid == 0 && cfg->allow_root_tasks
 				 ? "; with --allow-root-tasks root tasks own root's files: use "
 				   "another owner (e.g. uid 999) or pass the secret in the "
@@ -765,6 +847,50 @@ static int check_values(struct runner_config *cfg, const enum origin *from, stru
 	return 0;
 }
 
+/* The long options that begin with name[0..n): "--a, --b" in buf. */
+static unsigned prefix_matches(const struct option *lopts, const char *name, size_t n, char *buf,
+			       size_t size)
+{
+	unsigned count = 0;
+	size_t len = 0;
+	buf[0] = 0;
+	for (const struct option *o = lopts; o->name; o++) {
+		if (strncmp(o->name, name, n))
+			continue;
+		int w = snprintf(buf + len, size - len, "%s--%s", count ? ", " : "", o->name);
+		if (w > 0 && (size_t)w < size - len)
+			len += (size_t)w;
+		count++;
+	}
+	return count;
+}
+
+/* getopt_long takes any unique prefix of a long option: "--gateway-key sk-x"
+ * would be read as --gateway-key-file, "--gateway" fail as unknown. Options
+ * are spelled in full instead: an abbreviation that works today could come
+ * to mean another option when one is added (docs/design.md §21.2). text is
+ * the argument as given ("--name" or "--name=value"). */
+static int not_in_full(const struct option *lopts, const char *text, const char *full,
+		       struct error *err)
+{
+	if (strncmp(text, "--", 2))
+		return 0;
+	const char *name = text + 2;
+	size_t n = strcspn(name, "=");
+	if (full && strlen(full) == n && !strncmp(name, full, n))
+		return 0;
+	char cands[512];
+	unsigned k = prefix_matches(lopts, name, n, cands, sizeof(cands));
+	if (k == 0)
+		return error_set(err, 0, NULL, "unknown option '--%.*s' (see --help)", (int)n,
+				 name);
+	return error_set(err, 0, NULL,
+			 "unknown option '--%.*s': options are spelled in full, no abbreviations; "
+			 "%s %s%s",
+			 (int)n, name, k == 1 ? "did you mean" : "options beginning so:", cands,
+			 k == 1 ? "?" : "");
+}
+
 int config_parse(struct runner_config *cfg, int argc, char **argv, struct error *err)
 {
 	struct src cli = {.err = err};
@@ -831,9 +957,19 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 	lopts[N_OPTS + 3] = (struct option){0};
 
 	opterr = 0;
-	int c;
+	int c, li = -1;
 	/* "+" stops at the first non-option, so "-- CMD -x" reaches CMD. */
-	while ((c = getopt_long(argc, argv, "+hV", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+hV", lopts, &li)) != -1) {
+		if (li >= 0) {
+			/* The option's own argument: the one before its value when the
+			 * value came as the next argument. */
+			const char *text = optarg && optind >= 2 && optarg == argv[optind - 1]
+						   ? argv[optind - 2]
+						   : argv[optind - 1];
+			if (not_in_full(lopts, text, lopts[li].name, err) < 0)
+				return -1;
+			li = -1;
+		}
 		if (c == 'h') {
 			usage(stdout);
 			return 1;
@@ -851,9 +987,15 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 			if (optopt && optopt < 1000)
 				return error_set(err, 0, NULL, "unknown option '-%c' (see --help)",
 						 optopt);
+			if (optopt >= 1000 && optopt < 1000 + (int)N_OPTS &&
+			    not_in_full(lopts, arg, opts[optopt - 1000].name, err) < 0)
+				return -1;
 			if (c == ':' || (optopt >= 1000))
 				return error_set(err, 0, NULL, "option '%s' needs a value", arg);
-			return error_set(err, 0, NULL, "unknown option '%s' (see --help)", arg);
+			not_in_full(lopts, arg, NULL, err);
+			if (strncmp(arg, "--", 2))
+				error_set(err, 0, NULL, "unknown option '%s' (see --help)", arg);
+			return -1;
 		}
 		const struct opt_def *o = &opts[c - 1000];
 		if (apply_opt(&cli, cfg, o, o->type == OPT_BOOL && !optarg ? "1" : optarg))
@@ -862,6 +1004,9 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 		env_bad[c - 1000] = false;
 		from[c - 1000] = FROM_CLI;
 	}
+	_Static_assert(N_OPTS <= CONFIG_MAX_OPTS, "raise CONFIG_MAX_OPTS");
+	for (size_t i = 0; i < N_OPTS; i++)
+		cfg->origin[i] = (unsigned char)from[i];
 	for (size_t i = 0; i < N_OPTS; i++) {
 		if (env_bad[i]) {
 			struct src env = {.env = opts[i].env, .err = err};
@@ -894,6 +1039,66 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 		return error_set(err, 0, NULL,
 				 "--one-shot and a main command (-- CMD) both decide the exit "
 				 "status: use one");
+	return 0;
+}
+
+/* The name a problem with option opt is told by: its variable when the value
+ * came from there. */
+static struct src src_cfg(const struct runner_config *cfg, const char *opt, struct error *err)
+{
+	for (size_t i = 0; i < N_OPTS; i++)
+		if (!strcmp(opts[i].name, opt))
+			return (struct src){.env = cfg->origin[i] == FROM_ENV ? opts[i].env : NULL,
+					    .err = err};
+	return (struct src){.err = err};
+}
+
+/* A file read at start: readable, regular, not empty. */
+static int check_file(const struct runner_config *cfg, const char *opt, const char *path,
+		      const char *fix, struct error *err)
+{
+	struct src s = src_cfg(cfg, opt, err);
+	char why[512];
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	struct stat st;
+	if (fd < 0) {
+		snprintf(why, sizeof(why), "cannot open: %s%s", strerror(errno), fix);
+		return bad(&s, opt, path, why);
+	}
+	int rc = fstat(fd, &st), e = errno;
+	close(fd);
+	if (rc < 0) {
+		snprintf(why, sizeof(why), "cannot stat: %s%s", strerror(e), fix);
+		return bad(&s, opt, path, why);
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size == 0) {
+		snprintf(why, sizeof(why), "%s%s", S_ISREG(st.st_mode) ? "empty" : "not a file",
+			 fix);
+		return bad(&s, opt, path, why);
+	}
+	return 0;
+}
+
+int config_check_files(const struct runner_config *cfg, struct error *err)
+{
+	if (!cfg->insecure_no_confine &&
+	    check_file(cfg, "seccomp-policy", cfg->seccomp_policy,
+		       "; the image has it; outside it, in a clone of the repository: "
+		       "--seccomp-policy \"$PWD/seccomp/default.json\" (or FORCEAI_SECCOMP_POLICY)",
+		       err) < 0)
+		return -1;
+	if (cfg->gateway_ca &&
+	    check_file(cfg, "gateway-ca", cfg->gateway_ca,
+		       "; give a PEM bundle of the CAs the gateway's certificate chains to, or "
+		       "leave it unset for SSL_CERT_FILE, CURL_CA_BUNDLE or the system's",
+		       err) < 0)
+		return -1;
+	if (cfg->mcp_servers &&
+	    check_file(cfg, "mcp-servers", cfg->mcp_servers,
+		       "; give a JSON file {\"mcpServers\": {NAME: {\"command\": ...}}} or leave "
+		       "it unset",
+		       err) < 0)
+		return -1;
 	return 0;
 }
 

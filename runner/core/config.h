@@ -13,6 +13,8 @@ struct secret_file {
 	gid_t gid;
 };
 
+#define CONFIG_MAX_OPTS 96
+
 struct runner_config {
 	char listen_host[64]; /* numeric IPv4/IPv6 address */
 	unsigned listen_port;
@@ -84,6 +86,9 @@ struct runner_config {
 	unsigned mcp_max_sessions;
 	unsigned mcp_max_inflight;
 	uint64_t mcp_max_body;
+	/* Where each option's value came from (config.c's table order): the
+	 * checks made after parsing name the option or the variable. */
+	unsigned char origin[CONFIG_MAX_OPTS];
 };
 
 /* Parse argv + environment. Returns 0 to run, 1 when --help/--version was
@@ -91,3 +96,9 @@ struct runner_config {
 struct error;
 int config_parse(struct runner_config *cfg, int argc, char **argv, struct error *err);
 void config_free(struct runner_config *cfg);
+/* The files the options name that are read at start (the seccomp policy
+ * unless --insecure-no-confine, --gateway-ca, --mcp-servers): each must be
+ * a readable regular file. 0, or -1 with a message that names the option
+ * (or its variable) and the fix: a configuration error, exit 2. Not part of
+ * config_parse: --ping and --help need none of them. */
+int config_check_files(const struct runner_config *cfg, struct error *err);

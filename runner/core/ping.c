@@ -42,10 +42,17 @@ static int wait_fd(int fd, short ev, const struct timespec *t0)
 	}
 }
 
+/* The URL probed, for every message: which runner was meant is the first
+ * question when a probe fails. */
+static char probed[128] = "(no address)";
+
 static int fail(const char *what, int err)
 {
-	fprintf(stderr, "forceai-runner --ping: %s%s%s\n", what, err ? ": " : "",
-		err ? strerror(err) : "");
+	fprintf(stderr,
+		"forceai-runner --ping: GET %s: %s%s%s (the address is --listen's, or "
+		"FORCEAI_RUNNER_LISTEN's, with 0.0.0.0 and [::] probed on loopback; give the "
+		"runner's own)\n",
+		probed, what, err ? ": " : "", err ? strerror(err) : "");
 	return 1;
 }
 
@@ -74,6 +81,14 @@ int ping_run(const struct runner_config *cfg)
 	} else {
 		return fail("the listen address is not numeric", 0);
 	}
+	char host[INET6_ADDRSTRLEN] = "";
+	if (ss.ss_family == AF_INET)
+		inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
+	else
+		inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
+	snprintf(probed, sizeof(probed),
+		 ss.ss_family == AF_INET6 ? "http://[%s]:%u/ping" : "http://%s:%u/ping", host,
+		 cfg->listen_port);
 	if (cfg->listen_port == 0)
 		return fail("the listen port is 0 (ephemeral): nothing to probe", 0);
 
@@ -141,7 +156,10 @@ int ping_run(const struct runner_config *cfg)
 	resp[got] = '\0';
 	resp[strcspn(resp, "\r\n")] = '\0';
 	if (strncmp(resp, "HTTP/1.1 200 ", 13) && strncmp(resp, "HTTP/1.0 200 ", 13)) {
-		fprintf(stderr, "forceai-runner --ping: GET /ping answered '%.60s'\n", resp);
+		fprintf(stderr, "forceai-runner --ping: GET %s answered '%.60s'%s\n", probed, resp,
+			strstr(resp, " 401 ") ? " (the token: give the runner's, in "
+						"EXECD_ACCESS_TOKEN or --token-file)"
+					      : "");
 		rc = 1;
 	}
 out:

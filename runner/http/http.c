@@ -69,10 +69,21 @@ static bool authorized(struct http_req *req)
 	return false;
 }
 
-/* execd's clients read "error" as well as {code, message}. */
+/* execd's clients read "error" as well as {code, message}. An MCP client
+ * reads a JSON-RPC error (id null: the request was not read), and is told
+ * both places its token may go. */
 static enum MHD_Result unauthorized(struct http_req *req)
 {
 	struct error e;
+	if (!strcmp(req->path, "/mcp"))
+		return http_json(
+			req, 401,
+			json_pack(
+				"{s:s,s:n,s:{s:i,s:s}}", "jsonrpc", "2.0", "id", "error", "code",
+				-32000, "message",
+				"Unauthorized: invalid or missing token; send the runner's access "
+				"token as 'Authorization: Bearer TOKEN' or "
+				"'X-EXECD-ACCESS-TOKEN: TOKEN'"));
 	error_set(&e, 0, "UNAUTHORIZED", "invalid or missing header X-EXECD-ACCESS-TOKEN");
 	json_t *body = http_error_body(&e);
 	json_object_set_new(body, "error", json_sprintf("Unauthorized: %s", e.msg));

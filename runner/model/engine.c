@@ -158,9 +158,16 @@ static json_t *npm_version(const char *path)
 json_t *engines_report(struct runner *r)
 {
 	json_t *a = json_array();
-	json_array_append_new(a, json_pack("{s:s,s:b,s:s,s:s}", "name", "builtin", "available",
-					   gateway_enabled(r), "source", "runner", "version",
-					   FORCEAI_RUNNER_VERSION));
+	/* Every engine calls models through the gateway: without one, each says
+	 * so and how to give it. */
+	static const char no_gateway[] = "no model gateway: start the runner with --gateway-url "
+					 "URL (FORCEAI_GATEWAY_URL)";
+	json_t *b =
+		json_pack("{s:s,s:b,s:s,s:s}", "name", "builtin", "available", gateway_enabled(r),
+			  "source", "runner", "version", FORCEAI_RUNNER_VERSION);
+	if (!gateway_enabled(r))
+		json_object_set_new(b, "error", json_string(no_gateway));
+	json_array_append_new(a, b);
 	for (int k = ENGINE_CODEX; k < ENGINE_KINDS; k++) {
 		char path[PATH_MAX];
 		struct error err;
@@ -171,6 +178,8 @@ json_t *engines_report(struct runner *r)
 				  configured(r, (enum engine_kind)k) ? "--agent-engine" : "PATH");
 		if (ok) {
 			json_object_set_new(o, "path", json_string(path));
+			if (!gateway_enabled(r))
+				json_object_set_new(o, "error", json_string(no_gateway));
 			json_t *v = npm_version(path);
 			json_object_set(o, "version",
 					json_is_object(v) ? json_object_get(v, "version") : v);

@@ -1221,11 +1221,11 @@ def t_execd_image():
 # --- least privilege, non-root and read-only modes, Kubernetes (issue 11) ---------------
 
 def documented_caps():
-    """The two minimal capability lines as documented (README.md and
+    """The two minimal capability lines as documented (docs/configuration.md and
     image/README.md must say the same): the image as shipped, with reset on,
     and FORCEAI_ALLOW_RESET=0. The tests run exactly these."""
     found = {}
-    for doc in ("image/README.md", "README.md"):
+    for doc in ("image/README.md", "docs/configuration.md"):
         lines = {}
         try:
             with open(os.path.join(ROOT, doc)) as f:
@@ -1241,9 +1241,9 @@ def documented_caps():
             pass
         found[doc] = lines
     want = found["image/README.md"]
-    ok = set(want) == {"base", "reset"} and found["README.md"] == want
+    ok = set(want) == {"base", "reset"} and found["docs/configuration.md"] == want
     check("the minimal capability lines (reset on; FORCEAI_ALLOW_RESET=0) are documented, the same "
-          "in README.md and image/README.md", ok, str(found))
+          "in docs/configuration.md and image/README.md", ok, str(found))
     return {k: v.split(",") for k, v in want.items()} if ok else None
 
 
@@ -1457,9 +1457,9 @@ def t_nonroot():
                             env={"FORCEAI_RUNNER_TOKEN_FILE": "/run/token"})
     code = wait_exit(name)
     lg = logs(name)
-    check("non-root: --token-file (root:200 0440, fsGroup-style) is refused (exit 1), "
-          "pointing at EXECD_ACCESS_TOKEN",
-          code == 1 and "EXECD_ACCESS_TOKEN" in lg and '"ready"' not in lg, "exit %s: %s" % (code, tail(lg, 300)))
+    check("non-root: --token-file (root:200 0440, fsGroup-style) is refused (exit 2, a "
+          "configuration error), pointing at EXECD_ACCESS_TOKEN",
+          code == 2 and "EXECD_ACCESS_TOKEN" in lg and '"ready"' not in lg, "exit %s: %s" % (code, tail(lg, 300)))
 
 
 def t_readonly(doc):

@@ -1,13 +1,15 @@
-"""The README is a contract (docs/design.md §21): every option and variable of
-README's configuration table against --help and the parser, every route
-README and docs/design.md list against the running runner (and the route
-table against the documents), the [pure] tags of README's layout against
-the build, the documented fields of `started` against the runner.
+"""The documents are a contract (docs/design.md §21.5): every option and
+variable of docs/configuration.md's tables against --help and the parser
+(values, bounds, what 0 means, the groups of --help), every route
+docs/api.md and docs/design.md list against the running runner (and the
+route table against the documents), the [pure] tags of docs/layout.md
+against the build, the documented fields of `started` against the runner.
 
 The tests read the documents; they hard-code no list of options or routes.
-A row added to the configuration table in the same format is checked like
+A row added to a configuration table in the same format is checked like
 the others: its placeholder (N, BYTES, F, ...) says which bad value to give
-(BAD_VALUES; a new kind of placeholder fails until it is added there)."""
+(BAD_VALUES; a new kind of placeholder fails until it is added there), its
+bounds and 0 columns are tried against the parser."""
 import json
 import os
 import re
@@ -21,7 +23,11 @@ from harness import POLICY, RUNNER, Runner, RunnerTest, free_port
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUNNER = os.path.abspath(RUNNER)  # the rule tests run it from another directory
 README = os.path.join(ROOT, "README.md")
+CONFIG = os.path.join(ROOT, "docs", "configuration.md")
+API = os.path.join(ROOT, "docs", "api.md")
+LAYOUT = os.path.join(ROOT, "docs", "layout.md")
 DESIGN = os.path.join(ROOT, "docs", "design.md")
+NUMERIC = ("N", "BYTES", "MS", "COUNT", "PORT")  # placeholders of a number
 
 # A value each kind of placeholder refuses (usage error, exit 2).
 BAD_VALUES = {
@@ -60,25 +66,52 @@ def section(text, title):
     return m.group(1)
 
 
+def config_sections():
+    """docs/configuration.md's option tables: {section title: [row]}, each
+    row (options, variables, default, bounds, zero, line), options as
+    [(name, placeholder or None)]."""
+    out = {}
+    for m in re.finditer(r"^## ([^\n]+)\n(.*?)(?=^## |\Z)", read(CONFIG), re.S | re.M):
+        rows = []
+        for line in m.group(2).splitlines():
+            if not line.startswith("| `--"):
+                continue
+            cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+            assert len(cells) == 6, "configuration row without 6 cells: %s" % line
+            opts = []
+            for code in re.findall(r"`([^`]*)`", cells[0]):
+                o = re.fullmatch(r"--([a-z0-9-]+)(?: (.+))?", code.replace("\\|", "|"))
+                assert o, "option cell %r of %s" % (code, line)
+                opts.append((o.group(1), o.group(2)))
+            variables = re.findall(r"`([A-Z][A-Z0-9_]+)`", cells[1])
+            default = re.fullmatch(r"`([^`]*)`", cells[2])
+            rows.append((opts, variables, default.group(1) if default else None, cells[3],
+                         cells[4], line))
+        if rows:
+            out[m.group(1).strip()] = rows
+    return out
+
+
 def config_rows():
-    """README's configuration table: [(options, variables, default, line)],
-    options as [(name, placeholder or None)]."""
-    rows = []
-    for line in section(read(README), "Configuration").splitlines():
-        if not line.startswith("| ") or line.startswith("| option ") or line.startswith("|---"):
-            continue
-        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
-        assert len(cells) == 4, "configuration row without 4 cells: %s" % line
-        opts = []
-        for code in re.findall(r"`([^`]*)`", cells[0]):
-            m = re.fullmatch(r"--([a-z0-9-]+)(?: (.+))?", code.replace("\\|", "|"))
-            assert m, "option cell %r of %s" % (code, line)
-            opts.append((m.group(1), m.group(2)))
-        variables = re.findall(r"`([A-Z][A-Z0-9_]+)`", cells[1])
-        default = re.fullmatch(r"`([^`]*)`", cells[2])
-        rows.append((opts, variables, default.group(1) if default else None, line))
-    assert len(rows) > 10, "the configuration table was not found"
+    """Every row of docs/configuration.md's option tables."""
+    rows = [r for rows in config_sections().values() for r in rows]
+    assert len(rows) > 10, "the configuration tables were not found"
     return rows
+
+
+def bounds_of(cell):
+    """(lo, hi) of a bounds cell: "LO..HI", "≥ LO" (hi None), or None ("—").
+    Other options the cell names ("and ≤ `--task-log-max`/4") are returned
+    too: they are set to their own lower bound while this one is tried."""
+    others = re.findall(r"`--([a-z0-9-]+)`", cell)
+    m = re.match(r"(\d+)\.\.(\d+)", cell)
+    if m:
+        return int(m.group(1)), int(m.group(2)), others
+    m = re.match(r"≥ (\d+)", cell)
+    if m:
+        return int(m.group(1)), None, others
+    assert cell == "—", "bounds cell %r: LO..HI, ≥ LO or —" % cell
+    return None
 
 
 def help_options():
@@ -99,7 +132,7 @@ def help_options():
 
 
 class ConfigTable(unittest.TestCase):
-    """Every row of README's table against --help and the parser."""
+    """Every row of docs/configuration.md against --help and the parser."""
 
     @classmethod
     def setUpClass(cls):
@@ -135,7 +168,7 @@ class ConfigTable(unittest.TestCase):
         self.assertIn(names, lines[0], "%s: the line does not name %s" % (what, names))
 
     def test_documented_options_are_in_help(self):
-        for opts, variables, default, line in self.rows:
+        for opts, variables, default, _, _, line in self.rows:
             for name, ph in opts:
                 with self.subTest(option=name):
                     self.assertIn(name, self.help, "documented, not in --help: " + line)
@@ -143,26 +176,26 @@ class ConfigTable(unittest.TestCase):
                     if name in ("help", "version", "ping"):
                         continue
                     self.assertEqual(takes, ph is not None,
-                                     "--%s: README and --help disagree on its value" % name)
+                                     "--%s: docs/configuration.md and --help disagree on its value" % name)
                     self.assertIn(var, variables,
-                                  "--%s: --help says %s, README %s" % (name, var, variables))
+                                  "--%s: --help says %s, docs/configuration.md %s" % (name, var, variables))
                     if default is not None and hdef is not None:
                         self.assertEqual(default, hdef, "--%s: the default" % name)
 
     def test_help_options_are_documented(self):
-        documented = {n for opts, _, _, _ in self.rows for n, _ in opts}
-        variables = {v for _, vs, _, _ in self.rows for v in vs}
+        documented = {n for opts, *_ in self.rows for n, _ in opts}
+        variables = {v for _, vs, *_ in self.rows for v in vs}
         for name, (_, var, _) in self.help.items():
             with self.subTest(option=name):
-                self.assertIn(name, documented, "--%s is in --help, not in README's table" % name)
+                self.assertIn(name, documented, "--%s is in --help, not in docs/configuration.md" % name)
                 if var:
-                    self.assertIn(var, variables, "%s is not in README's table" % var)
+                    self.assertIn(var, variables, "%s is not in docs/configuration.md" % var)
 
     def test_documented_variables_exist(self):
         known = {v for _, v, _ in self.help.values() if v}
         # Variables that carry a secret rather than an option's value.
         secrets = {"EXECD_ACCESS_TOKEN", "FORCEAI_GATEWAY_KEY"}
-        for opts, variables, _, line in self.rows:
+        for opts, variables, _, _, _, line in self.rows:
             for var in variables:
                 with self.subTest(variable=var):
                     self.assertIn(var, known | secrets, "documented, unknown to --help: " + line)
@@ -170,7 +203,7 @@ class ConfigTable(unittest.TestCase):
     def test_bad_values_are_usage_errors(self):
         """A bad value of each documented type, on the command line and in
         the variable: exit 2 with one line naming the option or variable."""
-        for opts, variables, _, line in self.rows:
+        for opts, variables, _, _, _, line in self.rows:
             for name, ph in opts:
                 if name in ("help", "version", "ping"):
                     continue
@@ -217,25 +250,23 @@ class ConfigRules(unittest.TestCase):
         self.assertEqual(rc, 2, err)
         self.assertIn("--task-log-max", err)
         self.assertNotIn("'1048576': must be 4096", err)
-        # the link is said, and README says it too
+        # the link is said, and docs/configuration.md says it too
         self.assertIn("--stream-window", err)
-        table = section(read(README), "Configuration")
-        row = [l for l in table.splitlines() if l.startswith("| `--task-log-max")][0]
+        row = [r[5] for r in config_rows() if r[0][0][0] == "task-log-max"][0]
         self.assertIn("65536", row)
         self.assertIn("--stream-window", row)
 
     def test_item3_zero_means_none(self):
         """Every *-timeout-ms: 0 is "none" where none is allowed, else a usage
-        error; README and --help say so."""
-        table = section(read(README), "Configuration")
+        error; docs/configuration.md's 0 column says which."""
+        zero = {r[0][0][0]: r[4] for r in config_rows()}
         for name, (takes, var, _) in help_options().items():
             if not name.endswith("-timeout-ms"):
                 continue
             with self.subTest(option=name):
-                row = [l for l in table.splitlines() if l.startswith("| `--%s " % name)]
-                self.assertTrue(row, name)
+                self.assertIn(name, zero)
                 rc, err = self.run_runner(["--" + name, "0"], timeout=2)
-                if "0 = none" in row[0]:
+                if zero[name] == "none":
                     self.assertIsNone(rc, "--%s 0 is documented as none: %s" % (name, err))
                 else:
                     self.assertEqual(rc, 2, "--%s 0: neither none nor refused (%s)" % (name, err))
@@ -283,6 +314,123 @@ class ConfigRules(unittest.TestCase):
         self.assertIn("FORCEAI_TASK_LOG_MAX", err)
 
 
+def probe(args, env=None):
+    """The parser's verdict on args, without starting a runner: --ping runs
+    every check of the options, then probes a port where nothing listens.
+    "accepted" (the probe's exit 1), or "refused: <its line>" (exit 2)."""
+    e = {k: v for k, v in os.environ.items()
+         if not k.startswith("FORCEAI_") and k != "EXECD_ACCESS_TOKEN"}
+    e.update(env or {})
+    p = subprocess.run([RUNNER, "--ping", "--listen", "127.0.0.1:%d" % free_port()] + list(args),
+                       capture_output=True, text=True, timeout=10, env=e)
+    if p.returncode == 1 and "--ping" in p.stderr:
+        return "accepted"
+    assert p.returncode == 2, (args, p.returncode, p.stderr)
+    return "refused: " + p.stderr.strip()
+
+
+class BoundsAndZero(unittest.TestCase):
+    """The bounds and 0 columns of docs/configuration.md against the parser
+    (issue 39: bounds only the error message told, 0 accepted where the row
+    said nothing of it)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.rows = [r for r in config_rows() if r[0][0][1] in NUMERIC]
+        cls.lo = {}
+        for opts, _, _, bounds, _, _ in cls.rows:
+            b = bounds_of(bounds)
+            if b:
+                cls.lo[opts[0][0]] = b[0]
+
+    def with_others(self, others):
+        extra = []
+        for o in others:
+            self.assertIn(o, self.lo, "the bounds name --%s, which has no lower bound" % o)
+            extra += ["--" + o, str(self.lo[o])]
+        return extra
+
+    def test_bounds_column_is_the_parsers(self):
+        for opts, _, _, bounds, _, line in self.rows:
+            name = opts[0][0]
+            b = bounds_of(bounds)
+            with self.subTest(option=name):
+                self.assertIsNotNone(b, "a number without bounds: " + line)
+                lo, hi, others = b
+                extra = self.with_others(others)
+                self.assertEqual(probe(extra + ["--" + name, str(lo)]), "accepted",
+                                 "--%s %d is its documented lower bound" % (name, lo))
+                if lo > 0:
+                    v = probe(extra + ["--" + name, str(lo - 1)])
+                    self.assertTrue(v.startswith("refused") and "--" + name in v,
+                                    "--%s %d is below the documented bound: %s" % (name, lo - 1, v))
+                if hi is not None:
+                    self.assertEqual(probe(extra + ["--" + name, str(hi)]), "accepted",
+                                     "--%s %d is its documented upper bound" % (name, hi))
+                    v = probe(extra + ["--" + name, str(hi + 1)])
+                    self.assertTrue(v.startswith("refused") and "--" + name in v,
+                                    "--%s %d is above the documented bound: %s" % (name, hi + 1, v))
+
+    def test_zero_column_is_the_parsers(self):
+        for opts, _, _, bounds, zero, line in self.rows:
+            name = opts[0][0]
+            with self.subTest(option=name):
+                b = bounds_of(bounds)
+                v = probe(self.with_others(b[2] if b else []) + ["--" + name, "0"])
+                if v == "accepted":
+                    self.assertFalse(zero.startswith("refused") or zero in ("", "—"),
+                                     "--%s 0 is accepted: its 0 column must say what it "
+                                     "means: %s" % (name, line))
+                    self.assertEqual(b[0] if b else 0, 0, "--%s 0 is accepted: " % name + line)
+                else:
+                    self.assertTrue(zero.startswith("refused"),
+                                    "--%s 0 is refused (%s): its 0 column says %r"
+                                    % (name, v, zero))
+
+
+class HelpAndNames(unittest.TestCase):
+    def test_help_is_grouped_as_the_document(self):
+        """--help's groups are docs/configuration.md's sections, with the same
+        options in each."""
+        out = subprocess.run([RUNNER, "--help"], capture_output=True, text=True, timeout=10)
+        groups, cur = {}, None
+        for line in out.stdout.splitlines():
+            m = re.fullmatch(r"([A-Z][A-Za-z ]+):", line)
+            if m:
+                cur = groups.setdefault(m.group(1), [])
+                continue
+            m = re.match(r"  --([a-z0-9-]+)", line)
+            if m and cur is not None:
+                cur.append(m.group(1))
+        doc = {t: [o[0][0] for o, *_ in rows] for t, rows in config_sections().items()}
+        self.assertEqual(list(groups), list(doc), "--help's groups and the document's sections")
+        for title in doc:
+            with self.subTest(group=title):
+                self.assertEqual(groups[title], doc[title])
+
+    def test_abbreviations_are_refused(self):
+        """An option is spelled in full (docs/configuration.md, Rules): a unique
+        prefix is refused naming the option meant, a shared one naming each."""
+        names = [o[0][0] for o, *_ in config_rows()]
+        for name in names:
+            ph = [o for o, *_ in config_rows() if o[0][0] == name][0][0][1]
+            arg = ["--" + name[:-1]] + (["x"] if ph else [])
+            if sum(n.startswith(name[:-1]) for n in names) > 1:
+                continue
+            with self.subTest(option=name):
+                v = probe(arg)
+                self.assertTrue(v.startswith("refused") and "--" + name in v, (arg, v))
+        for prefix in sorted({n.split("-")[0] + "-" for n in names}):
+            many = [n for n in names if n.startswith(prefix)]
+            if len(many) < 2:
+                continue
+            with self.subTest(prefix=prefix):
+                v = probe(["--" + prefix.rstrip("-")])
+                self.assertTrue(v.startswith("refused"), v)
+                for n in many:
+                    self.assertIn("--" + n, v)
+
+
 # ---- routes ----
 
 ROUTE_RE = re.compile(r"`((?:GET|POST|DELETE|PUT|PATCH|ANY)(?:\|(?:GET|POST|DELETE|PUT|PATCH))*)"
@@ -300,10 +448,10 @@ def design_contract_text():
 
 
 def documented_routes():
-    """{(method, path pattern)}: every `METHOD /path` in README's API
-    section and in docs/design.md's wire contracts."""
+    """{(method, path pattern)}: every `METHOD /path` in docs/api.md and in
+    docs/design.md's wire contracts."""
     out = {}
-    for where, text in (("README", section(read(README), "API")),
+    for where, text in (("api.md", read(API)),
                         ("design", design_contract_text())):
         for methods, path in ROUTE_RE.findall(text):
             path = re.split(r"[?\[]", path)[0]
@@ -378,16 +526,15 @@ class Routes(RunnerTest):
             with self.subTest(route="%s %s" % (m, pattern)):
                 path = sample(pattern)
                 found = [d for d in docs if d[0] == m and doc_regex(d[1]).match(path)]
-                self.assertTrue(found, "%s %s is served but neither README nor the design "
-                                "document lists it" % (m, pattern))
+                self.assertTrue(found, "%s %s is served but neither docs/api.md nor the "
+                                "design document lists it" % (m, pattern))
                 where = {docs[d] for d in found}
-                self.assertIn("README", where, "%s %s: not in README's API section"
-                              % (m, pattern))
+                self.assertIn("api.md", where, "%s %s: not in docs/api.md" % (m, pattern))
 
 
 class Layout(unittest.TestCase):
     def test_item13_pure_tags_match_the_build(self):
-        """README's layout tags [pure] exactly the modules of PURE_SRCS."""
+        """docs/layout.md tags [pure] exactly the modules of PURE_SRCS."""
         out = subprocess.run(["make", "-s", "-C", ROOT, "--no-print-directory",
                               "--eval", "print-pure:\n\t@echo $(filter $(RUNNER_SRCS),"
                               "$(PURE_SRCS))", "print-pure"],
@@ -395,7 +542,7 @@ class Layout(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         built = set(out.stdout.split())
         self.assertGreater(len(built), 10)
-        layout = section(read(README), "Layout")
+        layout = section(read(LAYOUT), "Layout")
         tagged, folder = set(), []
         for line in layout.splitlines():
             m = re.match(r"^( *)(\S+)", line)

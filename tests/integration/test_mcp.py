@@ -10,7 +10,7 @@ import time
 import unittest
 from urllib.parse import quote
 
-from harness import RUNNER, Runner, RunnerTest, pid_running
+from harness import POLICY, RUNNER, Runner, RunnerTest, pid_running
 import subprocess
 import tempfile
 
@@ -341,7 +341,9 @@ class McpServersConfig(unittest.TestCase):
             p = os.path.join(d, "s%d.json" % i)
             with open(p, "w") as f:
                 f.write(text)
-            r = subprocess.run([RUNNER, "--mcp-servers", p, "--listen", "127.0.0.1:1"],
+            # (the policy given: a missing one would be told first)
+            r = subprocess.run([RUNNER, "--mcp-servers", p, "--listen", "127.0.0.1:1",
+                                "--seccomp-policy", POLICY],
                                capture_output=True, text=True, timeout=10)
             self.assertEqual(r.returncode, 2, text)
             self.assertIn("--mcp-servers", r.stderr)

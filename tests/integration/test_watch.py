@@ -232,7 +232,7 @@ class DirectoryWatch(RunnerTest):
                            ("/proc/self", "PERMISSION_DENIED"),
                            ("/proc/self/cwd", None),
                            (os.path.join(self.r.work, "missing"), "FILE_NOT_FOUND"),
-                           ("relative/path", "INVALID_REQUEST_BODY")):
+                           ("relative/path", "INVALID_QUERY")):
             w = Watch(self.r, path)
             with self.subTest(path=path):
                 self.assertNotEqual(w.status, 200, path)
