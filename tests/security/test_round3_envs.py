@@ -133,6 +133,22 @@ class Box:
             pass
 
 
+def start_runner(tc, *args, **kw):
+    """A runner stopped at the test's end; a non-zero exit (an ASan or
+    valgrind report) fails the test."""
+    r = Runner(*args, **kw)
+
+    def stop():
+        rc = r.stop()
+        log = r.logtext()
+        r.close()
+        if rc != 0:
+            raise AssertionError("runner exited %s after SIGTERM; log tail:\n%s"
+                                 % (rc, log[-4000:]))
+    tc.addCleanup(stop)
+    return r
+
+
 def wait_server_down(tc, r, pid, timeout=10):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -170,59 +186,57 @@ class EnvsHijack(unittest.TestCase):
             "NODE_OPTIONS='--require %(js)s'\nPYTHONPATH='%(py)s'\nORDINARY='plain value'\n"
             "EOF\n"
             "kill -9 %(pid)s; echo attacked\n")
-        r = Runner(args=("--mcp-servers", box.servers_file()), token=TOKEN,
-                   env={"EXECD_ENVS": box.envs, "FORCEAI_GATEWAY_URL": "http://127.0.0.1:9"})
-        try:
-            mcp = McpClient(r)
-            info, res = server_info(mcp)
-            self.assertIsNotNone(info, res)
-            self.assertEqual(info["uid"], TASK_UID, info)
-            ev = r.execd({"command": attack % {"play": box.play, "m": box.marker, "sh": evil_sh,
-                                               "so": evil_so, "js": evil_js, "py": evil_py,
-                                               "pid": info["pid"]}, "cwd": r.work})
-            self.assertIn("attacked", stdout_text(ev), ev)
-            wait_server_down(self, r, info["pid"])
-            box.clear()
-            victims = {}
-            # 1. The MCP server, started again on the next call.
-            info2, res = server_info(mcp)
-            self.assertIsNotNone(info2, res)
-            self.assertNotEqual(info2["pid"], info["pid"])
-            victims["mcp_server"] = box.hits()
-            box.clear()
-            # 2. A tool command through /mcp (run_command).
-            b = mcp.call("run_command", {"command": "true", "cwd": r.work})
-            self.assertFalse(b["result"].get("isError"), b)
-            victims["mcp_run_command"] = box.hits()
-            box.clear()
-            # 3. A chat task (another client's model token would be in it).
-            ev = r.native({"task": "true", "capability": "chat", "cwd": r.work})
-            self.assertEqual(ev[-1]["event"], "exit", ev)
-            victims["chat_task"] = box.hits()
-            box.clear()
-            # 4. A native exec task.
-            ev = r.native({"task": "true", "cwd": r.work})
-            self.assertEqual(ev[-1]["event"], "exit", ev)
-            victims["native_task"] = box.hits()
-            box.clear()
-            record_figure(FIGURES, "envs_hijack_victims", victims)
-            self.assertEqual({k: v for k, v in victims.items() if v}, {},
-                             "the task's code ran inside the runner's own tasks")
-            self.assertIsNone(info2["env"]["BASH_ENV"], info2)
-            self.assertIsNone(info2["env"]["ORDINARY"], info2)
-            self.assertIsNone(info2["env"]["EXECD_ENVS"], info2)
-            # 5. execd's POST /command still gets the file's ordinary
-            # variables, as execd does, and not the loader-changing ones.
-            ev = r.execd({"command": "echo \"$ORDINARY|${BASH_ENV-unset}|${LD_PRELOAD-unset}|"
-                                     "${NODE_OPTIONS-unset}|${PYTHONPATH-unset}\"",
-                          "cwd": r.work})
-            self.assertEqual(stdout_text(ev), "plain value|unset|unset|unset|unset\n", ev)
-            self.assertEqual(box.hits(), [], "an execd command ran the planted code")
-            self.assertIn("EXECD_ENVS: variables refused", r.logtext())
-            # The kill is said for what it was.
-            self.assertIn("not by the runner", r.logtext())
-        finally:
-            r.close()
+        r = start_runner(self, args=("--mcp-servers", box.servers_file()), token=TOKEN,
+                         env={"EXECD_ENVS": box.envs,
+                              "FORCEAI_GATEWAY_URL": "http://127.0.0.1:9"})
+        mcp = McpClient(r)
+        info, res = server_info(mcp)
+        self.assertIsNotNone(info, res)
+        self.assertEqual(info["uid"], TASK_UID, info)
+        ev = r.execd({"command": attack % {"play": box.play, "m": box.marker, "sh": evil_sh,
+                                           "so": evil_so, "js": evil_js, "py": evil_py,
+                                           "pid": info["pid"]}, "cwd": r.work})
+        self.assertIn("attacked", stdout_text(ev), ev)
+        wait_server_down(self, r, info["pid"])
+        box.clear()
+        victims = {}
+        # 1. The MCP server, started again on the next call.
+        info2, res = server_info(mcp)
+        self.assertIsNotNone(info2, res)
+        self.assertNotEqual(info2["pid"], info["pid"])
+        victims["mcp_server"] = box.hits()
+        box.clear()
+        # 2. A tool command through /mcp (run_command).
+        b = mcp.call("run_command", {"command": "true", "cwd": r.work})
+        self.assertFalse(b["result"].get("isError"), b)
+        victims["mcp_run_command"] = box.hits()
+        box.clear()
+        # 3. A chat task (another client's model token would be in it).
+        ev = r.native({"task": "true", "capability": "chat", "cwd": r.work})
+        self.assertEqual(ev[-1]["event"], "exit", ev)
+        victims["chat_task"] = box.hits()
+        box.clear()
+        # 4. A native exec task.
+        ev = r.native({"task": "true", "cwd": r.work})
+        self.assertEqual(ev[-1]["event"], "exit", ev)
+        victims["native_task"] = box.hits()
+        box.clear()
+        record_figure(FIGURES, "envs_hijack_victims", victims)
+        self.assertEqual({k: v for k, v in victims.items() if v}, {},
+                         "the task's code ran inside the runner's own tasks")
+        self.assertIsNone(info2["env"]["BASH_ENV"], info2)
+        self.assertIsNone(info2["env"]["ORDINARY"], info2)
+        self.assertIsNone(info2["env"]["EXECD_ENVS"], info2)
+        # 5. execd's POST /command still gets the file's ordinary
+        # variables, as execd does, and not the loader-changing ones.
+        ev = r.execd({"command": "echo \"$ORDINARY|${BASH_ENV-unset}|${LD_PRELOAD-unset}|"
+                                 "${NODE_OPTIONS-unset}|${PYTHONPATH-unset}\"",
+                      "cwd": r.work})
+        self.assertEqual(stdout_text(ev), "plain value|unset|unset|unset|unset\n", ev)
+        self.assertEqual(box.hits(), [], "an execd command ran the planted code")
+        self.assertIn("EXECD_ENVS: variables refused", r.logtext())
+        # The kill is said for what it was.
+        self.assertIn("not by the runner", r.logtext())
 
 
 class ServerWorld(unittest.TestCase):
@@ -238,47 +252,41 @@ class ServerWorld(unittest.TestCase):
         # An image whose PATH starts with a directory tasks can write (a
         # ~/.local/bin first, say): the server's "python3" is looked up there.
         path = bindir + ":" + os.environ.get("PATH", "/usr/bin:/bin")
-        r = Runner(args=("--mcp-servers", box.servers_file("python3")), token=TOKEN,
-                   env={"PATH": path})
-        try:
-            mcp = McpClient(r)
-            info, res = server_info(mcp)
-            self.assertIsNotNone(info, res)
-            plant = ("printf '#!/bin/sh\\necho planted_path >> %s\\nexec /usr/bin/python3 \"$@\"\\n'"
-                     " > %s/python3 && chmod 755 %s/python3 && kill -9 %d && echo planted"
-                     % (box.marker, bindir, bindir, info["pid"]))
-            ev = r.execd({"command": plant, "cwd": r.work})
-            self.assertIn("planted", stdout_text(ev), ev)
-            wait_server_down(self, r, info["pid"])
-            box.clear()
-            info2, res = server_info(mcp)
-            self.assertIsNotNone(info2, res)
-            record_figure(FIGURES, "server_world", {"hits": box.hits(), "env": info2["env"],
-                                                    "cwd": info2["cwd"]})
-            self.assertEqual(box.hits(), [], "the restarted server ran the planted program")
-            self.assertNotIn(bindir, info2["env"]["PATH"].split(":"), info2)
-            # No home a task can write, no user site-packages, a cwd of root's.
-            self.assertEqual(info2["env"]["HOME"], "/nonexistent", info2)
-            self.assertEqual(info2["no_user_site"], 1, info2)
-            self.assertEqual(info2["cwd"], "/", info2)
-            self.assertIn("a PATH directory left out", r.logtext())
-        finally:
-            r.close()
+        r = start_runner(self, args=("--mcp-servers", box.servers_file("python3")),
+                         token=TOKEN, env={"PATH": path})
+        mcp = McpClient(r)
+        info, res = server_info(mcp)
+        self.assertIsNotNone(info, res)
+        plant = ("printf '#!/bin/sh\\necho planted_path >> %s\\nexec /usr/bin/python3 \"$@\"\\n'"
+                 " > %s/python3 && chmod 755 %s/python3 && kill -9 %d && echo planted"
+                 % (box.marker, bindir, bindir, info["pid"]))
+        ev = r.execd({"command": plant, "cwd": r.work})
+        self.assertIn("planted", stdout_text(ev), ev)
+        wait_server_down(self, r, info["pid"])
+        box.clear()
+        info2, res = server_info(mcp)
+        self.assertIsNotNone(info2, res)
+        record_figure(FIGURES, "server_world", {"hits": box.hits(), "env": info2["env"],
+                                                "cwd": info2["cwd"]})
+        self.assertEqual(box.hits(), [], "the restarted server ran the planted program")
+        self.assertNotIn(bindir, info2["env"]["PATH"].split(":"), info2)
+        # No home a task can write, no user site-packages, a cwd of root's.
+        self.assertEqual(info2["env"]["HOME"], "/nonexistent", info2)
+        self.assertEqual(info2["no_user_site"], 1, info2)
+        self.assertEqual(info2["cwd"], "/", info2)
+        self.assertIn("a PATH directory left out", r.logtext())
 
     def test_command_tasks_can_change_is_refused(self):
         box = Box(self)
         prog = os.path.join(box.play, "srv")
         shutil.copy("/usr/bin/python3", prog)
         os.chmod(prog, 0o777)  # writable by tasks
-        r = Runner(args=("--mcp-servers", box.servers_file(prog)), token=TOKEN)
-        try:
-            mcp = McpClient(r)
-            info, res = server_info(mcp)
-            self.assertIsNone(info, res)
-            st, b = r.json("GET", "/v1/mcp/servers")
-            self.assertIn("can be changed by tasks", b["servers"][0].get("last_error", ""), b)
-        finally:
-            r.close()
+        r = start_runner(self, args=("--mcp-servers", box.servers_file(prog)), token=TOKEN)
+        mcp = McpClient(r)
+        info, res = server_info(mcp)
+        self.assertIsNone(info, res)
+        st, b = r.json("GET", "/v1/mcp/servers")
+        self.assertIn("can be changed by tasks", b["servers"][0].get("last_error", ""), b)
 
 
 class EnvsQuadratic(unittest.TestCase):
@@ -289,61 +297,58 @@ class EnvsQuadratic(unittest.TestCase):
 
     def test_many_variables_cost_linear_time(self):
         box = Box(self)
-        r = Runner(token=TOKEN, env={"EXECD_ENVS": box.envs})
-        try:
-            # The task writes them (9 bytes a line: 990,000 bytes).
-            ev = r.execd({"command": "python3 -c 'import os\n"
-                                     "with open(os.environ[\"EXECD_ENVS\"], \"w\") as f:\n"
-                                     "    f.write(\"\".join(\"v%%05x=x\\n\" %% i for i in range(%d)))'"
-                                     " && echo written" % self.N, "cwd": r.work})
-            self.assertIn("written", stdout_text(ev), ev)
-            self.assertLess(os.path.getsize(box.envs), 1 << 20)
-            pings = []
-            stop = threading.Event()
+        r = start_runner(self, token=TOKEN, env={"EXECD_ENVS": box.envs})
+        # The task writes them (9 bytes a line: 990,000 bytes).
+        ev = r.execd({"command": "python3 -c 'import os\n"
+                                 "with open(os.environ[\"EXECD_ENVS\"], \"w\") as f:\n"
+                                 "    f.write(\"\".join(\"v%%05x=x\\n\" %% i for i in range(%d)))'"
+                                 " && echo written" % self.N, "cwd": r.work})
+        self.assertIn("written", stdout_text(ev), ev)
+        self.assertLess(os.path.getsize(box.envs), 1 << 20)
+        pings = []
+        stop = threading.Event()
 
-            def pinger():
-                while not stop.is_set():
-                    t0 = time.monotonic()
-                    try:
-                        r.request("GET", "/ping", timeout=30)
-                    except OSError:
-                        pass
-                    pings.append(time.monotonic() - t0)
-                    time.sleep(0.01)
-            th = threading.Thread(target=pinger, daemon=True)
-            th.start()
-            starts = []
-            counts = []
-            try:
-                for _ in range(3):
-                    t0 = time.monotonic()
-                    # Bounded: on the old code one start froze the loop ~13 s
-                    # and its bash needed ~50 s more.
-                    res = r.curl("-H", "Content-Type: application/json", "-d",
-                                 json.dumps({"command": "env | grep -c '^v'", "cwd": r.work}),
-                                 r.url + "/command", timeout=20)
-                    starts.append(time.monotonic() - t0)
-                    counts.append(stdout_text(parse_execd(res.stdout)).strip())
-                    if starts[-1] > 2:
-                        break  # the old code: one such start says enough
-            finally:
-                stop.set()
-                th.join(35)
-            fig = {"variables_written": self.N, "command_ms": [round(s * 1000, 1) for s in starts],
-                   "ping_max_ms": round(max(pings) * 1000, 1) if pings else None,
-                   "pings": len(pings), "variables_seen": counts}
-            record_figure(FIGURES, "envs_many_variables", fig)
-            self.assertLess(max(starts), 0.5, fig)
-            self.assertLess(max(pings), 0.2, fig)
-            self.assertEqual(counts, ["1024"] * 3, fig)
-            skipped = [l for l in r.loglines()
-                       if l.get("msg") == "EXECD_ENVS: variables skipped (over the bounds)"]
-            self.assertTrue(skipped, r.logtext()[-2000:])
-            self.assertEqual(skipped[0].get("over_count"), self.N - 1024, skipped[0])
-            # Parsed once: the file did not change between the three starts.
-            self.assertEqual(len(skipped), 1, skipped)
+        def pinger():
+            while not stop.is_set():
+                t0 = time.monotonic()
+                try:
+                    r.request("GET", "/ping", timeout=30)
+                except OSError:
+                    pass
+                pings.append(time.monotonic() - t0)
+                time.sleep(0.01)
+        th = threading.Thread(target=pinger, daemon=True)
+        th.start()
+        starts = []
+        counts = []
+        try:
+            for _ in range(3):
+                t0 = time.monotonic()
+                # Bounded: on the old code one start froze the loop ~13 s
+                # and its bash needed ~50 s more.
+                res = r.curl("-H", "Content-Type: application/json", "-d",
+                             json.dumps({"command": "env | grep -c '^v'", "cwd": r.work}),
+                             r.url + "/command", timeout=20)
+                starts.append(time.monotonic() - t0)
+                counts.append(stdout_text(parse_execd(res.stdout)).strip())
+                if starts[-1] > 2:
+                    break  # the old code: one such start says enough
         finally:
-            r.close()
+            stop.set()
+            th.join(35)
+        fig = {"variables_written": self.N, "command_ms": [round(s * 1000, 1) for s in starts],
+               "ping_max_ms": round(max(pings) * 1000, 1) if pings else None,
+               "pings": len(pings), "variables_seen": counts}
+        record_figure(FIGURES, "envs_many_variables", fig)
+        self.assertLess(max(starts), 0.5, fig)
+        self.assertLess(max(pings), 0.2, fig)
+        self.assertEqual(counts, ["1024"] * 3, fig)
+        skipped = [l for l in r.loglines()
+                   if l.get("msg") == "EXECD_ENVS: variables skipped (over the bounds)"]
+        self.assertTrue(skipped, r.logtext()[-2000:])
+        self.assertEqual(skipped[0].get("over_count"), self.N - 1024, skipped[0])
+        # Parsed once: the file did not change between the three starts.
+        self.assertEqual(len(skipped), 1, skipped)
 
 
 if __name__ == "__main__":
