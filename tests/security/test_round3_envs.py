@@ -276,6 +276,33 @@ class ServerWorld(unittest.TestCase):
         self.assertEqual(info2["cwd"], "/", info2)
         self.assertIn("a PATH directory left out", r.logtext())
 
+    def test_task_cannot_reach_into_the_server(self):
+        """A guard (passes on the old code too): the server is a task of the
+        same uid, but each task has a Landlock domain of its own, and
+        Landlock refuses ptrace-mode access across domains: a task cannot
+        read its stdin or environment, write its memory, or inject into
+        its pipes through /proc. It can signal it (that is said, and the
+        restart is into the same world: test_server_world_is_fixed)."""
+        box = Box(self)
+        r = start_runner(self, args=("--mcp-servers", box.servers_file()), token=TOKEN)
+        st, b = r.json("GET", "/v1/hardening")
+        if not (b.get("landlock") or {}).get("abi"):
+            self.skipTest("Landlock not in force here")
+        mcp = McpClient(r)
+        info, res = server_info(mcp)
+        self.assertIsNotNone(info, res)
+        probe = ("for f in environ mem fd/0 fd/1; do "
+                 "if [ \"$f\" = fd/1 ] || [ \"$f\" = mem ]; then (: > /proc/%d/$f) 2>/dev/null; "
+                 "else cat /proc/%d/$f > /dev/null 2>&1; fi; echo \"$f=$?\"; done"
+                 % (info["pid"], info["pid"]))
+        ev = r.execd({"command": probe, "cwd": r.work})
+        out = stdout_text(ev)
+        record_figure(FIGURES, "server_proc_access", out.split())
+        for f in ("environ", "mem", "fd/0", "fd/1"):
+            self.assertIn("%s=1" % f, out, out)
+        info2, res = server_info(mcp)
+        self.assertEqual(info2["pid"], info["pid"], "the server was disturbed")
+
     def test_command_tasks_can_change_is_refused(self):
         box = Box(self)
         prog = os.path.join(box.play, "srv")
