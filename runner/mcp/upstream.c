@@ -434,7 +434,11 @@ static void on_timer(struct loop *loop, struct loop_timer *t)
 
 /* What a path check found. */
 struct pcheck {
-	gid_t task_gid;   /* the task user's group: its bits open a root's file */
+	gid_t task_gid; /* the task user's group: its bits open a root's file */
+	/* With --allow-root-tasks, root's files beneath the Landlock writable
+	 * roots are a root task's to change: those roots (colon-separated),
+	 * or NULL. */
+	const char *roots;
 	bool missing;     /* a name on the way does not exist */
 	bool unreachable; /* the task user cannot search a directory or run the file */
 	char why[300];
@@ -501,6 +505,22 @@ static bool chain_trusted(const char *p, struct pcheck *c)
 	return true;
 }
 
+/* p (absolute) is one of roots or beneath one. */
+static bool under_roots(const char *p, const char *roots)
+{
+	for (const char *r = roots; r && *r;) {
+		const char *e = strchr(r, ':');
+		size_t n = e ? (size_t)(e - r) : strlen(r);
+		size_t m = n;
+		while (m > 1 && r[m - 1] == '/')
+			m--;
+		if (m && !strncmp(p, r, m) && (p[m] == '/' || !p[m] || (m == 1 && r[0] == '/')))
+			return true;
+		r = e ? e + 1 : r + n;
+	}
+	return false;
+}
+
 /* p as written and as resolved (a link's target lies elsewhere). */
 static bool path_trusted(const char *p, struct pcheck *c)
 {
@@ -512,13 +532,23 @@ static bool path_trusted(const char *p, struct pcheck *c)
 		snprintf(c->why, sizeof(c->why), "'%.200s': %s", p, strerror(errno));
 		return false;
 	}
-	return chain_trusted(real, c);
+	if (!chain_trusted(real, c))
+		return false;
+	if (c->roots && (under_roots(p, c->roots) || under_roots(real, c->roots))) {
+		snprintf(
+			c->why, sizeof(c->why),
+			"'%.200s' can be changed by tasks (beneath a writable root, and root tasks "
+			"are allowed)",
+			p);
+		return false;
+	}
+	return true;
 }
 
 /* The runner's PATH without the directories a task could put a program
  * in (relative ones, the tasks' own) or cannot use: the server looks its
  * own helpers up there (npx runs node, a Python server runs git). */
-static char *trusted_path(const char *server, gid_t task_gid)
+static char *trusted_path(const char *server, const struct pcheck *tmpl)
 {
 	const char *all = getenv("PATH");
 	cleanup_free char *copy = strdup(all && *all ? all : DEFAULT_PATH);
@@ -527,7 +557,7 @@ static char *trusted_path(const char *server, gid_t task_gid)
 		return NULL;
 	char *save = NULL;
 	for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-		struct pcheck c = {.task_gid = task_gid};
+		struct pcheck c = *tmpl;
 		if (!path_trusted(d, &c)) {
 			if (!c.missing && !c.unreachable)
 				log_warn("mcp server: a PATH directory left out", "{s:s,s:s}",
@@ -549,10 +579,11 @@ static char *trusted_path(const char *server, gid_t task_gid)
  * absolute path (a relative one is taken from the server's cwd, "/"),
  * refused unless neither it nor a directory on its way can be changed
  * by a task. A new string, or NULL with err set. */
-static char *resolve_program(const char *prog, const char *path, gid_t task_gid, struct error *err)
+static char *resolve_program(const char *prog, const char *path, const struct pcheck *tmpl,
+			     struct error *err)
 {
 	char cand[PATH_MAX];
-	struct pcheck c = {.task_gid = task_gid};
+	struct pcheck c = *tmpl;
 	if (strchr(prog, '/')) {
 		if (snprintf(cand, sizeof(cand), "%s%s", prog[0] == '/' ? "" : "/", prog) >=
 		    (int)sizeof(cand)) {
@@ -570,7 +601,7 @@ static char *resolve_program(const char *prog, const char *path, gid_t task_gid,
 			const char *e = strchr(d, ':');
 			size_t dl = e ? (size_t)(e - d) : strlen(d);
 			struct stat st;
-			c = (struct pcheck){.task_gid = task_gid};
+			c = *tmpl;
 			/* Every directory of path is trusted: the first file the
 			 * task user can run, as execvp would pick it. */
 			if (dl &&
@@ -608,14 +639,14 @@ static char *resolve_program(const char *prog, const char *path, gid_t task_gid,
 /* A file the server is given that a task can change (its script, a
  * config) is the operator's choice and not refused (a database a server
  * serves is written by tasks by design); said in the log. */
-static void warn_writable_args(struct mcp_server *s, gid_t task_gid)
+static void warn_writable_args(struct mcp_server *s, const struct pcheck *tmpl)
 {
 	size_t i;
 	json_t *a;
 	json_array_foreach(s->args_list, i, a) {
 		const char *p = json_string_value(a);
 		struct stat st;
-		struct pcheck c = {.task_gid = task_gid};
+		struct pcheck c = *tmpl;
 		if (p && p[0] == '/' && stat(p, &st) == 0 && S_ISREG(st.st_mode) &&
 		    !path_trusted(p, &c) && !c.unreachable)
 			log_warn("mcp server: an argument names a file tasks can change",
@@ -634,9 +665,14 @@ static int start(struct mcp_server *s)
 	 * its PATH root's and out of the tasks' reach, a HOME and cwd no
 	 * task can write, no user site-packages. A task that kills the server
 	 * (it can: same uid) gets it back exactly as it was. */
-	cleanup_free char *path = trusted_path(s->name, r->cfg.task_gid);
-	cleanup_free char *exe = path ? resolve_program(s->program, path, r->cfg.task_gid, &err)
-				      : NULL;
+	const struct pcheck tmpl = {
+		.task_gid = r->cfg.task_gid,
+		.roots = !r->cfg.allow_root_tasks ? NULL
+			 : r->cfg.landlock_roots  ? r->cfg.landlock_roots
+						  : "/workspace:/tmp:/home",
+	};
+	cleanup_free char *path = trusted_path(s->name, &tmpl);
+	cleanup_free char *exe = path ? resolve_program(s->program, path, &tmpl, &err) : NULL;
 	if (!path || !exe) {
 		s->state = SRV_FAILED;
 		snprintf(s->last_error, sizeof(s->last_error), "cannot start: %.200s",
@@ -645,7 +681,7 @@ static int start(struct mcp_server *s)
 			 s->last_error);
 		return -1;
 	}
-	warn_writable_args(s, r->cfg.task_gid);
+	warn_writable_args(s, &tmpl);
 	cleanup_free char *command = NULL;
 	cleanup_json json_t *env = json_pack("{s:s,s:s,s:s}", "PATH", path, "HOME", SERVER_HOME,
 					     "PYTHONNOUSERSITE", "1");

@@ -234,6 +234,14 @@ class EnvsHijack(unittest.TestCase):
                       "cwd": r.work})
         self.assertEqual(stdout_text(ev), "plain value|unset|unset|unset|unset\n", ev)
         self.assertEqual(box.hits(), [], "an execd command ran the planted code")
+        # 6. An execd session run: the variable naming the file (set_env works
+        # from a session), not its contents, as execd's bash sessions.
+        st, b = r.json("POST", "/session", {"cwd": r.work})
+        self.assertEqual(st, 200, b)
+        ev = r.execd({"command": "echo \"${ORDINARY-unset}|$EXECD_ENVS\""},
+                     path="/session/%s/run" % b["session_id"])
+        self.assertEqual(stdout_text(ev), "unset|%s\n" % box.envs, ev)
+        self.assertEqual(box.hits(), [], "a session run ran the planted code")
         self.assertIn("EXECD_ENVS: variables refused", r.logtext())
         # The kill is said for what it was.
         self.assertIn("not by the runner", r.logtext())
@@ -314,6 +322,25 @@ class ServerWorld(unittest.TestCase):
         self.assertIsNone(info, res)
         st, b = r.json("GET", "/v1/mcp/servers")
         self.assertIn("can be changed by tasks", b["servers"][0].get("last_error", ""), b)
+
+
+    def test_root_tasks_cannot_change_root_files_in_the_roots(self):
+        """With --allow-root-tasks a root task writes root's files beneath
+        the writable roots: a server command there is refused too."""
+        box = Box(self)
+        sub = tempfile.mkdtemp(prefix="forceai-r3-rootbin-", dir="/tmp")
+        self.addCleanup(shutil.rmtree, sub, True)
+        os.chmod(sub, 0o755)  # root's, in /tmp (sticky): out of uid 1000's reach
+        prog = os.path.join(sub, "srv")
+        shutil.copy("/usr/bin/python3", prog)
+        os.chmod(prog, 0o755)  # root's, not writable by uid 1000
+        r = start_runner(self, args=("--mcp-servers", box.servers_file(prog),
+                                     "--allow-root-tasks"), token=TOKEN)
+        mcp = McpClient(r)
+        info, res = server_info(mcp)
+        self.assertIsNone(info, res)
+        st, b = r.json("GET", "/v1/mcp/servers")
+        self.assertIn("beneath a writable root", b["servers"][0].get("last_error", ""), b)
 
 
 class EnvsQuadratic(unittest.TestCase):
