@@ -186,9 +186,12 @@ class EnvsHijack(unittest.TestCase):
             "NODE_OPTIONS='--require %(js)s'\nPYTHONPATH='%(py)s'\nORDINARY='plain value'\n"
             "EOF\n"
             "kill -9 %(pid)s; echo attacked\n")
-        r = start_runner(self, args=("--mcp-servers", box.servers_file()), token=TOKEN,
-                         env={"EXECD_ENVS": box.envs,
-                              "FORCEAI_GATEWAY_URL": "http://127.0.0.1:9"})
+        # A gateway (for the chat task) without a key is vault mode, whose
+        # exec default is network none: full, as without a gateway (valgrind
+        # cannot stack that seccomp filter).
+        r = start_runner(self, args=("--mcp-servers", box.servers_file(), "--exec-network", "full"),
+                         token=TOKEN, env={"EXECD_ENVS": box.envs,
+                                           "FORCEAI_GATEWAY_URL": "http://127.0.0.1:9"})
         mcp = McpClient(r)
         info, res = server_info(mcp)
         self.assertIsNotNone(info, res)
