@@ -3,11 +3,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
@@ -33,7 +35,10 @@ struct mcp_up_call {
 struct mcp_server {
 	struct mcp_upstream *set;
 	char name[33];
-	char *command; /* argv quoted for bash -c */
+	char *command; /* argv quoted for bash -c, as configured (the report) */
+	char *program; /* the configured command: resolved at each start */
+	char *args;    /* the arguments, quoted for bash -c ("" without) */
+	json_t *args_list;
 	json_t *env;
 	enum srv_state state;
 	struct task *t;
@@ -170,12 +175,22 @@ int mcp_upstream_load(struct runner *r, const char *path, struct error *err)
 			quote_arg(&b, json_string_value(a));
 		}
 		/* exec: the server is the task's process itself, not a child of a shell. */
-		struct buf c = {0};
+		struct buf c = {0}, q = {0};
 		buf_append_str(&c, "exec ");
 		buf_append(&c, b.data, b.len);
 		buf_append(&c, "", 1);
 		buf_free(&b);
+		json_array_foreach(args, i, a)
+			quote_arg(&q, json_string_value(a));
+		buf_append(&q, "", 1);
 		s->command = c.data;
+		s->args = q.data;
+		s->program = strdup(json_string_value(cmd));
+		s->args_list = args ? json_incref(args) : json_array();
+		if (!s->command || !s->args || !s->program || !s->args_list) {
+			rc = error_set(err, ENOMEM, NULL, "--mcp-servers");
+			goto out;
+		}
 		snprintf(s->name, sizeof(s->name), "%s", name);
 		s->env = env ? json_deep_copy(env) : NULL;
 		s->set = u;
@@ -457,10 +472,20 @@ static void on_wake(struct task_reader *rd)
 	if (rc < 0)
 		log_errno("reading an MCP server's output failed", -rc, s->name);
 	if (task_reader_at_end(rd)) {
-		char why[128];
+		char why[200];
 		s->exits++;
-		snprintf(why, sizeof(why), "exited (status %s, exit code %d)",
-			 task_status_name(s->t->status), s->t->exit_code);
+		enum task_status st = s->t->status;
+		if (s->t->term_signal && st != TS_CANCELLED && st != TS_KILLED && st != TS_TIMEOUT)
+			/* Not the runner's doing: a task of the server's uid can
+			 * signal it. The next start is in the same fixed world
+			 * (start), so this costs the calls in flight, nothing more. */
+			snprintf(why, sizeof(why),
+				 "killed by %s, not by the runner (a task of its uid can); started "
+				 "again on next use",
+				 signal_name(s->t->term_signal));
+		else
+			snprintf(why, sizeof(why), "exited (status %s, exit code %d)",
+				 task_status_name(st), s->t->exit_code);
 		stop(s, why, false);
 	}
 }
@@ -473,20 +498,290 @@ static void on_timer(struct loop *loop, struct loop_timer *t)
 		stop(s, "did not answer initialize and tools/list within 30 s", true);
 }
 
+/* ---- a world no task can change ---- */
+
+/* The server's HOME: nothing there, and no task can make it (only root
+ * can create in "/"): no ~/.bashrc, ~/.npmrc, ~/.local site-packages,
+ * ~/.node_modules, ~/.gitconfig of a task's making is read. A server
+ * that needs a home of its own gets one from its "env" in the file. */
+#define SERVER_HOME "/nonexistent"
+#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+/* What a path check found. */
+struct pcheck {
+	gid_t task_gid; /* the task user's group: its bits open a root's file */
+	/* With --allow-root-tasks, root's files beneath the Landlock writable
+	 * roots are a root task's to change: those roots (colon-separated),
+	 * or NULL. */
+	const char *roots;
+	bool missing;     /* a name on the way does not exist */
+	bool unreachable; /* the task user cannot search a directory or run the file */
+	char why[300];
+};
+
+/* Neither replaceable nor writable by a task: root's and not group- or
+ * other-writable; a directory may be when sticky (/tmp), since others
+ * cannot rename or remove root's entries in it. */
+static bool inode_trusted(const struct stat *st)
+{
+	if (st->st_uid != 0)
+		return false;
+	if (!(st->st_mode & (S_IWGRP | S_IWOTH)))
+		return true;
+	return S_ISDIR(st->st_mode) && (st->st_mode & S_ISVTX);
+}
+
+/* The task user (never root, no supplementary groups) may search or run
+ * a root's inode through its group's bits or the others'. */
+static bool task_can_x(const struct stat *st, gid_t gid)
+{
+	return (st->st_mode & S_IXOTH) || (st->st_gid == gid && (st->st_mode & S_IXGRP));
+}
+
+/* "/", every directory on the way to p, and p itself, trusted and
+ * reachable by the task user (stat follows links: each is the directory
+ * the next name is looked up in). */
+static bool chain_trusted(const char *p, struct pcheck *c)
+{
+	char buf[PATH_MAX];
+	size_t n = strlen(p);
+	if (p[0] != '/' || n >= sizeof(buf)) {
+		snprintf(c->why, sizeof(c->why), "'%.200s' is not an absolute path", p);
+		return false;
+	}
+	memcpy(buf, p, n + 1);
+	/* "/" first, then each prefix that ends before a '/' or at the end. */
+	for (size_t i = 0; i <= n; i++) {
+		if (i && i < n && buf[i] != '/')
+			continue;
+		char ch = buf[i];
+		const char *at = i ? buf : "/";
+		if (i)
+			buf[i] = 0;
+		struct stat st;
+		bool ok = stat(at, &st) == 0;
+		int e = errno;
+		if (i)
+			buf[i] = ch;
+		const char *bad = !ok                   ? strerror(e)
+				  : !inode_trusted(&st) ? "can be changed by tasks (not root's, or "
+							  "writable by its group or others)"
+				  : !task_can_x(&st, c->task_gid)
+					  ? "cannot be searched or run by the task user"
+					  : NULL;
+		if (bad) {
+			c->missing = !ok && e == ENOENT;
+			c->unreachable = ok && inode_trusted(&st);
+			snprintf(c->why, sizeof(c->why), "'%.*s' %s", i ? (int)i : 1, i ? p : "/",
+				 bad);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* p (absolute) is one of roots or beneath one. */
+static bool under_roots(const char *p, const char *roots)
+{
+	for (const char *r = roots; r && *r;) {
+		const char *e = strchr(r, ':');
+		size_t n = e ? (size_t)(e - r) : strlen(r);
+		size_t m = n;
+		while (m > 1 && r[m - 1] == '/')
+			m--;
+		if (m && !strncmp(p, r, m) && (p[m] == '/' || !p[m] || (m == 1 && r[0] == '/')))
+			return true;
+		r = e ? e + 1 : r + n;
+	}
+	return false;
+}
+
+/* p as written and as resolved (a link's target lies elsewhere). */
+static bool path_trusted(const char *p, struct pcheck *c)
+{
+	if (!chain_trusted(p, c))
+		return false;
+	char real[PATH_MAX];
+	if (!realpath(p, real)) {
+		c->missing = errno == ENOENT;
+		snprintf(c->why, sizeof(c->why), "'%.200s': %s", p, strerror(errno));
+		return false;
+	}
+	if (!chain_trusted(real, c))
+		return false;
+	if (c->roots && (under_roots(p, c->roots) || under_roots(real, c->roots))) {
+		snprintf(
+			c->why, sizeof(c->why),
+			"'%.200s' can be changed by tasks (beneath a writable root, and root tasks "
+			"are allowed)",
+			p);
+		return false;
+	}
+	return true;
+}
+
+/* The runner's PATH without the directories a task could put a program
+ * in (relative ones, the tasks' own) or cannot use: the server looks its
+ * own helpers up there (npx runs node, a Python server runs git). */
+static char *trusted_path(const char *server, const struct pcheck *tmpl)
+{
+	const char *all = getenv("PATH");
+	cleanup_free char *copy = strdup(all && *all ? all : DEFAULT_PATH);
+	struct buf out = {0};
+	if (!copy)
+		return NULL;
+	char *save = NULL;
+	for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+		struct pcheck c = *tmpl;
+		if (!path_trusted(d, &c)) {
+			if (!c.missing && !c.unreachable)
+				log_warn("mcp server: a PATH directory left out", "{s:s,s:s}",
+					 "server", server, "reason", c.why);
+			continue;
+		}
+		if (out.len)
+			buf_append_lit(&out, ":");
+		buf_append_str(&out, d);
+	}
+	if (buf_append(&out, "", 1) < 0) {
+		buf_free(&out);
+		return NULL;
+	}
+	return out.data;
+}
+
+/* The program as bash would find it in path, but decided here: an
+ * absolute path (a relative one is taken from the server's cwd, "/"),
+ * refused unless neither it nor a directory on its way can be changed
+ * by a task. A new string, or NULL with err set. */
+static char *resolve_program(const char *prog, const char *path, const struct pcheck *tmpl,
+			     struct error *err)
+{
+	char cand[PATH_MAX];
+	struct pcheck c = *tmpl;
+	if (strchr(prog, '/')) {
+		if (snprintf(cand, sizeof(cand), "%s%s", prog[0] == '/' ? "" : "/", prog) >=
+		    (int)sizeof(cand)) {
+			error_set(err, 0, NULL, "command '%.100s': name too long", prog);
+			return NULL;
+		}
+		if (!path_trusted(cand, &c)) {
+			error_set(err, 0, NULL, "command '%.100s' refused: %s", cand, c.why);
+			return NULL;
+		}
+	} else {
+		bool found = false;
+		const char *d = path;
+		while (*d && !found) {
+			const char *e = strchr(d, ':');
+			size_t dl = e ? (size_t)(e - d) : strlen(d);
+			struct stat st;
+			c = *tmpl;
+			/* Every directory of path is trusted: the first file the
+			 * task user can run, as execvp would pick it. */
+			if (dl &&
+			    snprintf(cand, sizeof(cand), "%.*s/%s", (int)dl, d, prog) <
+				    (int)sizeof(cand) &&
+			    stat(cand, &st) == 0 && S_ISREG(st.st_mode) && path_trusted(cand, &c))
+				found = true;
+			else if (c.why[0] && !c.missing && !c.unreachable)
+				break; /* found, but tasks can change it: refused, not skipped */
+			d = e ? e + 1 : d + dl;
+		}
+		if (!found) {
+			if (c.why[0] && !c.missing && !c.unreachable)
+				error_set(err, 0, NULL, "command '%.100s' refused: %s", cand,
+					  c.why);
+			else
+				error_set(
+					err, 0, NULL,
+					"command '%.100s' not found in the servers' PATH (%.200s)",
+					prog, path);
+			return NULL;
+		}
+	}
+	struct stat st;
+	if (stat(cand, &st) < 0 || !S_ISREG(st.st_mode)) {
+		error_set(err, 0, NULL, "command '%.200s' is not a regular file", cand);
+		return NULL;
+	}
+	char *out = strdup(cand);
+	if (!out)
+		error_set(err, ENOMEM, NULL, "out of memory");
+	return out;
+}
+
+/* A file the server is given that a task can change (its script, a
+ * config) is the operator's choice and not refused (a database a server
+ * serves is written by tasks by design); said in the log. */
+static void warn_writable_args(struct mcp_server *s, const struct pcheck *tmpl)
+{
+	size_t i;
+	json_t *a;
+	json_array_foreach(s->args_list, i, a) {
+		const char *p = json_string_value(a);
+		struct stat st;
+		struct pcheck c = *tmpl;
+		if (p && p[0] == '/' && stat(p, &st) == 0 && S_ISREG(st.st_mode) &&
+		    !path_trusted(p, &c) && !c.unreachable)
+			log_warn("mcp server: an argument names a file tasks can change",
+				 "{s:s,s:s}", "server", s->name, "reason", c.why);
+	}
+}
+
 static int start(struct mcp_server *s)
 {
 	struct runner *r = s->set->r;
 	if (s->state == SRV_STARTING || s->state == SRV_READY)
 		return 0;
+	struct error err;
+	s->starts++;
+	/* A world no task can change: the program and the directories of
+	 * its PATH root's and out of the tasks' reach, a HOME and cwd no
+	 * task can write, no user site-packages. A task that kills the server
+	 * (it can: same uid) gets it back exactly as it was. */
+	const struct pcheck tmpl = {
+		.task_gid = r->cfg.task_gid,
+		.roots = !r->cfg.allow_root_tasks ? NULL
+			 : r->cfg.landlock_roots  ? r->cfg.landlock_roots
+						  : "/workspace:/tmp:/home",
+	};
+	cleanup_free char *path = trusted_path(s->name, &tmpl);
+	cleanup_free char *exe = path ? resolve_program(s->program, path, &tmpl, &err) : NULL;
+	if (!path || !exe) {
+		s->state = SRV_FAILED;
+		snprintf(s->last_error, sizeof(s->last_error), "cannot start: %.200s",
+			 path ? err.msg : "out of memory");
+		log_warn("mcp server not started", "{s:s,s:s}", "server", s->name, "reason",
+			 s->last_error);
+		return -1;
+	}
+	warn_writable_args(s, &tmpl);
+	cleanup_free char *command = NULL;
+	cleanup_json json_t *env = json_pack("{s:s,s:s,s:s}", "PATH", path, "HOME", SERVER_HOME,
+					     "PYTHONNOUSERSITE", "1");
+	struct buf c = {0};
+	buf_append_str(&c, "exec ");
+	quote_arg(&c, exe);
+	if (*s->args) {
+		buf_append_lit(&c, " ");
+		buf_append_str(&c, s->args);
+	}
+	if (buf_append(&c, "", 1) < 0 || !env || (s->env && json_object_update(env, s->env) < 0)) {
+		buf_free(&c);
+		s->state = SRV_FAILED;
+		snprintf(s->last_error, sizeof(s->last_error), "cannot start: out of memory");
+		return -1;
+	}
+	command = c.data;
 	struct task_spec spec = {.api = TASK_API_TOOL,
-				 .command = s->command,
-				 .env = s->env,
+				 .command = command,
+				 .cwd = "/",
+				 .env = env,
 				 .capability = "exec",
 				 .keep_stdin = true,
 				 .state_in_fd = -1,
 				 .state_out_fd = -1};
-	struct error err;
-	s->starts++;
 	s->t = task_start(r, &spec, &err);
 	if (!s->t) {
 		s->state = SRV_FAILED;
@@ -507,7 +802,8 @@ static int start(struct mcp_server *s)
 			  "clientInfo", "name", "forceai-runner", "version", "1");
 	s->init_id = send_request(s, "initialize", params);
 	json_decref(params);
-	log_info("mcp server starting", "{s:s,s:s}", "server", s->name, "task", s->t->id);
+	log_info("mcp server starting", "{s:s,s:s,s:s}", "server", s->name, "task", s->t->id,
+		 "program", exe);
 	return 0;
 }
 
@@ -683,6 +979,9 @@ void mcp_upstream_free(struct runner *r)
 		if (s->state == SRV_STARTING || s->state == SRV_READY)
 			stop(s, "the runner is stopping", true);
 		free(s->command);
+		free(s->program);
+		free(s->args);
+		json_decref(s->args_list);
 		json_decref(s->env);
 	}
 	free(u->v);

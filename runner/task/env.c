@@ -70,78 +70,134 @@ int env_validate(json_t *req_env, struct error *err)
 	return 0;
 }
 
-struct envb {
-	char **v;
-	size_t n, cap;
-};
-
-static int envb_set(struct envb *e, const char *name, const char *value)
-{
-	size_t nl = strlen(name);
-	char *s;
-	if (asprintf(&s, "%s=%s", name, value) < 0)
-		return -1;
-	for (size_t i = 0; i < e->n; i++) {
-		if (!strncmp(e->v[i], name, nl) && e->v[i][nl] == '=') {
-			free(e->v[i]);
-			e->v[i] = s;
-			return 0;
-		}
-	}
-	if (e->n + 2 > e->cap) {
-		size_t cap = e->cap ? e->cap * 2 : 32;
-		char **nv = realloc(e->v, cap * sizeof(*nv));
-		if (!nv) {
-			free(s);
-			return -1;
-		}
-		e->v = nv;
-		e->cap = cap;
-	}
-	e->v[e->n++] = s;
-	e->v[e->n] = NULL;
-	return 0;
-}
-
 char **env_build(uid_t uid, const char *cwd, json_t *req_env, struct error *err)
 {
 	if (env_validate(req_env, err) < 0)
 		return NULL;
-	struct envb e = {0};
-	int rc = 0;
-	for (const char *const *p = passthrough; *p; p++) {
+	json_t *base = json_object();
+	int rc = base ? 0 : -1;
+	for (const char *const *p = passthrough; *p && base; p++) {
 		const char *v = getenv(*p);
 		if (v)
-			rc |= envb_set(&e, *p, v);
+			rc |= json_object_set_new(base, *p, json_string_nocheck(v));
 	}
-	if (!getenv("PATH"))
-		rc |= envb_set(&e, "PATH", DEFAULT_PATH);
+	if (base && !getenv("PATH"))
+		rc |= json_object_set_new(base, "PATH", json_string_nocheck(DEFAULT_PATH));
 	struct passwd *pw = getpwuid(uid);
 	char uidbuf[16];
 	snprintf(uidbuf, sizeof(uidbuf), "%u", (unsigned)uid);
-	rc |= envb_set(&e, "HOME", pw && pw->pw_dir && *pw->pw_dir ? pw->pw_dir : "/tmp");
-	rc |= envb_set(&e, "USER", pw ? pw->pw_name : uidbuf);
-	rc |= envb_set(&e, "LOGNAME", pw ? pw->pw_name : uidbuf);
-	rc |= envb_set(&e, "PWD", cwd);
-	if (req_env && json_is_object(req_env)) {
-		const char *k;
-		json_t *v;
-		json_object_foreach(req_env, k, v)
-			rc |= envb_set(&e, k, json_string_value(v));
+	if (base) {
+		rc |= json_object_set_new(base, "HOME",
+					  json_string_nocheck(pw && pw->pw_dir && *pw->pw_dir
+								      ? pw->pw_dir
+								      : "/tmp"));
+		rc |= json_object_set_new(base, "USER",
+					  json_string_nocheck(pw ? pw->pw_name : uidbuf));
+		rc |= json_object_set_new(base, "LOGNAME",
+					  json_string_nocheck(pw ? pw->pw_name : uidbuf));
+		rc |= json_object_set_new(base, "PWD", json_string_nocheck(cwd));
 	}
-	if (rc || !e.v) {
-		env_free(e.v);
+	/* A hash merge: linear in the variables however many a request or
+	 * the EXECD_ENVS file brings (a list searched for each name made
+	 * 110,000 of them cost 12 s of the loop per task). */
+	json_t *layers[2] = {base, req_env};
+	char **envp = rc ? NULL : envfile_envp(layers, 2);
+	json_decref(base);
+	if (!envp)
 		error_set(err, ENOMEM, "RUNTIME_ERROR", "cannot build the environment");
+	return envp;
+}
+
+/* The last file read, parsed. A task start reads it again only when the
+ * descriptor's inode, size, mtime or ctime differ (one fstat): a task
+ * that wrote 1 MiB once must not make every later start parse it. One
+ * loop thread: no lock. */
+static struct {
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtim, ctim;
+	char *path;
+	json_t *vars; /* NULL: nothing cached */
+} cache;
+
+static bool cache_holds(const char *path, const struct stat *st)
+{
+	return cache.vars && cache.path && !strcmp(cache.path, path) && cache.dev == st->st_dev &&
+	       cache.ino == st->st_ino && cache.size == st->st_size &&
+	       cache.mtim.tv_sec == st->st_mtim.tv_sec &&
+	       cache.mtim.tv_nsec == st->st_mtim.tv_nsec &&
+	       cache.ctim.tv_sec == st->st_ctim.tv_sec && cache.ctim.tv_nsec == st->st_ctim.tv_nsec;
+}
+
+static void cache_store(const char *path, const struct stat *st, json_t *vars)
+{
+	json_decref(cache.vars);
+	cache.vars = NULL;
+	if (!cache.path || strcmp(cache.path, path)) {
+		free(cache.path);
+		if (!(cache.path = strdup(path)))
+			return;
+	}
+	cache.dev = st->st_dev;
+	cache.ino = st->st_ino;
+	cache.size = st->st_size;
+	cache.mtim = st->st_mtim;
+	cache.ctim = st->st_ctim;
+	cache.vars = json_incref(vars);
+}
+
+static json_t *envfile_parse_fd(int fd, const char *path, const struct stat *st)
+{
+	char *data = malloc((size_t)st->st_size + 1);
+	if (!data) {
+		log_errno("EXECD_ENVS: not read", ENOMEM, path);
 		return NULL;
 	}
-	return e.v;
+	size_t got = 0;
+	ssize_t n = 1;
+	while (got < (size_t)st->st_size &&
+	       ((n = read(fd, data + got, (size_t)st->st_size - got)) > 0 ||
+		(n < 0 && errno == EINTR)))
+		got += n > 0 ? (size_t)n : 0;
+	json_t *out = NULL;
+	if (n < 0) {
+		log_errno("EXECD_ENVS: read failed", errno, path);
+	} else {
+		struct envfile_result res;
+		out = json_object();
+		if (out && envfile_parse(data, got, out, &res) == 0) {
+			if (res.errors)
+				log_warn("EXECD_ENVS: lines skipped", "{s:s,s:i,s:i,s:s}", "file",
+					 path, "skipped", (int)res.errors, "first_line",
+					 (int)res.first_error_line, "error", res.first_error);
+			if (res.refused)
+				log_warn("EXECD_ENVS: variables refused (they change how programs "
+					 "load)",
+					 "{s:s,s:i,s:s}", "file", path, "refused", (int)res.refused,
+					 "first", res.first_refused);
+			if (res.over || res.too_long)
+				log_warn("EXECD_ENVS: variables skipped (over the bounds)",
+					 "{s:s,s:i,s:i,s:i,s:i,s:i}", "file", path, "taken",
+					 (int)json_object_size(out), "over_count", (int)res.over,
+					 "max_vars", ENVFILE_MAX_VARS, "too_long",
+					 (int)res.too_long, "max_bytes", (int)ENVFILE_MAX_ENTRY);
+		} else {
+			log_errno("EXECD_ENVS: not read", ENOMEM, path);
+			json_decref(out);
+			out = NULL;
+		}
+	}
+	free(data);
+	return out;
 }
 
 /* The file as OpenSandbox's bootstrap leaves it (root's, or the task
  * user's so that the SDK's set_env can append): a regular file with one
  * link, opened without following a symlink and without blocking (a FIFO
  * must not stall the loop). Anything else is refused: the runner reads it
- * as root, and what it reads goes into a task's environment. */
+ * as root, and what it reads goes into a task's environment. A new
+ * object (a copy of the cached one), or NULL. */
 static json_t *envfile_load(const char *path, uid_t task_uid)
 {
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
@@ -151,8 +207,7 @@ static json_t *envfile_load(const char *path, uid_t task_uid)
 		return NULL;
 	}
 	struct stat st;
-	json_t *out = NULL;
-	char *data = NULL;
+	json_t *vars = NULL;
 	if (fstat(fd, &st) < 0) {
 		log_errno("EXECD_ENVS: fstat failed", errno, path);
 	} else if (!S_ISREG(st.st_mode) || st.st_nlink != 1 ||
@@ -164,30 +219,16 @@ static json_t *envfile_load(const char *path, uid_t task_uid)
 	} else if (st.st_size > ENVFILE_MAX) {
 		log_warn("EXECD_ENVS: not read (over 1 MiB)", "{s:s,s:I}", "file", path,
 			 (json_int_t)st.st_size);
-	} else if ((data = malloc((size_t)st.st_size + 1))) {
-		size_t got = 0;
-		ssize_t n = 1;
-		while (got < (size_t)st.st_size &&
-		       ((n = read(fd, data + got, (size_t)st.st_size - got)) > 0 ||
-			(n < 0 && errno == EINTR)))
-			got += n > 0 ? (size_t)n : 0;
-		if (n < 0)
-			log_errno("EXECD_ENVS: read failed", errno, path);
-		struct envfile_result res;
-		out = json_object();
-		if (n >= 0 && out && envfile_parse(data, got, out, &res) == 0) {
-			if (res.errors)
-				log_warn("EXECD_ENVS: lines skipped", "{s:s,s:i,s:i,s:s}", "file",
-					 path, "skipped", (int)res.errors, "first_line",
-					 (int)res.first_error_line, "error", res.first_error);
-		} else {
-			json_decref(out);
-			out = NULL;
-		}
+	} else if (cache_holds(path, &st)) {
+		vars = json_copy(cache.vars);
+	} else if ((vars = envfile_parse_fd(fd, path, &st))) {
+		cache_store(path, &st, vars);
+		json_t *own = json_copy(vars);
+		json_decref(vars);
+		vars = own;
 	}
-	free(data);
 	close(fd);
-	return out;
+	return vars;
 }
 
 json_t *env_with_file(json_t *req_env, const char *path, uid_t task_uid)
@@ -203,8 +244,20 @@ json_t *env_with_file(json_t *req_env, const char *path, uid_t task_uid)
 	 * say otherwise), then the request's variables over the file's. */
 	if (!env ||
 	    (!json_object_get(env, "EXECD_ENVS") &&
-	     json_object_set_new(env, "EXECD_ENVS", json_string(path)) < 0) ||
+	     json_object_set_new(env, "EXECD_ENVS", json_string_nocheck(path)) < 0) ||
 	    (req_env && json_is_object(req_env) && json_object_update(env, req_env) < 0)) {
+		json_decref(env);
+		return req_env ? json_incref(req_env) : NULL;
+	}
+	return env;
+}
+
+json_t *env_with_path(json_t *req_env, const char *path)
+{
+	if (!path || !*path || (req_env && !json_is_object(req_env) && !json_is_null(req_env)))
+		return req_env ? json_incref(req_env) : NULL;
+	json_t *env = json_pack("{s:s}", "EXECD_ENVS", path);
+	if (!env || (req_env && json_is_object(req_env) && json_object_update(env, req_env) < 0)) {
 		json_decref(env);
 		return req_env ? json_incref(req_env) : NULL;
 	}

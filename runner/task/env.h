@@ -14,8 +14,15 @@ void env_free(char **env);
 /* Checks a request's env object: names [A-Za-z_][A-Za-z0-9_]*, string
  * values without NUL. 0, or -1 with err set (INVALID_REQUEST_BODY). */
 int env_validate(json_t *req_env, struct error *err);
-/* The request's env over the EXECD_ENVS file's (read again for every task:
- * task/envfile.h), as one object for env_build; a new reference, or NULL
- * when neither has anything. A file that cannot be read or parsed is
- * logged and skipped, never fatal. */
+/* The request's env over the EXECD_ENVS file's, as one object for
+ * env_build; a new reference, or NULL when neither has anything. For
+ * execd's commands only (POST /command), as execd does: never the
+ * runner's own tasks (docs/design.md §20.3). The file is parsed again
+ * only when it changed (inode, size, mtime, ctime of the open
+ * descriptor); one that cannot be read or parsed is logged and skipped,
+ * never fatal; what it may set is bounded (task/envfile.h). */
 json_t *env_with_file(json_t *req_env, const char *envs_file, uid_t task_uid);
+/* The request's env with only EXECD_ENVS=path under it (execd's sessions
+ * and terminals see the variable, as execd's own environment has it, so
+ * the SDK's set_env works from them, but not the file's contents). */
+json_t *env_with_path(json_t *req_env, const char *envs_file);

@@ -2,6 +2,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/util.h"
@@ -27,6 +28,60 @@ static size_t next_line(const char *s, size_t len, size_t i)
 	while (i < len && s[i] != '\n')
 		i++;
 	return i < len ? i + 1 : i;
+}
+
+/* Names a program acts on when it merely starts, by loading or running
+ * code the variable names: the dynamic loader and libc, shells' startup
+ * files and options, interpreters' module paths and options, and tools
+ * that load plugins or run commands from their configuration. PATH and
+ * HOME stay: execd's own images set PATH through this file, and a task
+ * can write its home's files directly anyway (docs/design.md §20.3). */
+static const char *const refused_exact[] = {
+	/* libc */
+	"GCONV_PATH", "GLIBC_TUNABLES", "LOCPATH", "NLSPATH", "HOSTALIASES",
+	/* shells: a startup file, options (xtrace with PS4), prompts */
+	"BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND",
+	/* Node, Ruby, Java, Tcl */
+	"NODE_OPTIONS", "NODE_PATH", "NODE_REPL_EXTERNAL_MODULE", "RUBYOPT", "RUBYLIB", "GEM_PATH",
+	"GEM_HOME", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "CLASSPATH",
+	"TCLLIBPATH",
+	/* OpenSSL loads engines and providers named by its configuration */
+	"OPENSSL_CONF", "OPENSSL_ENGINES", "OPENSSL_MODULES",
+	/* git runs commands named by its configuration and these */
+	"GIT_EXEC_PATH", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_ASKPASS", "GIT_TEMPLATE_DIR",
+	"GIT_EXTERNAL_DIFF", "GIT_PROXY_COMMAND", "GIT_PAGER", "GIT_EDITOR", NULL};
+
+/* LD_ (the loader: LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT...), PYTHON
+ * (PYTHONPATH, PYTHONSTARTUP, PYTHONHOME, PYTHONWARNINGS imports its
+ * category's module...), PERL (PERL5LIB, PERL5OPT, PERL5DB), LUA_
+ * (LUA_INIT runs code), GIT_CONFIG (GIT_CONFIG_COUNT/KEY/VALUE,
+ * _PARAMETERS, _GLOBAL: core.fsmonitor, core.pager run commands),
+ * BASH_FUNC_ (exported functions). */
+static const char *const refused_prefix[] = {"LD_",        "PYTHON",     "PERL", "LUA_",
+					     "GIT_CONFIG", "BASH_FUNC_", NULL};
+
+/* PYTHON* variables that only switch something off or pick an encoding. */
+static const char *const python_harmless[] = {"PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE",
+					      "PYTHONIOENCODING", "PYTHONUTF8",
+					      "PYTHONHASHSEED",   "PYTHONNOUSERSITE",
+					      "PYTHONSAFEPATH",   NULL};
+
+static bool in_list(const char *const *list, const char *name)
+{
+	for (; *list; list++)
+		if (!strcmp(*list, name))
+			return true;
+	return false;
+}
+
+bool envfile_name_refused(const char *name)
+{
+	if (in_list(refused_exact, name))
+		return true;
+	for (const char *const *p = refused_prefix; *p; p++)
+		if (!strncmp(name, *p, strlen(*p)))
+			return strncmp(name, "PYTHON", 6) || !in_list(python_harmless, name);
+	return false;
 }
 
 static void report(struct envfile_result *res, unsigned line, const char *msg)
@@ -163,12 +218,21 @@ int envfile_parse(const char *s, size_t len, json_t *out, struct envfile_result 
 			line = start_line + 1;
 			continue;
 		}
+		char name[257];
+		memcpy(name, s + n0, nlen);
+		name[nlen] = 0;
 		if (memchr(val.data ? val.data : "", 0, val.len)) {
 			report(res, start_line, "value contains a NUL byte");
+		} else if (envfile_name_refused(name)) {
+			if (!res->refused++)
+				snprintf(res->first_refused, sizeof(res->first_refused), "%.63s",
+					 name);
+		} else if (nlen + 1 + val.len > ENVFILE_MAX_ENTRY) {
+			res->too_long++;
+		} else if (json_object_size(out) >= ENVFILE_MAX_VARS &&
+			   !json_object_get(out, name)) {
+			res->over++;
 		} else {
-			char name[257];
-			memcpy(name, s + n0, nlen);
-			name[nlen] = 0;
 			json_t *v = json_stringn(val.data ? val.data : "", val.len);
 			if (!v) {
 				report(res, start_line, "value is not valid UTF-8");
@@ -186,4 +250,44 @@ int envfile_parse(const char *s, size_t len, json_t *out, struct envfile_result 
 oom:
 	buf_free(&val);
 	return -1;
+}
+
+char **envfile_envp(json_t *const *layers, size_t n)
+{
+	/* One object holds the result (a hash: a later layer's name replaces
+	 * an earlier one in O(1)); then one string per name. */
+	json_t *all = json_object();
+	if (!all)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (layers[i] && json_is_object(layers[i]) &&
+		    json_object_update(all, layers[i]) < 0) {
+			json_decref(all);
+			return NULL;
+		}
+	}
+	size_t count = json_object_size(all), k = 0;
+	char **env = calloc(count + 1, sizeof(*env));
+	const char *name;
+	json_t *v;
+	if (env) {
+		json_object_foreach(all, name, v) {
+			const char *val = json_is_string(v) ? json_string_value(v) : "";
+			size_t nl = strlen(name), vl = strlen(val);
+			if (!(env[k] = malloc(nl + vl + 2)))
+				break;
+			memcpy(env[k], name, nl);
+			env[k][nl] = '=';
+			memcpy(env[k] + nl + 1, val, vl + 1);
+			k++;
+		}
+		if (k < count) {
+			for (size_t i = 0; i < k; i++)
+				free(env[i]);
+			free(env);
+			env = NULL;
+		}
+	}
+	json_decref(all);
+	return env;
 }

@@ -980,7 +980,17 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, struct e
 	}
 	bool net_none = spec->network == TASK_NET_NONE ||
 			(spec->network == TASK_NET_DEFAULT && !chat && r->cfg.exec_network_none);
-	cleanup_json json_t *env = env_with_file(spec->env, r->cfg.execd_envs, uid);
+	/* The EXECD_ENVS file goes where execd applies it, its commands, and
+	 * nowhere else: any task can write it, and the runner's own tasks
+	 * (MCP servers, engines, chat, tool commands) run for other clients
+	 * (docs/design.md §20.3). execd's sessions and terminals see only the
+	 * variable naming it. */
+	cleanup_json json_t *env = spec->api == TASK_API_EXECD
+					   ? env_with_file(spec->env, r->cfg.execd_envs, uid)
+				   : spec->api == TASK_API_SESSION || spec->api == TASK_API_PTY
+					   ? env_with_path(spec->env, r->cfg.execd_envs)
+				   : spec->env ? json_incref(spec->env)
+					       : NULL;
 	cleanup_env char **envp = env_build(uid, cwd, env, err);
 	if (!envp)
 		return NULL;
