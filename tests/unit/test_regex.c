@@ -236,7 +236,7 @@ TEST(differential)
 {
 	srand(12345);
 	size_t both = 0, matches = 0, accept_diff = 0;
-	for (int i = 0; i < 4000; i++) {
+	for (int i = 0; i < 1500; i++) {
 		char pat[512] = "";
 		gen(pat, sizeof(pat), 0, true);
 		for (int j = 0; j < 12; j++) {
@@ -265,7 +265,7 @@ TEST(differential)
 	}
 	unit_diag("%zu searches compared, %zu matched; %zu patterns accepted differently", both,
 		  matches, accept_diff);
-	CHECK(both > 10000 && matches > both / 10 && matches < both * 9 / 10);
+	CHECK(both > 5000 && matches > both / 10 && matches < both * 9 / 10);
 	CHECKF(accept_diff == 0, "%zu patterns accepted by one side only", accept_diff);
 }
 
@@ -275,7 +275,7 @@ TEST(differential_syntax)
 	static const char alpha[] = "ab.()|*+?{}[]^$\\,-:0123=_ wbsB<>";
 	srand(54321);
 	size_t both = 0, accept_diff = 0;
-	for (int i = 0; i < 400000; i++) {
+	for (int i = 0; i < 100000; i++) {
 		char pat[24];
 		int len = 1 + rand() % 20;
 		for (int k = 0; k < len; k++)
