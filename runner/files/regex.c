@@ -710,6 +710,11 @@ void files_regex_free(struct files_regex *re)
 	free(re);
 }
 
+size_t files_regex_size(const struct files_regex *re)
+{
+	return re->ninsts;
+}
+
 static void flush(struct files_regex *re)
 {
 	re->nst = 0;

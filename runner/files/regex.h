@@ -23,6 +23,8 @@ struct files_regex;
 int files_regex_compile(struct files_regex **out, const char *pattern, size_t len, char *err,
 			size_t errlen);
 void files_regex_free(struct files_regex *re);
+/* Instructions of the compiled program (at most FILES_REGEX_INSTS_MAX): the tests' bound. */
+size_t files_regex_size(const struct files_regex *re);
 
 /* Where a search of one line stands; zero it before a line's first call. */
 struct files_regex_cursor {
@@ -35,6 +37,8 @@ enum { FILES_REGEX_NOMATCH = 0, FILES_REGEX_MATCH = 1, FILES_REGEX_MORE = 2 };
 /* Does the pattern match somewhere in line s (n bytes; '\n' is never inside)? Works on from
  * *cur until the line's end or until *work units are spent (a unit is about a byte's look-up;
  * building a new state costs the states it visits): MORE then, to be called again with the
- * same cursor and line. *work is decreased by what was spent. */
+ * same cursor and line. *work is decreased by what was spent; a byte never costs more than
+ * 3 * files_regex_size + 2 units. One line at a time: a search may empty the DFA cache, which
+ * invalidates any other line's cursor. */
 int files_regex_search(struct files_regex *re, const char *s, size_t n,
 		       struct files_regex_cursor *cur, size_t *work);
