@@ -51,7 +51,8 @@ struct files_regex {
 	uint32_t nsets;
 	uint8_t cls[256]; /* byte -> class: bytes no set (nor \w) tells apart share one */
 	uint32_t ncls;
-	bool word; /* uses \b \B \< \>: the context tells word bytes from others */
+	bool word;     /* uses \b \B \< \>: the context tells word bytes from others */
+	bool anchored; /* the start leads nowhere past the line's first byte (^...) */
 	/* closure scratch */
 	uint32_t *mark, gen;
 	uint16_t *stack, *list, *next;
@@ -664,6 +665,9 @@ static void emit(struct files_regex *re, const struct node *nodes, int32_t x)
 
 /* ---- compile ---- */
 
+static bool closure(struct files_regex *re, const struct dstate *s, uint8_t next, uint32_t *nlist,
+		    size_t *cost);
+
 /* Classes of bytes no set tells apart (nor \w, when the context matters): the DFA's alphabet. */
 static void byte_classes(struct files_regex *re)
 {
@@ -781,6 +785,17 @@ int files_regex_compile(struct files_regex **out, const char *pattern, size_t le
 		re->maxst = CACHE_STATES;
 	flush(re);
 	re->flushes = 0;
+	/* Anchored: from the start, after any byte, before any, the closure reaches no byte set
+	 * and no match. A search then ends as soon as no thread is left (^#include). */
+	re->anchored = true;
+	for (uint8_t prev = CTX_WORD; prev <= CTX_OTHER; prev++)
+		for (uint8_t next = CTX_EDGE; next <= CTX_OTHER; next++) {
+			struct dstate none = {.ctx = prev};
+			uint32_t nl;
+			size_t cost = 0;
+			if (closure(re, &none, next, &nl, &cost) || nl)
+				re->anchored = false;
+		}
 	*out = re;
 out:
 	free(p.nodes);
@@ -979,6 +994,10 @@ int files_regex_search(struct files_regex *re, const char *s, size_t n,
 		}
 		k = t;
 		pos++;
+		if (re->anchored && !re->st[k].npcs) {
+			rc = FILES_REGEX_NOMATCH; /* no thread left, and none can start */
+			goto out;
+		}
 	}
 	struct dstate *st = &re->st[k];
 	if (st->eol < 0) {

@@ -59,6 +59,12 @@ TEST(cases)
 		{"^abc$", "xabc", 0},
 		{"^$", "", 1},
 		{"^$", "a", 0},
+		/* anchored patterns end once no thread is left; these are not anchored */
+		{"^a|b", "xb", 1},
+		{"(^|x)a", "xa", 1},
+		{"^x*a", "xxa", 1},
+		{"\\<a|^b", "c a", 1},
+		{"^#include", " #include", 0},
 		{"a|b|c", "zzc", 1},
 		{"(ab)+c", "ababc", 1},
 		{"(ab){2}c", "abc", 0},
