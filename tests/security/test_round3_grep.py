@@ -15,7 +15,6 @@ bombs so that it never eats the machine's memory, and every wait on it is bounde
 import json
 import os
 import resource
-import signal
 import socket
 import threading
 import time
@@ -176,7 +175,7 @@ class LongLine(GrepAttack):
         figure("finding1_%s_%dB" % (via, size), fig)
         for kind, path in (("hit", hit), ("miss", miss)):
             self.assertIn(kind, fig, fig)
-            self.assertLess(fig[kind]["grep_s"], GREP_BUDGET_S + 2, fig)
+            self.assertLess(fig[kind]["grep_s"], GREP_BUDGET_S + 3, fig)
             if not SLOW:
                 self.assertLess(fig[kind]["max_ms"], PING_MAX_S * 1000, fig)
             st, b = answers[kind]
@@ -220,7 +219,7 @@ class LongLine(GrepAttack):
         res, secs = timed(lambda: self.rest_grep(path, "a.{255}c"))
         fig = dict(p.stop(), grep_s=secs, answer=str(res)[:300])
         figure("finding1_worst_case_8MiB", fig)
-        self.assertLess(secs, GREP_BUDGET_S + 2, fig)
+        self.assertLess(secs, GREP_BUDGET_S + 3, fig)
         st, b = res
         self.assertEqual(st, 200, fig)
         self.assertEqual(b["matches"], [], fig)
