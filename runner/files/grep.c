@@ -53,17 +53,11 @@ int files_grep_init(struct files_grep *g, const char *pattern, char *err, size_t
 		}
 		i++;
 	}
-	int rc = regcomp(&g->re, pattern, REG_EXTENDED | REG_NOSUB | REG_NEWLINE);
-	if (rc) {
-		if (rc == REG_ESPACE)
-			return -ENOMEM;
-		char m[128];
-		regerror(rc, &g->re, m, sizeof(m));
+	char m[128];
+	int rc = files_regex_compile(&g->re, pattern, n, m, sizeof(m));
+	if (rc == -EINVAL)
 		snprintf(err, errlen, "invalid regular expression: %s", m);
-		return -EINVAL;
-	}
-	g->re_ok = true;
-	return 0;
+	return rc;
 }
 
 /* Read the file held by fd (taken) for scanning; 0 also when it is skipped. */
@@ -115,6 +109,7 @@ static int load(struct files_grep *g, int fd, const char *path)
 	g->len = len;
 	g->pos = 0;
 	g->line = 0;
+	g->in_line = false;
 	g->path = p;
 	g->files++;
 	return 0;
@@ -186,23 +181,39 @@ static void hit(struct files_grep *g, const char *line, size_t n)
 	buf_append_lit(o, "}");
 }
 
-/* Scan the loaded file on: 1 at the deadline, 0 at its end or at max_results. */
+/* Work units (files/regex.h) between looks at the clock: about 100 us of matching. A line
+ * costs GREP_LINE_WORK more, so a file of empty lines is timed too. */
+#define GREP_SLICE_WORK (64u << 10)
+#define GREP_LINE_WORK 16u
+
+/* Scan the loaded file on: 1 at the deadline, 0 at its end or at max_results. The deadline is
+ * honoured inside a line too: the match stops and resumes where it stood. */
 static int scan(struct files_grep *g, uint64_t deadline_us)
 {
-	for (unsigned k = 0; g->pos < g->len; k++) {
-		if ((k & 255) == 255 && grep_now_us() >= deadline_us)
-			return 1;
+	size_t work = GREP_SLICE_WORK;
+	while (g->pos < g->len) {
+		if (!work) {
+			if (grep_now_us() >= deadline_us)
+				return 1;
+			work = GREP_SLICE_WORK;
+		}
 		char *s = g->data + g->pos;
-		char *nl = memchr(s, '\n', g->len - g->pos);
-		size_t n = nl ? (size_t)(nl - s) : g->len - g->pos;
+		if (!g->in_line) {
+			char *nl = memchr(s, '\n', g->len - g->pos);
+			g->line_len = nl ? (size_t)(nl - s) : g->len - g->pos;
+			memset(&g->cur, 0, sizeof(g->cur));
+			g->in_line = true;
+			work = work > GREP_LINE_WORK ? work - GREP_LINE_WORK : 0;
+		}
+		size_t n = g->line_len;
+		bool nl = g->pos + n < g->len;
+		int m = files_regex_search(g->re, s, n, &g->cur, &work);
+		if (m == FILES_REGEX_MORE)
+			continue;
+		g->in_line = false;
 		g->line++;
 		g->pos += n + (nl ? 1 : 0);
-		if (nl)
-			*nl = 0; /* regexec takes a C string (musl has no REG_STARTEND) */
-		int m = regexec(&g->re, s, 0, NULL, 0);
-		if (nl)
-			*nl = '\n';
-		if (m == 0) {
+		if (m == FILES_REGEX_MATCH) {
 			size_t tn = n && s[n - 1] == '\r' ? n - 1 : n;
 			hit(g, s, tn);
 			if (g->results >= g->max_results) {
@@ -266,9 +277,8 @@ int files_grep_step(struct files_grep *g, uint64_t deadline_ms)
 
 void files_grep_free(struct files_grep *g)
 {
-	if (g->re_ok)
-		regfree(&g->re);
-	g->re_ok = false;
+	files_regex_free(g->re);
+	g->re = NULL;
 	if (g->walking || g->w.frames)
 		files_walk_free(&g->w);
 	g->walking = false;

@@ -8,12 +8,12 @@
  * or a bound of the walk or of the scan, ends the search early with `truncated` and a
  * reason in limit_msg: partial results, not an error. */
 #pragma once
-#include <regex.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/util.h"
+#include "files/regex.h"
 #include "files/walk.h"
 
 #define FILES_GREP_FILE_MAX (8ULL << 20) /* bytes of one file searched */
@@ -32,8 +32,10 @@ struct files_grep {
 	bool truncated;
 	char limit_msg[160];
 	/* state */
-	regex_t re;
-	bool re_ok;
+	struct files_regex *re;
+	struct files_regex_cursor cur; /* within the line at pos, when in_line */
+	bool in_line;
+	size_t line_len; /* of the line at pos, when in_line */
 	struct files_walk w;
 	bool walking;
 	uint64_t work_us;
@@ -44,7 +46,8 @@ struct files_grep {
 	int single_fd; /* the root is a file: it alone is searched */
 };
 
-/* Compile pattern (POSIX ERE; back-references are refused: they make matching exponential).
+/* Compile pattern (POSIX ERE, files/regex.h; back-references are refused: they make matching
+ * exponential; so is a pattern over FILES_REGEX_INSTS_MAX once its repetitions are expanded).
  * 0, or -EINVAL with a reason in err, or -ENOMEM. Call files_grep_free in every case. */
 int files_grep_init(struct files_grep *g, const char *pattern, char *err, size_t errlen);
 /* Start at fd (taken), which path names: a directory (searched below) or a regular file. */

@@ -198,3 +198,51 @@ TEST(patterns_refused)
 	CHECK(files_grep_init(&g, "\\\\1", err, sizeof(err)) == 0); /* an escaped backslash */
 	files_grep_free(&g);
 }
+
+/* One line of 1 MiB: the step stops inside the line at its deadline and resumes there (issue 33:
+ * glibc's regexec held the loop minutes on such a line). */
+TEST(deadline_inside_a_line)
+{
+	tree();
+	size_t n = 1 << 20;
+	char *d = malloc(n);
+	if (!CHECK(d))
+		return;
+	memset(d, 'x', n);
+	memcpy(d, "TODO", 4);
+	memcpy(d + n - 5, "fixme", 5);
+	put("oneline", d, n);
+	free(d);
+	char path[PATH_MAX], err[160];
+	snprintf(path, sizeof(path), "%s/oneline", root);
+	struct files_grep g;
+	struct buf out = {0};
+	CHECK(files_grep_init(&g, "TODO.*fixme", err, sizeof(err)) == 0);
+	g.out = &out;
+	int fd = open(path, O_RDONLY);
+	CHECK(fd >= 0 && files_grep_start(&g, fd, path, false) == 0);
+	unsigned steps = 0;
+	int rc;
+	while ((rc = files_grep_step(&g, 0)) == 1 && ++steps < 100000)
+		CHECKF(g.results == 0 && g.line == 0, "a hit before the line's end");
+	CHECKF(rc == 0 && g.results == 1 && !g.truncated, "rc %d, %zu results", rc, g.results);
+	CHECKF(steps >= 8, "the line was searched in %u steps", steps);
+	files_grep_free(&g);
+	buf_free(&out);
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/oneline", root);
+	unlink(p);
+}
+
+TEST(pattern_bombs_refused)
+{
+	static const char *const bad[] = {"((a{1,255}){1,255}){1,255}", "(a{1,255}){1,255}",
+					  "(.*.*.*.*.*.*){255}"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct files_grep g;
+		char err[160] = "";
+		CHECKF(files_grep_init(&g, bad[i], err, sizeof(err)) == -EINVAL, "%s", bad[i]);
+		CHECKF(strstr(err, "too big") && strstr(err, "4096"), "%s: %s", bad[i], err);
+		files_grep_free(&g);
+	}
+}
