@@ -375,10 +375,13 @@ asyncio.run(main())
         self.assertEqual(resp.getheader("Content-Type"), "application/json")
         self.assertEqual(json.loads(data)["code"], "BAD_GATEWAY")
         self.assertIn("message", json.loads(data))
-        for own in (self.r.port, self.model_port):
-            resp, data = self.req("GET", "/proxy/%d/ping" % own)
-            self.assertEqual(resp.status, 403, own)
-            self.assertEqual(json.loads(data)["code"], "FORBIDDEN")
+        # The model proxy's port is the runner's own and stays refused; the API's own port is
+        # the API itself (test_self_port_is_the_api).
+        resp, data = self.req("GET", "/proxy/%d/ping" % self.model_port)
+        self.assertEqual(resp.status, 403)
+        self.assertEqual(json.loads(data)["code"], "FORBIDDEN")
+        resp, data = self.req("GET", "/proxy/%d/proxy/%d/ping" % (self.r.port, self.r.port))
+        self.assertEqual(resp.status, 403, "re-dispatched once, never in a loop")
         for bad in ("", "0/x", "65536/x", "99999999999/x", "abc/x", "-1/x", "80a", "%38%30/x"):
             resp, data = self.req("GET", "/proxy/" + bad)
             self.assertEqual(resp.status, 400, bad)
