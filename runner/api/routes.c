@@ -18,6 +18,7 @@ const struct http_route api_routes[] = {
 	{"GET", "/command", api_command_list, NULL, NULL},
 	{"GET", "/command/status/*", api_command_status, NULL, NULL},
 	{"GET", "/command/*/logs", api_command_logs, NULL, NULL},
+	{"GET", "/command/*/resume", api_command_resume, NULL, NULL},
 	{"POST", "/session", api_session_create, NULL, NULL},
 	{"POST", "/session/*/run", api_session_run, NULL, NULL},
 	{"DELETE", "/session/*", api_session_delete, NULL, NULL},

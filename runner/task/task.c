@@ -142,6 +142,25 @@ struct task *task_find(struct runner *r, const char *id)
 	return NULL;
 }
 
+struct task *task_find_key(struct runner *r, enum task_api api, const char *key)
+{
+	for (struct task *t = r->tasks->head; t; t = t->next)
+		if (t->op_key && t->api == api && !strcmp(t->op_key, key))
+			return t;
+	return NULL;
+}
+
+int task_set_key(struct task *t, const char *key, const unsigned char hash[32])
+{
+	char *k = strdup(key);
+	if (!k)
+		return -ENOMEM;
+	free(t->op_key);
+	t->op_key = k;
+	memcpy(t->op_hash, hash, 32);
+	return 0;
+}
+
 static void wake_readers(struct task *t)
 {
 	for (struct task_reader *rd = t->readers; rd;) {
@@ -657,6 +676,7 @@ static void task_free(struct task *t)
 	free(t->command);
 	free(t->cwd);
 	free(t->capability);
+	free(t->op_key);
 	free(t);
 }
 
@@ -733,6 +753,8 @@ void tasks_drop_finished(struct runner *r, unsigned *records, uint64_t *log_byte
 {
 	for (struct task *t = r->tasks->head, *next; t; t = next) {
 		next = t->next;
+		free(t->op_key);
+		t->op_key = NULL;
 		if (!t->finished || t->n_readers)
 			continue;
 		(*records)++;
