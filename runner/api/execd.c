@@ -639,6 +639,152 @@ enum MHD_Result api_command_resume(struct http_req *req)
 	return start_stream(req, t, t->api == TASK_API_SESSION, NULL, after);
 }
 
+/* ---- caller-bound creation: execd's operations (OpenSandbox PR #1771, docs/design.md §3.2) ----
+ */
+
+#define OP_RETENTION_S (24 * 3600) /* execd's recovery window */
+
+/* No cache may keep an answer that names an execution. */
+static enum MHD_Result op_json(struct http_req *req, unsigned status, json_t *body)
+{
+	struct MHD_Response *resp = http_json_response(body);
+	if (resp)
+		MHD_add_response_header(resp, "Cache-Control", "no-store");
+	return http_queue(req, status, resp);
+}
+
+static enum MHD_Result op_fail(struct http_req *req, const struct error *e)
+{
+	return op_json(req, error_http_status(e), http_error_body(e));
+}
+
+/* execd's operation id: "<instance_id>.<issued_at>.<token>", the first two from GET
+ * /execution/instance, the token 8-128 of [A-Za-z0-9_-]. The instance must be this one's
+ * (it changes at start and at every reset, which forget the ids). */
+static int check_operation_id(struct runner *r, const char *id, uint64_t *expires_s,
+			      struct error *err)
+{
+	const char *d1 = strchr(id, '.'), *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
+	const char *tok = d2 ? d2 + 1 : NULL;
+	size_t tlen = tok ? strlen(tok) : 0;
+	bool ok = d2 && d1 - id == 32 && tlen >= 8 && tlen <= 128 &&
+		  strspn(tok, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") ==
+			  tlen;
+	size_t ilen = ok ? (size_t)(d2 - d1 - 1) : 0;
+	ok = ok && ilen >= 1 && ilen <= 19 && strspn(d1 + 1, "0123456789") == ilen &&
+	     (ilen == 1 || d1[1] != '0');
+	if (!ok)
+		return error_set(err, 0, "invalid_operation_id",
+				 "operation_id must be <instance_id>.<issued_at>.<token>: the "
+				 "instance id and time from GET /execution/instance, then 8-128 of "
+				 "A-Z a-z 0-9 _ -");
+	if (memcmp(id, r->tasks->key_instance, 32))
+		return error_set(
+			err, 0, "operation_instance_mismatch",
+			"this execd instance did not issue operation_id (it restarted or "
+			"was reset, or the id is another sandbox's): the earlier request's "
+			"outcome is unknown, do not retry it under a new id");
+	uint64_t issued = strtoull(d1 + 1, NULL, 10);
+	if (issued > now_ms() / 1000)
+		return error_set(err, 0, "invalid_operation_id",
+				 "operation_id's time is in the future: use the issued_at of GET "
+				 "/execution/instance");
+	*expires_s = issued + OP_RETENTION_S;
+	return 0;
+}
+
+static json_t *operation_body(const struct task *t, uint64_t expires_s)
+{
+	char exp[40];
+	iso_time(exp, sizeof(exp), expires_s * 1000);
+	/* The process is started before the answer: never "creating". */
+	return json_pack("{s:s,s:s,s:s,s:s}", "id", t->id, "kind", "command", "state", "created",
+			 "expires_at", exp);
+}
+
+enum MHD_Result api_operation_instance(struct http_req *req)
+{
+	struct runner *r = req->r;
+	return op_json(req, 200,
+		       json_pack("{s:s,s:I,s:I,s:I}", "instance_id", r->tasks->key_instance,
+				 "issued_at", (json_int_t)(now_ms() / 1000), "retention_seconds",
+				 (json_int_t)OP_RETENTION_S, "capacity",
+				 (json_int_t)r->cfg.retain_count));
+}
+
+enum MHD_Result api_command_operation(struct http_req *req)
+{
+	cleanup_json json_t *body = http_body_json(req, false);
+	if (!body)
+		return req->responded ? MHD_YES : MHD_NO;
+	struct error err;
+	const char *op_id;
+	uint64_t expires;
+	if (schema_check(&schema_command_operation, body, &err) < 0 ||
+	    get_str(body, "operation_id", true, &op_id, &err) < 0 ||
+	    check_operation_id(req->r, op_id, &expires, &err) < 0)
+		return op_fail(req, &err);
+	unsigned char hash[32];
+	if (api_request_hash(body, "operation_id", hash) < 0)
+		return MHD_NO;
+	struct task *t = task_find_key(req->r, TASK_API_EXECD, op_id);
+	if (t) {
+		if (memcmp(t->op_hash, hash, 32)) {
+			error_set(&err, 0, "operation_conflict",
+				  "operation_id was used with another request (command %s)", t->id);
+			return op_fail(req, &err);
+		}
+		return op_json(req, 200, operation_body(t, expires));
+	}
+	if (now_ms() / 1000 >= expires) {
+		error_set(&err, 0, "operation_expired",
+			  "operation_id is past its recovery window: creation refused");
+		return op_fail(req, &err);
+	}
+	struct task_spec spec;
+	if (api_parse_command(body, &spec, &err) < 0)
+		return op_fail(req, &err);
+	t = task_start(req->r, &spec, &err);
+	if (!t)
+		return op_fail(req, &err); /* nothing ran: the id is not used up */
+	if (task_set_key(t, op_id, hash) < 0)
+		log_errno("cannot keep the command's operation_id", ENOMEM, t->id);
+	return op_json(req, 200, operation_body(t, expires));
+}
+
+enum MHD_Result api_operation_get(struct http_req *req)
+{
+	struct error err;
+	const char *kind = http_query(req, "kind");
+	if (!kind || (strcmp(kind, "command") && strcmp(kind, "pty"))) {
+		error_set(&err, 0, "invalid_operation_kind",
+			  "query parameter kind must be command "
+			  "or pty");
+		return op_fail(req, &err);
+	}
+	const char *op_id = http_header(req, "X-EXECD-OPERATION-ID");
+	uint64_t expires;
+	if (!op_id || !*op_id) {
+		error_set(&err, 0, "invalid_operation_id",
+			  "header X-EXECD-OPERATION-ID is required");
+		return op_fail(req, &err);
+	}
+	if (check_operation_id(req->r, op_id, &expires, &err) < 0)
+		return op_fail(req, &err);
+	/* PTY sessions are never created through operations here (no POST /pty/operations). */
+	struct task *t = strcmp(kind, "command") ? NULL
+						 : task_find_key(req->r, TASK_API_EXECD, op_id);
+	if (t)
+		return op_json(req, 200, operation_body(t, expires));
+	if (now_ms() / 1000 >= expires)
+		error_set(&err, 0, "operation_expired",
+			  "operation_id is past its recovery window: the outcome is unknown");
+	else
+		error_set(&err, 0, "operation_not_found",
+			  "no %s was created under this operation_id in this instance", kind);
+	return op_fail(req, &err);
+}
+
 enum MHD_Result api_command_logs(struct http_req *req)
 {
 	struct task *t = find_command(req, req->param);

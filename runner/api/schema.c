@@ -55,6 +55,23 @@ static const struct body_field command_fields[] = {
 };
 const struct body_schema schema_command = {"POST /command", false, command_fields};
 
+/* execd's caller-bound creation (PR #1771) checks its body strictly: a field it does not know
+ * would be a semantic the retry cannot vouch for. */
+static const struct body_field command_operation_fields[] = {
+	{"operation_id", FIELD_STRING},
+	{"command", FIELD_STRING},
+	{"cwd", FIELD_STRING},
+	{"background", FIELD_BOOLEAN},
+	{"timeout", FIELD_INTEGER},
+	{"uid", FIELD_INTEGER},
+	{"gid", FIELD_INTEGER},
+	{"envs", FIELD_OBJECT},
+	{"argv", FIELD_ANY},
+	{NULL, 0},
+};
+const struct body_schema schema_command_operation = {"POST /command/operations", true,
+						     command_operation_fields};
+
 static const struct body_field session_fields[] = {
 	{"cwd", FIELD_STRING},
 	{NULL, 0},

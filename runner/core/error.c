@@ -117,6 +117,13 @@ static const struct {
 	{"RESET_FAILED", 503},
 	{"GATEWAY_TIMEOUT", 504},
 	{"INSUFFICIENT_STORAGE", 507},
+	/* execd's operations (OpenSandbox PR #1771) answer with its codes. */
+	{"invalid_operation_id", 400},
+	{"invalid_operation_kind", 400},
+	{"operation_not_found", 404},
+	{"operation_conflict", 409},
+	{"operation_instance_mismatch", 409},
+	{"operation_expired", 410},
 	/* The model proxy answers in OpenAI's shape, with OpenAI's codes. */
 	{"bad_request", 400},
 	{"invalid_api_key", 401},

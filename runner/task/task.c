@@ -101,6 +101,8 @@ int tasks_init(struct runner *r)
 	if (!r->tasks)
 		return -1;
 	r->tasks->spool_maps.max = TASK_SPOOL_MAPS;
+	if (random_id(r->tasks->key_instance) < 0)
+		return -1;
 	int drc = drain_open(r->tasks->drain);
 	if (drc < 0)
 		log_warn("no drain pipe: bulk output is read straight from the task's pipe",
@@ -751,6 +753,13 @@ void tasks_tick(struct runner *r)
 
 void tasks_drop_finished(struct runner *r, unsigned *records, uint64_t *log_bytes)
 {
+	/* The keys are forgotten: ids of the previous instance are refused as such, never
+	 * taken for new ones. */
+	char fresh[33];
+	if (random_id(fresh) == 0)
+		memcpy(r->tasks->key_instance, fresh, sizeof(fresh));
+	else
+		log_error("cannot renew the operation instance id", NULL);
 	for (struct task *t = r->tasks->head, *next; t; t = next) {
 		next = t->next;
 		free(t->op_key);

@@ -183,6 +183,9 @@ struct task_hooks {
 
 struct task_table {
 	struct task *head;
+	/* Names this table's set of client-chosen keys (execd's operation instance, docs/design.md
+	 * §3.2): a new one at start and at every reset, which forgets the keys. */
+	char key_instance[33];
 	unsigned running;
 	unsigned finished;
 	const struct task_hooks *hooks; /* NULL: none */
