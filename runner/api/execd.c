@@ -642,7 +642,14 @@ enum MHD_Result api_command_resume(struct http_req *req)
 /* ---- caller-bound creation: execd's operations (OpenSandbox PR #1771, docs/design.md §3.2) ----
  */
 
-#define OP_RETENTION_S (24 * 3600) /* execd's recovery window */
+/* The recovery window: execd keeps 24 h; here a command's record is what remembers its id,
+ * and records are kept --retain-ms after they finish, so the window is that long from the id's
+ * issued_at, and a keyed record stays at least that long (task.key_until_mono). */
+static uint64_t op_retention_s(struct runner *r)
+{
+	uint64_t s = r->cfg.retain_ms / 1000;
+	return s ? s : 1;
+}
 
 /* No cache may keep an answer that names an execution. */
 static enum MHD_Result op_json(struct http_req *req, unsigned status, json_t *body)
@@ -689,7 +696,7 @@ static int check_operation_id(struct runner *r, const char *id, uint64_t *expire
 		return error_set(err, 0, "invalid_operation_id",
 				 "operation_id's time is in the future: use the issued_at of GET "
 				 "/execution/instance");
-	*expires_s = issued + OP_RETENTION_S;
+	*expires_s = issued + op_retention_s(r);
 	return 0;
 }
 
@@ -708,7 +715,7 @@ enum MHD_Result api_operation_instance(struct http_req *req)
 	return op_json(req, 200,
 		       json_pack("{s:s,s:I,s:I,s:I}", "instance_id", r->tasks->key_instance,
 				 "issued_at", (json_int_t)(now_ms() / 1000), "retention_seconds",
-				 (json_int_t)OP_RETENTION_S, "capacity",
+				 (json_int_t)op_retention_s(r), "capacity",
 				 (json_int_t)r->cfg.retain_count));
 }
 
@@ -741,14 +748,27 @@ enum MHD_Result api_command_operation(struct http_req *req)
 			  "operation_id is past its recovery window: creation refused");
 		return op_fail(req, &err);
 	}
+	if (tasks_pinned(req->r) >= req->r->cfg.retain_count) {
+		error_set(&err, 0, "operation_capacity_exceeded",
+			  "%u commands are kept for their operation ids: creation refused until "
+			  "one's window ends",
+			  req->r->cfg.retain_count);
+		return op_fail(req, &err);
+	}
 	struct task_spec spec;
 	if (api_parse_command(body, &spec, &err) < 0)
 		return op_fail(req, &err);
 	t = task_start(req->r, &spec, &err);
 	if (!t)
 		return op_fail(req, &err); /* nothing ran: the id is not used up */
-	if (task_set_key(t, op_id, hash) < 0)
+	if (task_set_key(t, op_id, hash) < 0) {
+		/* It runs, but a retry would not find it: the client must not retry blindly. */
 		log_errno("cannot keep the command's operation_id", ENOMEM, t->id);
+		task_kill(t, TS_CANCELLED);
+		return http_failf(req, "RUNTIME_ERROR", "out of memory: command %s cancelled",
+				  t->id);
+	}
+	t->key_until_mono = monotonic_ms() + (expires * 1000 - now_ms());
 	return op_json(req, 200, operation_body(t, expires));
 }
 

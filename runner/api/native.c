@@ -413,8 +413,12 @@ enum MHD_Result api_task_create(struct http_req *req)
 		t = task_start(req->r, &spec, &err);
 	if (!t)
 		return http_fail(req, &err);
-	if (key && task_set_key(t, key, hash) < 0)
+	if (key && task_set_key(t, key, hash) < 0) {
+		/* It runs, but a retry would not find it: a second run. Refused instead. */
 		log_errno("cannot keep the task's Idempotency-Key", ENOMEM, t->id);
+		task_kill(t, TS_CANCELLED);
+		return http_failf(req, "RUNTIME_ERROR", "out of memory: task %s cancelled", t->id);
+	}
 	return start_stream(req, t, true, 0);
 }
 

@@ -124,6 +124,7 @@ static const struct {
 	{"operation_conflict", 409},
 	{"operation_instance_mismatch", 409},
 	{"operation_expired", 410},
+	{"operation_capacity_exceeded", 503},
 	/* The model proxy answers in OpenAI's shape, with OpenAI's codes. */
 	{"bad_request", 400},
 	{"invalid_api_key", 401},

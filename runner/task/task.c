@@ -163,6 +163,15 @@ int task_set_key(struct task *t, const char *key, const unsigned char hash[32])
 	return 0;
 }
 
+unsigned tasks_pinned(struct runner *r)
+{
+	uint64_t now = monotonic_ms();
+	unsigned n = 0;
+	for (struct task *t = r->tasks->head; t; t = t->next)
+		n += t->op_key && t->key_until_mono > now;
+	return n;
+}
+
 static void wake_readers(struct task *t)
 {
 	for (struct task_reader *rd = t->readers; rd;) {
@@ -712,7 +721,7 @@ static void expire_records(struct runner *r)
 		t = t->next;
 	for (struct task *prev; t; t = prev) {
 		prev = t->prev;
-		if (!t->finished || t->n_readers)
+		if (!t->finished || t->n_readers || (t->op_key && t->key_until_mono > now))
 			continue;
 		bool too_many = finished > r->cfg.retain_count;
 		bool too_old = now - t->finished_mono > r->cfg.retain_ms;
@@ -764,6 +773,7 @@ void tasks_drop_finished(struct runner *r, unsigned *records, uint64_t *log_byte
 		next = t->next;
 		free(t->op_key);
 		t->op_key = NULL;
+		t->key_until_mono = 0;
 		if (!t->finished || t->n_readers)
 			continue;
 		(*records)++;

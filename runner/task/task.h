@@ -166,6 +166,9 @@ struct task {
 	 * a reset forgets it. NULL: none. */
 	char *op_key;
 	unsigned char op_hash[32];
+	/* Until then (monotonic ms) the record is kept whatever --retain-count says, so a retry
+	 * inside its key's window finds it (execd operations); 0: none. */
+	uint64_t key_until_mono;
 
 	struct task *next, *prev; /* in the table */
 	bool linked;
@@ -229,6 +232,8 @@ struct task *task_find(struct runner *r, const char *id);
 struct task *task_find_key(struct runner *r, enum task_api api, const char *key);
 /* Give t the key and request hash (a copy); -ENOMEM. */
 int task_set_key(struct task *t, const char *key, const unsigned char hash[32]);
+/* Records kept for their keys now (key_until_mono in the future). */
+unsigned tasks_pinned(struct runner *r);
 
 /* A driven task (see struct task_driver_ops): a record, a spool, a timer
  * (spec->timeout_ms calls cancel(TS_TIMEOUT)), the `started` event. */

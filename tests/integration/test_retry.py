@@ -241,7 +241,7 @@ class Operations(RunnerTest):
         self.assertEqual(st, 200)
         self.assertEqual(h.get("cache-control"), "no-store")
         self.assertRegex(inst["instance_id"], "^[0-9a-f]{32}$")
-        self.assertEqual(inst["retention_seconds"], 86400)
+        self.assertEqual(inst["retention_seconds"], 900, "--retain-ms, 15 min by default")
         self.assertLessEqual(abs(inst["issued_at"] - time.time()), 5)
         self.assertGreater(inst["capacity"], 0)
 
@@ -304,6 +304,38 @@ class Operations(RunnerTest):
                 st, _, d = self.r.request("GET", path, headers={"X-EXECD-OPERATION-ID": oid}
                                           if oid else {})
                 self.assertEqual((st, json.loads(d)["code"]), (status, code), d)
+
+
+class OperationWindow(RunnerTest):
+    """A command created under an operation id outlives --retain-count for its window, so a
+    retry within it never runs a second command; at most --retain-count such at once."""
+    runner_args = ("--retain-count", "2")
+    runner_kwargs = {"token": TOKEN}
+
+    def test_kept_past_retain_count_and_capacity(self):
+        inst = self.r.json("GET", "/execution/instance")[1]
+        self.assertEqual(inst["capacity"], 2)
+        count = os.path.join(self.r.work, "window-count")
+        ids = ["%s.%d.win%d-%s" % (inst["instance_id"], inst["issued_at"], i,
+                                   os.urandom(4).hex()) for i in range(3)]
+        body = {"operation_id": ids[0], "command": "echo ran >> %s" % count}
+        st, _, d = self.r.request("POST", "/command/operations", body=body)
+        self.assertEqual(st, 200, d)
+        first = json.loads(d)
+        others = [self.r.execd({"command": "true"})[0]["text"] for _ in range(6)]
+        time.sleep(1.5)  # a tick of the record sweep
+        # the sweep ran: an older record without an id is gone
+        self.assertEqual(self.r.request("GET", "/command/status/" + others[0])[0], 404)
+        st, _, d = self.r.request("POST", "/command/operations", body=body)
+        self.assertEqual((st, json.loads(d)), (200, first))
+        with open(count) as f:
+            self.assertEqual(f.read(), "ran\n")
+        st, _, d = self.r.request("POST", "/command/operations",
+                                  body={"operation_id": ids[1], "command": "true"})
+        self.assertEqual(st, 200, d)
+        st, _, d = self.r.request("POST", "/command/operations",
+                                  body={"operation_id": ids[2], "command": "true"})
+        self.assertEqual((st, json.loads(d)["code"]), (503, "operation_capacity_exceeded"))
 
 
 LONG = ("echo run >> {count}; i=0; while [ $i -lt {n} ]; do i=$((i+1)); echo line-$i; "
