@@ -36,13 +36,6 @@ int api_parse_command(json_t *body, struct task_spec *spec, struct error *err);
 int api_parse_session_create(json_t *body, const char **cwd, struct error *err);
 int api_parse_session_run(json_t *body, struct task_spec *spec, struct error *err);
 int api_parse_task(json_t *body, struct task_spec *spec, struct error *err);
-/* A client-chosen request id (Idempotency-Key, operation_id): 1..API_KEY_MAX visible ASCII
- * characters, else -1 with err set naming what. */
-#define API_KEY_MAX 255
-int api_check_key(const char *key, const char *what, struct error *err);
-/* SHA-256 of the request body's canonical form (sorted keys, compact), without the field
- * skip (NULL: none): a retry of the same request hashes the same. -ENOMEM. */
-int api_request_hash(json_t *body, const char *skip, unsigned char out[32]);
 
 /* native.c: native task API */
 enum MHD_Result api_task_create(struct http_req *req);

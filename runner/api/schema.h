@@ -50,3 +50,12 @@ struct error;
 /* 0 when body (a JSON object) fits s; else -1 with err set (UNKNOWN_FIELD
  * or INVALID_REQUEST_BODY). */
 int schema_check(const struct body_schema *s, json_t *body, struct error *err);
+
+struct error;
+/* A client-chosen request id (Idempotency-Key, operation_id): 1..API_KEY_MAX visible ASCII
+ * characters, else -1 with err set naming what. */
+#define API_KEY_MAX 255
+int api_check_key(const char *key, const char *what, struct error *err);
+/* SHA-256 of the request body's canonical form (sorted keys, compact), without the field
+ * skip (NULL: none): a retry of the same request hashes the same. -ENOMEM. */
+int api_request_hash(json_t *body, const char *skip, unsigned char out[32]);
