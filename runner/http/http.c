@@ -375,9 +375,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (req->body_too_big || req->body_len + *upload_size > r->cfg.max_body) {
 			/* A body without Content-Length (chunked) grew too big:
 			 * libmicrohttpd takes a response only once the body is in,
-			 * so drop the rest and answer 413 then. */
+			 * so drop the rest and answer 413 then; past the drain bound
+			 * (§3.1) the connection is closed instead. */
 			req->body_too_big = true;
+			req->drained += *upload_size;
 			*upload_size = 0;
+			if (req->drained > HTTP_DRAIN_MAX) {
+				log_info(
+					"refused request body too long to drain: connection closed",
+					"{s:I}", "bytes", (json_int_t)req->drained);
+				return MHD_NO;
+			}
 			return MHD_YES;
 		}
 		char *nb = realloc(req->body, req->body_len + *upload_size + 1);
