@@ -252,6 +252,7 @@ static const struct profile_hooks profile_hooks = {
 static const struct http_hooks http_hooks = {
 	.request_blocked = profile_request_blocked,
 	.request_gen = profile_gen,
+	.self_path = proxy_self_path,
 	.upgraded_count = ws_count,
 	.upgraded_tick = ws_tick,
 	.upgraded_close_all = ws_close_all,

@@ -43,7 +43,26 @@ struct execd_stream {
 	char tail[48];
 	size_t tail_len;
 	uint64_t tail_ts;
+	/* Event ids (docs/design.md §3.2): an output line's is 1 + the output offset where its
+	 * bytes end, so the same line gets the same id in every stream of the command, and a
+	 * resumed stream (GET /command/{id}/resume?after_eid=N) sends only those above N. */
+	struct linesplit *cur_ls; /* the splitter being fed */
+	const char *piece;        /* the piece being fed, at output offset piece_off */
+	uint64_t piece_off;
+	uint64_t flush_eid; /* the id of a line flushed at the end */
+	uint64_t after_eid; /* events up to this id are not sent (a resume) */
 };
+
+static char *u64_to(char *p, uint64_t v)
+{
+	char tmp[20];
+	size_t n = 0;
+	do
+		tmp[sizeof(tmp) - ++n] = (char)('0' + v % 10);
+	while ((v /= 10));
+	memcpy(p, tmp + sizeof(tmp) - n, n);
+	return p + n;
+}
 
 /* Events are built with plain appends: one per output line, so no
  * printf on this path. */
@@ -77,7 +96,7 @@ static void ev_text(struct execd_stream *es, const char *type, const char *text,
 
 /* One output line as an event: reserved once, written in place (this runs
  * for every line a task prints). */
-static void ev_line(struct execd_stream *es, bool err, const char *text, size_t len)
+static void ev_line(struct execd_stream *es, bool err, const char *text, size_t len, uint64_t eid)
 {
 	static const char out_pre[] = "{\"type\":\"stdout\",\"text\":";
 	static const char err_pre[] = "{\"type\":\"stderr\",\"text\":";
@@ -90,11 +109,13 @@ static void ev_line(struct execd_stream *es, bool err, const char *text, size_t 
 	struct buf *o = &es->hs.out;
 	/* The tail is copied whole (a fixed size the compiler inlines, not a
 	 * call per line); only tail_len of it counts. */
-	if (buf_reserve(o, sizeof(out_pre) - 1 + JSON_STR_MAX(len) + sizeof(es->tail)) < 0)
+	if (buf_reserve(o, sizeof(out_pre) - 1 + JSON_STR_MAX(len) + 8 + 20 + sizeof(es->tail)) < 0)
 		return;
 	char *p = o->data + o->len;
 	memcpy(p, err ? err_pre : out_pre, sizeof(out_pre) - 1);
 	p = json_escape_to(p + sizeof(out_pre) - 1, text, len);
+	memcpy(p, ",\"eid\":", 7);
+	p = u64_to(p + 7, eid);
 	memcpy(p, es->tail, sizeof(es->tail));
 	o->len = (size_t)(p + es->tail_len - o->data);
 	es->last_event_ms = es->now_ms;
@@ -104,12 +125,16 @@ static int on_line(void *arg, const char *line, size_t len)
 {
 	struct execd_stream *es = arg;
 	bool err = es->cur_type == SPOOL_STDERR && !es->session_mode;
+	const char *end = es->cur_ls->line_end;
+	uint64_t eid = end ? es->piece_off + (uint64_t)(end - es->piece) + 1 : es->flush_eid;
+	if (eid <= es->after_eid)
+		return 0; /* the client has it (a resume) */
 	if (len == 0) {
 		if (es->session_mode)
 			return 0;
-		ev_line(es, err, "\n", 1);
+		ev_line(es, err, "\n", 1, eid);
 	} else {
-		ev_line(es, err, line, len);
+		ev_line(es, err, line, len, eid);
 	}
 	return 0;
 }
@@ -117,17 +142,25 @@ static int on_line(void *arg, const char *line, size_t len)
 static void ev_terminal(struct execd_stream *es, struct task *t)
 {
 	uint64_t ts = now_ms();
+	/* After every output byte: the partial lines flushed, then the terminal event. */
+	uint64_t end = t->spool.next_off;
 	for (int i = 0; i < 2; i++) {
 		es->cur_type = i == 0 ? SPOOL_STDOUT : SPOOL_STDERR;
 		es->cur_ts = ts;
+		es->cur_ls = &es->ls[i];
+		es->flush_eid = end + 1 + (uint64_t)i;
 		linesplit_flush(&es->ls[i], on_line, es);
 	}
+	uint64_t eid = end + 3;
+	if (eid <= es->after_eid)
+		return;
 	/* A command that ended cleanly (even on our request) succeeded; a
 	 * timeout never does, whatever the exit code. */
 	if (t->exit_code == 0 && t->status != TS_TIMEOUT) {
 		ev_begin(es, "execution_complete", ts);
-		buf_appendf(&es->hs.out, "\"execution_time\":%llu,",
-			    (unsigned long long)(t->finished_ms - t->started_ms));
+		buf_appendf(&es->hs.out, "\"execution_time\":%llu,\"eid\":%llu,",
+			    (unsigned long long)(t->finished_ms - t->started_ms),
+			    (unsigned long long)eid);
 		ev_end(es, ts);
 		return;
 	}
@@ -144,7 +177,7 @@ static void ev_terminal(struct execd_stream *es, struct task *t)
 		    "\"error\":{\"ename\":\"CommandExecError\",\"evalue\":\"%d\",\"traceback\":[",
 		    t->exit_code ? t->exit_code : 124);
 	buf_append_json_str(&es->hs.out, trace, strlen(trace));
-	buf_append_str(&es->hs.out, "]},");
+	buf_appendf(&es->hs.out, "]},\"eid\":%llu,", (unsigned long long)eid);
 	ev_end(es, ts);
 }
 
@@ -159,6 +192,9 @@ static void feed_piece(struct execd_stream *es, const char *data)
 	int i = c->rec.type == SPOOL_STDOUT || es->session_mode ? 0 : 1;
 	es->cur_type = c->rec.type;
 	es->cur_ts = c->rec.ts_ms;
+	es->cur_ls = &es->ls[i];
+	es->piece = data;
+	es->piece_off = c->rec.off + c->done;
 	linesplit_feed(&es->ls[i], data, piece, on_line, es);
 	c->done += piece;
 	c->active = c->done < c->rec.len;
@@ -265,18 +301,23 @@ static const struct http_stream_ops execd_ops = {.produce = es_produce,
 						 .close = es_close,
 						 .tick = es_tick};
 
+/* init_text NULL: a resume (no init event; the output from the start, events up to
+ * after_eid left out). */
 static enum MHD_Result start_stream(struct http_req *req, struct task *t, bool session_mode,
-				    const char *init_text)
+				    const char *init_text, uint64_t after_eid)
 {
 	struct execd_stream *es = calloc(1, sizeof(*es));
 	if (!es)
 		return MHD_NO;
 	es->session_mode = session_mode;
-	es->background = t->background;
+	es->background = t->background && init_text;
+	es->after_eid = after_eid;
+	if (!init_text)
+		es->state = ES_BODY;
 	es->last_event_ms = monotonic_ms();
 	linesplit_init(&es->ls[0], 64 * 1024);
 	linesplit_init(&es->ls[1], 64 * 1024);
-	snprintf(es->init_text, sizeof(es->init_text), "%s", init_text);
+	snprintf(es->init_text, sizeof(es->init_text), "%s", init_text ? init_text : "");
 	es->rd.wake = es_wake;
 	task_reader_attach(t, &es->rd, !t->background);
 	return http_stream_start(req, &es->hs, &execd_ops, "text/event-stream");
@@ -512,7 +553,7 @@ enum MHD_Result api_command_run(struct http_req *req)
 	struct task *t = task_start(req->r, &spec, &err);
 	if (!t)
 		return http_fail(req, &err);
-	return start_stream(req, t, false, t->id);
+	return start_stream(req, t, false, t->id, 0);
 }
 
 static struct task *find_command(struct http_req *req, const char *id)
@@ -573,6 +614,195 @@ enum MHD_Result api_command_status(struct http_req *req)
 		}
 	}
 	return http_json(req, 200, o);
+}
+
+/* PR #583's GET /command/{id}/resume?after_eid=N: the command's events after N, replayed from
+ * its log, then live until the terminal event. Any number of streams may read one command
+ * (execd answers 409 while its first stream is open; here each reads the log on its own). */
+enum MHD_Result api_command_resume(struct http_req *req)
+{
+	struct task *t = find_command(req, req->param);
+	if (!t)
+		return http_failf(req, "NOT_FOUND", "command not found: %.64s", req->param);
+	uint64_t after = 0;
+	const char *a = http_query(req, "after_eid");
+	if (a && *a) {
+		char *end;
+		errno = 0;
+		unsigned long long v = strtoull(a, &end, 10);
+		if (*a == '-' || *end || errno)
+			return http_failf(req, "INVALID_QUERY",
+					  "invalid query parameter 'after_eid': must be a "
+					  "non-negative event id");
+		after = v;
+	}
+	return start_stream(req, t, t->api == TASK_API_SESSION, NULL, after);
+}
+
+/* ---- caller-bound creation: execd's operations (OpenSandbox PR #1771, docs/design.md §3.2) ----
+ */
+
+/* The recovery window: execd keeps 24 h; here a command's record is what remembers its id,
+ * and records are kept --retain-ms after they finish, so the window is that long from the id's
+ * issued_at, and a keyed record stays at least that long (task.key_until_mono). */
+static uint64_t op_retention_s(struct runner *r)
+{
+	uint64_t s = r->cfg.retain_ms / 1000;
+	return s ? s : 1;
+}
+
+/* No cache may keep an answer that names an execution. */
+static enum MHD_Result op_json(struct http_req *req, unsigned status, json_t *body)
+{
+	struct MHD_Response *resp = http_json_response(body);
+	if (resp)
+		MHD_add_response_header(resp, "Cache-Control", "no-store");
+	return http_queue(req, status, resp);
+}
+
+static enum MHD_Result op_fail(struct http_req *req, const struct error *e)
+{
+	return op_json(req, error_http_status(e), http_error_body(e));
+}
+
+/* execd's operation id: "<instance_id>.<issued_at>.<token>", the first two from GET
+ * /execution/instance, the token 8-128 of [A-Za-z0-9_-]. The instance must be this one's
+ * (it changes at start and at every reset, which forget the ids). */
+static int check_operation_id(struct runner *r, const char *id, uint64_t *expires_s,
+			      struct error *err)
+{
+	const char *d1 = strchr(id, '.'), *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
+	const char *tok = d2 ? d2 + 1 : NULL;
+	size_t tlen = tok ? strlen(tok) : 0;
+	bool ok = d2 && d1 - id == 32 && tlen >= 8 && tlen <= 128 &&
+		  strspn(tok, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") ==
+			  tlen;
+	size_t ilen = ok ? (size_t)(d2 - d1 - 1) : 0;
+	ok = ok && ilen >= 1 && ilen <= 19 && strspn(d1 + 1, "0123456789") == ilen &&
+	     (ilen == 1 || d1[1] != '0');
+	if (!ok)
+		return error_set(err, 0, "invalid_operation_id",
+				 "operation_id must be <instance_id>.<issued_at>.<token>: the "
+				 "instance id and time from GET /execution/instance, then 8-128 of "
+				 "A-Z a-z 0-9 _ -");
+	if (memcmp(id, r->tasks->key_instance, 32))
+		return error_set(
+			err, 0, "operation_instance_mismatch",
+			"this execd instance did not issue operation_id (it restarted or "
+			"was reset, or the id is another sandbox's): the earlier request's "
+			"outcome is unknown, do not retry it under a new id");
+	uint64_t issued = strtoull(d1 + 1, NULL, 10);
+	if (issued > now_ms() / 1000)
+		return error_set(err, 0, "invalid_operation_id",
+				 "operation_id's time is in the future: use the issued_at of GET "
+				 "/execution/instance");
+	*expires_s = issued + op_retention_s(r);
+	return 0;
+}
+
+static json_t *operation_body(const struct task *t, uint64_t expires_s)
+{
+	char exp[40];
+	iso_time(exp, sizeof(exp), expires_s * 1000);
+	/* The process is started before the answer: never "creating". */
+	return json_pack("{s:s,s:s,s:s,s:s}", "id", t->id, "kind", "command", "state", "created",
+			 "expires_at", exp);
+}
+
+enum MHD_Result api_operation_instance(struct http_req *req)
+{
+	struct runner *r = req->r;
+	return op_json(req, 200,
+		       json_pack("{s:s,s:I,s:I,s:I}", "instance_id", r->tasks->key_instance,
+				 "issued_at", (json_int_t)(now_ms() / 1000), "retention_seconds",
+				 (json_int_t)op_retention_s(r), "capacity",
+				 (json_int_t)r->cfg.retain_count));
+}
+
+enum MHD_Result api_command_operation(struct http_req *req)
+{
+	cleanup_json json_t *body = http_body_json(req, false);
+	if (!body)
+		return req->responded ? MHD_YES : MHD_NO;
+	struct error err;
+	const char *op_id;
+	uint64_t expires;
+	if (schema_check(&schema_command_operation, body, &err) < 0 ||
+	    get_str(body, "operation_id", true, &op_id, &err) < 0 ||
+	    check_operation_id(req->r, op_id, &expires, &err) < 0)
+		return op_fail(req, &err);
+	unsigned char hash[32];
+	if (api_request_hash(body, "operation_id", hash) < 0)
+		return MHD_NO;
+	struct task *t = task_find_key(req->r, TASK_API_EXECD, op_id);
+	if (t) {
+		if (memcmp(t->op_hash, hash, 32)) {
+			error_set(&err, 0, "operation_conflict",
+				  "operation_id was used with another request (command %s)", t->id);
+			return op_fail(req, &err);
+		}
+		return op_json(req, 200, operation_body(t, expires));
+	}
+	if (now_ms() / 1000 >= expires) {
+		error_set(&err, 0, "operation_expired",
+			  "operation_id is past its recovery window: creation refused");
+		return op_fail(req, &err);
+	}
+	if (tasks_pinned(req->r) >= req->r->cfg.retain_count) {
+		error_set(&err, 0, "operation_capacity_exceeded",
+			  "%u commands are kept for their operation ids: creation refused until "
+			  "one's window ends",
+			  req->r->cfg.retain_count);
+		return op_fail(req, &err);
+	}
+	struct task_spec spec;
+	if (api_parse_command(body, &spec, &err) < 0)
+		return op_fail(req, &err);
+	t = task_start(req->r, &spec, &err);
+	if (!t)
+		return op_fail(req, &err); /* nothing ran: the id is not used up */
+	if (task_set_key(t, op_id, hash) < 0) {
+		/* It runs, but a retry would not find it: the client must not retry blindly. */
+		log_errno("cannot keep the command's operation_id", ENOMEM, t->id);
+		task_kill(t, TS_CANCELLED);
+		return http_failf(req, "RUNTIME_ERROR", "out of memory: command %s cancelled",
+				  t->id);
+	}
+	t->key_until_mono = monotonic_ms() + (expires * 1000 - now_ms());
+	return op_json(req, 200, operation_body(t, expires));
+}
+
+enum MHD_Result api_operation_get(struct http_req *req)
+{
+	struct error err;
+	const char *kind = http_query(req, "kind");
+	if (!kind || (strcmp(kind, "command") && strcmp(kind, "pty"))) {
+		error_set(&err, 0, "invalid_operation_kind",
+			  "query parameter kind must be command "
+			  "or pty");
+		return op_fail(req, &err);
+	}
+	const char *op_id = http_header(req, "X-EXECD-OPERATION-ID");
+	uint64_t expires;
+	if (!op_id || !*op_id) {
+		error_set(&err, 0, "invalid_operation_id",
+			  "header X-EXECD-OPERATION-ID is required");
+		return op_fail(req, &err);
+	}
+	if (check_operation_id(req->r, op_id, &expires, &err) < 0)
+		return op_fail(req, &err);
+	/* PTY sessions are never created through operations here (no POST /pty/operations). */
+	struct task *t = strcmp(kind, "command") ? NULL
+						 : task_find_key(req->r, TASK_API_EXECD, op_id);
+	if (t)
+		return op_json(req, 200, operation_body(t, expires));
+	if (now_ms() / 1000 >= expires)
+		error_set(&err, 0, "operation_expired",
+			  "operation_id is past its recovery window: the outcome is unknown");
+	else
+		error_set(&err, 0, "operation_not_found",
+			  "no %s was created under this operation_id in this instance", kind);
+	return op_fail(req, &err);
 }
 
 enum MHD_Result api_command_logs(struct http_req *req)
@@ -670,7 +900,7 @@ enum MHD_Result api_session_run(struct http_req *req)
 	if (!t)
 		return http_fail(req, &err);
 	session_run_attach(s, t, take_fd(out_fd));
-	return start_stream(req, t, true, s->id);
+	return start_stream(req, t, true, s->id, 0);
 }
 
 enum MHD_Result api_session_delete(struct http_req *req)

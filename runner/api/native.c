@@ -308,6 +308,45 @@ int api_parse_task(json_t *body, struct task_spec *spec, struct error *err)
 	return 0;
 }
 
+/* Last-Event-ID (header, or ?last_event_id=): *from_start when absent; -1 once answered 400. */
+static int last_event_id(struct http_req *req, bool *from_start, uint64_t *after)
+{
+	const char *last = http_header(req, "Last-Event-ID");
+	if (!last || !*last)
+		last = http_query(req, "last_event_id");
+	*from_start = !last || !*last;
+	*after = 0;
+	if (*from_start)
+		return 0;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(last, &end, 10);
+	if (*last == '-' || *end || errno) {
+		http_failf(req, "INVALID_LAST_EVENT_ID",
+			   "Last-Event-ID must be a decimal event id");
+		return -1;
+	}
+	*after = v;
+	return 0;
+}
+
+/* A retry of POST /v1/tasks under the Idempotency-Key of a task still on record: the same
+ * request attaches to it (from the start, or after Last-Event-ID), another is 409. */
+static enum MHD_Result attach_retry(struct http_req *req, struct task *t, const char *key,
+				    const unsigned char hash[32])
+{
+	if (memcmp(t->op_hash, hash, 32))
+		return http_failf(req, "IDEMPOTENCY_KEY_CONFLICT",
+				  "Idempotency-Key '%s' was used for another request (task %s): "
+				  "choose a new key for a new request",
+				  key, t->id);
+	bool from_start;
+	uint64_t after;
+	if (last_event_id(req, &from_start, &after) < 0)
+		return MHD_YES;
+	return start_stream(req, t, from_start, after);
+}
+
 enum MHD_Result api_task_create(struct http_req *req)
 {
 	cleanup_json json_t *body = http_body_json(req, false);
@@ -315,6 +354,17 @@ enum MHD_Result api_task_create(struct http_req *req)
 		return req->responded ? MHD_YES : MHD_NO;
 	struct task_spec spec;
 	struct error err;
+	const char *key = http_header(req, "Idempotency-Key");
+	unsigned char hash[32];
+	if (key) {
+		if (api_check_key(key, "header Idempotency-Key", &err) < 0)
+			return http_fail(req, &err);
+		if (api_request_hash(body, NULL, hash) < 0)
+			return MHD_NO;
+		struct task *t = task_find_key(req->r, TASK_API_NATIVE, key);
+		if (t)
+			return attach_retry(req, t, key, hash);
+	}
 	if (api_parse_task(body, &spec, &err) < 0)
 		return http_fail(req, &err);
 	if (strcmp(spec.capability, "exec") && !gateway_enabled(req->r))
@@ -332,6 +382,12 @@ enum MHD_Result api_task_create(struct http_req *req)
 		t = task_start(req->r, &spec, &err);
 	if (!t)
 		return http_fail(req, &err);
+	if (key && task_set_key(t, key, hash) < 0) {
+		/* It runs, but a retry would not find it: a second run. Refused instead. */
+		log_errno("cannot keep the task's Idempotency-Key", ENOMEM, t->id);
+		task_kill(t, TS_CANCELLED);
+		return http_failf(req, "RUNTIME_ERROR", "out of memory: task %s cancelled", t->id);
+	}
 	return start_stream(req, t, true, 0);
 }
 
@@ -366,18 +422,11 @@ enum MHD_Result api_task_events(struct http_req *req)
 	struct task *t = find_task(req);
 	if (!t)
 		return http_failf(req, "NOT_FOUND", "task not found: %.64s", req->param);
-	const char *last = http_header(req, "Last-Event-ID");
-	if (!last || !*last)
-		last = http_query(req, "last_event_id");
-	if (!last || !*last)
-		return start_stream(req, t, true, 0);
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(last, &end, 10);
-	if (*last == '-' || *end || errno)
-		return http_failf(req, "INVALID_LAST_EVENT_ID",
-				  "Last-Event-ID must be a decimal event id");
-	return start_stream(req, t, false, v);
+	bool from_start;
+	uint64_t after;
+	if (last_event_id(req, &from_start, &after) < 0)
+		return MHD_YES;
+	return start_stream(req, t, from_start, after);
 }
 
 enum MHD_Result api_task_delete(struct http_req *req)

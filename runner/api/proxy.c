@@ -983,6 +983,20 @@ static int parse_target(const char *raw, unsigned *port, const char **rest, stru
 	return 0;
 }
 
+const char *proxy_self_path(struct runner *r, const char *path)
+{
+	if (!path || strncmp(path, "/proxy/", 7))
+		return NULL;
+	const char *s = path + 7;
+	size_t n = strspn(s, "0123456789");
+	if (n == 0 || n > 5 || (s[n] && s[n] != '/'))
+		return NULL;
+	unsigned long v = strtoul(s, NULL, 10);
+	if (v != http_port(r))
+		return NULL; /* the model proxy's port stays refused (api_proxy_start) */
+	return s[n] ? s + n : "/";
+}
+
 static void up_attach(struct proxy *p, struct upconn *u)
 {
 	u->w.cb = on_up_event;

@@ -15,3 +15,7 @@ void proxy_close_all(struct runner *r);
 void proxy_free_all(struct runner *r);
 /* Open proxied requests (for /metrics and tests of leaks). */
 unsigned proxy_count(struct runner *r);
+/* GET /proxy/{the API's own port}/{path} is the API itself (OpenSandbox's server hands out
+ * that form for execd's port in Docker bridge mode, docs/design.md §20.6): the path to route
+ * instead ("/{path}"), or NULL for any other path (http_hooks.self_path). */
+const char *proxy_self_path(struct runner *r, const char *path);

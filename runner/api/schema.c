@@ -3,10 +3,13 @@
  * change, or its requests are refused as UNKNOWN_FIELD (native API). */
 #include "api/schema.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "core/cleanup.h"
 #include "core/error.h"
+#include "core/sha256.h"
 
 /* ---- native API (strict) ---- */
 
@@ -54,6 +57,23 @@ static const struct body_field command_fields[] = {
 	{"argv", FIELD_ANY},           {NULL, 0},
 };
 const struct body_schema schema_command = {"POST /command", false, command_fields};
+
+/* execd's caller-bound creation (PR #1771) checks its body strictly: a field it does not know
+ * would be a semantic the retry cannot vouch for. */
+static const struct body_field command_operation_fields[] = {
+	{"operation_id", FIELD_STRING},
+	{"command", FIELD_STRING},
+	{"cwd", FIELD_STRING},
+	{"background", FIELD_BOOLEAN},
+	{"timeout", FIELD_INTEGER},
+	{"uid", FIELD_INTEGER},
+	{"gid", FIELD_INTEGER},
+	{"envs", FIELD_OBJECT},
+	{"argv", FIELD_ANY},
+	{NULL, 0},
+};
+const struct body_schema schema_command_operation = {"POST /command/operations", true,
+						     command_operation_fields};
 
 static const struct body_field session_fields[] = {
 	{"cwd", FIELD_STRING},
@@ -164,5 +184,37 @@ int schema_check(const struct body_schema *s, json_t *body, struct error *err)
 			return error_set(err, 0, "INVALID_REQUEST_BODY", "field '%s' must be %s",
 					 key, type_names[f->type]);
 	}
+	return 0;
+}
+
+/* ---- client-chosen request ids (Idempotency-Key, operation_id) ---- */
+
+int api_check_key(const char *key, const char *what, struct error *err)
+{
+	size_t n = strlen(key);
+	bool ok = n >= 1 && n <= API_KEY_MAX;
+	for (size_t i = 0; ok && i < n; i++)
+		ok = key[i] > 0x20 && key[i] < 0x7f;
+	if (!ok)
+		return error_set(err, 0, "INVALID_REQUEST_BODY",
+				 "%s must be 1 to %d visible ASCII characters", what, API_KEY_MAX);
+	return 0;
+}
+
+int api_request_hash(json_t *body, const char *skip, unsigned char out[32])
+{
+	cleanup_json json_t *copy = json_copy(body); /* shallow: the skipped key only */
+	if (!copy)
+		return -ENOMEM;
+	if (skip)
+		json_object_del(copy, skip);
+	/* Sorted keys: the same request sent with its fields in another order is the same. */
+	cleanup_free char *canon = json_dumps(copy, JSON_COMPACT | JSON_SORT_KEYS);
+	if (!canon)
+		return -ENOMEM;
+	struct sha256 c;
+	sha256_init(&c);
+	sha256_update(&c, canon, strlen(canon));
+	sha256_final(&c, out);
 	return 0;
 }

@@ -37,15 +37,25 @@ struct body_schema {
 };
 
 /* The routes' schemas (schema.c). */
-extern const struct body_schema schema_task_create; /* POST /v1/tasks */
-extern const struct body_schema schema_task_resize; /* POST /v1/tasks/{id}/resize */
-extern const struct body_schema schema_task_signal; /* POST /v1/tasks/{id}/signal */
-extern const struct body_schema schema_command;     /* POST /command */
-extern const struct body_schema schema_session;     /* POST /session */
-extern const struct body_schema schema_session_run; /* POST /session/{id}/run */
-extern const struct body_schema schema_pty_create;  /* POST /pty */
+extern const struct body_schema schema_task_create;       /* POST /v1/tasks */
+extern const struct body_schema schema_command_operation; /* POST /command/operations */
+extern const struct body_schema schema_task_resize;       /* POST /v1/tasks/{id}/resize */
+extern const struct body_schema schema_task_signal;       /* POST /v1/tasks/{id}/signal */
+extern const struct body_schema schema_command;           /* POST /command */
+extern const struct body_schema schema_session;           /* POST /session */
+extern const struct body_schema schema_session_run;       /* POST /session/{id}/run */
+extern const struct body_schema schema_pty_create;        /* POST /pty */
 
 struct error;
 /* 0 when body (a JSON object) fits s; else -1 with err set (UNKNOWN_FIELD
  * or INVALID_REQUEST_BODY). */
 int schema_check(const struct body_schema *s, json_t *body, struct error *err);
+
+struct error;
+/* A client-chosen request id (Idempotency-Key, operation_id): 1..API_KEY_MAX visible ASCII
+ * characters, else -1 with err set naming what. */
+#define API_KEY_MAX 255
+int api_check_key(const char *key, const char *what, struct error *err);
+/* SHA-256 of the request body's canonical form (sorted keys, compact), without the field
+ * skip (NULL: none): a retry of the same request hashes the same. -ENOMEM. */
+int api_request_hash(json_t *body, const char *skip, unsigned char out[32]);

@@ -99,6 +99,7 @@ static const struct {
 	{"TASK_NOT_RUNNING", 409},
 	{"CONVERSATION_BUSY", 409},
 	{"CONVERSATION_MISMATCH", 409},
+	{"IDEMPOTENCY_KEY_CONFLICT", 409},
 	{"PAYLOAD_TOO_LARGE", 413},
 	{"FILE_TOO_LARGE", 413},
 	{"RANGE_NOT_SATISFIABLE", 416},
@@ -116,6 +117,14 @@ static const struct {
 	{"RESET_FAILED", 503},
 	{"GATEWAY_TIMEOUT", 504},
 	{"INSUFFICIENT_STORAGE", 507},
+	/* execd's operations (OpenSandbox PR #1771) answer with its codes. */
+	{"invalid_operation_id", 400},
+	{"invalid_operation_kind", 400},
+	{"operation_not_found", 404},
+	{"operation_conflict", 409},
+	{"operation_instance_mismatch", 409},
+	{"operation_expired", 410},
+	{"operation_capacity_exceeded", 503},
 	/* The model proxy answers in OpenAI's shape, with OpenAI's codes. */
 	{"bad_request", 400},
 	{"invalid_api_key", 401},

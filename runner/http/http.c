@@ -265,6 +265,73 @@ static uint64_t request_gen(struct runner *r)
 	return hk && hk->request_gen ? hk->request_gen(r) : 0;
 }
 
+/* The first call for a request: its head is in, none of its body has been read. */
+static enum MHD_Result begin_request(struct runner *r, struct http_req *req, const char *url,
+				     const char *method)
+{
+	const char *problem = framing_problem(req->conn, method);
+	if (problem)
+		return framing_error(req, problem);
+	const struct http_server *h = r->http;
+	/* Re-dispatched here, in this request, never through a socket: the same handler,
+	 * the same token check, nothing forwarded (§20.6). */
+	const char *self = h->hooks && h->hooks->self_path ? h->hooks->self_path(r, url) : NULL;
+	if (self)
+		req->path = url = self;
+	bool path_known = false;
+	for (size_t i = 0; i < h->n_routes; i++) {
+		const struct http_route *rt = &h->routes[i];
+		if (!match(rt->pattern, url, req->param_buf, sizeof(req->param_buf)))
+			continue;
+		path_known = true;
+		if (!strcmp(rt->method, method) || !strcmp(rt->method, "*")) {
+			req->route = rt;
+			req->param = req->param_buf;
+			break;
+		}
+	}
+	if (!(req->route && req->route->public) && !authorized(req))
+		return unauthorized(req);
+	if (!req->route) {
+		if (path_known)
+			return http_failf(req, "METHOD_NOT_ALLOWED",
+					  "method %.16s is not allowed on %.200s", method, url);
+		return http_failf(req, "NOT_FOUND", "no route %.16s %.200s", method, url);
+	}
+	const char *cl = http_header(req, "Content-Length");
+	if (cl && !req->route->body && strtoull(cl, NULL, 10) > r->cfg.max_body)
+		return http_failf(req, "PAYLOAD_TOO_LARGE", "request body over %llu bytes",
+				  (unsigned long long)r->cfg.max_body);
+	struct error pe;
+	if (h->hooks && h->hooks->request_blocked && h->hooks->request_blocked(r, method, url, &pe))
+		return http_fail(req, &pe);
+	req->gen = request_gen(r);
+	if (req->route->start)
+		return req->route->start(req);
+	return MHD_YES;
+}
+
+/* The body of a request refused on its head, read and discarded; the refusal goes once it
+ * is all in. Past the bound the connection is closed, as libmicrohttpd would have. */
+static enum MHD_Result drain_refused(struct http_req *req, size_t *upload_size)
+{
+	if (!*upload_size) {
+		struct MHD_Response *resp = req->deferred;
+		req->deferred = NULL;
+		enum MHD_Result rc = MHD_queue_response(req->conn, req->deferred_status, resp);
+		MHD_destroy_response(resp);
+		return rc;
+	}
+	req->drained += *upload_size;
+	*upload_size = 0;
+	if (req->drained > HTTP_DRAIN_MAX || monotonic_ms() - req->drain_start_ms > HTTP_DRAIN_MS) {
+		log_info("refused request body too long to drain: connection closed", "{s:I}",
+			 "bytes", (json_int_t)req->drained);
+		return MHD_NO;
+	}
+	return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version, const char *upload_data,
 				  size_t *upload_size, void **con_cls)
@@ -285,44 +352,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		req->conn = conn;
 		req->method = method;
 		req->path = url;
-		const char *problem = framing_problem(conn, method);
-		if (problem)
-			return framing_error(req, problem);
-		bool path_known = false;
-		const struct http_server *h = r->http;
-		for (size_t i = 0; i < h->n_routes; i++) {
-			const struct http_route *rt = &h->routes[i];
-			if (!match(rt->pattern, url, req->param_buf, sizeof(req->param_buf)))
-				continue;
-			path_known = true;
-			if (!strcmp(rt->method, method) || !strcmp(rt->method, "*")) {
-				req->route = rt;
-				req->param = req->param_buf;
-				break;
-			}
-		}
-		if (!(req->route && req->route->public) && !authorized(req))
-			return unauthorized(req);
-		if (!req->route) {
-			if (path_known)
-				return http_failf(req, "METHOD_NOT_ALLOWED",
-						  "method %.16s is not allowed on %.200s", method,
-						  url);
-			return http_failf(req, "NOT_FOUND", "no route %.16s %.200s", method, url);
-		}
-		const char *cl = http_header(req, "Content-Length");
-		if (cl && !req->route->body && strtoull(cl, NULL, 10) > r->cfg.max_body)
-			return http_failf(req, "PAYLOAD_TOO_LARGE", "request body over %llu bytes",
-					  (unsigned long long)r->cfg.max_body);
-		struct error pe;
-		if (h->hooks && h->hooks->request_blocked &&
-		    h->hooks->request_blocked(r, method, url, &pe))
-			return http_fail(req, &pe);
-		req->gen = request_gen(r);
-		if (req->route->start)
-			return req->route->start(req);
-		return MHD_YES;
+		req->in_head = true;
+		enum MHD_Result rc = begin_request(r, req, url, method);
+		req->in_head = false;
+		return rc;
 	}
+	if (req->deferred)
+		return drain_refused(req, upload_size);
 	if (req->responded) {
 		*upload_size = 0; /* discard the rest of a refused body */
 		return MHD_YES;
@@ -350,9 +386,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (req->body_too_big || req->body_len + *upload_size > r->cfg.max_body) {
 			/* A body without Content-Length (chunked) grew too big:
 			 * libmicrohttpd takes a response only once the body is in,
-			 * so drop the rest and answer 413 then. */
+			 * so drop the rest and answer 413 then; past the drain bound
+			 * (§3.1) the connection is closed instead. */
 			req->body_too_big = true;
+			req->drained += *upload_size;
 			*upload_size = 0;
+			if (req->drained > HTTP_DRAIN_MAX) {
+				log_info(
+					"refused request body too long to drain: connection closed",
+					"{s:I}", "bytes", (json_int_t)req->drained);
+				return MHD_NO;
+			}
 			return MHD_YES;
 		}
 		char *nb = realloc(req->body, req->body_len + *upload_size + 1);
@@ -397,6 +441,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		suspended_unlink(req); /* the connection is gone: nothing to resume */
 	if (req->ctx_free)
 		req->ctx_free(req);
+	if (req->deferred)
+		MHD_destroy_response(req->deferred);
 	free(req->body);
 	free(req->raw_query);
 	free(req->raw_target);

@@ -61,6 +61,13 @@ struct http_req {
 	struct http_req *snext, *sprev;
 	uint64_t gen; /* the generation it arrived in (http_hooks.request_gen) */
 	void (*ctx_free)(struct http_req *req);
+	/* A refusal decided on the head while the client still sends a body (docs/design.md
+	 * §3.1): held until the body is read and discarded (up to HTTP_DRAIN_MAX bytes within
+	 * HTTP_DRAIN_MS), so a client that writes before it reads sees the answer, not a reset. */
+	bool in_head; /* the first call: the body has not been read */
+	struct MHD_Response *deferred;
+	unsigned deferred_status;
+	uint64_t drained, drain_start_ms;
 };
 
 /* A streamed response body. The HTTP layer sends what is in `out`; when
@@ -112,6 +119,7 @@ int http_start(struct runner *r, const struct http_route *routes, size_t n_route
 json_t *http_public_routes(struct runner *r);
 /* What the layer above decides for the server (main registers them; any may be NULL), so the
  * HTTP layer never calls up:
+ * - self_path: the server's own API reached under another path (below);
  * - the request gate, before a request's handler runs: request_blocked refuses it now (e set,
  *   answered with http_fail); request_gen is the generation a request belongs to: one whose
  *   generation changed while its body was being received is refused (the runtime profiles'
@@ -122,6 +130,11 @@ struct http_hooks {
 	bool (*request_blocked)(struct runner *r, const char *method, const char *path,
 				struct error *e);
 	uint64_t (*request_gen)(struct runner *r);
+	/* A path that names the server's own API under another form (the port proxy's
+	 * /proxy/{own port}/{path}, docs/design.md §20.6): the path to route instead (a suffix of
+	 * path, or a static string), NULL when it is not one. Routed once, with every check of
+	 * the route it lands on (token, body limits, the reset gate). */
+	const char *(*self_path)(struct runner *r, const char *path);
 	unsigned (*upgraded_count)(struct runner *r);
 	void (*upgraded_tick)(struct runner *r);
 	void (*upgraded_close_all)(struct runner *r);

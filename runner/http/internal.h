@@ -6,6 +6,10 @@
 #include "http/http.h"
 #include "http/server.h"
 
+/* A refused request's body is read and discarded up to this much, for this long (§3.1). */
+#define HTTP_DRAIN_MAX (16ull << 20)
+#define HTTP_DRAIN_MS 10000
+
 struct http_server {
 	const struct http_route *routes;
 	size_t n_routes;

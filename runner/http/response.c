@@ -9,12 +9,38 @@
 
 #include "core/cleanup.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "http/internal.h"
+
+/* Does the client send a body after this head without waiting for an interim answer? A body
+ * over the drain bound, announced by its length, is refused at once as before. */
+static bool body_follows(struct http_req *req)
+{
+	const char *ex = http_header(req, "Expect");
+	if (ex && *ex)
+		return false; /* it waits for 100 Continue, which a refusal never sends */
+	if (http_header(req, "Transfer-Encoding"))
+		return true;
+	const char *cl = http_header(req, "Content-Length");
+	if (!cl)
+		return false;
+	unsigned long long n = strtoull(cl, NULL, 10);
+	return n > 0 && n <= HTTP_DRAIN_MAX;
+}
 
 enum MHD_Result http_queue(struct http_req *req, unsigned status, struct MHD_Response *resp)
 {
 	if (!resp)
 		return MHD_NO;
+	if (req->in_head && status >= 400 && !req->deferred && body_follows(req)) {
+		/* libmicrohttpd would answer at once and close without reading the body: the
+		 * client, still writing, would get a reset instead (§3.1). */
+		req->responded = true;
+		req->deferred = resp;
+		req->deferred_status = status;
+		req->drain_start_ms = monotonic_ms();
+		return MHD_YES;
+	}
 	req->responded = true;
 	enum MHD_Result rc = MHD_queue_response(req->conn, status, resp);
 	MHD_destroy_response(resp);

@@ -11,6 +11,7 @@ void linesplit_init(struct linesplit *ls, size_t max_line)
 static int emit(struct linesplit *ls, const char *start, size_t len, linesplit_cb cb, void *arg)
 {
 	int rc;
+	ls->line_end = start + len;
 	if (buf_avail(&ls->partial)) {
 		if (buf_append(&ls->partial, start, len) < 0)
 			return -1;
@@ -66,6 +67,7 @@ int linesplit_feed(struct linesplit *ls, const char *data, size_t len, linesplit
 int linesplit_flush(struct linesplit *ls, linesplit_cb cb, void *arg)
 {
 	ls->last_cr = false;
+	ls->line_end = NULL;
 	if (!buf_avail(&ls->partial))
 		return 0;
 	int rc = cb(arg, ls->partial.data + ls->partial.off, buf_avail(&ls->partial));

@@ -13,6 +13,9 @@ struct linesplit {
 	struct buf partial;
 	bool last_cr;
 	size_t max_line;
+	/* While cb runs: where the line's bytes end in the data being fed (its terminator,
+	 * or the cut), so the caller can tell the line's position; NULL for a flushed one. */
+	const char *line_end;
 };
 
 void linesplit_init(struct linesplit *ls, size_t max_line);

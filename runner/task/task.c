@@ -101,6 +101,8 @@ int tasks_init(struct runner *r)
 	if (!r->tasks)
 		return -1;
 	r->tasks->spool_maps.max = TASK_SPOOL_MAPS;
+	if (random_id(r->tasks->key_instance) < 0)
+		return -1;
 	int drc = drain_open(r->tasks->drain);
 	if (drc < 0)
 		log_warn("no drain pipe: bulk output is read straight from the task's pipe",
@@ -140,6 +142,34 @@ struct task *task_find(struct runner *r, const char *id)
 		if (!strcmp(t->id, id))
 			return t;
 	return NULL;
+}
+
+struct task *task_find_key(struct runner *r, enum task_api api, const char *key)
+{
+	for (struct task *t = r->tasks->head; t; t = t->next)
+		if (t->op_key && t->api == api && !strcmp(t->op_key, key))
+			return t;
+	return NULL;
+}
+
+int task_set_key(struct task *t, const char *key, const unsigned char hash[32])
+{
+	char *k = strdup(key);
+	if (!k)
+		return -ENOMEM;
+	free(t->op_key);
+	t->op_key = k;
+	memcpy(t->op_hash, hash, 32);
+	return 0;
+}
+
+unsigned tasks_pinned(struct runner *r)
+{
+	uint64_t now = monotonic_ms();
+	unsigned n = 0;
+	for (struct task *t = r->tasks->head; t; t = t->next)
+		n += t->op_key && t->key_until_mono > now;
+	return n;
 }
 
 static void wake_readers(struct task *t)
@@ -657,6 +687,7 @@ static void task_free(struct task *t)
 	free(t->command);
 	free(t->cwd);
 	free(t->capability);
+	free(t->op_key);
 	free(t);
 }
 
@@ -690,7 +721,7 @@ static void expire_records(struct runner *r)
 		t = t->next;
 	for (struct task *prev; t; t = prev) {
 		prev = t->prev;
-		if (!t->finished || t->n_readers)
+		if (!t->finished || t->n_readers || (t->op_key && t->key_until_mono > now))
 			continue;
 		bool too_many = finished > r->cfg.retain_count;
 		bool too_old = now - t->finished_mono > r->cfg.retain_ms;
@@ -731,8 +762,18 @@ void tasks_tick(struct runner *r)
 
 void tasks_drop_finished(struct runner *r, unsigned *records, uint64_t *log_bytes)
 {
+	/* The keys are forgotten: ids of the previous instance are refused as such, never
+	 * taken for new ones. */
+	char fresh[33];
+	if (random_id(fresh) == 0)
+		memcpy(r->tasks->key_instance, fresh, sizeof(fresh));
+	else
+		log_error("cannot renew the operation instance id", NULL);
 	for (struct task *t = r->tasks->head, *next; t; t = next) {
 		next = t->next;
+		free(t->op_key);
+		t->op_key = NULL;
+		t->key_until_mono = 0;
 		if (!t->finished || t->n_readers)
 			continue;
 		(*records)++;

@@ -160,6 +160,16 @@ struct task {
 	void (*on_finish)(struct task *t, json_t *exit_ev);
 	void *finish_arg;
 
+	/* A client-chosen id of the request that started it (native Idempotency-Key, execd
+	 * operation_id; docs/design.md §3.2, §3.3) and the hash of that request, so a retry
+	 * attaches to this record instead of starting another. Kept as long as the record;
+	 * a reset forgets it. NULL: none. */
+	char *op_key;
+	unsigned char op_hash[32];
+	/* Until then (monotonic ms) the record is kept whatever --retain-count says, so a retry
+	 * inside its key's window finds it (execd operations); 0: none. */
+	uint64_t key_until_mono;
+
 	struct task *next, *prev; /* in the table */
 	bool linked;
 };
@@ -176,6 +186,9 @@ struct task_hooks {
 
 struct task_table {
 	struct task *head;
+	/* Names this table's set of client-chosen keys (execd's operation instance, docs/design.md
+	 * §3.2): a new one at start and at every reset, which forgets the keys. */
+	char key_instance[33];
 	unsigned running;
 	unsigned finished;
 	const struct task_hooks *hooks; /* NULL: none */
@@ -207,13 +220,20 @@ unsigned tasks_running(struct runner *r);
 void tasks_kill_all(struct runner *r, bool hard);
 void tasks_tick(struct runner *r);
 /* Reset: unlink every finished record nobody reads (freed after this loop
- * turn), counting them and the bytes of their logs. */
+ * turn), counting them and the bytes of their logs; the records left forget their
+ * client-chosen keys (the next tenant may reuse them). */
 void tasks_drop_finished(struct runner *r, unsigned *records, uint64_t *log_bytes);
 
 /* Spawn; on failure returns NULL with err set (SERVICE_UNAVAILABLE,
  * TOO_MANY_TASKS, INVALID_REQUEST_BODY, FORBIDDEN, RUNTIME_ERROR). */
 struct task *task_start(struct runner *r, const struct task_spec *spec, struct error *err);
 struct task *task_find(struct runner *r, const char *id);
+/* The record of api started under the client-chosen key (task.op_key), or NULL. */
+struct task *task_find_key(struct runner *r, enum task_api api, const char *key);
+/* Give t the key and request hash (a copy); -ENOMEM. */
+int task_set_key(struct task *t, const char *key, const unsigned char hash[32]);
+/* Records kept for their keys now (key_until_mono in the future). */
+unsigned tasks_pinned(struct runner *r);
 
 /* A driven task (see struct task_driver_ops): a record, a spool, a timer
  * (spec->timeout_ms calls cancel(TS_TIMEOUT)), the `started` event. */

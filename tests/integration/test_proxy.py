@@ -4,6 +4,7 @@ import hashlib
 import http.client
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -375,10 +376,13 @@ asyncio.run(main())
         self.assertEqual(resp.getheader("Content-Type"), "application/json")
         self.assertEqual(json.loads(data)["code"], "BAD_GATEWAY")
         self.assertIn("message", json.loads(data))
-        for own in (self.r.port, self.model_port):
-            resp, data = self.req("GET", "/proxy/%d/ping" % own)
-            self.assertEqual(resp.status, 403, own)
-            self.assertEqual(json.loads(data)["code"], "FORBIDDEN")
+        # The model proxy's port is the runner's own and stays refused; the API's own port is
+        # the API itself (test_self_port_is_the_api).
+        resp, data = self.req("GET", "/proxy/%d/ping" % self.model_port)
+        self.assertEqual(resp.status, 403)
+        self.assertEqual(json.loads(data)["code"], "FORBIDDEN")
+        resp, data = self.req("GET", "/proxy/%d/proxy/%d/ping" % (self.r.port, self.r.port))
+        self.assertEqual(resp.status, 403, "re-dispatched once, never in a loop")
         for bad in ("", "0/x", "65536/x", "99999999999/x", "abc/x", "-1/x", "80a", "%38%30/x"):
             resp, data = self.req("GET", "/proxy/" + bad)
             self.assertEqual(resp.status, 400, bad)
@@ -388,6 +392,60 @@ asyncio.run(main())
         c.request("GET", "/proxy/%d/" % self.ports["echo"])
         self.assertEqual(c.getresponse().status, 401)
         c.close()
+
+    def test_self_port_is_the_api(self):
+        """OpenSandbox's server hands out {host}:{port}/proxy/44772 for execd's own port
+        (Docker bridge mode): /proxy/{the runner's port}/{path} is the API itself, in the
+        request (no socket), with the token checked as for the route it lands on and
+        X-EXECD-ACCESS-TOKEN honoured, not stripped (docs/design.md §20.6)."""
+        own = "/proxy/%d" % self.r.port
+        resp, data = self.req("GET", own + "/ping", headers={"X-EXECD-ACCESS-TOKEN": "x"})
+        self.assertEqual((resp.status, data), (200, b""), "public as /ping is")
+        resp, data = self.req("GET", own + "/v1/hardening")
+        self.assertEqual(resp.status, 200, data)
+        self.assertIn("confinement_enabled", json.loads(data))
+        resp, data = self.req("POST", own + "/command", body=json.dumps({"command": "echo self"}),
+                              headers={"Content-Type": "application/json"})
+        ev = [json.loads(f) for f in data.split(b"\n\n") if f.strip()]
+        self.assertEqual(resp.status, 200, data)
+        self.assertEqual([e.get("text") for e in ev if e["type"] == "stdout"], ["self"])
+        cid = ev[0]["text"]
+        resp, data = self.req("GET", own + "/command/status/" + cid + "?x=1")
+        self.assertEqual(json.loads(data)["exit_code"], 0)
+        for bad in ({"X-EXECD-ACCESS-TOKEN": "wrong"}, {}):
+            c = self.conn()
+            c.request("GET", own + "/v1/hardening", headers=bad)
+            self.assertEqual(c.getresponse().status, 401, bad)
+            c.close()
+        resp, data = self.req("GET", own + "/no/such")
+        self.assertEqual((resp.status, json.loads(data)["code"]), (404, "NOT_FOUND"))
+        self.assertEqual(self.req("GET", own)[0].status, 404)
+        # The same connection goes on serving (a kept-alive client of the endpoint).
+        c = self.conn()
+        for _ in range(3):
+            c.request("GET", own + "/ping")
+            r = c.getresponse()
+            r.read()
+            self.assertEqual(r.status, 200)
+        c.close()
+
+    def test_sdk_through_the_self_endpoint(self):
+        """OpenSandbox's JavaScript SDK suites (tests/sdk), unchanged, with the endpoint the
+        server hands out: http://{host}:{port}/proxy/{port}."""
+        sdk = os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests", "sdk")
+        if not os.path.isdir(os.path.join(sdk, "node_modules")):
+            self.skipTest("tests/sdk/node_modules is not installed (python3 tests/sdk/run_sdk.py)")
+        from harness import client_node
+        env = dict(os.environ, RUNNER_URL="%s/proxy/%d" % (self.r.url, self.r.port),
+                   RUNNER_TOKEN=TOKEN, NODE=client_node())
+        p = subprocess.run([os.path.join(sdk, "run.sh")], env=env, capture_output=True,
+                           text=True, timeout=600)
+        passed = re.search(r"^# pass (\d+)", p.stdout, re.M)
+        failed = re.search(r"^# fail (\d+)", p.stdout, re.M)
+        print("\n[figure] sdk_through_proxy_self: %s passed, %s failed" % (
+            passed and passed.group(1), failed and failed.group(1)), flush=True)
+        self.assertTrue(passed and int(passed.group(1)) > 0, p.stdout[-3000:] + p.stderr[-2000:])
+        self.assertEqual(int(failed.group(1)), 0, p.stdout[-6000:])
 
     def test_refused_before_the_body_is_read(self):
         # A 502 for a big upload to a dead port comes at once (the body is not

@@ -85,3 +85,55 @@ TEST(cr_then_lf_in_next_feed)
 	CHECK_STR(c.lines[0], "x");
 	CHECK_STR(c.lines[1], "y");
 }
+
+/* line_end: where each line's bytes end in the whole input, whatever the reads (the execd
+ * stream's event ids are built from it, docs/design.md §3.2); NULL for a flushed line. */
+struct ends {
+	struct linesplit *ls;
+	const char *base; /* the read being fed */
+	size_t base_off;  /* its offset in the input */
+	long end[64];
+	int n;
+};
+
+static int end_cb(void *arg, const char *line, size_t len)
+{
+	(void)line;
+	(void)len;
+	struct ends *e = arg;
+	if (e->n < 64)
+		e->end[e->n++] = e->ls->line_end
+					 ? (long)(e->base_off + (size_t)(e->ls->line_end - e->base))
+					 : -1;
+	return 0;
+}
+
+TEST(line_end_is_the_position_in_the_input)
+{
+	/* "ab\r\n" ends at 2; "" (\r\n pair: the \n is swallowed) ... */
+	const char *in = "ab\r\ncd\n\nxxxxxxxxxxxxxxxxxxxxyz\rtail";
+	const long want[] = {2, 6, 7, 24, 30, -1};
+	size_t len = strlen(in);
+	for (size_t a = 0; a <= len; a++) {
+		struct linesplit ls;
+		struct ends e = {.ls = &ls};
+		linesplit_init(&ls, 16);
+		e.base = in;
+		e.base_off = 0;
+		linesplit_feed(&ls, in, a, end_cb, &e);
+		e.base = in + a;
+		e.base_off = a;
+		linesplit_feed(&ls, in + a, len - a, end_cb, &e);
+		linesplit_flush(&ls, end_cb, &e);
+		linesplit_free(&ls);
+		int ok = e.n == 6;
+		for (int i = 0; ok && i < 6; i++)
+			ok = e.end[i] == want[i];
+		CHECK(ok);
+		if (!ok) {
+			unit_diag("split %zu: %d lines, ends %ld %ld %ld %ld %ld", a, e.n, e.end[0],
+				  e.end[1], e.end[2], e.end[3], e.end[4]);
+			return;
+		}
+	}
+}
