@@ -241,10 +241,25 @@ static const struct task_hooks task_hooks = {
 	.finished = profile_task_finished,
 };
 
+/* The main process (-- CMD) starts once the preStart lifecycle hook is
+ * over (OSEP-0020: preStart runs before the entrypoint). */
+static void on_prestart_done(struct runner *r)
+{
+	if (!r->cfg.main_argv || r->main_pid || r->shutting_down)
+		return;
+	int rc = spawn_main(r);
+	if (rc < 0) {
+		log_errno("cannot start the main child", -rc, "fork");
+		r->exit_code = 1;
+		runner_shutdown(r, "the main child could not start");
+	}
+}
+
 /* A reset ends the execd PTY sessions (api/pty.c) too. */
 static const struct profile_hooks profile_hooks = {
 	.end_ptys = pty_end_all,
 	.end_mcp_sessions = mcp_end_sessions,
+	.prestart_done = on_prestart_done,
 };
 
 /* The HTTP layer: while a reset runs only a few routes answer, and a request received across one
@@ -418,13 +433,16 @@ int main(int argc, char **argv)
 		return start_failed(&err);
 	/* Added last: it runs after the daemons' pumps. */
 	loop_hook_add(&r->loop, &r->exit_check, exit_check, r);
-	if (r->cfg.main_argv) {
+	/* With --runtime-init the entrypoint runs from the start (the init's
+	 * entrypointPolicy keeps it); otherwise it waits for preStart. */
+	if (r->cfg.main_argv && r->cfg.runtime_init) {
 		rc = spawn_main(r);
 		if (rc < 0) {
 			error_set(&err, -rc, NULL, "fork(main child)");
 			return start_failed(&err);
 		}
 	}
+	rtinit_start(r);
 	loop_timer_start(&r->loop, &r->tick, 1000, 1000);
 
 	log_info("ready", "{s:s,s:s,s:i,s:s,s:b,s:i,s:i}", "version", FORCEAI_RUNNER_VERSION,

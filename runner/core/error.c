@@ -99,6 +99,8 @@ static const struct {
 	{"TASK_NOT_RUNNING", 409},
 	{"CONVERSATION_BUSY", 409},
 	{"CONVERSATION_MISMATCH", 409},
+	{"ALREADY_INITIALIZED", 409},
+	{"STALE_GENERATION", 409},
 	{"PAYLOAD_TOO_LARGE", 413},
 	{"FILE_TOO_LARGE", 413},
 	{"RANGE_NOT_SATISFIABLE", 416},
@@ -114,6 +116,9 @@ static const struct {
 	{"SERVICE_UNAVAILABLE", 503},
 	{"RESETTING", 503},
 	{"RESET_FAILED", 503},
+	{"NOT_INITIALIZED", 503},
+	{"STARTING", 503},
+	{"PRESTART_FAILED", 503},
 	{"GATEWAY_TIMEOUT", 504},
 	{"INSUFFICIENT_STORAGE", 507},
 	/* The model proxy answers in OpenAI's shape, with OpenAI's codes. */

@@ -980,7 +980,21 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, struct e
 	}
 	bool net_none = spec->network == TASK_NET_NONE ||
 			(spec->network == TASK_NET_DEFAULT && !chat && r->cfg.exec_network_none);
-	cleanup_json json_t *env = env_with_file(spec->env, r->cfg.execd_envs, uid);
+	/* The sandbox-level variables of a runtime init (replace semantics)
+	 * under the EXECD_ENVS file's and the request's. */
+	cleanup_json json_t *env =
+		env_with_file(spec->env, spec->api == TASK_API_HOOK ? NULL : r->cfg.execd_envs,
+			      uid);
+	if (r->sandbox_env && json_object_size(r->sandbox_env)) {
+		json_t *all = json_deep_copy(r->sandbox_env);
+		if (!all || (env && json_object_update(all, env) < 0)) {
+			json_decref(all);
+			error_set(err, ENOMEM, NULL, "task environment");
+			return NULL;
+		}
+		json_decref(env);
+		env = all;
+	}
 	cleanup_env char **envp = env_build(uid, cwd, env, err);
 	if (!envp)
 		return NULL;
