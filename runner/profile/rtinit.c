@@ -47,6 +47,12 @@ struct rtinit {
 	char prestart_msg[256];
 	struct hook_run pre;
 	struct hook_run per[LC_MAX_PERIODIC];
+	/* Which hook each recent hook task ran, for the task list (a ring). */
+	struct {
+		char id[33];
+		char name[64];
+	} names[64];
+	unsigned next_name;
 };
 
 static struct rtinit *rt_of(struct runner *r)
@@ -143,6 +149,10 @@ static int hook_spawn(struct hook_run *hr, struct error *e)
 		return -1;
 	hr->task = t;
 	hr->runs++;
+	struct rtinit *rt = rt_of(r);
+	unsigned slot = rt->next_name++ % (sizeof(rt->names) / sizeof(rt->names[0]));
+	snprintf(rt->names[slot].id, sizeof(rt->names[slot].id), "%s", t->id);
+	snprintf(rt->names[slot].name, sizeof(rt->names[slot].name), "%s", hr->h->name);
 	log_info("lifecycle: hook started", "{s:s,s:s,s:i}", "hook", hr->h->name, "task", t->id,
 		 "timeout_s", (int)hr->h->timeout_s);
 	return 0;
@@ -157,6 +167,8 @@ static void hook_record(struct hook_run *hr, const char *status, int exit_code)
 		hr->failures++;
 }
 
+static void periodic_start(struct runner *r);
+
 static void prestart_end(struct runner *r, bool ok, const char *msg)
 {
 	struct rtinit *rt = rt_of(r);
@@ -167,6 +179,7 @@ static void prestart_end(struct runner *r, bool ok, const char *msg)
 		log_info("lifecycle: preStart done", "{s:b,s:s,s:s}", "succeeded", ok, "message",
 			 msg, "failurePolicy", h->abort_on_failure ? "Abort" : "Continue");
 		report_startup(r, ok ? "succeeded" : "failed_continued", msg);
+		periodic_start(r);
 		start_main_if_due(r);
 		return;
 	}
@@ -248,10 +261,10 @@ static void hooks_start(struct runner *r)
 	rt->pre.r = r;
 	rt->pre.h = &rt->cfg.prestart;
 	rt->prestart_msg[0] = 0;
-	periodic_start(r);
 	if (!rt->cfg.has_prestart) {
 		rt->prestart = PS_NONE;
 		report_startup(r, "succeeded", "no preStart hook");
+		periodic_start(r);
 		start_main_if_due(r);
 		return;
 	}
@@ -301,12 +314,10 @@ const char *rtinit_hook_name(struct runner *r, const struct task *t)
 	struct rtinit *rt = rt_of(r);
 	if (!rt || !t || t->api != TASK_API_HOOK)
 		return NULL;
-	if (rt->pre.task == t)
-		return "preStart";
-	for (unsigned i = 0; i < rt->cfg.n_periodic; i++)
-		if (rt->per[i].task == t)
-			return rt->per[i].h->name;
-	return "hook";
+	for (size_t i = 0; i < sizeof(rt->names) / sizeof(rt->names[0]); i++)
+		if (!strcmp(rt->names[i].id, t->id))
+			return rt->names[i].name;
+	return NULL;
 }
 
 /* ---- start-up: the configuration from the environment or a file ---- */
