@@ -45,6 +45,13 @@ class Hooks(unittest.TestCase):
         os.chmod(self.tmpdir, 0o777)
 
     def start(self, lifecycle=None, args=(), env=None, toml=None, main=None):
+        if "--allow-reset" in args:
+            # A reset restores the writable roots: a scratch directory of its
+            # own (never the host's /tmp, nor the status file's directory).
+            roots = os.path.join(self.tmpdir, "roots")
+            os.mkdir(roots)
+            os.chmod(roots, 0o1777)
+            args = list(args) + ["--landlock-roots", roots]
         self.status = os.path.join(self.tmpdir, "status.json")
         e = dict(env or {})
         if lifecycle is not None:

@@ -9,7 +9,8 @@ ignored. One-shot: a second call is 409, a bad body 400 without using the
 slot. POST /v1/reset makes the box ready for a new init (a newer generation)."""
 import hashlib
 import os
-import time
+import shutil
+import tempfile
 import unittest
 
 from harness import Runner
@@ -31,7 +32,15 @@ class Base(unittest.TestCase):
     env = None
 
     def setUp(self):
-        self.r = Runner(self.args, token=self.token, env=self.env)
+        args = list(self.args)
+        if "--allow-reset" in args:
+            # A reset restores the writable roots: a scratch directory, never
+            # the host's /tmp.
+            roots = tempfile.mkdtemp(prefix="forceai-init-roots-")
+            os.chmod(roots, 0o1777)
+            self.addCleanup(shutil.rmtree, roots, True)
+            args += ["--landlock-roots", roots]
+        self.r = Runner(args, token=self.token, env=self.env)
 
     def tearDown(self):
         rc = self.r.stop()
