@@ -76,6 +76,11 @@ class BeforeInit(Base):
                 self.assertEqual((st, b["code"]), (503, "NOT_INITIALIZED"), b)
                 self.assertIn("/internal/init", b["message"])
 
+    def test_hardening_says_how_init_is_reached(self):
+        b = self.r.json("GET", "/v1/hardening")[1]
+        self.assertEqual(b["token_free_routes"],
+                         ["GET /ping", "GET /ready", "POST /internal/init (before the binding only)"])
+
     def test_other_methods(self):
         st, b = self.r.json("GET", "/internal/init")
         self.assertEqual((st, b["code"]), (405, "METHOD_NOT_ALLOWED"), b)
