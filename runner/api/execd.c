@@ -549,7 +549,8 @@ enum MHD_Result api_command_run(struct http_req *req)
 static struct task *find_command(struct http_req *req, const char *id)
 {
 	struct task *t = (id && is_hex_id(id)) ? task_find(req->r, id) : NULL;
-	if (t && (t->api == TASK_API_NATIVE || t->api == TASK_API_TOOL || t->api == TASK_API_PTY))
+	if (t && (t->api == TASK_API_NATIVE || t->api == TASK_API_TOOL || t->api == TASK_API_PTY ||
+		  t->api == TASK_API_HOOK))
 		t = NULL;
 	return t;
 }

@@ -42,6 +42,7 @@ struct rtinit {
 	bool have_generation; /* a later init must bring a greater one */
 	json_t *attributes;
 	struct lc_config cfg;
+	json_t *startup; /* the box's own hooks (environment or file), for after a reset */
 	bool hooks_on;
 	enum prestart_state prestart;
 	char prestart_msg[256];
@@ -406,6 +407,7 @@ static int load_startup_config(struct runner *r, struct error *e)
 	}
 	for (unsigned i = 0; i < w.n; i++)
 		log_warn("lifecycle: ignored", "{s:s,s:s}", "from", from, "warning", w.msg[i]);
+	rt->startup = lc_to_json(&rt->cfg);
 	log_info("lifecycle hooks configured", "{s:s,s:b,s:i}", "from", from, "preStart",
 		 rt->cfg.has_prestart, "periodic", (int)rt->cfg.n_periodic);
 	return 0;
@@ -449,6 +451,7 @@ void rtinit_free(struct runner *r)
 		return;
 	hooks_stop(r);
 	lc_free(&rt->cfg);
+	json_decref(rt->startup);
 	json_decref(rt->attributes);
 	json_decref(r->sandbox_env);
 	r->sandbox_env = NULL;
@@ -565,7 +568,14 @@ json_t *rtinit_reset_done(struct runner *r)
 		r->sandbox_env = NULL;
 		r->auth_hash_set = false;
 		memset(r->auth_hash, 0, sizeof(r->auth_hash));
+		/* The next tenant gets the box's own hooks, not this one's. */
 		lc_free(&rt->cfg);
+		struct error e;
+		if (rt->startup && lc_parse_json(rt->startup, &rt->cfg, NULL, &e) < 0) {
+			log_error("lifecycle: the box's own hooks could not be restored", "{s:s}",
+				  "error", e.msg);
+			lc_free(&rt->cfg);
+		}
 		rt->prestart = PS_NONE;
 		log_set_context(NULL, 0);
 		return json_pack("{s:b,s:b}", "unbound", was, "initialized", 0);

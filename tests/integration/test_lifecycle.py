@@ -235,6 +235,25 @@ class Hooks(unittest.TestCase):
         self.assertTrue(os.path.exists(mark))
         self.assertEqual(self.status_json()["sandboxId"], "lc")
 
+    def test_reset_gives_the_next_binding_the_box_own_hooks(self):
+        r = self.start({"preStart": {"command": "true"}},
+                       args=["--runtime-init", "--allow-reset"])
+        st, b = r.json("POST", "/internal/init", {
+            "sandboxId": "t1", "generation": 1,
+            "lifecycle": {"periodic": [{"name": "t1-only", "intervalSeconds": 60,
+                                        "command": "true"}]}})
+        self.assertEqual(st, 200, b)
+        b = r.json("GET", "/ready")[1]
+        self.assertNotIn("preStart", b["lifecycle"])  # the binding's lifecycle replaced it
+        self.assertEqual([p["name"] for p in b["lifecycle"]["periodic"]], ["t1-only"])
+        self.assertEqual(r.json("POST", "/v1/reset")[0], 200)
+        st, b = r.json("POST", "/internal/init", {"sandboxId": "t2", "generation": 2})
+        self.assertEqual(st, 200, b)
+        self.assertTrue(wait_for(lambda: r.json("GET", "/ready")[0] == 200))
+        b = r.json("GET", "/ready")[1]
+        self.assertEqual(b["lifecycle"]["preStart"]["last_status"], "succeeded")
+        self.assertEqual(b["lifecycle"]["periodic"], [])
+
 
 if __name__ == "__main__":
     unittest.main()
