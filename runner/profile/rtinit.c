@@ -449,7 +449,11 @@ void rtinit_free(struct runner *r)
 	struct rtinit *rt = rt_of(r);
 	if (!rt)
 		return;
-	hooks_stop(r);
+	/* At exit the tasks are gone already (tasks_free_all ran): only the
+	 * timers are left to close. */
+	for (unsigned i = 0; i < LC_MAX_PERIODIC; i++)
+		if (rt->per[i].timer_ok)
+			loop_timer_close(&r->loop, &rt->per[i].timer);
 	lc_free(&rt->cfg);
 	json_decref(rt->startup);
 	json_decref(rt->attributes);
