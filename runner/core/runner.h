@@ -45,6 +45,11 @@ struct runner {
 	pid_t main_pid;
 	bool main_running;
 	int main_status; /* raw wait status once exited */
+	/* A runtime init's entrypointPolicy restart (profile/rtinit.c): the main
+	 * process is being stopped to start again with these variables added. */
+	bool main_restarting;
+	json_t *main_env;
+	struct loop_timer main_kill_timer;
 
 	/* Graceful shutdown. */
 	bool shutting_down;

@@ -31,6 +31,9 @@ struct profile_hooks {
 	/* The preStart hook is over (succeeded, or failed with Continue) or
 	 * there is none: the box's main process (-- CMD) may start now. */
 	void (*prestart_done)(struct runner *r);
+	/* entrypointPolicy restart: stop the main process and start it again
+	 * with envs added (once preStart is over); false when there is none. */
+	bool (*restart_main)(struct runner *r, json_t *envs);
 };
 
 struct profile {

@@ -441,7 +441,7 @@ bool rtinit_main_may_start(struct runner *r)
 	struct rtinit *rt = rt_of(r);
 	if (!rt)
 		return true;
-	return !r->cfg.runtime_init && rt->prestart != PS_RUNNING && rt->prestart != PS_FAILED;
+	return rt->prestart != PS_RUNNING && rt->prestart != PS_FAILED;
 }
 
 void rtinit_free(struct runner *r)
@@ -653,12 +653,11 @@ json_t *rtinit_apply(struct runner *r, json_t *body, unsigned *status, struct er
 	if (req.attributes)
 		lc_warn(&req.warnings, "telemetry.attributes are reported on /metrics and in logs; "
 				       "there is no OTLP exporter");
-	if (req.entrypoint_policy == RT_EP_RESTART)
-		lc_warn(&req.warnings,
-			r->cfg.main_argv
-				? "entrypointPolicy restart: the main process (-- CMD) is "
-				  "kept; restarting it is not supported"
-				: "entrypointPolicy restart: there is no entrypoint to restart");
+	const struct profile_hooks *ph = r->profile->hooks;
+	if (req.entrypoint_policy == RT_EP_RESTART &&
+	    !(ph && ph->restart_main && ph->restart_main(r, sandbox_env)))
+		lc_warn(&req.warnings, "entrypointPolicy restart: there is no running entrypoint "
+				       "(-- CMD) to restart");
 	if (req.has_lifecycle) {
 		hooks_stop(r);
 		lc_free(&rt->cfg);

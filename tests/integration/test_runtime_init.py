@@ -11,6 +11,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import time
 import unittest
 
 from harness import Runner
@@ -251,6 +252,54 @@ class ResetComposition(Base):
         self.assertIn("FIRST=unset\n", out)
         st, b = self.r.json("GET", "/ready")
         self.assertEqual((b["sandboxId"], b["generation"]), ("tenant-2", 2))
+
+
+class EntrypointPolicy(unittest.TestCase):
+    """The entrypoint (-- CMD) runs from the start of a warm box; `keep` leaves
+    it alone, `restart` stops it (SIGTERM) and starts it again with the
+    sandbox's envs once the binding's preStart is over."""
+
+    def box(self, policy, lifecycle=None):
+        d = tempfile.mkdtemp(prefix="forceai-ep-")
+        self.addCleanup(shutil.rmtree, d, True)
+        self.log = os.path.join(d, "starts")
+        main = ["/bin/sh", "-c", "trap 'exit 0' TERM; echo \"$(date +%%s%%N) ${SANDBOX_X-none}\" >> %s; "
+                "sleep 600 & wait" % self.log]
+        r = Runner(["--runtime-init"], main=main)
+        self.addCleanup(r.close)
+        deadline = time.monotonic() + 10
+        while not os.path.exists(self.log) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        body = {"sandboxId": "ep", "generation": 1, "entrypointPolicy": policy,
+                "envs": {"SANDBOX_X": "bound"}}
+        if lifecycle:
+            body["lifecycle"] = lifecycle
+        st, b = r.json("POST", "/internal/init", body)
+        self.assertEqual(st, 200, b)
+        return r, b
+
+    def starts(self):
+        with open(self.log) as f:
+            return [l.split() for l in f.read().splitlines()]
+
+    def test_keep(self):
+        r, b = self.box("keep")
+        time.sleep(0.5)
+        self.assertEqual([s[1] for s in self.starts()], ["none"])
+        self.assertEqual(r.stop(), 0)
+
+    def test_restart_after_prestart(self):
+        r, b = self.box("restart", {"preStart": {"command": "sleep 1"}})
+        self.assertFalse([w for w in b["warning"] if "restart" in w], b)
+        deadline = time.monotonic() + 15
+        while len(self.starts()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        s = self.starts()
+        self.assertEqual([x[1] for x in s], ["none", "bound"])
+        pre = [l for l in r.loglines() if l.get("msg") == "lifecycle: preStart done"][0]
+        self.assertGreaterEqual(int(s[1][0]) // 1000000, pre["ts"])
+        self.assertEqual(r.json("GET", "/ready")[0], 200)
+        self.assertEqual(r.stop(), 0)
 
 
 class WithoutTheFlag(unittest.TestCase):
