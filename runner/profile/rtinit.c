@@ -82,6 +82,7 @@ static void write_status_file(struct runner *r, json_t *st)
 		return;
 	}
 	size_t len = strlen(s);
+	errno = EIO; /* a short write sets none */
 	bool ok = write(fd, s, len) == (ssize_t)len && write(fd, "\n", 1) == 1;
 	int werr = errno;
 	if (close(fd) < 0 && ok) {
