@@ -583,6 +583,8 @@ json_t *rtinit_reset_done(struct runner *r)
 		}
 		rt->prestart = PS_NONE;
 		log_set_context(NULL, 0);
+		/* The previous tenant's result must not read as this box's. */
+		report_startup(r, "not_initialized", "reset: waiting for POST /internal/init");
 		return json_pack("{s:b,s:b}", "unbound", was, "initialized", 0);
 	}
 	hooks_start(r);

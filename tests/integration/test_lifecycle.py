@@ -247,6 +247,7 @@ class Hooks(unittest.TestCase):
         self.assertNotIn("preStart", b["lifecycle"])  # the binding's lifecycle replaced it
         self.assertEqual([p["name"] for p in b["lifecycle"]["periodic"]], ["t1-only"])
         self.assertEqual(r.json("POST", "/v1/reset")[0], 200)
+        self.assertEqual(self.status_json()["status"], "not_initialized")
         st, b = r.json("POST", "/internal/init", {"sandboxId": "t2", "generation": 2})
         self.assertEqual(st, 200, b)
         self.assertTrue(wait_for(lambda: r.json("GET", "/ready")[0] == 200))
