@@ -37,12 +37,25 @@
 
 static void runner_shutdown(struct runner *r, const char *why);
 
+static void on_prestart_done(struct runner *r);
+
 static void on_main_exit(void *arg, pid_t pid, int status)
 {
 	struct runner *r = arg;
 	(void)pid;
 	r->main_running = false;
 	r->main_status = status;
+	if (r->main_restarting && !r->shutting_down) {
+		/* entrypointPolicy restart: it starts again once the binding's
+		 * preStart is over (at once when there is none). */
+		r->main_restarting = false;
+		r->main_pid = 0;
+		loop_timer_stop(&r->loop, &r->main_kill_timer);
+		log_info("main child stopped for a restart", "{s:i}", "pid", (int)pid);
+		if (rtinit_main_may_start(r))
+			on_prestart_done(r);
+		return;
+	}
 	if (WIFEXITED(status))
 		r->exit_code = WEXITSTATUS(status);
 	else if (WIFSIGNALED(status))
@@ -63,6 +76,13 @@ static int spawn_main(struct runner *r)
 		if (isatty(STDIN_FILENO))
 			tcsetpgrp(STDIN_FILENO, getpid());
 		signals_reset_child();
+		/* A runtime init's restart: the sandbox's variables over the image's. */
+		const char *k;
+		json_t *v;
+		json_object_foreach(r->main_env, k, v) {
+			if (setenv(k, json_string_value(v), 1) < 0)
+				_exit(126);
+		}
 		/* The raised fd limit is the runner's, not the main process's
 		 * (select() users break beyond 1024). */
 		if (setrlimit(RLIMIT_NOFILE, &r->nofile_at_start) < 0)
@@ -241,10 +261,51 @@ static const struct task_hooks task_hooks = {
 	.finished = profile_task_finished,
 };
 
+/* The main process (-- CMD) starts once the preStart lifecycle hook is
+ * over (OSEP-0020: preStart runs before the entrypoint). */
+static void on_prestart_done(struct runner *r)
+{
+	if (!r->cfg.main_argv || r->main_pid || r->shutting_down)
+		return;
+	int rc = spawn_main(r);
+	if (rc < 0) {
+		log_errno("cannot start the main child", -rc, "fork");
+		r->exit_code = 1;
+		runner_shutdown(r, "the main child could not start");
+	}
+}
+
+static void on_main_kill_timer(struct loop *loop, struct loop_timer *t)
+{
+	(void)loop;
+	struct runner *r = t->arg;
+	if (r->main_running && kill(-r->main_pid, SIGKILL) < 0 && errno != ESRCH)
+		log_errno("SIGKILL to the main child failed", errno, NULL);
+}
+
+/* entrypointPolicy restart: SIGTERM to the main process's group, SIGKILL
+ * after --grace-ms; on_main_exit starts it again with envs. */
+static bool restart_main(struct runner *r, json_t *envs)
+{
+	if (!r->cfg.main_argv || !r->main_running || r->shutting_down)
+		return false;
+	json_decref(r->main_env);
+	r->main_env = envs ? json_deep_copy(envs) : NULL;
+	r->main_restarting = true;
+	if (kill(-r->main_pid, SIGTERM) < 0 && errno != ESRCH)
+		log_errno("SIGTERM to the main child failed", errno, NULL);
+	loop_timer_start(&r->loop, &r->main_kill_timer, r->cfg.grace_ms, 0);
+	log_info("restarting the main child (entrypointPolicy restart)", "{s:i}", "pid",
+		 (int)r->main_pid);
+	return true;
+}
+
 /* A reset ends the execd PTY sessions (api/pty.c) too. */
 static const struct profile_hooks profile_hooks = {
 	.end_ptys = pty_end_all,
 	.end_mcp_sessions = mcp_end_sessions,
+	.prestart_done = on_prestart_done,
+	.restart_main = restart_main,
 };
 
 /* The HTTP layer: while a reset runs only a few routes answer, and a request received across one
@@ -410,6 +471,8 @@ int main(int argc, char **argv)
 	rc = loop_timer_init(&r->loop, &r->shutdown_timer, on_shutdown_timer, r);
 	if (rc == 0)
 		rc = loop_timer_init(&r->loop, &r->tick, on_tick, r);
+	if (rc == 0)
+		rc = loop_timer_init(&r->loop, &r->main_kill_timer, on_main_kill_timer, r);
 	if (rc < 0) {
 		error_set(&err, -rc, NULL, "timerfd_create");
 		return start_failed(&err);
@@ -429,13 +492,16 @@ int main(int argc, char **argv)
 		return start_failed(&err);
 	/* Added last: it runs after the daemons' pumps. */
 	loop_hook_add(&r->loop, &r->exit_check, exit_check, r);
-	if (r->cfg.main_argv) {
+	/* With --runtime-init the entrypoint runs from the start (the init's
+	 * entrypointPolicy keeps it); otherwise it waits for preStart. */
+	if (r->cfg.main_argv && r->cfg.runtime_init) {
 		rc = spawn_main(r);
 		if (rc < 0) {
 			error_set(&err, -rc, NULL, "fork(main child)");
 			return start_failed(&err);
 		}
 	}
+	rtinit_start(r);
 	loop_timer_start(&r->loop, &r->tick, 1000, 1000);
 
 	log_info("ready", "{s:s,s:s,s:i,s:s,s:b,s:i,s:i}", "version", FORCEAI_RUNNER_VERSION,
@@ -468,6 +534,7 @@ int main(int argc, char **argv)
 	conv_free_all(r);   /* after the tasks: agents hold conversations */
 	gateway_stop(r);    /* last: agents and the proxy hold gateway calls */
 	profile_free(r);
+	json_decref(r->main_env);
 	log_info("exited", "{s:i,s:i}", "exit_code", r->exit_code, "orphans_reaped",
 		 (int)r->reaper.orphans_reaped);
 	confine_policy_free(&r->policy);

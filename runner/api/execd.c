@@ -504,13 +504,20 @@ enum MHD_Result api_ping(struct http_req *req)
 enum MHD_Result api_ready(struct http_req *req)
 {
 	struct error e;
-	if (profile_request_blocked(req->r, "POST", "/command", &e))
-		return http_json(req, 503,
-				 json_pack("{s:b,s:s,s:s,s:s}", "initialized", 0, "status",
-					   "not_ready", "code", e.code, "message", e.msg));
-	return http_json(req, 200,
-			 json_pack("{s:b,s:s,s:s}", "initialized", 1, "status", "ready", "version",
-				   FORCEAI_RUNNER_VERSION));
+	unsigned status;
+	json_t *o = rtinit_ready(req->r, &status);
+	if (!o)
+		return MHD_NO;
+	json_object_set_new(o, "version", json_string(FORCEAI_RUNNER_VERSION));
+	/* A reset (running or failed) refuses tasks too. */
+	if (status == 200 && profile_request_blocked(req->r, "POST", "/command", &e)) {
+		status = 503;
+		json_object_set_new(o, "initialized", json_false());
+		json_object_set_new(o, "status", json_string("not_ready"));
+		json_object_set_new(o, "code", json_string(e.code));
+		json_object_set_new(o, "message", json_string(e.msg));
+	}
+	return http_json(req, status, o);
 }
 
 enum MHD_Result api_session_list(struct http_req *req)
@@ -524,13 +531,37 @@ enum MHD_Result api_session_list(struct http_req *req)
 	return http_json(req, 200, json_pack("{s:o}", "sessions", list));
 }
 
-/* Off in execd unless started with --runtime-init; the runner has no
- * runtime-init step (docs/design.md §20.3). */
+/* execd's runtime init (docs/design.md §12.1): served without the API
+ * token, as execd does (control-plane trust: the caller delivers the
+ * token's hash), but with the startup token when the box has one; tasks
+ * never reach it (the connection gate, §13.1). */
 enum MHD_Result api_runtime_init(struct http_req *req)
 {
-	return http_error(req, 404, "NOT_FOUND",
-			  "runtime init (POST /internal/init) is not offered: this execd runs "
-			  "without --runtime-init");
+	struct runner *r = req->r;
+	if (!r->cfg.runtime_init)
+		return http_failf(req, "NOT_FOUND",
+				  "runtime init (POST /internal/init) is not offered: this runner "
+				  "runs without --runtime-init (EXECD_RUNTIME_INIT)");
+	if (strcmp(req->method, "POST") != 0)
+		return http_failf(req, "METHOD_NOT_ALLOWED",
+				  "method %.16s is not allowed on /internal/init", req->method);
+	struct error e;
+	unsigned status;
+	/* A second call is 409 whoever makes it: the slot is used. */
+	if (rtinit_bound(r, &e))
+		return http_fail(req, &e);
+	const char *got = http_header(req, "X-EXECD-ACCESS-TOKEN");
+	if (r->cfg.token && !(got && secret_equal(got, r->cfg.token)))
+		return http_failf(req, "UNAUTHORIZED",
+				  "this box was started with an access token: POST /internal/init "
+				  "needs it in X-EXECD-ACCESS-TOKEN");
+	cleanup_json json_t *body = http_body_json(req, false);
+	if (!body)
+		return req->responded ? MHD_YES : MHD_NO;
+	json_t *o = rtinit_apply(r, body, &status, &e);
+	if (!o)
+		return http_fail(req, &e);
+	return http_json(req, status, o);
 }
 
 enum MHD_Result api_isolated(struct http_req *req)
@@ -559,7 +590,8 @@ enum MHD_Result api_command_run(struct http_req *req)
 static struct task *find_command(struct http_req *req, const char *id)
 {
 	struct task *t = (id && is_hex_id(id)) ? task_find(req->r, id) : NULL;
-	if (t && (t->api == TASK_API_NATIVE || t->api == TASK_API_TOOL || t->api == TASK_API_PTY))
+	if (t && (t->api == TASK_API_NATIVE || t->api == TASK_API_TOOL || t->api == TASK_API_PTY ||
+		  t->api == TASK_API_HOOK))
 		t = NULL;
 	return t;
 }

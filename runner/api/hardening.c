@@ -82,8 +82,24 @@ json_t *hardening_report(struct runner *r)
 	json_object_set_new(o, "confinement_enabled", json_boolean(r->policy.enabled));
 	/* Both builds: libmicrohttpd's microhttpd_ws (docs/design.md §20.1). */
 	json_object_set_new(o, "websocket", json_true());
-	/* Probes answered without the token (tasks still cannot reach them). */
-	json_object_set_new(o, "token_free_routes", http_public_routes(r));
+	/* Probes answered without the token (tasks still cannot reach them);
+	 * runtime init only where it is served, and said as it is (§12.1). */
+	json_t *free_routes = http_public_routes(r);
+	size_t i;
+	json_t *v;
+	json_array_foreach(free_routes, i, v) {
+		if (strstr(json_string_value(v), "/internal/init")) {
+			json_array_remove(free_routes, i);
+			break;
+		}
+	}
+	if (r->cfg.runtime_init)
+		json_array_append_new(
+			free_routes,
+			json_string(r->cfg.token
+					    ? "POST /internal/init (with the startup token)"
+					    : "POST /internal/init (before the binding only)"));
+	json_object_set_new(o, "token_free_routes", free_routes);
 	json_object_set_new(o, "task_uid", json_integer(r->cfg.task_uid));
 	json_object_set_new(o, "task_gid", json_integer(r->cfg.task_gid));
 	json_object_set_new(o, "allow_root_tasks", json_boolean(r->cfg.allow_root_tasks));

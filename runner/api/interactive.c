@@ -13,6 +13,7 @@
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "profile/profile.h"
 #include "core/runner.h"
 #include "core/util.h"
 #include "task/pty.h"
@@ -284,7 +285,8 @@ enum MHD_Result api_task_list(struct http_req *req)
 	}
 	json_t *arr = json_array();
 	for (struct task *t = req->r->tasks->head; t; t = t->next) {
-		if (t->api != TASK_API_NATIVE)
+		/* Lifecycle hooks are listed too (profile/rtinit.c), named. */
+		if (t->api != TASK_API_NATIVE && t->api != TASK_API_HOOK)
 			continue;
 		if (state && (!strcmp(state, "running") == t->finished))
 			continue;
@@ -303,6 +305,11 @@ enum MHD_Result api_task_list(struct http_req *req)
 		json_object_set_new(o, "exit", exit_obj(t));
 		json_object_set_new(o, "stdin", json_boolean(task_input_open(t)));
 		json_object_set_new(o, "tty", json_boolean(t->input && t->input->tty));
+		if (t->api == TASK_API_HOOK) {
+			const char *hook = rtinit_hook_name(req->r, t);
+			json_object_set_new(o, "kind", json_string("lifecycle_hook"));
+			json_object_set_new(o, "hook", hook ? json_string(hook) : json_null());
+		}
 		json_array_append_new(arr, o);
 	}
 	return http_json(req, 200, json_pack("{s:o}", "tasks", arr));

@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/util.h"
+#include "profile/profile.h"
 
 struct cpu_sample {
 	unsigned long long busy, total;
@@ -71,7 +72,9 @@ static json_t *metrics_now(void)
 
 enum MHD_Result api_metrics(struct http_req *req)
 {
-	return http_json(req, 200, metrics_now());
+	json_t *m = metrics_now();
+	rtinit_add_binding(req->r, m);
+	return http_json(req, 200, m);
 }
 
 struct watch_stream {
@@ -85,6 +88,7 @@ static void ws_produce(struct http_stream *hs)
 	if (ws->due) {
 		ws->due = false;
 		cleanup_json json_t *m = metrics_now();
+		rtinit_add_binding(hs->r, m);
 		cleanup_free char *s = json_dumps(m, JSON_COMPACT);
 		if (s) {
 			buf_append_str(&hs->out, s);

@@ -10,7 +10,9 @@ const struct http_route api_routes[] = {
 	{"GET", "/ping", api_ping, NULL, NULL, .public = true},
 	{"GET", "/ready", api_ready, NULL, NULL, .public = true},
 	{"GET", "/session", api_session_list, NULL, NULL},
-	{"*", "/internal/init", api_runtime_init, NULL, NULL},
+	/* Token-free as in execd (control-plane trust; the handler asks for the
+	 * startup token when the box has one). */
+	{"*", "/internal/init", api_runtime_init, NULL, NULL, .public = true},
 	{"*", "/v1/isolated", api_isolated, NULL, NULL},
 	{"*", "/v1/isolated/**", api_isolated, NULL, NULL},
 	{"POST", "/command", api_command_run, NULL, NULL},

@@ -179,6 +179,13 @@ static const struct opt_def opts[] = {
 	 "serve exactly one task, then shut down and exit with its status"},
 	{"allow-reset", "FORCEAI_ALLOW_RESET", OPT_BOOL, OFF(allow_reset), "0",
 	 "enable POST /v1/reset: the writable roots are snapshotted at start and restored"},
+	{"runtime-init", "EXECD_RUNTIME_INIT", OPT_BOOL, OFF(runtime_init), "0",
+	 "execd runtime init (warm pools): no task runs until POST /internal/init binds the box "
+	 "to a sandbox (id, generation, token hash, envs, lifecycle hooks)"},
+	{"lifecycle-startup-status-file", "EXECD_LIFECYCLE_STARTUP_STATUS_FILE", OPT_PATH,
+	 OFF(lifecycle_status_file), NULL,
+	 "file the preStart lifecycle hook's result is written to as JSON (running, succeeded, "
+	 "failed)"},
 	{"reset-snapshot-max", "FORCEAI_RESET_SNAPSHOT_MAX", OPT_U64, OFF(reset_snapshot_max),
 	 "268435456", "largest content of the writable roots kept for reset (bytes, at least 1)"},
 	{"write-seccomp-cache", "FORCEAI_WRITE_SECCOMP_CACHE", OPT_BOOL, OFF(write_seccomp_cache),
@@ -204,7 +211,7 @@ static const struct {
 	 "seccomp-policy landlock-roots limit-nproc limit-nofile limit-as "
 	 "limit-fsize task-memory-max task-pids-max task-cpu-max "
 	 "write-seccomp-cache insecure-no-confine"},
-	{"Profiles", "one-shot allow-reset reset-snapshot-max"},
+	{"Profiles", "one-shot allow-reset reset-snapshot-max runtime-init lifecycle-startup-status-file"},
 	{"Model gateway", "gateway-url gateway-key-file gateway-ca gateway-proxy "
 			  "gateway-connect-timeout-ms gateway-timeout-ms model model-proxy-port "
 			  "task-max-tokens task-max-model-requests"},
@@ -546,12 +553,15 @@ static int apply_opt(const struct src *src, struct runner_config *cfg, const str
 		return 0;
 	}
 	case OPT_BOOL:
-		if (!strcmp(val, "1") || !strcmp(val, "true") || !strcmp(val, "yes"))
+		/* on/off too: execd's EXECD_RUNTIME_INIT and EXECD_INIT take them. */
+		if (!strcmp(val, "1") || !strcmp(val, "true") || !strcmp(val, "yes") ||
+		    !strcmp(val, "on"))
 			*(bool *)(base + o->off) = true;
-		else if (!strcmp(val, "0") || !strcmp(val, "false") || !strcmp(val, "no") || !*val)
+		else if (!strcmp(val, "0") || !strcmp(val, "false") || !strcmp(val, "no") ||
+			 !strcmp(val, "off") || !*val)
 			*(bool *)(base + o->off) = false;
 		else
-			return bad(src, o->name, val, "expected 1/0, true/false or yes/no");
+			return bad(src, o->name, val, "expected 1/0, true/false, yes/no or on/off");
 		return 0;
 	case OPT_LISTEN:
 		return parse_listen(src, cfg, val);

@@ -52,9 +52,11 @@ struct runner_config {
 	bool ping;                /* --ping: probe a running runner, then exit (ping.h) */
 
 	/* The gateway's runtime profiles (profile/profile.h). */
-	bool one_shot;               /* serve one task, then exit with its status */
-	bool allow_reset;            /* POST /v1/reset (pooled boxes) */
-	uint64_t reset_snapshot_max; /* bytes of the writable roots kept for reset */
+	bool one_shot;     /* serve one task, then exit with its status */
+	bool allow_reset;  /* POST /v1/reset (pooled boxes) */
+	bool runtime_init; /* execd --runtime-init: tasks wait for POST /internal/init */
+	const char *lifecycle_status_file; /* execd --lifecycle-startup-status-file */
+	uint64_t reset_snapshot_max;       /* bytes of the writable roots kept for reset */
 
 	/* Model calls (docs/design.md §7). gateway_url NULL = no model access. */
 	const char *gateway_url;

@@ -41,12 +41,26 @@ static void log_emit(json_t *obj)
 	free(line);
 }
 
+/* Process-wide on purpose: one box is bound to one sandbox at a time. */
+static char ctx_sandbox[129];
+static uint64_t ctx_generation;
+
+void log_set_context(const char *sandbox_id, uint64_t generation)
+{
+	snprintf(ctx_sandbox, sizeof(ctx_sandbox), "%s", sandbox_id ? sandbox_id : "");
+	ctx_generation = generation;
+}
+
 static json_t *log_head(const char *level, const char *msg)
 {
 	json_t *obj = json_object();
 	json_object_set_new(obj, "ts", json_integer((json_int_t)now_ms()));
 	json_object_set_new(obj, "level", json_string(level));
 	json_object_set_new(obj, "msg", json_string(msg));
+	if (ctx_sandbox[0]) {
+		json_object_set_new(obj, "sandboxId", json_string(ctx_sandbox));
+		json_object_set_new(obj, "generation", json_integer((json_int_t)ctx_generation));
+	}
 	return obj;
 }
 

@@ -1,6 +1,7 @@
 /* The runner: the state shared by every part of the process, passed around
  * explicitly (no scattered globals). */
 #pragma once
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/resource.h>
@@ -44,6 +45,11 @@ struct runner {
 	pid_t main_pid;
 	bool main_running;
 	int main_status; /* raw wait status once exited */
+	/* A runtime init's entrypointPolicy restart (profile/rtinit.c): the main
+	 * process is being stopped to start again with these variables added. */
+	bool main_restarting;
+	json_t *main_env;
+	struct loop_timer main_kill_timer;
 
 	/* Graceful shutdown. */
 	bool shutting_down;
@@ -76,4 +82,11 @@ struct runner {
 	struct mcp_upstream *mcp_upstream;   /* --mcp-servers: stdio servers behind /mcp */
 	struct conversations *conversations; /* of agent tasks (model/conversation.h) */
 	struct watch_table *watches;         /* open GET /files/watch streams (api/watch.c) */
+
+	/* Runtime init (profile/rtinit.c): the tasks' sandbox-level variables
+	 * (NULL: none), and the API token's SHA-256 once bound: from then on a
+	 * request's token is checked against it (http.c), never kept raw. */
+	json_t *sandbox_env;
+	bool auth_hash_set;
+	unsigned char auth_hash[32];
 };

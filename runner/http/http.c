@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
+#include "core/sha256.h"
 #include "core/util.h"
 #include "http/gate.h"
 #include "http/internal.h"
@@ -52,20 +53,42 @@ json_t *http_public_routes(struct runner *r)
 	return list;
 }
 
+/* A runtime init's token hash (core/runner.h): the presented token's
+ * SHA-256 against it, every byte compared whatever differs. */
+static bool hash_equal(const char *got, const unsigned char want[32])
+{
+	unsigned char h[32];
+	struct sha256 c;
+	sha256_init(&c);
+	sha256_update(&c, got, strlen(got));
+	sha256_final(&c, h);
+	unsigned char diff = 0;
+	for (int i = 0; i < 32; i++)
+		diff |= (unsigned char)(h[i] ^ want[i]);
+	return diff == 0;
+}
+
+static bool token_ok(struct runner *r, const char *got)
+{
+	if (r->auth_hash_set)
+		return hash_equal(got, r->auth_hash);
+	return secret_equal(got, r->cfg.token);
+}
+
 static bool authorized(struct http_req *req)
 {
-	const char *want = req->r->cfg.token;
-	if (!want)
+	struct runner *r = req->r;
+	if (!r->cfg.token && !r->auth_hash_set)
 		return true;
 	const char *got = http_header(req, "X-EXECD-ACCESS-TOKEN");
 	if (got)
-		return secret_equal(got, want);
+		return token_ok(r, got);
 	/* MCP clients are configured with a bearer token: the same token, on /mcp only (the
 	 * port proxy forwards Authorization to the app behind it, so it is not the runner's
 	 * there). */
 	const char *auth = http_header(req, "Authorization");
 	if (auth && !strcmp(req->path, "/mcp") && !strncasecmp(auth, "Bearer ", 7))
-		return secret_equal(auth + 7 + strspn(auth + 7, " "), want);
+		return token_ok(r, auth + 7 + strspn(auth + 7, " "));
 	return false;
 }
 

@@ -24,6 +24,8 @@ int profile_init(struct runner *r, const struct profile_hooks *hooks, struct err
 	if (!r->profile)
 		return error_set(e, ENOMEM, NULL, "runtime profiles");
 	r->profile->hooks = hooks;
+	if (rtinit_init(r, e) < 0)
+		return -1;
 	if (r->cfg.allow_reset)
 		return reset_init(r, e);
 	return 0;
@@ -41,6 +43,7 @@ void profile_free(struct runner *r)
 		return;
 	if (r->profile->reset)
 		reset_free(r);
+	rtinit_free(r);
 	free(r->profile);
 	r->profile = NULL;
 }
@@ -60,8 +63,10 @@ int profile_admit(struct runner *r, const struct task_spec *spec, struct error *
 				 "the last reset did not complete (%s): retry POST /v1/reset or "
 				 "discard this box",
 				 failed);
+	if (rtinit_admit(r, spec->api == TASK_API_HOOK, e) < 0)
+		return -1;
 	/* An agent's tool calls are part of its task. */
-	if (!r->cfg.one_shot || spec->api == TASK_API_TOOL)
+	if (!r->cfg.one_shot || spec->api == TASK_API_TOOL || spec->api == TASK_API_HOOK)
 		return 0;
 	if (p->oneshot)
 		return error_set(e, 0, "ONE_SHOT_BUSY",
@@ -93,7 +98,8 @@ void profile_task_started(struct task *t)
 	if (!p)
 		return;
 	note_uid(p, t->uid);
-	if (r->cfg.one_shot && t->api != TASK_API_TOOL && !p->oneshot && !p->oneshot_done) {
+	if (r->cfg.one_shot && t->api != TASK_API_TOOL && t->api != TASK_API_HOOK && !p->oneshot &&
+	    !p->oneshot_done) {
 		p->oneshot = t;
 		log_info("one-shot: serving this task, then exiting", "{s:s}", "task", t->id);
 	}
@@ -103,6 +109,8 @@ void profile_task_finished(struct task *t)
 {
 	struct runner *r = t->r;
 	struct profile *p = r->profile;
+	if (p && t->api == TASK_API_HOOK)
+		rtinit_task_finished(t);
 	if (!p || p->oneshot != t)
 		return;
 	p->oneshot = NULL;
@@ -132,8 +140,10 @@ uint64_t profile_gen(struct runner *r)
 bool profile_request_blocked(struct runner *r, const char *method, const char *path,
 			     struct error *e)
 {
-	if (!r->profile || !r->profile->reset || !reset_busy(r))
+	if (!r->profile)
 		return false;
+	if (!r->profile->reset || !reset_busy(r))
+		return rtinit_blocks(r, method, path, e);
 	static const char *const open_routes[][2] = {
 		{"GET", "/ping"},
 		{"GET", "/metrics"},

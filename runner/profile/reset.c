@@ -443,6 +443,9 @@ static void finish(struct reset *rs, json_t *w)
 	json_object_set_new(o, "runner_peak_rss_kib", json_integer((json_int_t)vm_hwm_kib()));
 	json_object_set_new(o, "longest_step_ms", json_integer((json_int_t)rs->longest_step_ms));
 	rs->failed[0] = 0;
+	json_t *bind = rtinit_reset_done(rs->r);
+	if (bind)
+		json_object_set_new(o, "runtime_init", bind);
 	log_info("reset done", "{s:O}", "result", o);
 	end_reset(rs);
 	respond(rs, 200, o);
@@ -853,6 +856,7 @@ int reset_start(struct runner *r, struct http_req *req, struct error *e)
 	rs->streams_forced = false;
 	rs->longest_step_ms = 0;
 	log_info("reset started", NULL);
+	rtinit_reset_begin(r); /* lifecycle hooks end with the tenant's tasks */
 	/* The shims are the runner's: not counted among the tenant's. */
 	rs->tasks = tasks_running(r);
 	rs->streams = http_stream_count(r); /* all of them end with the reset */

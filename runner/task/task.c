@@ -1032,6 +1032,18 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, struct e
 					   ? env_with_path(spec->env, r->cfg.execd_envs)
 				   : spec->env ? json_incref(spec->env)
 					       : NULL;
+	/* The sandbox-level variables of a runtime init (replace semantics,
+	 * set by the control plane) go under the file's and the request's. */
+	if (r->sandbox_env && json_object_size(r->sandbox_env)) {
+		json_t *all = json_deep_copy(r->sandbox_env);
+		if (!all || (env && json_object_update(all, env) < 0)) {
+			json_decref(all);
+			error_set(err, ENOMEM, NULL, "task environment");
+			return NULL;
+		}
+		json_decref(env);
+		env = all;
+	}
 	cleanup_env char **envp = env_build(uid, cwd, env, err);
 	if (!envp)
 		return NULL;

@@ -19,6 +19,9 @@ enum task_api {
 	TASK_API_SESSION,
 	TASK_API_TOOL, /* a command run by an agent task: not visible in any API */
 	TASK_API_PTY,  /* the shell of an execd PTY session (api/pty.c) */
+	/* A lifecycle hook (profile/rtinit.c): confined like any task, listed in
+	 * GET /v1/tasks, never given the EXECD_ENVS file's variables. */
+	TASK_API_HOOK,
 };
 
 enum task_status {

@@ -1,0 +1,683 @@
+/* Runtime init (execd's POST /internal/init for warm pools) and lifecycle
+ * hooks (OSEP-0020: preStart and periodic): docs/design.md §12.1, §12.2.
+ * The parsing is initcfg.c (pure); this file holds the binding, the gate
+ * in front of the API, and runs hooks as tasks of their own kind through
+ * the task engine, so they are confined exactly like a client's command. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/cleanup.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/runner.h"
+#include "core/util.h"
+#include "profile/initcfg.h"
+#include "profile/profile.h"
+#include "task/task.h"
+
+enum prestart_state { PS_NONE, PS_RUNNING, PS_OK, PS_FAILED };
+
+struct hook_run {
+	struct runner *r;
+	const struct lc_hook *h; /* in rt->cfg */
+	struct task *task;       /* running, or NULL */
+	struct loop_timer timer; /* periodic: the interval */
+	bool timer_ok;
+	unsigned runs, failures, skipped;
+	char last_status[16];
+	int last_exit;
+	uint64_t last_ms;
+};
+
+struct rtinit {
+	bool initialized;
+	char sandbox_id[129];
+	uint64_t generation;
+	bool have_generation; /* a later init must bring a greater one */
+	json_t *attributes;
+	struct lc_config cfg;
+	json_t *startup; /* the box's own hooks (environment or file), for after a reset */
+	bool hooks_on;
+	enum prestart_state prestart;
+	char prestart_msg[256];
+	struct hook_run pre;
+	struct hook_run per[LC_MAX_PERIODIC];
+	/* Which hook each recent hook task ran, for the task list (a ring). */
+	struct {
+		char id[33];
+		char name[64];
+	} names[64];
+	unsigned next_name;
+};
+
+static struct rtinit *rt_of(struct runner *r)
+{
+	return r->profile ? r->profile->rt : NULL;
+}
+
+/* ---- the startup status file (execd's --lifecycle-startup-status-file) ---- */
+
+static void write_status_file(struct runner *r, json_t *st)
+{
+	const char *path = r->cfg.lifecycle_status_file;
+	if (!path)
+		return;
+	cleanup_free char *s = json_dumps(st, JSON_COMPACT | JSON_SORT_KEYS);
+	if (!s)
+		return;
+	char tmp[PATH_MAX];
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
+		return;
+	/* O_EXCL|O_NOFOLLOW: a file planted at the temporary name is never
+	 * written through; rename replaces a link itself, never its target. */
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		log_errno("lifecycle: cannot write the startup status file", errno, tmp);
+		return;
+	}
+	size_t len = strlen(s);
+	errno = EIO; /* a short write sets none */
+	bool ok = write(fd, s, len) == (ssize_t)len && write(fd, "\n", 1) == 1;
+	int werr = errno;
+	if (close(fd) < 0 && ok) {
+		ok = false;
+		werr = errno;
+	}
+	if (!ok || rename(tmp, path) < 0) {
+		log_errno("lifecycle: cannot write the startup status file", ok ? errno : werr,
+			  path);
+		(void)unlink(tmp);
+	}
+}
+
+static json_t *hook_status(const struct hook_run *hr)
+{
+	return json_pack("{s:s,s:I,s:I,s:I,s:s,s:i,s:I}", "name", hr->h ? hr->h->name : "", "runs",
+			 (json_int_t)hr->runs, "failures", (json_int_t)hr->failures, "skipped",
+			 (json_int_t)hr->skipped, "last_status",
+			 hr->last_status[0] ? hr->last_status : "none", "last_exit_code",
+			 hr->last_exit, "last_finished_at", (json_int_t)hr->last_ms);
+}
+
+static void report_startup(struct runner *r, const char *status, const char *msg)
+{
+	struct rtinit *rt = rt_of(r);
+	json_t *st = json_pack("{s:s,s:s?,s:I}", "status", status, "message", msg, "timestamp",
+			       (json_int_t)now_ms());
+	if (!st)
+		return;
+	if (rt && rt->cfg.has_prestart)
+		json_object_set_new(st, "preStart", hook_status(&rt->pre));
+	if (rt && rt->initialized)
+		json_object_set_new(st, "sandboxId", json_string(rt->sandbox_id));
+	write_status_file(r, st);
+	json_decref(st);
+}
+
+/* ---- running hooks ---- */
+
+static void start_main_if_due(struct runner *r)
+{
+	const struct profile_hooks *h = r->profile->hooks;
+	if (h && h->prestart_done)
+		h->prestart_done(r);
+}
+
+static int hook_spawn(struct hook_run *hr, struct error *e)
+{
+	struct runner *r = hr->r;
+	cleanup_json json_t *argv = json_array();
+	if (!argv)
+		return error_set(e, ENOMEM, NULL, "hook");
+	for (char **a = hr->h->argv; *a; a++)
+		json_array_append_new(argv, json_string(*a));
+	struct task_spec spec = {
+		.api = TASK_API_HOOK,
+		.argv = argv,
+		.timeout_ms = (uint64_t)hr->h->timeout_s * 1000,
+		.has_timeout = true,
+		.background = true,
+		.state_in_fd = -1,
+		.state_out_fd = -1,
+	};
+	struct task *t = task_start(r, &spec, e);
+	if (!t)
+		return -1;
+	hr->task = t;
+	hr->runs++;
+	struct rtinit *rt = rt_of(r);
+	unsigned slot = rt->next_name++ % (sizeof(rt->names) / sizeof(rt->names[0]));
+	snprintf(rt->names[slot].id, sizeof(rt->names[slot].id), "%s", t->id);
+	snprintf(rt->names[slot].name, sizeof(rt->names[slot].name), "%s", hr->h->name);
+	log_info("lifecycle: hook started", "{s:s,s:s,s:i}", "hook", hr->h->name, "task", t->id,
+		 "timeout_s", (int)hr->h->timeout_s);
+	return 0;
+}
+
+static void hook_record(struct hook_run *hr, const char *status, int exit_code)
+{
+	snprintf(hr->last_status, sizeof(hr->last_status), "%s", status);
+	hr->last_exit = exit_code;
+	hr->last_ms = now_ms();
+	if (strcmp(status, "succeeded") != 0)
+		hr->failures++;
+}
+
+static void periodic_start(struct runner *r);
+
+static void prestart_end(struct runner *r, bool ok, const char *msg)
+{
+	struct rtinit *rt = rt_of(r);
+	const struct lc_hook *h = &rt->cfg.prestart;
+	snprintf(rt->prestart_msg, sizeof(rt->prestart_msg), "%s", msg);
+	if (ok || !h->abort_on_failure) {
+		rt->prestart = PS_OK;
+		log_info("lifecycle: preStart done", "{s:b,s:s,s:s}", "succeeded", ok, "message",
+			 msg, "failurePolicy", h->abort_on_failure ? "Abort" : "Continue");
+		report_startup(r, ok ? "succeeded" : "failed_continued", msg);
+		periodic_start(r);
+		start_main_if_due(r);
+		return;
+	}
+	rt->prestart = PS_FAILED;
+	log_error("lifecycle: preStart failed: the box refuses tasks (failurePolicy Abort)",
+		  "{s:s}", "message", msg);
+	report_startup(r, "failed", msg);
+}
+
+static void on_periodic(struct loop *loop, struct loop_timer *tm)
+{
+	(void)loop;
+	struct hook_run *hr = tm->arg;
+	struct runner *r = hr->r;
+	struct rtinit *rt = rt_of(r);
+	if (!rt || !rt->hooks_on || r->shutting_down)
+		return;
+	/* Never overlapping (execd's rule): a run still going skips this turn. */
+	if (hr->task) {
+		hr->skipped++;
+		return;
+	}
+	struct error e;
+	if (hook_spawn(hr, &e) < 0) {
+		hook_record(hr, "start_failed", -1);
+		log_warn("lifecycle: periodic hook not started", "{s:s,s:s}", "hook", hr->h->name,
+			 "error", e.msg);
+	}
+}
+
+static void hooks_stop(struct runner *r)
+{
+	struct rtinit *rt = rt_of(r);
+	if (!rt)
+		return;
+	rt->hooks_on = false;
+	for (unsigned i = 0; i < LC_MAX_PERIODIC; i++) {
+		struct hook_run *hr = &rt->per[i];
+		if (hr->timer_ok)
+			loop_timer_close(&r->loop, &hr->timer);
+		hr->timer_ok = false;
+		if (hr->task && !hr->task->finished)
+			task_kill(hr->task, TS_KILLED);
+		hr->task = NULL;
+	}
+	if (rt->pre.task && !rt->pre.task->finished)
+		task_kill(rt->pre.task, TS_KILLED);
+	rt->pre.task = NULL;
+}
+
+static void periodic_start(struct runner *r)
+{
+	struct rtinit *rt = rt_of(r);
+	for (unsigned i = 0; i < rt->cfg.n_periodic; i++) {
+		struct hook_run *hr = &rt->per[i];
+		memset(hr, 0, sizeof(*hr));
+		hr->r = r;
+		hr->h = &rt->cfg.periodic[i];
+		int rc = loop_timer_init(&r->loop, &hr->timer, on_periodic, hr);
+		if (rc == 0)
+			rc = loop_timer_start(&r->loop, &hr->timer,
+					      (uint64_t)hr->h->interval_s * 1000,
+					      (uint64_t)hr->h->interval_s * 1000);
+		if (rc < 0) {
+			log_errno("lifecycle: periodic hook timer", -rc, hr->h->name);
+			continue;
+		}
+		hr->timer_ok = true;
+	}
+}
+
+/* preStart first (the API refuses tasks until it is done), periodic hooks
+ * from then on; with no preStart the box is ready at once. */
+static void hooks_start(struct runner *r)
+{
+	struct rtinit *rt = rt_of(r);
+	rt->hooks_on = true;
+	memset(&rt->pre, 0, sizeof(rt->pre));
+	rt->pre.r = r;
+	rt->pre.h = &rt->cfg.prestart;
+	rt->prestart_msg[0] = 0;
+	if (!rt->cfg.has_prestart) {
+		rt->prestart = PS_NONE;
+		report_startup(r, "succeeded", "no preStart hook");
+		periodic_start(r);
+		start_main_if_due(r);
+		return;
+	}
+	rt->prestart = PS_RUNNING;
+	report_startup(r, "running", NULL);
+	struct error e;
+	if (hook_spawn(&rt->pre, &e) < 0) {
+		hook_record(&rt->pre, "start_failed", -1);
+		prestart_end(r, false, e.msg);
+	}
+}
+
+void rtinit_task_finished(struct task *t)
+{
+	struct runner *r = t->r;
+	struct rtinit *rt = rt_of(r);
+	if (!rt || t->api != TASK_API_HOOK)
+		return;
+	const char *st = task_status_name(t->status);
+	if (rt->pre.task == t) {
+		rt->pre.task = NULL;
+		hook_record(&rt->pre, st, t->exit_code);
+		char msg[200];
+		if (t->status == TS_TIMEOUT)
+			snprintf(msg, sizeof(msg), "preStart timed out after %u s and was killed",
+				 rt->cfg.prestart.timeout_s);
+		else
+			snprintf(msg, sizeof(msg), "preStart %s (exit code %d)", st, t->exit_code);
+		prestart_end(r, t->status == TS_SUCCEEDED, msg);
+		return;
+	}
+	for (unsigned i = 0; i < rt->cfg.n_periodic; i++) {
+		struct hook_run *hr = &rt->per[i];
+		if (hr->task != t)
+			continue;
+		hr->task = NULL;
+		hook_record(hr, st, t->exit_code);
+		log_json(t->status == TS_SUCCEEDED ? "info" : "warn",
+			 "lifecycle: periodic hook ended", "{s:s,s:s,s:s,s:i}", "hook", hr->h->name,
+			 "task", t->id, "status", st, "exit_code", t->exit_code);
+		return;
+	}
+}
+
+const char *rtinit_hook_name(struct runner *r, const struct task *t)
+{
+	struct rtinit *rt = rt_of(r);
+	if (!rt || !t || t->api != TASK_API_HOOK)
+		return NULL;
+	for (size_t i = 0; i < sizeof(rt->names) / sizeof(rt->names[0]); i++)
+		if (!strcmp(rt->names[i].id, t->id))
+			return rt->names[i].name;
+	return NULL;
+}
+
+/* ---- start-up: the configuration from the environment or a file ---- */
+
+static int read_small_file(const char *path, char **out, size_t *len, struct error *e)
+{
+	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return error_set(e, errno, NULL, "lifecycle config %s", path);
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return error_set(e, errno, NULL, "lifecycle config %s", path);
+	if (!S_ISREG(st.st_mode) || st.st_size > 256 * 1024)
+		return error_set(e, 0, NULL,
+				 "lifecycle config %s: not a regular file of at most 256 KiB",
+				 path);
+	char *buf = malloc((size_t)st.st_size + 1);
+	if (!buf)
+		return error_set(e, ENOMEM, NULL, "lifecycle config");
+	size_t n = 0;
+	while (n < (size_t)st.st_size) {
+		ssize_t got = read(fd, buf + n, (size_t)st.st_size - n);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			int en = errno;
+			free(buf);
+			return error_set(e, en, NULL, "lifecycle config %s", path);
+		}
+		if (got == 0)
+			break;
+		n += (size_t)got;
+	}
+	buf[n] = 0;
+	*out = buf;
+	*len = n;
+	return 0;
+}
+
+/* execd's order: the transport variable (OPEN_SANDBOX_LIFECYCLE, JSON),
+ * else EXECD_LIFECYCLE_CONFIG exactly (a file that must exist), else
+ * $HOME/.execd/lifecycle.toml if present. A configuration that is there
+ * but wrong stops the runner: a box must not start without its hooks. */
+static int load_startup_config(struct runner *r, struct error *e)
+{
+	struct rtinit *rt = rt_of(r);
+	struct lc_warnings w = {0};
+	const char *var = "OPEN_SANDBOX_LIFECYCLE";
+	char *js = getenv(var);
+	if (!js || !*js) {
+		var = "OPENSANDBOX_LIFECYCLE";
+		js = getenv(var);
+	}
+	int rc = 0;
+	const char *from = NULL;
+	if (js && *js) {
+		json_error_t jerr;
+		cleanup_json json_t *j = json_loads(js, JSON_REJECT_DUPLICATES, &jerr);
+		if (!j)
+			return error_set(e, 0, NULL, "%s is not JSON: %s", var, jerr.text);
+		rc = lc_parse_json(j, &rt->cfg, &w, e);
+		from = var;
+	} else {
+		char def[PATH_MAX];
+		const char *path = getenv("EXECD_LIFECYCLE_CONFIG");
+		bool must = path && *path;
+		if (!must) {
+			const char *home = getenv("HOME");
+			if (snprintf(def, sizeof(def), "%s/.execd/lifecycle.toml",
+				     home && *home ? home : "/root") >= (int)sizeof(def))
+				return 0;
+			path = def;
+			if (access(path, F_OK) != 0)
+				return 0;
+		}
+		cleanup_free char *text = NULL;
+		size_t len = 0;
+		if (read_small_file(path, &text, &len, e) < 0)
+			return -1;
+		rc = lc_parse_toml(text, len, &rt->cfg, &w, e);
+		from = path;
+	}
+	if (rc < 0) {
+		lc_free(&rt->cfg);
+		return error_wrap(e, "lifecycle hooks from %s", from);
+	}
+	for (unsigned i = 0; i < w.n; i++)
+		log_warn("lifecycle: ignored", "{s:s,s:s}", "from", from, "warning", w.msg[i]);
+	rt->startup = lc_to_json(&rt->cfg);
+	log_info("lifecycle hooks configured", "{s:s,s:b,s:i}", "from", from, "preStart",
+		 rt->cfg.has_prestart, "periodic", (int)rt->cfg.n_periodic);
+	return 0;
+}
+
+int rtinit_init(struct runner *r, struct error *e)
+{
+	struct rtinit *rt = calloc(1, sizeof(*rt));
+	if (!rt)
+		return error_set(e, ENOMEM, NULL, "runtime init");
+	r->profile->rt = rt;
+	return load_startup_config(r, e);
+}
+
+/* After the API is up: without --runtime-init the hooks start now (execd
+ * serves HTTP before preStart); with it they wait for the binding. */
+void rtinit_start(struct runner *r)
+{
+	struct rtinit *rt = rt_of(r);
+	if (!rt)
+		return;
+	if (r->cfg.runtime_init) {
+		log_info("runtime init: waiting for POST /internal/init", NULL);
+		return;
+	}
+	hooks_start(r);
+}
+
+bool rtinit_main_may_start(struct runner *r)
+{
+	struct rtinit *rt = rt_of(r);
+	if (!rt)
+		return true;
+	return rt->prestart != PS_RUNNING && rt->prestart != PS_FAILED;
+}
+
+void rtinit_free(struct runner *r)
+{
+	struct rtinit *rt = rt_of(r);
+	if (!rt)
+		return;
+	/* At exit the tasks are gone already (tasks_free_all ran): only the
+	 * timers are left to close. */
+	for (unsigned i = 0; i < LC_MAX_PERIODIC; i++)
+		if (rt->per[i].timer_ok)
+			loop_timer_close(&r->loop, &rt->per[i].timer);
+	lc_free(&rt->cfg);
+	json_decref(rt->startup);
+	json_decref(rt->attributes);
+	json_decref(r->sandbox_env);
+	r->sandbox_env = NULL;
+	free(rt);
+	r->profile->rt = NULL;
+}
+
+/* ---- the gate ---- */
+
+bool rtinit_blocks(struct runner *r, const char *method, const char *path, struct error *e)
+{
+	struct rtinit *rt = rt_of(r);
+	if (!rt)
+		return false;
+	static const char *const open_routes[][2] = {
+		{"GET", "/ping"},    {"GET", "/ready"},     {"*", "/internal/init"},
+		{"GET", "/metrics"}, {"POST", "/v1/reset"}, {"GET", "/v1/hardening"},
+	};
+	for (size_t i = 0; i < sizeof(open_routes) / sizeof(open_routes[0]); i++)
+		if ((!strcmp(open_routes[i][0], "*") || !strcmp(method, open_routes[i][0])) &&
+		    !strcmp(path, open_routes[i][1]))
+			return false;
+	return rtinit_admit(r, false, e) < 0;
+}
+
+int rtinit_admit(struct runner *r, bool hook, struct error *e)
+{
+	struct rtinit *rt = rt_of(r);
+	if (!rt || hook)
+		return 0;
+	if (r->cfg.runtime_init && !rt->initialized)
+		return error_set(e, 0, "NOT_INITIALIZED",
+				 "this box waits for its runtime init (POST /internal/init): no "
+				 "task runs before it");
+	if (rt->prestart == PS_RUNNING)
+		return error_set(e, 0, "STARTING",
+				 "the preStart lifecycle hook is running: no task runs before it "
+				 "ends");
+	if (rt->prestart == PS_FAILED)
+		return error_set(e, 0, "PRESTART_FAILED",
+				 "the preStart lifecycle hook failed (failurePolicy Abort): %s",
+				 rt->prestart_msg);
+	return 0;
+}
+
+/* ---- what GET /ready, /metrics and a reset show ---- */
+
+json_t *rtinit_ready(struct runner *r, unsigned *status)
+{
+	struct rtinit *rt = rt_of(r);
+	struct error e;
+	*status = 200;
+	json_t *o = json_pack("{s:b,s:s,s:i}", "initialized",
+			      !rt || !r->cfg.runtime_init || rt->initialized, "status", "ready",
+			      "runtimeInitProtocol", RTINIT_PROTOCOL_VERSION);
+	if (!o || !rt)
+		return o;
+	if (rtinit_admit(r, false, &e) < 0) {
+		*status = 503;
+		json_object_set_new(o, "status",
+				    json_string(rt->prestart == PS_RUNNING  ? "starting"
+						: rt->prestart == PS_FAILED ? "failed"
+									    : "not_initialized"));
+		json_object_set_new(o, "code", json_string(e.code));
+		json_object_set_new(o, "message", json_string(e.msg));
+	}
+	if (rt->initialized) {
+		json_object_set_new(o, "sandboxId", json_string(rt->sandbox_id));
+		json_object_set_new(o, "generation", json_integer((json_int_t)rt->generation));
+	}
+	if (rt->cfg.has_prestart || rt->cfg.n_periodic) {
+		json_t *hooks = json_object();
+		if (rt->cfg.has_prestart)
+			json_object_set_new(hooks, "preStart", hook_status(&rt->pre));
+		json_t *p = json_array();
+		for (unsigned i = 0; p && i < rt->cfg.n_periodic; i++)
+			json_array_append_new(p, hook_status(&rt->per[i]));
+		json_object_set_new(hooks, "periodic", p);
+		json_object_set_new(o, "lifecycle", hooks);
+	}
+	return o;
+}
+
+void rtinit_add_binding(struct runner *r, json_t *o)
+{
+	struct rtinit *rt = rt_of(r);
+	if (!rt || !rt->initialized || !o)
+		return;
+	json_object_set_new(o, "sandbox_id", json_string(rt->sandbox_id));
+	json_object_set_new(o, "generation", json_integer((json_int_t)rt->generation));
+	if (rt->attributes)
+		json_object_set(o, "attributes", rt->attributes);
+}
+
+void rtinit_reset_begin(struct runner *r)
+{
+	hooks_stop(r);
+}
+
+/* A reset box is a fresh one: with --runtime-init it waits for a new init
+ * (the generation must grow); without, its own hooks start again. */
+json_t *rtinit_reset_done(struct runner *r)
+{
+	struct rtinit *rt = rt_of(r);
+	if (!rt)
+		return NULL;
+	bool was = rt->initialized;
+	if (r->cfg.runtime_init) {
+		rt->initialized = false;
+		rt->sandbox_id[0] = 0;
+		json_decref(rt->attributes);
+		rt->attributes = NULL;
+		json_decref(r->sandbox_env);
+		r->sandbox_env = NULL;
+		r->auth_hash_set = false;
+		memset(r->auth_hash, 0, sizeof(r->auth_hash));
+		/* The next tenant gets the box's own hooks, not this one's. */
+		lc_free(&rt->cfg);
+		struct error e;
+		if (rt->startup && lc_parse_json(rt->startup, &rt->cfg, NULL, &e) < 0) {
+			log_error("lifecycle: the box's own hooks could not be restored", "{s:s}",
+				  "error", e.msg);
+			lc_free(&rt->cfg);
+		}
+		rt->prestart = PS_NONE;
+		log_set_context(NULL, 0);
+		/* The previous tenant's result must not read as this box's. */
+		report_startup(r, "not_initialized", "reset: waiting for POST /internal/init");
+		return json_pack("{s:b,s:b}", "unbound", was, "initialized", 0);
+	}
+	hooks_start(r);
+	return NULL;
+}
+
+/* ---- POST /internal/init ---- */
+
+bool rtinit_bound(struct runner *r, struct error *e)
+{
+	struct rtinit *rt = rt_of(r);
+	if (!rt || !rt->initialized)
+		return false;
+	error_set(e, 0, "ALREADY_INITIALIZED",
+		  "this box is already bound to sandbox %s (generation %llu): runtime init is "
+		  "one-shot",
+		  rt->sandbox_id, (unsigned long long)rt->generation);
+	return true;
+}
+
+json_t *rtinit_apply(struct runner *r, json_t *body, unsigned *status, struct error *e)
+{
+	struct rtinit *rt = rt_of(r);
+	if (rtinit_bound(r, e)) {
+		*status = 409;
+		return NULL;
+	}
+	struct rt_init_req req;
+	if (rt_parse_init(body, &req, e) < 0) {
+		rt_init_req_free(&req);
+		*status = 400;
+		return NULL;
+	}
+	if (rt->have_generation && req.generation <= rt->generation) {
+		*status = 409;
+		error_set(e, 0, "STALE_GENERATION",
+			  "generation %llu is not newer than this box's last binding (%llu)",
+			  (unsigned long long)req.generation, (unsigned long long)rt->generation);
+		rt_init_req_free(&req);
+		return NULL;
+	}
+	json_t *sandbox_env = req.envs ? json_deep_copy(req.envs) : json_object();
+	json_t *warn = json_array();
+	if (!sandbox_env || !warn) {
+		json_decref(sandbox_env);
+		json_decref(warn);
+		rt_init_req_free(&req);
+		*status = 500;
+		error_set(e, ENOMEM, NULL, "runtime init");
+		return NULL;
+	}
+	/* Checked: from here on it is applied, and the slot is used. */
+	rt->initialized = true;
+	snprintf(rt->sandbox_id, sizeof(rt->sandbox_id), "%s", req.sandbox_id);
+	rt->generation = req.generation;
+	rt->have_generation = true;
+	/* Replace semantics: the tasks' sandbox-level variables are exactly these. */
+	json_decref(r->sandbox_env);
+	r->sandbox_env = sandbox_env;
+	if (req.has_token_hash) {
+		memcpy(r->auth_hash, req.token_hash, sizeof(r->auth_hash));
+		r->auth_hash_set = true;
+	} else if (!r->cfg.token) {
+		lc_warn(&req.warnings, "no accessTokenHash and no startup token: every request is "
+				       "accepted without a token");
+	}
+	json_decref(rt->attributes);
+	rt->attributes = req.attributes ? json_deep_copy(req.attributes) : NULL;
+	if (req.attributes)
+		lc_warn(&req.warnings, "telemetry.attributes are reported on /metrics and in logs; "
+				       "there is no OTLP exporter");
+	const struct profile_hooks *ph = r->profile->hooks;
+	if (req.entrypoint_policy == RT_EP_RESTART &&
+	    !(ph && ph->restart_main && ph->restart_main(r, sandbox_env)))
+		lc_warn(&req.warnings, "entrypointPolicy restart: there is no running entrypoint "
+				       "(-- CMD) to restart");
+	if (req.has_lifecycle) {
+		hooks_stop(r);
+		lc_free(&rt->cfg);
+		rt->cfg = req.lifecycle; /* moved */
+		memset(&req.lifecycle, 0, sizeof(req.lifecycle));
+	}
+	for (unsigned i = 0; i < req.warnings.n; i++)
+		json_array_append_new(warn, json_string(req.warnings.msg[i]));
+	log_set_context(rt->sandbox_id, rt->generation);
+	log_info("runtime init applied", "{s:s,s:I,s:i,s:b,s:s,s:i,s:O?}", "sandboxId",
+		 rt->sandbox_id, "generation", (json_int_t)rt->generation, "envs",
+		 (int)json_object_size(sandbox_env), "token_hash", req.has_token_hash,
+		 "entrypointPolicy", req.entrypoint_policy == RT_EP_RESTART ? "restart" : "keep",
+		 "warnings", (int)json_array_size(warn), "attributes", rt->attributes);
+	rt_init_req_free(&req);
+	hooks_start(r);
+	*status = 200;
+	return json_pack("{s:s,s:s,s:I,s:o}", "status", "initialized", "sandboxId", rt->sandbox_id,
+			 "generation", (json_int_t)rt->generation, "warning", warn);
+}
