@@ -211,7 +211,8 @@ static const struct {
 	 "seccomp-policy landlock-roots limit-nproc limit-nofile limit-as "
 	 "limit-fsize task-memory-max task-pids-max task-cpu-max "
 	 "write-seccomp-cache insecure-no-confine"},
-	{"Profiles", "one-shot allow-reset reset-snapshot-max runtime-init lifecycle-startup-status-file"},
+	{"Profiles",
+	 "one-shot allow-reset reset-snapshot-max runtime-init lifecycle-startup-status-file"},
 	{"Model gateway", "gateway-url gateway-key-file gateway-ca gateway-proxy "
 			  "gateway-connect-timeout-ms gateway-timeout-ms model model-proxy-port "
 			  "task-max-tokens task-max-model-requests"},
@@ -1074,7 +1075,8 @@ static int check_file(const struct runner_config *cfg, const char *opt, const ch
 	struct stat st;
 	int fd = open_regular(AT_FDCWD, path, 0, SIZE_MAX, &st);
 	if (fd < 0) {
-		snprintf(why, sizeof(why), "cannot open: %s%s", open_regular_strerror(fd, &st), fix);
+		snprintf(why, sizeof(why), "cannot open: %s%s", open_regular_strerror(fd, &st),
+			 fix);
 		return bad(&s, opt, path, why);
 	}
 	close(fd);
