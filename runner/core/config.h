@@ -50,9 +50,10 @@ struct runner_config {
 	bool ping;                /* --ping: probe a running runner, then exit (ping.h) */
 
 	/* The gateway's runtime profiles (profile/profile.h). */
-	bool one_shot;               /* serve one task, then exit with its status */
-	bool allow_reset;            /* POST /v1/reset (pooled boxes) */
-	uint64_t reset_snapshot_max; /* bytes of the writable roots kept for reset */
+	bool one_shot;                 /* serve one task, then exit with its status */
+	bool allow_reset;              /* POST /v1/reset (pooled boxes) */
+	uint64_t reset_snapshot_max;   /* bytes of the writable roots kept for reset */
+	uint64_t checkpoint_max_bytes; /* distinct content all checkpoints keep */
 
 	/* Model calls (docs/design.md §7). gateway_url NULL = no model access. */
 	const char *gateway_url;

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
@@ -457,7 +458,8 @@ int ck_store_gc(struct ck_store *s, const struct ck_manifest *keep, unsigned n_k
 /* ---- take ---- */
 
 struct take {
-	struct ck_store *s; /* NULL: hash only */
+	struct ck_store *s; /* the store; its excl is never entered */
+	bool hash_only;     /* contents hashed, not stored */
 	const struct ck_root *root;
 	const struct ck_manifest *prev;
 	struct ck_manifest *m;
@@ -471,7 +473,7 @@ static bool foreign(const struct take *c, const struct kstatx *st)
 {
 	if (fsx_dev(st) != c->root->dev || (c->root->mnt_id && st->mnt_id != c->root->mnt_id))
 		return true;
-	return c->s ? (fsx_dev(st) == c->s->excl_dev && st->ino == c->s->excl_ino) : false;
+	return fsx_dev(st) == c->s->excl_dev && st->ino == c->s->excl_ino;
 }
 
 static int take_content(struct take *c, int dfd, const char *name, uint32_t idx)
@@ -533,7 +535,7 @@ static int take_content(struct take *c, int dfd, const char *name, uint32_t idx)
 	}
 	uint64_t n = 0;
 	bool cloned = false;
-	if (c->s)
+	if (!c->hash_only)
 		rc = store_put(c->s, src, st.size, e->sha, &n, &cloned);
 	else
 		rc = hash_fd(c->hbuf, src, e->sha, &n);
@@ -702,14 +704,15 @@ static int take_entry(struct take *c, int dfd, const char *name, uint32_t parent
 	}
 }
 
-int ck_take(struct ck_store *store, const struct ck_root *roots, unsigned n_roots,
+int ck_take(struct ck_store *store, bool hash_only, const struct ck_root *roots, unsigned n_roots,
 	    const struct ck_manifest *prev, struct ck_manifest *out, struct ck_take_stats *ts,
 	    struct error *e)
 {
 	memset(out, 0, sizeof(*out));
 	memset(ts, 0, sizeof(*ts));
-	struct take c = {.s = store, .prev = prev, .m = out, .ts = ts, .e = e};
-	if (!store && !(c.hbuf = malloc(BUF_BYTES)))
+	struct take c =
+		{.s = store, .hash_only = hash_only, .prev = prev, .m = out, .ts = ts, .e = e};
+	if (hash_only && !(c.hbuf = malloc(BUF_BYTES)))
 		return error_set(e, ENOMEM, NULL, "checkpoint");
 	int rc = 0;
 	for (unsigned i = 0; i < n_roots && rc == 0; i++) {
@@ -1249,7 +1252,9 @@ static void restore_entry(struct rst *c, int dfd, const char *name, uint32_t idx
 		return;
 	}
 	enum ck_type cur = exists ? type_of(st.mode) : 0;
-	bool is_root = e->parent == CK_NONE;
+	/* A checkpoint's own path is replaced or recreated only where its
+	 * parent may be written too. */
+	bool is_root = e->parent == CK_NONE && !c->root->replaceable;
 	switch (e->type) {
 	case CK_DIR: {
 		const char *action = NULL;
@@ -1435,4 +1440,30 @@ unsigned ck_restore(struct ck_store *s, const struct ck_manifest *m, const struc
 	free(c.kid_start);
 	free(c.kids);
 	return c.failures;
+}
+
+int ck_store_retire(int state_fd)
+{
+	char name[64];
+	for (unsigned i = 0; i < 1000; i++) {
+		snprintf(name, sizeof(name), STORE_DIR ".dead.%u", i);
+		if (syscall(SYS_renameat2, state_fd, STORE_DIR, state_fd, name,
+			    1 /* NOREPLACE */) == 0)
+			return 0;
+		if (errno == ENOENT)
+			return 0;
+		if (errno != EEXIST)
+			return -1;
+	}
+	errno = EEXIST;
+	return -1;
+}
+
+void ck_purge_dead(int state_fd)
+{
+	char name[64];
+	for (unsigned i = 0; i < 1000; i++) {
+		snprintf(name, sizeof(name), STORE_DIR ".dead.%u", i);
+		ck_remove_tree(state_fd, name);
+	}
 }

@@ -60,6 +60,7 @@ struct ck_root {
 	const char *name;
 	int pfd, fd;
 	uint64_t dev, mnt_id;
+	bool replaceable; /* its parent is writable too: a restore may replace or recreate it */
 };
 
 struct ck_store {
@@ -88,10 +89,10 @@ void ck_manifest_free(struct ck_manifest *m);
 long ck_find(const struct ck_manifest *m, const char *path);
 
 /* Walk roots into out. With store: contents not in prev (or changed since)
- * are read and put in the store (their SHA-256 the name); without it they
+ * are read and put in the store (their SHA-256 the name); with hash_only they
  * are hashed only (a diff against the tree as it is now). -1 with e set;
  * CK_EFULL as e->errnum when the store's bound would be passed. */
-int ck_take(struct ck_store *store, const struct ck_root *roots, unsigned n_roots,
+int ck_take(struct ck_store *store, bool hash_only, const struct ck_root *roots, unsigned n_roots,
 	    const struct ck_manifest *prev, struct ck_manifest *out, struct ck_take_stats *ts,
 	    struct error *e);
 
@@ -140,6 +141,11 @@ int ck_read_current(const struct ck_root *roots, unsigned n_roots, const char *p
 typedef void (*ck_note_fn)(void *arg, const char *action, const char *path, const char *detail);
 unsigned ck_restore(struct ck_store *s, const struct ck_manifest *m, const struct ck_root *roots,
 		    unsigned n_roots, ck_note_fn note, void *arg);
+
+/* The store dir moved aside (renamed "checkpoints.dead.N", at once), and
+ * every such one removed (long: in a worker). 0 or -errno / -1 with errno. */
+int ck_store_retire(int state_fd);
+void ck_purge_dead(int state_fd);
 
 /* Remove the directory name in dfd with everything in it (no symlink
  * followed, no other mount entered). 0 or -errno. */
