@@ -1330,7 +1330,7 @@ static void restore_entry(struct rst *c, int dfd, const char *name, uint32_t idx
 			uint64_t n;
 			struct kstatx fst;
 			if (fd >= 0 && fsx_statx(fd, "", AT_EMPTY_PATH, &fst) == 0 &&
-			    fst.ino == st.ino && fst.nlink == 1 &&
+			    fst.ino == st.ino && (fst.nlink == 1 || e->nlink > 1) &&
 			    hash_fd(c->s->buf, fd, sha, &n) == 0 && n == e->size &&
 			    !memcmp(sha, e->sha, 32)) {
 				bool same = attrs_equal(e, &fst) && xattrs_equal(c, fd, e);
