@@ -884,8 +884,9 @@ int ckpt_create(struct runner *r, struct http_req *req, struct error *e)
 	json_t *v;
 	json_object_foreach(body, key, v) {
 		if (strcmp(key, "paths") && strcmp(key, "label")) {
-			json_decref(body);
-			return error_set(e, 0, "UNKNOWN_FIELD", "unknown field '%.100s'", key);
+			error_set(e, 0, "UNKNOWN_FIELD", "unknown field '%.100s'", key);
+			json_decref(body); /* after: key is the body's */
+			return -1;
 		}
 	}
 	json_t *paths = json_object_get(body, "paths");
@@ -1057,8 +1058,9 @@ int ckpt_restore(struct runner *r, struct http_req *req, const char *id, struct 
 	json_t *v;
 	json_object_foreach(body, key, v) {
 		if (strcmp(key, "stop_tasks")) {
-			json_decref(body);
-			return error_set(e, 0, "UNKNOWN_FIELD", "unknown field '%.100s'", key);
+			error_set(e, 0, "UNKNOWN_FIELD", "unknown field '%.100s'", key);
+			json_decref(body); /* after: key is the body's */
+			return -1;
 		}
 	}
 	json_t *st = json_object_get(body, "stop_tasks");
