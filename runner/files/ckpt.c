@@ -954,7 +954,10 @@ struct rst {
 static void failed(struct rst *c, const char *path, const char *what, int err)
 {
 	char d[256];
-	snprintf(d, sizeof(d), "%s%s%s", what, err ? ": " : "", err ? strerror(err) : "");
+	snprintf(d, sizeof(d), "%s%s%s", what, err ? ": " : "",
+		 err == CK_EDEEP ? "more than 200 levels deep"
+		 : err           ? strerror(err)
+				 : "");
 	c->note(c->arg, "failed", path, d);
 	c->failures++;
 }
@@ -967,7 +970,7 @@ static int remove_any(int dfd, const char *name, const struct kstatx *st, uint64
 	if ((st->mode & S_IFMT) != S_IFDIR)
 		return unlinkat(dfd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
 	if (depth >= CK_MAX_DEPTH)
-		return -ELOOP;
+		return -CK_EDEEP;
 	int fd = fsx_open_dir_checked(dfd, name, st->ino, dev, mnt);
 	if (fd == -ENOENT)
 		return 0;
@@ -1296,16 +1299,20 @@ static void restore_entry(struct rst *c, int dfd, const char *name, uint32_t idx
 			failed(c, path, "cannot open", -fd);
 			return;
 		}
+		/* Whether it differed before: the restore's own renames in it move
+		 * its mtime, which is put back without being a change to report. */
+		struct kstatx now;
+		bool was_same = fsx_statx(fd, "", AT_EMPTY_PATH, &now) == 0 &&
+				attrs_equal(e, &now) && xattrs_equal(c, fd, e);
 		restore_children(c, fd, idx, depth);
 		/* The directory's own attributes, after all changes in it. */
-		struct kstatx now;
 		bool same = fsx_statx(fd, "", AT_EMPTY_PATH, &now) == 0 && attrs_equal(e, &now) &&
 			    xattrs_equal(c, fd, e);
 		if (!same) {
 			if ((rc = set_attrs_fd(c, fd, e)) < 0)
 				failed(c, path, "cannot set its owner, mode, times or attributes",
 				       -rc);
-			else if (!action)
+			else if (!action && !was_same)
 				action = "attributes";
 		}
 		close(fd);

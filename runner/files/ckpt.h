@@ -25,6 +25,7 @@ struct error;
 #define CK_MAX_DEPTH 200
 #define CK_MAX_ROOTS 16
 #define CK_EFULL 4200 /* the store's bound would be passed */
+#define CK_EDEEP 4201 /* a tree deeper than CK_MAX_DEPTH */
 
 enum ck_type { CK_DIR = 1, CK_REG, CK_LNK, CK_FIFO, CK_CHR, CK_BLK, CK_SOCK, CK_KEEP };
 
