@@ -877,7 +877,9 @@ int ckpt_create(struct runner *r, struct http_req *req, struct error *e)
 	struct checkpoints *c = cs_of(r);
 	if (ready(c, e) < 0)
 		return -1;
-	json_t *body = http_parse_json_object(req->body, req->body_len, true, e);
+	/* A body is required ({} for the defaults): a checkpoint of every
+	 * writable root is long work, not what an empty POST should start. */
+	json_t *body = http_parse_json_object(req->body, req->body_len, false, e);
 	if (!body)
 		return -1;
 	const char *key;

@@ -47,7 +47,7 @@ class CkBase(unittest.TestCase):
         self.addCleanup(self.r.close)
 
     def create(self, body=None, expect=201):
-        st, b = self.r.json("POST", "/v1/checkpoints", body or {})
+        st, b = self.r.json("POST", "/v1/checkpoints", body if body is not None else {})
         self.assertEqual(st, expect, b)
         return b
 
@@ -99,6 +99,8 @@ class Api(CkBase):
         os.symlink(self.R.outside, self.R.ws + "/out")
         s, e = self.r.json("POST", "/v1/checkpoints", {"paths": [self.R.ws + "/out/sentinel"]})
         self.assertEqual(s, 403, e)
+        s, _, data = self.r.request("POST", "/v1/checkpoints", b"")  # {} is the defaults
+        self.assertEqual(s, 400, data)
         s, e = self.r.json("POST", "/v1/checkpoints", {"nope": 1})
         self.assertEqual((s, e["code"]), (400, "UNKNOWN_FIELD"))
         s, e = self.r.json("POST", "/v1/checkpoints/x/restore", {"stop_tasks": "yes"})

@@ -97,7 +97,7 @@ class CkAttack(unittest.TestCase):
         self.addCleanup(self.r.close)
 
     def create(self, body=None):
-        st, b = self.r.json("POST", "/v1/checkpoints", body or {})
+        st, b = self.r.json("POST", "/v1/checkpoints", body if body is not None else {})
         self.assertEqual(st, 201, b)
         return b
 
