@@ -28,7 +28,6 @@
 #include "files/ident.h"
 #include "files/path.h"
 #include "files/udiff.h"
-#include "http/http.h"
 #include "profile/profile.h"
 #include "task/task.h"
 
@@ -62,7 +61,8 @@ struct checkpoints {
 	pid_t worker;
 	bool worker_running;
 	int out_fd;
-	struct http_req *waiter;
+	ckpt_done_fn done; /* who waits for the answer (NULL: gone) */
+	void *done_arg;
 	struct ckpt *pending; /* being created */
 	struct ckpt *target;  /* diff/restore: the checkpoint; delete: the one removed */
 	struct ckpt *to;      /* diff ?to= */
@@ -74,12 +74,6 @@ struct checkpoints {
 	struct loop_timer stop_timer; /* restore with stop_tasks: waits for them */
 	bool timer_open;
 	uint64_t stop_t0;
-};
-
-struct ck_wait {
-	struct checkpoints *c;
-	json_t *body;
-	unsigned status;
 };
 
 static struct checkpoints *cs_of(struct runner *r)
@@ -232,17 +226,13 @@ static json_t *default_paths(struct runner *r)
 
 static void respond(struct checkpoints *c, unsigned status, json_t *body)
 {
-	struct http_req *req = c->waiter;
-	c->waiter = NULL;
-	if (!req) {
+	ckpt_done_fn done = c->done;
+	c->done = NULL;
+	if (!done) {
 		json_decref(body);
 		return;
 	}
-	struct ck_wait *w = req->ctx;
-	w->body = body;
-	w->status = status;
-	w->c = NULL;
-	http_req_resume(req);
+	done(c->done_arg, status, body);
 }
 
 static void respond_error(struct checkpoints *c, unsigned status, const char *code, const char *msg)
@@ -250,7 +240,7 @@ static void respond_error(struct checkpoints *c, unsigned status, const char *co
 	(void)status;
 	struct error e = {0};
 	error_set(&e, 0, code, "%s", msg);
-	json_t *b = http_error_body(&e);
+	json_t *b = json_pack("{s:s,s:s}", "code", error_code(&e), "message", e.msg);
 	respond(c, error_http_status(&e), b);
 }
 
@@ -827,27 +817,17 @@ static int spawn(struct checkpoints *c, struct error *e)
 
 /* ---- requests ---- */
 
-static void wait_free(struct http_req *req)
+static void wait_on(struct checkpoints *c, ckpt_done_fn done, void *arg)
 {
-	struct ck_wait *w = req->ctx;
-	if (w->c && w->c->waiter == req)
-		w->c->waiter = NULL; /* the client went away: the operation still ends */
-	json_decref(w->body);
-	free(w);
-	req->ctx = NULL;
+	c->done = done;
+	c->done_arg = arg;
 }
 
-static int suspend(struct checkpoints *c, struct http_req *req, struct error *e)
+void ckpt_forget_waiter(struct runner *r, void *arg)
 {
-	struct ck_wait *w = calloc(1, sizeof(*w));
-	if (!w)
-		return error_set(e, ENOMEM, NULL, "checkpoints");
-	w->c = c;
-	req->ctx = w;
-	req->ctx_free = wait_free;
-	c->waiter = req;
-	http_req_suspend(req);
-	return 0;
+	struct checkpoints *c = cs_of(r);
+	if (c && c->done && c->done_arg == arg)
+		c->done = NULL; /* it went away: the operation still ends */
 }
 
 static int ready(struct checkpoints *c, struct error *e)
@@ -866,22 +846,21 @@ static int ready(struct checkpoints *c, struct error *e)
 static json_t *running_tasks(struct runner *r)
 {
 	json_t *a = json_array();
+	/* Tasks with a process: an agent's own (driven) task writes nothing
+	 * itself, its commands are tasks of their own. */
 	for (struct task *t = r->tasks->head; t; t = t->next)
-		if (!t->finished)
+		if (!t->finished && t->proc_running)
 			json_array_append_new(a, json_string(t->id));
 	return a;
 }
 
-int ckpt_create(struct runner *r, struct http_req *req, struct error *e)
+static int ckpt_create(struct runner *r, json_t *body, ckpt_done_fn done, void *arg,
+		       struct error *e)
 {
 	struct checkpoints *c = cs_of(r);
 	if (ready(c, e) < 0)
 		return -1;
-	/* A body is required ({} for the defaults): a checkpoint of every
-	 * writable root is long work, not what an empty POST should start. */
-	json_t *body = http_parse_json_object(req->body, req->body_len, false, e);
-	if (!body)
-		return -1;
+	json_incref(body);
 	const char *key;
 	json_t *v;
 	json_object_foreach(body, key, v) {
@@ -932,7 +911,8 @@ int ckpt_create(struct runner *r, struct http_req *req, struct error *e)
 		end_op(c);
 		return -1;
 	}
-	return suspend(c, req, e);
+	wait_on(c, done, arg);
+	return 0;
 }
 
 json_t *ckpt_list(struct runner *r, struct error *e)
@@ -965,16 +945,18 @@ json_t *ckpt_get(struct runner *r, const char *id, struct error *e)
 	return ckpt_json(c, k);
 }
 
-static int start_on(struct runner *r, struct http_req *req, const char *id, enum op op,
+static int start_on(struct runner *r, const char *id, enum op op, ckpt_done_fn done, void *arg,
 		    struct error *e)
 {
 	struct checkpoints *c = cs_of(r);
 	if (ready(c, e) < 0)
 		return -1;
 	struct ckpt *k = find(c, id);
-	if (!k)
+	if (!k) {
+		c->to = NULL;
 		return error_set(e, 0, "CHECKPOINT_NOT_FOUND", "no checkpoint '%.64s'",
 				 id ? id : "");
+	}
 	c->target = k;
 	c->op = op;
 	if (op == OP_DELETE) {
@@ -993,33 +975,33 @@ static int start_on(struct runner *r, struct http_req *req, const char *id, enum
 		end_op(c);
 		return -1;
 	}
-	return suspend(c, req, e);
+	wait_on(c, done, arg);
+	return 0;
 }
 
-int ckpt_delete(struct runner *r, struct http_req *req, const char *id, struct error *e)
-{
-	return start_on(r, req, id, OP_DELETE, e);
-}
-
-int ckpt_diff(struct runner *r, struct http_req *req, const char *id, struct error *e)
+static int ckpt_diff(struct runner *r, const char *id, json_t *args, ckpt_done_fn done, void *arg,
+		     struct error *e)
 {
 	struct checkpoints *c = cs_of(r);
 	if (ready(c, e) < 0)
 		return -1;
-	const char *to = http_query(req, "to");
-	const char *patch = http_query(req, "patch");
-	if (patch && strcmp(patch, "0") && strcmp(patch, "1") && strcmp(patch, "true") &&
-	    strcmp(patch, "false"))
-		return error_set(e, 0, "INVALID_QUERY", "patch must be 0 or 1");
-	c->patch = patch && (!strcmp(patch, "1") || !strcmp(patch, "true"));
-	c->to = NULL;
-	if (to && *to && !(c->to = find(c, to)))
+	const char *key;
+	json_t *v;
+	json_object_foreach(args, key, v) {
+		if (strcmp(key, "to") && strcmp(key, "patch"))
+			return error_set(e, 0, "UNKNOWN_FIELD", "unknown field '%.100s'", key);
+	}
+	json_t *tj = json_object_get(args, "to"), *pj = json_object_get(args, "patch");
+	if ((tj && !json_is_string(tj) && !json_is_null(tj)) || (pj && !json_is_boolean(pj)))
+		return error_set(e, 0, "INVALID_REQUEST_BODY",
+				 "to must be a checkpoint id, patch a boolean");
+	const char *to = json_string_value(tj);
+	c->patch = json_is_true(pj);
+	struct ckpt *keep_to = NULL;
+	if (to && *to && !(keep_to = find(c, to)))
 		return error_set(e, 0, "CHECKPOINT_NOT_FOUND", "no checkpoint '%.64s' (to)", to);
-	struct ckpt *keep_to = c->to;
-	if (start_on(r, req, id, OP_DIFF, e) < 0)
-		return -1;
-	c->to = keep_to;
-	return 0;
+	c->to = keep_to; /* before the worker is forked */
+	return start_on(r, id, OP_DIFF, done, arg, e);
 }
 
 static void stop_wait(struct loop *loop, struct loop_timer *t)
@@ -1030,7 +1012,7 @@ static void stop_wait(struct loop *loop, struct loop_timer *t)
 		return;
 	bool all = true;
 	for (struct task *k = c->r->tasks->head; k; k = k->next)
-		if (!k->finished)
+		if (!k->finished && k->proc_running)
 			all = false;
 	if (!all && monotonic_ms() - c->stop_t0 < STOP_WAIT_MS)
 		return;
@@ -1048,14 +1030,13 @@ static void stop_wait(struct loop *loop, struct loop_timer *t)
 	}
 }
 
-int ckpt_restore(struct runner *r, struct http_req *req, const char *id, struct error *e)
+static int ckpt_restore(struct runner *r, const char *id, json_t *body, ckpt_done_fn done,
+			void *arg, struct error *e)
 {
 	struct checkpoints *c = cs_of(r);
 	if (ready(c, e) < 0)
 		return -1;
-	json_t *body = http_parse_json_object(req->body, req->body_len, true, e);
-	if (!body)
-		return -1;
+	json_incref(body);
 	const char *key;
 	json_t *v;
 	json_object_foreach(body, key, v) {
@@ -1091,7 +1072,7 @@ int ckpt_restore(struct runner *r, struct http_req *req, const char *id, struct 
 	}
 	json_decref(running);
 	if (!n)
-		return start_on(r, req, id, OP_RESTORE, e);
+		return start_on(r, id, OP_RESTORE, done, arg, e);
 	/* Stopped first; the worker starts once every one has ended. */
 	c->target = k;
 	c->op = OP_RESTORE;
@@ -1100,25 +1081,40 @@ int ckpt_restore(struct runner *r, struct http_req *req, const char *id, struct 
 		return -1;
 	}
 	for (struct task *t = r->tasks->head; t; t = t->next)
-		if (!t->finished)
+		if (!t->finished && t->proc_running)
 			task_kill(t, TS_CANCELLED);
 	c->stop_t0 = monotonic_ms();
 	if (loop_timer_start(&r->loop, &c->stop_timer, 20, 20) < 0) {
 		end_op(c);
 		return error_set(e, errno, NULL, "checkpoints: timer");
 	}
-	return suspend(c, req, e);
+	wait_on(c, done, arg);
+	return 0;
 }
 
-json_t *ckpt_answer(struct http_req *req, unsigned *status)
+int ckpt_start(struct runner *r, enum ckpt_op op, const char *id, json_t *args, ckpt_done_fn done,
+	       void *arg, struct error *e)
 {
-	struct ck_wait *w = req->ctx;
-	if (!w || !w->body)
-		return NULL;
-	*status = w->status;
-	json_t *b = w->body;
-	w->body = NULL;
-	return b;
+	json_t *empty = args ? NULL : json_object();
+	if (!args)
+		args = empty;
+	int rc;
+	switch (op) {
+	case CKPT_CREATE:
+		rc = ckpt_create(r, args, done, arg, e);
+		break;
+	case CKPT_DIFF:
+		rc = ckpt_diff(r, id, args, done, arg, e);
+		break;
+	case CKPT_RESTORE:
+		rc = ckpt_restore(r, id, args, done, arg, e);
+		break;
+	default:
+		rc = start_on(r, id, OP_DELETE, done, arg, e);
+		break;
+	}
+	json_decref(empty);
+	return rc;
 }
 
 bool ckpt_restoring(struct runner *r)

@@ -7,7 +7,6 @@
 #include <stdbool.h>
 
 struct runner;
-struct http_req;
 struct error;
 
 int ckpt_init(struct runner *r, struct error *e);
@@ -18,13 +17,16 @@ void ckpt_drop_all(struct runner *r);
 /* A restore is running: no task starts. */
 bool ckpt_restoring(struct runner *r);
 
-/* Each starts the operation and suspends req (0), or fails (-1, e set). */
-int ckpt_create(struct runner *r, struct http_req *req, struct error *e);
-int ckpt_delete(struct runner *r, struct http_req *req, const char *id, struct error *e);
-int ckpt_diff(struct runner *r, struct http_req *req, const char *id, struct error *e);
-int ckpt_restore(struct runner *r, struct http_req *req, const char *id, struct error *e);
-/* The answer once req is resumed (NULL: none). */
-json_t *ckpt_answer(struct http_req *req, unsigned *status);
+/* The long operations: 0 when started (done(arg, status, body) is called later, from the
+ * loop, with the answer, the body the receiver's), or -1 with e set. args (borrowed; NULL:
+ * {}): create {paths?, label?}; diff {to?, patch?}; restore {stop_tasks?}; delete none. One
+ * operation at a time (409 CHECKPOINT_BUSY). */
+enum ckpt_op { CKPT_CREATE = 1, CKPT_DIFF, CKPT_RESTORE, CKPT_DELETE };
+typedef void (*ckpt_done_fn)(void *arg, unsigned status, json_t *body);
+int ckpt_start(struct runner *r, enum ckpt_op op, const char *id, json_t *args, ckpt_done_fn done,
+	       void *arg, struct error *e);
+/* The receiver arg went away: done is not called (the operation still ends). */
+void ckpt_forget_waiter(struct runner *r, void *arg);
 /* Answered at once: NULL with e set on failure. */
 json_t *ckpt_list(struct runner *r, struct error *e);
 json_t *ckpt_get(struct runner *r, const char *id, struct error *e);
