@@ -51,6 +51,9 @@ int tool_edit_file(struct tool_call *c, json_t *args);
 int tool_list_directory(struct tool_call *c, json_t *args);
 int tool_search_files(struct tool_call *c, json_t *args);
 int tool_grep(struct tool_call *c, json_t *args);
+int tool_checkpoint_create(struct tool_call *c, json_t *args);
+int tool_checkpoint_diff(struct tool_call *c, json_t *args);
+int tool_checkpoint_restore(struct tool_call *c, json_t *args);
 
 struct tool_call *tool_call_new(struct runner *r, const struct tool_ctx *ctx,
 				const struct tool_call_ops *ops, void *arg);

@@ -325,6 +325,48 @@ class Bound(CkBase):
         self.assertIn(b"checkpoint-max-bytes", p.stderr)
 
 
+class McpTools(CkBase):
+    """checkpoint_create, checkpoint_diff, checkpoint_restore in the tool layer: /mcp (and the
+    built-in agent, which lists the same tools) can undo what it did."""
+
+    def rpc(self, sid, method, params, id_=1):
+        h = {"Content-Type": "application/json", "Accept": "application/json"}
+        if sid:
+            h["Mcp-Session-Id"] = sid
+        st, hd, data = self.r.request("POST", "/mcp", json.dumps(
+            {"jsonrpc": "2.0", "id": id_, "method": method, "params": params}), h, timeout=60)
+        self.assertEqual(st, 200, data)
+        return hd, json.loads(data)
+
+    def call(self, sid, name, args):
+        _, b = self.rpc(sid, "tools/call", {"name": name, "arguments": args})
+        return b["result"]
+
+    def test_agent_undoes_its_change(self):
+        hd, _ = self.rpc(None, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                              "clientInfo": {"name": "t", "version": "1"}})
+        sid = hd["mcp-session-id"]
+        _, lst = self.rpc(sid, "tools/list", {})
+        names = {t["name"] for t in lst["result"]["tools"]}
+        self.assertTrue({"checkpoint_create", "checkpoint_diff", "checkpoint_restore"} <= names)
+        res = self.call(sid, "checkpoint_create", {"label": "before"})
+        self.assertFalse(res.get("isError"), res)
+        ck = json.loads(res["content"][0]["text"])
+        w = self.call(sid, "write_file", {"path": self.R.ws + "/edit.txt", "content": "broken\n"})
+        self.assertFalse(w.get("isError"), w)
+        d = self.call(sid, "checkpoint_diff", {"id": ck["id"], "patch": True})
+        self.assertIn("+broken", d["content"][0]["text"])
+        rr = self.call(sid, "checkpoint_restore", {"id": ck["id"]})
+        self.assertFalse(rr.get("isError"), rr)
+        with open(self.R.ws + "/edit.txt", "rb") as f:
+            self.assertEqual(f.read(), b"image content\n")
+        bad = self.call(sid, "checkpoint_diff", {"id": "nope"})
+        self.assertTrue(bad.get("isError"))
+        self.assertIn("CHECKPOINT_NOT_FOUND", bad["content"][0]["text"])
+        bad = self.call(sid, "checkpoint_restore", {})
+        self.assertTrue(bad.get("isError"))
+
+
 class ResetDrops(unittest.TestCase):
     def test_reset_drops_every_checkpoint(self):
         R = ScratchRoots()

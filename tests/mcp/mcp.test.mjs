@@ -43,6 +43,7 @@ test("initialize with a bearer token; the tools are listed with schemas", async 
     // The runner's own tools (the stdio servers' are name__tool: tested below).
     const names = tools.map((t) => t.name).filter((n) => !n.includes("__")).sort();
     assert.deepEqual(names, [
+      "checkpoint_create", "checkpoint_diff", "checkpoint_restore",
       "edit_file", "grep", "list_directory", "read_file", "run_command", "search_files",
       "write_file",
     ]);
