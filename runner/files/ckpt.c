@@ -877,40 +877,63 @@ static const struct ck_root *root_of(const struct ck_root *roots, unsigned n, co
 	return NULL;
 }
 
-int ck_read_current(const struct ck_root *roots, unsigned n_roots, const char *path, size_t max,
-		    char **buf, size_t *len)
+/* The directory holding path (opened one component at a time from its
+ * root, O_NOFOLLOW|O_DIRECTORY, never leaving the root's mount) and its
+ * last component in *base. An fd or -errno. */
+static int open_parent_of(const struct ck_root *roots, unsigned n_roots, const char *path,
+			  const char **base, const struct ck_root **root)
 {
 	const char *rest;
 	const struct ck_root *r = root_of(roots, n_roots, path, &rest);
 	if (!r)
 		return -ENOENT;
-	int fd;
+	*root = r;
 	if (!*rest) {
-		fd = openat(r->pfd, r->name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	} else {
-		if (r->fd < 0)
-			return -ENOTDIR;
-		fd = dup(r->fd);
-		char comp[NAME_MAX + 1];
-		while (fd >= 0 && *rest == '/') {
-			rest++;
-			const char *slash = strchr(rest, '/');
-			size_t l = slash ? (size_t)(slash - rest) : strlen(rest);
-			if (l > NAME_MAX) {
-				close(fd);
-				return -ENAMETOOLONG;
-			}
-			memcpy(comp, rest, l);
-			comp[l] = 0;
-			rest += l;
-			int flags = slash ? O_RDONLY | O_DIRECTORY : O_RDONLY | O_NONBLOCK;
-			int nfd = openat(fd, comp, flags | O_NOFOLLOW | O_CLOEXEC);
-			int err = errno;
-			close(fd);
-			fd = nfd;
-			errno = err;
-		}
+		*base = r->name;
+		int fd = dup(r->pfd);
+		return fd < 0 ? -errno : fd;
 	}
+	if (r->fd < 0)
+		return -ENOTDIR;
+	int fd = dup(r->fd);
+	if (fd < 0)
+		return -errno;
+	char comp[NAME_MAX + 1];
+	for (;;) {
+		rest++; /* the '/' */
+		const char *slash = strchr(rest, '/');
+		if (!slash) {
+			*base = rest;
+			return fd;
+		}
+		size_t l = (size_t)(slash - rest);
+		if (l > NAME_MAX) {
+			close(fd);
+			return -ENAMETOOLONG;
+		}
+		memcpy(comp, rest, l);
+		comp[l] = 0;
+		rest = slash;
+		struct kstatx st;
+		int rc = fsx_statx(fd, comp, AT_SYMLINK_NOFOLLOW, &st);
+		int nfd = rc < 0 ? rc : fsx_open_dir_checked(fd, comp, st.ino, r->dev, r->mnt_id);
+		close(fd);
+		if (nfd < 0)
+			return nfd;
+		fd = nfd;
+	}
+}
+
+int ck_read_current(const struct ck_root *roots, unsigned n_roots, const char *path, size_t max,
+		    char **buf, size_t *len)
+{
+	const char *base;
+	const struct ck_root *r;
+	int dfd = open_parent_of(roots, n_roots, path, &base, &r);
+	if (dfd < 0)
+		return dfd;
+	int fd = openat(dfd, base, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	close(dfd);
 	if (fd < 0)
 		return -errno;
 	struct stat st;
@@ -1404,6 +1427,83 @@ static void restore_entry(struct rst *c, int dfd, const char *name, uint32_t idx
 	}
 }
 
+static const struct ck_manifest *sort_m;
+
+static int cmp_link(const void *a, const void *b)
+{
+	const struct ck_ent *x = &sort_m->ent[*(const uint32_t *)a],
+			    *y = &sort_m->ent[*(const uint32_t *)b];
+	if (x->dev != y->dev)
+		return x->dev < y->dev ? -1 : 1;
+	if (x->ino != y->ino)
+		return x->ino < y->ino ? -1 : 1;
+	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
+}
+
+/* Hard links: names that shared an inode in the checkpoint share one again
+ * (each was restored as a file of its own first): the later names are
+ * linked to the first under a temporary name, renamed over theirs. */
+static void restore_links(struct rst *c, const struct ck_root *roots, unsigned n_roots)
+{
+	const struct ck_manifest *m = c->m;
+	uint32_t *v = malloc((m->n ? m->n : 1) * sizeof(uint32_t));
+	size_t n = 0;
+	for (size_t i = 0; v && i < m->n; i++)
+		if (m->ent[i].type == CK_REG && m->ent[i].nlink > 1 &&
+		    (m->ent[i].flags & CK_HAS_SHA))
+			v[n++] = (uint32_t)i;
+	if (!v)
+		return;
+	sort_m = m;
+	qsort(v, n, sizeof(uint32_t), cmp_link);
+	for (size_t k = 1; k < n; k++) {
+		const struct ck_ent *first = &m->ent[v[k - 1]], *e = &m->ent[v[k]];
+		if (first->dev != e->dev || first->ino != e->ino)
+			continue;
+		size_t f = k - 1; /* the group's first */
+		while (f > 0 && m->ent[v[f - 1]].dev == e->dev && m->ent[v[f - 1]].ino == e->ino)
+			f--;
+		first = &m->ent[v[f]];
+		const char *fb, *eb, *path = ck_path(m, e);
+		const struct ck_root *fr, *er;
+		int ffd = open_parent_of(roots, n_roots, ck_path(m, first), &fb, &fr);
+		int efd = ffd < 0 ? ffd : open_parent_of(roots, n_roots, path, &eb, &er);
+		struct kstatx a, b;
+		int rc = efd < 0 ? efd : fsx_statx(ffd, fb, AT_SYMLINK_NOFOLLOW, &a);
+		if (rc == 0)
+			rc = fsx_statx(efd, eb, AT_SYMLINK_NOFOLLOW, &b);
+		if (rc == 0 && (a.mode & S_IFMT) == S_IFREG &&
+		    (fsx_dev(&a) != fsx_dev(&b) || a.ino != b.ino)) {
+			char tmp[64];
+			rc = -EEXIST;
+			for (int i = 0; i < 100 && rc == -EEXIST; i++) {
+				tmp_name(c, tmp);
+				rc = linkat(ffd, fb, efd, tmp, 0) < 0 ? -errno : 0;
+			}
+			c->root = er;
+			if (rc == 0)
+				rc = put_in_place(c, efd, tmp, eb);
+			if (rc == 0 && e->parent != CK_NONE) {
+				/* The link and rename moved the directory's times. */
+				const struct ck_ent *d = &m->ent[e->parent];
+				struct timespec ts[2] = {ts_of(d->atime_sec, d->atime_nsec),
+							 ts_of(d->mtime_sec, d->mtime_nsec)};
+				if (futimens(efd, ts) < 0)
+					rc = -errno;
+			}
+			if (rc == 0)
+				c->note(c->arg, "linked", path, NULL);
+		}
+		if (rc < 0)
+			failed(c, path, "cannot link it to its first name again", -rc);
+		if (ffd >= 0)
+			close(ffd);
+		if (efd >= 0)
+			close(efd);
+	}
+	free(v);
+}
+
 unsigned ck_restore(struct ck_store *s, const struct ck_manifest *m, const struct ck_root *roots,
 		    unsigned n_roots, ck_note_fn note, void *arg)
 {
@@ -1440,6 +1540,7 @@ unsigned ck_restore(struct ck_store *s, const struct ck_manifest *m, const struc
 						      0);
 				}
 		}
+		restore_links(&c, roots, n_roots);
 	} else {
 		note(arg, "failed", "", "out of memory");
 		c.failures++;

@@ -206,6 +206,7 @@ class Restore(CkBase):
         os.mkdir(R.ws + "/empty")
         os.mkfifo(R.ws + "/fifo")
         os.link(R.ws + "/README", R.ws + "/hardlink")
+        os.mknod(R.ws + "/null", 0o620 | stat.S_IFCHR, os.makedev(1, 3))
         os.mkdir(R.ws + "/dir-to-file")
         R.put(R.ws + "/dir-to-file/in", b"in\n", 0o640)
         R.put(R.ws + "/file-to-dir", b"f\n", 0o604)
@@ -235,6 +236,9 @@ class Restore(CkBase):
         R.put(R.ws + "/new/a/b/c/f", b"new\n", 0o644)
         R.put(R.tmp + "/added", b"t\n", 0o644)
         R.put(R.agent + "/.profile", b"evil\n", 0o644)
+        os.unlink(R.ws + "/hardlink")  # the link broken: a file of its own
+        R.put(R.ws + "/hardlink", b"image readme\n", 0o644)
+        os.unlink(R.ws + "/null")
         res = self.restore(b["id"])
         self.assertTrue(res["complete"], res)
         after = full_tree(R.ws), full_tree(R.home), full_tree(R.tmp), tree(R.outside)
@@ -243,6 +247,10 @@ class Restore(CkBase):
                 self.fail("%s differs after restore:\n%s" % (name, "\n".join(
                     map(str, sorted(set(x) ^ set(y))[:20]))))
         self.assertTrue(stat.S_ISFIFO(os.lstat(R.ws + "/fifo").st_mode))
+        st = os.lstat(R.ws + "/null")
+        self.assertTrue(stat.S_ISCHR(st.st_mode) and st.st_rdev == os.makedev(1, 3))
+        self.assertEqual(os.stat(R.ws + "/README").st_ino, os.stat(R.ws + "/hardlink").st_ino)
+        self.assertEqual(os.stat(R.ws + "/README").st_nlink, 2)
         acts = {(c["action"], c["path"][len(R.base):]) for c in res["changes"]}
         for want in (("removed", "/workspace/new"), ("removed", "/tmp/added"),
                      ("created", "/workspace/delete.txt"), ("created", "/workspace/empty"),
