@@ -510,6 +510,11 @@ static int take_content(struct take *c, int dfd, const char *name, uint32_t idx)
 		src = -1;
 		errno = ESTALE;
 	}
+	if (src < 0 && errno == ENOENT && idx == m->n - 1) {
+		m->n--; /* gone meanwhile: as if it were not there */
+		c->ts->files--;
+		return 0;
+	}
 	if (src < 0) {
 		/* Not readable (or swapped meanwhile): named in the answer,
 		 * never in the store. */
@@ -679,12 +684,14 @@ static int take_entry(struct take *c, int dfd, const char *name, uint32_t parent
 	case CK_REG:
 		c->ts->files++;
 		rc = take_content(c, dfd, name, idx);
-		c->ts->bytes += m->ent[idx].size;
+		if (idx < m->n)
+			c->ts->bytes += m->ent[idx].size;
 		return rc;
 	case CK_LNK: {
 		char target[PATH_MAX];
 		ssize_t tl = readlinkat(dfd, name, target, sizeof(target));
-		if (tl < 0 && errno == EINVAL) { /* swapped meanwhile */
+		if (tl < 0 &&
+		    (errno == EINVAL || errno == ENOENT)) { /* swapped or gone meanwhile */
 			m->n--;
 			return 0;
 		}
