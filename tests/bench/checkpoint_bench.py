@@ -110,6 +110,15 @@ def measure(runner_bin, files=10000, mib=500):
                     pings.append((time.monotonic() - t0) * 1000.0)
                     time.sleep(0.01)
 
+            # the same sampling for 2 s before: what /ping costs on this machine now
+            th = threading.Thread(target=sampler)
+            th.start()
+            time.sleep(2)
+            stop.set()
+            th.join()
+            res["ping_idle_max_ms"] = max(pings) if pings else None
+            pings.clear()
+            stop.clear()
             th = threading.Thread(target=sampler)
             th.start()
             res["first_ms"], first = timed(lambda: post("/v1/checkpoints", {"paths": [ws]}))

@@ -261,7 +261,7 @@ test("stateless 2026-07-28 by raw HTTP: no session, the version on every POST", 
   assert.ok(j.result.supportedVersions.includes("2026-07-28"));
   r = await post({ jsonrpc: "2.0", id: 2, method: "tools/list", params: { _meta: meta } });
   j = await r.json();
-  assert.equal(j.result.tools.filter((t) => !t.name.includes("__")).length, 7);
+  assert.equal(j.result.tools.filter((t) => !t.name.includes("__")).length, 10); // the runner's own tools (checkpoint_* included)
   r = await fetch(URL_, {
     method: "POST", headers: { ...headers, Accept: "application/json" },
     body: JSON.stringify({ jsonrpc: "2.0", id: 3, method: "tools/call", params: { name: "run_command", arguments: { command: "echo stateless" }, _meta: meta } }),
