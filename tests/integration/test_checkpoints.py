@@ -5,7 +5,9 @@ dirs, added files removed; 409 while tasks run; stop_tasks), the store's
 bound (507), what an unchanged tree costs, and reset dropping them all."""
 import json
 import os
+import shutil
 import socket
+import subprocess
 import stat
 import sys
 import time
@@ -373,6 +375,40 @@ class McpTools(CkBase):
         self.assertIn("CHECKPOINT_NOT_FOUND", bad["content"][0]["text"])
         bad = self.call(sid, "checkpoint_restore", {})
         self.assertTrue(bad.get("isError"))
+
+
+NONROOT = ["setpriv", "--reuid=%d" % TASK_UID, "--regid=%d" % TASK_UID, "--clear-groups",
+           "--inh-caps=-all", "--"]
+
+
+def as_task_uid():
+    os.setgroups([])
+    os.setgid(TASK_UID)
+    os.setuid(TASK_UID)
+
+
+@unittest.skipUnless(shutil.which("setpriv"), "needs setpriv (util-linux)")
+class NonRoot(unittest.TestCase):
+    """A runner of the tasks' own uid (non-root mode): its tasks made directories read-only and
+    files unreadable; the restore (no CAP_DAC_OVERRIDE) still puts the tree back."""
+
+    def test_nonroot_restore(self):
+        R = ScratchRoots()
+        self.addCleanup(R.close)
+        os.unlink(R.ws + "/root-owned")  # a non-root runner cannot recreate root's files
+        r = Runner(("--landlock-roots", R.ws), wrap=NONROOT, owner=TASK_UID)
+        self.addCleanup(r.close)
+        before = tree(R.ws)
+        st, b = r.json("POST", "/v1/checkpoints", {"paths": [R.ws]})
+        self.assertEqual(st, 201, b)
+        script = ("import os\nws=%r\nopen(ws+'/src/added','w').write('x')\n"
+                  "os.chmod(ws+'/src',0o555)\nopen(ws+'/edit.txt','w').write('changed')\n"
+                  "os.chmod(ws+'/edit.txt',0)\nos.mkdir(ws+'/locked')\n"
+                  "open(ws+'/locked/f','w').write('y')\nos.chmod(ws+'/locked',0)\n" % R.ws)
+        subprocess.run(["/usr/bin/python3", "-c", script], preexec_fn=as_task_uid, check=True)
+        st, res = r.json("POST", "/v1/checkpoints/%s/restore" % b["id"], {})
+        self.assertEqual(st, 200, res)
+        self.assertEqual(tree(R.ws), before)
 
 
 class ResetDrops(unittest.TestCase):
