@@ -114,23 +114,27 @@ static int open_roots(struct checkpoints *c, json_t *paths, bool may_be_missing,
 	unsigned n = 0;
 	size_t i;
 	json_t *v;
+	int bad = 0;
 	json_array_foreach(paths, i, v) {
 		const char *p = json_string_value(v);
-		if (!p)
-			return error_set(e, 0, "INVALID_REQUEST_BODY", "paths: strings only");
-		if (n == CK_MAX_ROOTS)
-			return error_set(e, 0, "INVALID_REQUEST_BODY", "paths: at most %d",
-					 CK_MAX_ROOTS);
 		char clean[4096];
-		int rc = files_clean_path(p, strlen(p), clean, sizeof(clean));
-		if (rc < 0) {
+		if (!p)
+			bad = error_set(e, 0, "INVALID_REQUEST_BODY", "paths: strings only");
+		else if (n == CK_MAX_ROOTS)
+			bad = error_set(e, 0, "INVALID_REQUEST_BODY", "paths: at most %d",
+					CK_MAX_ROOTS);
+		else if (files_clean_path(p, strlen(p), clean, sizeof(clean)) < 0)
+			bad = error_set(e, 0, "INVALID_REQUEST_BODY",
+					"paths: '%.300s' is not an absolute path", p);
+		else if (!(list[n] = strdup(clean)))
+			bad = error_set(e, ENOMEM, NULL, "checkpoints");
+		else
+			n++;
+		if (bad < 0) {
 			for (unsigned k = 0; k < n; k++)
 				free(list[k]);
-			return error_set(e, 0, "INVALID_REQUEST_BODY",
-					 "paths: '%.300s' is not an absolute path", p);
+			return -1;
 		}
-		if (!(list[n++] = strdup(clean)))
-			return error_set(e, ENOMEM, NULL, "checkpoints");
 	}
 	qsort(list, n, sizeof(char *), cmp_path);
 	int rc = 0;
