@@ -47,6 +47,13 @@ class CkBase(unittest.TestCase):
         self.addCleanup(self.R.close)
         self.r = Runner(("--landlock-roots", self.R.roots_arg()) + tuple(self.extra_args))
         self.addCleanup(self.r.close)
+        self.addCleanup(self.clean_exit)
+
+    def clean_exit(self):
+        """SIGTERM: exit 0 (under ASan or valgrind an error or a leak shows as another code)."""
+        rc = self.r.stop()
+        if rc != 0:
+            raise AssertionError("runner exited %s; log tail:\n%s" % (rc, self.r.logtext()[-3000:]))
 
     def create(self, body=None, expect=201):
         st, b = self.r.json("POST", "/v1/checkpoints", body if body is not None else {})
@@ -279,7 +286,7 @@ class Restore(CkBase):
         b = self.create()
         s = open_stream(self.r, "/v1/tasks", {"task": "echo go; sleep 1000"})
         self.addCleanup(s.close)
-        read_until(s, b"go")
+        read_until(s, b"go", timeout=60)
         st, lst = self.r.json("GET", "/v1/tasks")
         tid = [t["id"] for t in (lst["tasks"] if isinstance(lst, dict) else lst)
                if t.get("status") == "running"][0]
