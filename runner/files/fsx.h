@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <fcntl.h> /* loff_t (musl) */
 #include <sys/types.h>
 
 /* statx(2) with its ABI layout: musl 1.2.3 has no wrapper, and the kernel's
