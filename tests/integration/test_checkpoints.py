@@ -385,6 +385,29 @@ class McpTools(CkBase):
         bad = self.call(sid, "checkpoint_restore", {})
         self.assertTrue(bad.get("isError"))
 
+    def test_run_command_reports_its_changes(self):
+        hd, _ = self.rpc(None, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                              "clientInfo": {"name": "t", "version": "1"}})
+        sid = hd["mcp-session-id"]
+        ws = self.R.ws
+        res = self.call(sid, "run_command", {
+            "command": "echo new > %s/made.txt; echo more >> %s/edit.txt; rm %s/delete.txt" %
+            (ws, ws, ws), "changes": True})
+        self.assertFalse(res.get("isError"), res)
+        ch = res["structuredContent"]["changes"]
+        self.assertEqual(ch["added"], [ws + "/made.txt"])
+        self.assertEqual(ch["modified"], [ws + "/edit.txt"])
+        self.assertEqual(ch["deleted"], [ws + "/delete.txt"])
+        self.assertIn("1 added, 1 modified, 1 deleted", res["content"][0]["text"])
+        # the checkpoint before the command undoes it
+        st, b = self.r.json("POST", "/v1/checkpoints/%s/restore" % ch["checkpoint"], {})
+        self.assertEqual(st, 200, b)
+        self.assertFalse(os.path.exists(ws + "/made.txt"))
+        self.assertTrue(os.path.exists(ws + "/delete.txt"))
+        # without changes: no checkpoint, no changes
+        res = self.call(sid, "run_command", {"command": "true"})
+        self.assertNotIn("changes", res["structuredContent"])
+
 
 NONROOT = ["setpriv", "--reuid=%d" % TASK_UID, "--regid=%d" % TASK_UID, "--clear-groups",
            "--inh-caps=-all", "--"]
