@@ -21,7 +21,7 @@ static_pkgs="gcc make musl-tools gperf cmake dpkg-dev autoconf automake libtool 
 image_pkgs="$static_pkgs busybox-static ca-certificates file debootstrap"
 # `make run`: the image, plus curl to wait for /ping
 run_pkgs="$image_pkgs curl"
-bench_pkgs="$check_pkgs tini bubblewrap firejail nginx wrk linux-perf"
+bench_pkgs="$check_pkgs tini bubblewrap firejail nginx wrk linux-perf rsync"
 fuzz_pkgs="$build_pkgs clang libclang-rt-14-dev"
 lint_pkgs="$build_pkgs python3 binutils clang-format"
 

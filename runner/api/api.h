@@ -99,6 +99,13 @@ enum MHD_Result api_hardening(struct http_req *req);
 
 /* reset.c: POST /v1/reset (profile/profile.h) */
 enum MHD_Result api_reset(struct http_req *req);
+/* checkpoints.c */
+enum MHD_Result api_checkpoint_create(struct http_req *req);
+enum MHD_Result api_checkpoint_list(struct http_req *req);
+enum MHD_Result api_checkpoint_get(struct http_req *req);
+enum MHD_Result api_checkpoint_delete(struct http_req *req);
+enum MHD_Result api_checkpoint_diff(struct http_req *req);
+enum MHD_Result api_checkpoint_restore(struct http_req *req);
 
 /* files.c: execd-compatible files and directories API */
 enum MHD_Result api_files_info(struct http_req *req);

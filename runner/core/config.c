@@ -188,6 +188,10 @@ static const struct opt_def opts[] = {
 	 "failed)"},
 	{"reset-snapshot-max", "FORCEAI_RESET_SNAPSHOT_MAX", OPT_U64, OFF(reset_snapshot_max),
 	 "268435456", "largest content of the writable roots kept for reset (bytes, at least 1)"},
+	{"checkpoint-max-bytes", "FORCEAI_CHECKPOINT_MAX_BYTES", OPT_U64, OFF(checkpoint_max_bytes),
+	 "1073741824",
+	 "bytes of distinct file content all checkpoints may keep together (POST /v1/checkpoints "
+	 "answers 507 beyond; at least 1)"},
 	{"write-seccomp-cache", "FORCEAI_WRITE_SECCOMP_CACHE", OPT_BOOL, OFF(write_seccomp_cache),
 	 "0",
 	 "compile the seccomp policy into POLICY.bpf beside it and exit (image build: starts "
@@ -212,7 +216,7 @@ static const struct {
 	 "limit-fsize task-memory-max task-pids-max task-cpu-max "
 	 "write-seccomp-cache insecure-no-confine"},
 	{"Profiles",
-	 "one-shot allow-reset reset-snapshot-max runtime-init lifecycle-startup-status-file"},
+	 "one-shot allow-reset reset-snapshot-max runtime-init lifecycle-startup-status-file checkpoint-max-bytes"},
 	{"Model gateway", "gateway-url gateway-key-file gateway-ca gateway-proxy "
 			  "gateway-connect-timeout-ms gateway-timeout-ms model model-proxy-port "
 			  "task-max-tokens task-max-model-requests"},
@@ -798,6 +802,7 @@ static int check_values(struct runner_config *cfg, const enum origin *from, stru
 		{"gateway-connect-timeout-ms", OFF(gateway_connect_timeout_ms),
 		 "must be at least 1 (a connection attempt always has a time limit)"},
 		{"reset-snapshot-max", OFF(reset_snapshot_max), "must be at least 1"},
+		{"checkpoint-max-bytes", OFF(checkpoint_max_bytes), "must be at least 1"},
 		{"limit-nproc", OFF(rlimit_nproc),
 		 "must be at least 1 (leave it unset for the built-in default)"},
 		{"limit-nofile", OFF(rlimit_nofile),

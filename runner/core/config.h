@@ -57,6 +57,7 @@ struct runner_config {
 	bool runtime_init; /* execd --runtime-init: tasks wait for POST /internal/init */
 	const char *lifecycle_status_file; /* execd --lifecycle-startup-status-file */
 	uint64_t reset_snapshot_max;       /* bytes of the writable roots kept for reset */
+	uint64_t checkpoint_max_bytes;     /* distinct content all checkpoints keep */
 
 	/* Model calls (docs/design.md §7). gateway_url NULL = no model access. */
 	const char *gateway_url;

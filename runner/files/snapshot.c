@@ -18,103 +18,20 @@
 
 #include "core/error.h"
 #include "core/statedir.h"
+#include "files/fsx.h"
 
 #define NONE UINT32_MAX
 #define HOIST_DEPTH 64     /* a deeper tree being removed is moved up to its root */
 #define MAX_RM_DEPTH 4096  /* when it cannot be moved */
 #define MAX_PASSES 1000000 /* re-reads of one directory (hoisted trees come back) */
-#define ITER_BUF 8192
 
-/* statx(2) with its ABI layout: musl 1.2.3 has no wrapper, and the kernel's
- * <linux/stat.h> clashes with libc's <sys/stat.h>. */
-struct kstatx_ts {
-	int64_t tv_sec;
-	uint32_t tv_nsec;
-	int32_t reserved;
-};
-struct kstatx {
-	uint32_t mask, blksize;
-	uint64_t attributes;
-	uint32_t nlink, uid, gid;
-	uint16_t mode, spare0;
-	uint64_t ino, size, blocks, attributes_mask;
-	struct kstatx_ts atime, btime, ctime, mtime;
-	uint32_t rdev_major, rdev_minor, dev_major, dev_minor;
-	uint64_t mnt_id;
-	uint32_t dio_mem_align, dio_offset_align;
-	uint64_t spare3[12];
-};
-#define KSTATX_BASIC 0x7ffu
-#define KSTATX_MNT_ID 0x1000u
-
-static int kstatx(int dfd, const char *name, int flags, struct kstatx *st)
-{
-	memset(st, 0, sizeof(*st));
-	if (syscall(SYS_statx, dfd, name, flags, KSTATX_BASIC | KSTATX_MNT_ID, st) < 0)
-		return -errno;
-	if (!(st->mask & KSTATX_MNT_ID))
-		st->mnt_id = 0; /* before Linux 5.8: st_dev alone decides */
-	return 0;
-}
-
-static uint64_t kdev(const struct kstatx *st)
-{
-	return makedev(st->dev_major, st->dev_minor);
-}
-
-/* ---- directory reading (getdents64, heap buffer: deep recursion) ---- */
-
-struct iter {
-	int fd;
-	long n, off;
-	char buf[ITER_BUF];
-};
-
-struct linux_dirent64 {
-	uint64_t d_ino;
-	int64_t d_off;
-	unsigned short d_reclen;
-	unsigned char d_type;
-	char d_name[];
-};
-
-static struct iter *iter_new(int fd)
-{
-	struct iter *it = malloc(sizeof(*it));
-	if (it) {
-		it->fd = fd;
-		it->n = it->off = 0;
-	}
-	return it;
-}
-
-static int iter_rewind(struct iter *it)
-{
-	it->n = it->off = 0;
-	return lseek(it->fd, 0, SEEK_SET) < 0 ? -errno : 0;
-}
-
-/* 1 with *name set, 0 at the end, -errno. Skips "." and "..". */
-static int iter_next(struct iter *it, const char **name)
-{
-	for (;;) {
-		if (it->off >= it->n) {
-			long n = syscall(SYS_getdents64, it->fd, it->buf, sizeof(it->buf));
-			if (n < 0)
-				return -errno;
-			if (n == 0)
-				return 0;
-			it->n = n;
-			it->off = 0;
-		}
-		struct linux_dirent64 *d = (struct linux_dirent64 *)(it->buf + it->off);
-		it->off += d->d_reclen;
-		if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, ".."))
-			continue;
-		*name = d->d_name;
-		return 1;
-	}
-}
+/* The shared steps (fsx.c) under this file's names. */
+#define kdev fsx_dev
+#define iter fsx_iter
+#define iter_new fsx_iter_new
+#define iter_rewind fsx_iter_rewind
+#define iter_next fsx_iter_next
+#define copy_fd fsx_copy
 
 /* ---- manifest ---- */
 
@@ -260,94 +177,16 @@ static int linkmap_get_or_put(struct linkmap *m, uint64_t ino, uint32_t idx, uin
 	return 0;
 }
 
-/* ---- extended attributes and ACLs ----
- * Kept as one blob per entry in the pool: for each attribute, a 2-byte
- * name length, the name, a 4-byte value length, the value (host order).
- * Only the namespaces a tenant could set or that carry meaning for the
- * next one: user.*, trusted.* (visible to a root runner only with
+/* ---- extended attributes and ACLs (fsx.c): one blob per entry, in the
+ * pool. Only the namespaces a tenant could set or that carry meaning for
+ * the next one: user.*, trusted.* (visible to a root runner only with
  * CAP_SYS_ADMIN, and settable by nobody less), POSIX ACLs. */
-#define XATTR_LIST_MAX_BYTES 65536
-#define XATTR_VALUE_MAX 65536
-#define XATTR_NAME_BYTES 256 /* the kernel's XATTR_NAME_MAX + 1 */
 
-static bool xattr_ours(const char *name)
-{
-	return !strncmp(name, "user.", 5) || !strncmp(name, "trusted.", 8) ||
-	       !strcmp(name, "system.posix_acl_access") ||
-	       !strcmp(name, "system.posix_acl_default");
-}
-
-/* The names on fd, NUL-separated, into a malloc'd buffer. -errno. */
-static ssize_t xattr_names(int fd, char **out)
-{
-	*out = NULL;
-	ssize_t n = flistxattr(fd, NULL, 0);
-	if (n < 0)
-		return errno == ENOTSUP ? 0 : -errno;
-	if (n == 0)
-		return 0;
-	if (n > XATTR_LIST_MAX_BYTES)
-		return -E2BIG;
-	char *b = malloc((size_t)n + 1);
-	if (!b)
-		return -ENOMEM;
-	n = flistxattr(fd, b, (size_t)n);
-	if (n < 0) {
-		int err = errno;
-		free(b);
-		return -err;
-	}
-	b[n] = 0;
-	*out = b;
-	return n;
-}
-
-/* One value; -errno (ENODATA when absent). */
-static ssize_t xattr_value(int fd, const char *name, char *buf, size_t cap)
-{
-	ssize_t v = fgetxattr(fd, name, buf, cap);
-	return v < 0 ? -errno : v;
-}
-
-/* The blob of fd's attributes, into the pool for entry idx. */
 static int take_xattrs(struct snapshot *s, int fd, uint32_t idx)
 {
-	char *names;
-	ssize_t n = xattr_names(fd, &names);
-	if (n <= 0)
-		return (int)n;
-	size_t cap = 4096, len = 0;
-	char *blob = malloc(cap), *val = malloc(XATTR_VALUE_MAX);
-	int rc = blob && val ? 0 : -ENOMEM;
-	for (char *nm = names; rc == 0 && nm < names + n; nm += strlen(nm) + 1) {
-		if (!xattr_ours(nm))
-			continue;
-		ssize_t v = xattr_value(fd, nm, val, XATTR_VALUE_MAX);
-		if (v == -ENODATA)
-			continue;
-		if (v < 0) {
-			rc = (int)v;
-			break;
-		}
-		uint16_t nl = (uint16_t)strlen(nm);
-		uint32_t vl = (uint32_t)v;
-		size_t need = len + 2 + nl + 4 + vl;
-		if (need > cap) {
-			while (cap < need)
-				cap *= 2;
-			char *nb = realloc(blob, cap);
-			if (!nb) {
-				rc = -ENOMEM;
-				break;
-			}
-			blob = nb;
-		}
-		memcpy(blob + len, &nl, 2);
-		memcpy(blob + len + 2, nm, nl);
-		memcpy(blob + len + 2 + nl, &vl, 4);
-		memcpy(blob + len + 6 + nl, val, vl);
-		len = need;
-	}
+	char *blob;
+	size_t len;
+	int rc = fsx_xattrs_take(fd, &blob, &len);
 	if (rc == 0 && len) {
 		uint32_t off;
 		rc = pool_add(s, blob, len, &off);
@@ -356,84 +195,20 @@ static int take_xattrs(struct snapshot *s, int fd, uint32_t idx)
 			s->ent[idx].xattr_len = (uint32_t)len;
 		}
 	}
-	free(names);
 	free(blob);
-	free(val);
 	return rc;
 }
 
-/* Walks an entry's blob: the next attribute, or false at its end. */
-static bool blob_next(const char *blob, size_t len, size_t *pos, char *name, size_t namecap,
-		      const char **value, uint32_t *vlen)
-{
-	if (*pos + 2 > len)
-		return false;
-	uint16_t nl;
-	memcpy(&nl, blob + *pos, 2);
-	if (*pos + 6 + nl > len || nl >= namecap)
-		return false;
-	memcpy(name, blob + *pos + 2, nl);
-	name[nl] = 0;
-	memcpy(vlen, blob + *pos + 2 + nl, 4);
-	if (*pos + 6 + nl + *vlen > len)
-		return false;
-	*value = blob + *pos + 6 + nl;
-	*pos += 6 + nl + *vlen;
-	return true;
-}
-
-/* Make fd's attributes exactly entry e's: a tenant's added ones removed,
- * changed or removed ones set again. Returns how many were changed, or
- * -errno. `tolerant`: a non-root runner's EPERM on what it does not own
- * (no task of its uid could have changed that either) is not an error. */
 static int restore_xattrs(int fd, const struct snapshot *s, const struct snap_entry *e,
 			  bool tolerant)
 {
-	char *names;
-	ssize_t n = xattr_names(fd, &names);
-	if (n < 0)
-		return (int)n;
-	const char *blob = s->pool + e->xattr_off;
-	size_t blen = e->xattr_len;
-	int changed = 0, rc = 0;
-	char name[XATTR_NAME_BYTES], *val = malloc(XATTR_VALUE_MAX);
-	if (!val) {
-		free(names);
-		return -ENOMEM;
-	}
-	/* Added by a tenant: removed. */
-	for (char *nm = names; n > 0 && nm < names + n && rc == 0; nm += strlen(nm) + 1) {
-		if (!xattr_ours(nm))
-			continue;
-		bool kept = false;
-		size_t pos = 0;
-		const char *v;
-		uint32_t vl;
-		while (!kept && blob_next(blob, blen, &pos, name, sizeof(name), &v, &vl))
-			kept = !strcmp(name, nm);
-		if (kept)
-			continue;
-		if (fremovexattr(fd, nm) == 0)
-			changed++;
-		else if (errno != ENODATA && !(tolerant && (errno == EPERM || errno == EACCES)))
-			rc = -errno;
-	}
-	/* The snapshot's: set where missing or different. */
-	size_t pos = 0;
-	const char *v;
-	uint32_t vl;
-	while (rc == 0 && blob_next(blob, blen, &pos, name, sizeof(name), &v, &vl)) {
-		ssize_t cur = xattr_value(fd, name, val, XATTR_VALUE_MAX);
-		if (cur == (ssize_t)vl && !memcmp(val, v, vl))
-			continue;
-		if (fsetxattr(fd, name, v, vl, 0) == 0)
-			changed++;
-		else if (!(tolerant && (errno == EPERM || errno == EACCES)))
-			rc = -errno;
-	}
-	free(val);
-	free(names);
-	return rc < 0 ? rc : changed;
+	return fsx_xattrs_restore(fd, s->pool + e->xattr_off, e->xattr_len, tolerant);
+}
+
+static int open_dir_checked(int dfd, const char *name, const struct kstatx *want,
+			    const struct snap_root *root)
+{
+	return fsx_open_dir_checked(dfd, name, want->ino, root->dev, root->mnt_id);
 }
 
 struct take_ctx {
@@ -446,61 +221,6 @@ struct take_ctx {
 	struct linkmap links;
 	struct error *e;
 };
-
-/* Copy src into dst: from src's position to its end (len UINT64_MAX), or
- * len bytes from *src_off; dst at its position. copy_file_range, else
- * read/write. */
-static int copy_fd(int src, loff_t *src_off, uint64_t len, int dst, uint64_t *copied)
-{
-	bool plain = false;
-	char *buf = NULL;
-	while (len) {
-		ssize_t n;
-		size_t chunk = len < (1u << 20) ? (size_t)len : (1u << 20);
-		if (!plain) {
-			n = copy_file_range(src, src_off, dst, NULL, chunk, 0);
-			if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS ||
-				      errno == EOPNOTSUPP)) {
-				plain = true;
-				continue;
-			}
-		} else {
-			if (!buf && !(buf = malloc(65536)))
-				return -ENOMEM;
-			size_t want = chunk < 65536 ? chunk : 65536;
-			n = src_off ? pread(src, buf, want, *src_off) : read(src, buf, want);
-			if (n > 0 && src_off)
-				*src_off += n;
-			if (n > 0) {
-				for (ssize_t w = 0; w < n;) {
-					ssize_t k = write(dst, buf + w, (size_t)(n - w));
-					if (k < 0) {
-						if (errno == EINTR)
-							continue;
-						int err = errno;
-						free(buf);
-						return -err;
-					}
-					w += k;
-				}
-			}
-		}
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			int err = errno;
-			free(buf);
-			return -err;
-		}
-		if (n == 0)
-			break;
-		*copied += (uint64_t)n;
-		if (len != UINT64_MAX)
-			len -= (uint64_t)n;
-	}
-	free(buf);
-	return len && len != UINT64_MAX ? -EIO : 0;
-}
 
 static int take_file(struct take_ctx *c, int dfd, const char *name, uint32_t idx,
 		     const struct kstatx *st)
@@ -546,9 +266,6 @@ static int cmp_name_ref(const void *a, const void *b)
 {
 	return strcmp(((const struct name_ref *)a)->name, ((const struct name_ref *)b)->name);
 }
-
-static int open_dir_checked(int dfd, const char *name, const struct kstatx *want,
-			    const struct snap_root *root);
 
 /* One directory: its children become contiguous entries, sorted by name;
  * then each child directory in turn. */
@@ -618,7 +335,7 @@ static int take_dir(struct take_ctx *c, int dfd, uint32_t di, int depth)
 		struct snap_entry *e = &s->ent[idx];
 		name = ent_name(s, e);
 		struct kstatx st;
-		if ((rc = kstatx(dfd, name, AT_SYMLINK_NOFOLLOW, &st)) < 0)
+		if ((rc = fsx_statx(dfd, name, AT_SYMLINK_NOFOLLOW, &st)) < 0)
 			return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s", name,
 					 c->root->path);
 		ent_fill(e, &st);
@@ -681,53 +398,6 @@ static int take_dir(struct take_ctx *c, int dfd, uint32_t di, int depth)
 	return 0;
 }
 
-/* A directory a tenant took its own rights away from (chmod 0): a root
- * runner opens it anyway (CAP_DAC_OVERRIDE), a non-root runner is its owner
- * (tasks share its uid) and gives the rights back first, on the very inode
- * examined (O_PATH, no symlink followed). -errno on failure. */
-static int open_own_dir(int dfd, const char *name, const struct kstatx *want)
-{
-	int pfd = openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (pfd < 0)
-		return -errno;
-	struct kstatx st;
-	int rc = kstatx(pfd, "", AT_EMPTY_PATH, &st);
-	if (rc == 0 && (st.ino != want->ino || st.uid != geteuid()))
-		rc = -EACCES;
-	char path[40];
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", pfd);
-	if (rc == 0 && chmod(path, (mode_t)((st.mode | 0700) & 07777)) < 0)
-		rc = -errno;
-	int fd = rc < 0 ? rc : openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 && rc == 0)
-		fd = -errno;
-	close(pfd);
-	return fd;
-}
-
-/* openat(O_NOFOLLOW|O_DIRECTORY), then make sure it is the directory that
- * was examined, on the root's mount. */
-static int open_dir_checked(int dfd, const char *name, const struct kstatx *want,
-			    const struct snap_root *root)
-{
-	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 && errno == EACCES)
-		fd = open_own_dir(dfd, name, want);
-	else if (fd < 0)
-		fd = -errno;
-	if (fd < 0)
-		return fd;
-	struct kstatx st;
-	int rc = kstatx(fd, "", AT_EMPTY_PATH, &st);
-	if (rc == 0 && (st.ino != want->ino || other_mount(root, &st)))
-		rc = -ESTALE;
-	if (rc < 0) {
-		close(fd);
-		return rc;
-	}
-	return fd;
-}
-
 /* The store: one unnamed file in the state dir (gone with the runner). */
 static int store_open(struct snapshot *s, struct error *e)
 {
@@ -750,7 +420,7 @@ int snapshot_take(struct snapshot *s, const char *const *roots, unsigned n_roots
 	for (unsigned i = 0; i < SNAP_MAX_ROOTS; i++)
 		s->roots[i].fd = -1;
 	struct kstatx st;
-	int rc = state_dir_fd >= 0 ? kstatx(state_dir_fd, "", AT_EMPTY_PATH, &st) : 0;
+	int rc = state_dir_fd >= 0 ? fsx_statx(state_dir_fd, "", AT_EMPTY_PATH, &st) : 0;
 	if (rc < 0)
 		return error_set(e, -rc, NULL, "cannot examine the state dir");
 	if (state_dir_fd >= 0) {
@@ -783,7 +453,7 @@ int snapshot_take(struct snapshot *s, const char *const *roots, unsigned n_roots
 					 roots[i]);
 		struct snap_root *root = &s->roots[s->n_roots];
 		root->fd = fd;
-		if ((rc = kstatx(fd, "", AT_EMPTY_PATH, &st)) < 0)
+		if ((rc = fsx_statx(fd, "", AT_EMPTY_PATH, &st)) < 0)
 			return error_set(e, -rc, NULL, "cannot examine '%s'", roots[i]);
 		bool dup = false;
 		for (unsigned j = 0; j < s->n_roots; j++)
@@ -813,7 +483,7 @@ int snapshot_take(struct snapshot *s, const char *const *roots, unsigned n_roots
 		uint32_t idx;
 		if ((rc = ent_add(s, &idx)) < 0)
 			return error_set(e, -rc, NULL, "reset snapshot");
-		if ((rc = kstatx(root->fd, "", AT_EMPTY_PATH, &st)) < 0)
+		if ((rc = fsx_statx(root->fd, "", AT_EMPTY_PATH, &st)) < 0)
 			return error_set(e, -rc, NULL, "cannot examine '%s'", root->path);
 		ent_fill(&s->ent[idx], &st);
 		s->ent[idx].type = SNAP_DIR;
@@ -985,7 +655,7 @@ static int dir_writable(struct rctx *c, int fd)
 	if (c->root_user)
 		return 0;
 	struct kstatx st;
-	int rc = kstatx(fd, "", AT_EMPTY_PATH, &st);
+	int rc = fsx_statx(fd, "", AT_EMPTY_PATH, &st);
 	if (rc < 0)
 		return error_set(c->e, -rc, NULL, "cannot examine a directory under %s",
 				 c->root->path);
@@ -1012,7 +682,7 @@ static int remove_contents(struct rctx *c, int fd, int depth)
 			break;
 		while ((rc = iter_next(it, &name)) > 0) {
 			struct kstatx st;
-			rc = kstatx(fd, name, AT_SYMLINK_NOFOLLOW, &st);
+			rc = fsx_statx(fd, name, AT_SYMLINK_NOFOLLOW, &st);
 			if (rc == -ENOENT)
 				continue;
 			if (rc < 0)
@@ -1053,7 +723,7 @@ static int set_attrs_fd(struct rctx *c, int fd, struct snap_entry *e, const char
 	 * owner nor the mode of what it does not own (/tmp itself), and a task
 	 * sharing its uid could not have changed them either. */
 	struct kstatx st;
-	int rc = kstatx(fd, "", AT_EMPTY_PATH, &st);
+	int rc = fsx_statx(fd, "", AT_EMPTY_PATH, &st);
 	if (rc < 0)
 		return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s", name,
 				 c->root->path);
@@ -1061,7 +731,7 @@ static int set_attrs_fd(struct rctx *c, int fd, struct snap_entry *e, const char
 	    (c->root_user || errno != EPERM))
 		return error_set(c->e, errno, NULL, "cannot chown '%s' under %s", name,
 				 c->root->path);
-	if ((rc = kstatx(fd, "", AT_EMPTY_PATH, &st)) < 0) /* a chown clears set-id bits */
+	if ((rc = fsx_statx(fd, "", AT_EMPTY_PATH, &st)) < 0) /* a chown clears set-id bits */
 		return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s", name,
 				 c->root->path);
 	if ((st.mode & 07777) != (e->mode & 07777) && fchmod(fd, e->mode & 07777) < 0)
@@ -1073,7 +743,7 @@ static int set_attrs_fd(struct rctx *c, int fd, struct snap_entry *e, const char
 	if (futimens(fd, ts) < 0 && (c->root_user || errno != EPERM || st.uid == geteuid()))
 		return error_set(c->e, errno, NULL, "cannot set the time of '%s' under %s", name,
 				 c->root->path);
-	rc = kstatx(fd, "", AT_EMPTY_PATH, &st);
+	rc = fsx_statx(fd, "", AT_EMPTY_PATH, &st);
 	if (rc < 0)
 		return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s", name,
 				 c->root->path);
@@ -1101,7 +771,7 @@ static int set_attrs_at(struct rctx *c, int dfd, const char *name, struct snap_e
 		return error_set(c->e, errno, NULL, "cannot set the time of '%s' under %s", name,
 				 c->root->path);
 	struct kstatx st;
-	int rc = kstatx(dfd, name, AT_SYMLINK_NOFOLLOW, &st);
+	int rc = fsx_statx(dfd, name, AT_SYMLINK_NOFOLLOW, &st);
 	if (rc < 0)
 		return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s", name,
 				 c->root->path);
@@ -1156,7 +826,7 @@ static int create_entry(struct rctx *c, int dfd, uint32_t idx, int depth)
 			return error_set(c->e, errno, NULL, "cannot create '%s' under %s", name,
 					 c->root->path);
 		struct kstatx st;
-		int rc = kstatx(dfd, name, AT_SYMLINK_NOFOLLOW, &st);
+		int rc = fsx_statx(dfd, name, AT_SYMLINK_NOFOLLOW, &st);
 		if (rc < 0)
 			return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s", name,
 					 c->root->path);
@@ -1238,7 +908,7 @@ static int restore_dir(struct rctx *c, int dfd, uint32_t di, int depth)
 			break;
 		while ((rc = iter_next(it, &name)) > 0) {
 			struct kstatx st;
-			rc = kstatx(dfd, name, AT_SYMLINK_NOFOLLOW, &st);
+			rc = fsx_statx(dfd, name, AT_SYMLINK_NOFOLLOW, &st);
 			if (rc == -ENOENT)
 				continue;
 			if (rc < 0)
@@ -1308,7 +978,7 @@ static int restore_dir(struct rctx *c, int dfd, uint32_t di, int depth)
 	 * ACL would decide the modes of what the next tenant creates), then
 	 * owner, mode and (after all changes in it) mtime as they were. */
 	struct kstatx st;
-	if ((rc = kstatx(dfd, "", AT_EMPTY_PATH, &st)) < 0) {
+	if ((rc = fsx_statx(dfd, "", AT_EMPTY_PATH, &st)) < 0) {
 		error_set(c->e, -rc, NULL, "cannot examine a directory under '%s'", c->root->path);
 		goto fail;
 	}
@@ -1322,7 +992,7 @@ static int restore_dir(struct rctx *c, int dfd, uint32_t di, int depth)
 	}
 	if (xr > 0) {
 		c->st->attrs_fixed++;
-		if ((rc = kstatx(dfd, "", AT_EMPTY_PATH, &st)) < 0) {
+		if ((rc = fsx_statx(dfd, "", AT_EMPTY_PATH, &st)) < 0) {
 			error_set(c->e, -rc, NULL, "cannot examine a directory under '%s'",
 				  c->root->path);
 			goto fail;
@@ -1365,7 +1035,7 @@ static int open_parent(struct rctx *c, uint32_t idx)
 	while (n) {
 		uint32_t p = chain[--n];
 		struct kstatx st;
-		int rc = kstatx(fd, ent_name(s, &s->ent[p]), AT_SYMLINK_NOFOLLOW, &st);
+		int rc = fsx_statx(fd, ent_name(s, &s->ent[p]), AT_SYMLINK_NOFOLLOW, &st);
 		int nfd = rc < 0 ? rc : open_dir_checked(fd, ent_name(s, &s->ent[p]), &st, c->root);
 		close(fd);
 		if (nfd < 0)
@@ -1398,7 +1068,7 @@ static int restore_links(struct rctx *c)
 			rc = error_set(c->e, errno, NULL, "cannot link '%s' under %s",
 				       ent_name(s, e), c->root->path);
 		struct kstatx st;
-		if (rc == 0 && kstatx(to, ent_name(s, e), AT_SYMLINK_NOFOLLOW, &st) == 0) {
+		if (rc == 0 && fsx_statx(to, ent_name(s, e), AT_SYMLINK_NOFOLLOW, &st) == 0) {
 			first->ino = st.ino; /* a new link changed the shared ctime */
 			first->ctime_sec = st.ctime.tv_sec;
 			first->ctime_nsec = st.ctime.tv_nsec;
@@ -1431,7 +1101,7 @@ int snapshot_restore(struct snapshot *s, struct restore_stats *st, struct error 
 		/* The root's path must still name the directory held open since
 		 * start (the walk itself only uses the descriptor). */
 		struct kstatx now;
-		int k = kstatx(AT_FDCWD, c.root->path, 0, &now);
+		int k = fsx_statx(AT_FDCWD, c.root->path, 0, &now);
 		if (k < 0 || kdev(&now) != c.root->dev || now.ino != c.root->ino) {
 			rc = error_set(e, k < 0 ? -k : 0, NULL,
 				       "writable root '%s' is no longer the directory it was",

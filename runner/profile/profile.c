@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
+#include "profile/checkpoint.h"
 #include "task/task.h"
 
 /* reset.c */
@@ -26,6 +27,8 @@ int profile_init(struct runner *r, const struct profile_hooks *hooks, struct err
 	r->profile->hooks = hooks;
 	if (rtinit_init(r, e) < 0)
 		return -1;
+	if (ckpt_init(r, e) < 0)
+		return -1;
 	if (r->cfg.allow_reset)
 		return reset_init(r, e);
 	return 0;
@@ -33,6 +36,8 @@ int profile_init(struct runner *r, const struct profile_hooks *hooks, struct err
 
 void profile_abort(struct runner *r)
 {
+	if (r->profile && r->profile->ckpt)
+		ckpt_abort(r);
 	if (r->profile && r->profile->reset)
 		reset_abort(r);
 }
@@ -44,6 +49,7 @@ void profile_free(struct runner *r)
 	if (r->profile->reset)
 		reset_free(r);
 	rtinit_free(r);
+	ckpt_free_all(r);
 	free(r->profile);
 	r->profile = NULL;
 }
@@ -57,6 +63,9 @@ int profile_admit(struct runner *r, const struct task_spec *spec, struct error *
 		return error_set(e, 0, "RESETTING",
 				 "a reset (POST /v1/reset) is in progress: no task starts until it "
 				 "is done");
+	if (ckpt_restoring(r))
+		return error_set(e, 0, "CHECKPOINT_RESTORING",
+				 "a checkpoint is being restored: no task starts until it is done");
 	const char *failed = p->reset ? reset_failure(r) : NULL;
 	if (failed)
 		return error_set(e, 0, "RESET_FAILED",

@@ -38,6 +38,8 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
+#include "files/ckpt.h"
+#include "profile/checkpoint.h"
 #include "core/signals.h"
 #include "core/util.h"
 #include "files/snapshot.h"
@@ -580,14 +582,18 @@ static _Noreturn void worker_main(struct reset *rs, int out)
 	signals_reset_child();
 	/* Client sockets must not stay open in here (a connection the runner
 	 * closes would linger until we exit). */
-	int keep[SNAP_MAX_ROOTS + 2];
+	int keep[SNAP_MAX_ROOTS + 3];
 	unsigned nk = snapshot_fds(&rs->snap, keep, SNAP_MAX_ROOTS + 1);
 	keep[nk++] = out;
+	if (r->state_dir_fd >= 0)
+		keep[nk++] = r->state_dir_fd;
 	close_all_but(keep, nk);
 	umask(0);
 	uint64_t t0 = monotonic_ms();
 	struct restore_stats st;
 	struct error e = {0};
+	if (r->state_dir_fd >= 0)
+		ck_purge_dead(r->state_dir_fd); /* the checkpoints dropped (ckpt_drop_all) */
 	int rc = snapshot_restore(&rs->snap, &st, &e);
 	if (rc == 0)
 		rc = envs_restore(rs, &e);
@@ -886,6 +892,7 @@ int reset_start(struct runner *r, struct http_req *req, struct error *e)
 	rs->tokens = modelproxy_revoke_all(r, &rs->proxy_requests);
 	rs->conversations = conv_forget_all(r);
 	tasks_kill_all(r, true);
+	ckpt_drop_all(r); /* the tenant's checkpoints: gone with it */
 	/* Non-root mode: the state dir is of the tasks' uid (outside their
 	 * Landlock roots, but chmod is not Landlock's): its mode comes back. */
 	if (r->state_dir_fd >= 0 && fchmod(r->state_dir_fd, 0700) < 0)

@@ -8,14 +8,21 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "profile/checkpoint.h"
 #include "task/env.h"
 #include "task/task.h"
 #include "tools/internal.h"
 
 #define COMMAND_TIMEOUT_MAX (7ULL * 24 * 3600 * 1000)
+#define CHANGES_LISTED 100 /* paths named per kind; counts beyond */
 
 static void command_stop(struct tool_call *c)
 {
+	if (c->ck_waiting) /* cancelled while a checkpoint runs: it ends, unheard */
+		ckpt_forget_waiter(c->r, c);
+	c->ck_waiting = false;
+	json_decref(c->cmd_args);
+	c->cmd_args = NULL;
 	if (c->rd_attached) {
 		task_reader_detach(&c->rd);
 		c->rd_attached = false;
@@ -59,6 +66,53 @@ static void result(struct tool_call *c)
 	buf_free(&e);
 }
 
+static void changes_failed(struct tool_call *c, const struct error *e)
+{
+	json_object_set_new(c->res.structured, "changes",
+			    json_pack("{s:s,s:s}", "checkpoint", c->ck_id, "error", e->msg));
+	buf_appendf(&c->res.text, "\n[changes unknown: %s]\n", e->msg);
+}
+
+/* The diff's answer as {checkpoint, added, modified, deleted (paths, at most
+ * CHANGES_LISTED each), counts}; concurrent tasks in the tree show too (the diff says the tree
+ * changed, not who changed it). */
+static void on_diff(void *arg, unsigned status, json_t *body)
+{
+	struct tool_call *c = arg;
+	c->ck_waiting = false;
+	if (status != 200) {
+		struct error e = {0};
+		error_set(&e, 0, NULL, "%s", json_string_value(json_object_get(body, "message")));
+		changes_failed(c, &e);
+	} else {
+		json_t *lists[3] = {json_array(), json_array(), json_array()};
+		static const char *const kinds[3] = {"added", "modified", "deleted"};
+		size_t i;
+		json_t *ch;
+		json_array_foreach(json_object_get(body, "changes"), i, ch) {
+			const char *k = json_string_value(json_object_get(ch, "change"));
+			for (int j = 0; j < 3; j++)
+				if (k && !strcmp(k, kinds[j]) &&
+				    json_array_size(lists[j]) < CHANGES_LISTED)
+					json_array_append(lists[j], json_object_get(ch, "path"));
+		}
+		json_t *counts = json_object_get(body, "counts");
+		json_object_set_new(c->res.structured, "changes",
+				    json_pack("{s:s,s:o,s:o,s:o,s:O,s:O}", "checkpoint", c->ck_id,
+					      "added", lists[0], "modified", lists[1], "deleted",
+					      lists[2], "counts", counts, "truncated",
+					      json_object_get(body, "truncated")));
+		buf_appendf(
+			&c->res.text,
+			"\n[changes since checkpoint %s: %lld added, %lld modified, %lld deleted]\n",
+			c->ck_id, (long long)json_integer_value(json_object_get(counts, "added")),
+			(long long)json_integer_value(json_object_get(counts, "modified")),
+			(long long)json_integer_value(json_object_get(counts, "deleted")));
+	}
+	json_decref(body);
+	tool_call_finish(c);
+}
+
 static void on_wake(struct task_reader *rd)
 {
 	struct tool_call *c = (struct tool_call *)((char *)rd - offsetof(struct tool_call, rd));
@@ -88,6 +142,17 @@ static void on_wake(struct task_reader *rd)
 	c->rd_attached = false;
 	result(c);
 	c->child = NULL;
+	if (c->changes) {
+		/* What the command changed: the checkpoint taken before, against
+		 * the tree now. */
+		struct error e = {0};
+		json_t *a = json_object();
+		c->ck_waiting = ckpt_start(c->r, CKPT_DIFF, c->ck_id, a, on_diff, c, &e) == 0;
+		json_decref(a);
+		if (c->ck_waiting)
+			return;
+		changes_failed(c, &e);
+	}
 	tool_call_finish(c);
 }
 
@@ -97,7 +162,54 @@ void tool_call_resume(struct tool_call *c)
 		on_wake(&c->rd);
 }
 
+static int start_command(struct tool_call *c, json_t *args);
+
+/* The checkpoint before the command is taken: the command starts. */
+static void on_created(void *arg, unsigned status, json_t *body)
+{
+	struct tool_call *c = arg;
+	c->ck_waiting = false;
+	const char *id = json_string_value(json_object_get(body, "id"));
+	if (status != 201 || !id) {
+		tool_result_fail(&c->res, "changes: the checkpoint before the command failed: %s",
+				 json_string_value(json_object_get(body, "message")));
+		json_decref(body);
+		tool_call_finish(c);
+		return;
+	}
+	snprintf(c->ck_id, sizeof(c->ck_id), "%s", id);
+	json_decref(body);
+	json_t *args = c->cmd_args;
+	c->cmd_args = NULL;
+	int rc = start_command(c, args);
+	json_decref(args);
+	if (rc == 0)
+		tool_call_finish(c);
+}
+
 int tool_run_command(struct tool_call *c, json_t *args)
+{
+	bool changes = false;
+	if (tool_arg_bool(c, args, "changes", &changes) < 0)
+		return 0;
+	c->release = command_stop;
+	if (!changes)
+		return start_command(c, args);
+	/* A checkpoint first (the command must not run before it is
+	 * taken); the arguments are checked when the command starts. */
+	c->changes = true;
+	c->cmd_args = json_incref(args);
+	json_t *a = json_pack("{s:s}", "label", "run_command");
+	struct error e = {0};
+	int rc = ckpt_start(c->r, CKPT_CREATE, NULL, a, on_created, c, &e);
+	json_decref(a);
+	if (rc < 0)
+		return tool_result_fail(&c->res, "changes: %s: %s", error_code(&e), e.msg);
+	c->ck_waiting = true;
+	return 1;
+}
+
+static int start_command(struct tool_call *c, json_t *args)
 {
 	const char *command, *cwd;
 	size_t clen;
@@ -130,7 +242,6 @@ int tool_run_command(struct tool_call *c, json_t *args)
 				 .network = c->ctx.network,
 				 .state_in_fd = -1,
 				 .state_out_fd = -1};
-	c->release = command_stop;
 	c->started_ms = now_ms();
 	struct task *t = task_start(c->r, &spec, &err);
 	if (!t)

@@ -40,6 +40,11 @@ struct tool_call {
 	bool rd_attached;
 	struct tool_outcap all, out, err;
 	uint64_t started_ms;
+	/* run_command with changes: a checkpoint before (its id), a diff after. */
+	bool changes;
+	bool ck_waiting;  /* a checkpoint operation will call back */
+	json_t *cmd_args; /* kept until the command starts */
+	char ck_id[24];
 };
 
 /* Each tool: 0 when done (c->res set), 1 when it goes on (tool_call_finish later). */
@@ -51,6 +56,9 @@ int tool_edit_file(struct tool_call *c, json_t *args);
 int tool_list_directory(struct tool_call *c, json_t *args);
 int tool_search_files(struct tool_call *c, json_t *args);
 int tool_grep(struct tool_call *c, json_t *args);
+int tool_checkpoint_create(struct tool_call *c, json_t *args);
+int tool_checkpoint_diff(struct tool_call *c, json_t *args);
+int tool_checkpoint_restore(struct tool_call *c, json_t *args);
 
 struct tool_call *tool_call_new(struct runner *r, const struct tool_ctx *ctx,
 				const struct tool_call_ops *ops, void *arg);

@@ -25,11 +25,14 @@ static const char TOOLS_JSON[] =
 	"fault: the task default, /workspace when present)\"},\"timeout_ms\":{\"type\":\"integer\",\"mini"
 	"mum\":0,\"description\":\"time limit in ms (0 or absent: none); the tree is killed at the li"
 	"mit\"},\"env\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"},\"description\":\"env"
-	"ironment variables added for the command\"}},\"required\":[\"command\"],\"additionalProperties"
+	"ironment variables added for the command\"},\"changes\":{\"type\":\"boolean\",\"description\":\"take"
+	" a checkpoint first and report the files the command added, modified and deleted (change"
+	"s; other tasks' changes in the same tree show too)\"}},\"required\":[\"command\"],\"additionalProperties"
 	"\":false},\"outputSchema\":{\"type\":\"object\",\"properties\":{\"exit_code\":{\"type\":\"integer\"},\"s"
 	"tdout\":{\"type\":\"string\"},\"stderr\":{\"type\":\"string\"},\"status\":{\"type\":\"string\",\"descripti"
 	"on\":\"succeeded, failed, timeout, cancelled or killed\"},\"duration_ms\":{\"type\":\"integer\"},"
-	"\"truncated\":{\"type\":\"boolean\"}},\"required\":[\"exit_code\",\"stdout\",\"stderr\",\"status\",\"dura"
+	"\"truncated\":{\"type\":\"boolean\"},\"changes\":{\"type\":\"object\",\"description\":\"with chang"
+	"es: {checkpoint, added, modified, deleted, counts, truncated}\"}},\"required\":[\"exit_code\",\"stdout\",\"stderr\",\"status\",\"dura"
 	"tion_ms\"]}},{\"name\":\"read_file\",\"description\":\"Read a text file as the task user: lines "
 	"offset to offset+limit-1 (1-based; default the first 2000 lines). A binary file, a direc"
 	"tory, or a file the task user may not read is an error.\",\"inputSchema\":{\"type\":\"object\","
@@ -72,7 +75,28 @@ static const char TOOLS_JSON[] =
 	"{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"line\":{\"type\":\"integer\"},\"text\""
 	":{\"type\":\"string\"}},\"required\":[\"path\",\"line\",\"text\"]}},\"truncated\":{\"type\":\"boolean\"},\""
 	"files_searched\":{\"type\":\"integer\"}},\"required\":[\"matches\",\"truncated\",\"files_searched\"]}"
-	"}]";
+	"},"
+	"{\"name\":\"checkpoint_create\",\"description\":\"Take a checkpoint of the workspace (defa"
+	"ult: every directory tasks may write; or the given paths inside them) to undo changes late"
+	"r with checkpoint_restore. Unchanged files cost nothing; contents are stored once. Returns"
+	" the checkpoint's id and figures.\",\"inputSchema\":{\"type\":\"object\",\"properties\":{\""
+	"paths\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"description\":\"absolute pat"
+	"hs inside the writable directories (default: all of them)\"},\"label\":{\"type\":\"string\""
+	",\"description\":\"a note for yourself\"}},\"additionalProperties\":false}},{\"name\":\"ch"
+	"eckpoint_diff\",\"description\":\"What changed since a checkpoint (or between two): files "
+	"added, modified, deleted, and mode/owner/xattr changes, with unified diffs of text files w"
+	"hen patch is true.\",\"inputSchema\":{\"type\":\"object\",\"properties\":{\"id\":{\"type\""
+	":\"string\",\"description\":\"the checkpoint (from checkpoint_create)\"},\"to\":{\"type\":"
+	"\"string\",\"description\":\"a later checkpoint to compare with instead of the files as th"
+	"ey are\"},\"patch\":{\"type\":\"boolean\",\"description\":\"add unified diffs of text file"
+	"s (default false)\"}},\"required\":[\"id\"],\"additionalProperties\":false}},{\"name\":\"c"
+	"heckpoint_restore\",\"description\":\"Put the checkpoint's paths back exactly as they were"
+	" (content, modes, owners, times, symlinks; files added since are removed). Refused while c"
+	"ommands run unless stop_tasks is true. Lists what it changed.\",\"inputSchema\":{\"type\":"
+	"\"object\",\"properties\":{\"id\":{\"type\":\"string\",\"description\":\"the checkpoint\"}"
+	",\"stop_tasks\":{\"type\":\"boolean\",\"description\":\"stop running commands first (defau"
+	"lt false)\"}},\"required\":[\"id\"],\"additionalProperties\":false}}"
+	"]";
 
 static const struct {
 	const char *name;
@@ -85,6 +109,9 @@ static const struct {
 	{"list_directory", tool_list_directory},
 	{"search_files", tool_search_files},
 	{"grep", tool_grep},
+	{"checkpoint_create", tool_checkpoint_create},
+	{"checkpoint_diff", tool_checkpoint_diff},
+	{"checkpoint_restore", tool_checkpoint_restore},
 };
 #define N_TOOLS (sizeof(TOOLS) / sizeof(TOOLS[0]))
 

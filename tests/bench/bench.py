@@ -1074,6 +1074,35 @@ def bench_reset(cfg, res, binary):
             extra={"reset_report_peaks_kib": f["procs_peaks_kib"]})
 
 
+def bench_checkpoints(cfg, res, binary):
+    """14: workspace checkpoints, 10,000 files / 500 MiB (checkpoint_bench.py)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import checkpoint_bench as cb
+    q = cfg.quick
+    try:
+        f = cb.measure(binary, files=1000 if q else 10000, mib=20 if q else 500)
+    except (cb.BenchError, OSError, subprocess.SubprocessError) as e:
+        raise BenchError(str(e))
+    size = "%d files / %d MiB" % (f["files"], f["mib"])
+    rs = f.get("rsync_a_ms")
+    res.add("14", "first checkpoint, %s (stored %d bytes)" % (size, f["first_stored_bytes"]),
+            f["first_ms"], "ms", "cp -a of the tree", f["cp_a_ms"],
+            extra={"ping_max_ms_during": f["ping_during_first_max_ms"],
+                   "cloned_files": f["first_cloned_files"]})
+    res.add("14", "second checkpoint, nothing changed (%d files read)" % f["unchanged_read_files"],
+            f["unchanged_ms"], "ms", "rsync -a of the tree" if rs else None, rs,
+            goal=None if q else "<= 0.1x", ok=None if q or not rs else f["unchanged_ms"] <= 0.1 * rs,
+            extra={"rsync_a_unchanged_ms": f.get("rsync_a_unchanged_ms")})
+    res.add("14", "checkpoint after 10 files changed (%d read)" % f["changed10_read_files"],
+            f["changed10_ms"], "ms")
+    res.add("14", "diff of 10 changed files", f["diff_ms"], "ms")
+    res.add("14", "restore of 10 changed files", f["restore10_ms"], "ms", "cp -a of the tree",
+            f["cp_a_ms"], goal=None if q else "<= 0.1x",
+            ok=None if q else f["restore10_ms"] <= 0.1 * f["cp_a_ms"])  # goals: the full size
+    res.add("14", "/ping max during the first checkpoint (%d samples)" % f["ping_during_first_n"],
+            f["ping_during_first_max_ms"], "ms", "/ping max in the 2 s before", f["ping_idle_max_ms"])
+
+
 # ---------------------------------------------------------------- main
 
 def main():
@@ -1153,6 +1182,7 @@ def main():
         ("11", "port proxy vs nginx", lambda: bench_portproxy(cfg, res, static or cfg.runner)),
         ("12", "round trip, Python client", lambda: bench_pyclient(cfg, res, static or cfg.runner)),
         ("13", "reset", lambda: bench_reset(cfg, res, static or cfg.runner)),
+        ("14", "checkpoints", lambda: bench_checkpoints(cfg, res, static or cfg.runner)),
     ]
     try:
         for num, label, fn in steps:

@@ -43,6 +43,7 @@ test("initialize with a bearer token; the tools are listed with schemas", async 
     // The runner's own tools (the stdio servers' are name__tool: tested below).
     const names = tools.map((t) => t.name).filter((n) => !n.includes("__")).sort();
     assert.deepEqual(names, [
+      "checkpoint_create", "checkpoint_diff", "checkpoint_restore",
       "edit_file", "grep", "list_directory", "read_file", "run_command", "search_files",
       "write_file",
     ]);
@@ -260,7 +261,7 @@ test("stateless 2026-07-28 by raw HTTP: no session, the version on every POST", 
   assert.ok(j.result.supportedVersions.includes("2026-07-28"));
   r = await post({ jsonrpc: "2.0", id: 2, method: "tools/list", params: { _meta: meta } });
   j = await r.json();
-  assert.equal(j.result.tools.filter((t) => !t.name.includes("__")).length, 7);
+  assert.equal(j.result.tools.filter((t) => !t.name.includes("__")).length, 10); // the runner's own tools (checkpoint_* included)
   r = await fetch(URL_, {
     method: "POST", headers: { ...headers, Accept: "application/json" },
     body: JSON.stringify({ jsonrpc: "2.0", id: 3, method: "tools/call", params: { name: "run_command", arguments: { command: "echo stateless" }, _meta: meta } }),

@@ -1,0 +1,359 @@
+/* Shared filesystem steps: see fsx.h. */
+#include "files/fsx.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#define ITER_BUF 8192
+
+#define KSTATX_BASIC 0x7ffu
+#define KSTATX_MNT_ID 0x1000u
+
+int fsx_statx(int dfd, const char *name, int flags, struct kstatx *st)
+{
+	memset(st, 0, sizeof(*st));
+	if (syscall(SYS_statx, dfd, name, flags, KSTATX_BASIC | KSTATX_MNT_ID, st) < 0)
+		return -errno;
+	if (!(st->mask & KSTATX_MNT_ID))
+		st->mnt_id = 0; /* before Linux 5.8: st_dev alone decides */
+	return 0;
+}
+
+uint64_t fsx_dev(const struct kstatx *st)
+{
+	return makedev(st->dev_major, st->dev_minor);
+}
+
+uint64_t fsx_rdev(const struct kstatx *st)
+{
+	return makedev(st->rdev_major, st->rdev_minor);
+}
+
+/* ---- directory reading (getdents64, heap buffer: deep recursion) ---- */
+
+struct fsx_iter {
+	int fd;
+	long n, off;
+	char buf[ITER_BUF];
+};
+
+struct linux_dirent64 {
+	uint64_t d_ino;
+	int64_t d_off;
+	unsigned short d_reclen;
+	unsigned char d_type;
+	char d_name[];
+};
+
+struct fsx_iter *fsx_iter_new(int fd)
+{
+	struct fsx_iter *it = malloc(sizeof(*it));
+	if (it) {
+		it->fd = fd;
+		it->n = it->off = 0;
+	}
+	return it;
+}
+
+int fsx_iter_rewind(struct fsx_iter *it)
+{
+	it->n = it->off = 0;
+	return lseek(it->fd, 0, SEEK_SET) < 0 ? -errno : 0;
+}
+
+/* 1 with *name set, 0 at the end, -errno. Skips "." and "..". */
+int fsx_iter_next(struct fsx_iter *it, const char **name)
+{
+	for (;;) {
+		if (it->off >= it->n) {
+			long n = syscall(SYS_getdents64, it->fd, it->buf, sizeof(it->buf));
+			if (n < 0)
+				return -errno;
+			if (n == 0)
+				return 0;
+			it->n = n;
+			it->off = 0;
+		}
+		struct linux_dirent64 *d = (struct linux_dirent64 *)(it->buf + it->off);
+		it->off += d->d_reclen;
+		if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, ".."))
+			continue;
+		*name = d->d_name;
+		return 1;
+	}
+}
+
+/* ---- extended attributes and ACLs ---- */
+#define XATTR_LIST_MAX_BYTES 65536
+#define XATTR_VALUE_MAX 65536
+bool fsx_xattr_ours(const char *name)
+{
+	return !strncmp(name, "user.", 5) || !strncmp(name, "trusted.", 8) ||
+	       !strcmp(name, "system.posix_acl_access") ||
+	       !strcmp(name, "system.posix_acl_default");
+}
+
+/* The names on fd, NUL-separated, into a malloc'd buffer. -errno. */
+static ssize_t xattr_names(int fd, char **out)
+{
+	*out = NULL;
+	ssize_t n = flistxattr(fd, NULL, 0);
+	if (n < 0)
+		return errno == ENOTSUP ? 0 : -errno;
+	if (n == 0)
+		return 0;
+	if (n > XATTR_LIST_MAX_BYTES)
+		return -E2BIG;
+	char *b = malloc((size_t)n + 1);
+	if (!b)
+		return -ENOMEM;
+	n = flistxattr(fd, b, (size_t)n);
+	if (n < 0) {
+		int err = errno;
+		free(b);
+		return -err;
+	}
+	b[n] = 0;
+	*out = b;
+	return n;
+}
+
+/* One value; -errno (ENODATA when absent). */
+static ssize_t xattr_value(int fd, const char *name, char *buf, size_t cap)
+{
+	ssize_t v = fgetxattr(fd, name, buf, cap);
+	return v < 0 ? -errno : v;
+}
+
+int fsx_xattrs_take(int fd, char **out, size_t *out_len)
+{
+	*out = NULL;
+	*out_len = 0;
+	char *names;
+	ssize_t n = xattr_names(fd, &names);
+	if (n <= 0)
+		return (int)n;
+	size_t cap = 4096, len = 0;
+	char *blob = malloc(cap), *val = malloc(XATTR_VALUE_MAX);
+	int rc = blob && val ? 0 : -ENOMEM;
+	for (char *nm = names; rc == 0 && nm < names + n; nm += strlen(nm) + 1) {
+		if (!fsx_xattr_ours(nm))
+			continue;
+		ssize_t v = xattr_value(fd, nm, val, XATTR_VALUE_MAX);
+		if (v == -ENODATA)
+			continue;
+		if (v < 0) {
+			rc = (int)v;
+			break;
+		}
+		uint16_t nl = (uint16_t)strlen(nm);
+		uint32_t vl = (uint32_t)v;
+		size_t need = len + 2 + nl + 4 + vl;
+		if (need > cap) {
+			while (cap < need)
+				cap *= 2;
+			char *nb = realloc(blob, cap);
+			if (!nb) {
+				rc = -ENOMEM;
+				break;
+			}
+			blob = nb;
+		}
+		memcpy(blob + len, &nl, 2);
+		memcpy(blob + len + 2, nm, nl);
+		memcpy(blob + len + 2 + nl, &vl, 4);
+		memcpy(blob + len + 6 + nl, val, vl);
+		len = need;
+	}
+	if (rc == 0 && len) {
+		*out = blob;
+		*out_len = len;
+		blob = NULL;
+	}
+	free(names);
+	free(blob);
+	free(val);
+	return rc;
+}
+
+/* Walks an entry's blob: the next attribute, or false at its end. */
+bool fsx_blob_next(const char *blob, size_t len, size_t *pos, char *name, size_t namecap,
+		   const char **value, uint32_t *vlen)
+{
+	if (*pos + 2 > len)
+		return false;
+	uint16_t nl;
+	memcpy(&nl, blob + *pos, 2);
+	if (*pos + 6 + nl > len || nl >= namecap)
+		return false;
+	memcpy(name, blob + *pos + 2, nl);
+	name[nl] = 0;
+	memcpy(vlen, blob + *pos + 2 + nl, 4);
+	if (*pos + 6 + nl + *vlen > len)
+		return false;
+	*value = blob + *pos + 6 + nl;
+	*pos += 6 + nl + *vlen;
+	return true;
+}
+
+/* Make fd's attributes exactly entry e's: a tenant's added ones removed,
+ * changed or removed ones set again. Returns how many were changed, or
+ * -errno. `tolerant`: a non-root runner's EPERM on what it does not own
+ * (no task of its uid could have changed that either) is not an error. */
+int fsx_xattrs_restore(int fd, const char *blob, size_t blen, bool tolerant)
+{
+	char *names;
+	ssize_t n = xattr_names(fd, &names);
+	if (n < 0)
+		return (int)n;
+	int changed = 0, rc = 0;
+	char name[FSX_XATTR_NAME_BYTES], *val = malloc(XATTR_VALUE_MAX);
+	if (!val) {
+		free(names);
+		return -ENOMEM;
+	}
+	/* Added by a tenant: removed. */
+	for (char *nm = names; n > 0 && nm < names + n && rc == 0; nm += strlen(nm) + 1) {
+		if (!fsx_xattr_ours(nm))
+			continue;
+		bool kept = false;
+		size_t pos = 0;
+		const char *v;
+		uint32_t vl;
+		while (!kept && fsx_blob_next(blob, blen, &pos, name, sizeof(name), &v, &vl))
+			kept = !strcmp(name, nm);
+		if (kept)
+			continue;
+		if (fremovexattr(fd, nm) == 0)
+			changed++;
+		else if (errno != ENODATA && !(tolerant && (errno == EPERM || errno == EACCES)))
+			rc = -errno;
+	}
+	/* The snapshot's: set where missing or different. */
+	size_t pos = 0;
+	const char *v;
+	uint32_t vl;
+	while (rc == 0 && fsx_blob_next(blob, blen, &pos, name, sizeof(name), &v, &vl)) {
+		ssize_t cur = xattr_value(fd, name, val, XATTR_VALUE_MAX);
+		if (cur == (ssize_t)vl && !memcmp(val, v, vl))
+			continue;
+		if (fsetxattr(fd, name, v, vl, 0) == 0)
+			changed++;
+		else if (!(tolerant && (errno == EPERM || errno == EACCES)))
+			rc = -errno;
+	}
+	free(val);
+	free(names);
+	return rc < 0 ? rc : changed;
+}
+
+/* Copy src into dst: from src's position to its end (len UINT64_MAX), or
+ * len bytes from *src_off; dst at its position. copy_file_range, else
+ * read/write. */
+int fsx_copy(int src, loff_t *src_off, uint64_t len, int dst, uint64_t *copied)
+{
+	bool plain = false;
+	char *buf = NULL;
+	while (len) {
+		ssize_t n;
+		size_t chunk = len < (1u << 20) ? (size_t)len : (1u << 20);
+		if (!plain) {
+			n = copy_file_range(src, src_off, dst, NULL, chunk, 0);
+			if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS ||
+				      errno == EOPNOTSUPP)) {
+				plain = true;
+				continue;
+			}
+		} else {
+			if (!buf && !(buf = malloc(65536)))
+				return -ENOMEM;
+			size_t want = chunk < 65536 ? chunk : 65536;
+			n = src_off ? pread(src, buf, want, *src_off) : read(src, buf, want);
+			if (n > 0 && src_off)
+				*src_off += n;
+			if (n > 0) {
+				for (ssize_t w = 0; w < n;) {
+					ssize_t k = write(dst, buf + w, (size_t)(n - w));
+					if (k < 0) {
+						if (errno == EINTR)
+							continue;
+						int err = errno;
+						free(buf);
+						return -err;
+					}
+					w += k;
+				}
+			}
+		}
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			int err = errno;
+			free(buf);
+			return -err;
+		}
+		if (n == 0)
+			break;
+		*copied += (uint64_t)n;
+		if (len != UINT64_MAX)
+			len -= (uint64_t)n;
+	}
+	free(buf);
+	return len && len != UINT64_MAX ? -EIO : 0;
+}
+
+/* A directory a tenant took its own rights away from (chmod 0): a root
+ * runner opens it anyway (CAP_DAC_OVERRIDE), a non-root runner is its owner
+ * (tasks share its uid) and gives the rights back first, on the very inode
+ * examined (O_PATH, no symlink followed). -errno on failure. */
+static int open_own_dir(int dfd, const char *name, uint64_t want_ino)
+{
+	int pfd = openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (pfd < 0)
+		return -errno;
+	struct kstatx st;
+	int rc = fsx_statx(pfd, "", AT_EMPTY_PATH, &st);
+	if (rc == 0 && (st.ino != want_ino || st.uid != geteuid()))
+		rc = -EACCES;
+	char path[40];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", pfd);
+	if (rc == 0 && chmod(path, (mode_t)((st.mode | 0700) & 07777)) < 0)
+		rc = -errno;
+	int fd = rc < 0 ? rc : openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 && rc == 0)
+		fd = -errno;
+	close(pfd);
+	return fd;
+}
+
+/* openat(O_NOFOLLOW|O_DIRECTORY), then make sure it is the directory that
+ * was examined, on the root's mount. */
+int fsx_open_dir_checked(int dfd, const char *name, uint64_t want_ino, uint64_t dev,
+			 uint64_t mnt_id)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == EACCES)
+		fd = open_own_dir(dfd, name, want_ino);
+	else if (fd < 0)
+		fd = -errno;
+	if (fd < 0)
+		return fd;
+	struct kstatx st;
+	int rc = fsx_statx(fd, "", AT_EMPTY_PATH, &st);
+	if (rc == 0 &&
+	    (st.ino != want_ino || fsx_dev(&st) != dev || (mnt_id && st.mnt_id != mnt_id)))
+		rc = -ESTALE;
+	if (rc < 0) {
+		close(fd);
+		return rc;
+	}
+	return fd;
+}

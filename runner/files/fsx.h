@@ -1,0 +1,68 @@
+/* The filesystem steps the reset snapshot (snapshot.c) and checkpoints
+ * (ckpt.c) share: statx with its ABI layout, getdents64 iteration, the
+ * extended attributes and ACLs a tenant may set (as one blob per entry),
+ * content copies, and opening a directory checked to be the one examined.
+ * Every call is relative to a directory descriptor and never follows a
+ * symlink. Functions return 0 (or a count, or an fd) or -errno. */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <fcntl.h> /* loff_t (musl) */
+#include <sys/types.h>
+
+/* statx(2) with its ABI layout: musl 1.2.3 has no wrapper, and the kernel's
+ * <linux/stat.h> clashes with libc's <sys/stat.h>. */
+struct kstatx_ts {
+	int64_t tv_sec;
+	uint32_t tv_nsec;
+	int32_t reserved;
+};
+struct kstatx {
+	uint32_t mask, blksize;
+	uint64_t attributes;
+	uint32_t nlink, uid, gid;
+	uint16_t mode, spare0;
+	uint64_t ino, size, blocks, attributes_mask;
+	struct kstatx_ts atime, btime, ctime, mtime;
+	uint32_t rdev_major, rdev_minor, dev_major, dev_minor;
+	uint64_t mnt_id;
+	uint32_t dio_mem_align, dio_offset_align;
+	uint64_t spare3[12];
+};
+
+int fsx_statx(int dfd, const char *name, int flags, struct kstatx *st);
+uint64_t fsx_dev(const struct kstatx *st);
+uint64_t fsx_rdev(const struct kstatx *st);
+
+/* Directory reading (getdents64, heap buffer: walks recurse deep). */
+struct fsx_iter;
+struct fsx_iter *fsx_iter_new(int fd); /* NULL: out of memory */
+int fsx_iter_rewind(struct fsx_iter *it);
+/* 1 with *name set, 0 at the end, -errno. Skips "." and "..". */
+int fsx_iter_next(struct fsx_iter *it, const char **name);
+
+/* Extended attributes and ACLs: user.*, trusted.*, system.posix_acl_*.
+ * A blob is, for each attribute, a 2-byte name length, the name, a 4-byte
+ * value length, the value (host order). */
+#define FSX_XATTR_NAME_BYTES 256 /* the kernel's XATTR_NAME_MAX + 1 */
+bool fsx_xattr_ours(const char *name);
+/* fd's attributes as a malloc'd blob (*blob NULL and *len 0 when none). */
+int fsx_xattrs_take(int fd, char **blob, size_t *len);
+bool fsx_blob_next(const char *blob, size_t len, size_t *pos, char *name, size_t namecap,
+		   const char **value, uint32_t *vlen);
+/* Make fd's attributes exactly the blob's; returns how many were changed.
+ * `tolerant`: EPERM/EACCES on what the runner does not own is no error. */
+int fsx_xattrs_restore(int fd, const char *blob, size_t blen, bool tolerant);
+
+/* Copy src into dst: from src's position to its end (len UINT64_MAX), or
+ * len bytes from *src_off; dst at its position. copy_file_range, else
+ * read/write. */
+int fsx_copy(int src, loff_t *src_off, uint64_t len, int dst, uint64_t *copied);
+
+/* openat(O_NOFOLLOW|O_DIRECTORY), then make sure it is the directory
+ * examined (inode want_ino) on the mount (dev, mnt_id; mnt_id 0: st_dev
+ * alone). A non-root runner gives a directory of its own it cannot open
+ * (chmod 0) u+rwx first. */
+int fsx_open_dir_checked(int dfd, const char *name, uint64_t want_ino, uint64_t dev,
+			 uint64_t mnt_id);

@@ -1,0 +1,32 @@
+/* Workspace checkpoints (POST /v1/checkpoints and the routes below it;
+ * docs/design.md §12.1): the list kept by the runner, one operation at a
+ * time done by a worker process (files/ckpt.c), answers to requests that
+ * wait suspended. Dropped by POST /v1/reset. */
+#pragma once
+#include <jansson.h>
+#include <stdbool.h>
+
+struct runner;
+struct error;
+
+int ckpt_init(struct runner *r, struct error *e);
+void ckpt_abort(struct runner *r); /* at exit: a waiting request is answered */
+void ckpt_free_all(struct runner *r);
+/* Every checkpoint forgotten, the store moved aside (reset). */
+void ckpt_drop_all(struct runner *r);
+/* A restore is running: no task starts. */
+bool ckpt_restoring(struct runner *r);
+
+/* The long operations: 0 when started (done(arg, status, body) is called later, from the
+ * loop, with the answer, the body the receiver's), or -1 with e set. args (borrowed; NULL:
+ * {}): create {paths?, label?}; diff {to?, patch?}; restore {stop_tasks?}; delete none. One
+ * operation at a time (409 CHECKPOINT_BUSY). */
+enum ckpt_op { CKPT_CREATE = 1, CKPT_DIFF, CKPT_RESTORE, CKPT_DELETE };
+typedef void (*ckpt_done_fn)(void *arg, unsigned status, json_t *body);
+int ckpt_start(struct runner *r, enum ckpt_op op, const char *id, json_t *args, ckpt_done_fn done,
+	       void *arg, struct error *e);
+/* The receiver arg went away: done is not called (the operation still ends). */
+void ckpt_forget_waiter(struct runner *r, void *arg);
+/* Answered at once: NULL with e set on failure. */
+json_t *ckpt_list(struct runner *r, struct error *e);
+json_t *ckpt_get(struct runner *r, const char *id, struct error *e);
