@@ -39,6 +39,7 @@ const struct http_route api_routes[] = {
 	{"DELETE", "/pty/*", api_pty_delete, NULL, NULL},
 	{"GET", "/pty/*/ws", api_pty_ws, NULL, NULL},
 	{"POST", "/v1/reset", api_reset, NULL, NULL},
+	{"GET", "/v1/audit", api_audit, NULL, NULL},
 	{"GET", "/files/info", api_files_info, NULL, NULL},
 	{"GET", "/files/watch", api_files_watch, NULL, NULL},
 	{"DELETE", "/files", api_files_delete, NULL, NULL},
