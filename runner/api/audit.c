@@ -22,24 +22,12 @@ const char *api_audit_door(const char *path)
 		const char *prefix, *door;
 	} doors[] = {
 		{"/ping", NULL}, /* probes: not actions (a kubelet asks every few seconds) */
-		{"/ready", NULL},
-		{"/files", "files"},
-		{"/directories", "files"},
-		{"/pty", "pty"},
-		{"/proxy", "proxy"},
-		{"/mcp", "mcp"},
-		{"/v1/mcp", "mcp"},
-		{"/v1/reset", "reset"},
-		{"/internal/init", "init"},
-		{"/v1/init", "init"},
-		{"/v1/runtime", "init"},
-		{"/code", "code"},
-		{"/v1/code", "code"},
-		{"/v1/contexts", "code"},
-		{"/command", "execd"},
-		{"/session", "execd"},
-		{"/metrics", "execd"},
-		{"/v1/isolated", "execd"},
+		{"/ready", NULL},      {"/files", "files"},      {"/directories", "files"},
+		{"/pty", "pty"},       {"/proxy", "proxy"},      {"/mcp", "mcp"},
+		{"/v1/mcp", "mcp"},    {"/v1/reset", "reset"},   {"/internal/init", "init"},
+		{"/v1/init", "init"},  {"/v1/runtime", "init"},  {"/code", "code"},
+		{"/v1/code", "code"},  {"/v1/contexts", "code"}, {"/command", "execd"},
+		{"/session", "execd"}, {"/metrics", "execd"},    {"/v1/isolated", "execd"},
 	};
 	for (size_t i = 0; i < sizeof(doors) / sizeof(doors[0]); i++) {
 		size_t n = strlen(doors[i].prefix);
@@ -68,7 +56,8 @@ struct audit_stream {
 
 static void as_wake(struct audit_watcher *w)
 {
-	struct audit_stream *as = (struct audit_stream *)((char *)w - offsetof(struct audit_stream, w));
+	struct audit_stream *as =
+		(struct audit_stream *)((char *)w - offsetof(struct audit_stream, w));
 	http_stream_wake(&as->hs);
 }
 
@@ -119,15 +108,17 @@ static void as_tick(struct http_stream *hs, uint64_t now)
 	http_stream_wake(hs);
 }
 
-static const struct http_stream_ops audit_stream_ops = {
-	.produce = as_produce, .close = as_close, .tick = as_tick};
+static const struct http_stream_ops audit_stream_ops = {.produce = as_produce,
+							.close = as_close,
+							.tick = as_tick};
 
 enum MHD_Result api_audit(struct http_req *req)
 {
 	struct runner *r = req->r;
 	if (!audit_enabled(r))
-		return http_failf(req, "AUDIT_OFF",
-				  "the audit trail is off (--insecure-no-audit, a test-only switch)");
+		return http_failf(
+			req, "AUDIT_OFF",
+			"the audit trail is off (--insecure-no-audit, a test-only switch)");
 	uint32_t chain;
 	uint64_t first, oldest, last, since = 0;
 	audit_position(r, &chain, &first, &oldest, &last);

@@ -16,7 +16,7 @@
 #include "core/log.h"
 #include "core/runner.h"
 
-#define AUDIT_STR_MAX 4096  /* a longer string in an event is cut */
+#define AUDIT_STR_MAX 4096     /* a longer string in an event is cut */
 #define AUDIT_RING_COUNT 65536 /* events kept at most, whatever their size */
 
 struct audit {
@@ -88,10 +88,10 @@ static void cap_strings(json_t *v, int depth)
 	json_t *x;
 	size_t i;
 	if (json_is_object(v))
-		json_object_foreach (v, k, x)
+		json_object_foreach(v, k, x)
 			cap_strings(x, depth + 1);
 	else if (json_is_array(v))
-		json_array_foreach (v, i, x)
+		json_array_foreach(v, i, x)
 			cap_strings(x, depth + 1);
 }
 
@@ -106,8 +106,8 @@ static void ring_drop_oldest(struct audit *a)
 
 static void ring_put(struct audit *a, char *line, size_t len, json_t *ev)
 {
-	while (a->oldest && (a->seq - a->oldest + 1 >= AUDIT_RING_COUNT ||
-			     a->ring_bytes + len > a->ring_max))
+	while (a->oldest &&
+	       (a->seq - a->oldest + 1 >= AUDIT_RING_COUNT || a->ring_bytes + len > a->ring_max))
 		ring_drop_oldest(a);
 	struct audit_rec *rec = &a->ring[a->seq % AUDIT_RING_COUNT];
 	rec->seq = a->seq;
@@ -202,9 +202,9 @@ static void flush_dropped(struct runner *r)
 	struct audit *a = r->audit;
 	if (!a->dropped_pending)
 		return;
-	json_t *ev = json_pack("{s:{s:s},s:s,s:I,s:O}", "who", "runner", "audit", "outcome",
-			       "dropped", "count", (json_int_t)a->dropped_pending, "by_door",
-			       a->dropped_doors);
+	json_t *ev =
+		json_pack("{s:{s:s},s:s,s:I,s:O}", "who", "runner", "audit", "outcome", "dropped",
+			  "count", (json_int_t)a->dropped_pending, "by_door", a->dropped_doors);
 	a->dropped_pending = 0;
 	json_object_clear(a->dropped_doors);
 	write_event(r, "audit", "events dropped", ev);
@@ -323,16 +323,18 @@ static int open_file_sink(struct runner *r, struct error *err)
 		return error_set(err, errno, "AUDIT_FILE", "--audit-file %s: its directory", path);
 	snprintf(full, sizeof(full), "%s/%s", strcmp(dir, "/") ? dir : "", basename(b));
 	if (in_writable_root(r, full))
-		return error_set(err, 0, "AUDIT_FILE",
-				 "--audit-file %s is inside a root tasks may write (--landlock-roots "
-				 "or /dev/shm): a task could rewrite or remove the trail; put it on "
-				 "the runner's own volume",
-				 path);
+		return error_set(
+			err, 0, "AUDIT_FILE",
+			"--audit-file %s is inside a root tasks may write (--landlock-roots "
+			"or /dev/shm): a task could rewrite or remove the trail; put it on "
+			"the runner's own volume",
+			path);
 	/* No symlink, no FIFO or device (O_NONBLOCK: a FIFO without a reader
 	 * fails instead of blocking), created private. */
-	int fd = open(full, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC |
-				    O_NONBLOCK,
-		      0600);
+	int fd =
+		open(full,
+		     O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC | O_NONBLOCK,
+		     0600);
 	if (fd < 0)
 		return error_set(err, errno, "AUDIT_FILE", "--audit-file %s", path);
 	struct stat st;
@@ -468,11 +470,11 @@ json_t *audit_status(const struct runner *r)
 	const struct audit *a = r->audit;
 	if (!a)
 		return json_pack("{s:b}", "enabled", 0);
-	return json_pack("{s:b,s:I,s:I,s:I,s:{s:I},s:{s:b,s:I},s:{s:I,s:I,s:I},s:i}", "enabled",
-			 1, "emitted", (json_int_t)a->emitted, "dropped",
-			 (json_int_t)a->dropped_total, "mask_failed", (json_int_t)a->mask_failed,
-			 "stderr", "failed", (json_int_t)a->stderr_failed, "file", "on",
-			 a->file_fd >= 0, "failed", (json_int_t)a->file_failed, "ring", "events",
+	return json_pack("{s:b,s:I,s:I,s:I,s:{s:I},s:{s:b,s:I},s:{s:I,s:I,s:I},s:i}", "enabled", 1,
+			 "emitted", (json_int_t)a->emitted, "dropped", (json_int_t)a->dropped_total,
+			 "mask_failed", (json_int_t)a->mask_failed, "stderr", "failed",
+			 (json_int_t)a->stderr_failed, "file", "on", a->file_fd >= 0, "failed",
+			 (json_int_t)a->file_failed, "ring", "events",
 			 (json_int_t)(a->oldest ? a->seq - a->oldest + 1 : 0), "bytes",
 			 (json_int_t)a->ring_bytes, "max_bytes", (json_int_t)a->ring_max, "rate",
 			 (int)r->cfg.audit_rate);

@@ -8,19 +8,24 @@
 
 #include "core/sha256.h"
 
-void auditchain_hash(const char *line, size_t len, char out[AUDIT_HASH_HEX])
+void auditchain_hex(const unsigned char d[32], char out[AUDIT_HASH_HEX])
 {
 	static const char hex[] = "0123456789abcdef";
-	struct sha256 c;
-	unsigned char d[32];
-	sha256_init(&c);
-	sha256_update(&c, line, len);
-	sha256_final(&c, d);
 	for (int i = 0; i < 32; i++) {
 		out[2 * i] = hex[d[i] >> 4];
 		out[2 * i + 1] = hex[d[i] & 15];
 	}
 	out[64] = 0;
+}
+
+void auditchain_hash(const char *line, size_t len, char out[AUDIT_HASH_HEX])
+{
+	struct sha256 c;
+	unsigned char d[32];
+	sha256_init(&c);
+	sha256_update(&c, line, len);
+	sha256_final(&c, d);
+	auditchain_hex(d, out);
 }
 
 char *auditchain_mask(const char *line, size_t len, const char *const *secrets, size_t n,

@@ -13,6 +13,8 @@
 #define AUDIT_HASH_ZERO "0000000000000000000000000000000000000000000000000000000000000000"
 
 void auditchain_hash(const char *line, size_t len, char out[AUDIT_HASH_HEX]);
+/* A SHA-256 digest in hex (content hashes of written files). */
+void auditchain_hex(const unsigned char digest[32], char out[AUDIT_HASH_HEX]);
 
 /* The line with every occurrence of each secret (those of at least
  * AUDIT_SECRET_MIN bytes) replaced by "***": a new string (malloc'd, its

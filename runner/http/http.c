@@ -309,7 +309,9 @@ static void audit_request(struct http_req *req, enum MHD_RequestTerminationCode 
 	}
 	char what[256];
 	snprintf(what, sizeof(what), "%s %s", req->method ? req->method : "?",
-		 req->route ? req->route->pattern : req->path ? req->path : "?");
+		 req->route  ? req->route->pattern
+		 : req->path ? req->path
+			     : "?");
 	/* The proxied app's query is its own (it may hold its secrets). */
 	const char *target = strcmp(door, "proxy") && req->raw_target ? req->raw_target : req->path;
 	json_t *ev = json_pack("{s:{s:s},s:s,s:s*,s:i,s:s*,s:I,s:I,s:b}", "who", "client",

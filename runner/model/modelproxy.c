@@ -840,7 +840,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	}
 	/* The client left before the answer ended: charged all the same. */
 	settle(q, true);
-	audit_emit(p->r, "model", "model call", audit_call(q, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK));
+	audit_emit(p->r, "model", "model call",
+		   audit_call(q, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK));
 	if (q->counted)
 		q->tok->inflight--;
 	if (q->tok)

@@ -152,7 +152,7 @@ static void audit_task_started(struct task *t, const struct task_spec *spec)
 	const char *k;
 	json_t *v;
 	if (spec->env && json_is_object(spec->env))
-		json_object_foreach (spec->env, k, v)
+		json_object_foreach(spec->env, k, v)
 			json_array_append_new(env, json_string(k));
 	const char *client = audit_client(t->r);
 	json_t *who = json_pack("{s:s}", "task", t->id);
@@ -160,8 +160,8 @@ static void audit_task_started(struct task *t, const struct task_spec *spec)
 		json_object_set_new(who, "client", json_string(client));
 	t->audit_door = task_door(t);
 	audit_emit(t->r, t->audit_door, "task started",
-		   json_pack("{s:o,s:s*,s:s*,s:i,s:i,s:s*,s:s*,s:s*,s:s,s:I,s:b,s:b,s:o}", "who", who,
-			     "command", t->command, "cwd", t->cwd, "uid", (int)t->uid, "gid",
+		   json_pack("{s:o,s:s*,s:s*,s:i,s:i,s:s*,s:s*,s:s*,s:s,s:I,s:b,s:b,s:o}", "who",
+			     who, "command", t->command, "cwd", t->cwd, "uid", (int)t->uid, "gid",
 			     (int)t->gid, "capability", t->capability, "engine", spec->engine,
 			     "model", spec->model, "network", t->net_none ? "none" : "full",
 			     "timeout_ms", (json_int_t)spec->timeout_ms, "background",
