@@ -68,7 +68,7 @@ class AuditBase(unittest.TestCase):
         cls.gw = TestGateway(key=KEY)
         cls.roots = os.path.realpath(__import__("tempfile").mkdtemp(prefix="audit-roots-"))
         os.chmod(cls.roots, 0o777)
-        cls.outside = __import__("tempfile").mkdtemp(prefix="audit-own-")
+        cls.outside = __import__("tempfile").mkdtemp(prefix="audit-own-", dir="/var/tmp")
         cls.audit_file = os.path.join(cls.outside, "audit.log")
         cls.r = Runner(["--landlock-roots", cls.roots, "--allow-reset", "--audit-file",
                         cls.audit_file] + list(cls.extra_args), token=TOKEN,
