@@ -15,9 +15,11 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
+#include "core/util.h"
 
-#define AUDIT_STR_MAX 4096     /* a longer string in an event is cut */
-#define AUDIT_RING_COUNT 65536 /* events kept at most, whatever their size */
+#define AUDIT_STR_MAX 4096         /* a longer string in an event is cut */
+#define AUDIT_OUT_MAX (256 * 1024) /* lines held for the sinks before a write */
+#define AUDIT_RING_COUNT 65536     /* events kept at most, whatever their size */
 
 struct audit {
 	uint64_t seq; /* the last written */
@@ -37,6 +39,11 @@ struct audit {
 
 	int file_fd;
 	uint64_t emitted, stderr_failed, file_failed, mask_failed;
+	/* Lines for stderr and the file, written once per loop batch (one
+	 * system call for a burst instead of one per event); whole lines only. */
+	struct buf out;
+	struct loop_hook flush_hook;
+	bool hooked;
 
 	char **secrets;
 	size_t n_secrets, cap_secrets;
@@ -121,14 +128,34 @@ static void ring_put(struct audit *a, char *line, size_t len, json_t *ev)
 		a->oldest = a->seq;
 }
 
-static void sink_write(int fd, const char *line, size_t len, uint64_t *failed)
+static void sink_write(int fd, const char *data, size_t len, uint64_t *failed)
 {
-	/* One write per line: lines of concurrent writers never interleave. A
-	 * short or failed write is counted, never retried (no sink stalls the
-	 * loop). */
-	ssize_t n = write(fd, line, len);
+	/* Whole lines in one write: the lines of other writers never cut one.
+	 * A short or failed write is counted, never retried (no sink stalls
+	 * the loop). */
+	ssize_t n = write(fd, data, len);
 	if (n != (ssize_t)len)
 		(*failed)++;
+}
+
+static void flush_out(struct audit *a)
+{
+	if (!a->out.len)
+		return;
+	sink_write(STDERR_FILENO, a->out.data, a->out.len, &a->stderr_failed);
+	if (a->file_fd >= 0)
+		sink_write(a->file_fd, a->out.data, a->out.len, &a->file_failed);
+	buf_reset(&a->out);
+	if (a->out.cap > AUDIT_OUT_MAX)
+		buf_free(&a->out);
+}
+
+static void on_batch_end(struct loop *loop, void *arg)
+{
+	(void)loop;
+	struct runner *r = arg;
+	if (r->audit)
+		flush_out(r->audit);
 }
 
 /* Write one event: numbered, chained, masked, into every sink. */
@@ -176,20 +203,14 @@ static void write_event(struct runner *r, const char *door, const char *what, js
 	}
 	auditchain_hash(line, len, a->prev);
 	a->emitted++;
-	/* The newline is written with the line (json_dumps left room for
-	 * nothing more: one realloc'd byte). */
-	char *nl = realloc(line, len + 2);
-	if (nl) {
-		line = nl;
-		line[len] = '\n';
-		line[len + 1] = 0;
-		sink_write(STDERR_FILENO, line, len + 1, &a->stderr_failed);
-		if (a->file_fd >= 0)
-			sink_write(a->file_fd, line, len + 1, &a->file_failed);
-		line[len] = 0;
-	} else {
+	if (buf_reserve(&a->out, len + 1) < 0) {
 		a->stderr_failed++;
+	} else {
+		buf_append(&a->out, line, len);
+		buf_append_lit(&a->out, "\n");
 	}
+	if (a->out.len >= AUDIT_OUT_MAX || !a->hooked)
+		flush_out(a);
 	ring_put(a, line, len, ev);
 	for (struct audit_watcher *w = a->watchers, *next; w; w = next) {
 		next = w->next;
@@ -280,6 +301,7 @@ json_t *audit_chain_restart(struct runner *r, json_t *why)
 	json_decref(ev);
 	json_t *closed = json_pack("{s:i,s:I,s:s}", "chain", a->chain, "last_seq",
 				   (json_int_t)a->seq, "last_hash", a->prev);
+	flush_out(a); /* the log line after the event it names */
 	log_info("audit chain closed", "{s:i,s:I,s:s}", "chain", a->chain, "last_seq",
 		 (json_int_t)a->seq, "last_hash", a->prev);
 	/* The new tenant's chain says it follows one (its prev is that one's
@@ -375,6 +397,8 @@ int audit_init(struct runner *r, struct error *err)
 		audit_free(r);
 		return -1;
 	}
+	loop_hook_add(&r->loop, &a->flush_hook, on_batch_end, r);
+	a->hooked = true;
 	if (r->cfg.token)
 		audit_secret_add(r, r->cfg.token);
 	if (r->cfg.gateway_key)
@@ -388,6 +412,10 @@ void audit_free(struct runner *r)
 	struct audit *a = r->audit;
 	if (!a)
 		return;
+	flush_out(a);
+	buf_free(&a->out);
+	if (a->hooked)
+		loop_hook_del(&r->loop, &a->flush_hook);
 	for (size_t i = 0; i < AUDIT_RING_COUNT; i++)
 		free(a->ring[i].line);
 	free(a->ring);

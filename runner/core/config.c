@@ -268,7 +268,7 @@ static void usage(FILE *out)
 	fprintf(out, "  %-24s %s\n", "--ping",
 		"health probe: GET /ping from the runner these options describe (token included), "
 		"exit 0 when it answers 200");
-	fprintf(out, "  %-24s %s\n", "--verify-audit FILE",
+	fprintf(out, "  %-24s %s\n", "--verify-audit V",
 		"check the hash chain of an audit trail as saved (stderr lines or --audit-file), "
 		"exit 0 when unbroken, 1 naming the first break");
 	fprintf(out, "  %-24s %s\n  %-24s %s\n", "--version", "print the version and exit",
