@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "core/audit.h"
 #include "core/cleanup.h"
 #include "core/log.h"
 #include "core/runner.h"
@@ -71,7 +72,10 @@ static json_t *metrics_now(void)
 
 enum MHD_Result api_metrics(struct http_req *req)
 {
-	return http_json(req, 200, metrics_now());
+	json_t *m = metrics_now();
+	/* What the audit trail emitted, dropped and its sinks missed (§22). */
+	json_object_set_new(m, "audit", audit_status(req->r));
+	return http_json(req, 200, m);
 }
 
 struct watch_stream {

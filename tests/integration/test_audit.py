@@ -348,8 +348,14 @@ class AuditReset(AuditBase):
         self.assertEqual(st, 200, ans)
         closed = ans["audit"]
         self.assertEqual(closed["chain"], first_chain)
-        # The answer's hash is the closing event's, as every sink has it.
+        # The answer's hash is the closing event's, as every sink has it (the
+        # lines reach stderr at the end of the loop's batch: waited for).
         trail = self.trail()
+        end = time.monotonic() + 10
+        while not any(e["seq"] == closed["last_seq"] + 1 for _, e in trail) and \
+                time.monotonic() < end:
+            time.sleep(0.02)
+            trail = self.trail()
         line, ev = [(l, e) for l, e in trail if e["seq"] == closed["last_seq"]][0]
         self.assertEqual(ev["what"], "chain closed")
         self.assertEqual(__import__("hashlib").sha256(line[line.index("{"):].encode()).hexdigest(),
