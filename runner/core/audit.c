@@ -18,6 +18,7 @@
 #include "core/util.h"
 
 #define AUDIT_STR_MAX 4096         /* a longer string in an event is cut */
+#define AUDIT_FLUSH_MS 10          /* the sinks are at most this far behind the events */
 #define AUDIT_OUT_MAX (256 * 1024) /* lines held for the sinks before a write */
 #define AUDIT_RING_COUNT 65536     /* events kept at most, whatever their size */
 
@@ -39,11 +40,12 @@ struct audit {
 
 	int file_fd;
 	uint64_t emitted, stderr_failed, file_failed, mask_failed;
-	/* Lines for stderr and the file, written once per loop batch (one
-	 * system call for a burst instead of one per event); whole lines only. */
+	/* Lines for stderr and the file, written AUDIT_FLUSH_MS after the first
+	 * of them (one system call for a burst instead of one per event);
+	 * whole lines only. */
 	struct buf out;
-	struct loop_hook flush_hook;
-	bool hooked;
+	struct loop_timer flush_timer;
+	bool timer_ok, flush_armed;
 
 	char **secrets;
 	size_t n_secrets, cap_secrets;
@@ -150,12 +152,14 @@ static void flush_out(struct audit *a)
 		buf_free(&a->out);
 }
 
-static void on_batch_end(struct loop *loop, void *arg)
+static void on_flush_timer(struct loop *loop, struct loop_timer *t)
 {
 	(void)loop;
-	struct runner *r = arg;
-	if (r->audit)
-		flush_out(r->audit);
+	struct runner *r = t->arg;
+	if (!r->audit)
+		return;
+	r->audit->flush_armed = false;
+	flush_out(r->audit);
 }
 
 /* Write one event: numbered, chained, masked, into every sink. */
@@ -228,8 +232,14 @@ static void write_event(struct runner *r, const char *door, const char *what, js
 		buf_append(&a->out, line, len);
 		buf_append_lit(&a->out, "\n");
 	}
-	if (a->out.len >= AUDIT_OUT_MAX || !a->hooked)
+	if (a->out.len >= AUDIT_OUT_MAX || !a->timer_ok) {
 		flush_out(a);
+	} else if (!a->flush_armed) {
+		if (loop_timer_start(&r->loop, &a->flush_timer, AUDIT_FLUSH_MS, 0) < 0)
+			flush_out(a);
+		else
+			a->flush_armed = true;
+	}
 	ring_put(a, line, len, ev);
 	for (struct audit_watcher *w = a->watchers, *next; w; w = next) {
 		next = w->next;
@@ -416,8 +426,11 @@ int audit_init(struct runner *r, struct error *err)
 		audit_free(r);
 		return -1;
 	}
-	loop_hook_add(&r->loop, &a->flush_hook, on_batch_end, r);
-	a->hooked = true;
+	a->flush_timer.w.fd = -1;
+	if (loop_timer_init(&r->loop, &a->flush_timer, on_flush_timer, r) == 0)
+		a->timer_ok = true;
+	else
+		log_warn("audit: no flush timer: every event is written at once", NULL);
 	if (r->cfg.token)
 		audit_secret_add(r, r->cfg.token);
 	if (r->cfg.gateway_key)
@@ -433,8 +446,8 @@ void audit_free(struct runner *r)
 		return;
 	flush_out(a);
 	buf_free(&a->out);
-	if (a->hooked)
-		loop_hook_del(&r->loop, &a->flush_hook);
+	if (a->timer_ok)
+		loop_timer_close(&r->loop, &a->flush_timer);
 	for (size_t i = 0; i < AUDIT_RING_COUNT; i++)
 		free(a->ring[i].line);
 	free(a->ring);

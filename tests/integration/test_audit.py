@@ -301,6 +301,7 @@ class AuditTamper(AuditBase):
         r = self.r
         for i in range(3):
             r.execd({"command": "true"})
+        self.wait_events(10)  # the sinks are written 10 ms after the events
         lines = r.logtext().splitlines(keepends=True)
         idx = [i for i, l in enumerate(lines) if '"audit":true' in l]
         self.assertGreaterEqual(len(idx), 8)

@@ -16,7 +16,7 @@ import threading
 import time
 import unittest
 
-from harness import RUNNER, Runner, parse_execd, record_figure
+from harness import RUNNER, Runner, record_figure, rss_is_meaningful
 
 TOKEN = "round3-audit-token-" + os.urandom(6).hex()
 FIGURES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
@@ -168,7 +168,8 @@ print("proc-fd done")
         self.assertTrue(markers, fig)
         self.assertEqual(dropped, j["status"]["dropped"], fig)
         self.assertGreater(refused + dropped, 15000, fig)
-        self.assertLess(rss1 - rss0, 32 * 1024, fig)
+        if rss_is_meaningful():
+            self.assertLess(rss1 - rss0, 32 * 1024, fig)
         self.assertLess(lat["p99_ms"], 500, fig)
         self.assertEqual(lat["failed"], 0, fig)
         log = os.path.join(r.tmp, "flood.log")
@@ -235,7 +236,8 @@ class ClientFloods(unittest.TestCase):
         # Every command is in the trail, or counted as dropped.
         self.assertGreaterEqual(started + status["dropped"], done[0], fig)
         self.assertLessEqual(status["ring"]["bytes"], 8 << 20, fig)
-        self.assertLess(rss1 - rss0, 64 * 1024, fig)
+        if rss_is_meaningful():
+            self.assertLess(rss1 - rss0, 64 * 1024, fig)
         log = os.path.join(r.tmp, "cmds.log")
         with open(log, "w") as f:
             f.write(r.logtext())
@@ -293,7 +295,8 @@ class ClientFloods(unittest.TestCase):
         record_figure(FIGURES, "client_100000_proxy_requests", fig)
         self.assertGreater(ok, 1000, fig)
         self.assertGreaterEqual(proxied + fig["dropped"], ok, fig)
-        self.assertLess(rss1 - rss0, 64 * 1024, fig)
+        if rss_is_meaningful():
+            self.assertLess(rss1 - rss0, 64 * 1024, fig)
         self.assertLess(lat["p99_ms"], 1000, fig)
 
 
