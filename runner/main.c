@@ -31,6 +31,7 @@
 #include "core/signals.h"
 #include "core/statedir.h"
 #include "core/audit.h"
+#include "core/auditotlp.h"
 #include "core/ping.h"
 #include "core/error.h"
 #include "task/task.h"
@@ -162,6 +163,7 @@ static void on_tick(struct loop *loop, struct loop_timer *t)
 	tasks_tick(r);
 	http_tick(r);
 	audit_tick(r);
+	audit_otlp_tick(r);
 }
 
 /* Every connection is an fd: the soft limit goes up to the hard one, so
@@ -427,7 +429,7 @@ int main(int argc, char **argv)
 	}
 	tasks_set_hooks(r, &task_hooks);
 	/* Before any door opens: every action through one is recorded. */
-	if (audit_init(r, &err) < 0)
+	if (audit_init(r, &err) < 0 || audit_otlp_start(r, &err) < 0)
 		return start_failed(&err);
 	if (profile_init(r, &profile_hooks, &err) < 0)
 		return start_failed(&err);
@@ -478,6 +480,7 @@ int main(int argc, char **argv)
 	conv_free_all(r);   /* after the tasks: agents hold conversations */
 	gateway_stop(r);    /* last: agents and the proxy hold gateway calls */
 	profile_free(r);
+	audit_otlp_stop(r);
 	audit_free(r);
 	log_info("exited", "{s:i,s:i}", "exit_code", r->exit_code, "orphans_reaped",
 		 (int)r->reaper.orphans_reaped);

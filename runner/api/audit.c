@@ -7,6 +7,7 @@
 
 #include "api/api.h"
 #include "core/audit.h"
+#include "core/auditotlp.h"
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -165,9 +166,11 @@ enum MHD_Result api_audit(struct http_req *req)
 			n++;
 		}
 	}
+	json_t *status = audit_status(r);
+	json_object_set_new(status, "otlp", audit_otlp_status(r));
 	json_t *body = json_pack("{s:i,s:I,s:I,s:I,s:I,s:o,s:o}", "chain", chain, "chain_first_seq",
 				 (json_int_t)first, "last_seq", (json_int_t)last, "next_since",
 				 (json_int_t)(seq - 1), "lost", (json_int_t)lost, "events", events,
-				 "status", audit_status(r));
+				 "status", status);
 	return http_json(req, 200, body);
 }

@@ -507,6 +507,11 @@ void audit_set_resource(struct runner *r, json_t *attrs)
 	a->resource = attrs;
 }
 
+json_t *audit_resource(const struct runner *r)
+{
+	return r->audit ? r->audit->resource : NULL;
+}
+
 void audit_position(const struct runner *r, uint32_t *chain, uint64_t *chain_first,
 		    uint64_t *oldest, uint64_t *last)
 {

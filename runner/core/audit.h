@@ -44,6 +44,9 @@ void audit_secret_remove(struct runner *r, const char *s);
  * every chain's first event (and every OTLP record). */
 void audit_set_resource(struct runner *r, json_t *attrs);
 
+/* The attributes audit_set_resource gave (borrowed; NULL: none). */
+json_t *audit_resource(const struct runner *r);
+
 /* Once a second: the "events dropped" marker, when events were dropped
  * and the flood has passed. */
 void audit_tick(struct runner *r);

@@ -170,6 +170,9 @@ static const struct opt_def opts[] = {
 	 "largest JSON-RPC message POSTed to /mcp (bytes, 1024..67108864)"},
 	{"audit-file", "FORCEAI_AUDIT_FILE", OPT_PATH, OFF(audit_file), NULL,
 	 "a copy of the audit trail, appended (refused inside a writable root)"},
+	{"otlp-endpoint", "FORCEAI_OTLP_ENDPOINT", OPT_STR, OFF(otlp_endpoint), NULL,
+	 "OTLP/HTTP JSON logs URL the audit trail is also sent to, e.g. "
+	 "http://127.0.0.1:4318/v1/logs (batched each second; never blocks)"},
 	{"audit-rate", "FORCEAI_AUDIT_RATE", OPT_UINT, OFF(audit_rate), "5000",
 	 "audit events kept per second (bursts of as many), 10..1000000; beyond, a counted "
 	 "\"events dropped\" marker"},
@@ -220,7 +223,7 @@ static const struct {
 	{"Agents", "agent-max-steps agent-timeout-ms agent-max-tokens agent-output-max "
 		   "agent-context-max agent-engine"},
 	{"MCP", "mcp-allowed-origins mcp-servers mcp-max-sessions mcp-max-inflight mcp-max-body"},
-	{"Audit trail", "audit-file audit-rate audit-ring-max insecure-no-audit"},
+	{"Audit trail", "audit-file otlp-endpoint audit-rate audit-ring-max insecure-no-audit"},
 };
 
 static void usage_opt(FILE *out, const struct opt_def *o)
@@ -854,6 +857,12 @@ static int check_values(struct runner_config *cfg, const enum origin *from, stru
 	if (cfg->mcp_max_inflight < 1)
 		return out_of_bounds(from, "mcp-max-inflight", cfg->mcp_max_inflight,
 				     "must be at least 1", err);
+	if (cfg->otlp_endpoint && strncmp(cfg->otlp_endpoint, "http://", 7) &&
+	    strncmp(cfg->otlp_endpoint, "https://", 8)) {
+		struct src s = src_of(from, "otlp-endpoint", err);
+		return bad(&s, "otlp-endpoint", cfg->otlp_endpoint,
+			   "the scheme must be http or https");
+	}
 	if (cfg->audit_rate < 10 || cfg->audit_rate > 1000000)
 		return out_of_bounds(from, "audit-rate", cfg->audit_rate,
 				     "must be 10..1000000 (events per second)", err);

@@ -27,6 +27,7 @@ struct mcp_table;
 struct mcp_upstream;
 struct watch_table;
 struct audit;
+struct otlp;
 
 enum init_mode { INIT_PID1, INIT_SUBREAPER };
 
@@ -78,4 +79,5 @@ struct runner {
 	struct conversations *conversations; /* of agent tasks (model/conversation.h) */
 	struct watch_table *watches;         /* open GET /files/watch streams (api/watch.c) */
 	struct audit *audit;                 /* the audit trail (core/audit.h); NULL: off */
+	struct otlp *otlp;                   /* its OTLP sink (core/auditotlp.h), or NULL */
 };

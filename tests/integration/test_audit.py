@@ -2,12 +2,15 @@
 door, chained by SHA-256, with no secret in any sink; the verifier names the
 first break of a trail edited by hand; a reset closes the tenant's chain and
 starts the next one; GET /v1/audit (JSON and a resumable SSE tail)."""
+import hashlib
 import http.server
 import json
 import os
 import socket
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -60,15 +63,37 @@ class Upstream(http.server.BaseHTTPRequestHandler):
         pass
 
 
+class Otlp(http.server.BaseHTTPRequestHandler):
+    """A tiny OpenTelemetry collector: keeps every OTLP/HTTP JSON post."""
+    posts = None
+
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length", 0))
+        self.posts.append((self.path, self.headers.get("Content-Type"), self.rfile.read(n)))
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *a):
+        pass
+
+
 class AuditBase(unittest.TestCase):
     extra_args = ()
 
     @classmethod
     def setUpClass(cls):
+        cls.posts = []
+        cls.otlp = http.server.ThreadingHTTPServer(
+            ("127.0.0.1", 0), type("H", (Otlp,), {"posts": cls.posts}))
+        threading.Thread(target=cls.otlp.serve_forever, daemon=True).start()
+        cls.extra_args = tuple(cls.extra_args) + (
+            "--otlp-endpoint", "http://127.0.0.1:%d/v1/logs" % cls.otlp.server_address[1])
         cls.gw = TestGateway(key=KEY)
-        cls.roots = os.path.realpath(__import__("tempfile").mkdtemp(prefix="audit-roots-"))
+        cls.roots = os.path.realpath(tempfile.mkdtemp(prefix="audit-roots-"))
         os.chmod(cls.roots, 0o777)
-        cls.outside = __import__("tempfile").mkdtemp(prefix="audit-own-", dir="/var/tmp")
+        cls.outside = tempfile.mkdtemp(prefix="audit-own-", dir="/var/tmp")
         cls.audit_file = os.path.join(cls.outside, "audit.log")
         cls.r = Runner(["--landlock-roots", cls.roots, "--allow-reset", "--audit-file",
                         cls.audit_file] + list(cls.extra_args), token=TOKEN,
@@ -79,12 +104,26 @@ class AuditBase(unittest.TestCase):
     def tearDownClass(cls):
         cls.r.close()
         cls.gw.close()
-        import shutil
+        cls.otlp.shutdown()
         shutil.rmtree(cls.roots, True)
         shutil.rmtree(cls.outside, True)
 
     def trail(self):
         return audit_lines(self.r.logtext())
+
+    def otlp_records(self, n, timeout=10):
+        """The OTLP log records received, in order, once there are n."""
+        end = time.monotonic() + timeout
+        while True:
+            recs = []
+            for path, ctype, body in list(self.posts):
+                self.assertEqual((path, ctype), ("/v1/logs", "application/json"))
+                for rl in json.loads(body)["resourceLogs"]:
+                    for sl in rl["scopeLogs"]:
+                        recs += [(rl["resource"], r) for r in sl["logRecords"]]
+            if len(recs) >= n or time.monotonic() > end:
+                return recs
+            time.sleep(0.1)
 
     def wait_events(self, n, timeout=15):
         end = time.monotonic() + timeout
@@ -148,7 +187,6 @@ class AuditDoors(AuditBase):
                              {"Content-Type": "multipart/form-data; boundary=" + boundary})
         self.assertEqual(st, 200)
         (up,) = step([("files", "POST /files/upload")])
-        import hashlib
         self.assertEqual(up["files"], [{"path": self.roots + "/f.txt", "bytes": len(data),
                                         "sha256": hashlib.sha256(data).hexdigest()}])
         st, _, got = r.request("GET", "/files/download?path=" + self.roots + "/f.txt")
@@ -218,7 +256,7 @@ class AuditDoors(AuditBase):
         (call,) = step([("mcp", "POST /mcp")])
         self.assertEqual((call["method"], call["tool"], call["path"], call["session"]),
                          ("tools/call", "write_file", self.roots + "/m.txt", msid[:8]))
-        self.assertEqual(call["sha256"], __import__("hashlib").sha256(b"via mcp").hexdigest())
+        self.assertEqual(call["sha256"], hashlib.sha256(b"via mcp").hexdigest())
 
         # a model call through the proxy (a chat task), and the agent loop's
         self.gw.script(text("hello"))
@@ -262,6 +300,22 @@ class AuditDoors(AuditBase):
         with open(self.audit_file) as f:
             self.assertEqual([json.loads(l)["seq"] for l in f],
                              [e["seq"] for _, e in self.trail()])
+        # OpenTelemetry: the same lines, byte for byte, in order, with the resource.
+        lines = [l[l.index("{"):] for l, _ in self.trail()]
+        recs = self.otlp_records(len(lines))
+        self.assertEqual([r["body"]["stringValue"] for _, r in recs][:len(lines)], lines)
+        res = {a["key"]: a["value"]["stringValue"] for a in recs[0][0]["attributes"]}
+        self.assertEqual(res["service.name"], "forceai-runner")
+        attrs = {a["key"]: a["value"] for a in recs[1][1]["attributes"]}
+        self.assertEqual(attrs["audit.seq"]["intValue"], "2")
+        otlp_log = os.path.join(r.tmp, "otlp.log")
+        with open(otlp_log, "w") as f:
+            f.write("".join(r["body"]["stringValue"] + "\n" for _, r in recs))
+        rc, out = verify(otlp_log)
+        self.assertEqual(rc, 0, out)
+        st, j = r.json("GET", "/v1/audit?limit=1")
+        self.assertEqual(j["status"]["otlp"]["missed"], 0)
+        self.assertGreaterEqual(j["status"]["otlp"]["sent"], len(lines))
 
 
 class AuditSecrets(AuditBase):
@@ -287,8 +341,11 @@ class AuditSecrets(AuditBase):
         model_tokens = [e["data"]["text"].strip() for e in ev if e.get("event") == "stdout"]
         self.assertTrue(model_tokens and model_tokens[0].startswith("fai-"), ev)
         time.sleep(0.2)
+        time.sleep(1.5)  # the OTLP sink sends each second
         sinks = {"stderr": r.logtext(), "GET /v1/audit": json.dumps(j), "SSE": sse,
-                 "--audit-file": open(self.audit_file).read()}
+                 "--audit-file": open(self.audit_file).read(),
+                 "OTLP": b"".join(b for _, _, b in self.posts).decode()}
+        self.assertIn("echo ***", sinks["OTLP"])
         self.assertIn("data: {", sse)
         for name, text_ in sinks.items():
             for secret in (TOKEN, KEY, ENV_SECRET, model_tokens[0]):
@@ -359,7 +416,7 @@ class AuditReset(AuditBase):
             trail = self.trail()
         line, ev = [(l, e) for l, e in trail if e["seq"] == closed["last_seq"]][0]
         self.assertEqual(ev["what"], "chain closed")
-        self.assertEqual(__import__("hashlib").sha256(line[line.index("{"):].encode()).hexdigest(),
+        self.assertEqual(hashlib.sha256(line[line.index("{"):].encode()).hexdigest(),
                          closed["last_hash"])
         nxt = [e for _, e in trail if e["seq"] == closed["last_seq"] + 1][0]
         self.assertEqual((nxt["what"], nxt["chain"], nxt["prev"]),
@@ -419,9 +476,32 @@ class AuditRead(AuditBase):
         self.assertGreater(j["events"][0]["seq"], 1)
 
 
+class AuditOtlpDown(unittest.TestCase):
+    def test_a_collector_that_is_down_blocks_nothing(self):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)  # accepts, never answers: a hung collector
+        r = Runner(["--otlp-endpoint", "http://127.0.0.1:%d/v1/logs" % s.getsockname()[1]],
+                   token=TOKEN)
+        try:
+            t0 = time.monotonic()
+            ev = r.execd({"command": "echo still-served"})
+            self.assertTrue(any(e.get("text") == "still-served" for e in ev), ev)
+            self.assertLess(time.monotonic() - t0, 2)
+            time.sleep(6.5)  # one post times out (5 s), the next waits
+            t0 = time.monotonic()
+            st, j = r.json("GET", "/v1/audit?limit=1")
+            self.assertLess(time.monotonic() - t0, 0.5)
+            self.assertGreaterEqual(j["status"]["otlp"]["failed_posts"], 1, j["status"])
+            self.assertEqual(j["status"]["otlp"]["sent"], 0)
+            self.assertGreater(j["status"]["otlp"]["behind"], 0)
+        finally:
+            r.close()
+            s.close()
+
+
 class AuditFileRefused(unittest.TestCase):
     def test_audit_file_inside_a_writable_root_is_refused(self):
-        import tempfile
         d = tempfile.mkdtemp(prefix="audit-root-")
         p = subprocess.run([RUNNER, "--listen", "127.0.0.1:0", "--landlock-roots", d,
                             "--audit-file", d + "/audit.log", "--insecure-no-confine"],
