@@ -84,8 +84,11 @@ class AuditFromTasks(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
+        rc = cls.r.stop()
         cls.r.close()
         shutil.rmtree(cls.own, True)
+        if rc != 0:
+            raise AssertionError("runner exited %s after SIGTERM" % rc)
 
     def task(self, cmd, timeout=120):
         return self.r.execd({"command": cmd, "cwd": self.r.work}, timeout=timeout)
