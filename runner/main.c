@@ -30,6 +30,8 @@
 #include "task/session.h"
 #include "core/signals.h"
 #include "core/statedir.h"
+#include "core/audit.h"
+#include "core/auditotlp.h"
 #include "core/ping.h"
 #include "core/error.h"
 #include "task/task.h"
@@ -180,6 +182,8 @@ static void on_tick(struct loop *loop, struct loop_timer *t)
 	struct runner *r = t->arg;
 	tasks_tick(r);
 	http_tick(r);
+	audit_tick(r);
+	audit_otlp_tick(r);
 }
 
 /* Every connection is an fd: the soft limit goes up to the hard one, so
@@ -317,6 +321,7 @@ static const struct http_hooks http_hooks = {
 	.upgraded_count = ws_count,
 	.upgraded_tick = ws_tick,
 	.upgraded_close_all = ws_close_all,
+	.audit_door = api_audit_door,
 };
 
 static int setup_state_dir(struct runner *r, struct error *err)
@@ -353,6 +358,11 @@ int main(int argc, char **argv)
 	}
 	if (r->cfg.ping) {
 		int rc = ping_run(&r->cfg);
+		config_free(&r->cfg);
+		return rc;
+	}
+	if (r->cfg.verify_audit) {
+		int rc = audit_verify_file(r->cfg.verify_audit);
 		config_free(&r->cfg);
 		return rc;
 	}
@@ -482,6 +492,9 @@ int main(int argc, char **argv)
 		return start_failed(&err);
 	}
 	tasks_set_hooks(r, &task_hooks);
+	/* Before any door opens: every action through one is recorded. */
+	if (audit_init(r, &err) < 0 || audit_otlp_start(r, &err) < 0)
+		return start_failed(&err);
 	if (profile_init(r, &profile_hooks, &err) < 0)
 		return start_failed(&err);
 	if (http_start(r, api_routes, api_n_routes, &err) < 0)
@@ -535,6 +548,8 @@ int main(int argc, char **argv)
 	gateway_stop(r);    /* last: agents and the proxy hold gateway calls */
 	profile_free(r);
 	json_decref(r->main_env);
+	audit_otlp_stop(r);
+	audit_free(r);
 	log_info("exited", "{s:i,s:i}", "exit_code", r->exit_code, "orphans_reaped",
 		 (int)r->reaper.orphans_reaped);
 	confine_policy_free(&r->policy);

@@ -97,6 +97,10 @@ enum MHD_Result api_metrics(struct http_req *req);
 enum MHD_Result api_metrics_watch(struct http_req *req);
 enum MHD_Result api_hardening(struct http_req *req);
 
+/* audit.c: GET /v1/audit (core/audit.h); the door of each API path */
+enum MHD_Result api_audit(struct http_req *req);
+const char *api_audit_door(const char *path);
+
 /* reset.c: POST /v1/reset (profile/profile.h) */
 enum MHD_Result api_reset(struct http_req *req);
 /* checkpoints.c */

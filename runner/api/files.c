@@ -21,10 +21,12 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "core/auditchain.h"
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
+#include "core/sha256.h"
 #include "core/util.h"
 #include "files/glob.h"
 #include "files/grep.h"
@@ -1467,6 +1469,7 @@ static enum MHD_Result queue_resp(struct http_req *req, unsigned status, struct 
 	if (!resp)
 		return MHD_NO;
 	req->responded = true;
+	req->status = status;
 	enum MHD_Result rc = MHD_queue_response(req->conn, status, resp);
 	MHD_destroy_response(resp);
 	return rc;
@@ -1573,6 +1576,8 @@ static int answer_file(struct fcall *c, int fd, const struct stat *st, const cha
 		if (crange && crange[0])
 			MHD_add_response_header(resp, "Content-Range", crange);
 	}
+	http_audit_note(c->req, json_pack("{s:s,s:s,s:I}", "operation", "read", "path", path,
+					  "bytes_out", (json_int_t)len));
 	c->res = queue_resp(c->req, status, resp);
 	return 0;
 }
@@ -1693,6 +1698,8 @@ struct up_item {
 	bool keep_mode; /* no mode given: keep the replaced file's */
 	mode_t old_mode;
 	struct files_made made; /* parents made for it (chowned once it is in place) */
+	struct sha256 sum;      /* of the content written, for the audit trail */
+	uint64_t bytes;
 };
 
 struct upload {
@@ -1799,6 +1806,7 @@ static int up_file_begin(struct upload *u, struct up_item *it)
 			rc = files_tmp_open(&it->tmp, it->dirfd);
 	}
 	files_leave();
+	sha256_init(&it->sum);
 	return rc < 0 ? up_fs_fail(u, rc, "upload", it->path) : 0;
 }
 
@@ -1838,6 +1846,8 @@ static int up_part_data(void *arg, const char *data, size_t len)
 		int rc = files_write_all(it->tmp.fd, data, len);
 		if (rc < 0)
 			return up_fs_fail(u, rc, "write", it->path);
+		sha256_update(&it->sum, data, len);
+		it->bytes += len;
 	}
 	return 0;
 }
@@ -1897,6 +1907,23 @@ enum MHD_Result api_files_upload_body(struct http_req *req, const char *data, si
 	return MHD_YES;
 }
 
+/* What the audit trail keeps of an upload: each file's path, bytes and
+ * content hash (docs/design.md §22). */
+static json_t *up_audit(struct upload *u)
+{
+	json_t *files = json_array();
+	for (unsigned i = 0; i < u->n_file; i++) {
+		struct up_item *it = &u->items[i];
+		unsigned char d[32];
+		char h[AUDIT_HASH_HEX];
+		sha256_final(&it->sum, d);
+		auditchain_hex(d, h);
+		json_array_append_new(files, json_pack("{s:s,s:I,s:s}", "path", it->path, "bytes",
+						       (json_int_t)it->bytes, "sha256", h));
+	}
+	return json_pack("{s:s,s:o}", "operation", "write", "files", files);
+}
+
 /* The whole body is in: give each file its name (atomic rename). */
 static int op_upload_commit(struct fcall *c)
 {
@@ -1939,6 +1966,7 @@ static int op_upload_commit(struct fcall *c)
 		if (rc < 0)
 			up_fs_fail(u, rc, op, it->path);
 	}
+	http_audit_note(c->req, up_audit(u));
 	if (u->failed) {
 		c->err = u->err;
 		return -1;

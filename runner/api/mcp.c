@@ -14,6 +14,7 @@
 #include "api/api.h"
 #include "core/log.h"
 #include "core/runner.h"
+#include "core/auditchain.h"
 #include "core/util.h"
 #include "core/version.h"
 #include "mcp/proto.h"
@@ -593,6 +594,29 @@ static enum MHD_Result dispatch(struct http_req *req, struct mcp_msg *m, struct 
 	return answer(req, 200, mcp_result(m->id, result), NULL);
 }
 
+/* What the audit trail keeps of a JSON-RPC message (docs/design.md §22):
+ * the method, the tool, a file tool's path and content hash, the session's
+ * first 8 characters; never the whole arguments (a file's content). */
+static json_t *mcp_audit(const struct mcp_msg *m, const char *sid)
+{
+	char sess[9] = "";
+	if (sid)
+		snprintf(sess, sizeof(sess), "%s", sid);
+	json_t *a = m->arguments;
+	const char *path = json_string_value(json_object_get(a, "path"));
+	json_t *ev = json_pack("{s:s*,s:s*,s:s*,s:s*}", "method", m->method, "tool", m->tool,
+			       "path", path, "session", sid ? sess : NULL);
+	const char *content = json_string_value(json_object_get(a, "content"));
+	if (content) {
+		char h[AUDIT_HASH_HEX];
+		size_t n = json_string_length(json_object_get(a, "content"));
+		auditchain_hash(content, n, h);
+		json_object_set_new(ev, "bytes", json_integer((json_int_t)n));
+		json_object_set_new(ev, "sha256", json_string(h));
+	}
+	return ev;
+}
+
 static enum MHD_Result do_initialize(struct http_req *req, struct mcp_msg *m)
 {
 	const char *version = mcp_negotiate(m->protocol_version);
@@ -666,6 +690,7 @@ static enum MHD_Result do_post(struct http_req *req, struct mcp_req *q)
 		res = s ? dispatch(req, &m, s, false, sse_ok)
 			: answer_error(req, 404, m.id, MCP_SERVER_ERROR, "Session not found");
 	}
+	http_audit_note(req, mcp_audit(&m, sid));
 	mcp_msg_free(&m);
 	return res;
 }

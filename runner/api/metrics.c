@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "core/audit.h"
 #include "core/cleanup.h"
 #include "core/log.h"
 #include "core/runner.h"
@@ -74,6 +75,8 @@ enum MHD_Result api_metrics(struct http_req *req)
 {
 	json_t *m = metrics_now();
 	rtinit_add_binding(req->r, m);
+	/* What the audit trail emitted, dropped and its sinks missed (§22). */
+	json_object_set_new(m, "audit", audit_status(req->r));
 	return http_json(req, 200, m);
 }
 

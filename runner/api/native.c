@@ -406,6 +406,9 @@ enum MHD_Result api_task_get(struct http_req *req)
 			      task_status_name(t->finished ? t->status : TS_RUNNING), "running",
 			      !t->finished, "started_at", (json_int_t)t->started_ms, "cwd", t->cwd);
 	json_object_set_new(o, "last_event_id", json_integer((json_int_t)t->spool.next_seq));
+	json_object_set_new(o, "audit",
+			    json_pack("{s:I,s:s+}", "first_seq", (json_int_t)t->audit_seq, "url",
+				      "/v1/audit?task=", t->id));
 	if (t->finished) {
 		json_object_set_new(o, "exit_code", json_integer(t->exit_code));
 		json_object_set_new(o, "finished_at", json_integer((json_int_t)t->finished_ms));

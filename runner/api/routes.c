@@ -51,6 +51,7 @@ const struct http_route api_routes[] = {
 	{"DELETE", "/v1/checkpoints/*", api_checkpoint_delete, NULL, NULL},
 	{"GET", "/v1/checkpoints/*/diff", api_checkpoint_diff, NULL, NULL},
 	{"POST", "/v1/checkpoints/*/restore", api_checkpoint_restore, NULL, NULL},
+	{"GET", "/v1/audit", api_audit, NULL, NULL},
 	{"GET", "/files/info", api_files_info, NULL, NULL},
 	{"GET", "/files/watch", api_files_watch, NULL, NULL},
 	{"DELETE", "/files", api_files_delete, NULL, NULL},

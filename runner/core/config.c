@@ -168,6 +168,18 @@ static const struct opt_def opts[] = {
 	 "MCP tool calls running at once (all sessions), 1..1000000"},
 	{"mcp-max-body", "FORCEAI_MCP_MAX_BODY", OPT_U64, OFF(mcp_max_body), "1048576",
 	 "largest JSON-RPC message POSTed to /mcp (bytes, 1024..67108864)"},
+	{"audit-file", "FORCEAI_AUDIT_FILE", OPT_PATH, OFF(audit_file), NULL,
+	 "a copy of the audit trail, appended (refused inside a writable root)"},
+	{"otlp-endpoint", "FORCEAI_OTLP_ENDPOINT", OPT_STR, OFF(otlp_endpoint), NULL,
+	 "OTLP/HTTP JSON logs URL the audit trail is also sent to, e.g. "
+	 "http://127.0.0.1:4318/v1/logs (batched each second; never blocks)"},
+	{"audit-rate", "FORCEAI_AUDIT_RATE", OPT_UINT, OFF(audit_rate), "5000",
+	 "audit events kept per second (bursts of as many), 10..1000000; beyond, a counted "
+	 "\"events dropped\" marker"},
+	{"audit-ring-max", "FORCEAI_AUDIT_RING_MAX", OPT_U64, OFF(audit_ring_max), "8388608",
+	 "bytes of audit events GET /v1/audit keeps, 65536..1073741824"},
+	{"insecure-no-audit", "FORCEAI_INSECURE_NO_AUDIT", OPT_BOOL, OFF(insecure_no_audit), "0",
+	 "TEST ONLY: no audit trail at all (measures its cost)"},
 	{"task-memory-max", "FORCEAI_TASK_MEMORY_MAX", OPT_U64, OFF(task_memory_max), "0",
 	 "memory.max of each task's cgroup where cgroup v2 is delegated (bytes; 0 = max)"},
 	{"task-pids-max", "FORCEAI_TASK_PIDS_MAX", OPT_U64, OFF(task_pids_max), "4096",
@@ -223,6 +235,7 @@ static const struct {
 	{"Agents", "agent-max-steps agent-timeout-ms agent-max-tokens agent-output-max "
 		   "agent-context-max agent-engine"},
 	{"MCP", "mcp-allowed-origins mcp-servers mcp-max-sessions mcp-max-inflight mcp-max-body"},
+	{"Audit trail", "audit-file otlp-endpoint audit-rate audit-ring-max insecure-no-audit"},
 };
 
 static void usage_opt(FILE *out, const struct opt_def *o)
@@ -270,6 +283,9 @@ static void usage(FILE *out)
 	fprintf(out, "  %-24s %s\n", "--ping",
 		"health probe: GET /ping from the runner these options describe (token included), "
 		"exit 0 when it answers 200");
+	fprintf(out, "  %-24s %s\n", "--verify-audit V",
+		"check the hash chain of an audit trail as saved (stderr lines or --audit-file), "
+		"exit 0 when unbroken, 1 naming the first break");
 	fprintf(out, "  %-24s %s\n  %-24s %s\n", "--version", "print the version and exit",
 		"--help", "print this help and exit");
 }
@@ -857,6 +873,18 @@ static int check_values(struct runner_config *cfg, const enum origin *from, stru
 	if (cfg->mcp_max_inflight < 1)
 		return out_of_bounds(from, "mcp-max-inflight", cfg->mcp_max_inflight,
 				     "must be at least 1", err);
+	if (cfg->otlp_endpoint && strncmp(cfg->otlp_endpoint, "http://", 7) &&
+	    strncmp(cfg->otlp_endpoint, "https://", 8)) {
+		struct src s = src_of(from, "otlp-endpoint", err);
+		return bad(&s, "otlp-endpoint", cfg->otlp_endpoint,
+			   "the scheme must be http or https");
+	}
+	if (cfg->audit_rate < 10 || cfg->audit_rate > 1000000)
+		return out_of_bounds(from, "audit-rate", cfg->audit_rate,
+				     "must be 10..1000000 (events per second)", err);
+	if (cfg->audit_ring_max < 65536 || cfg->audit_ring_max > 1ull << 30)
+		return out_of_bounds(from, "audit-ring-max", cfg->audit_ring_max,
+				     "must be 65536..1073741824 (bytes)", err);
 	if (cfg->agent_context_max < 16384 || cfg->agent_context_max > 64ull << 20)
 		return out_of_bounds(from, "agent-context-max", cfg->agent_context_max,
 				     "must be 16384..67108864 (bytes)", err);
@@ -959,7 +987,7 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 		free(key);
 	}
 
-	struct option lopts[N_OPTS + 4];
+	struct option lopts[N_OPTS + 5];
 	for (size_t i = 0; i < N_OPTS; i++) {
 		lopts[i].name = opts[i].name;
 		/* --flag or --flag=VALUE (1/0, true/false, yes/no) */
@@ -970,7 +998,8 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 	lopts[N_OPTS] = (struct option){"help", no_argument, NULL, 'h'};
 	lopts[N_OPTS + 1] = (struct option){"version", no_argument, NULL, 'V'};
 	lopts[N_OPTS + 2] = (struct option){"ping", no_argument, NULL, 'P'};
-	lopts[N_OPTS + 3] = (struct option){0};
+	lopts[N_OPTS + 3] = (struct option){"verify-audit", required_argument, NULL, 'A'};
+	lopts[N_OPTS + 4] = (struct option){0};
 
 	opterr = 0;
 	int c, li = -1;
@@ -996,6 +1025,10 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 		}
 		if (c == 'P') {
 			cfg->ping = true;
+			continue;
+		}
+		if (c == 'A') {
+			cfg->verify_audit = optarg;
 			continue;
 		}
 		if (c == '?' || c == ':') {

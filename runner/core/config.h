@@ -89,6 +89,14 @@ struct runner_config {
 	unsigned mcp_max_sessions;
 	unsigned mcp_max_inflight;
 	uint64_t mcp_max_body;
+
+	/* The audit trail (docs/design.md §22). */
+	const char *audit_file;    /* --audit-file: a copy outside every writable root, or NULL */
+	const char *otlp_endpoint; /* --otlp-endpoint: OTLP/HTTP logs URL, or NULL */
+	unsigned audit_rate;       /* events per second kept (bursts of as many); beyond: counted */
+	uint64_t audit_ring_max;   /* bytes of events kept for GET /v1/audit */
+	bool insecure_no_audit;    /* test only: no trail at all (measures its cost) */
+	const char *verify_audit;  /* --verify-audit FILE: check a saved trail, then exit */
 	/* Where each option's value came from (config.c's table order): the
 	 * checks made after parsing name the option or the variable. */
 	unsigned char origin[CONFIG_MAX_OPTS];

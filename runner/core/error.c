@@ -93,6 +93,7 @@ static const struct {
 	{"ONE_SHOT_DONE", 409},
 	{"RESET_IN_PROGRESS", 409},
 	{"CONFLICT", 409},
+	{"AUDIT_OFF", 409},
 	{"ALREADY_CONNECTED", 409},
 	{"STDIN_NOT_OPEN", 409},
 	{"STDIN_CLOSED", 409},

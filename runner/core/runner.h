@@ -27,6 +27,8 @@ struct conversations;
 struct mcp_table;
 struct mcp_upstream;
 struct watch_table;
+struct audit;
+struct otlp;
 
 enum init_mode { INIT_PID1, INIT_SUBREAPER };
 
@@ -89,4 +91,6 @@ struct runner {
 	json_t *sandbox_env;
 	bool auth_hash_set;
 	unsigned char auth_hash[32];
+	struct audit *audit; /* the audit trail (core/audit.h); NULL: off */
+	struct otlp *otlp;   /* its OTLP sink (core/auditotlp.h), or NULL */
 };

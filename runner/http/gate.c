@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/ids.h"
+#include "core/audit.h"
 #include "core/log.h"
 #include "core/runner.h"
 #include "http/peer.h"
@@ -181,11 +182,21 @@ static void client_put(struct gate *g, struct gate_client *c)
 	free(c);
 }
 
+/* The audit trail's door of this daemon (docs/design.md §22): the model
+ * proxy's, a port proxy's, or the API's. */
+static const char *gate_door(const struct gate *g)
+{
+	if (!strcmp(g->pol.name, "model proxy"))
+		return "model";
+	return strstr(g->pol.name, "proxy") ? "proxy" : "native";
+}
+
 /* Is this new connection refused? Counts it against its client if not. */
-static bool admit(struct gate *g, struct gate_conn *gc)
+static bool admit(struct gate *g, struct gate_conn *gc, struct peer *pp, const char **why)
 {
 	struct peer p;
 	peer_identify(&g->diag, gc->fd, &p);
+	*pp = p;
 	char key[64];
 	gc->uid = (uid_t)-1;
 	switch (p.kind) {
@@ -193,6 +204,7 @@ static bool admit(struct gate *g, struct gate_conn *gc)
 		gc->uid = p.uid;
 		if (g->pol.refuse_tasks && gate_is_task_uid(g->r, p.uid)) {
 			g->refused_task++;
+			*why = "a task's connection";
 			return false;
 		}
 		snprintf(key, sizeof(key), "uid:%u", (unsigned)p.uid);
@@ -200,6 +212,7 @@ static bool admit(struct gate *g, struct gate_conn *gc)
 	case PEER_UNKNOWN:
 		if (g->pol.refuse_tasks) {
 			g->refused_unknown++;
+			*why = "owner unknown (fail closed)";
 			return false;
 		}
 		snprintf(key, sizeof(key), "unknown:%s", p.addr);
@@ -212,6 +225,7 @@ static bool admit(struct gate *g, struct gate_conn *gc)
 	struct gate_client *c = client_get(g, key);
 	if (!c || (g->pol.max_per_client && c->n >= g->pol.max_per_client)) {
 		g->refused_limit++;
+		*why = "over the per-client connection limit";
 		return false;
 	}
 	c->n++;
@@ -258,8 +272,15 @@ void gate_notify(void *cls, struct MHD_Connection *c, void **socket_context,
 	g->conns = gc;
 	g->n_conns++;
 	*socket_context = gc;
-	if (!admit(g, gc)) {
+	struct peer p;
+	const char *why = NULL;
+	if (!admit(g, gc, &p, &why)) {
 		gc->refused = true;
+		/* Counted by the trail's rate bound like any other event. */
+		audit_emit(g->r, gate_door(g), "connection refused",
+			   json_pack("{s:{s:s,s:i},s:s,s:s}", "who", "client", p.addr, "uid",
+				     p.kind == PEER_IN_BOX ? (int)p.uid : -1, "outcome", "refused",
+				     "reason", why ? why : "refused"));
 		if (shutdown(gc->fd, SHUT_RDWR) < 0 && errno != ENOTCONN)
 			log_errno("shutdown(refused connection) failed", errno, g->pol.name);
 		maybe_log(g, false);

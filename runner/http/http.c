@@ -2,13 +2,16 @@
  * route table it is given, with auth, framing checks and request bodies. */
 #include "http/http.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
 
+#include "core/audit.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
@@ -282,6 +285,71 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 	return req;
 }
 
+static void client_addr(struct http_req *req)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+	const void *a = NULL;
+	if (sa && sa->sa_family == AF_INET)
+		a = &((const struct sockaddr_in *)sa)->sin_addr;
+	else if (sa && sa->sa_family == AF_INET6)
+		a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+	if (!a || !inet_ntop(sa->sa_family, a, req->client, sizeof(req->client)))
+		snprintf(req->client, sizeof(req->client), "?");
+}
+
+/* A handler runs: what it causes deeper down (a task) names this client. */
+static enum MHD_Result run_handler(struct http_req *req, http_route_fn fn)
+{
+	audit_set_client(req->r, req->client);
+	enum MHD_Result rc = fn(req);
+	audit_set_client(req->r, NULL);
+	return rc;
+}
+
+static const char *outcome_of(unsigned status)
+{
+	if (!status)
+		return "abandoned";
+	if (status < 400)
+		return "ok";
+	if (status == 401 || status == 403 || status == 429)
+		return "refused";
+	return status < 500 ? "invalid" : "failed";
+}
+
+/* The one audit event of a request through the API (docs/design.md §22):
+ * its door, who, what, the answer, and what its handler noted. */
+static void audit_request(struct http_req *req, enum MHD_RequestTerminationCode toe)
+{
+	const struct http_hooks *hk = req->r->http ? req->r->http->hooks : NULL;
+	const char *door = hk && hk->audit_door ? hk->audit_door(req->path) : NULL;
+	if (!door || !audit_enabled(req->r)) {
+		json_decref(req->audit);
+		req->audit = NULL;
+		return;
+	}
+	char what[256];
+	snprintf(what, sizeof(what), "%s %s", req->method ? req->method : "?",
+		 req->route  ? req->route->pattern
+		 : req->path ? req->path
+			     : "?");
+	/* The proxied app's query is its own (it may hold its secrets). */
+	const char *target = strcmp(door, "proxy") && req->raw_target ? req->raw_target : req->path;
+	json_t *ev = json_pack("{s:{s:s},s:s,s:s*,s:i,s:s*,s:I,s:I,s:b}", "who", "client",
+			       req->client, "outcome", outcome_of(req->status), "target", target,
+			       "status", (int)req->status, "code", req->err_code, "bytes_in",
+			       (json_int_t)req->body_len, "duration_us",
+			       (json_int_t)(monotonic_us() - req->start_us), "completed",
+			       toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
+	if (ev && req->audit)
+		json_object_update(ev, req->audit);
+	json_decref(req->audit);
+	req->audit = NULL;
+	audit_emit(req->r, door, what, ev);
+}
+
 static uint64_t request_gen(struct runner *r)
 {
 	const struct http_hooks *hk = r->http->hooks;
@@ -330,7 +398,7 @@ static enum MHD_Result begin_request(struct runner *r, struct http_req *req, con
 		return http_fail(req, &pe);
 	req->gen = request_gen(r);
 	if (req->route->start)
-		return req->route->start(req);
+		return run_handler(req, req->route->start);
 	return MHD_YES;
 }
 
@@ -375,6 +443,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		req->conn = conn;
 		req->method = method;
 		req->path = url;
+		req->start_us = monotonic_us();
+		client_addr(req);
 		req->in_head = true;
 		enum MHD_Result rc = begin_request(r, req, url, method);
 		req->in_head = false;
@@ -401,7 +471,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		/* The route may take only part (backpressure: it suspends the
 		 * request and gets the rest when resumed). */
 		req->body_left = 0;
+		audit_set_client(r, req->client);
 		enum MHD_Result rc = req->route->body(req, upload_data, *upload_size);
+		audit_set_client(r, NULL);
 		*upload_size = req->body_left;
 		return rc;
 	}
@@ -435,7 +507,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (req->body_too_big)
 		return http_failf(req, "PAYLOAD_TOO_LARGE", "request body over %llu bytes",
 				  (unsigned long long)r->cfg.max_body);
-	return req->route->fn(req);
+	return run_handler(req, req->route->fn);
 }
 
 static void suspended_unlink(struct http_req *req)
@@ -460,6 +532,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (!req)
 		return;
 	req->completed_ok = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
+	if (req->r)
+		audit_request(req, toe);
 	if (req->suspended)
 		suspended_unlink(req); /* the connection is gone: nothing to resume */
 	if (req->ctx_free)

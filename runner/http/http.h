@@ -68,7 +68,18 @@ struct http_req {
 	struct MHD_Response *deferred;
 	unsigned deferred_status;
 	uint64_t drained, drain_start_ms;
+	/* The audit trail's record of it (core/audit.h): one event when it
+	 * ends, with what handlers noted (http_audit_note). */
+	char client[48];      /* the peer's numeric address */
+	unsigned status;      /* the status answered (0: none) */
+	const char *err_code; /* the error code answered, if any */
+	uint64_t start_us;    /* monotonic */
+	json_t *audit;        /* fields handlers added, or NULL */
 };
+
+/* Fields (stolen) for this request's audit event: path, bytes, a content
+ * hash, a task id... Later notes win. Never a secret (docs/design.md §22). */
+void http_audit_note(struct http_req *req, json_t *fields);
 
 /* A streamed response body. The HTTP layer sends what is in `out`; when
  * it is empty it calls produce(), which appends more to `out` and sets
@@ -138,6 +149,9 @@ struct http_hooks {
 	unsigned (*upgraded_count)(struct runner *r);
 	void (*upgraded_tick)(struct runner *r);
 	void (*upgraded_close_all)(struct runner *r);
+	/* The door a path belongs to, for the audit trail (NULL: not audited,
+	 * e.g. the probes). */
+	const char *(*audit_door)(const char *path);
 };
 /* After http_start; hooks outlives the server. */
 void http_set_hooks(struct runner *r, const struct http_hooks *hooks);

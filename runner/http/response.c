@@ -42,6 +42,7 @@ enum MHD_Result http_queue(struct http_req *req, unsigned status, struct MHD_Res
 		return MHD_YES;
 	}
 	req->responded = true;
+	req->status = status;
 	enum MHD_Result rc = MHD_queue_response(req->conn, status, resp);
 	MHD_destroy_response(resp);
 	return rc;
@@ -86,6 +87,7 @@ enum MHD_Result http_error(struct http_req *req, unsigned status, const char *co
 
 enum MHD_Result http_fail(struct http_req *req, const struct error *e)
 {
+	req->err_code = error_code(e);
 	return http_json(req, error_http_status(e), http_error_body(e));
 }
 
@@ -117,6 +119,18 @@ enum MHD_Result http_text(struct http_req *req, unsigned status, const char *cty
 	if (hname)
 		MHD_add_response_header(resp, hname, hval);
 	return http_queue(req, status, resp);
+}
+
+void http_audit_note(struct http_req *req, json_t *fields)
+{
+	if (!fields)
+		return;
+	if (!req->audit) {
+		req->audit = fields;
+		return;
+	}
+	json_object_update(req->audit, fields);
+	json_decref(fields);
 }
 
 const char *http_query(struct http_req *req, const char *name)

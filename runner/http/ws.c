@@ -17,9 +17,11 @@
 
 #include <microhttpd_ws.h>
 
+#include "core/audit.h"
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/util.h"
+#include "http/internal.h"
 
 #define WS_PING_MS 30000 /* a ping after this long without anything from the client */
 #define WS_IDLE_MS 90000 /* nothing at all (not even a pong) for this long: closed */
@@ -55,6 +57,11 @@ struct ws_conn {
 	int depth; /* inside a callback: no re-entry, no free */
 	uint64_t last_recv_ms, last_ping_ms, closing_since_ms;
 	struct ws_conn *next, *prev;
+	/* For its audit event when it ends (docs/design.md §22): bytes each
+	 * way on the wire, never their content. */
+	const char *audit_door; /* NULL: not audited */
+	char audit_what[160], client[48];
+	uint64_t bytes_in, bytes_out, opened_us;
 };
 
 /* ---- the connection ---- */
@@ -100,6 +107,12 @@ static void teardown(struct ws_conn *c)
 		return;
 	c->dead = true;
 	loop_watch_del(&c->r->loop, &c->w);
+	if (c->audit_door)
+		audit_emit(c->r, c->audit_door, "websocket closed",
+			   json_pack("{s:{s:s},s:s,s:I,s:I,s:I}", "who", "client", c->client,
+				     "target", c->audit_what, "bytes_in", (json_int_t)c->bytes_in,
+				     "bytes_out", (json_int_t)c->bytes_out, "duration_us",
+				     (json_int_t)(monotonic_us() - c->opened_us)));
 	if (c->ops->on_close)
 		c->ops->on_close(c);
 	if (c->linked) {
@@ -174,6 +187,7 @@ static int flush_out(struct ws_conn *c)
 		if (n < 0)
 			return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
 		c->out.off += (size_t)n;
+		c->bytes_out += (uint64_t)n;
 	}
 	/* Drained: a burst's buffer is not kept for the connection's life. */
 	if (c->out.cap > 64 * 1024)
@@ -316,6 +330,7 @@ static int read_in(struct ws_conn *c)
 			while (n < 0 && errno == EINTR);
 			if (n < 0)
 				return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+			c->bytes_in += (uint64_t)n;
 			if (n == 0) {
 				/* The client went away without a close frame. */
 				c->eof = true;
@@ -647,6 +662,12 @@ enum MHD_Result ws_upgrade(struct http_req *req, const struct ws_ops *ops, void 
 	req->ctx = c;
 	req->ctx_free = req_ctx_free;
 	req->responded = true;
+	req->status = MHD_HTTP_SWITCHING_PROTOCOLS;
+	const struct http_hooks *hk = req->r->http ? req->r->http->hooks : NULL;
+	c->audit_door = hk && hk->audit_door ? hk->audit_door(req->path) : NULL;
+	snprintf(c->audit_what, sizeof(c->audit_what), "%s", req->path);
+	memcpy(c->client, req->client, sizeof(c->client));
+	c->opened_us = monotonic_us();
 	enum MHD_Result rc = MHD_queue_response(req->conn, MHD_HTTP_SWITCHING_PROTOCOLS, resp);
 	MHD_destroy_response(resp);
 	if (rc != MHD_YES) {

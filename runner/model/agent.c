@@ -11,6 +11,7 @@
 #include "model/conversation.h"
 #include "model/gateway.h"
 #include "core/error.h"
+#include "core/audit.h"
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/util.h"
@@ -306,6 +307,11 @@ static void on_done(struct gw_call *c, void *arg, enum gw_err err, const char *m
 	struct agent *a = arg;
 	a->call = NULL;
 	enum cs_result r = a->cs.result;
+	audit_emit(a->r, "agent", "model call",
+		   json_pack("{s:{s:s},s:s,s:s*,s:i,s:s,s:o*}", "who", "task", a->t->id, "format",
+			     "openai", "model", a->model, "status", (int)a->cs.http_status,
+			     "outcome", err == GW_OK ? "ok" : "failed", "usage",
+			     a->cs.has_usage ? usage_json(&a->cs.usage) : NULL));
 	if (err != GW_OK && !(err == GW_ABORTED && r != CS_RUNNING)) {
 		/* Transport failure; a malformed/truncated stream that the
 		 * connection cut is still a stream problem when data came. */

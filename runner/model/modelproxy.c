@@ -21,6 +21,7 @@
 #include "http/http.h"
 #include "http/server.h"
 #include "core/cleanup.h"
+#include "core/audit.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
@@ -101,6 +102,8 @@ struct mp_req {
 	bool eof;
 	enum gw_err err;
 	char errmsg[256];
+	const char *fail_code; /* the runner's own refusal (mp_fail), for the audit */
+	unsigned fail_status;
 	bool upstream_paused;
 	bool suspended;
 	struct wire_scan us;
@@ -118,8 +121,30 @@ static void token_put(struct modelproxy *p, struct mp_token *k)
 		p->tokens = k->next;
 	if (k->next)
 		k->next->prev = k->prev;
+	audit_secret_remove(p->r, k->value);
 	explicit_bzero(k->value, sizeof(k->value));
 	free(k);
+}
+
+/* The audit event of one call through the proxy (docs/design.md §22). */
+static json_t *audit_call(const struct mp_req *q, bool completed)
+{
+	const struct mp_token *k = q->tok;
+	json_t *ev = json_pack("{s:{s:s?},s:s,s:s?,s:i,s:I,s:I,s:b}", "who", "task",
+			       k && k->t ? k->t->id : NULL, "format", q->w ? q->w->name : "openai",
+			       "path", q->rt.path, "status",
+			       q->fail_code ? (int)q->fail_status : (int)q->status, "bytes_in",
+			       (json_int_t)q->body_seen, "bytes_out", (json_int_t)q->out_bytes,
+			       "completed", completed);
+	if (q->fail_code) {
+		json_object_set_new(ev, "outcome", json_string("refused"));
+		json_object_set_new(ev, "code", json_string(q->fail_code));
+	} else if (q->status != 200) {
+		json_object_set_new(ev, "outcome", json_string("failed"));
+	}
+	if (q->us.has_usage)
+		json_object_set_new(ev, "usage", mu_usage_json(&q->us.usage));
+	return ev;
 }
 
 static struct mp_token *token_find(struct modelproxy *p, const char *v)
@@ -158,6 +183,8 @@ static enum MHD_Result mp_fail(struct mp_req *q, const struct error *e)
 	if (!strcmp(error_code(e), "budget_held"))
 		MHD_add_response_header(resp, "Retry-After", "1");
 	q->responded = true;
+	q->fail_code = error_code(e);
+	q->fail_status = status;
 	enum MHD_Result rc = MHD_queue_response(q->conn, status, resp);
 	MHD_destroy_response(resp);
 	return rc;
@@ -795,7 +822,6 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
 	(void)conn;
-	(void)toe;
 	struct modelproxy *p = cls;
 	struct mp_req *q = *con_cls;
 	if (!q)
@@ -814,6 +840,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	}
 	/* The client left before the answer ended: charged all the same. */
 	settle(q, true);
+	audit_emit(p->r, "model", "model call",
+		   audit_call(q, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK));
 	if (q->counted)
 		q->tok->inflight--;
 	if (q->tok)
@@ -1035,6 +1063,7 @@ struct task *modelproxy_start_task(struct runner *r, const struct task_spec *spe
 		return NULL;
 	}
 	snprintf(k->value, sizeof(k->value), "fai-%s%s", a, b);
+	audit_secret_add(r, k->value); /* a command line that holds it is masked */
 	explicit_bzero(a, sizeof(a));
 	explicit_bzero(b, sizeof(b));
 	k->b.max_tokens = spec->max_tokens ? spec->max_tokens : r->cfg.task_max_tokens;
@@ -1062,6 +1091,7 @@ struct task *modelproxy_start_task(struct runner *r, const struct task_spec *spe
 	struct task *t = task_start(r, &s, err);
 	json_object_clear(env);
 	if (!t) {
+		audit_secret_remove(r, k->value);
 		explicit_bzero(k->value, sizeof(k->value));
 		free(k);
 		return NULL;

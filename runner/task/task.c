@@ -17,6 +17,7 @@
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/ids.h"
+#include "core/audit.h"
 #include "core/log.h"
 #include "core/runner.h"
 #include "task/pty.h"
@@ -122,6 +123,70 @@ int tasks_init(struct runner *r)
 void tasks_set_hooks(struct runner *r, const struct task_hooks *hooks)
 {
 	r->tasks->hooks = hooks;
+}
+
+/* The audit trail's door of a task (docs/design.md §22): the API that
+ * started it; a tool task's is the MCP client's when one asked, else the
+ * agent's. */
+static const char *task_door(const struct task *t)
+{
+	switch (t->api) {
+	case TASK_API_EXECD:
+	case TASK_API_SESSION:
+		return "execd";
+	case TASK_API_PTY:
+		return "pty";
+	case TASK_API_TOOL:
+		return audit_client(t->r) ? "mcp" : "agent";
+	case TASK_API_NATIVE:
+	default:
+		return t->capability && !strcmp(t->capability, "agent") ? "agent" : "native";
+	}
+}
+
+/* Every kind of task, started: what runs, as whom, where, with which
+ * limits. Of the environment, the names only (values may be secrets). */
+static void audit_task_started(struct task *t, const struct task_spec *spec)
+{
+	if (!audit_enabled(t->r))
+		return;
+	json_t *env = json_array();
+	const char *k;
+	json_t *v;
+	if (spec->env && json_is_object(spec->env))
+		json_object_foreach(spec->env, k, v)
+			json_array_append_new(env, json_string(k));
+	const char *client = audit_client(t->r);
+	json_t *who = json_pack("{s:s}", "task", t->id);
+	if (client)
+		json_object_set_new(who, "client", json_string(client));
+	t->audit_door = task_door(t);
+	audit_emit(t->r, t->audit_door, "task started",
+		   json_pack("{s:o,s:s*,s:s*,s:i,s:i,s:s*,s:s*,s:s*,s:s,s:I,s:b,s:b,s:o}", "who",
+			     who, "command", t->command, "cwd", t->cwd, "uid", (int)t->uid, "gid",
+			     (int)t->gid, "capability", t->capability, "engine", spec->engine,
+			     "model", spec->model, "network", t->net_none ? "none" : "full",
+			     "timeout_ms", (json_int_t)spec->timeout_ms, "background",
+			     spec->background, "tty", spec->tty, "env", env));
+	uint32_t chain;
+	uint64_t first, oldest;
+	audit_position(t->r, &chain, &first, &oldest, &t->audit_seq);
+}
+
+/* ... and ended: the terminal event's fields (exit code or signal, status,
+ * duration, model usage), the output's bytes. */
+static void audit_task_ended(struct task *t, json_t *exit_ev)
+{
+	if (!audit_enabled(t->r))
+		return;
+	json_t *ev = json_deep_copy(exit_ev);
+	if (!ev)
+		ev = json_object();
+	json_object_del(ev, "message"); /* an error's text may quote anything */
+	json_object_set_new(ev, "who", json_pack("{s:s}", "task", t->id));
+	json_object_set_new(ev, "outcome", json_string(task_status_name(t->status)));
+	json_object_set_new(ev, "bytes_out", json_integer((json_int_t)t->spool.next_off));
+	audit_emit(t->r, t->audit_door ? t->audit_door : task_door(t), "task ended", ev);
 }
 
 static void hook_finished(struct task *t)
@@ -624,6 +689,7 @@ static void task_finalize(struct task *t)
 		t->on_finish = NULL;
 	}
 	append_event(t, "exit", ev);
+	audit_task_ended(t, ev);
 	json_decref(ev);
 	t->r->tasks->finished++;
 	/* Its time limit is over: a kept record holds no fd (256 of them
@@ -1152,6 +1218,7 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, struct e
 	append_event(t, "started", started);
 
 	task_link(t);
+	audit_task_started(t, spec);
 	log_info("task started", "{s:s,s:i,s:i,s:i,s:b,s:s}", "task", t->id, "pid", (int)pid, "uid",
 		 (int)uid, "gid", (int)gid, "background", spec->background, "network",
 		 net_none ? "none" : "full");
@@ -1280,6 +1347,7 @@ struct task *task_start_driven(struct runner *r, const struct task_spec *spec,
 			  spec->engine, "conversation", spec->conversation);
 	append_event(t, "started", started);
 	task_link(t);
+	audit_task_started(t, spec);
 	log_info("task started", "{s:s,s:s}", "task", t->id, "capability", t->capability);
 	return t;
 }
@@ -1315,6 +1383,7 @@ void task_driven_finish(struct task *t, enum task_status st, int exit_code, json
 	if (extra)
 		json_object_update(ev, extra);
 	append_event(t, "exit", ev);
+	audit_task_ended(t, ev);
 	json_decref(ev);
 	driven_log(t);
 }
@@ -1329,6 +1398,7 @@ void task_driven_fail(struct task *t, const char *code, const char *message, jso
 	if (extra)
 		json_object_update(ev, extra);
 	append_event(t, "error", ev);
+	audit_task_ended(t, ev);
 	json_decref(ev);
 	driven_log(t);
 }

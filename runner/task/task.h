@@ -175,6 +175,8 @@ struct task {
 
 	struct task *next, *prev; /* in the table */
 	bool linked;
+	const char *audit_door; /* its door in the audit trail (static string) */
+	uint64_t audit_seq;     /* the seq of its "task started" event (0: none) */
 };
 
 /* What the layer above decides about every task of every API (main registers the runtime

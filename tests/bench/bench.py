@@ -30,6 +30,11 @@ build/bench/results.json and build/bench/results.md, and a table on stdout.
                       straight to that port; 1 GiB PUT the same way to a task that
                       reads and hashes it (tests/integration/proxy_upstreams.py);
                       runner VmHWM over both vs its VmRSS before
+  14 audit cost       the audit trail on (default, stderr to a file as a container
+                      log) vs --insecure-no-audit, interleaved rounds: round
+                      trip of `true` (rtt.c, p50) and small GETs through
+                      /proxy/{port} to nginx (curl, one keep-alive connection
+                      per client, 2 clients) in req/s; goal: under 5 % slower
   9 files             1 GiB GET /files/download and POST /files/upload (curl -F)
                       vs Debian's nginx serving (sendfile on) and storing
                       (client_body_in_file_only) the same file on loopback
@@ -1033,6 +1038,76 @@ def bench_portproxy(cfg, res, binary):
             "runner VmRSS before", f["runner_vmrss_before_kib"] / 1024.0)
 
 
+def bench_audit(cfg, res, binary):
+    """14: the cost of the audit trail: on (its default) vs --insecure-no-audit."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import portproxy_bench as pb
+    q = cfg.quick
+    rounds = 2 if q else 5
+    n_rtt = 100 if q else 1000
+    n_get = 1000 if q else 10000
+    rtt = os.path.join(cfg.tools, "rtt")
+    scratch = tempfile.mkdtemp(prefix="forceai-bench-audit-")
+    root = os.path.join(scratch, "www")
+    os.makedirs(root)
+    with open(os.path.join(root, "s.txt"), "w") as f:
+        f.write("x" * 64)
+    nginx = None
+    runners = {}
+    try:
+        try:
+            nginx = pb.Nginx(pb.UPSTREAM_CONF, os.path.join(scratch, "nginx"), root=root)
+        except pb.BenchError as e:
+            raise BenchError(str(e))
+        runners["on"] = Runner(binary, cfg, name="runner (audit on)")
+        runners["off"] = Runner(binary, cfg, ["--insecure-no-audit"], name="runner (audit off)")
+        rtts = {"on": [], "off": []}
+        rates = {"on": [], "off": []}
+
+        def get_rate(port):
+            url = "http://127.0.0.1:%d/proxy/%d/s.txt?[1-%d]" % (port, nginx.port, n_get)
+            t0 = time.monotonic()
+            procs = [subprocess.Popen(["curl", "-sS", url],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                     for _ in range(2)]
+            for p in procs:
+                _, err = p.communicate(timeout=600)
+                if p.returncode != 0:
+                    raise BenchError("curl through /proxy: exit %d %s" % (p.returncode, err[-300:]))
+            return 2 * n_get / (time.monotonic() - t0)
+
+        for r in range(rounds):
+            for k in (("on", "off") if r % 2 == 0 else ("off", "on")):
+                port = runners[k].port
+                samples = [x[0] for x in run_tool([rtt, "-p", str(port), "-n", str(n_rtt), "-w",
+                                                   "20"], "rtt audit %s" % k)]
+                rtts[k].append(pct(samples, 50) / 1e6)
+                rates[k].append(get_rate(port))
+        on = [l for l in runners["on"].loglines() if l.get("audit")]
+        if not on:
+            raise BenchError("the audited runner wrote no audit event")
+        med = {k: statistics.median(v) for k, v in rtts.items()}
+        rate = {k: statistics.median(v) for k, v in rates.items()}
+        slower = (med["on"] / med["off"] - 1) * 100
+        res.add("15", "round trip `true` with the audit trail on, p50 (median of %d rounds x %d)" %
+                (rounds, n_rtt), med["on"], "ms", "--insecure-no-audit, p50", med["off"],
+                goal="< 5 % slower", ok=slower < 5,
+                extra={"samples": rtts["on"], "baseline_samples": rtts["off"],
+                       "slower_pct": round(slower, 2)})
+        drop = (1 - rate["on"] / rate["off"]) * 100
+        res.add("15", "small GETs through /proxy/{port}, 2 curl clients, audit on, req/s "
+                "(median of %d rounds x %d)" % (rounds, 2 * n_get), rate["on"], "req/s",
+                "--insecure-no-audit", rate["off"], goal="< 5 % slower", ok=drop < 5,
+                extra={"samples": rates["on"], "baseline_samples": rates["off"],
+                       "slower_pct": round(drop, 2), "audit_events": len(on)})
+    finally:
+        for rn in runners.values():
+            rn.close()
+        if nginx:
+            nginx.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 def bench_pyclient(cfg, res, binary):
     """12: the round trip of `true` as a plain Python http.client sees it (pyclient_rtt.py)."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -1183,6 +1258,7 @@ def main():
         ("12", "round trip, Python client", lambda: bench_pyclient(cfg, res, static or cfg.runner)),
         ("13", "reset", lambda: bench_reset(cfg, res, static or cfg.runner)),
         ("14", "checkpoints", lambda: bench_checkpoints(cfg, res, static or cfg.runner)),
+        ("15", "audit cost", lambda: bench_audit(cfg, res, cfg.runner)),
     ]
     try:
         for num, label, fn in steps:

@@ -1,0 +1,121 @@
+/* auditchain.c: the audit trail's hash chain, secret masking and verifier
+ * (docs/design.md §22): an unbroken chain passes, mixed with other log
+ * lines and a collector's prefix; a changed field, a removed line and a
+ * reordered pair are each named at the first break. */
+#include "core/auditchain.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "unit.h"
+
+#define N 5
+
+/* A chain of N events (seq 1..N) as the runner writes them. */
+static void make_chain(char lines[N][256])
+{
+	char prev[AUDIT_HASH_HEX] = AUDIT_HASH_ZERO;
+	for (int i = 0; i < N; i++) {
+		snprintf(lines[i], 256,
+			 "{\"audit\":true,\"seq\":%d,\"ts\":1,\"chain\":1,\"prev\":\"%s\","
+			 "\"door\":\"execd\",\"what\":\"%s\",\"outcome\":\"ok\"}",
+			 i + 1, prev, i ? "task started" : "chain started");
+		auditchain_hash(lines[i], strlen(lines[i]), prev);
+	}
+}
+
+static int verify(char lines[][256], int n, struct auditchain_verifier *v)
+{
+	auditchain_verify_init(v);
+	for (int i = 0; i < n; i++)
+		if (auditchain_verify_line(v, lines[i], strlen(lines[i])) < 0)
+			return -1;
+	return 0;
+}
+
+TEST(hash_known_vector)
+{
+	char h[AUDIT_HASH_HEX];
+	auditchain_hash("abc", 3, h);
+	CHECK_STR(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(chain_unbroken_among_log_lines)
+{
+	char l[N + 2][256];
+	make_chain(l);
+	/* A collector's timestamp prefix, and other log lines between. */
+	char pre[300];
+	snprintf(pre, sizeof(pre), "2026-12-03T10:00:00Z stderr F %s\n", l[2]);
+	snprintf(l[2], 256, "%.255s", pre);
+	snprintf(l[N], 256, "{\"ts\":1,\"level\":\"info\",\"msg\":\"task started\"}");
+	snprintf(l[N + 1], 256, "not json at all");
+	struct auditchain_verifier v;
+	CHECK(verify(l, N + 2, &v) == 0);
+	CHECK(v.events == N);
+	CHECK(v.skipped == 2);
+	CHECK(v.first_seq == 1 && v.last_seq == N);
+}
+
+TEST(changed_field_names_the_line)
+{
+	char l[N][256];
+	make_chain(l);
+	char *p = strstr(l[2], "task started");
+	memcpy(p, "task stopped", 12);
+	struct auditchain_verifier v;
+	CHECK(verify(l, N, &v) < 0);
+	CHECKF(v.break_seq == 3, "break at %llu: %s", (unsigned long long)v.break_seq, v.why);
+	CHECK(strstr(v.why, "changed") != NULL);
+}
+
+TEST(removed_line_names_the_gap)
+{
+	char l[N][256];
+	make_chain(l);
+	memmove(l[2], l[3], sizeof(l[0]) * 2); /* seq 3 removed */
+	struct auditchain_verifier v;
+	CHECK(verify(l, N - 1, &v) < 0);
+	CHECKF(v.break_seq == 3, "break at %llu: %s", (unsigned long long)v.break_seq, v.why);
+	CHECK(strstr(v.why, "removed") != NULL);
+}
+
+TEST(reordered_pair)
+{
+	char l[N][256], t[256];
+	make_chain(l);
+	memcpy(t, l[1], sizeof(t));
+	memcpy(l[1], l[2], sizeof(t));
+	memcpy(l[2], t, sizeof(t));
+	struct auditchain_verifier v;
+	CHECK(verify(l, N, &v) < 0);
+	CHECKF(v.break_seq == 2, "break at %llu: %s", (unsigned long long)v.break_seq, v.why);
+}
+
+TEST(audit_line_cut_is_a_break)
+{
+	char l[N][256];
+	make_chain(l);
+	l[3][40] = 0; /* truncated: still says it is an audit event */
+	struct auditchain_verifier v;
+	CHECK(verify(l, N, &v) < 0);
+	CHECK(v.break_seq == 4);
+}
+
+TEST(mask_every_occurrence)
+{
+	const char *secrets[] = {"tok-SECRET-1", "short", "gw-key-ABCDEF"};
+	const char *line = "{\"command\":\"curl -H tok-SECRET-1 x gw-key-ABCDEF tok-SECRET-1\"}";
+	size_t n = 0;
+	bool failed;
+	char *m = auditchain_mask(line, strlen(line), secrets, 3, &n, &failed);
+	if (!CHECK(m))
+		return;
+	CHECK_STR(m, "{\"command\":\"curl -H *** x *** ***\"}");
+	CHECK(n == strlen(m));
+	CHECK(!failed);
+	free(m);
+	/* Nothing to mask: NULL, the line is used as is; a short value is no
+	 * secret the runner registers (it would mask ordinary words). */
+	CHECK(!auditchain_mask("short text", 10, secrets, 3, &n, &failed) && !failed);
+}
