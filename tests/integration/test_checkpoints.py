@@ -16,7 +16,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 sys.path.insert(0, os.path.dirname(__file__))
 
-from harness import Runner, parse_sse  # noqa: E402
+from harness import Runner  # noqa: E402
 from test_profiles import ScratchRoots, open_stream, read_until, tree  # noqa: E402
 
 TASK_UID = 1000
@@ -466,7 +466,7 @@ class ResetDrops(unittest.TestCase):
 
 
 def exit_event(ev):
-    assert ev and ev[-1]["event"] in ("exit", "error"), ev[-3:]
+    assert ev and ev[-1].get("event") in ("exit", "error"), ev[-3:]
     return ev[-1]["data"]
 
 
