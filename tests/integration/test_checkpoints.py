@@ -16,7 +16,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 sys.path.insert(0, os.path.dirname(__file__))
 
-from harness import Runner  # noqa: E402
+from harness import Runner, parse_sse  # noqa: E402
 from test_profiles import ScratchRoots, open_stream, read_until, tree  # noqa: E402
 
 TASK_UID = 1000
@@ -544,6 +544,28 @@ class TaskChanges(CkBase):
         # a task alone afterwards is exclusive again
         x = exit_event(self.r.native({"task": "true", "changes": True}))
         self.assertIs(x["changes"]["exclusive"], True, x)
+
+    def test_keyed_retry_during_the_checkpoint_attaches(self):
+        """A retry with the same Idempotency-Key while the first request still waits for its
+        checkpoint: it resumes after the first task started and attaches to it (one run)."""
+        import threading
+        ws = self.R.ws
+        body = {"task": "echo run >> %s/runs.txt; sleep 0.5" % ws, "changes": True}
+        out = []
+
+        def post():
+            st, h, data = self.r.request("POST", "/v1/tasks", body,
+                                         headers={"Idempotency-Key": "k-retry-1"}, timeout=60)
+            out.append(parse_sse(data))
+        th = [threading.Thread(target=post) for _ in range(2)]
+        for t in th:
+            t.start()
+        for t in th:
+            t.join()
+        ids = {ev[0]["data"]["task_id"] for ev in out}
+        self.assertEqual(len(ids), 1, out)
+        with open(ws + "/runs.txt") as f:
+            self.assertEqual(f.read(), "run\n")
 
     def test_bound_10000_files(self):
         ws = self.R.ws
