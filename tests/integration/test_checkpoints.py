@@ -545,6 +545,29 @@ class TaskChanges(CkBase):
         x = exit_event(self.r.native({"task": "true", "changes": True}))
         self.assertIs(x["changes"]["exclusive"], True, x)
 
+    def test_a_failed_diff_is_said_and_the_exit_event_still_comes(self):
+        """The checkpoint is deleted while the task runs: its diff fails, the exit event says
+        so (and comes)."""
+        import threading
+        out = []
+        th = threading.Thread(target=lambda: out.append(self.r.native(
+            {"task": "sleep 1.5", "changes": True})))
+        th.start()
+        ids, deadline = [], time.monotonic() + 30
+        while not ids and time.monotonic() < deadline:
+            st, lst = self.r.json("GET", "/v1/checkpoints")
+            ids = [k["id"] for k in lst["checkpoints"] if k.get("label") == "task"]
+            time.sleep(0.05)
+        self.assertEqual(len(ids), 1)
+        st, b = self.r.json("DELETE", "/v1/checkpoints/" + ids[0])
+        self.assertEqual(st, 200, b)
+        th.join()
+        x = exit_event(out[0])
+        self.assertEqual(x["status"], "succeeded", x)
+        self.assertEqual(x["checkpoint"], ids[0])
+        self.assertIn(x["changes"]["error"], ("the diff failed", "the diff could not start"), x)
+        self.assertIn("no checkpoint", x["changes"]["message"])
+
     def test_keyed_retry_during_the_checkpoint_attaches(self):
         """A retry with the same Idempotency-Key while the first request still waits for its
         checkpoint: it resumes after the first task started and attaches to it (one run)."""
