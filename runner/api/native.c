@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "model/modelproxy.h"
+#include "profile/checkpoint.h"
 #include "core/runner.h"
 #include "task/task.h"
 #include "core/util.h"
@@ -347,6 +348,83 @@ static enum MHD_Result attach_retry(struct http_req *req, struct task *t, const 
 	return start_stream(req, t, from_start, after);
 }
 
+/* "changes" (docs/design.md §12.3): the checkpoint before the task, taken while the request
+ * waits suspended; the task starts once it is (or is known not to be) taken. */
+struct changes_wait {
+	struct runner *r;
+	bool waiting;
+	char ck[20];
+	char why[ERROR_MSG_MAX];
+	uint64_t from_ms;
+};
+
+static void changes_wait_free(struct http_req *req)
+{
+	struct changes_wait *w = req->ctx;
+	if (w->waiting)
+		ckpt_forget_waiter(w->r, req);
+	free(w);
+	req->ctx = NULL;
+}
+
+static void on_checkpoint(void *arg, unsigned status, json_t *body)
+{
+	struct http_req *req = arg;
+	struct changes_wait *w = req->ctx;
+	w->waiting = false;
+	const char *id = json_string_value(json_object_get(body, "id"));
+	if (status == 201 && id)
+		snprintf(w->ck, sizeof(w->ck), "%s", id);
+	else
+		snprintf(w->why, sizeof(w->why), "%s",
+			 json_string_value(json_object_get(body, "message")));
+	json_decref(body);
+	http_req_resume(req);
+}
+
+/* Field "changes": the default is on for agent tasks, off for the others. */
+static int parse_changes(json_t *body, const struct task_spec *spec, bool *on, struct error *err)
+{
+	json_t *v = json_object_get(body, "changes");
+	*on = !strcmp(spec->capability, "agent");
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_boolean(v))
+		return error_set(err, 0, "INVALID_REQUEST_BODY",
+				 "field 'changes' must be a boolean");
+	*on = json_is_true(v);
+	if (*on && !strcmp(spec->capability, "chat"))
+		return error_set(err, 0, "INVALID_REQUEST_BODY",
+				 "field 'changes' is for capability exec and agent");
+	return 0;
+}
+
+/* Start the checkpoint before the task: 1 when the request waits for it or is answered (*rc),
+ * 0 when the task goes on without one (req->ctx says why). */
+static int wait_checkpoint(struct http_req *req, enum MHD_Result *rc)
+{
+	struct changes_wait *w = calloc(1, sizeof(*w));
+	if (!w) {
+		*rc = http_failf(req, "RUNTIME_ERROR", "out of memory");
+		return 1;
+	}
+	w->r = req->r;
+	w->from_ms = now_ms();
+	req->ctx = w;
+	req->ctx_free = changes_wait_free;
+	struct error e = {0};
+	if (ckpt_task_before(req->r, on_checkpoint, req, &e) < 0) {
+		/* No checkpoint (none kept here, a full store): the task runs, its exit
+		 * event says why there are no changes. */
+		snprintf(w->why, sizeof(w->why), "%s", e.msg);
+		return 0;
+	}
+	w->waiting = true;
+	http_req_suspend(req);
+	*rc = MHD_YES;
+	return 1;
+}
+
 enum MHD_Result api_task_create(struct http_req *req)
 {
 	cleanup_json json_t *body = http_body_json(req, false);
@@ -373,6 +451,18 @@ enum MHD_Result api_task_create(struct http_req *req)
 			"capability '%s' needs a model gateway (FORCEAI_GATEWAY_URL is not "
 			"set)",
 			spec.capability);
+	bool changes;
+	if (parse_changes(body, &spec, &changes, &err) < 0)
+		return http_fail(req, &err);
+	struct changes_wait *w = req->ctx;
+	enum MHD_Result rc;
+	if (changes && !w && wait_checkpoint(req, &rc))
+		return rc;
+	w = req->ctx;
+	if (w && http_stopping(req->r))
+		return http_failf(req, "UNAVAILABLE", "the runner is shutting down");
+	if (w && ckpt_task_watch(req->r, &spec, w->ck[0] ? w->ck : NULL, w->why, w->from_ms) < 0)
+		return http_failf(req, "RUNTIME_ERROR", "out of memory");
 	struct task *t;
 	if (!strcmp(spec.capability, "agent"))
 		t = engine_task_start(req->r, &spec, &err);
@@ -380,8 +470,10 @@ enum MHD_Result api_task_create(struct http_req *req)
 		t = modelproxy_start_task(req->r, &spec, &err);
 	else
 		t = task_start(req->r, &spec, &err);
-	if (!t)
+	if (!t) {
+		ckpt_task_unwatch(&spec);
 		return http_fail(req, &err);
+	}
 	if (key && task_set_key(t, key, hash) < 0) {
 		/* It runs, but a retry would not find it: a second run. Refused instead. */
 		log_errno("cannot keep the task's Idempotency-Key", ENOMEM, t->id);

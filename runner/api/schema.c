@@ -14,21 +14,14 @@
 /* ---- native API (strict) ---- */
 
 static const struct body_field task_create_fields[] = {
-	{"task", FIELD_STRING},
-	{"capability", FIELD_STRING},
-	{"timeout_ms", FIELD_INTEGER},
-	{"cwd", FIELD_STRING},
-	{"env", FIELD_OBJECT},
-	{"network", FIELD_STRING},
-	{"stdin", FIELD_BOOLEAN},
-	{"tty", FIELD_ANY}, /* {"cols", "rows"} or true */
-	{"model", FIELD_STRING},
-	{"max_steps", FIELD_INTEGER},
-	{"max_tokens", FIELD_INTEGER},
-	{"max_model_requests", FIELD_INTEGER},
-	{"engine", FIELD_STRING},
-	{"conversation", FIELD_STRING},
-	{NULL, 0},
+	{"task", FIELD_STRING},        {"capability", FIELD_STRING},
+	{"timeout_ms", FIELD_INTEGER}, {"cwd", FIELD_STRING},
+	{"env", FIELD_OBJECT},         {"network", FIELD_STRING},
+	{"stdin", FIELD_BOOLEAN},      {"tty", FIELD_ANY}, /* {"cols", "rows"} or true */
+	{"model", FIELD_STRING},       {"max_steps", FIELD_INTEGER},
+	{"max_tokens", FIELD_INTEGER}, {"max_model_requests", FIELD_INTEGER},
+	{"engine", FIELD_STRING},      {"conversation", FIELD_STRING},
+	{"changes", FIELD_BOOLEAN},    {NULL, 0},
 };
 const struct body_schema schema_task_create = {"POST /v1/tasks", true, task_create_fields};
 

@@ -37,6 +37,8 @@
 #define UNREADABLE_MAX 100
 #define STOP_WAIT_MS 10000
 #define MAX_CHECKPOINTS 1000
+#define TASK_CHANGES_LISTED 100    /* a task's exit event: paths named per kind, counts beyond */
+#define TASK_CHANGES_WAIT_MS 60000 /* a task's exit event waits this long for its diff */
 
 struct ckpt {
 	char id[20];
@@ -48,6 +50,16 @@ struct ckpt {
 };
 
 enum op { OP_NONE, OP_CREATE, OP_DIFF, OP_RESTORE, OP_DELETE };
+
+/* An operation for a task's changes that found another running: it starts when that one
+ * ends (a client's request is answered 409 instead: it can retry, a task's exit cannot). */
+struct queued {
+	enum ckpt_op op;
+	char id[20];
+	ckpt_done_fn done;
+	void *arg;
+	struct queued *next;
+};
 
 struct checkpoints {
 	struct runner *r;
@@ -74,6 +86,7 @@ struct checkpoints {
 	struct loop_timer stop_timer; /* restore with stop_tasks: waits for them */
 	bool timer_open;
 	uint64_t stop_t0;
+	struct queued *queue; /* FIFO */
 };
 
 static struct checkpoints *cs_of(struct runner *r)
@@ -726,6 +739,8 @@ static json_t *read_out(int fd)
 	return j;
 }
 
+static void run_queue(struct checkpoints *c);
+
 static void on_worker_exit(void *arg, pid_t pid, int status)
 {
 	(void)pid;
@@ -749,6 +764,7 @@ static void on_worker_exit(void *arg, pid_t pid, int status)
 		respond_error(c, 500, code ? code : "RUNTIME_ERROR", msg && *msg ? msg : why);
 		json_decref(w);
 		end_op(c);
+		run_queue(c);
 		return;
 	}
 	json_incref(res);
@@ -797,6 +813,7 @@ static void on_worker_exit(void *arg, pid_t pid, int status)
 	json_decref(w);
 	respond(c, st, res);
 	end_op(c);
+	run_queue(c);
 }
 
 static int spawn(struct checkpoints *c, struct error *e)
@@ -832,6 +849,15 @@ void ckpt_forget_waiter(struct runner *r, void *arg)
 	struct checkpoints *c = cs_of(r);
 	if (c && c->done && c->done_arg == arg)
 		c->done = NULL; /* it went away: the operation still ends */
+	for (struct queued **pp = c ? &c->queue : NULL; pp && *pp;) {
+		struct queued *q = *pp;
+		if (q->arg == arg) {
+			*pp = q->next;
+			free(q);
+		} else {
+			pp = &q->next;
+		}
+	}
 }
 
 static int ready(struct checkpoints *c, struct error *e)
@@ -1151,6 +1177,7 @@ void ckpt_drop_all(struct runner *r)
 		log_errno("checkpoints: cannot retire the store", errno, NULL);
 	if (n)
 		log_info("checkpoints dropped", "{s:i}", "checkpoints", (int)n);
+	run_queue(c); /* they answer CHECKPOINT_NOT_FOUND or take a fresh store */
 }
 
 int ckpt_init(struct runner *r, struct error *e)
@@ -1181,6 +1208,14 @@ void ckpt_abort(struct runner *r)
 		respond_error(c, 503, "UNAVAILABLE", "the runner is shutting down");
 		end_op(c);
 	}
+	while (c && c->queue) {
+		struct queued *q = c->queue;
+		c->queue = q->next;
+		q->done(q->arg, 503,
+			json_pack("{s:s,s:s}", "code", "UNAVAILABLE", "message",
+				  "the runner is shutting down"));
+		free(q);
+	}
 }
 
 void ckpt_free_all(struct runner *r)
@@ -1196,6 +1231,216 @@ void ckpt_free_all(struct runner *r)
 	}
 	if (c->timer_open)
 		loop_timer_close(&r->loop, &c->stop_timer);
+	while (c->queue) {
+		struct queued *q = c->queue;
+		c->queue = q->next;
+		free(q);
+	}
 	free(c);
 	r->profile->ckpt = NULL;
+}
+
+/* ---- a task's changes (POST /v1/tasks "changes"; docs/design.md §12.3) ---- */
+
+/* Start op, or queue it behind the one running; done as for ckpt_start. */
+static int start_queued(struct runner *r, enum ckpt_op op, const char *id, json_t *args,
+			ckpt_done_fn done, void *arg, struct error *e)
+{
+	struct checkpoints *c = cs_of(r);
+	if (ckpt_start(r, op, id, args, done, arg, e) == 0)
+		return 0;
+	if (!c || strcmp(error_code(e), "CHECKPOINT_BUSY"))
+		return -1;
+	struct queued *q = calloc(1, sizeof(*q));
+	if (!q)
+		return error_set(e, ENOMEM, NULL, "checkpoints");
+	q->op = op;
+	snprintf(q->id, sizeof(q->id), "%s", id ? id : "");
+	q->done = done;
+	q->arg = arg;
+	struct queued **tail = &c->queue;
+	while (*tail)
+		tail = &(*tail)->next;
+	*tail = q;
+	return 0;
+}
+
+static void run_queue(struct checkpoints *c)
+{
+	while (c->queue && c->op == OP_NONE) {
+		struct queued *q = c->queue;
+		c->queue = q->next;
+		struct error e = {0};
+		json_t *a = q->op == CKPT_CREATE ? json_pack("{s:s}", "label", "task") : NULL;
+		int rc = ckpt_start(c->r, q->op, q->id[0] ? q->id : NULL, a, q->done, q->arg, &e);
+		json_decref(a);
+		if (rc < 0)
+			q->done(q->arg, error_http_status(&e),
+				json_pack("{s:s,s:s}", "code", error_code(&e), "message", e.msg));
+		free(q);
+	}
+}
+
+int ckpt_task_before(struct runner *r, ckpt_done_fn done, void *arg, struct error *e)
+{
+	json_t *a = json_pack("{s:s}", "label", "task");
+	int rc = start_queued(r, CKPT_CREATE, NULL, a, done, arg, e);
+	json_decref(a);
+	return rc;
+}
+
+struct ckpt_watch {
+	struct runner *r;
+	struct task *t;               /* once its exit event is held */
+	char ck[20];                  /* the checkpoint before it ("": none) */
+	char why[ERROR_MSG_MAX + 64]; /* none: why */
+	uint64_t from_ms;             /* the window: the checkpoint asked for ... */
+	struct loop_timer timer;
+	bool timer_open, waiting;
+};
+
+static void watch_free(struct ckpt_watch *w)
+{
+	if (w->waiting)
+		ckpt_forget_waiter(w->r, w);
+	if (w->timer_open)
+		loop_timer_close(&w->r->loop, &w->timer);
+	free(w);
+}
+
+/* The exit event goes out with changes (or why not) and the watch ends. */
+static void watch_end(struct ckpt_watch *w, json_t *changes)
+{
+	struct task *t = w->t;
+	if (t->held_ev) {
+		if (w->ck[0])
+			json_object_set_new(t->held_ev, "checkpoint", json_string(w->ck));
+		json_object_set_new(t->held_ev, "changes", changes);
+	} else {
+		json_decref(changes);
+	}
+	t->exit_hold = NULL;
+	watch_free(w);
+	task_exit_release(t);
+}
+
+/* Other tasks that ran in [from, to] (the diff says the tree changed, not who changed it). An
+ * agent's commands are tasks of their own (TASK_API_TOOL): counted for an exec task, not for an
+ * agent, whose own they are likeliest to be. */
+static json_t *others_in(struct runner *r, const struct task *t, uint64_t from, uint64_t to)
+{
+	bool agent = t->capability && !strcmp(t->capability, "agent");
+	json_t *a = json_array();
+	for (struct task *u = r->tasks->head; u; u = u->next) {
+		if (u == t || (agent && u->api == TASK_API_TOOL) || u->started_ms > to ||
+		    (u->finished && u->finished_ms < from))
+			continue;
+		json_array_append_new(a, json_string(u->id));
+	}
+	return a;
+}
+
+static void on_task_diff(void *arg, unsigned status, json_t *body)
+{
+	struct ckpt_watch *w = arg;
+	w->waiting = false;
+	if (status != 200) {
+		json_t *ch = json_pack("{s:s,s:s?}", "error", "the diff failed", "message",
+				       json_string_value(json_object_get(body, "message")));
+		json_decref(body);
+		watch_end(w, ch);
+		return;
+	}
+	static const char *const kinds[3] = {"added", "modified", "deleted"};
+	json_t *lists[3] = {json_array(), json_array(), json_array()};
+	size_t i;
+	json_t *ch;
+	json_array_foreach(json_object_get(body, "changes"), i, ch) {
+		const char *k = json_string_value(json_object_get(ch, "change"));
+		for (int j = 0; j < 3; j++)
+			if (k && !strcmp(k, kinds[j]) &&
+			    json_array_size(lists[j]) < TASK_CHANGES_LISTED)
+				json_array_append(lists[j], json_object_get(ch, "path"));
+	}
+	json_t *counts = json_object_get(body, "counts");
+	bool truncated = json_is_true(json_object_get(body, "truncated"));
+	for (int j = 0; j < 3; j++)
+		if (json_integer_value(json_object_get(counts, kinds[j])) >
+		    (json_int_t)json_array_size(lists[j]))
+			truncated = true;
+	json_t *others = others_in(w->r, w->t, w->from_ms, now_ms());
+	json_t *o = json_pack("{s:o,s:o,s:o,s:O,s:b,s:b,s:O}", "added", lists[0], "modified",
+			      lists[1], "deleted", lists[2], "counts", counts, "truncated",
+			      truncated, "exclusive", json_array_size(others) == 0, "duration_ms",
+			      json_object_get(body, "duration_ms"));
+	if (json_array_size(others))
+		json_object_set_new(o, "others_running", others);
+	else
+		json_decref(others);
+	json_decref(body);
+	watch_end(w, o);
+}
+
+static void on_watch_timer(struct loop *loop, struct loop_timer *timer)
+{
+	(void)loop;
+	struct ckpt_watch *w = timer->arg;
+	watch_end(w, json_pack("{s:s,s:s}", "error", "the diff took too long", "message",
+			       "the exit event waited 60 s for the diff: ask "
+			       "POST /v1/checkpoints/{checkpoint}/diff"));
+}
+
+/* The task's terminal event is due (gone: the record goes away first). */
+static void on_task_exit_hold(struct task *t, void *arg, bool gone)
+{
+	struct ckpt_watch *w = arg;
+	if (gone) {
+		watch_free(w);
+		return;
+	}
+	w->t = t;
+	if (!w->ck[0]) {
+		watch_end(w, json_pack("{s:s}", "error", w->why));
+		return;
+	}
+	struct error e = {0};
+	int rc = loop_timer_init(&w->r->loop, &w->timer, on_watch_timer, w);
+	if (rc < 0) {
+		watch_end(w, json_pack("{s:s,s:s}", "error", "the diff could not start", "message",
+				       strerror(-rc)));
+		return;
+	}
+	w->timer_open = true;
+	if (loop_timer_start(&w->r->loop, &w->timer, TASK_CHANGES_WAIT_MS, 0) < 0 ||
+	    start_queued(w->r, CKPT_DIFF, w->ck, NULL, on_task_diff, w, &e) < 0) {
+		watch_end(w, json_pack("{s:s,s:s}", "error", "the diff could not start", "message",
+				       e.msg[0] ? e.msg : "timerfd"));
+		return;
+	}
+	w->waiting = true;
+}
+
+int ckpt_task_watch(struct runner *r, struct task_spec *spec, const char *ck_id, const char *why,
+		    uint64_t from_ms)
+{
+	struct ckpt_watch *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->r = r;
+	w->timer.w.fd = -1;
+	w->from_ms = from_ms;
+	snprintf(w->ck, sizeof(w->ck), "%s", ck_id ? ck_id : "");
+	snprintf(w->why, sizeof(w->why), "no checkpoint before the task: %s",
+		 why ? why : "unknown");
+	spec->exit_hold = on_task_exit_hold;
+	spec->exit_hold_arg = w;
+	return 0;
+}
+
+void ckpt_task_unwatch(struct task_spec *spec)
+{
+	if (spec->exit_hold == on_task_exit_hold)
+		watch_free(spec->exit_hold_arg);
+	spec->exit_hold = NULL;
+	spec->exit_hold_arg = NULL;
 }

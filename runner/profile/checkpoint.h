@@ -5,9 +5,11 @@
 #pragma once
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 struct runner;
 struct error;
+struct task_spec;
 
 int ckpt_init(struct runner *r, struct error *e);
 void ckpt_abort(struct runner *r); /* at exit: a waiting request is answered */
@@ -30,3 +32,15 @@ void ckpt_forget_waiter(struct runner *r, void *arg);
 /* Answered at once: NULL with e set on failure. */
 json_t *ckpt_list(struct runner *r, struct error *e);
 json_t *ckpt_get(struct runner *r, const char *id, struct error *e);
+
+/* What a task changed (POST /v1/tasks "changes"; docs/design.md §12.3). The checkpoint
+ * before it, queued behind a running operation (not 409): done as for ckpt_start. */
+int ckpt_task_before(struct runner *r, ckpt_done_fn done, void *arg, struct error *e);
+/* Before the task starts: spec gets the exit hold that puts exit.checkpoint (ck_id) and
+ * exit.changes (the diff, bounded; or ck_id NULL: why there is none) into its exit event.
+ * from_ms: when the checkpoint was asked for (the window other tasks are looked for in).
+ * -ENOMEM. */
+int ckpt_task_watch(struct runner *r, struct task_spec *spec, const char *ck_id, const char *why,
+		    uint64_t from_ms);
+/* The task did not start: the watch in spec is dropped. */
+void ckpt_task_unwatch(struct task_spec *spec);

@@ -666,6 +666,17 @@ static json_t *exit_json(struct task *t)
 	return o;
 }
 
+/* The terminal event (ev is taken): written now, or held for the owner (exit_hold). */
+static void terminal_event(struct task *t, const char *name, json_t *ev)
+{
+	t->held_ev = ev;
+	t->held_name = name;
+	if (t->exit_hold)
+		t->exit_hold(t, t->exit_hold_arg, false);
+	else
+		task_exit_release(t);
+}
+
 static void task_finalize(struct task *t)
 {
 	int st = t->wait_status;
@@ -688,9 +699,6 @@ static void task_finalize(struct task *t)
 		t->on_finish(t, ev);
 		t->on_finish = NULL;
 	}
-	append_event(t, "exit", ev);
-	audit_task_ended(t, ev);
-	json_decref(ev);
 	t->r->tasks->finished++;
 	/* Its time limit is over: a kept record holds no fd (256 of them
 	 * would otherwise each keep a timerfd, and every spawn copies them). */
@@ -699,6 +707,19 @@ static void task_finalize(struct task *t)
 		 task_status_name(t->status), "exit_code", t->exit_code, "duration_ms",
 		 (json_int_t)(t->finished_ms - t->started_ms));
 	task_io_finish(t);
+	terminal_event(t, "exit", ev);
+}
+
+void task_exit_release(struct task *t)
+{
+	json_t *ev = t->held_ev;
+	if (!ev)
+		return;
+	t->held_ev = NULL;
+	t->exit_hold = NULL;
+	append_event(t, t->held_name, ev);
+	audit_task_ended(t, ev);
+	json_decref(ev);
 	wake_readers(t);
 	hook_finished(t);
 }
@@ -734,6 +755,13 @@ static void task_free(struct task *t)
 	if (t->driver && t->driver->release)
 		t->driver->release(t);
 	t->driver = NULL;
+	if (t->exit_hold) /* the owner forgets it (held, or never finished) */
+		t->exit_hold(t, t->exit_hold_arg, true);
+	t->exit_hold = NULL;
+	if (t->held_ev) /* its end is still a fact the trail keeps */
+		audit_task_ended(t, t->held_ev);
+	json_decref(t->held_ev);
+	t->held_ev = NULL;
 	if (t->on_finish) {
 		/* Never finished (runner exit): let the owner drop its state. */
 		json_t *ev = json_object();
@@ -787,7 +815,8 @@ static void expire_records(struct runner *r)
 		t = t->next;
 	for (struct task *prev; t; t = prev) {
 		prev = t->prev;
-		if (!t->finished || t->n_readers || (t->op_key && t->key_until_mono > now))
+		if (!t->finished || t->held_ev || t->n_readers ||
+		    (t->op_key && t->key_until_mono > now))
 			continue;
 		bool too_many = finished > r->cfg.retain_count;
 		bool too_old = now - t->finished_mono > r->cfg.retain_ms;
@@ -840,7 +869,7 @@ void tasks_drop_finished(struct runner *r, unsigned *records, uint64_t *log_byte
 		free(t->op_key);
 		t->op_key = NULL;
 		t->key_until_mono = 0;
-		if (!t->finished || t->n_readers)
+		if (!t->finished || t->held_ev || t->n_readers)
 			continue;
 		(*records)++;
 		for (int i = 0; i < t->spool.nseg; i++)
@@ -1029,6 +1058,8 @@ static struct task *task_alloc(struct runner *r, const struct task_spec *spec, c
 	t->api = spec->api;
 	t->background = spec->background;
 	t->timeout_ms = spec->timeout_ms;
+	t->exit_hold = spec->exit_hold;
+	t->exit_hold_arg = spec->exit_hold_arg;
 	int rc = random_id(t->id);
 	if (rc == 0) {
 		t->command = spec->argv ? argv_display(spec->argv) : strdup(spec->command);
@@ -1311,7 +1342,7 @@ int task_reader_rest(struct task_reader *rd, const struct task_rec_ref *ref, voi
 bool task_reader_at_end(struct task_reader *rd)
 {
 	struct task *t = rd->task;
-	return t->finished && rd->cur.seq >= t->spool.next_seq;
+	return t->finished && !t->held_ev && rd->cur.seq >= t->spool.next_seq;
 }
 
 /* ---- driven tasks (agent) ---- */
@@ -1365,13 +1396,12 @@ static void driven_end(struct task *t, enum task_status st, int exit_code)
 	loop_timer_close(&t->r->loop, &t->timer);
 }
 
-static void driven_log(struct task *t)
+static void driven_log(struct task *t, const char *name, json_t *ev)
 {
 	log_info("task finished", "{s:s,s:s,s:i,s:I}", "task", t->id, "status",
 		 task_status_name(t->status), "exit_code", t->exit_code, "duration_ms",
 		 (json_int_t)(t->finished_ms - t->started_ms));
-	wake_readers(t);
-	hook_finished(t);
+	terminal_event(t, name, ev);
 }
 
 void task_driven_finish(struct task *t, enum task_status st, int exit_code, json_t *extra)
@@ -1382,10 +1412,7 @@ void task_driven_finish(struct task *t, enum task_status st, int exit_code, json
 	json_t *ev = exit_json(t);
 	if (extra)
 		json_object_update(ev, extra);
-	append_event(t, "exit", ev);
-	audit_task_ended(t, ev);
-	json_decref(ev);
-	driven_log(t);
+	driven_log(t, "exit", ev);
 }
 
 void task_driven_fail(struct task *t, const char *code, const char *message, json_t *extra)
@@ -1397,8 +1424,5 @@ void task_driven_fail(struct task *t, const char *code, const char *message, jso
 			       (json_int_t)(t->finished_ms - t->started_ms));
 	if (extra)
 		json_object_update(ev, extra);
-	append_event(t, "error", ev);
-	audit_task_ended(t, ev);
-	json_decref(ev);
-	driven_log(t);
+	driven_log(t, "error", ev);
 }

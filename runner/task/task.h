@@ -12,6 +12,7 @@
 
 struct runner;
 struct error;
+struct task;
 
 enum task_api {
 	TASK_API_EXECD,
@@ -77,6 +78,9 @@ struct task_spec {
 	bool keep_stdin;           /* stdin is a pipe the APIs write to (task/pty.h) */
 	bool tty;                  /* run under a terminal (stdin, stdout, stderr) */
 	unsigned short cols, rows; /* its size (0: 80x24) */
+	/* The owner holds the terminal event back (see struct task: exit_hold). NULL: none. */
+	void (*exit_hold)(struct task *t, void *arg, bool gone);
+	void *exit_hold_arg;
 };
 
 struct task_reader {
@@ -162,6 +166,15 @@ struct task {
 	 * model proxy's chat tasks and the session runs use it. */
 	void (*on_finish)(struct task *t, json_t *exit_ev);
 	void *finish_arg;
+	/* An owner that adds to the terminal event after the task ended, from the loop, later
+	 * (docs/design.md §12.3: what it changed): called with gone=false when the event is
+	 * due, which is then kept in held_ev (readers wait for it) until task_exit_release;
+	 * with gone=true when the record is freed first (the owner forgets it). The engine
+	 * knows nothing of what the owner adds. */
+	void (*exit_hold)(struct task *t, void *arg, bool gone);
+	void *exit_hold_arg;
+	json_t *held_ev;
+	const char *held_name; /* "exit" or "error" */
 
 	/* A client-chosen id of the request that started it (native Idempotency-Key, execd
 	 * operation_id; docs/design.md §3.2, §3.3) and the hash of that request, so a retry
@@ -250,6 +263,9 @@ void task_emit(struct task *t, const char *name, json_t *data);
 void task_driven_finish(struct task *t, enum task_status st, int exit_code, json_t *extra);
 /* Terminal `error` {code, message} + the fields of extra. */
 void task_driven_fail(struct task *t, const char *code, const char *message, json_t *extra);
+/* Write the terminal event held for the owner (struct task: exit_hold; it may have added
+ * fields to t->held_ev), wake the readers. */
+void task_exit_release(struct task *t);
 /* SIGTERM the tree now, SIGKILL after the grace period. */
 void task_kill(struct task *t, enum task_status why);
 /* SIGKILL the tree now (an interactive shell ignores SIGTERM). */

@@ -16,7 +16,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 sys.path.insert(0, os.path.dirname(__file__))
 
-from harness import Runner  # noqa: E402
+from harness import Runner, parse_sse  # noqa: E402
 from test_profiles import ScratchRoots, open_stream, read_until, tree  # noqa: E402
 
 TASK_UID = 1000
@@ -463,6 +463,217 @@ class ResetDrops(unittest.TestCase):
         # nothing of the store is left in the state dir
         left = [n for n in os.listdir(r.state) if n.startswith("checkpoints")]
         self.assertEqual(left, [], left)
+
+
+def exit_event(ev):
+    assert ev and ev[-1].get("event") in ("exit", "error"), ev[-3:]
+    return ev[-1]["data"]
+
+
+class TaskChanges(CkBase):
+    """POST /v1/tasks "changes" (docs/design.md §12.3): exit.changes lists what the task added,
+    modified and deleted; exit.checkpoint, taken before the task started, undoes it."""
+
+    def test_exec_task_reports_its_changes_and_the_checkpoint_undoes_them(self):
+        R = self.R
+        before = full_tree(R.ws)
+        ws = R.ws
+        ev = self.r.native({"task": "echo new > %s/made.txt; echo more >> %s/edit.txt; "
+                                    "rm %s/delete.txt; mkdir %s/src/sub" % (ws, ws, ws, ws),
+                            "changes": True})
+        x = exit_event(ev)
+        self.assertEqual(x["status"], "succeeded", x)
+        ch = x["changes"]
+        self.assertEqual(sorted(ch["added"]), [ws + "/made.txt", ws + "/src/sub"], ch)
+        self.assertEqual(ch["modified"], [ws + "/edit.txt"], ch)
+        self.assertEqual(ch["deleted"], [ws + "/delete.txt"], ch)
+        self.assertEqual(ch["counts"], {"added": 2, "modified": 1, "deleted": 1,
+                                        "attributes": 0}, ch)
+        self.assertIs(ch["truncated"], False)
+        self.assertIs(ch["exclusive"], True)
+        self.assertNotIn("others_running", ch)
+        self.assertTrue(x["checkpoint"].startswith("ck_"), x)
+        st, k = self.r.json("GET", "/v1/checkpoints/" + x["checkpoint"])
+        self.assertEqual((st, k.get("label")), (200, "task"), k)
+        # the checkpoint was taken before the task ran: one call puts the tree back
+        res = self.restore(x["checkpoint"])
+        self.assertTrue(res["complete"], res)
+        self.assertEqual(full_tree(R.ws), before)
+
+    def test_exec_default_is_off_and_a_task_that_changes_nothing(self):
+        ev = self.r.native({"task": "true"})
+        self.assertNotIn("changes", exit_event(ev))
+        self.assertNotIn("checkpoint", exit_event(ev))
+        x = exit_event(self.r.native({"task": "cat %s/README" % self.R.ws, "changes": True}))
+        self.assertEqual((x["changes"]["added"], x["changes"]["modified"],
+                          x["changes"]["deleted"]), ([], [], []), x)
+        st, e = self.r.json("POST", "/v1/tasks", {"task": "true", "changes": "yes"})
+        self.assertEqual((st, e.get("code")), (400, "INVALID_REQUEST_BODY"), e)
+        self.assertIn("changes", e["message"])
+
+    def test_failed_task_reports_too(self):
+        x = exit_event(self.r.native({"task": "echo x > %s/half.txt; exit 3" % self.R.ws,
+                                      "changes": True}))
+        self.assertEqual((x["exit_code"], x["status"]), (3, "failed"), x)
+        self.assertEqual(x["changes"]["added"], [self.R.ws + "/half.txt"])
+
+    def test_concurrent_tasks_are_reported_honestly(self):
+        """Two tasks in the same tree at once: each one's diff holds the other's file too (the
+        diff tells what changed, not who did), and each says it was not alone."""
+        ws = self.R.ws
+        out = {}
+
+        def run(name, delay):
+            out[name] = self.r.native({"task": "sleep %s; echo %s > %s/%s.txt; sleep 1" %
+                                       (delay, name, ws, name), "changes": True}, timeout=120)
+        import threading
+        th = [threading.Thread(target=run, args=(n, d)) for n, d in (("a", 0.5), ("b", 0.7))]
+        for t in th:
+            t.start()
+        for t in th:
+            t.join()
+        xa, xb = exit_event(out["a"]), exit_event(out["b"])
+        ida, idb = out["a"][0]["data"]["task_id"], out["b"][0]["data"]["task_id"]
+        for x, me, other in ((xa, ida, idb), (xb, idb, ida)):
+            ch = x["changes"]
+            self.assertIs(ch["exclusive"], False, ch)
+            self.assertIn(other, ch["others_running"], ch)
+            self.assertNotIn(me, ch["others_running"], ch)
+            self.assertIn(ws + "/%s.txt" % ("a" if me == ida else "b"), ch["added"], ch)
+        self.assertNotEqual(xa["checkpoint"], xb["checkpoint"])
+        # a task alone afterwards is exclusive again
+        x = exit_event(self.r.native({"task": "true", "changes": True}))
+        self.assertIs(x["changes"]["exclusive"], True, x)
+
+    def test_a_failed_diff_is_said_and_the_exit_event_still_comes(self):
+        """The checkpoint is deleted while the task runs: its diff fails, the exit event says
+        so (and comes)."""
+        import threading
+        out = []
+        th = threading.Thread(target=lambda: out.append(self.r.native(
+            {"task": "sleep 1.5", "changes": True})))
+        th.start()
+        ids, deadline = [], time.monotonic() + 30
+        while not ids and time.monotonic() < deadline:
+            st, lst = self.r.json("GET", "/v1/checkpoints")
+            ids = [k["id"] for k in lst["checkpoints"] if k.get("label") == "task"]
+            time.sleep(0.05)
+        self.assertEqual(len(ids), 1)
+        st, b = self.r.json("DELETE", "/v1/checkpoints/" + ids[0])
+        self.assertEqual(st, 200, b)
+        th.join()
+        x = exit_event(out[0])
+        self.assertEqual(x["status"], "succeeded", x)
+        self.assertEqual(x["checkpoint"], ids[0])
+        self.assertIn(x["changes"]["error"], ("the diff failed", "the diff could not start"), x)
+        self.assertIn("no checkpoint", x["changes"]["message"])
+
+    def test_keyed_retry_during_the_checkpoint_attaches(self):
+        """A retry with the same Idempotency-Key while the first request still waits for its
+        checkpoint: it resumes after the first task started and attaches to it (one run)."""
+        import threading
+        ws = self.R.ws
+        body = {"task": "echo run >> %s/runs.txt; sleep 0.5" % ws, "changes": True}
+        out = []
+
+        def post():
+            st, h, data = self.r.request("POST", "/v1/tasks", body,
+                                         headers={"Idempotency-Key": "k-retry-1"}, timeout=60)
+            out.append(parse_sse(data))
+        th = [threading.Thread(target=post) for _ in range(2)]
+        for t in th:
+            t.start()
+        for t in th:
+            t.join()
+        ids = {ev[0]["data"]["task_id"] for ev in out}
+        self.assertEqual(len(ids), 1, out)
+        with open(ws + "/runs.txt") as f:
+            self.assertEqual(f.read(), "run\n")
+
+    def test_bound_10000_files(self):
+        ws = self.R.ws
+        t0 = time.monotonic()
+        x = exit_event(self.r.native({
+            "task": "mkdir %s/gen && cd %s/gen && seq -f f%%05g 10000 | xargs touch" % (ws, ws),
+            "changes": True}, timeout=300))
+        took = time.monotonic() - t0
+        ch = x["changes"]
+        self.assertEqual(x["status"], "succeeded", x)
+        self.assertEqual(ch["counts"]["added"], 10001, ch["counts"])
+        self.assertEqual(len(ch["added"]), 100)
+        self.assertIs(ch["truncated"], True)
+        print("\n  10,000 files: task with changes %.2f s, diff %s ms" %
+              (took, ch.get("duration_ms")), file=sys.stderr)
+
+
+class TaskChangesUnavailable(unittest.TestCase):
+    """No checkpoints here (non-root, no usable state dir): the task runs all the same and its
+    exit event says why it has no changes."""
+
+    @unittest.skipUnless(shutil.which("setpriv"), "needs setpriv (util-linux)")
+    def test_exit_says_why(self):
+        R = ScratchRoots()
+        self.addCleanup(R.close)
+        # its state dir inside a writable root: the runner keeps its state in memory (§16.2)
+        r = Runner(("--landlock-roots", R.roots_arg()), env={"XDG_RUNTIME_DIR": R.tmp},
+                   wrap=NONROOT, owner=TASK_UID, state_dir=False)
+        self.addCleanup(r.close)
+        st, e = r.json("POST", "/v1/checkpoints", {})
+        if st != 501:
+            self.skipTest("checkpoints are available to this non-root runner: %s %s" % (st, e))
+        x = exit_event(r.native({"task": "echo x > %s/f" % R.ws, "changes": True}))
+        self.assertEqual(x["status"], "succeeded", x)
+        self.assertIn("state dir", x["changes"]["error"])
+        self.assertNotIn("checkpoint", x)
+        self.assertTrue(os.path.exists(R.ws + "/f"))
+
+
+class AgentChanges(unittest.TestCase):
+    """An agent task (built-in engine, scripted gateway) reports its edits by default."""
+
+    def setUp(self):
+        sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "gateway"))
+        from test_gateway import TestGateway, text, tool
+        self.text, self.tool = text, tool
+        key = "sk-ck-" + os.urandom(6).hex()
+        self.gw = TestGateway(key=key)
+        self.addCleanup(self.gw.close)
+        self.R = ScratchRoots()
+        self.addCleanup(self.R.close)
+        self.r = Runner(("--landlock-roots", self.R.roots_arg()),
+                        env={"FORCEAI_GATEWAY_URL": self.gw.url, "FORCEAI_GATEWAY_KEY": key,
+                             "FORCEAI_MODEL": "test-model"})
+        self.addCleanup(self.r.close)
+
+    def test_agent_edits_are_reported_by_default(self):
+        ws = self.R.ws
+        self.gw.script(
+            self.tool("edit_file", {"path": ws + "/edit.txt", "old_string": "image content",
+                                    "new_string": "agent content"}, call_id="e1"),
+            self.tool("write_file", {"path": ws + "/src/new.c", "content": "int x;\n"},
+                      call_id="w1"),
+            self.tool("bash", {"command": "rm %s/delete.txt" % ws}, call_id="b1"),
+            self.text("Done."))
+        ev = self.r.native({"task": "edit things", "capability": "agent", "cwd": ws},
+                           timeout=120)
+        x = exit_event(ev)
+        self.assertEqual(x.get("answer"), "Done.", x)
+        ch = x["changes"]
+        self.assertEqual(ch["added"], [ws + "/src/new.c"], ch)
+        self.assertEqual(ch["modified"], [ws + "/edit.txt"], ch)
+        self.assertEqual(ch["deleted"], [ws + "/delete.txt"], ch)
+        self.assertIs(ch["exclusive"], True, ch)  # its own commands are its own
+        st, res = self.r.json("POST", "/v1/checkpoints/%s/restore" % x["checkpoint"], {})
+        self.assertEqual(st, 200, res)
+        with open(ws + "/edit.txt", "rb") as f:
+            self.assertEqual(f.read(), b"image content\n")
+        self.assertFalse(os.path.exists(ws + "/src/new.c"))
+        # settable off
+        self.gw.script(self.text("Nothing."))
+        x = exit_event(self.r.native({"task": "x", "capability": "agent", "cwd": ws,
+                                      "changes": False}))
+        self.assertNotIn("changes", x)
+        self.assertNotIn("checkpoint", x)
 
 
 if __name__ == "__main__":

@@ -151,6 +151,54 @@ class SymlinkRace(CkAttack):
                                                 "incomplete": incomplete, "checkpoints": creates})
 
 
+class TaskExitDiffRace(CkAttack):
+    """A task with "changes": true (docs/design.md §12.3) races its own exit-time diff: it leaves
+    a swapper behind (and another uid-1000 process swaps too) that turns d, d/f and edit.txt
+    into symlinks to the outside directory and its sentinel while the runner takes the diff.
+    Nothing outside the roots may be read into the report or the store: no path under the
+    outside directory (its sentinel) is named, the secret's content is never stored."""
+
+    def test_swaps_during_the_exit_diff_read_nothing_outside(self):
+        R = self.R
+        before = snapshot_outside(R.outside)
+        swapper = R.tmp + "/swapper.py"
+        R.put(swapper, SWAPPER.encode(), 0o644)
+        p = subprocess.Popen(["/usr/bin/python3", "-c", SWAPPER, R.ws, R.outside, "12"],
+                             preexec_fn=as_task_uid, stdout=subprocess.PIPE)
+        self.addCleanup(p.kill)
+        runs = reported = 0
+        end = time.monotonic() + 8
+        while time.monotonic() < end:
+            ev = self.r.native({"task": "(setsid python3 %s %s %s 2 >/dev/null 2>&1 &) ; "
+                                        "echo x > %s/made-%d; sleep 0.05" %
+                                        (swapper, R.ws, R.outside, R.ws, runs),
+                                "changes": True}, timeout=120)
+            runs += 1
+            self.assertEqual(ev[-1].get("event"), "exit", ev[-1:])
+            x = ev[-1]["data"]
+            self.assertIn("changes", x, "no exit.changes: %s" % x)
+            ch = x["changes"]
+            if "error" in ch:
+                continue
+            reported += 1
+            text = json.dumps(ch)
+            self.assertNotIn(self.secret.decode().strip(), text)
+            for k in ("added", "modified", "deleted"):
+                for path in ch[k]:
+                    self.assertFalse(path.startswith(R.outside), path)
+                    self.assertNotIn("sentinel", path, "the diff followed a symlink: %s" % path)
+                    self.assertTrue(any(path.startswith(root + "/") for root in
+                                        (R.ws, R.tmp, R.home)), path)
+        swaps = int(p.communicate(timeout=30)[0])
+        time.sleep(2.5)  # the tasks' swappers end
+        self.assertGreater(reported, 0)
+        self.assertEqual(snapshot_outside(R.outside), before, "the runner wrote outside the roots")
+        self.assertNotIn(hashlib.sha256(self.secret).hexdigest(), self.objects(),
+                         "the sentinel outside the roots was read into the store")
+        record_figure(FIGURES, "task_exit_diff_race", {"swaps": swaps, "tasks": runs,
+                                                       "reported": reported})
+
+
 class StoreBound(CkAttack):
     args = ("--checkpoint-max-bytes", str(8 << 20))
 
