@@ -168,6 +168,22 @@ static const struct opt_def opts[] = {
 	 "MCP tool calls running at once (all sessions), 1..1000000"},
 	{"mcp-max-body", "FORCEAI_MCP_MAX_BODY", OPT_U64, OFF(mcp_max_body), "1048576",
 	 "largest JSON-RPC message POSTed to /mcp (bytes, 1024..67108864)"},
+	{"code-interpreter-listen", "FORCEAI_CODE_INTERPRETER_LISTEN", OPT_STR,
+	 OFF(code_interpreter_listen), NULL,
+	 "ADDR:PORT (numeric IPv4) of E2B's code-interpreter API (E2B's port is 49999); unset: "
+	 "not served"},
+	{"code-max-contexts", "FORCEAI_CODE_MAX_CONTEXTS", OPT_UINT, OFF(code_max_contexts), "32",
+	 "code contexts at once, 1..1024 (each a long-lived interpreter task)"},
+	{"code-idle-timeout-ms", "FORCEAI_CODE_IDLE_TIMEOUT_MS", OPT_U64, OFF(code_idle_timeout_ms),
+	 "1800000", "a code context unused this long ends (0 = never)"},
+	{"code-exec-timeout-ms", "FORCEAI_CODE_EXEC_TIMEOUT_MS", OPT_U64, OFF(code_exec_timeout_ms),
+	 "1800000",
+	 "an execution running this long is interrupted, its interpreter killed 5 s later if it "
+	 "goes on (0 = none)"},
+	{"code-output-max", "FORCEAI_CODE_OUTPUT_MAX", OPT_U64, OFF(code_output_max), "67108864",
+	 "stdout and stderr bytes one execution may print; beyond, dropped and interrupted"},
+	{"code-result-max", "FORCEAI_CODE_RESULT_MAX", OPT_U64, OFF(code_result_max), "16777216",
+	 "bytes of one rich result (a chart, a table), 65536..268435456; larger ones are dropped"},
 	{"task-memory-max", "FORCEAI_TASK_MEMORY_MAX", OPT_U64, OFF(task_memory_max), "0",
 	 "memory.max of each task's cgroup where cgroup v2 is delegated (bytes; 0 = max)"},
 	{"task-pids-max", "FORCEAI_TASK_PIDS_MAX", OPT_U64, OFF(task_pids_max), "4096",
@@ -211,6 +227,8 @@ static const struct {
 	{"Agents", "agent-max-steps agent-timeout-ms agent-max-tokens agent-output-max "
 		   "agent-context-max agent-engine"},
 	{"MCP", "mcp-allowed-origins mcp-servers mcp-max-sessions mcp-max-inflight mcp-max-body"},
+	{"Code interpreter", "code-interpreter-listen code-max-contexts code-idle-timeout-ms "
+			     "code-exec-timeout-ms code-output-max code-result-max"},
 };
 
 static void usage_opt(FILE *out, const struct opt_def *o)
@@ -844,6 +862,15 @@ static int check_values(struct runner_config *cfg, const enum origin *from, stru
 	if (cfg->agent_context_max < 16384 || cfg->agent_context_max > 64ull << 20)
 		return out_of_bounds(from, "agent-context-max", cfg->agent_context_max,
 				     "must be 16384..67108864 (bytes)", err);
+	if (cfg->code_max_contexts < 1 || cfg->code_max_contexts > 1024)
+		return out_of_bounds(from, "code-max-contexts", cfg->code_max_contexts,
+				     "must be 1..1024", err);
+	if (cfg->code_result_max < 65536 || cfg->code_result_max > 256ull << 20)
+		return out_of_bounds(from, "code-result-max", cfg->code_result_max,
+				     "must be 65536..268435456 (bytes)", err);
+	if (cfg->code_output_max < 1)
+		return out_of_bounds(from, "code-output-max", cfg->code_output_max,
+				     "must be at least 1 (bytes)", err);
 	return 0;
 }
 

@@ -86,6 +86,14 @@ struct runner_config {
 	unsigned mcp_max_sessions;
 	unsigned mcp_max_inflight;
 	uint64_t mcp_max_body;
+
+	/* Code contexts (docs/design.md §22). */
+	const char *code_interpreter_listen; /* E2B's API: ADDR:PORT, or NULL */
+	unsigned code_max_contexts;
+	uint64_t code_idle_timeout_ms; /* 0 = none */
+	uint64_t code_exec_timeout_ms; /* 0 = none */
+	uint64_t code_output_max;      /* stdout+stderr bytes per execution */
+	uint64_t code_result_max;      /* bytes of one protocol message (a rich result) */
 	/* Where each option's value came from (config.c's table order): the
 	 * checks made after parsing name the option or the variable. */
 	unsigned char origin[CONFIG_MAX_OPTS];

@@ -26,6 +26,7 @@ struct conversations;
 struct mcp_table;
 struct mcp_upstream;
 struct watch_table;
+struct code_table;
 
 enum init_mode { INIT_PID1, INIT_SUBREAPER };
 
@@ -76,4 +77,5 @@ struct runner {
 	struct mcp_upstream *mcp_upstream;   /* --mcp-servers: stdio servers behind /mcp */
 	struct conversations *conversations; /* of agent tasks (model/conversation.h) */
 	struct watch_table *watches;         /* open GET /files/watch streams (api/watch.c) */
+	struct code_table *code;             /* code contexts (code/code.h) */
 };

@@ -160,5 +160,5 @@ void http_stream_wake(struct http_stream *s)
 		return;
 	s->suspended = false;
 	MHD_resume_connection(s->conn);
-	http_daemon_wake(&s->r->http->daemon);
+	http_wake_all(s->r->http);
 }

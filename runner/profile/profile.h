@@ -28,6 +28,7 @@ struct reset;
 struct profile_hooks {
 	unsigned (*end_ptys)(struct runner *r);
 	void (*end_mcp_sessions)(struct runner *r);
+	unsigned (*end_code_contexts)(struct runner *r); /* code/code.h */
 };
 
 struct profile {

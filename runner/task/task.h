@@ -19,6 +19,7 @@ enum task_api {
 	TASK_API_SESSION,
 	TASK_API_TOOL, /* a command run by an agent task: not visible in any API */
 	TASK_API_PTY,  /* the shell of an execd PTY session (api/pty.c) */
+	TASK_API_CODE, /* the interpreter of a code context (code/code.h) */
 };
 
 enum task_status {

@@ -1,0 +1,16 @@
+/* The Python driver of code contexts (runner/code/driver.py) embedded in the
+ * runner, as the task shim is (task/shim_blob.c): code.c hands it to each
+ * interpreter it starts. CODE_DRIVER_PY is its path from the repository
+ * root. */
+#ifndef CODE_DRIVER_PY
+#define CODE_DRIVER_PY "runner/code/driver.py"
+#endif
+
+__asm__(".section .rodata.forceai_code_driver,\"a\"\n"
+	".globl code_driver_py\n"
+	"code_driver_py:\n"
+	".incbin \"" CODE_DRIVER_PY "\"\n"
+	".globl code_driver_py_end\n"
+	"code_driver_py_end:\n"
+	".byte 0\n"
+	".previous\n");
