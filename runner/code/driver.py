@@ -34,12 +34,14 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 if "IPYTHONDIR" not in os.environ:
     import tempfile
 
-    try:
-        _home = tempfile.mkdtemp(prefix="forceai-code-")
+    for _where in (os.environ.get("TMPDIR"), "/tmp", "/dev/shm", "/var/tmp", os.getcwd()):
+        try:
+            _home = tempfile.mkdtemp(prefix="forceai-code-", dir=_where)
+        except (OSError, TypeError):
+            continue
         os.environ["IPYTHONDIR"] = _home
         os.environ.setdefault("MPLCONFIGDIR", _home)
-    except OSError:
-        pass
+        break
 
 _running = False
 _in_emit = False

@@ -868,6 +868,24 @@ static int check_values(struct runner_config *cfg, const enum origin *from, stru
 	if (cfg->code_result_max < 65536 || cfg->code_result_max > 256ull << 20)
 		return out_of_bounds(from, "code-result-max", cfg->code_result_max,
 				     "must be 65536..268435456 (bytes)", err);
+	if (cfg->code_interpreter_listen) {
+		/* The same form as --listen's IPv4 one, checked here so a bad value is
+		 * a usage error (the listener itself starts in main). */
+		const char *v = cfg->code_interpreter_listen, *colon = strrchr(v, ':');
+		char host[64];
+		struct in_addr a4;
+		uint64_t port;
+		size_t n = colon ? (size_t)(colon - v) : 0;
+		struct src s = src_of(from, "code-interpreter-listen", err);
+		if (!colon || !n || n >= sizeof(host))
+			return bad(&s, "code-interpreter-listen", v, "expected ADDR:PORT");
+		memcpy(host, v, n);
+		host[n] = 0;
+		if (inet_pton(AF_INET, host, &a4) != 1)
+			return bad(&s, "code-interpreter-listen", v, "not a numeric IPv4 address");
+		if (parse_u64(colon + 1, &port) < 0 || port > 65535)
+			return bad(&s, "code-interpreter-listen", v, "port must be 0..65535");
+	}
 	if (cfg->code_output_max < 1)
 		return out_of_bounds(from, "code-output-max", cfg->code_output_max,
 				     "must be at least 1 (bytes)", err);
