@@ -27,7 +27,7 @@ extern const char code_driver_py_end[];
 /* The command the context task runs: the driver comes in the environment,
  * which the driver removes before any user code runs. */
 #define CODE_PY_COMMAND "exec " CODE_PYTHON " -I -c \"$FORCEAI_CODE_DRIVER\""
-#define CODE_PING_MS 2000
+#define CODE_PING_MS 1000
 /* Events a client has not taken yet beyond this: the interpreter's output
  * is left in its pipe (and the spool's backpressure holds the writer). */
 #define CODE_PUMP_HIGH (256u * 1024)
@@ -580,7 +580,11 @@ static void x_produce(struct http_stream *hs)
 	struct code_exec *x = (struct code_exec *)hs;
 	if (x->ctx)
 		pump(x->ctx);
-	if (!x->finished && x->ping_due && !buf_avail(&hs->out) && x->flavor == CODE_EXECD)
+	/* A keep-alive: execd's ping; E2B's client ignores a type it does not
+	 * know. Either way a client that went away is noticed at the next
+	 * write (a suspended connection is not watched), and its execution
+	 * interrupted. */
+	if (!x->finished && x->ping_due && !buf_avail(&hs->out))
 		ev_text(x, "ping", "pong", 4);
 	x->ping_due = false;
 	hs->done = x->finished || !x->ctx;
