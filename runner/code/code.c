@@ -364,7 +364,7 @@ static void interp_gone(struct code_ctx *c)
 static void pump(struct code_ctx *c)
 {
 	static char rbuf[SPOOL_MAX_REC];
-	while (c->t && (!c->exec || c->exec->hs.out.len < CODE_PUMP_HIGH)) {
+	while (c->t && (!c->exec || buf_avail(&c->exec->hs.out) < CODE_PUMP_HIGH)) {
 		struct spool_rec rec;
 		const char *data;
 		int rc = task_reader_next_ref(&c->rd, &rec, rbuf, &data);
