@@ -1074,6 +1074,28 @@ def bench_reset(cfg, res, binary):
             extra={"reset_report_peaks_kib": f["procs_peaks_kib"]})
 
 
+def bench_code(cfg, res, binary):
+    """14: code contexts vs a Jupyter kernel driven by jupyter_client (code_bench.py)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import code_bench as cb
+    try:
+        f = cb.measure(os.path.abspath(binary), quick=cfg.quick)
+    except (ImportError, RuntimeError, OSError, AssertionError) as e:
+        raise BenchError(str(e))
+    ru, ju = f["runner"], f["jupyter"]
+    res.add("14", "round trip of `1+1` in a warm Python context, POST /code, p50 of %d" % f["n"],
+            ru["rtt_p50_ms"], "ms", "the same through a Jupyter kernel (jupyter_client)",
+            ju["rtt_p50_ms"], goal="<= 0.5x", ok=ru["rtt_p50_ms"] <= 0.5 * ju["rtt_p50_ms"],
+            extra={"p90_ms": ru["rtt_p90_ms"], "baseline_p90_ms": ju["rtt_p90_ms"]})
+    res.add("14", "create a context to its first result (median)", ru["first_result_ms"], "ms",
+            "start an ipykernel to its first result", ju["first_result_ms"], goal="<= 0.5x",
+            ok=ru["first_result_ms"] <= 0.5 * ju["first_result_ms"])
+    res.add("14", "RSS of an idle Python context's interpreter", ru["idle_rss_kib"] / 1024.0,
+            "MiB", "an idle ipykernel", ju["idle_rss_kib"] / 1024.0)
+    res.add("14", "16 contexts created, one cell in each at once", ru["sixteen_ms"], "ms",
+            extra={"errors": ru["sixteen_errors"], "runner_rss_kib": ru["runner_rss_kib"]})
+
+
 # ---------------------------------------------------------------- main
 
 def main():
@@ -1153,6 +1175,7 @@ def main():
         ("11", "port proxy vs nginx", lambda: bench_portproxy(cfg, res, static or cfg.runner)),
         ("12", "round trip, Python client", lambda: bench_pyclient(cfg, res, static or cfg.runner)),
         ("13", "reset", lambda: bench_reset(cfg, res, static or cfg.runner)),
+        ("14", "code contexts", lambda: bench_code(cfg, res, cfg.runner)),
     ]
     try:
         for num, label, fn in steps:
