@@ -393,14 +393,6 @@ static enum MHD_Result on_request_extra(void *cls, struct MHD_Connection *conn, 
 		      con_cls);
 }
 
-void http_wake_all(struct http_server *h)
-{
-	http_daemon_wake(&h->daemon);
-	for (unsigned i = 0; i < h->n_extra; i++)
-		if (h->extra[i].daemon.d)
-			http_daemon_wake(&h->extra[i].daemon);
-}
-
 static void suspended_unlink(struct http_req *req)
 {
 	struct http_server *h = req->r ? req->r->http : NULL;
