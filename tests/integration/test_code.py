@@ -314,9 +314,10 @@ class CodeReset(unittest.TestCase):
             st, t = r.json("GET", "/v1/tasks?state=running")
             self.assertEqual(t["tasks"], [])
         finally:
-            r.stop()
+            rc = r.stop()
             r.close()
             shutil.rmtree(roots, ignore_errors=True)
+        self.assertEqual(rc, 0)
 
 
 @unittest.skipUnless(python_ok(), "python3-ipython is not installed")
@@ -330,8 +331,11 @@ class E2bWire(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.r.stop()
+        rc = cls.r.stop()
+        log = cls.r.logtext()
         cls.r.close()
+        if rc != 0:
+            raise AssertionError("runner exited %s after SIGTERM; log tail:\n%s" % (rc, log[-4000:]))
 
     def req(self, method, path, body=None, token="tok-e2b", header="X-Access-Token"):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
