@@ -18,15 +18,26 @@
 #include "core/util.h"
 #include "task/pty.h"
 
-/* The driver's source (runner/code/driver.py), embedded by driver_blob.c. */
-extern const char code_driver_py[];
-extern const char code_driver_py_end[];
+/* The drivers' sources (runner/code/driver.py, driver.js), embedded by
+ * driver_blob.c. */
+extern const char code_driver_py[], code_driver_py_end[];
+extern const char code_driver_js[], code_driver_js_end[];
 
-#define CODE_PYTHON "/usr/bin/python3"
-#define CODE_IPYTHON "/usr/lib/python3/dist-packages/IPython"
-/* The command the context task runs: the driver comes in the environment,
- * which the driver removes before any user code runs. */
-#define CODE_PY_COMMAND "exec " CODE_PYTHON " -I -c \"$FORCEAI_CODE_DRIVER\""
+/* The languages: what must exist for one to be offered, and the command
+ * its context task runs (the driver comes in the environment, which the
+ * driver removes before any user code runs). */
+static const struct code_lang {
+	const char *name;
+	const char *program, *needs;
+	const char *command;
+	const char *src, *src_end;
+} langs[] = {
+	{"python", "/usr/bin/python3", "/usr/lib/python3/dist-packages/IPython",
+	 "exec /usr/bin/python3 -I -c \"$FORCEAI_CODE_DRIVER\"", code_driver_py,
+	 code_driver_py_end},
+	{"javascript", "/usr/bin/node", "/usr/bin/node",
+	 "exec /usr/bin/node -e \"$FORCEAI_CODE_DRIVER\"", code_driver_js, code_driver_js_end},
+};
 #define CODE_PING_MS 1000
 /* Events a client has not taken yet beyond this: the interpreter's output
  * is left in its pipe (and the spool's backpressure holds the writer). */
@@ -53,17 +64,28 @@ static struct code_table *table(struct runner *r)
 	return r->code;
 }
 
+static const struct code_lang *lang_of(const char *language)
+{
+	for (size_t i = 0; language && i < sizeof(langs) / sizeof(langs[0]); i++)
+		if (!strcmp(language, langs[i].name))
+			return access(langs[i].program, X_OK) == 0 &&
+					       access(langs[i].needs, F_OK) == 0
+				       ? &langs[i]
+				       : NULL;
+	return NULL;
+}
+
 bool code_language_ok(const char *language)
 {
-	return language && !strcmp(language, "python") && access(CODE_PYTHON, X_OK) == 0 &&
-	       access(CODE_IPYTHON, F_OK) == 0;
+	return lang_of(language) != NULL;
 }
 
 json_t *code_languages(void)
 {
 	json_t *a = json_array();
-	if (a && code_language_ok("python"))
-		json_array_append_new(a, json_string("python"));
+	for (size_t i = 0; a && i < sizeof(langs) / sizeof(langs[0]); i++)
+		if (lang_of(langs[i].name))
+			json_array_append_new(a, json_string(langs[i].name));
 	return a;
 }
 
@@ -421,14 +443,17 @@ static void ctx_wake(struct task_reader *rd)
 
 static int interp_start(struct code_ctx *c, struct error *err)
 {
+	const struct code_lang *l = lang_of(c->language);
+	if (!l)
+		return error_set(err, 0, "UNSUPPORTED_LANGUAGE",
+				 "the %s interpreter is no longer in this image", c->language);
 	cleanup_json json_t *env = json_object();
 	if (!env || json_object_set_new(env, "FORCEAI_CODE_DRIVER",
-					json_stringn(code_driver_py, (size_t)(code_driver_py_end -
-									      code_driver_py))) < 0)
+					json_stringn(l->src, (size_t)(l->src_end - l->src))) < 0)
 		return error_set(err, ENOMEM, "RUNTIME_ERROR", "cannot start the interpreter");
 	struct task_spec spec = {
 		.api = TASK_API_CODE,
-		.command = CODE_PY_COMMAND,
+		.command = l->command,
 		.cwd = c->cwd,
 		.env = env,
 		.capability = "code",

@@ -1,7 +1,10 @@
-/* The Python driver of code contexts (runner/code/driver.py) embedded in the
+/* The drivers of code contexts (runner/code/driver.py, driver.js) embedded in the
  * runner, as the task shim is (task/shim_blob.c): code.c hands it to each
  * interpreter it starts. CODE_DRIVER_PY is its path from the repository
  * root. */
+#ifndef CODE_DRIVER_JS
+#define CODE_DRIVER_JS "runner/code/driver.js"
+#endif
 #ifndef CODE_DRIVER_PY
 #define CODE_DRIVER_PY "runner/code/driver.py"
 #endif
@@ -12,5 +15,11 @@ __asm__(".section .rodata.forceai_code_driver,\"a\"\n"
 	".incbin \"" CODE_DRIVER_PY "\"\n"
 	".globl code_driver_py_end\n"
 	"code_driver_py_end:\n"
+	".byte 0\n"
+	".globl code_driver_js\n"
+	"code_driver_js:\n"
+	".incbin \"" CODE_DRIVER_JS "\"\n"
+	".globl code_driver_js_end\n"
+	"code_driver_js_end:\n"
 	".byte 0\n"
 	".previous\n");
