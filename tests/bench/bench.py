@@ -1076,12 +1076,14 @@ def bench_reset(cfg, res, binary):
 
 def bench_code(cfg, res, binary):
     """14: code contexts vs a Jupyter kernel driven by jupyter_client (code_bench.py)."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import code_bench as cb
+    # Debian's python3: jupyter_client and ipykernel are its packages (install-deps bench).
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "code_bench.py")
+    argv = ["/usr/bin/python3", script, os.path.abspath(binary)] + (["--quick"] if cfg.quick else [])
     try:
-        f = cb.measure(os.path.abspath(binary), quick=cfg.quick)
-    except (ImportError, RuntimeError, OSError, AssertionError) as e:
-        raise BenchError(str(e))
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+        f = json.loads(p.stdout)
+    except (OSError, ValueError, subprocess.SubprocessError) as e:
+        raise BenchError("code_bench.py: %s %s" % (e, (p.stderr[-500:] if "p" in dir() else "")))
     ru, ju = f["runner"], f["jupyter"]
     res.add("14", "round trip of `1+1` in a warm Python context, POST /code, p50 of %d" % f["n"],
             ru["rtt_p50_ms"], "ms", "the same through a Jupyter kernel (jupyter_client)",
