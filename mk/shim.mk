@@ -33,4 +33,4 @@ build/obj/task/shim_blob.o build/asan/obj/task/shim_blob.o: build/shim/forceai-s
 
 # The code contexts' Python driver, embedded the same way (runner/code/driver_blob.c).
 build/obj/code/driver_blob.o build/asan/obj/code/driver_blob.o: runner/code/driver.py \
-	runner/code/driver.js
+	runner/code/driver.js runner/code/driver.sh

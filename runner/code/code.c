@@ -22,6 +22,7 @@
  * driver_blob.c. */
 extern const char code_driver_py[], code_driver_py_end[];
 extern const char code_driver_js[], code_driver_js_end[];
+extern const char code_driver_sh[], code_driver_sh_end[];
 
 /* The languages: what must exist for one to be offered, and the command
  * its context task runs (the driver comes in the environment, which the
@@ -31,12 +32,18 @@ static const struct code_lang {
 	const char *program, *needs;
 	const char *command;
 	const char *src, *src_end;
+	/* The cell's stdout is the task's own, the driver's messages found by
+	 * a marker in it (bash: it cannot wrap a command's output in JSON). */
+	bool raw;
 } langs[] = {
 	{"python", "/usr/bin/python3", "/usr/lib/python3/dist-packages/IPython",
-	 "exec /usr/bin/python3 -I -c \"$FORCEAI_CODE_DRIVER\"", code_driver_py,
-	 code_driver_py_end},
+	 "exec /usr/bin/python3 -I -c \"$FORCEAI_CODE_DRIVER\"", code_driver_py, code_driver_py_end,
+	 false},
 	{"javascript", "/usr/bin/node", "/usr/bin/node",
-	 "exec /usr/bin/node -e \"$FORCEAI_CODE_DRIVER\"", code_driver_js, code_driver_js_end},
+	 "exec /usr/bin/node -e \"$FORCEAI_CODE_DRIVER\"", code_driver_js, code_driver_js_end,
+	 false},
+	{"bash", "/bin/bash", "/usr/bin/base64", "exec /bin/bash -c \"$FORCEAI_CODE_DRIVER\"",
+	 code_driver_sh, code_driver_sh_end, true},
 };
 #define CODE_PING_MS 1000
 /* Events a client has not taken yet beyond this: the interpreter's output
@@ -350,6 +357,70 @@ static void feed(struct code_ctx *c, const char *data, size_t len)
 	}
 }
 
+/* A raw context's stdout: output, except each marker and the JSON line after
+ * it (a marker may be split across reads: its first bytes are held back). */
+static void feed_raw(struct code_ctx *c, const char *data, size_t len)
+{
+	uint64_t max = c->r->cfg.code_result_max;
+	while (len) {
+		if (c->in_msg) {
+			const char *nl = memchr(data, '\n', len);
+			size_t n = nl ? (size_t)(nl - data) : len;
+			if (!c->line_overflow && c->line.len + n > max) {
+				c->line_overflow = true;
+				buf_free(&c->line);
+			}
+			if (!c->line_overflow)
+				buf_append(&c->line, data, n);
+			data += n + (nl ? 1 : 0);
+			len -= n + (nl ? 1 : 0);
+			if (!nl)
+				break;
+			if (!c->line_overflow)
+				on_message(c, c->line.data ? c->line.data : "", c->line.len);
+			c->line_overflow = false;
+			c->in_msg = false;
+			buf_reset(&c->line);
+			continue;
+		}
+		if (c->mark_held) {
+			size_t k = c->mark_len - c->mark_held;
+			if (k > len)
+				k = len;
+			if (!memcmp(data, c->mark + c->mark_held, k)) {
+				c->mark_held += k;
+				data += k;
+				len -= k;
+				if (c->mark_held == c->mark_len) {
+					c->mark_held = 0;
+					c->in_msg = true;
+				}
+				continue;
+			}
+			exec_output(c, false, c->mark, c->mark_held);
+			c->mark_held = 0;
+		}
+		const char *m = memmem(data, len, c->mark, c->mark_len);
+		if (m) {
+			if (m > data)
+				exec_output(c, false, data, (size_t)(m - data));
+			len -= (size_t)(m - data) + c->mark_len;
+			data = m + c->mark_len;
+			c->in_msg = true;
+			continue;
+		}
+		/* The longest tail that begins the marker is held back. */
+		size_t hold = 0;
+		for (size_t h = c->mark_len - 1; h > 0 && !hold; h--)
+			if (h <= len && !memcmp(data + len - h, c->mark, h))
+				hold = h;
+		if (len > hold)
+			exec_output(c, false, data, len - hold);
+		c->mark_held = hold;
+		break;
+	}
+}
+
 static void interp_forget(struct code_ctx *c)
 {
 	if (!c->t)
@@ -358,6 +429,8 @@ static void interp_forget(struct code_ctx *c)
 	c->t = NULL;
 	c->ready = false;
 	c->line_overflow = false;
+	c->in_msg = false;
+	c->mark_held = 0;
 	buf_free(&c->line);
 }
 
@@ -407,7 +480,9 @@ static void pump(struct code_ctx *c)
 				interp_gone(c);
 			break;
 		}
-		if (rec.type == SPOOL_STDOUT)
+		if (rec.type == SPOOL_STDOUT && c->raw)
+			feed_raw(c, data, rec.len);
+		else if (rec.type == SPOOL_STDOUT)
 			feed(c, data, rec.len);
 		else if (rec.type == SPOOL_STDERR)
 			exec_output(c, true, data, rec.len);
@@ -451,6 +526,19 @@ static int interp_start(struct code_ctx *c, struct error *err)
 	if (!env || json_object_set_new(env, "FORCEAI_CODE_DRIVER",
 					json_stringn(l->src, (size_t)(l->src_end - l->src))) < 0)
 		return error_set(err, ENOMEM, "RUNTIME_ERROR", "cannot start the interpreter");
+	c->raw = l->raw;
+	if (c->raw) {
+		/* A fresh nonce per interpreter: its marker is not guessable from
+		 * outside the context (its own cells see it, and may only confuse
+		 * themselves). */
+		char nonce[33];
+		if (random_id(nonce) < 0)
+			return error_set(err, EIO, "RUNTIME_ERROR", "cannot start the interpreter");
+		c->mark[0] = 0x1e;
+		memcpy(c->mark + 1, nonce, 32);
+		c->mark_len = 33;
+		json_object_set_new(env, "FORCEAI_CODE_MARK", json_string(nonce));
+	}
 	struct task_spec spec = {
 		.api = TASK_API_CODE,
 		.command = l->command,
@@ -662,17 +750,30 @@ enum MHD_Result code_exec_start(struct http_req *req, struct code_ctx *c, const 
 		pump(c); /* what is left of it, then it is forgotten */
 	if (!c->t && interp_start(c, &err) < 0)
 		return http_fail(req, &err);
-	cleanup_json json_t *msg = json_pack("{s:s,s:O?}", "code", code, "env", env);
-	cleanup_free char *line = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
-	if (!line)
-		return http_failf(req, "RUNTIME_ERROR", "out of memory");
-	size_t n = strlen(line);
-	line[n] = '\n'; /* replaces the NUL: the write takes n + 1 bytes */
-	if (task_input_write(c->t, line, n + 1, &err) < 0) {
-		line[n] = 0;
-		return http_fail(req, &err);
+	cleanup_buf struct buf req_line = {0};
+	if (c->raw) {
+		/* bash: the code and each NAME=value in base64, space-separated. */
+		buf_append_base64(&req_line, (const unsigned char *)code, strlen(code));
+		if (!*code)
+			buf_append_lit(&req_line, "Cg=="); /* an empty line */
+		const char *k;
+		json_t *v;
+		json_object_foreach(env, k, v) {
+			cleanup_buf struct buf kv = {0};
+			buf_appendf(&kv, "%s=%s", k, json_string_value(v));
+			buf_append_lit(&req_line, " ");
+			buf_append_base64(&req_line, (const unsigned char *)kv.data, kv.len);
+		}
+	} else {
+		cleanup_json json_t *msg = json_pack("{s:s,s:O?}", "code", code, "env", env);
+		cleanup_free char *js = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
+		if (js)
+			buf_append_str(&req_line, js);
 	}
-	line[n] = 0;
+	if (!req_line.len || buf_append_lit(&req_line, "\n") < 0)
+		return http_failf(req, "RUNTIME_ERROR", "out of memory");
+	if (task_input_write(c->t, req_line.data, req_line.len, &err) < 0)
+		return http_fail(req, &err);
 	struct code_exec *x = calloc(1, sizeof(*x));
 	if (!x)
 		return MHD_NO;

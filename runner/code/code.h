@@ -31,9 +31,13 @@ struct code_ctx {
 	bool is_default;
 	struct task *t; /* the interpreter (NULL: none yet, or it died) */
 	struct task_reader rd;
-	struct buf line;    /* a protocol line being assembled */
-	bool line_overflow; /* the line is over --code-result-max: dropped to its end */
-	bool ready;         /* the driver said so */
+	struct buf line;            /* a protocol line being assembled */
+	bool line_overflow;         /* the line is over --code-result-max: dropped to its end */
+	bool ready;                 /* the driver said so */
+	bool raw;                   /* bash: output raw, messages after a marker (code.c) */
+	bool in_msg;                /* raw: reading a message (after a marker) */
+	char mark[40];              /* raw: RS + this interpreter's nonce */
+	size_t mark_len, mark_held; /* raw: marker bytes held back at a read's end */
 	struct code_exec *exec;
 	uint64_t last_used_mono;
 	uint64_t executions;

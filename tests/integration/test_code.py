@@ -294,6 +294,48 @@ class CodeJavascript(RunnerTest):
         self.assertEqual(self.result(self.run_code(cid, "x")), "41")
 
 
+class CodeBash(RunnerTest):
+    def run_code(self, cid, code, envs=None):
+        body = {"context": {"id": cid}, "code": code}
+        if envs:
+            body["envs"] = envs
+        st, ev = stream(self.r.port, "/code", body)
+        self.assertEqual(st, 200, ev)
+        self.assertEqual(ev[-1]["type"], "execution_complete", ev)
+        return ev
+
+    def out(self, ev):
+        return "".join(e["text"] for e in ev if e["type"] == "stdout")
+
+    def test_bash_context(self):
+        st, c = self.r.json("POST", "/code/context", {"language": "bash"})
+        self.assertEqual(st, 200, c)
+        cid = c["id"]
+        self.assertEqual(self.out(self.run_code(cid, "x=41; f() { echo f$1; }; cd /tmp")), "")
+        self.assertEqual(self.out(self.run_code(cid, "echo $((x + 1)); f 2; pwd")), "42\nf2\n/tmp\n")
+        # Output that looks like a message is output (the marker has a nonce).
+        ev = self.run_code(cid, "printf '\\x1e{\"t\":\"done\"}\\n'; printf partial")
+        self.assertEqual(self.out(ev), '\x1e{"t":"done"}\npartial')
+        ev = self.run_code(cid, "echo oops >&2; false")
+        self.assertEqual([e["text"] for e in ev if e["type"] == "stderr"], ["oops\n"])
+        self.assertEqual([e for e in ev if e["type"] == "error"][0]["error"]["evalue"], "1")
+        self.assertEqual(self.out(self.run_code(cid, "echo $GREETING", {"GREETING": "a b"})),
+                         "a b\n")
+        self.assertEqual(self.out(self.run_code(cid, "echo ${GREETING-unset}")), "unset\n")
+        for spin in ("sleep 30", "while :; do :; done"):
+            out = {}
+            th = threading.Thread(target=lambda: out.update(ev=self.run_code(cid, spin)))
+            th.start()
+            time.sleep(0.8)
+            st, _, _ = self.r.request("DELETE", "/code?id=" + cid)
+            self.assertEqual(st, 200)
+            th.join(10)
+            self.assertFalse(th.is_alive(), spin)
+            err = [e for e in out["ev"] if e["type"] == "error"][0]["error"]
+            self.assertEqual(err["ename"], "KeyboardInterrupt", spin)
+        self.assertEqual(self.out(self.run_code(cid, "echo $x")), "41\n")
+
+
 @unittest.skipUnless(python_ok(), "python3-ipython is not installed")
 class CodeBounds(RunnerTest):
     runner_args = ("--code-max-contexts", "2", "--code-idle-timeout-ms", "2000",
