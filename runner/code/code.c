@@ -318,6 +318,7 @@ static void on_message(struct code_ctx *c, const char *line, size_t len)
 	} else if (!strcmp(t, "done")) {
 		if (x && !x->finished)
 			ev_complete(x);
+		c->draining = false;
 		exec_detach(c);
 	}
 }
@@ -428,6 +429,7 @@ static void interp_forget(struct code_ctx *c)
 	task_reader_detach(&c->rd);
 	c->t = NULL;
 	c->ready = false;
+	c->draining = false;
 	c->line_overflow = false;
 	c->in_msg = false;
 	c->mark_held = 0;
@@ -682,7 +684,7 @@ int code_ctx_interrupt(struct code_ctx *c, struct error *err)
 json_t *code_ctx_json(const struct code_ctx *c)
 {
 	return json_pack("{s:s,s:s,s:s?,s:b,s:s?,s:I}", "id", c->id, "language", c->language, "cwd",
-			 c->cwd ? c->cwd : "", "running", c->exec != NULL, "task_id",
+			 c->cwd ? c->cwd : "", "running", c->exec != NULL || c->draining, "task_id",
 			 c->t ? c->t->id : NULL, "executions", (json_int_t)c->executions);
 }
 
@@ -716,6 +718,7 @@ static void x_close(struct http_stream *hs)
 			log_warn("code: cannot interrupt", "{s:s,s:s}", "context", c->id, "error",
 				 e.msg);
 		c->exec = NULL;
+		c->draining = true;
 		x->ctx = NULL;
 		ctx_wake(&c->rd);
 	}
@@ -741,7 +744,7 @@ enum MHD_Result code_exec_start(struct http_req *req, struct code_ctx *c, const 
 				json_t *env, enum code_flavor flavor)
 {
 	struct error err;
-	if (c->exec)
+	if (c->exec || c->draining)
 		return http_failf(req, "CONTEXT_BUSY",
 				  "context %s is running an execution: wait for it or interrupt "
 				  "it (DELETE /code?id=%s)",

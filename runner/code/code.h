@@ -39,6 +39,10 @@ struct code_ctx {
 	char mark[40];              /* raw: RS + this interpreter's nonce */
 	size_t mark_len, mark_held; /* raw: marker bytes held back at a read's end */
 	struct code_exec *exec;
+	/* An execution whose client went away still runs (interrupted): the
+	 * context is busy until its `done`, so its last messages are not taken
+	 * for the next execution's. */
+	bool draining;
 	uint64_t last_used_mono;
 	uint64_t executions;
 	struct code_ctx *next, *prev;

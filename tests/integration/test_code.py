@@ -152,6 +152,29 @@ class CodeApi(RunnerTest):
         st, body = self.r.json("DELETE", "/code?id=" + cid)
         self.assertEqual(st, 409, body)
 
+    def test_a_client_that_leaves(self):
+        """Its execution is interrupted; the context is busy until that one
+        ended, and the next execution gets its own events, not the old's."""
+        cid = self.ctx()
+        c = http.client.HTTPConnection("127.0.0.1", self.r.port, timeout=10)
+        c.request("POST", "/code", body=json.dumps({"context": {"id": cid},
+                                                    "code": "import time\ntime.sleep(30)"}),
+                  headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        r.read1(100)
+        c.sock.shutdown(2)
+        c.close()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            st, ev = stream(self.r.port, "/code", {"context": {"id": cid}, "code": "'new'"})
+            if st == 200:
+                break
+            self.assertEqual(ev["code"], "CONTEXT_BUSY")
+            time.sleep(0.05)
+        self.assertEqual(st, 200)
+        self.assertEqual(self.of(ev, "error"), [], ev)
+        self.assertEqual(self.of(ev, "result")[0]["results"]["text/plain"], "'new'")
+
     def test_an_interpreter_that_dies(self):
         """os._exit in a cell: that execution ends with an error (never a
         hang); the next one gets a fresh interpreter."""
