@@ -15,7 +15,9 @@ IMAGE=${1:-localhost/forceai-base-python:bookworm}
 ENGINE=${ENGINE:-podman}
 CACHE_DIR=${CACHE_DIR:-$top/build/image-base}
 SUITE=${SUITE:-bookworm}
-INCLUDE=${INCLUDE:-python3}
+# python3 with the code contexts' interpreter (IPython) and the libraries agents
+# reach for first (runner/code/driver.py; docs/design.md §22).
+INCLUDE=${INCLUDE:-python3,python3-ipython,python3-numpy,python3-pandas,python3-matplotlib}
 log() { printf 'base-python: %s\n' "$*" >&2; }
 
 if [ -z "${MIRROR:-}" ]; then
@@ -28,8 +30,10 @@ if [ -z "${MIRROR:-}" ]; then
 	MIRROR=${MIRROR:-http://deb.debian.org/debian}
 fi
 
-tarball="$CACHE_DIR/python-$SUITE.tar"
-root="$CACHE_DIR/python-$SUITE.root"
+# The package list is part of the cache's name: a new one builds a new tarball.
+inc=$(printf '%s' "$INCLUDE" | sha256sum | cut -c1-8)
+tarball="$CACHE_DIR/python-$SUITE-$inc.tar"
+root="$CACHE_DIR/python-$SUITE-$inc.root"
 mkdir -p "$CACHE_DIR"
 
 if [ "${REBUILD:-0}" = 1 ]; then

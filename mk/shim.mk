@@ -30,3 +30,7 @@ build/shim/forceai-shim: $(SHIM_SRCS) $(SHIM_HDRS) mk/shim.mk
 
 # The embedding objects of the dev, ASan and fuzz builds.
 build/obj/task/shim_blob.o build/asan/obj/task/shim_blob.o: build/shim/forceai-shim
+
+# The code contexts' Python driver, embedded the same way (runner/code/driver_blob.c).
+build/obj/code/driver_blob.o build/asan/obj/code/driver_blob.o build/fuzz/obj/code/driver_blob.o: runner/code/driver.py \
+	runner/code/driver.js runner/code/driver.sh

@@ -26,6 +26,7 @@
 #include "api/proxy.h"
 #include "task/proctree.h"
 #include "api/api.h"
+#include "code/code.h"
 #include "core/runner.h"
 #include "task/session.h"
 #include "core/signals.h"
@@ -310,6 +311,7 @@ static const struct profile_hooks profile_hooks = {
 	.end_mcp_sessions = mcp_end_sessions,
 	.prestart_done = on_prestart_done,
 	.restart_main = restart_main,
+	.end_code_contexts = code_end_all,
 };
 
 /* The HTTP layer: while a reset runs only a few routes answer, and a request received across one
@@ -495,11 +497,27 @@ int main(int argc, char **argv)
 	/* Before any door opens: every action through one is recorded. */
 	if (audit_init(r, &err) < 0 || audit_otlp_start(r, &err) < 0)
 		return start_failed(&err);
+	if (code_init(r, &err) < 0)
+		return start_failed(&err);
 	if (profile_init(r, &profile_hooks, &err) < 0)
 		return start_failed(&err);
 	if (http_start(r, api_routes, api_n_routes, &err) < 0)
 		return start_failed(&err);
 	http_set_hooks(r, &http_hooks);
+	if (r->cfg.code_interpreter_listen) {
+		/* E2B's code-interpreter API on a port of its own (code/code.h). */
+		char host[64];
+		unsigned port, bound;
+		if (code_parse_listen(r->cfg.code_interpreter_listen, host, sizeof(host), &port,
+				      &err) < 0 ||
+		    !(bound = http_listen_extra(r, "code interpreter", host, port, e2b_routes,
+						e2b_n_routes, &err))) {
+			error_wrap(&err, "--code-interpreter-listen");
+			return start_failed(&err);
+		}
+		log_info("code interpreter API listening", "{s:s,s:i}", "listen", host, "port",
+			 (int)bound);
+	}
 	if (gateway_init(r, &err) < 0 || modelproxy_start(r, &err) < 0 ||
 	    engines_check_config(r, &err) < 0)
 		return start_failed(&err);
@@ -542,6 +560,7 @@ int main(int argc, char **argv)
 	proxy_free_all(r);
 	sessions_free_all(r);
 	pty_free_all(r);
+	code_free_all(r); /* before the tasks: each context reads its interpreter's */
 	tasks_free_all(r);
 	modelproxy_stop(r); /* after the tasks: chat tasks hold proxy tokens */
 	conv_free_all(r);   /* after the tasks: agents hold conversations */

@@ -12,7 +12,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 build_pkgs="gcc musl-tools make pkg-config libmicrohttpd-dev libjansson-dev libseccomp-dev libcap-ng-dev libcurl4-openssl-dev dpkg-dev"
 # (`make check` runs fuzz-smoke too: clang and its sanitizer and libFuzzer runtimes)
-check_pkgs="$build_pkgs curl python3 python3-websockets python3-yaml procps valgrind nodejs npm bash coreutils util-linux git gcc tini binutils clang-format tmux expect clang libclang-rt-14-dev"
+check_pkgs="$build_pkgs curl python3 python3-websockets python3-yaml procps valgrind nodejs npm bash coreutils util-linux git gcc tini binutils clang-format tmux expect clang libclang-rt-14-dev python3-ipython python3-numpy python3-pandas python3-matplotlib"
 # `make static`: musl and what scripts/build-static-deps.sh needs to build the
 # static libraries from Debian's source packages (it checks them again itself)
 static_pkgs="gcc make musl-tools gperf cmake dpkg-dev autoconf automake libtool patch xz-utils m4 pkg-config linux-libc-dev"
@@ -21,7 +21,7 @@ static_pkgs="gcc make musl-tools gperf cmake dpkg-dev autoconf automake libtool 
 image_pkgs="$static_pkgs busybox-static ca-certificates file debootstrap"
 # `make run`: the image, plus curl to wait for /ping
 run_pkgs="$image_pkgs curl"
-bench_pkgs="$check_pkgs tini bubblewrap firejail nginx wrk linux-perf rsync"
+bench_pkgs="$check_pkgs tini bubblewrap firejail nginx wrk linux-perf rsync python3-jupyter-client python3-ipykernel"
 fuzz_pkgs="$build_pkgs clang libclang-rt-14-dev"
 lint_pkgs="$build_pkgs python3 binutils clang-format"
 

@@ -43,6 +43,9 @@ stage sdk python3 tests/sdk/run_sdk.py
 # /mcp with the official MCP TypeScript SDK client and the MCP conformance suite (Node.js 22
 # from npm, cached outside the clone: tests/mcp/setup.sh).
 stage mcp python3 tests/mcp/run_mcp.py
+# Code contexts with E2B's own @e2b/code-interpreter client in debug mode (localhost:49999;
+# pinned, cached outside the clone: tests/code/setup.sh).
+stage code python3 tests/code/run_code.py
 stage gateway python3 tests/run.py gateway
 # Agent engines with the real Codex and Claude Code CLIs (npm, cached in /var/cache/forceai-npm).
 stage engines python3 tests/run.py engines

@@ -144,3 +144,18 @@ void mcp_notify_tools_changed(struct runner *r);
 void mcp_end_sessions(struct runner *r);
 /* End every session and call (shutdown, after http_stop). */
 void mcp_free_all(struct runner *r);
+
+/* code.c: code contexts, OpenSandbox execd's /code and E2B's code-interpreter API */
+enum MHD_Result api_code_context_create(struct http_req *req);
+enum MHD_Result api_code_contexts_list(struct http_req *req);
+enum MHD_Result api_code_contexts_delete(struct http_req *req);
+enum MHD_Result api_code_context_get(struct http_req *req);
+enum MHD_Result api_code_context_delete(struct http_req *req);
+enum MHD_Result api_code_languages(struct http_req *req);
+enum MHD_Result api_code_run(struct http_req *req);
+enum MHD_Result api_code_interrupt(struct http_req *req);
+/* The E2B port's route table (--code-interpreter-listen). */
+extern const struct http_route e2b_routes[];
+extern const size_t e2b_n_routes;
+/* execd.c: start spec (an execd command) and stream its events as POST /command does. */
+enum MHD_Result api_command_stream(struct http_req *req, struct task_spec *spec);

@@ -587,6 +587,15 @@ enum MHD_Result api_command_run(struct http_req *req)
 	return start_stream(req, t, false, t->id, 0);
 }
 
+enum MHD_Result api_command_stream(struct http_req *req, struct task_spec *spec)
+{
+	struct error err;
+	struct task *t = task_start(req->r, spec, &err);
+	if (!t)
+		return http_fail(req, &err);
+	return start_stream(req, t, false, t->id, 0);
+}
+
 static struct task *find_command(struct http_req *req, const char *id)
 {
 	struct task *t = (id && is_hex_id(id)) ? task_find(req->r, id) : NULL;

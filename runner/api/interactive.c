@@ -285,8 +285,8 @@ enum MHD_Result api_task_list(struct http_req *req)
 	}
 	json_t *arr = json_array();
 	for (struct task *t = req->r->tasks->head; t; t = t->next) {
-		/* Lifecycle hooks are listed too (profile/rtinit.c), named. */
-		if (t->api != TASK_API_NATIVE && t->api != TASK_API_HOOK)
+		/* Lifecycle hooks and code contexts are listed too, named. */
+		if (t->api != TASK_API_NATIVE && t->api != TASK_API_HOOK && t->api != TASK_API_CODE)
 			continue;
 		if (state && (!strcmp(state, "running") == t->finished))
 			continue;
@@ -547,7 +547,7 @@ enum MHD_Result api_command_list(struct http_req *req)
 	size_t n = 0, cap = 0;
 	cleanup_free struct task **list = NULL;
 	for (struct task *t = req->r->tasks->head; t; t = t->next) {
-		if (t->api != TASK_API_EXECD)
+		if (t->api != TASK_API_EXECD && t->api != TASK_API_CODE)
 			continue;
 		if (running >= 0 && (running == 1) == t->finished)
 			continue;

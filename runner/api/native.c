@@ -232,7 +232,8 @@ static enum MHD_Result start_stream(struct http_req *req, struct task *t, bool f
 static struct task *find_task(struct http_req *req)
 {
 	struct task *t = is_hex_id(req->param) ? task_find(req->r, req->param) : NULL;
-	return t && t->api == TASK_API_NATIVE ? t : NULL;
+	/* A code context's interpreter is a task like these (code/code.h). */
+	return t && (t->api == TASK_API_NATIVE || t->api == TASK_API_CODE) ? t : NULL;
 }
 
 int api_parse_task(json_t *body, struct task_spec *spec, struct error *err)

@@ -180,6 +180,22 @@ static const struct opt_def opts[] = {
 	 "bytes of audit events GET /v1/audit keeps, 65536..1073741824"},
 	{"insecure-no-audit", "FORCEAI_INSECURE_NO_AUDIT", OPT_BOOL, OFF(insecure_no_audit), "0",
 	 "TEST ONLY: no audit trail at all (measures its cost)"},
+	{"code-interpreter-listen", "FORCEAI_CODE_INTERPRETER_LISTEN", OPT_STR,
+	 OFF(code_interpreter_listen), NULL,
+	 "ADDR:PORT (numeric IPv4) of E2B's code-interpreter API (E2B's port is 49999); unset: "
+	 "not served"},
+	{"code-max-contexts", "FORCEAI_CODE_MAX_CONTEXTS", OPT_UINT, OFF(code_max_contexts), "32",
+	 "code contexts at once, 1..1024 (each a long-lived interpreter task)"},
+	{"code-idle-timeout-ms", "FORCEAI_CODE_IDLE_TIMEOUT_MS", OPT_U64, OFF(code_idle_timeout_ms),
+	 "1800000", "a code context unused this long ends (0 = never)"},
+	{"code-exec-timeout-ms", "FORCEAI_CODE_EXEC_TIMEOUT_MS", OPT_U64, OFF(code_exec_timeout_ms),
+	 "1800000",
+	 "an execution running this long is interrupted, its interpreter killed 5 s later if it "
+	 "goes on (0 = none)"},
+	{"code-output-max", "FORCEAI_CODE_OUTPUT_MAX", OPT_U64, OFF(code_output_max), "67108864",
+	 "stdout and stderr bytes one execution may print; beyond, dropped and interrupted"},
+	{"code-result-max", "FORCEAI_CODE_RESULT_MAX", OPT_U64, OFF(code_result_max), "16777216",
+	 "bytes of one rich result (a chart, a table), 65536..268435456; larger ones are dropped"},
 	{"task-memory-max", "FORCEAI_TASK_MEMORY_MAX", OPT_U64, OFF(task_memory_max), "0",
 	 "memory.max of each task's cgroup where cgroup v2 is delegated (bytes; 0 = max)"},
 	{"task-pids-max", "FORCEAI_TASK_PIDS_MAX", OPT_U64, OFF(task_pids_max), "4096",
@@ -236,6 +252,8 @@ static const struct {
 		   "agent-context-max agent-engine"},
 	{"MCP", "mcp-allowed-origins mcp-servers mcp-max-sessions mcp-max-inflight mcp-max-body"},
 	{"Audit trail", "audit-file otlp-endpoint audit-rate audit-ring-max insecure-no-audit"},
+	{"Code interpreter", "code-interpreter-listen code-max-contexts code-idle-timeout-ms "
+			     "code-exec-timeout-ms code-output-max code-result-max"},
 };
 
 static void usage_opt(FILE *out, const struct opt_def *o)
@@ -888,6 +906,33 @@ static int check_values(struct runner_config *cfg, const enum origin *from, stru
 	if (cfg->agent_context_max < 16384 || cfg->agent_context_max > 64ull << 20)
 		return out_of_bounds(from, "agent-context-max", cfg->agent_context_max,
 				     "must be 16384..67108864 (bytes)", err);
+	if (cfg->code_max_contexts < 1 || cfg->code_max_contexts > 1024)
+		return out_of_bounds(from, "code-max-contexts", cfg->code_max_contexts,
+				     "must be 1..1024", err);
+	if (cfg->code_result_max < 65536 || cfg->code_result_max > 256ull << 20)
+		return out_of_bounds(from, "code-result-max", cfg->code_result_max,
+				     "must be 65536..268435456 (bytes)", err);
+	if (cfg->code_interpreter_listen) {
+		/* The same form as --listen's IPv4 one, checked here so a bad value is
+		 * a usage error (the listener itself starts in main). */
+		const char *v = cfg->code_interpreter_listen, *colon = strrchr(v, ':');
+		char host[64];
+		struct in_addr a4;
+		uint64_t port;
+		size_t n = colon ? (size_t)(colon - v) : 0;
+		struct src s = src_of(from, "code-interpreter-listen", err);
+		if (!colon || !n || n >= sizeof(host))
+			return bad(&s, "code-interpreter-listen", v, "expected ADDR:PORT");
+		memcpy(host, v, n);
+		host[n] = 0;
+		if (inet_pton(AF_INET, host, &a4) != 1)
+			return bad(&s, "code-interpreter-listen", v, "not a numeric IPv4 address");
+		if (parse_u64(colon + 1, &port) < 0 || port > 65535)
+			return bad(&s, "code-interpreter-listen", v, "port must be 0..65535");
+	}
+	if (cfg->code_output_max < 1)
+		return out_of_bounds(from, "code-output-max", cfg->code_output_max,
+				     "must be at least 1 (bytes)", err);
 	return 0;
 }
 

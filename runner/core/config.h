@@ -97,6 +97,13 @@ struct runner_config {
 	uint64_t audit_ring_max;   /* bytes of events kept for GET /v1/audit */
 	bool insecure_no_audit;    /* test only: no trail at all (measures its cost) */
 	const char *verify_audit;  /* --verify-audit FILE: check a saved trail, then exit */
+	/* Code contexts (docs/design.md §23). */
+	const char *code_interpreter_listen; /* E2B's API: ADDR:PORT, or NULL */
+	unsigned code_max_contexts;
+	uint64_t code_idle_timeout_ms; /* 0 = none */
+	uint64_t code_exec_timeout_ms; /* 0 = none */
+	uint64_t code_output_max;      /* stdout+stderr bytes per execution */
+	uint64_t code_result_max;      /* bytes of one protocol message (a rich result) */
 	/* Where each option's value came from (config.c's table order): the
 	 * checks made after parsing name the option or the variable. */
 	unsigned char origin[CONFIG_MAX_OPTS];

@@ -29,6 +29,7 @@ struct mcp_upstream;
 struct watch_table;
 struct audit;
 struct otlp;
+struct code_table;
 
 enum init_mode { INIT_PID1, INIT_SUBREAPER };
 
@@ -91,6 +92,7 @@ struct runner {
 	json_t *sandbox_env;
 	bool auth_hash_set;
 	unsigned char auth_hash[32];
-	struct audit *audit; /* the audit trail (core/audit.h); NULL: off */
-	struct otlp *otlp;   /* its OTLP sink (core/auditotlp.h), or NULL */
+	struct audit *audit;     /* the audit trail (core/audit.h); NULL: off */
+	struct otlp *otlp;       /* its OTLP sink (core/auditotlp.h), or NULL */
+	struct code_table *code; /* code contexts (code/code.h) */
 };

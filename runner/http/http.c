@@ -86,6 +86,9 @@ static bool authorized(struct http_req *req)
 	const char *got = http_header(req, "X-EXECD-ACCESS-TOKEN");
 	if (got)
 		return token_ok(r, got);
+	if (req->route && req->route->token_header &&
+	    (got = http_header(req, req->route->token_header)))
+		return token_ok(r, got);
 	/* MCP clients are configured with a bearer token: the same token, on /mcp only (the
 	 * port proxy forwards Authorization to the app behind it, so it is not the runner's
 	 * there). */
@@ -357,8 +360,9 @@ static uint64_t request_gen(struct runner *r)
 }
 
 /* The first call for a request: its head is in, none of its body has been read. */
-static enum MHD_Result begin_request(struct runner *r, struct http_req *req, const char *url,
-				     const char *method)
+static enum MHD_Result begin_request(struct runner *r, struct http_req *req,
+				     const struct http_route *routes, size_t n_routes,
+				     const char *url, const char *method)
 {
 	const char *problem = framing_problem(req->conn, method);
 	if (problem)
@@ -366,12 +370,14 @@ static enum MHD_Result begin_request(struct runner *r, struct http_req *req, con
 	const struct http_server *h = r->http;
 	/* Re-dispatched here, in this request, never through a socket: the same handler,
 	 * the same token check, nothing forwarded (§20.6). */
-	const char *self = h->hooks && h->hooks->self_path ? h->hooks->self_path(r, url) : NULL;
+	const char *self = routes == h->routes && h->hooks && h->hooks->self_path
+				   ? h->hooks->self_path(r, url)
+				   : NULL;
 	if (self)
 		req->path = url = self;
 	bool path_known = false;
-	for (size_t i = 0; i < h->n_routes; i++) {
-		const struct http_route *rt = &h->routes[i];
+	for (size_t i = 0; i < n_routes; i++) {
+		const struct http_route *rt = &routes[i];
 		if (!match(rt->pattern, url, req->param_buf, sizeof(req->param_buf)))
 			continue;
 		path_known = true;
@@ -423,12 +429,10 @@ static enum MHD_Result drain_refused(struct http_req *req, size_t *upload_size)
 	return MHD_YES;
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-				  const char *method, const char *version, const char *upload_data,
-				  size_t *upload_size, void **con_cls)
+static enum MHD_Result handle(struct runner *r, const struct http_route *routes, size_t n_routes,
+			      struct MHD_Connection *conn, const char *url, const char *method,
+			      const char *upload_data, size_t *upload_size, void **con_cls)
 {
-	(void)version;
-	struct runner *r = cls;
 	struct http_req *req = *con_cls;
 	if (!req || !req->r) {
 		/* A task's connection (or one over its client's limit): no
@@ -446,7 +450,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		req->start_us = monotonic_us();
 		client_addr(req);
 		req->in_head = true;
-		enum MHD_Result rc = begin_request(r, req, url, method);
+		enum MHD_Result rc = begin_request(r, req, routes, n_routes, url, method);
 		req->in_head = false;
 		return rc;
 	}
@@ -510,6 +514,27 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	return run_handler(req, req->route->fn);
 }
 
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+				  const char *method, const char *version, const char *upload_data,
+				  size_t *upload_size, void **con_cls)
+{
+	(void)version;
+	struct runner *r = cls;
+	return handle(r, r->http->routes, r->http->n_routes, conn, url, method, upload_data,
+		      upload_size, con_cls);
+}
+
+static enum MHD_Result on_request_extra(void *cls, struct MHD_Connection *conn, const char *url,
+					const char *method, const char *version,
+					const char *upload_data, size_t *upload_size,
+					void **con_cls)
+{
+	(void)version;
+	struct http_extra *x = cls;
+	return handle(x->r, x->routes, x->n_routes, conn, url, method, upload_data, upload_size,
+		      con_cls);
+}
+
 static void suspended_unlink(struct http_req *req)
 {
 	struct http_server *h = req->r ? req->r->http : NULL;
@@ -560,7 +585,7 @@ int http_start(struct runner *r, const struct http_route *routes, size_t n_route
 	if (fd < 0)
 		return -1;
 	unsigned timeout_s = (unsigned)((r->cfg.header_timeout_ms + 999) / 1000);
-	unsigned max_conns = gate_connection_limit(1024, 2);
+	unsigned max_conns = gate_connection_limit(1024, 2 + HTTP_EXTRA_MAX);
 	struct gate_policy gp = {.name = "http",
 				 .refuse_tasks = true,
 				 .max_per_client = r->cfg.max_client_conns < max_conns
@@ -590,6 +615,56 @@ int http_start(struct runner *r, const struct http_route *routes, size_t n_route
 	return http_daemon_start(&h->daemon, &r->loop, &conf, err);
 }
 
+unsigned http_listen_extra(struct runner *r, const char *name, const char *host, unsigned port,
+			   const struct http_route *routes, size_t n_routes, struct error *err)
+{
+	struct http_server *h = r->http;
+	if (!h || h->n_extra >= HTTP_EXTRA_MAX) {
+		error_set(err, 0, NULL, "%s: no room for another listener", name);
+		return 0;
+	}
+	struct http_extra *x = &h->extra[h->n_extra];
+	memset(x, 0, sizeof(*x));
+	x->r = r;
+	x->name = name;
+	x->routes = routes;
+	x->n_routes = n_routes;
+	int fd = http_listen(host, port, &x->port, err);
+	if (fd < 0)
+		return 0;
+	unsigned max_conns = gate_connection_limit(1024, 2 + HTTP_EXTRA_MAX);
+	struct gate_policy gp = {.name = name,
+				 .refuse_tasks = true,
+				 .max_per_client = r->cfg.max_client_conns < max_conns
+							   ? r->cfg.max_client_conns
+							   : max_conns,
+				 .first_head_ms = r->cfg.header_deadline_ms,
+				 .next_head_ms = r->cfg.header_timeout_ms};
+	x->gate = gate_new(r, &gp);
+	if (!x->gate) {
+		close(fd);
+		error_set(err, ENOMEM, NULL, "%s: cannot set up connection admission", name);
+		return 0;
+	}
+	struct http_daemon_conf conf = {
+		.name = name,
+		.listen_fd = fd,
+		.on_request = on_request_extra,
+		.on_completed = on_completed,
+		.arg = x,
+		.on_connection = gate_notify,
+		.connection_arg = x->gate,
+		.on_uri = on_uri,
+		.timeout_s = (unsigned)((r->cfg.header_timeout_ms + 999) / 1000),
+		.conn_memory_limit = 64 * 1024,
+		.conn_limit = max_conns,
+	};
+	h->n_extra++;
+	if (http_daemon_start(&x->daemon, &r->loop, &conf, err) < 0)
+		return 0;
+	return x->port;
+}
+
 void http_set_hooks(struct runner *r, const struct http_hooks *hooks)
 {
 	r->http->hooks = hooks;
@@ -615,6 +690,8 @@ void http_quiesce(struct runner *r)
 	for (struct http_stream *s = h->streams; s; s = s->next)
 		http_stream_wake(s);
 	http_daemon_quiesce(&h->daemon);
+	for (unsigned i = 0; i < h->n_extra; i++)
+		http_daemon_quiesce(&h->extra[i].daemon);
 }
 
 bool http_busy(struct runner *r)
@@ -658,7 +735,7 @@ void http_req_resume(struct http_req *req)
 		return;
 	suspended_unlink(req);
 	MHD_resume_connection(req->conn);
-	http_daemon_wake(&h->daemon);
+	http_wake_all(h);
 }
 
 void http_tick(struct runner *r)
@@ -704,7 +781,14 @@ void http_stop(struct runner *r)
 			if (!any && i > 0)
 				break;
 			http_daemon_run(&h->daemon);
+			for (unsigned k = 0; k < h->n_extra; k++)
+				if (h->extra[k].daemon.d)
+					http_daemon_run(&h->extra[k].daemon);
 		}
+	}
+	for (unsigned i = 0; i < h->n_extra; i++) {
+		http_daemon_stop(&h->extra[i].daemon);
+		gate_free(h->extra[i].gate);
 	}
 	http_daemon_stop(&h->daemon);
 	gate_free(h->gate); /* after the daemon: it reports closed connections */

@@ -38,6 +38,9 @@ struct http_route {
 	 * Kubernetes httpGet probe works). Tasks still cannot reach it: the gate
 	 * refuses their connections before any route runs. */
 	bool public;
+	/* The header that carries the access token on this route besides
+	 * X-EXECD-ACCESS-TOKEN (E2B's SDK sends X-Access-Token), or NULL. */
+	const char *token_header;
 };
 
 struct http_req {
@@ -156,6 +159,12 @@ struct http_hooks {
 /* After http_start; hooks outlives the server. */
 void http_set_hooks(struct runner *r, const struct http_hooks *hooks);
 unsigned http_port(struct runner *r);
+/* After http_start: serve another route table (outliving the server) on
+ * host:port too (a client API of its own port: E2B's code interpreter), with
+ * the same token, gate and limits. The port bound (port 0: ephemeral), or
+ * 0 with err set. */
+unsigned http_listen_extra(struct runner *r, const char *name, const char *host, unsigned port,
+			   const struct http_route *routes, size_t n_routes, struct error *err);
 /* Who may connect (gate.h), for GET /v1/hardening. New reference. */
 json_t *http_access_report(struct runner *r);
 void http_quiesce(struct runner *r); /* stop accepting */

@@ -9,6 +9,18 @@
 /* A refused request's body is read and discarded up to this much, for this long (§3.1). */
 #define HTTP_DRAIN_MAX (16ull << 20)
 #define HTTP_DRAIN_MS 10000
+/* Another listening port with a route table of its own (http_listen_extra):
+ * same requests, streams, auth and gate as the main one. */
+#define HTTP_EXTRA_MAX 4
+struct http_extra {
+	struct runner *r;
+	const char *name;
+	const struct http_route *routes;
+	size_t n_routes;
+	struct http_daemon daemon;
+	struct gate *gate;
+	unsigned port;
+};
 
 struct http_server {
 	const struct http_route *routes;
@@ -22,4 +34,9 @@ struct http_server {
 	struct http_stream *streams;
 	unsigned n_streams;
 	struct http_req *suspended; /* http_req_suspend */
+	struct http_extra extra[HTTP_EXTRA_MAX];
+	unsigned n_extra;
 };
+
+/* Run every daemon before the next wait (a connection of one was resumed). */
+void http_wake_all(struct http_server *h);

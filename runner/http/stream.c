@@ -154,11 +154,19 @@ unsigned http_stream_count(struct runner *r)
 	return r->http ? r->http->n_streams : 0;
 }
 
+void http_wake_all(struct http_server *h)
+{
+	http_daemon_wake(&h->daemon);
+	for (unsigned i = 0; i < h->n_extra; i++)
+		if (h->extra[i].daemon.d)
+			http_daemon_wake(&h->extra[i].daemon);
+}
+
 void http_stream_wake(struct http_stream *s)
 {
 	if (!s->suspended || s->closed)
 		return;
 	s->suspended = false;
 	MHD_resume_connection(s->conn);
-	http_daemon_wake(&s->r->http->daemon);
+	http_wake_all(s->r->http);
 }

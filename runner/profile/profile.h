@@ -35,6 +35,7 @@ struct profile_hooks {
 	/* entrypointPolicy restart: stop the main process and start it again
 	 * with envs added (once preStart is over); false when there is none. */
 	bool (*restart_main)(struct runner *r, json_t *envs);
+	unsigned (*end_code_contexts)(struct runner *r); /* code/code.h */
 };
 
 struct profile {

@@ -889,6 +889,8 @@ int reset_start(struct runner *r, struct http_req *req, struct error *e)
 	 * stdio servers exit with them and start afresh on next use). */
 	if (hk && hk->end_mcp_sessions)
 		hk->end_mcp_sessions(r);
+	if (hk && hk->end_code_contexts)
+		hk->end_code_contexts(r);
 	rs->tokens = modelproxy_revoke_all(r, &rs->proxy_requests);
 	rs->conversations = conv_forget_all(r);
 	tasks_kill_all(r, true);

@@ -23,6 +23,7 @@ enum task_api {
 	/* A lifecycle hook (profile/rtinit.c): confined like any task, listed in
 	 * GET /v1/tasks, never given the EXECD_ENVS file's variables. */
 	TASK_API_HOOK,
+	TASK_API_CODE, /* the interpreter of a code context (code/code.h) */
 };
 
 enum task_status {

@@ -1178,6 +1178,30 @@ def bench_checkpoints(cfg, res, binary):
             f["ping_during_first_max_ms"], "ms", "/ping max in the 2 s before", f["ping_idle_max_ms"])
 
 
+def bench_code(cfg, res, binary):
+    """16: code contexts vs a Jupyter kernel driven by jupyter_client (code_bench.py)."""
+    # Debian's python3: jupyter_client and ipykernel are its packages (install-deps bench).
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "code_bench.py")
+    argv = ["/usr/bin/python3", script, os.path.abspath(binary)] + (["--quick"] if cfg.quick else [])
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+        f = json.loads(p.stdout)
+    except (OSError, ValueError, subprocess.SubprocessError) as e:
+        raise BenchError("code_bench.py: %s %s" % (e, (p.stderr[-500:] if "p" in dir() else "")))
+    ru, ju = f["runner"], f["jupyter"]
+    res.add("16", "round trip of `1+1` in a warm Python context, POST /code, p50 of %d" % f["n"],
+            ru["rtt_p50_ms"], "ms", "the same through a Jupyter kernel (jupyter_client)",
+            ju["rtt_p50_ms"], goal="<= 0.5x", ok=ru["rtt_p50_ms"] <= 0.5 * ju["rtt_p50_ms"],
+            extra={"p90_ms": ru["rtt_p90_ms"], "baseline_p90_ms": ju["rtt_p90_ms"]})
+    res.add("16", "create a context to its first result (median)", ru["first_result_ms"], "ms",
+            "start an ipykernel to its first result", ju["first_result_ms"], goal="<= 0.5x",
+            ok=ru["first_result_ms"] <= 0.5 * ju["first_result_ms"])
+    res.add("16", "RSS of an idle Python context's interpreter", ru["idle_rss_kib"] / 1024.0,
+            "MiB", "an idle ipykernel", ju["idle_rss_kib"] / 1024.0)
+    res.add("16", "16 contexts created, one cell in each at once", ru["sixteen_ms"], "ms",
+            extra={"errors": ru["sixteen_errors"], "runner_rss_kib": ru["runner_rss_kib"]})
+
+
 # ---------------------------------------------------------------- main
 
 def main():
@@ -1259,6 +1283,7 @@ def main():
         ("13", "reset", lambda: bench_reset(cfg, res, static or cfg.runner)),
         ("14", "checkpoints", lambda: bench_checkpoints(cfg, res, static or cfg.runner)),
         ("15", "audit cost", lambda: bench_audit(cfg, res, cfg.runner)),
+        ("16", "code contexts", lambda: bench_code(cfg, res, cfg.runner)),
     ]
     try:
         for num, label, fn in steps:
