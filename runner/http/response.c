@@ -36,6 +36,7 @@ enum MHD_Result http_queue(struct http_req *req, unsigned status, struct MHD_Res
 		/* libmicrohttpd would answer at once and close without reading the body: the
 		 * client, still writing, would get a reset instead (§3.1). */
 		req->responded = true;
+		req->status = status;
 		req->deferred = resp;
 		req->deferred_status = status;
 		req->drain_start_ms = monotonic_ms();
