@@ -59,6 +59,14 @@ class Upstream(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length", 0))
+        body = b"got " + str(len(self.rfile.read(n))).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def log_message(self, *a):
         pass
 
@@ -236,11 +244,17 @@ class AuditDoors(AuditBase):
         try:
             st, _, b = r.request("GET", "/proxy/%d/hello?app_token=abc" % srv.server_address[1])
             self.assertEqual((st, b), (200, b"hello from the app"))
+            (px,) = step([("proxy", "GET /proxy/*/**")])
+            st, _, b2 = r.request("POST", "/proxy/%d/up" % srv.server_address[1], b"x" * 70000)
+            self.assertEqual((st, b2), (200, b"got 70000"))
+            (pxp,) = step([("proxy", "POST /proxy/*/**")])
         finally:
             srv.shutdown()
-        (px,) = step([("proxy", "GET /proxy/*/**")])
         self.assertEqual(px["target"], "/proxy/%d/hello" % srv.server_address[1])
         self.assertEqual(px["status"], 200)
+        # the body bytes each way (a plain request: counted, never read)
+        self.assertEqual((px["bytes_in"], px["bytes_out"]), (0, len(b)))
+        self.assertEqual((pxp["bytes_in"], pxp["bytes_out"]), (70000, len(b2)))
 
         # MCP: a session and a tool call (a file tool: path and content hash)
         h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
@@ -293,6 +307,23 @@ class AuditDoors(AuditBase):
         self.assertEqual((bad["status"], bad["outcome"]), (401, "refused"))
         st, _, _ = r.request("POST", "/internal/init", {})
         step([("init", "POST /internal/init")])
+
+        # checkpoints (issue 38): their own door, each operation one event
+        st, ck = r.json("POST", "/v1/checkpoints", {"label": "audited"})
+        self.assertEqual(st, 201, ck)
+        (cc,) = step([("checkpoint", "POST /v1/checkpoints")])
+        self.assertEqual(cc["status"], 201)
+        st, rs = r.json("POST", "/v1/checkpoints/%s/restore" % ck["id"], {})
+        self.assertEqual(st, 200, rs)
+        (cr,) = step([("checkpoint", "POST /v1/checkpoints/*/restore")])
+        self.assertEqual(cr["target"], "/v1/checkpoints/%s/restore" % ck["id"])
+        # execd's operations and a resumed stream are execd's
+        st, _ = r.json("GET", "/execution/instance")
+        self.assertEqual(st, 200)
+        step([("execd", "GET /execution/instance")])
+        st, _, _ = r.request("GET", "/command/nope/resume?after_eid=0")
+        self.assertGreaterEqual(st, 400)
+        step([("execd", "GET /command/*/resume")])
 
         # the chain is unbroken in every sink that keeps lines
         log = os.path.join(r.tmp, "saved.log")
