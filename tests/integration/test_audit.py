@@ -552,3 +552,43 @@ class AuditFileRefused(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class AuditResource(AuditBase):
+    """Runtime init binds the box (§12.1): its sandbox id, generation and
+    telemetry.attributes are said in the chain and on every later OTLP batch;
+    a reset unbinds it."""
+    extra_args = ("--runtime-init",)
+
+    def test_init_attributes_reach_the_trail_and_otlp(self):
+        r = self.r
+        st, b = r.json("POST", "/internal/init", {"sandboxId": "sb-audited", "generation": 3,
+                                                  "telemetry": {"attributes": {"team": "red"}}})
+        self.assertEqual(st, 200, b)
+        want = {"sandbox.id": "sb-audited", "sandbox.generation": "3", "team": "red"}
+        got = self.wait_events(3)
+        rs = [e for _, e in got if e["what"] == "resource set"]
+        self.assertEqual(len(rs), 1, got)
+        self.assertEqual((rs[0]["door"], rs[0]["resource"]), ("audit", want))
+        st, _ = r.json("GET", "/v1/tasks")
+        self.assertEqual(st, 200)
+        n = len(self.wait_events(len(got) + 1))
+        # every OTLP record from the binding on carries the resource
+        recs = self.otlp_records(n)
+        after = [res for res, rec in recs
+                 if json.loads(rec["body"]["stringValue"])["seq"] >= rs[0]["seq"]]
+        self.assertTrue(after, recs)
+        for res in after:
+            attrs = {a["key"]: a["value"]["stringValue"] for a in res["attributes"]}
+            self.assertEqual({k: attrs.get(k) for k in want}, want, attrs)
+        # a reset unbinds: the next chain names no box
+        st, ans = r.json("POST", "/v1/reset")
+        self.assertEqual(st, 200, ans)
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            started = [e for _, e in self.trail() if e["what"] == "chain started"]
+            if len(started) == 2:
+                break
+            time.sleep(0.05)
+        self.assertEqual(len(started), 2)
+        self.assertNotIn("resource", started[1])
