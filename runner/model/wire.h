@@ -70,7 +70,12 @@ struct wire_scan {
 	struct mu_usage usage;
 	uint64_t reports; /* JSON values that set or changed usage */
 	int64_t fmt[4];   /* the format's running counts between events */
+	/* The model the gateway says answered (the first one named in the
+	 * response's parsed events; "" = none): the audit trail's. */
+	char model[128];
 };
+/* Keep v as s->model if none is kept yet and v is a printable string that fits. */
+void wire_scan_model(struct wire_scan *s, json_t *v);
 void wire_scan_init(struct wire_scan *s, const struct wire *w);
 void wire_scan_feed(struct wire_scan *s, const char *p, size_t n);
 void wire_scan_eof(struct wire_scan *s);

@@ -291,6 +291,7 @@ class AuditDoors(AuditBase):
         self.assertEqual(got[1]["status"], 200, (got[1], ev, self.gw.errors))
         self.assertEqual(got[1]["who"]["task"], got[0]["who"]["task"])
         self.assertEqual(got[1]["usage"]["total_tokens"], 15)
+        self.assertEqual(got[1]["model"], "test-model")  # the gateway's answer names it
         self.assertEqual(got[2]["usage"]["requests"], 1)
         self.assertIn("***", got[0]["command"])  # the gateway key, masked
         self.gw.script(text("done"))
@@ -592,3 +593,30 @@ class AuditResource(AuditBase):
             time.sleep(0.05)
         self.assertEqual(len(started), 2)
         self.assertNotIn("resource", started[1])
+
+
+class AuditModelName(AuditBase):
+    """The model of a call is the one the gateway's answer names (the
+    response's first parsed event), never text a task put in a body."""
+
+    def call(self, model, content):
+        cmd = ("curl -sS -H \"Authorization: Bearer $OPENAI_API_KEY\" -H 'Content-Type: "
+               "application/json' -d '{\"model\":\"%s\",\"stream\":true,"
+               "\"stream_options\":{\"include_usage\":true},\"messages\":[{\"role\":\"user\","
+               "\"content\":\"%s\"}]}' \"$OPENAI_BASE_URL/chat/completions\"" % (model, content))
+        ev = self.r.native({"task": cmd, "capability": "chat"})
+        self.assertEqual(ev[-1]["event"], "exit", ev)
+
+    def test_task_cannot_spoof_the_model_name(self):
+        # The answer's content and the request's text both say another model.
+        self.gw.script(text('{\\"model\\":\\"spoofed\\"} model spoofed'))
+        self.call("model-one", "\\\"model\\\":\\\"spoofed\\\"")
+        self.gw.script(text("second"))
+        self.call("model-two", "hi")
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            calls = [e for _, e in self.trail() if e["what"] == "model call"]
+            if len(calls) == 2:
+                break
+            time.sleep(0.05)
+        self.assertEqual([c.get("model") for c in calls], ["model-one", "model-two"], calls)
