@@ -91,18 +91,6 @@ void wire_scan_eof(struct wire_scan *s)
 	mu_frame_eof(&s->frame);
 }
 
-void wire_scan_model(struct wire_scan *s, json_t *v)
-{
-	const char *m = json_is_string(v) ? json_string_value(v) : NULL;
-	size_t n = m ? strlen(m) : 0;
-	if (s->model[0] || !n || n >= sizeof(s->model))
-		return;
-	for (size_t i = 0; i < n; i++)
-		if ((unsigned char)m[i] < 0x20 || (unsigned char)m[i] >= 0x7f)
-			return; /* not a model name: said as none */
-	memcpy(s->model, m, n + 1);
-}
-
 void wire_scan_free(struct wire_scan *s)
 {
 	mu_frame_free(&s->frame);
