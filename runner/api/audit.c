@@ -23,12 +23,29 @@ const char *api_audit_door(const char *path)
 		const char *prefix, *door;
 	} doors[] = {
 		{"/ping", NULL}, /* probes: not actions (a kubelet asks every few seconds) */
-		{"/ready", NULL},      {"/files", "files"},      {"/directories", "files"},
-		{"/pty", "pty"},       {"/proxy", "proxy"},      {"/mcp", "mcp"},
-		{"/v1/mcp", "mcp"},    {"/v1/reset", "reset"},   {"/internal/init", "init"},
-		{"/v1/init", "init"},  {"/v1/runtime", "init"},  {"/code", "code"},
-		{"/v1/code", "code"},  {"/v1/contexts", "code"}, {"/command", "execd"},
-		{"/session", "execd"}, {"/metrics", "execd"},    {"/v1/isolated", "execd"},
+		{"/ready", NULL},
+		{"/files", "files"},
+		{"/directories", "files"},
+		{"/pty", "pty"},
+		{"/proxy", "proxy"},
+		{"/mcp", "mcp"},
+		{"/v1/mcp", "mcp"},
+		{"/v1/reset", "reset"},
+		{"/internal/init", "init"},
+		{"/v1/init", "init"},
+		{"/v1/runtime", "init"},
+		{"/code", "code"},
+		{"/v1/code", "code"},
+		{"/v1/contexts", "code"},
+		{"/command", "execd"},
+		{"/session", "execd"},
+		{"/metrics", "execd"},
+		{"/v1/isolated", "execd"},
+		/* execd's operations (GET /execution/operation|instance) are execd's;
+		 * checkpoints get their own door (issue 38): a restore rewrites files but
+		 * is one operation a reader filters for, not a files API call. */
+		{"/execution", "execd"},
+		{"/v1/checkpoints", "checkpoint"},
 	};
 	for (size_t i = 0; i < sizeof(doors) / sizeof(doors[0]); i++) {
 		size_t n = strlen(doors[i].prefix);

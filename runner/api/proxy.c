@@ -151,6 +151,9 @@ struct proxy {
 	uint64_t hup_since_ms;
 
 	struct buf out; /* request bytes for the upstream */
+	/* The audit event's figures (plain requests): body bytes taken from the
+	 * client and body bytes given to it; counters only on the hot path. */
+	uint64_t bytes_in, bytes_out;
 
 	char *in; /* the response head, then body bytes read with it */
 	size_t in_len;
@@ -457,6 +460,16 @@ static void proxy_unref(struct proxy *p)
 		proxy_free_cb(&p->r->loop, p);
 	else if (loop_defer(&p->r->loop, proxy_free_cb, p) < 0)
 		log_warn("proxy: out of memory: a request record is leaked", NULL);
+}
+
+/* The request's audit event (http/http.c): the body bytes each way. Only
+ * called when the trail records it; the event is built before ctx_free. */
+static void proxy_audit_end(struct http_req *req)
+{
+	struct proxy *p = req->ctx;
+	if (p)
+		http_audit_note(req, json_pack("{s:I,s:I}", "bytes_in", (json_int_t)p->bytes_in,
+					       "bytes_out", (json_int_t)p->bytes_out));
 }
 
 /* libmicrohttpd is done with the request (answered, cut, or closed after an
@@ -1095,6 +1108,7 @@ enum MHD_Result api_proxy_start(struct http_req *req)
 	r->proxies->count++;
 	req->ctx = p;
 	req->ctx_free = proxy_req_free;
+	req->audit_end = proxy_audit_end;
 	const union MHD_ConnectionInfo *ci =
 		MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 	if (ci)
@@ -1164,6 +1178,7 @@ enum MHD_Result api_proxy_body(struct http_req *req, const char *data, size_t le
 		taken += n;
 		flush_out(p);
 	}
+	p->bytes_in += taken;
 	/* Left over only while the buffer is full and waits for EPOLLOUT
 	 * (dropped when the upstream stopped taking the request). */
 	req->body_left = p->up_write_dead ? 0 : len - taken;
@@ -1287,6 +1302,8 @@ static size_t body_produce_into(struct http_stream *s, char *dst, size_t max)
 {
 	struct proxy *p = (struct proxy *)((char *)s - offsetof(struct proxy, hs));
 	ssize_t n = body_read(p, dst, max);
+	if (n > 0)
+		p->bytes_out += (uint64_t)n;
 	if (n == -1 || (n > 0 && p->body_end))
 		s->done = true;
 	else if (n == -2)
@@ -1369,6 +1386,7 @@ static enum MHD_Result respond(struct proxy *p, struct http_req *req)
 	} else if (in_hand) {
 		resp = MHD_create_response_from_buffer((size_t)p->body_left, p->in + p->pend_off,
 						       MHD_RESPMEM_MUST_COPY);
+		p->bytes_out += p->body_left;
 		p->pend_off += (size_t)p->body_left;
 		p->body_left = 0;
 		p->body_end = true;

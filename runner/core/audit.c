@@ -505,6 +505,11 @@ void audit_set_resource(struct runner *r, json_t *attrs)
 	}
 	json_decref(a->resource);
 	a->resource = attrs;
+	/* A box bound (or unbound) mid-chain: said in the chain, so every later
+	 * line is attributable from the chain alone; a marker, not rate bound. */
+	json_t *ev = json_pack("{s:{s:s},s:O?}", "who", "runner", "audit", "resource", attrs);
+	write_event(r, "audit", "resource set", ev);
+	json_decref(ev);
 }
 
 json_t *audit_resource(const struct runner *r)

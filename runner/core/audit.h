@@ -40,8 +40,9 @@ const char *audit_client(const struct runner *r);
 void audit_secret_add(struct runner *r, const char *s);
 void audit_secret_remove(struct runner *r, const char *s);
 
-/* Attributes of the sandbox (its id, from runtime init), stolen: put in
- * every chain's first event (and every OTLP record). */
+/* Attributes of the sandbox (its id, from runtime init), stolen (NULL:
+ * none): a "resource set" event now, then in every chain's first event and
+ * every OTLP batch's resource. String values only. */
 void audit_set_resource(struct runner *r, json_t *attrs);
 
 /* The attributes audit_set_resource gave (borrowed; NULL: none). */

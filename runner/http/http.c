@@ -336,6 +336,8 @@ static void audit_request(struct http_req *req, enum MHD_RequestTerminationCode 
 		req->audit = NULL;
 		return;
 	}
+	if (req->audit_end)
+		req->audit_end(req);
 	char what[256];
 	snprintf(what, sizeof(what), "%s %s", req->method ? req->method : "?",
 		 req->route  ? req->route->pattern

@@ -78,6 +78,10 @@ struct http_req {
 	const char *err_code; /* the error code answered, if any */
 	uint64_t start_us;    /* monotonic */
 	json_t *audit;        /* fields handlers added, or NULL */
+	/* Called just before the event is built, only when it is recorded: a
+	 * handler that counts on its hot path (the port proxy's bytes) notes its
+	 * totals here rather than on every chunk. */
+	void (*audit_end)(struct http_req *req);
 };
 
 /* Fields (stolen) for this request's audit event: path, bytes, a content

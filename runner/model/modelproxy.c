@@ -144,6 +144,9 @@ static json_t *audit_call(const struct mp_req *q, bool completed)
 	}
 	if (q->us.has_usage)
 		json_object_set_new(ev, "usage", mu_usage_json(&q->us.usage));
+	/* The gateway's word for the model, never the task's request body. */
+	if (q->w && q->us.model[0])
+		json_object_set_new(ev, "model", json_string(q->us.model));
 	return ev;
 }
 

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "model/usage.h"
 
@@ -70,7 +71,24 @@ struct wire_scan {
 	struct mu_usage usage;
 	uint64_t reports; /* JSON values that set or changed usage */
 	int64_t fmt[4];   /* the format's running counts between events */
+	/* The model the gateway says answered (the first one named in the
+	 * response's parsed events; "" = none): the audit trail's. */
+	char model[128];
 };
+/* Keep v as s->model if none is kept yet and v is a printable string that
+ * fits. Inline: the formats call it, and wire.c's format table calls them
+ * (a function in wire.c would make a module cycle). */
+static inline void wire_scan_model(struct wire_scan *s, json_t *v)
+{
+	const char *m = json_is_string(v) ? json_string_value(v) : NULL;
+	size_t n = m ? strlen(m) : 0;
+	if (s->model[0] || !n || n >= sizeof(s->model))
+		return;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)m[i] < 0x20 || (unsigned char)m[i] >= 0x7f)
+			return; /* not a model name: said as none */
+	memcpy(s->model, m, n + 1);
+}
 void wire_scan_init(struct wire_scan *s, const struct wire *w);
 void wire_scan_feed(struct wire_scan *s, const char *p, size_t n);
 void wire_scan_eof(struct wire_scan *s);

@@ -33,8 +33,11 @@ static void take(struct wire_scan *s, const char *event, json_t *j)
 	if (!strcmp(t, "message_start")) {
 		json_t *m = json_object_get(j, "message");
 		us = json_is_object(m) ? json_object_get(m, "usage") : NULL;
+		if (json_is_object(m))
+			wire_scan_model(s, json_object_get(m, "model"));
 	} else if (!strcmp(t, "message_delta") || (!event && !strcmp(t, "message"))) {
 		us = json_object_get(j, "usage");
+		wire_scan_model(s, json_object_get(j, "model")); /* a whole message's */
 	}
 	if (!json_is_object(us))
 		return;

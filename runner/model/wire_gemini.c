@@ -80,6 +80,7 @@ static enum wire_match route(const char *path, struct wire_route *rt)
 static void take_one(struct wire_scan *s, json_t *j)
 {
 	json_t *um = json_object_get(j, "usageMetadata");
+	wire_scan_model(s, json_object_get(j, "modelVersion"));
 	if (!json_is_object(um))
 		return;
 	struct mu_usage u = {0};

@@ -37,8 +37,11 @@ static void take(struct wire_scan *s, const char *event, json_t *j)
 {
 	(void)event;
 	json_t *us = json_object_get(j, "usage");
+	wire_scan_model(s, json_object_get(j, "model"));
 	if (!json_is_object(us)) {
 		json_t *resp = json_object_get(j, "response");
+		if (json_is_object(resp))
+			wire_scan_model(s, json_object_get(resp, "model"));
 		us = json_is_object(resp) ? json_object_get(resp, "usage") : NULL;
 		if (!json_is_object(us))
 			return;

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/audit.h"
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -556,6 +557,26 @@ void rtinit_reset_begin(struct runner *r)
 	hooks_stop(r);
 }
 
+/* The audit trail's resource of a bound box (docs/design.md §12.1, §22):
+ * sandbox.id, sandbox.generation, and telemetry.attributes' string values
+ * (which cannot replace the first two). */
+static json_t *audit_attrs(const struct rtinit *rt)
+{
+	char gen[24];
+	snprintf(gen, sizeof(gen), "%llu", (unsigned long long)rt->generation);
+	json_t *o = json_object();
+	const char *k;
+	json_t *v;
+	if (rt->attributes)
+		json_object_foreach(rt->attributes, k, v) {
+			if (json_is_string(v))
+				json_object_set(o, k, v);
+		}
+	json_object_set_new(o, "sandbox.id", json_string(rt->sandbox_id));
+	json_object_set_new(o, "sandbox.generation", json_string(gen));
+	return o;
+}
+
 /* A reset box is a fresh one: with --runtime-init it waits for a new init
  * (the generation must grow); without, its own hooks start again. */
 json_t *rtinit_reset_done(struct runner *r)
@@ -569,6 +590,7 @@ json_t *rtinit_reset_done(struct runner *r)
 		rt->sandbox_id[0] = 0;
 		json_decref(rt->attributes);
 		rt->attributes = NULL;
+		audit_set_resource(r, NULL); /* the next tenant's chain names no box */
 		json_decref(r->sandbox_env);
 		r->sandbox_env = NULL;
 		r->auth_hash_set = false;
@@ -653,9 +675,7 @@ json_t *rtinit_apply(struct runner *r, json_t *body, unsigned *status, struct er
 	}
 	json_decref(rt->attributes);
 	rt->attributes = req.attributes ? json_deep_copy(req.attributes) : NULL;
-	if (req.attributes)
-		lc_warn(&req.warnings, "telemetry.attributes are reported on /metrics and in logs; "
-				       "there is no OTLP exporter");
+	audit_set_resource(r, audit_attrs(rt));
 	const struct profile_hooks *ph = r->profile->hooks;
 	if (req.entrypoint_policy == RT_EP_RESTART &&
 	    !(ph && ph->restart_main && ph->restart_main(r, sandbox_env)))

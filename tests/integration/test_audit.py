@@ -59,6 +59,14 @@ class Upstream(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length", 0))
+        body = b"got " + str(len(self.rfile.read(n))).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def log_message(self, *a):
         pass
 
@@ -236,11 +244,17 @@ class AuditDoors(AuditBase):
         try:
             st, _, b = r.request("GET", "/proxy/%d/hello?app_token=abc" % srv.server_address[1])
             self.assertEqual((st, b), (200, b"hello from the app"))
+            (px,) = step([("proxy", "GET /proxy/*/**")])
+            st, _, b2 = r.request("POST", "/proxy/%d/up" % srv.server_address[1], b"x" * 70000)
+            self.assertEqual((st, b2), (200, b"got 70000"))
+            (pxp,) = step([("proxy", "POST /proxy/*/**")])
         finally:
             srv.shutdown()
-        (px,) = step([("proxy", "GET /proxy/*/**")])
         self.assertEqual(px["target"], "/proxy/%d/hello" % srv.server_address[1])
         self.assertEqual(px["status"], 200)
+        # the body bytes each way (a plain request: counted, never read)
+        self.assertEqual((px["bytes_in"], px["bytes_out"]), (0, len(b)))
+        self.assertEqual((pxp["bytes_in"], pxp["bytes_out"]), (70000, len(b2)))
 
         # MCP: a session and a tool call (a file tool: path and content hash)
         h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
@@ -277,6 +291,7 @@ class AuditDoors(AuditBase):
         self.assertEqual(got[1]["status"], 200, (got[1], ev, self.gw.errors))
         self.assertEqual(got[1]["who"]["task"], got[0]["who"]["task"])
         self.assertEqual(got[1]["usage"]["total_tokens"], 15)
+        self.assertEqual(got[1]["model"], "test-model")  # the gateway's answer names it
         self.assertEqual(got[2]["usage"]["requests"], 1)
         self.assertIn("***", got[0]["command"])  # the gateway key, masked
         self.gw.script(text("done"))
@@ -293,6 +308,23 @@ class AuditDoors(AuditBase):
         self.assertEqual((bad["status"], bad["outcome"]), (401, "refused"))
         st, _, _ = r.request("POST", "/internal/init", {})
         step([("init", "POST /internal/init")])
+
+        # checkpoints (issue 38): their own door, each operation one event
+        st, ck = r.json("POST", "/v1/checkpoints", {"label": "audited"})
+        self.assertEqual(st, 201, ck)
+        (cc,) = step([("checkpoint", "POST /v1/checkpoints")])
+        self.assertEqual(cc["status"], 201)
+        st, rs = r.json("POST", "/v1/checkpoints/%s/restore" % ck["id"], {})
+        self.assertEqual(st, 200, rs)
+        (cr,) = step([("checkpoint", "POST /v1/checkpoints/*/restore")])
+        self.assertEqual(cr["target"], "/v1/checkpoints/%s/restore" % ck["id"])
+        # execd's operations and a resumed stream are execd's
+        st, _ = r.json("GET", "/execution/instance")
+        self.assertEqual(st, 200)
+        step([("execd", "GET /execution/instance")])
+        st, _, _ = r.request("GET", "/command/nope/resume?after_eid=0")
+        self.assertGreaterEqual(st, 400)
+        step([("execd", "GET /command/*/resume")])
 
         # the chain is unbroken in every sink that keeps lines
         log = os.path.join(r.tmp, "saved.log")
@@ -521,3 +553,70 @@ class AuditFileRefused(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class AuditResource(AuditBase):
+    """Runtime init binds the box (§12.1): its sandbox id, generation and
+    telemetry.attributes are said in the chain and on every later OTLP batch;
+    a reset unbinds it."""
+    extra_args = ("--runtime-init",)
+
+    def test_init_attributes_reach_the_trail_and_otlp(self):
+        r = self.r
+        st, b = r.json("POST", "/internal/init", {"sandboxId": "sb-audited", "generation": 3,
+                                                  "telemetry": {"attributes": {"team": "red"}}})
+        self.assertEqual(st, 200, b)
+        want = {"sandbox.id": "sb-audited", "sandbox.generation": "3", "team": "red"}
+        got = self.wait_events(3)
+        rs = [e for _, e in got if e["what"] == "resource set"]
+        self.assertEqual(len(rs), 1, got)
+        self.assertEqual((rs[0]["door"], rs[0]["resource"]), ("audit", want))
+        st, _ = r.json("GET", "/v1/tasks")
+        self.assertEqual(st, 200)
+        n = len(self.wait_events(len(got) + 1))
+        # every OTLP record from the binding on carries the resource
+        recs = self.otlp_records(n)
+        after = [res for res, rec in recs
+                 if json.loads(rec["body"]["stringValue"])["seq"] >= rs[0]["seq"]]
+        self.assertTrue(after, recs)
+        for res in after:
+            attrs = {a["key"]: a["value"]["stringValue"] for a in res["attributes"]}
+            self.assertEqual({k: attrs.get(k) for k in want}, want, attrs)
+        # a reset unbinds: the next chain names no box
+        st, ans = r.json("POST", "/v1/reset")
+        self.assertEqual(st, 200, ans)
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            started = [e for _, e in self.trail() if e["what"] == "chain started"]
+            if len(started) == 2:
+                break
+            time.sleep(0.05)
+        self.assertEqual(len(started), 2)
+        self.assertNotIn("resource", started[1])
+
+
+class AuditModelName(AuditBase):
+    """The model of a call is the one the gateway's answer names (the
+    response's first parsed event), never text a task put in a body."""
+
+    def call(self, model, content):
+        cmd = ("curl -sS -H \"Authorization: Bearer $OPENAI_API_KEY\" -H 'Content-Type: "
+               "application/json' -d '{\"model\":\"%s\",\"stream\":true,"
+               "\"stream_options\":{\"include_usage\":true},\"messages\":[{\"role\":\"user\","
+               "\"content\":\"%s\"}]}' \"$OPENAI_BASE_URL/chat/completions\"" % (model, content))
+        ev = self.r.native({"task": cmd, "capability": "chat"})
+        self.assertEqual(ev[-1]["event"], "exit", ev)
+
+    def test_task_cannot_spoof_the_model_name(self):
+        # The answer's content and the request's text both say another model.
+        self.gw.script(text('{\\"model\\":\\"spoofed\\"} model spoofed'))
+        self.call("model-one", "\\\"model\\\":\\\"spoofed\\\"")
+        self.gw.script(text("second"))
+        self.call("model-two", "hi")
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            calls = [e for _, e in self.trail() if e["what"] == "model call"]
+            if len(calls) == 2:
+                break
+            time.sleep(0.05)
+        self.assertEqual([c.get("model") for c in calls], ["model-one", "model-two"], calls)

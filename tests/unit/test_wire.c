@@ -342,3 +342,44 @@ TEST(budget_estimates_unreported_usage)
 	CHECK(u.total_tokens == 0);
 	CHECK(budget_tokens_of(0) == 0 && budget_tokens_of(1) == 1 && budget_tokens_of(8) == 2);
 }
+
+static void model_of(const struct wire *w, const char *body, char *out, size_t outlen)
+{
+	struct wire_scan sc;
+	wire_scan_init(&sc, w);
+	wire_scan_feed(&sc, body, strlen(body));
+	wire_scan_eof(&sc);
+	snprintf(out, outlen, "%s", sc.model);
+	wire_scan_free(&sc);
+}
+
+/* The audit trail's model: the first one the gateway's answer names, in
+ * each format's place; nothing printable or too long is kept. */
+TEST(model_named_by_the_answer)
+{
+	char m[160];
+	model_of(&wire_anthropic, anthropic_stream, m, sizeof(m));
+	CHECK(!strcmp(m, "")); /* this message_start names none */
+	model_of(&wire_anthropic,
+		 "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":"
+		 "\"claude-x\",\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n",
+		 m, sizeof(m));
+	CHECK(!strcmp(m, "claude-x"));
+	model_of(&wire_openai,
+		 "data: {\"model\":\"gpt-a\",\"choices\":[],\"usage\":{\"prompt_tokens\":1,"
+		 "\"completion_tokens\":1,\"total_tokens\":2}}\n\ndata: {\"model\":\"gpt-b\","
+		 "\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1,\"total_tokens\":2}}\n\n"
+		 "data: [DONE]\n\n",
+		 m, sizeof(m));
+	CHECK(!strcmp(m, "gpt-a"));
+	model_of(&wire_gemini,
+		 "data: {\"modelVersion\":\"gemini-z\",\"usageMetadata\":{\"promptTokenCount\":1,"
+		 "\"candidatesTokenCount\":1,\"totalTokenCount\":2}}\n\n",
+		 m, sizeof(m));
+	CHECK(!strcmp(m, "gemini-z"));
+	model_of(&wire_openai,
+		 "data: {\"model\":\"bad\\nname\",\"usage\":{\"prompt_tokens\":1,"
+		 "\"completion_tokens\":1,\"total_tokens\":2}}\n\n",
+		 m, sizeof(m));
+	CHECK(!strcmp(m, ""));
+}
