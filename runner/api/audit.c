@@ -35,6 +35,8 @@ const char *api_audit_door(const char *path)
 		{"/v1/init", "init"},
 		{"/v1/runtime", "init"},
 		{"/code", "code"},
+		{"/execute", "code"},
+		{"/contexts", "code"},
 		{"/v1/code", "code"},
 		{"/v1/contexts", "code"},
 		{"/command", "execd"},
