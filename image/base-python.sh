@@ -57,7 +57,10 @@ if [ ! -s "$tarball" ]; then
 	mv "$tarball.tmp" "$tarball"
 fi
 
-if [ "$ENGINE" = podman ] && podman image exists "$IMAGE" && [ "${REBUILD:-0}" != 1 ]; then
+# An image imported from another package list (an older checkout's) is not this one: the
+# label names the list it was made from.
+if [ "$ENGINE" = podman ] && podman image exists "$IMAGE" && [ "${REBUILD:-0}" != 1 ] &&
+	[ "$(podman image inspect --format '{{index .Config.Labels "forceai.include"}}' "$IMAGE" 2>/dev/null)" = "$inc" ]; then
 	log "$IMAGE already present"
 	exit 0
 fi
@@ -66,5 +69,6 @@ log "importing $tarball as $IMAGE"
 	--change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
 	--change 'ENV LANG=C.UTF-8' \
 	--change 'CMD ["/usr/bin/python3"]' \
+	--change "LABEL forceai.include=$inc" \
 	"$tarball" "$IMAGE" >/dev/null
 log "imported $IMAGE"
