@@ -973,6 +973,21 @@ def t_python():
           "HTTP %s %r" % (st, tail(raw.decode("utf-8", "replace"), 300)))
     comm = eng("exec", name, "cat", "/proc/1/comm").stdout.strip()
     check("Python variant: runner is PID 1", comm == "forceai-runner", comm)
+    # Code contexts (issue 35): the image has IPython, numpy, pandas and matplotlib, so
+    # /code offers python and a cell's state and last value come back.
+    st, _, raw = http("GET", "http://127.0.0.1:%d/code/languages" % port, timeout=30)
+    check("Python variant: /code/languages offers python", st == 200 and
+          "python" in (json.loads(raw or b"{}").get("languages") or []), "HTTP %s %r" % (st, raw[:300]))
+    st, _, raw = http("POST", "http://127.0.0.1:%d/code" % port,
+                      {"context": {"language": "python"},
+                       "code": "import numpy as np, pandas as pd, matplotlib\n"
+                               "int(np.arange(4).sum()) + len(pd.DataFrame({'a': [1, 2]}))"},
+                      timeout=120)
+    results = [json.loads(x) for x in raw.decode("utf-8", "replace").split("\n\n") if x.strip()] \
+        if st == 200 else []
+    texts = [e.get("results", {}).get("text/plain") for e in results if e.get("type") == "result"]
+    check("Python variant: a code context imports numpy, pandas, matplotlib; its last value is 8",
+          texts == ["8"], "HTTP %s %r" % (st, tail(raw.decode("utf-8", "replace"), 400)))
     t_local_seed_tasks()
 
 
