@@ -53,7 +53,7 @@ static double mem_kib(const char *key)
 }
 
 /* CPU use since the previous call (or since boot on the first). */
-static json_t *metrics_now(void)
+json_t *api_metrics_now(void)
 {
 	static struct cpu_sample prev;
 	struct cpu_sample cur = {0};
@@ -73,10 +73,12 @@ static json_t *metrics_now(void)
 
 enum MHD_Result api_metrics(struct http_req *req)
 {
-	json_t *m = metrics_now();
+	json_t *m = api_metrics_now();
 	rtinit_add_binding(req->r, m);
 	/* What the audit trail emitted, dropped and its sinks missed (§22). */
 	json_object_set_new(m, "audit", audit_status(req->r));
+	/* The OTLP metrics exporter's own counts (§22.5), null when off. */
+	json_object_set_new(m, "otlp_metrics", api_metrics_otlp_status(req->r));
 	return http_json(req, 200, m);
 }
 
@@ -90,7 +92,7 @@ static void ws_produce(struct http_stream *hs)
 	struct watch_stream *ws = (struct watch_stream *)hs;
 	if (ws->due) {
 		ws->due = false;
-		cleanup_json json_t *m = metrics_now();
+		cleanup_json json_t *m = api_metrics_now();
 		rtinit_add_binding(hs->r, m);
 		cleanup_free char *s = json_dumps(m, JSON_COMPACT);
 		if (s) {
