@@ -981,7 +981,7 @@ static int not_in_full(const struct option *lopts, const char *text, const char 
 }
 
 /* The metrics exporter's standard OpenTelemetry variables, as execd reads
- * them (docs/design.md §22.5): variables only, checked here so a typo
+ * them (docs/design.md §22.8): variables only, checked here so a typo
  * stops the start rather than silently exporting nothing. */
 static int otel_metrics_env(struct runner_config *cfg, struct error *err)
 {
