@@ -501,6 +501,8 @@ int main(int argc, char **argv)
 		return start_failed(&err);
 	if (profile_init(r, &profile_hooks, &err) < 0)
 		return start_failed(&err);
+	if (api_metrics_otlp_start(r, &err) < 0)
+		return start_failed(&err);
 	if (http_start(r, api_routes, api_n_routes, &err) < 0)
 		return start_failed(&err);
 	http_set_hooks(r, &http_hooks);
@@ -567,6 +569,7 @@ int main(int argc, char **argv)
 	gateway_stop(r);    /* last: agents and the proxy hold gateway calls */
 	profile_free(r);
 	json_decref(r->main_env);
+	api_metrics_otlp_stop(r);
 	audit_otlp_stop(r);
 	audit_free(r);
 	log_info("exited", "{s:i,s:i}", "exit_code", r->exit_code, "orphans_reaped",

@@ -1,29 +1,23 @@
 #include "core/auditotlp.h"
 
-#include <curl/curl.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/audit.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/otlppost.h"
 #include "core/runner.h"
 
-#define OTLP_BATCH_MAX 512   /* events per POST */
-#define OTLP_STEP_MS 20      /* libcurl is stepped this often while a POST is in flight */
-#define OTLP_TIMEOUT_MS 5000 /* a POST that takes longer failed (retried next tick) */
+#define OTLP_BATCH_MAX 512 /* events per POST */
 
 struct otlp {
-	CURLM *multi;
-	CURL *easy;
-	struct curl_slist *hdrs;
-	struct loop_timer step;
-	bool busy;
-	uint64_t next_seq;  /* the first event not yet delivered */
-	uint64_t batch_end; /* the last seq of the batch in flight */
+	struct otlp_post post; /* a failed POST is retried at the next tick */
+	uint64_t next_seq;     /* the first event not yet delivered */
+	uint64_t batch_end;    /* the last seq of the batch in flight */
 	uint64_t sent, failed, missed;
-	char errbuf[CURL_ERROR_SIZE];
 };
 
 static struct otlp *otlp_of(const struct runner *r)
@@ -73,12 +67,10 @@ static json_t *resource_attrs(const struct runner *r, json_t *resource)
 	return a;
 }
 
-static void finish(struct runner *r, bool ok)
+static void finish(struct runner *r, struct otlp_post *p, bool ok)
 {
 	struct otlp *o = otlp_of(r);
-	loop_timer_stop(&r->loop, &o->step);
-	curl_multi_remove_handle(o->multi, o->easy);
-	o->busy = false;
+	(void)p;
 	if (ok) {
 		o->sent += o->batch_end - o->next_seq + 1;
 		o->next_seq = o->batch_end + 1;
@@ -88,42 +80,13 @@ static void finish(struct runner *r, bool ok)
 	 * until it must drop them (then they count as missed). */
 	if (!o->failed++ || o->failed % 60 == 0)
 		log_warn("audit: OTLP export failed, retried each second", "{s:s,s:I}", "error",
-			 o->errbuf[0] ? o->errbuf : "HTTP status not 2xx", "failures",
-			 (json_int_t)o->failed);
-}
-
-static void on_step(struct loop *loop, struct loop_timer *t)
-{
-	(void)loop;
-	struct runner *r = t->arg;
-	struct otlp *o = otlp_of(r);
-	if (!o || !o->busy)
-		return;
-	int running = 0;
-	curl_multi_perform(o->multi, &running);
-	int left;
-	CURLMsg *m;
-	while ((m = curl_multi_info_read(o->multi, &left))) {
-		if (m->msg != CURLMSG_DONE)
-			continue;
-		long status = 0;
-		curl_easy_getinfo(o->easy, CURLINFO_RESPONSE_CODE, &status);
-		finish(r, m->data.result == CURLE_OK && status >= 200 && status < 300);
-		return;
-	}
-}
-
-static size_t discard(char *p, size_t size, size_t n, void *arg)
-{
-	(void)p;
-	(void)arg;
-	return size * n;
+			 otlp_post_error(&o->post), "failures", (json_int_t)o->failed);
 }
 
 void audit_otlp_tick(struct runner *r)
 {
 	struct otlp *o = otlp_of(r);
-	if (!o || o->busy)
+	if (!o || o->post.busy)
 		return;
 	uint32_t chain;
 	uint64_t first, oldest, last;
@@ -149,15 +112,9 @@ void audit_otlp_tick(struct runner *r)
 	json_decref(body);
 	if (!s)
 		return;
-	o->errbuf[0] = 0;
-	curl_easy_setopt(o->easy, CURLOPT_COPYPOSTFIELDS, s);
-	free(s);
-	if (curl_multi_add_handle(o->multi, o->easy) != CURLM_OK) {
+	if (otlp_post_send(&o->post, s) < 0)
 		o->failed++;
-		return;
-	}
-	o->busy = true;
-	loop_timer_start(&r->loop, &o->step, 0, OTLP_STEP_MS);
+	free(s);
 }
 
 int audit_otlp_start(struct runner *r, struct error *err)
@@ -168,33 +125,11 @@ int audit_otlp_start(struct runner *r, struct error *err)
 	if (!o)
 		return error_set(err, ENOMEM, NULL, "OTLP sink");
 	r->otlp = o;
-	o->step.w.fd = -1;
-	o->multi = curl_multi_init();
-	o->easy = curl_easy_init();
-	o->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
-	if (!o->multi || !o->easy || !o->hdrs) {
-		audit_otlp_stop(r);
-		return error_set(err, ENOMEM, NULL, "OTLP sink");
+	if (otlp_post_init(r, &o->post, r->cfg.otlp_endpoint, finish, err) < 0) {
+		free(o);
+		r->otlp = NULL;
+		return -1;
 	}
-	int rc = loop_timer_init(&r->loop, &o->step, on_step, r);
-	if (rc < 0) {
-		audit_otlp_stop(r);
-		return error_set(err, -rc, NULL, "OTLP sink: timerfd");
-	}
-	CURL *e = o->easy;
-	curl_easy_setopt(e, CURLOPT_URL, r->cfg.otlp_endpoint);
-	curl_easy_setopt(e, CURLOPT_HTTPHEADER, o->hdrs);
-	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)OTLP_TIMEOUT_MS);
-	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
-	curl_easy_setopt(e, CURLOPT_PROXY, ""); /* proxy variables are not ours to follow */
-	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard);
-	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, o->errbuf);
-#if LIBCURL_VERSION_NUM >= 0x075500
-	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-#else
-	curl_easy_setopt(e, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
-#endif
 	o->next_seq = 1;
 	return 0;
 }
@@ -204,14 +139,7 @@ void audit_otlp_stop(struct runner *r)
 	struct otlp *o = otlp_of(r);
 	if (!o)
 		return;
-	if (o->busy)
-		curl_multi_remove_handle(o->multi, o->easy);
-	loop_timer_close(&r->loop, &o->step);
-	if (o->easy)
-		curl_easy_cleanup(o->easy);
-	if (o->multi)
-		curl_multi_cleanup(o->multi);
-	curl_slist_free_all(o->hdrs);
+	otlp_post_close(&o->post);
 	free(o);
 	r->otlp = NULL;
 }

@@ -980,6 +980,32 @@ static int not_in_full(const struct option *lopts, const char *text, const char 
 			 k == 1 ? "?" : "");
 }
 
+/* The metrics exporter's standard OpenTelemetry variables, as execd reads
+ * them (docs/design.md §22.8): variables only, checked here so a typo
+ * stops the start rather than silently exporting nothing. */
+static int otel_metrics_env(struct runner_config *cfg, struct error *err)
+{
+	const char *url = getenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT");
+	cfg->otlp_metrics_interval_ms = 60000; /* the OpenTelemetry SDKs' default */
+	if (!url || !*url)
+		return 0;
+	struct src s = {.env = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", .err = err};
+	if ((strncmp(url, "http://", 7) || !url[7]) && (strncmp(url, "https://", 8) || !url[8]))
+		return bad(&s, "", url, "the scheme must be http or https");
+	cfg->otlp_metrics_endpoint = url;
+	const char *iv = getenv("OTEL_METRIC_EXPORT_INTERVAL");
+	if (iv && *iv) {
+		char *end;
+		errno = 0;
+		unsigned long long ms = strtoull(iv, &end, 10);
+		struct src si = {.env = "OTEL_METRIC_EXPORT_INTERVAL", .err = err};
+		if (errno || *end || *iv == '-' || ms < 100 || ms > 86400000)
+			return bad(&si, "", iv, "must be 100..86400000 (milliseconds)");
+		cfg->otlp_metrics_interval_ms = ms;
+	}
+	return 0;
+}
+
 int config_parse(struct runner_config *cfg, int argc, char **argv, struct error *err)
 {
 	struct src cli = {.err = err};
@@ -1116,7 +1142,7 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 					 argv[optind]);
 		cfg->main_argv = &argv[optind];
 	}
-	if (check_values(cfg, from, err) < 0)
+	if (check_values(cfg, from, err) < 0 || otel_metrics_env(cfg, err) < 0)
 		return -1;
 	if (check_secret_file(cfg, &cfg->token_file, "token-file", err) ||
 	    check_secret_file(cfg, &cfg->key_file, "gateway-key-file", err))

@@ -93,10 +93,14 @@ struct runner_config {
 	/* The audit trail (docs/design.md §22). */
 	const char *audit_file;    /* --audit-file: a copy outside every writable root, or NULL */
 	const char *otlp_endpoint; /* --otlp-endpoint: OTLP/HTTP logs URL, or NULL */
-	unsigned audit_rate;       /* events per second kept (bursts of as many); beyond: counted */
-	uint64_t audit_ring_max;   /* bytes of events kept for GET /v1/audit */
-	bool insecure_no_audit;    /* test only: no trail at all (measures its cost) */
-	const char *verify_audit;  /* --verify-audit FILE: check a saved trail, then exit */
+	/* OTEL_EXPORTER_OTLP_METRICS_ENDPOINT (execd's variable): OTLP/HTTP
+	 * metrics URL, or NULL; OTEL_METRIC_EXPORT_INTERVAL, ms. */
+	const char *otlp_metrics_endpoint;
+	uint64_t otlp_metrics_interval_ms;
+	unsigned audit_rate;      /* events per second kept (bursts of as many); beyond: counted */
+	uint64_t audit_ring_max;  /* bytes of events kept for GET /v1/audit */
+	bool insecure_no_audit;   /* test only: no trail at all (measures its cost) */
+	const char *verify_audit; /* --verify-audit FILE: check a saved trail, then exit */
 	/* Code contexts (docs/design.md §23). */
 	const char *code_interpreter_listen; /* E2B's API: ADDR:PORT, or NULL */
 	unsigned code_max_contexts;

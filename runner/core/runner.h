@@ -29,6 +29,7 @@ struct mcp_upstream;
 struct watch_table;
 struct audit;
 struct otlp;
+struct otlp_metrics;
 struct code_table;
 
 enum init_mode { INIT_PID1, INIT_SUBREAPER };
@@ -92,7 +93,8 @@ struct runner {
 	json_t *sandbox_env;
 	bool auth_hash_set;
 	unsigned char auth_hash[32];
-	struct audit *audit;     /* the audit trail (core/audit.h); NULL: off */
-	struct otlp *otlp;       /* its OTLP sink (core/auditotlp.h), or NULL */
-	struct code_table *code; /* code contexts (code/code.h) */
+	struct audit *audit;               /* the audit trail (core/audit.h); NULL: off */
+	struct otlp *otlp;                 /* its OTLP sink (core/auditotlp.h), or NULL */
+	struct otlp_metrics *otlp_metrics; /* OTLP metrics exporter (api/metricsotlp.c) */
+	struct code_table *code;           /* code contexts (code/code.h) */
 };

@@ -551,6 +551,131 @@ class AuditFileRefused(unittest.TestCase):
         os.rmdir(d)
 
 
+class AuditOtlpMetrics(unittest.TestCase):
+    """The runner's metrics as execd exports them (§22.5): OTLP/HTTP JSON to
+    OTEL_EXPORTER_OTLP_METRICS_ENDPOINT every OTEL_METRIC_EXPORT_INTERVAL ms,
+    the box's id and attributes on every post after runtime init, no secret;
+    a hung collector blocks nothing and what it missed is counted."""
+
+    ENV = {"OTEL_METRIC_EXPORT_INTERVAL": "300"}
+
+    def metrics_in(self, body):
+        """{name: (metric, first data point)} and the resource attributes."""
+        doc = json.loads(body)
+        out, attrs = {}, {}
+        for rm in doc["resourceMetrics"]:
+            attrs.update({a["key"]: a["value"]["stringValue"]
+                          for a in rm["resource"]["attributes"]})
+            for sm in rm["scopeMetrics"]:
+                for m in sm["metrics"]:
+                    kind = "gauge" if "gauge" in m else "sum"
+                    out[m["name"]] = (m, m[kind]["dataPoints"][0])
+        return out, attrs
+
+    def test_posts_carry_the_figures_and_the_box(self):
+        posts = []
+        srv = http.server.ThreadingHTTPServer(
+            ("127.0.0.1", 0), type("H", (Otlp,), {"posts": posts}))
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        env = dict(self.ENV, OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=(
+            "http://127.0.0.1:%d/v1/metrics" % srv.server_address[1]))
+        r = Runner(["--runtime-init"], token=TOKEN, env=env)
+        try:
+            st, b = r.json("POST", "/internal/init", {
+                "sandboxId": "sb-metered", "generation": 4,
+                "telemetry": {"attributes": {"team": "blue"}}})
+            self.assertEqual(st, 200, b)
+            ev = r.execd({"command": "echo %s" % KEY, "envs": {"API_KEY": ENV_SECRET}})
+            self.assertTrue(any(e.get("text") == KEY for e in ev), ev)
+            n0 = len(posts)
+            end = time.monotonic() + 10
+            while len(posts) < n0 + 2 and time.monotonic() < end:
+                time.sleep(0.05)
+            self.assertGreaterEqual(len(posts) - n0, 2, "posts after init: %d" % len(posts))
+            want = {"service.name": "forceai-runner", "sandbox.id": "sb-metered",
+                    "sandbox.generation": "4", "team": "blue"}
+            for path, ctype, body in posts[n0:]:
+                self.assertEqual((path, ctype), ("/v1/metrics", "application/json"))
+                ms, attrs = self.metrics_in(body)
+                self.assertEqual({k: attrs.get(k) for k in want}, want, attrs)
+                self.assertGreater(int(ms["forceai.system.cpu.count"][1]["asInt"]), 0)
+                self.assertGreater(int(ms["forceai.system.memory.total_bytes"][1]["asInt"]),
+                                   1 << 20)
+                used = int(ms["execd.system.memory.usage_bytes"][1]["asInt"])
+                self.assertGreater(used, 0)
+                self.assertEqual(ms["execd.system.memory.usage_bytes"][0]["unit"], "By")
+                cpu = ms["execd.system.cpu.usage"][1]["asDouble"]
+                self.assertTrue(0 <= cpu <= 100, cpu)
+                emitted, point = ms["forceai.audit.events.emitted"]
+                self.assertEqual((emitted["sum"]["aggregationTemporality"],
+                                  emitted["sum"]["isMonotonic"]), (2, True))
+                self.assertGreater(int(point["asInt"]), 0)
+                self.assertTrue(int(point["timeUnixNano"]) > int(point["startTimeUnixNano"]))
+            end = time.monotonic() + 3  # the answer is counted once the runner reads it
+            while True:
+                st, j = r.json("GET", "/metrics")
+                self.assertEqual(st, 200)
+                if j["otlp_metrics"]["sent"] >= 2 or time.monotonic() > end:
+                    break
+                time.sleep(0.05)
+            self.assertGreaterEqual(j["otlp_metrics"]["sent"], 2, j)
+            self.assertEqual(j["otlp_metrics"]["interval_ms"], 300)
+            allb = b"".join(b for _, _, b in posts).decode()
+            for secret in (TOKEN, KEY, ENV_SECRET):
+                self.assertNotIn(secret, allb)
+            self.assertNotIn("OTEL_", allb)
+        finally:
+            rc = r.stop()
+            r.close()
+            srv.shutdown()
+        self.assertEqual(rc, 0)
+
+    def test_a_hung_collector_blocks_nothing_and_is_counted(self):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)  # accepts, never answers
+        env = dict(self.ENV, OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=(
+            "http://127.0.0.1:%d/v1/metrics" % s.getsockname()[1]))
+        r = Runner([], token=TOKEN, env=env)
+        try:
+            time.sleep(1)  # a post is in flight
+            worst = 0
+            for _ in range(10):
+                t0 = time.monotonic()
+                st = r.request("GET", "/ping")[0]
+                worst = max(worst, time.monotonic() - t0)
+                self.assertEqual(st, 200)
+                time.sleep(0.1)
+            self.assertLess(worst, 0.5)
+            t0 = time.monotonic()
+            ev = r.execd({"command": "echo still-served"})
+            self.assertTrue(any(e.get("text") == "still-served" for e in ev), ev)
+            self.assertLess(time.monotonic() - t0, 2)
+            time.sleep(5.5)  # the first post times out (5 s)
+            st, j = r.json("GET", "/metrics")
+            m = j["otlp_metrics"]
+            self.assertEqual(m["sent"], 0, m)
+            self.assertGreaterEqual(m["failed"], 1, m)
+            self.assertGreaterEqual(m["skipped_busy"], 5, m)
+        finally:
+            rc = r.stop()
+            r.close()
+            s.close()
+        self.assertEqual(rc, 0)
+
+    def test_a_bad_endpoint_or_interval_stops_the_start(self):
+        for env, word in (({"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "ftp://x/v1/metrics"},
+                           "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"),
+                          ({"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://127.0.0.1:1/",
+                            "OTEL_METRIC_EXPORT_INTERVAL": "5s"},
+                           "OTEL_METRIC_EXPORT_INTERVAL")):
+            p = subprocess.run([RUNNER, "--listen", "127.0.0.1:0", "--insecure-no-confine"],
+                               capture_output=True, text=True, timeout=20,
+                               env=dict(os.environ, **env))
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(word, p.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()
 
