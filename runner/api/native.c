@@ -402,7 +402,7 @@ static int parse_changes(json_t *body, const struct task_spec *spec, bool *on, s
 
 /* Start the checkpoint before the task: 1 when the request waits for it or is answered (*rc),
  * 0 when the task goes on without one (req->ctx says why). */
-static int wait_checkpoint(struct http_req *req, enum MHD_Result *rc)
+static int wait_checkpoint(struct http_req *req, const char *cwd, enum MHD_Result *rc)
 {
 	struct changes_wait *w = calloc(1, sizeof(*w));
 	if (!w) {
@@ -414,7 +414,7 @@ static int wait_checkpoint(struct http_req *req, enum MHD_Result *rc)
 	req->ctx = w;
 	req->ctx_free = changes_wait_free;
 	struct error e = {0};
-	if (ckpt_task_before(req->r, on_checkpoint, req, &e) < 0) {
+	if (ckpt_task_before(req->r, cwd, on_checkpoint, req, &e) < 0) {
 		/* No checkpoint (none kept here, a full store): the task runs, its exit
 		 * event says why there are no changes. */
 		snprintf(w->why, sizeof(w->why), "%s", e.msg);
@@ -457,7 +457,7 @@ enum MHD_Result api_task_create(struct http_req *req)
 		return http_fail(req, &err);
 	struct changes_wait *w = req->ctx;
 	enum MHD_Result rc;
-	if (changes && !w && wait_checkpoint(req, &rc))
+	if (changes && !w && wait_checkpoint(req, spec.cwd, &rc))
 		return rc;
 	w = req->ctx;
 	if (w && http_stopping(req->r))

@@ -56,6 +56,7 @@ enum op { OP_NONE, OP_CREATE, OP_DIFF, OP_RESTORE, OP_DELETE };
 struct queued {
 	enum ckpt_op op;
 	char id[20];
+	json_t *args; /* a create's body (owned), or NULL */
 	ckpt_done_fn done;
 	void *arg;
 	struct queued *next;
@@ -853,6 +854,7 @@ void ckpt_forget_waiter(struct runner *r, void *arg)
 		struct queued *q = *pp;
 		if (q->arg == arg) {
 			*pp = q->next;
+			json_decref(q->args);
 			free(q);
 		} else {
 			pp = &q->next;
@@ -1214,6 +1216,7 @@ void ckpt_abort(struct runner *r)
 		q->done(q->arg, 503,
 			json_pack("{s:s,s:s}", "code", "UNAVAILABLE", "message",
 				  "the runner is shutting down"));
+		json_decref(q->args);
 		free(q);
 	}
 }
@@ -1234,6 +1237,7 @@ void ckpt_free_all(struct runner *r)
 	while (c->queue) {
 		struct queued *q = c->queue;
 		c->queue = q->next;
+		json_decref(q->args);
 		free(q);
 	}
 	free(c);
@@ -1255,6 +1259,7 @@ static int start_queued(struct runner *r, enum ckpt_op op, const char *id, json_
 	if (!q)
 		return error_set(e, ENOMEM, NULL, "checkpoints");
 	q->op = op;
+	q->args = json_incref(args);
 	snprintf(q->id, sizeof(q->id), "%s", id ? id : "");
 	q->done = done;
 	q->arg = arg;
@@ -1271,9 +1276,9 @@ static void run_queue(struct checkpoints *c)
 		struct queued *q = c->queue;
 		c->queue = q->next;
 		struct error e = {0};
-		json_t *a = q->op == CKPT_CREATE ? json_pack("{s:s}", "label", "task") : NULL;
-		int rc = ckpt_start(c->r, q->op, q->id[0] ? q->id : NULL, a, q->done, q->arg, &e);
-		json_decref(a);
+		int rc = ckpt_start(c->r, q->op, q->id[0] ? q->id : NULL, q->args, q->done, q->arg,
+				    &e);
+		json_decref(q->args);
 		if (rc < 0)
 			q->done(q->arg, error_http_status(&e),
 				json_pack("{s:s,s:s}", "code", error_code(&e), "message", e.msg));
@@ -1281,9 +1286,31 @@ static void run_queue(struct checkpoints *c)
 	}
 }
 
-int ckpt_task_before(struct runner *r, ckpt_done_fn done, void *arg, struct error *e)
+/* Is path (absolute, clean as the API took it) one of the writable roots or beneath one? */
+static bool in_a_root(struct runner *r, const char *path)
 {
-	json_t *a = json_pack("{s:s}", "label", "task");
+	const char *roots = r->cfg.landlock_roots ? r->cfg.landlock_roots : "";
+	while (*roots) {
+		size_t n = strcspn(roots, ":");
+		if (n > 1 && !strncmp(path, roots, n) && (path[n] == 0 || path[n] == '/'))
+			return true;
+		roots += n + (roots[n] == ':');
+	}
+	return false;
+}
+
+int ckpt_task_before(struct runner *r, const char *cwd, ckpt_done_fn done, void *arg,
+		     struct error *e)
+{
+	/* The task's working directory when it lies in a writable root (an agent works in its
+	 * workspace): cheaper than every root, and what a client shows and rolls back; else
+	 * every root (docs/design.md §12.3). */
+	struct stat st;
+	if (!cwd && stat("/workspace", &st) == 0 && S_ISDIR(st.st_mode))
+		cwd = "/workspace"; /* the task's own default (task/task.c) */
+	json_t *a = cwd && cwd[0] == '/' && !strstr(cwd, "/..") && in_a_root(r, cwd)
+			    ? json_pack("{s:s,s:[s]}", "label", "task", "paths", cwd)
+			    : json_pack("{s:s}", "label", "task");
 	int rc = start_queued(r, CKPT_CREATE, NULL, a, done, arg, e);
 	json_decref(a);
 	return rc;

@@ -34,8 +34,10 @@ json_t *ckpt_list(struct runner *r, struct error *e);
 json_t *ckpt_get(struct runner *r, const char *id, struct error *e);
 
 /* What a task changed (POST /v1/tasks "changes"; docs/design.md §12.3). The checkpoint
- * before it, queued behind a running operation (not 409): done as for ckpt_start. */
-int ckpt_task_before(struct runner *r, ckpt_done_fn done, void *arg, struct error *e);
+ * before it, of its cwd when that lies in a writable root (else of every root), queued
+ * behind a running operation (not 409): done as for ckpt_start. */
+int ckpt_task_before(struct runner *r, const char *cwd, ckpt_done_fn done, void *arg,
+		     struct error *e);
 /* Before the task starts: spec gets the exit hold that puts exit.checkpoint (ck_id) and
  * exit.changes (the diff, bounded; or ck_id NULL: why there is none) into its exit event.
  * from_ms: when the checkpoint was asked for (the window other tasks are looked for in).

@@ -500,6 +500,21 @@ class TaskChanges(CkBase):
         self.assertTrue(res["complete"], res)
         self.assertEqual(full_tree(R.ws), before)
 
+    def test_scope_is_the_cwd_when_it_lies_in_a_root(self):
+        """A task's checkpoint is of its cwd when that is in a writable root (cheap: an agent's
+        workspace, not every root); a cwd outside the roots gets every root."""
+        R = self.R
+        cmd = "echo a > %s/in-ws.txt; echo b > %s/in-tmp.txt" % (R.ws, R.tmp)
+        x = exit_event(self.r.native({"task": cmd, "cwd": R.ws, "changes": True}))
+        st, k = self.r.json("GET", "/v1/checkpoints/" + x["checkpoint"])
+        self.assertEqual((st, k.get("paths")), (200, [R.ws]), k)
+        self.assertEqual(x["changes"]["added"], [R.ws + "/in-ws.txt"], x["changes"])
+        x = exit_event(self.r.native({"task": "echo c > %s/again.txt" % R.tmp, "cwd": "/",
+                                      "changes": True}))
+        st, k = self.r.json("GET", "/v1/checkpoints/" + x["checkpoint"])
+        self.assertEqual(sorted(k.get("paths") or []), sorted([R.ws, R.tmp, R.home]), k)
+        self.assertEqual(x["changes"]["added"], [R.tmp + "/again.txt"], x["changes"])
+
     def test_exec_default_is_off_and_a_task_that_changes_nothing(self):
         ev = self.r.native({"task": "true"})
         self.assertNotIn("changes", exit_event(ev))
