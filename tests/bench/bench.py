@@ -1039,7 +1039,7 @@ def bench_portproxy(cfg, res, binary):
 
 
 def bench_audit(cfg, res, binary):
-    """14: the cost of the audit trail: on (its default) vs --insecure-no-audit."""
+    """15: the cost of the audit trail: on (its default) vs --insecure-no-audit."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import portproxy_bench as pb
     q = cfg.quick
