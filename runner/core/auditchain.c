@@ -34,35 +34,43 @@ char *auditchain_mask(const char *line, size_t len, const char *const *secrets, 
 	*failed = false;
 	char *cur = NULL; /* the line so far, once a secret was found */
 	size_t cur_len = len;
-	for (size_t i = 0; i < n; i++) {
-		const char *s = secrets[i];
-		size_t sl = s ? strlen(s) : 0;
-		if (sl < AUDIT_SECRET_MIN)
-			continue;
-		const char *src = cur ? cur : line;
-		if (!memmem(src, cur_len, s, sl))
-			continue;
-		/* "***" is never longer than the secret: the result fits in cur_len. */
-		char *o = malloc(cur_len + 1), *w = o;
-		if (!o) {
+	/* A replacement can join its neighbours into a secret again (a secret
+	 * of stars, or one secret's mask completing another's prefix), so the
+	 * passes repeat until one finds nothing. Each hit shortens the line
+	 * by at least AUDIT_SECRET_MIN - 3 bytes: the loop ends. */
+	for (bool again = true; again;) {
+		again = false;
+		for (size_t i = 0; i < n; i++) {
+			const char *s = secrets[i];
+			size_t sl = s ? strlen(s) : 0;
+			if (sl < AUDIT_SECRET_MIN)
+				continue;
+			const char *src = cur ? cur : line;
+			if (!memmem(src, cur_len, s, sl))
+				continue;
+			/* "***" is never longer than the secret: the result fits in cur_len. */
+			char *o = malloc(cur_len + 1), *w = o;
+			if (!o) {
+				free(cur);
+				*failed = true;
+				return NULL;
+			}
+			const char *p = src, *end = src + cur_len, *hit;
+			while ((hit = memmem(p, (size_t)(end - p), s, sl))) {
+				memcpy(w, p, (size_t)(hit - p));
+				w += hit - p;
+				memcpy(w, "***", 3);
+				w += 3;
+				p = hit + sl;
+			}
+			memcpy(w, p, (size_t)(end - p));
+			w += end - p;
+			*w = 0;
 			free(cur);
-			*failed = true;
-			return NULL;
+			cur = o;
+			cur_len = (size_t)(w - o);
+			again = true;
 		}
-		const char *p = src, *end = src + cur_len, *hit;
-		while ((hit = memmem(p, (size_t)(end - p), s, sl))) {
-			memcpy(w, p, (size_t)(hit - p));
-			w += hit - p;
-			memcpy(w, "***", 3);
-			w += 3;
-			p = hit + sl;
-		}
-		memcpy(w, p, (size_t)(end - p));
-		w += end - p;
-		*w = 0;
-		free(cur);
-		cur = o;
-		cur_len = (size_t)(w - o);
 	}
 	if (cur)
 		*out_len = cur_len;

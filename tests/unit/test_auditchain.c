@@ -119,3 +119,27 @@ TEST(mask_every_occurrence)
 	 * secret the runner registers (it would mask ordinary words). */
 	CHECK(!auditchain_mask("short text", 10, secrets, 3, &n, &failed) && !failed);
 }
+
+/* A mask that joins its neighbours into the secret again is masked again:
+ * a secret of stars in a run of stars (fuzz_auditchain's finding), and one
+ * secret's mask completing another. */
+TEST(mask_never_rebuilds_a_secret)
+{
+	size_t n = 0;
+	bool failed;
+	const char *stars[] = {"******"};
+	const char *run = "x*************************y";
+	char *m = auditchain_mask(run, strlen(run), stars, 1, &n, &failed);
+	if (CHECK(m)) {
+		CHECK(!memmem(m, n, stars[0], 6));
+		CHECK(n <= strlen(run));
+		free(m);
+	}
+	const char *two[] = {"a***b-tail", "MIDDLE-SECRET"};
+	const char *line = "a" "MIDDLE-SECRET" "b-tail";
+	m = auditchain_mask(line, strlen(line), two, 2, &n, &failed);
+	if (CHECK(m)) {
+		CHECK_STR(m, "***");
+		free(m);
+	}
+}
