@@ -2,9 +2,10 @@
 # fault/load suite at full size (included by the Makefile).
 #
 #   make fuzz         each target for FUZZ_TIME seconds (default 300)
-#   make fuzz-smoke   each target for FUZZ_SMOKE_TIME seconds (default 30;
-#                     part of `make check`); fails on any crash, leak,
-#                     timeout or out-of-memory
+#   make fuzz-smoke   each target for FUZZ_SMOKE_TIME seconds (default 20,
+#                     FUZZ_JOBS at once, default one a core; part of
+#                     `make check`); fails on any crash, leak, timeout or
+#                     out-of-memory
 #   make fuzz-build   just the binaries (build/fuzz/fuzz_<target>)
 #   make soak         tests/fault at full size (SOAK=1)
 #
@@ -14,7 +15,7 @@
 
 FUZZ_CC         ?= clang
 FUZZ_TIME       ?= 300
-FUZZ_SMOKE_TIME ?= 30
+FUZZ_SMOKE_TIME ?= 20
 FUZZ_TIMEOUT    ?= 10
 FUZZ_RSS_MB     ?= 2048
 FUZZ_ARGS       ?=

@@ -4,7 +4,7 @@
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONDONTWRITEBYTECODE=1
-total_pass=0 total_fail=0 failed_stages=()
+total_pass=0 total_fail=0 failed_stages=() stage_times=()
 log_dir=build/check-logs
 mkdir -p "$log_dir"
 
@@ -25,6 +25,7 @@ stage() {
 	total_pass=$((total_pass + p))
 	total_fail=$((total_fail + f))
 	echo "    $name: ${line:-no summary (exit $rc)} [$((SECONDS - t0))s]"
+	stage_times+=("$name $((SECONDS - t0))")
 	if [ $rc -ne 0 ]; then
 		failed_stages+=("$name")
 		echo "    --- last lines of $log_dir/$name.log:"
@@ -37,7 +38,11 @@ stage unit tests/unit/run.sh
 # Module cycles, pure-library boundary, clang-format (mk/lint.mk).
 stage lint make --no-print-directory lint
 stage pid1 python3 tests/run.py pid1
-stage integration python3 tests/run.py integration
+# The integration suite runs twice, not three times: under ASan+UBSan here
+# (every test, with the sanitizers' checks) and under valgrind below. The
+# plain dev build is the one every other suite drives (tests/README.md:
+# "Where the time goes").
+stage integration env RUNNER_BIN=build/asan/forceai-runner python3 tests/run.py integration
 stage security python3 tests/run.py security
 stage sdk python3 tests/sdk/run_sdk.py
 # /mcp with the official MCP TypeScript SDK client and the MCP conformance suite (Node.js 22
@@ -50,7 +55,6 @@ stage gateway python3 tests/run.py gateway
 # Agent engines with the real Codex and Claude Code CLIs (npm, cached in /var/cache/forceai-npm).
 stage engines python3 tests/run.py engines
 if [ -z "${CHECK_FAST:-}" ]; then
-	stage integration-asan env RUNNER_BIN=build/asan/forceai-runner python3 tests/run.py integration
 	# valgrind cannot emulate Landlock, and refuses the rlimit changes of
 	# the confinement sequence; the runner's own memory use is what it
 	# checks here, so tasks run unconfined in this one stage.
@@ -64,11 +68,14 @@ if [ -z "${CHECK_FAST:-}" ]; then
 	stage bench-smoke sh -c 'make --no-print-directory bench BENCH_QUICK=1 && echo "bench: 1 passed, 0 failed"'
 	# Fault and load suite at CI size (`make soak`: full size).
 	stage fault python3 tests/run.py fault
-	# Every fuzz target for 30 s; a crash, leak, timeout or OOM fails.
+	# Every fuzz target for 20 s, one a core at once; a crash, leak,
+	# timeout or OOM fails.
 	stage fuzz-smoke make --no-print-directory fuzz-smoke
 fi
 
 echo
+# Stage times, for the budget in tests/README.md (40 minutes in all).
+echo "stage times (s): ${stage_times[*]} (in all: $((SECONDS / 60)) min $((SECONDS % 60)) s)"
 if [ ${#failed_stages[@]} -gt 0 ]; then
 	echo "failed stages: ${failed_stages[*]} (logs in $log_dir/)"
 fi

@@ -3,10 +3,28 @@
 'N passed, N failed' as the last line; exits non-zero on any failure."""
 import os
 import sys
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "lib"))
+
+
+class TimedResult(unittest.TextTestResult):
+    """Records each test's wall time: where a suite's minutes go is printed
+    with its summary (tests/README.md keeps the stage budget)."""
+
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        self.times = []
+
+    def startTest(self, test):
+        self._t0 = time.monotonic()
+        super().startTest(test)
+
+    def stopTest(self, test):
+        super().stopTest(test)
+        self.times.append((time.monotonic() - self._t0, test.id()))
 
 
 def main():
@@ -29,7 +47,15 @@ def main():
                 flat.append(t)
         walk(all_tests)
         all_tests = unittest.TestSuite([t for t in flat if pattern in t.id()])
-    result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout).run(all_tests)
+    t0 = time.monotonic()
+    result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout,
+                                     resultclass=TimedResult).run(all_tests)
+    wall = time.monotonic() - t0
+    slow = sorted(result.times, reverse=True)[:int(os.environ.get("TEST_SLOWEST", "10"))]
+    if slow:
+        print("slowest of %d tests (%.0f s in all):" % (len(result.times), wall))
+        for secs, name in slow:
+            print("  %6.1f s  %s" % (secs, name))
     failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
     passed = result.testsRun - failed - len(result.skipped)
     line = "%d passed, %d failed" % (passed, failed)

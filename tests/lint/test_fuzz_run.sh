@@ -79,5 +79,24 @@ out=$(run fine)
 rc=$?
 check "only passing targets pass" '[ $rc -eq 0 ] && tail -1 <<<"$out" | grep -qx "fuzz: 1 passed, 0 failed"'
 
+# FUZZ_JOBS=2: two targets run at once. Each fake waits (up to 20 s) for the
+# other's mark: run one after the other, the first would wait in vain.
+meet() {
+	cat >"$dir/bin/fuzz_$1" <<EOF
+#!/bin/bash
+touch "$dir/mark-$1"
+for i in \$(seq 200); do [ -e "$dir/mark-$2" ] && exit 0; sleep 0.1; done
+echo "fuzz_$1: never met $2"; exit 1
+EOF
+	chmod +x "$dir/bin/fuzz_$1"
+}
+meet left right
+meet right left
+out=$(FUZZ_JOBS=2 run left right)
+rc=$?
+check "FUZZ_JOBS=2 runs two targets at once" '[ $rc -eq 0 ] && tail -1 <<<"$out" | grep -qx "fuzz: 2 passed, 0 failed"'
+check "reports come in the order the targets were named" \
+	'grep -E "^    (ok|FAIL)" <<<"$out" | head -1 | grep -q fuzz_left'
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
