@@ -1843,7 +1843,7 @@ static int up_part_data(void *arg, const char *data, size_t len)
 			return up_fail(u, "RUNTIME_ERROR", "out of memory");
 	} else if (u->part == UP_FILE) {
 		struct up_item *it = &u->items[u->n_file - 1];
-		int rc = files_write_all(it->tmp.fd, data, len);
+		int rc = write_all(it->tmp.fd, data, len);
 		if (rc < 0)
 			return up_fs_fail(u, rc, "write", it->path);
 		sha256_update(&it->sum, data, len);

@@ -323,22 +323,30 @@ static void on_message(struct code_ctx *c, const char *line, size_t len)
 	}
 }
 
+/* Moves the bytes up to the next newline into c->line; a line longer than
+ * --code-result-max is dropped (line_overflow) rather than held. True when
+ * the line is complete. */
+static bool gather_line(struct code_ctx *c, const char **data, size_t *len)
+{
+	const char *nl = memchr(*data, '\n', *len);
+	size_t n = nl ? (size_t)(nl - *data) : *len;
+	if (!c->line_overflow && c->line.len + n > c->r->cfg.code_result_max) {
+		c->line_overflow = true;
+		buf_free(&c->line);
+	}
+	if (!c->line_overflow)
+		buf_append(&c->line, *data, n);
+	*data += n + (nl ? 1 : 0);
+	*len -= n + (nl ? 1 : 0);
+	return nl != NULL;
+}
+
 /* Protocol bytes from the driver: whole lines are messages. */
 static void feed(struct code_ctx *c, const char *data, size_t len)
 {
 	uint64_t max = c->r->cfg.code_result_max;
 	while (len) {
-		const char *nl = memchr(data, '\n', len);
-		size_t n = nl ? (size_t)(nl - data) : len;
-		if (!c->line_overflow && c->line.len + n > max) {
-			c->line_overflow = true;
-			buf_free(&c->line);
-		}
-		if (!c->line_overflow)
-			buf_append(&c->line, data, n);
-		data += n + (nl ? 1 : 0);
-		len -= n + (nl ? 1 : 0);
-		if (!nl)
+		if (!gather_line(c, &data, &len))
 			break;
 		if (c->line_overflow) {
 			char note[200];
@@ -362,20 +370,9 @@ static void feed(struct code_ctx *c, const char *data, size_t len)
  * it (a marker may be split across reads: its first bytes are held back). */
 static void feed_raw(struct code_ctx *c, const char *data, size_t len)
 {
-	uint64_t max = c->r->cfg.code_result_max;
 	while (len) {
 		if (c->in_msg) {
-			const char *nl = memchr(data, '\n', len);
-			size_t n = nl ? (size_t)(nl - data) : len;
-			if (!c->line_overflow && c->line.len + n > max) {
-				c->line_overflow = true;
-				buf_free(&c->line);
-			}
-			if (!c->line_overflow)
-				buf_append(&c->line, data, n);
-			data += n + (nl ? 1 : 0);
-			len -= n + (nl ? 1 : 0);
-			if (!nl)
+			if (!gather_line(c, &data, &len))
 				break;
 			if (!c->line_overflow)
 				on_message(c, c->line.data ? c->line.data : "", c->line.len);

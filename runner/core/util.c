@@ -653,3 +653,34 @@ const char *open_regular_strerror(int rc, const struct stat *st)
 		return strerror(-rc);
 	}
 }
+
+int write_all(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+	while (n) {
+		ssize_t k = write(fd, c, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		c += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+int pwrite_all(int fd, const void *p, size_t n, off_t off)
+{
+	const char *c = p;
+	while (n) {
+		ssize_t k = pwrite(fd, c, n, off);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		c += k;
+		n -= (size_t)k;
+		off += k;
+	}
+	return 0;
+}

@@ -3,6 +3,7 @@
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 #include <stdint.h>
 
 struct buf {
@@ -72,6 +73,12 @@ bool secret_equal(const char *a, const char *b);
 bool is_hex_id(const char *s);
 /* "SIGTERM" etc.; "SIG?" for unknown numbers. */
 const char *signal_name(int sig);
+
+/* Writes all n bytes (short writes continued, EINTR retried): 0, or
+ * -errno. Async-signal-safe: a forked worker may use it. pwrite_all the
+ * same at offset off. */
+int write_all(int fd, const void *p, size_t n);
+int pwrite_all(int fd, const void *p, size_t n, off_t off);
 
 /* ---- files a task may have swapped ----
  * The runner reads some files as root from places a task can write (an npm

@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/sha256.h"
+#include "core/util.h"
 #include "files/fsx.h"
 
 #define STORE_DIR "checkpoints"
@@ -205,20 +206,6 @@ void ck_store_rollback(struct ck_store *s)
 	s->added = s->new_objects = 0;
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t k = write(fd, p, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return -errno;
-		p += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
 /* An unnamed file in dir (linked later under its name), else a named one
  * (*tmpname set) to be renamed. */
 static int tmp_open(int dir, char tmpname[64])
@@ -271,40 +258,27 @@ static int store_put(struct ck_store *s, int src, uint64_t size, unsigned char s
 	sha256_init(&h);
 	uint64_t n = 0;
 	int rc = 0;
-	if (ioctl(tmp, FICLONE, src) == 0) {
-		*cloned = true;
-		for (;;) {
-			ssize_t k = pread(tmp, s->buf, BUF_BYTES, (off_t)n);
-			if (k < 0 && errno == EINTR)
-				continue;
-			if (k < 0) {
-				rc = -errno;
-				break;
-			}
-			if (k == 0)
-				break;
-			sha256_update(&h, s->buf, (size_t)k);
-			n += (uint64_t)k;
+	/* A clone is read back from the store (its own bytes are hashed); a
+	 * copy is read from src and written as it is hashed. */
+	*cloned = ioctl(tmp, FICLONE, src) == 0;
+	for (;;) {
+		ssize_t k = *cloned ? pread(tmp, s->buf, BUF_BYTES, (off_t)n)
+				    : read(src, s->buf, BUF_BYTES);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			rc = -errno;
+			break;
 		}
-	} else {
-		for (;;) {
-			ssize_t k = read(src, s->buf, BUF_BYTES);
-			if (k < 0 && errno == EINTR)
-				continue;
-			if (k < 0) {
-				rc = -errno;
-				break;
-			}
-			if (k == 0)
-				break;
-			sha256_update(&h, s->buf, (size_t)k);
-			if ((rc = write_all(tmp, s->buf, (size_t)k)) < 0)
-				break;
-			n += (uint64_t)k;
-			if (s->used + s->added + n > s->max) {
-				rc = -CK_EFULL; /* it grew while being copied */
-				break;
-			}
+		if (k == 0)
+			break;
+		sha256_update(&h, s->buf, (size_t)k);
+		if (!*cloned && (rc = write_all(tmp, s->buf, (size_t)k)) < 0)
+			break;
+		n += (uint64_t)k;
+		if (!*cloned && s->used + s->added + n > s->max) {
+			rc = -CK_EFULL; /* it grew while being copied */
+			break;
 		}
 	}
 	if (rc == 0 && s->used + s->added + n > s->max)

@@ -12,6 +12,8 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "core/util.h"
+
 #define ITER_BUF 8192
 
 #define KSTATX_BASIC 0x7ffu
@@ -279,18 +281,10 @@ int fsx_copy(int src, loff_t *src_off, uint64_t len, int dst, uint64_t *copied)
 			n = src_off ? pread(src, buf, want, *src_off) : read(src, buf, want);
 			if (n > 0 && src_off)
 				*src_off += n;
-			if (n > 0) {
-				for (ssize_t w = 0; w < n;) {
-					ssize_t k = write(dst, buf + w, (size_t)(n - w));
-					if (k < 0) {
-						if (errno == EINTR)
-							continue;
-						int err = errno;
-						free(buf);
-						return -err;
-					}
-					w += k;
-				}
+			int wr;
+			if (n > 0 && (wr = write_all(dst, buf, (size_t)n)) < 0) {
+				free(buf);
+				return wr;
 			}
 		}
 		if (n < 0) {

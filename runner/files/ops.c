@@ -336,37 +336,6 @@ static void scan_advice(int fd, bool scanning)
 	(void)posix_fadvise(fd, 0, 0, scanning ? POSIX_FADV_RANDOM : POSIX_FADV_NORMAL);
 }
 
-int files_write_all(int fd, const char *data, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, data, len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		data += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-static int pwrite_all(int fd, const char *data, size_t len, off_t off)
-{
-	while (len) {
-		ssize_t n = pwrite(fd, data, len, off);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		data += n;
-		len -= (size_t)n;
-		off += n;
-	}
-	return 0;
-}
-
 #define REPLACE_CHUNK (64 * 1024)
 
 /* Output through a buffer: a match every few bytes must not cost a
@@ -378,7 +347,7 @@ static int out_put(struct files_replace *rp, const char *data, size_t len)
 	rp->out_len += len;
 	while (len) {
 		if (rp->obuf_len == REPLACE_CHUNK) {
-			int rc = files_write_all(rp->out, rp->obuf, rp->obuf_len);
+			int rc = write_all(rp->out, rp->obuf, rp->obuf_len);
 			if (rc < 0)
 				return rc;
 			rp->obuf_len = 0;
@@ -394,7 +363,7 @@ static int out_put(struct files_replace *rp, const char *data, size_t len)
 
 static int out_flush(struct files_replace *rp)
 {
-	int rc = files_write_all(rp->out, rp->obuf, rp->obuf_len);
+	int rc = write_all(rp->out, rp->obuf, rp->obuf_len);
 	rp->obuf_len = 0;
 	return rc;
 }

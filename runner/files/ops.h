@@ -112,6 +112,3 @@ void files_lines_init(struct files_lines *l, uint64_t first, uint64_t count);
 int files_lines_step(struct files_lines *l, int fd, uint64_t deadline_ms);
 /* The same in one go (no deadline). */
 int files_line_range(int fd, uint64_t first, uint64_t count, off_t *start, off_t *len);
-
-/* write() all of it, retrying on EINTR and short writes. */
-int files_write_all(int fd, const char *data, size_t len);

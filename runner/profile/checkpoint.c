@@ -709,14 +709,9 @@ static _Noreturn void worker_main(struct checkpoints *c)
 	if (o)
 		json_object_set_new(w, "result", o);
 	char *str = w ? json_dumps(w, JSON_COMPACT) : NULL;
-	for (size_t off = 0, len = str ? strlen(str) : 0; off < len;) {
-		ssize_t k = write(c->out_fd, str + off, len - off);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			break;
-		off += (size_t)k;
-	}
+	/* A failed write shows as an unreadable answer to the parent. */
+	if (str)
+		(void)write_all(c->out_fd, str, strlen(str));
 	_exit(o ? 0 : 1);
 }
 

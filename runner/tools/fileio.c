@@ -194,7 +194,7 @@ static int write_step(struct tool_call *c, uint64_t deadline_ms)
 	struct files_tmp tmp;
 	if ((rc = files_tmp_open(&tmp, dirfd)) < 0)
 		return tool_fs_error(c, rc, "write", a->path);
-	rc = files_write_all(tmp.fd, a->content, a->content_len);
+	rc = write_all(tmp.fd, a->content, a->content_len);
 	if (rc == 0 && fchmod(tmp.fd, mode) < 0)
 		rc = -errno;
 	if (rc == 0)

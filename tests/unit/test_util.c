@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "unit.h"
@@ -421,4 +423,46 @@ TEST(open_regular_bounds_and_types)
 	CHECK(open_regular(AT_FDCWD, util_path("absent"), 0, 100, NULL) == -ENOENT);
 	CHECK_STR(open_regular_strerror(-ENOENT, NULL), strerror(ENOENT));
 	CHECK_STR(open_regular_strerror(-EFBIG, NULL), "larger than the limit");
+}
+
+/* write_all carries a write past a pipe's capacity (short writes, a reader
+ * draining it meanwhile); pwrite_all lands at its offset; errors are -errno. */
+TEST(write_all_and_pwrite_all)
+{
+	int p[2];
+	if (!CHECK(pipe(p) == 0))
+		return;
+	static char big[200000];
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (char)('a' + i % 26);
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(p[0]);
+		_exit(write_all(p[1], big, sizeof(big)) == 0 ? 0 : 1);
+	}
+	close(p[1]);
+	static char got[sizeof(big)];
+	size_t n = 0;
+	ssize_t k;
+	while ((k = read(p[0], got + n, sizeof(got) - n)) > 0)
+		n += (size_t)k;
+	close(p[0]);
+	int st = -1;
+	waitpid(pid, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CHECK(n == sizeof(big) && !memcmp(got, big, n));
+
+	char path[] = "/tmp/test_util_pwrite.XXXXXX";
+	int fd = mkstemp(path);
+	if (!CHECK(fd >= 0))
+		return;
+	unlink(path);
+	CHECK(write_all(fd, "hello world", 11) == 0);
+	CHECK(pwrite_all(fd, "W", 1, 6) == 0);
+	char back[12] = {0};
+	CHECK(pread(fd, back, 11, 0) == 11);
+	CHECK_STR(back, "hello World");
+	close(fd);
+	CHECK(write_all(fd, "x", 1) == -EBADF);
+	CHECK(pwrite_all(fd, "x", 1, 0) == -EBADF);
 }
