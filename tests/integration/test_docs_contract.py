@@ -607,6 +607,36 @@ class ModuleTable(unittest.TestCase):
         self.assertEqual(gone, [], "design.md's module map names paths the tree does not have")
 
 
+class SectionRefs(unittest.TestCase):
+    """Every `§N` or `§N.M` that README.md and docs/*.md cite (the design's
+    sections; an RFC's are written `RFC NNNN §x`) is a section of
+    docs/design.md, and every relative link names a file that exists."""
+
+    REF = re.compile(r"(?<![0-9] )(?<!RFC \d{4} )§(\d+(?:\.\d+)?)")
+
+    def docs(self):
+        import glob
+        return [README] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+
+    def test_section_refs_resolve(self):
+        design = read(DESIGN)
+        secs = set(re.findall(r"^## (\d+)\. ", design, re.M))
+        secs |= set(re.findall(r"^### (\d+\.\d+) ", design, re.M))
+        self.assertGreater(len(secs), 50)
+        for path in self.docs():
+            with self.subTest(doc=os.path.relpath(path, ROOT)):
+                bad = sorted(set(n for n in self.REF.findall(read(path)) if n not in secs))
+                self.assertEqual(bad, [], "sections cited that docs/design.md does not have")
+
+    def test_relative_links_resolve(self):
+        for path in self.docs():
+            with self.subTest(doc=os.path.relpath(path, ROOT)):
+                links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", read(path))
+                gone = [l for l in links if "://" not in l and not l.startswith("mailto:")
+                        and not os.path.exists(os.path.join(os.path.dirname(path), l))]
+                self.assertEqual(gone, [], "links to files that do not exist")
+
+
 class Events(RunnerTest):
     def test_item13_started_fields_documented(self):
         design = read(DESIGN)
