@@ -1,4 +1,4 @@
-"""The documents are a contract (docs/design.md §21.5): every option and
+"""The documents are a contract (docs/design.md §16.4): every option and
 variable of docs/configuration.md's tables against --help and the parser
 (values, bounds, what 0 means, the groups of --help), every route
 docs/api.md and docs/design.md list against the running runner (and the
@@ -438,13 +438,11 @@ ROUTE_RE = re.compile(r"`((?:GET|POST|DELETE|PUT|PATCH|ANY)(?:\|(?:GET|POST|DELE
 
 
 def design_contract_text():
-    """docs/design.md's wire contracts: §3 (but §3.5, the model proxy: another
-    server) and §14. Routes of other servers (the model proxy, upstreams) are
-    written there as paths without a method."""
+    """docs/design.md's wire contracts of the runner's port: §3 and §9
+    (interactive features). Routes of other servers (the model proxy, §7.3;
+    upstreams) are written there as paths without a method."""
     text = read(DESIGN)
-    s3 = section(text, "3. Wire contracts")
-    s3 = re.sub(r"^### 3\.5 .*?(?=^### |\Z)", "", s3, flags=re.S | re.M)
-    return s3 + section(text, "14. Interactive features")
+    return section(text, "3. Wire contracts") + section(text, "9. Interactive features")
 
 
 def documented_routes():
@@ -562,6 +560,81 @@ class Layout(unittest.TestCase):
         tagged = {t for t in tagged if not t.startswith("dir:")}
         self.assertEqual(sorted(tagged - built), [], "tagged [pure] but not in PURE_SRCS")
         self.assertEqual(sorted(built - tagged), [], "in PURE_SRCS but not tagged [pure]")
+
+
+def module_table():
+    """docs/design.md's module map: {first cell: duty} of its tables' rows, the
+    first cell a `runner/...` path (a folder ends in /)."""
+    m = re.search(r"^### [0-9.]+ Module map\n(.*?)(?=^##)", read(DESIGN), re.S | re.M)
+    assert m, "design.md has no '### N.M Module map' section"
+    rows = {}
+    for line in m.group(1).splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("| `runner/") else []
+        if len(cells) >= 2:
+            rows[re.match(r"`([^`]*)`", cells[0]).group(1)] = cells[1]
+    return rows
+
+
+def runner_tree():
+    """(folders, .c files, .h files) under runner/, as the tree is now."""
+    folders, cfiles, hfiles = [], [], []
+    for d, dirs, files in os.walk(os.path.join(ROOT, "runner")):
+        rel = os.path.relpath(d, ROOT) + "/"
+        folders.append(rel)
+        for f in files:
+            (cfiles if f.endswith(".c") else hfiles if f.endswith(".h") else []).append(rel + f)
+    return sorted(folders), sorted(cfiles), sorted(hfiles)
+
+
+class ModuleTable(unittest.TestCase):
+    """The module map (design §2.2) names every folder and every .c file of
+    runner/ with its duty, derived from the tree at test time, and names no
+    file that is gone."""
+
+    def test_every_folder_and_c_file_has_a_row(self):
+        rows = module_table()
+        folders, cfiles, _ = runner_tree()
+        self.assertGreater(len(cfiles), 50)
+        self.assertEqual([f for f in folders + cfiles if f not in rows], [],
+                         "folders and .c files under runner/ without a row in design.md's "
+                         "module map (one row each: | `runner/FOLDER/FILE.c` | duty |)")
+        self.assertEqual([p for p, duty in rows.items() if len(duty) < 8], [],
+                         "module map rows without a duty")
+
+    def test_no_row_names_a_file_that_is_gone(self):
+        rows = module_table()
+        gone = [p for p in rows if not os.path.exists(os.path.join(ROOT, p))]
+        self.assertEqual(gone, [], "design.md's module map names paths the tree does not have")
+
+
+class SectionRefs(unittest.TestCase):
+    """Every `§N` or `§N.M` that README.md and docs/*.md cite (the design's
+    sections; an RFC's are written `RFC NNNN §x`) is a section of
+    docs/design.md, and every relative link names a file that exists."""
+
+    REF = re.compile(r"(?<![0-9] )(?<!RFC \d{4} )§(\d+(?:\.\d+)?)")
+
+    def docs(self):
+        import glob
+        return [README] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+
+    def test_section_refs_resolve(self):
+        design = read(DESIGN)
+        secs = set(re.findall(r"^## (\d+)\. ", design, re.M))
+        secs |= set(re.findall(r"^### (\d+\.\d+) ", design, re.M))
+        self.assertGreater(len(secs), 50)
+        for path in self.docs():
+            with self.subTest(doc=os.path.relpath(path, ROOT)):
+                bad = sorted(set(n for n in self.REF.findall(read(path)) if n not in secs))
+                self.assertEqual(bad, [], "sections cited that docs/design.md does not have")
+
+    def test_relative_links_resolve(self):
+        for path in self.docs():
+            with self.subTest(doc=os.path.relpath(path, ROOT)):
+                links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", read(path))
+                gone = [l for l in links if "://" not in l and not l.startswith("mailto:")
+                        and not os.path.exists(os.path.join(os.path.dirname(path), l))]
+                self.assertEqual(gone, [], "links to files that do not exist")
 
 
 class Events(RunnerTest):
