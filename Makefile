@@ -23,7 +23,7 @@ PURE_SRCS := runner/core/util.c runner/core/error.c runner/core/log.c runner/cor
 	     runner/model/wire_openai.c runner/model/wire_anthropic.c runner/model/wire_gemini.c \
 	     runner/core/sha256.c runner/core/auditchain.c runner/http/peer.c runner/mcp/proto.c \
 	     runner/profile/initcfg.c \
-	     $(filter-out runner/files/sched.c,$(wildcard runner/files/*.c))
+	     $(filter-out runner/files/sched.c runner/files/userjob.c,$(wildcard runner/files/*.c))
 pure_objs = $(patsubst runner/%.c,$(1)/%.o,$(filter $(RUNNER_SRCS),$(PURE_SRCS)))
 
 .PHONY: all deps check check-fast run run-local bench fuzz soak clean unit test-bins

@@ -120,7 +120,8 @@ enum MHD_Result api_checkpoint_delete(struct http_req *req);
 enum MHD_Result api_checkpoint_diff(struct http_req *req);
 enum MHD_Result api_checkpoint_restore(struct http_req *req);
 
-/* files.c: execd-compatible files and directories API */
+/* files*.c: execd-compatible files and directories API (files.c the prologue,
+ * filesops.c, fileswalk.c, filesreplace.c, filesdownload.c, filesupload.c) */
 enum MHD_Result api_files_info(struct http_req *req);
 enum MHD_Result api_files_delete(struct http_req *req);
 enum MHD_Result api_files_mv(struct http_req *req);

@@ -1,5 +1,6 @@
 /* What every tool call shares: the call's life (async end, cancel, files jobs as the task
- * user), arguments, and the wording of files-layer errors. */
+ * user through files/userjob.h), arguments, and files-layer errors in the files API's words
+ * (files/fserror.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -10,6 +11,7 @@
 
 #include "core/log.h"
 #include "core/runner.h"
+#include "files/fserror.h"
 #include "files/path.h"
 #include "tools/internal.h"
 
@@ -41,25 +43,41 @@ int tool_result_fail(struct tool_result *res, const char *fmt, ...)
 	return 0;
 }
 
-static void ident_of(struct runner *r, struct files_ident *id)
+/* ---- files jobs ---- */
+
+static int uj_step(struct files_userjob *uj, uint64_t deadline_ms)
 {
-	id->uid = r->cfg.task_uid;
-	id->gid = r->cfg.task_gid;
-	/* As for the files API: writes only beneath the Landlock roots tasks get. */
-	id->write_roots = r->policy.enabled && r->policy.landlock.abi > 0 ? r->policy.landlock.roots
-									  : NULL;
+	struct tool_call *c = (struct tool_call *)((char *)uj - offsetof(struct tool_call, uj));
+	return c->step(c, deadline_ms);
+}
+
+/* A job that could not act as the task user: its result says why. */
+static void uj_failure(struct tool_call *c)
+{
+	if (c->uj.failed)
+		tool_result_fail(&c->res, "%s", c->uj.err.msg);
+}
+
+static void uj_done(struct files_userjob *uj)
+{
+	struct tool_call *c = (struct tool_call *)((char *)uj - offsetof(struct tool_call, uj));
+	uj_failure(c);
+	tool_call_finish(c);
+}
+
+static void uj_release(struct files_userjob *uj)
+{
+	struct tool_call *c = (struct tool_call *)((char *)uj - offsetof(struct tool_call, uj));
+	if (c->release)
+		c->release(c);
 }
 
 void tool_call_free(struct tool_call *c)
 {
-	if (c->release) {
-		/* A files job's descriptors are closed (and temporaries removed) as the task user.
-		 */
-		bool entered = c->as_user && files_enter(&c->id) == 0;
+	if (c->as_user)
+		files_userjob_release(&c->uj); /* c->release as the task user */
+	else if (c->release)
 		c->release(c);
-		if (entered)
-			files_leave();
-	}
 	tool_result_free(&c->res);
 	json_decref(c->ctx.env);
 	free(c);
@@ -79,7 +97,7 @@ struct tool_call *tool_call_new(struct runner *r, const struct tool_ctx *ctx,
 	json_incref(c->ctx.env);
 	if (!c->ctx.output_max)
 		c->ctx.output_max = r->cfg.agent_output_max;
-	ident_of(r, &c->id);
+	files_userjob_init(&c->uj, r, uj_step, uj_done, uj_release);
 	return c;
 }
 
@@ -101,43 +119,17 @@ void tool_call_cancel(struct tool_call *c)
 	if (!c)
 		return;
 	c->cancelled = true;
-	files_sched_remove(&c->r->files_sched, &c->sj);
-	tool_call_free(c);
-}
-
-/* ---- files jobs ---- */
-
-static int slice(struct tool_call *c, uint64_t deadline_ms)
-{
-	int rc = files_enter(&c->id);
-	if (rc < 0) {
-		tool_fs_error(c, rc, "act as the task user", "");
-		return 0;
-	}
-	rc = c->step(c, deadline_ms);
-	files_leave();
-	return rc;
-}
-
-static int sched_step(struct files_job *sj, uint64_t deadline_ms)
-{
-	struct tool_call *c = (struct tool_call *)((char *)sj - offsetof(struct tool_call, sj));
-	return slice(c, deadline_ms);
-}
-
-static void sched_done(struct files_job *sj)
-{
-	tool_call_finish((struct tool_call *)((char *)sj - offsetof(struct tool_call, sj)));
+	tool_call_free(c); /* a files job is taken off the loop's turns first */
 }
 
 int tool_files_run(struct tool_call *c)
 {
 	c->as_user = true;
-	if (slice(c, monotonic_ms() + FILES_SLICE_MS) == 0)
+	if (files_userjob_slice(&c->uj, monotonic_ms() + FILES_SLICE_MS) == 0) {
+		uj_failure(c);
 		return 0;
-	c->sj.step = sched_step;
-	c->sj.done = sched_done;
-	int rc = files_sched_add(&c->r->files_sched, &c->r->loop, &c->sj);
+	}
+	int rc = files_userjob_schedule(&c->uj);
 	if (rc < 0)
 		return tool_fs_error(c, rc, "schedule", "");
 	return 1;
@@ -231,37 +223,7 @@ int tool_arg_bool(struct tool_call *c, json_t *args, const char *key, bool *out)
 
 int tool_fs_error(struct tool_call *c, int rc, const char *op, const char *path)
 {
-	int e = rc < 0 ? -rc : rc;
-	struct tool_result *res = &c->res;
-	switch (e) {
-	case ENOENT:
-		return tool_result_fail(res, "%s %.1024s: not found", op, path);
-	case EACCES:
-	case EPERM:
-	case EROFS:
-		return tool_result_fail(
-			res, "%s %.1024s: not permitted (%s, acting as the task user, uid %u)", op,
-			path, strerror(e), (unsigned)c->id.uid);
-	case FILES_EOUTSIDE:
-		return tool_result_fail(
-			res, "%s %.1024s: outside the directories tasks may write (%.300s)", op,
-			path, c->id.write_roots ? c->id.write_roots : "");
-	case EISDIR:
-		return tool_result_fail(res, "%s %.1024s: is a directory", op, path);
-	case ENOTDIR:
-		return tool_result_fail(res, "%s %.1024s: not a directory", op, path);
-	case ELOOP:
-		return tool_result_fail(res, "%s %.1024s: is a symbolic link (not followed)", op,
-					path);
-	case EFBIG:
-		return tool_result_fail(res, "%s %.1024s: file too large", op, path);
-	case ESTALE:
-		return tool_result_fail(res,
-					"%s %.1024s: changed while it was worked on; try again", op,
-					path);
-	case FILES_ELIMIT:
-		return tool_result_fail(res, "%s %.1024s: a bound was hit", op, path);
-	default:
-		return tool_result_fail(res, "%s %.1024s: %s", op, path, strerror(e));
-	}
+	struct error e;
+	files_error(&e, rc, op, path, &c->uj.id, false);
+	return tool_result_fail(&c->res, "%s", e.msg);
 }

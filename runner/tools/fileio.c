@@ -176,11 +176,11 @@ static int write_step(struct tool_call *c, uint64_t deadline_ms)
 		*slash = 0;
 	bool created;
 	struct files_made made;
-	cleanup_close int dirfd = files_mkdirs(&c->id, dir, 0755, &created, &made);
+	cleanup_close int dirfd = files_mkdirs(&c->uj.id, dir, 0755, &created, &made);
 	files_made_free(&made);
 	if (dirfd < 0)
 		return tool_fs_error(c, dirfd, "write", a->path);
-	int rc = files_check_writable(&c->id, dirfd);
+	int rc = files_check_writable(&c->uj.id, dirfd);
 	if (rc < 0)
 		return tool_fs_error(c, rc, "write", a->path);
 	mode_t mode = 0644;
@@ -236,7 +236,7 @@ static int edit_step(struct tool_call *c, uint64_t deadline_ms)
 	(void)deadline_ms;
 	struct file_args *a = c->state;
 	struct files_replace rp;
-	int rc = files_replace_open(&rp, &c->id, a->path, a->old_s, a->old_len, a->new_s,
+	int rc = files_replace_open(&rp, &c->uj.id, a->path, a->old_s, a->old_len, a->new_s,
 				    a->new_len);
 	if (rc < 0) {
 		files_replace_close(&rp);

@@ -3,8 +3,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "files/ident.h"
-#include "files/sched.h"
+#include "files/userjob.h"
 #include "tools/tools.h"
 
 /* Output kept of a long stream: its head and its tail, with what was left out counted. */
@@ -27,9 +26,9 @@ struct tool_call {
 	struct tool_ctx ctx; /* ctx.env referenced */
 	struct tool_result res;
 	bool cancelled;
-	/* A files job (fileio.c, listing.c): slices as the task user. */
-	struct files_job sj;
-	struct files_ident id;
+	/* A files job (fileio.c, listing.c): slices as the task user (files/userjob.h), whose
+	 * uj.id is the task user. */
+	struct files_userjob uj;
 	int (*step)(struct tool_call *c, uint64_t deadline_ms); /* 1 more, 0 done (res set) */
 	void (*release)(struct tool_call *c);                   /* frees state, stops a command */
 	void *state;
@@ -76,5 +75,6 @@ int tool_arg_str(struct tool_call *c, json_t *args, const char *key, bool requir
 		 const char **out, size_t *len);
 int tool_arg_uint(struct tool_call *c, json_t *args, const char *key, uint64_t max, uint64_t *out);
 int tool_arg_bool(struct tool_call *c, json_t *args, const char *key, bool *out);
-/* A -errno of the files layer as an error result naming op and path. Returns 0. */
+/* A -errno of the files layer as an error result naming op and path, in the files API's
+ * words (files/fserror.h). Returns 0. */
 int tool_fs_error(struct tool_call *c, int rc, const char *op, const char *path);

@@ -1,3 +1,4 @@
+#include "files/fserror.h"
 #include "files/glob.h"
 #include "files/ident.h"
 #include "files/info.h"
@@ -671,4 +672,38 @@ TEST(rmrf_steps)
 	close(dfd);
 	snprintf(p, sizeof(p), "rm -rf %s", dir);
 	CHECK(system(p) == 0);
+}
+
+/* The one wording of the files layer's errors (files/fserror.h): the files API's codes and
+ * messages, which the file tools show too. */
+TEST(files_error_words)
+{
+	struct files_ident id = {.uid = 1000, .gid = 1000, .write_roots = "/workspace:/tmp"};
+	struct error e;
+	CHECK(files_error(&e, -ENOENT, "read", "/x", &id, false) == -1);
+	CHECK_STR(error_code(&e), "FILE_NOT_FOUND");
+	CHECK_STR(e.msg, "read /x: file not found");
+	CHECK(e.errnum == ENOENT);
+	files_error(&e, -EACCES, "read", "/root/.bashrc", &id, false);
+	CHECK_STR(error_code(&e), "PERMISSION_DENIED");
+	CHECK_STR(e.msg, "read /root/.bashrc: not permitted (Permission denied, acting as the task "
+			 "user, uid 1000)");
+	files_error(&e, -FILES_EOUTSIDE, "write", "/etc/x", &id, false);
+	CHECK_STR(error_code(&e), "PERMISSION_DENIED");
+	CHECK_STR(e.msg, "write /etc/x: outside the directories tasks may write (/workspace:/tmp)");
+	CHECK(e.errnum == 0); /* not an errno */
+	files_error(&e, ENOTDIR, "upload", "/a/b", &id, true);
+	CHECK_STR(e.msg, "upload /a/b: a parent is not a directory");
+	files_error(&e, -EEXIST, "mkdir", "/a", &id, false);
+	CHECK_STR(error_code(&e), "FILE_EXISTS");
+	files_error(&e, -EEXIST, "upload", "/a", &id, true); /* the upload's own: its strerror */
+	CHECK_STR(error_code(&e), "RUNTIME_ERROR");
+	files_error(&e, -EFBIG, "upload", "/a", &id, true);
+	CHECK_STR(error_code(&e), "INSUFFICIENT_STORAGE");
+	files_error(&e, -ESTALE, "replace", "/a", &id, false);
+	CHECK_STR(error_code(&e), "CONFLICT");
+	CHECK_STR(e.msg, "replace /a: changed while it was being worked on; try again");
+	files_error(&e, -FILES_ELIMIT, "delete", "/a", &id, false);
+	CHECK_STR(e.msg, "delete /a: directory tree deeper than 256 levels");
+	CHECK(files_error(NULL, -ENOENT, "read", "/x", &id, false) == -1);
 }
