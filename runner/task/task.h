@@ -228,6 +228,9 @@ struct task_table {
 	 * serves every task. {-1, -1} when it could not be made. */
 	int drain[2];
 	struct spawn_shim shim; /* the exec'd shim (task/spawn.h) */
+	/* A process task's pipes closed: the lifecycle finalizes it if its process is gone too.
+	 * Called through here so the output's hot path (task/output.c) uses no file above it. */
+	void (*pipes_done)(struct task *t);
 };
 
 int tasks_init(struct runner *r);
