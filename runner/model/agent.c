@@ -9,6 +9,7 @@
 #include "model/budget.h"
 #include "model/chatstream.h"
 #include "model/conversation.h"
+#include "model/limits.h"
 #include "model/gateway.h"
 #include "core/error.h"
 #include "core/audit.h"
@@ -95,7 +96,8 @@ static bool agent_tool(const char *name)
 }
 
 static void agent_free(struct agent *a);
-static void finish(struct agent *a, enum task_status st, int exit_code, const char *answer);
+static void finish(struct agent *a, enum task_status st, const char *limit, int exit_code,
+		   const char *answer);
 static void ask(struct agent *a);
 static void next_tool(struct agent *a);
 
@@ -138,10 +140,10 @@ static bool budget_over(struct agent *a)
 {
 	if (!budget_spent(&a->b))
 		return false;
-	finish(a,
+	finish(a, TS_LIMIT,
 	       a->b.max_tokens && (uint64_t)a->b.used.total_tokens >= a->b.max_tokens
-		       ? TS_MAX_TOKENS
-		       : TS_MAX_MODEL_REQUESTS,
+		       ? MODEL_LIMIT_TOKENS
+		       : MODEL_LIMIT_REQUESTS,
 	       1, NULL);
 	return true;
 }
@@ -164,14 +166,15 @@ static void stop_work(struct agent *a, enum task_status why)
 	}
 }
 
-/* Terminal exit (the agent is freed: return right after). */
-static void finish(struct agent *a, enum task_status st, int exit_code, const char *answer)
+/* Terminal exit (the agent is freed: return right after); limit: st TS_LIMIT's name. */
+static void finish(struct agent *a, enum task_status st, const char *limit, int exit_code,
+		   const char *answer)
 {
 	stop_work(a, TS_CANCELLED);
 	json_t *extra = summary(a);
 	if (answer)
 		json_object_set_new(extra, "answer", json_string(answer));
-	task_driven_finish(a->t, st, exit_code, extra);
+	task_driven_finish(a->t, st, limit, exit_code, extra);
 	json_decref(extra);
 	agent_free(a);
 }
@@ -193,7 +196,7 @@ static void on_cancel(struct task *t, enum task_status why)
 {
 	struct agent *a = t->driver_arg;
 	stop_work(a, why);
-	finish(a, why, why == TS_TIMEOUT ? 124 : 143, NULL);
+	finish(a, why, NULL, why == TS_TIMEOUT ? 124 : 143, NULL);
 }
 
 static void on_release(struct task *t)
@@ -540,14 +543,14 @@ static void turn_complete(struct agent *a)
 	json_array_append_new(a->messages, msg);
 	if (!cs->n_tools) {
 		char *answer = strndup(cs->text.data ? cs->text.data : "", cs->text.len);
-		finish(a, TS_SUCCEEDED, 0, answer ? answer : "");
+		finish(a, TS_SUCCEEDED, NULL, 0, answer ? answer : "");
 		free(answer);
 		return;
 	}
 	if (budget_over(a))
 		return;
 	if (a->step >= a->max_steps) {
-		finish(a, TS_MAX_STEPS, 1, NULL);
+		finish(a, TS_LIMIT, MODEL_LIMIT_STEPS, 1, NULL);
 		return;
 	}
 	next_tool(a);
@@ -786,7 +789,6 @@ struct task *agent_start(struct runner *r, const struct task_spec *spec, struct 
 	}
 	struct task_spec s = *spec;
 	s.api = TASK_API_NATIVE;
-	s.capability = "agent";
 	s.timeout_ms = spec->has_timeout ? spec->timeout_ms : r->cfg.agent_timeout_ms;
 	s.engine = "builtin";
 	s.conversation = conv ? conv->id : NULL;

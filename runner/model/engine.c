@@ -19,6 +19,8 @@
 #include "model/gateway.h"
 #include "model/agent.h"
 #include "model/conversation.h"
+#include "model/limits.h"
+#include "model/chatcap.h"
 #include "model/modelproxy.h"
 #include "task/env.h"
 #include "task/linesplit.h"
@@ -222,6 +224,7 @@ struct cli {
 
 	bool stopping;              /* a limit or a cancel: the CLI's tree is being ended */
 	enum task_status stop_with; /* what the task ends with then */
+	const char *stop_limit;     /* stop_with TS_LIMIT: which (model/limits.h) */
 	struct loop_timer stop_timer;
 };
 
@@ -278,14 +281,15 @@ static json_t *summary(struct cli *c)
 }
 
 /* The end (c is freed: return right after). */
-static void cli_finish(struct cli *c, enum task_status st, int exit_code, const char *answer)
+static void cli_finish(struct cli *c, enum task_status st, const char *limit, int exit_code,
+		       const char *answer)
 {
 	if (c->conv && c->parser.session[0])
 		snprintf(c->conv->session, sizeof(c->conv->session), "%s", c->parser.session);
 	json_t *extra = summary(c);
 	if (answer)
 		json_object_set_new(extra, "answer", json_string(answer));
-	task_driven_finish(c->t, st, exit_code, extra);
+	task_driven_finish(c->t, st, limit, exit_code, extra);
 	json_decref(extra);
 	cli_free(c);
 }
@@ -303,12 +307,13 @@ static void cli_fail(struct cli *c, const char *code, const char *msg)
 }
 
 /* End the CLI's tree; the task ends with st once it is gone (reader at end). */
-static void cli_stop(struct cli *c, enum task_status st)
+static void cli_stop(struct cli *c, enum task_status st, const char *limit)
 {
 	if (c->stopping)
 		return;
 	c->stopping = true;
 	c->stop_with = st;
+	c->stop_limit = limit;
 	/* Not from inside the proxy's callbacks: on the next loop turn. */
 	loop_timer_start(&c->r->loop, &c->stop_timer, 1, 0);
 }
@@ -326,8 +331,9 @@ static void on_stop_timer(struct loop *loop, struct loop_timer *t)
 static void on_proxy_refused(void *arg, const struct budget *b)
 {
 	struct cli *c = arg;
-	cli_stop(c,
-		 b->max_requests && b->requests >= b->max_requests ? TS_MAX_STEPS : TS_MAX_TOKENS);
+	cli_stop(c, TS_LIMIT,
+		 b->max_requests && b->requests >= b->max_requests ? MODEL_LIMIT_STEPS
+								   : MODEL_LIMIT_TOKENS);
 }
 
 static void on_proxy_usage(void *arg, const struct budget *b)
@@ -348,7 +354,7 @@ static void on_proxy_usage(void *arg, const struct budget *b)
 	json_decref(ev);
 	/* The call that crossed the limit may finish; the next would be refused. */
 	if (b->max_tokens && (uint64_t)b->used.total_tokens >= b->max_tokens)
-		cli_stop(c, TS_MAX_TOKENS);
+		cli_stop(c, TS_LIMIT, MODEL_LIMIT_TOKENS);
 }
 
 static void on_parsed(void *arg, const char *name, json_t *data)
@@ -410,13 +416,13 @@ static void child_ended(struct cli *c)
 	linesplit_flush(&c->ls, on_line, c);
 	struct task *ch = c->child;
 	c->child_exit = ch->exit_code;
-	c->child_status = task_status_name(ch->status);
+	c->child_status = task_status_str(ch);
 	modelproxy_watch(ch, NULL);
 	c->child = NULL;
 	struct engine_parser *p = &c->parser;
 	if (c->stopping) {
 		enum task_status st = c->stop_with;
-		cli_finish(c, st,
+		cli_finish(c, st, c->stop_limit,
 			   st == TS_TIMEOUT                        ? 124
 			   : st == TS_CANCELLED || st == TS_KILLED ? 143
 								   : 1,
@@ -424,11 +430,11 @@ static void child_ended(struct cli *c)
 		return;
 	}
 	if (p->done && !p->failed) {
-		cli_finish(c, TS_SUCCEEDED, 0, p->answer ? p->answer : "");
+		cli_finish(c, TS_SUCCEEDED, NULL, 0, p->answer ? p->answer : "");
 		return;
 	}
 	if (p->hit_max_turns) {
-		cli_finish(c, TS_MAX_STEPS, 1, NULL);
+		cli_finish(c, TS_LIMIT, MODEL_LIMIT_STEPS, 1, NULL);
 		return;
 	}
 	char msg[1200];
@@ -475,12 +481,13 @@ static void on_cancel(struct task *t, enum task_status why)
 {
 	struct cli *c = t->driver_arg;
 	if (!c->child) {
-		cli_finish(c, why, why == TS_TIMEOUT ? 124 : 143, NULL);
+		cli_finish(c, why, NULL, why == TS_TIMEOUT ? 124 : 143, NULL);
 		return;
 	}
 	/* A cancel overrides a limit being enforced: the client asked. */
 	c->stopping = true;
 	c->stop_with = why;
+	c->stop_limit = NULL;
 	if (why == TS_KILLED)
 		task_kill_now(c->child, why);
 	else
@@ -572,7 +579,6 @@ static struct task *cli_start(struct runner *r, const struct task_spec *spec,
 
 	struct task_spec s = *spec;
 	s.api = TASK_API_NATIVE;
-	s.capability = "agent";
 	s.engine = engine_kind_name(k);
 	s.conversation = conv->id;
 	s.timeout_ms = spec->has_timeout ? spec->timeout_ms : r->cfg.agent_timeout_ms;
@@ -589,7 +595,7 @@ static struct task *cli_start(struct runner *r, const struct task_spec *spec,
 			       .command = cmd.data,
 			       .cwd = t->cwd,
 			       .env = env,
-			       .capability = "chat",
+			       .cap = &model_cap_chat,
 			       .network = TASK_NET_FULL,
 			       /* The limits are the proxy's budget: a call past them is
 				* refused before it reaches the gateway. */
@@ -669,3 +675,13 @@ struct task *engine_task_start(struct runner *r, const struct task_spec *spec, s
 	}
 	return t;
 }
+
+const struct task_capability model_cap_agent = {
+	.name = "agent",
+	.audit_door = "agent",
+	.needs_gateway = true,
+	.agent_fields = true,
+	.no_input = true,
+	.changes = TASK_CHANGES_ON,
+	.start = engine_task_start,
+};

@@ -156,7 +156,6 @@ void task_free(struct task *t)
 	spool_close(&t->spool);
 	free(t->command);
 	free(t->cwd);
-	free(t->capability);
 	free(t->op_key);
 	free(t);
 }

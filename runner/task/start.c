@@ -192,7 +192,7 @@ static char *argv_resolve(const char *name, const char *cwd, char *const *envp, 
 /* A task record with its id, strings, spool and timer; not yet in the
  * table. */
 static struct task *task_alloc(struct runner *r, const struct task_spec *spec, const char *cwd,
-			       const char *capability, struct error *err)
+			       const struct task_capability *cap, struct error *err)
 {
 	cleanup_task struct task *t = calloc(1, sizeof(*t));
 	if (!t) {
@@ -212,8 +212,8 @@ static struct task *task_alloc(struct runner *r, const struct task_spec *spec, c
 	if (rc == 0) {
 		t->command = spec->argv ? argv_display(spec->argv) : strdup(spec->command);
 		t->cwd = strdup(cwd);
-		t->capability = capability ? strdup(capability) : NULL;
-		if (!t->command || !t->cwd || (capability && !t->capability))
+		t->cap = cap;
+		if (!t->command || !t->cwd)
 			rc = -ENOMEM;
 	}
 	if (rc == 0)
@@ -246,14 +246,14 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, struct e
 	gid_t gid;
 	if (resolve_identity(r, spec, &uid, &gid, err) < 0)
 		return NULL;
-	bool chat = spec->capability && !strcmp(spec->capability, "chat");
-	if (chat && spec->network == TASK_NET_NONE) {
-		error_set(err, 0, "INVALID_REQUEST_BODY",
-			  "a chat task needs the network: its model proxy is on 127.0.0.1");
+	/* The capability says what it needs (a chat task: its model proxy is on 127.0.0.1). */
+	if (spec->net_required && spec->network == TASK_NET_NONE) {
+		error_set(err, 0, "INVALID_REQUEST_BODY", "%s", spec->net_required);
 		return NULL;
 	}
 	bool net_none = spec->network == TASK_NET_NONE ||
-			(spec->network == TASK_NET_DEFAULT && !chat && r->cfg.exec_network_none);
+			(spec->network == TASK_NET_DEFAULT && !spec->net_required &&
+			 r->cfg.exec_network_none);
 	/* The EXECD_ENVS file goes where execd applies it, its commands, and
 	 * nowhere else: any task can write it, and the runner's own tasks
 	 * (MCP servers, engines, chat, tool commands) run for other clients
@@ -280,7 +280,7 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, struct e
 	cleanup_env char **envp = env_build(uid, cwd, env, err);
 	if (!envp)
 		return NULL;
-	cleanup_task struct task *t = task_alloc(r, spec, cwd, spec->capability, err);
+	cleanup_task struct task *t = task_alloc(r, spec, cwd, spec->cap, err);
 	if (!t)
 		return start_failed(err, 0);
 	t->uid = uid;
@@ -377,11 +377,10 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, struct e
 		loop_watch_add(&r->loop, &t->err_w, t->err_fd, EPOLLIN, task_on_output, t);
 	if (spec->timeout_ms)
 		loop_timer_start(&r->loop, &t->timer, spec->timeout_ms, 0);
-	cleanup_json json_t *started =
-		json_pack("{s:s,s:i,s:I,s:s,s:s}", "task_id", t->id, "pid", (int)pid, "started_at",
-			  (json_int_t)t->started_ms, "capability",
-			  spec->capability ? spec->capability : "exec", "network",
-			  net_none ? "none" : "full");
+	cleanup_json json_t *started = json_pack("{s:s,s:i,s:I,s:s,s:s}", "task_id", t->id, "pid",
+						 (int)pid, "started_at", (json_int_t)t->started_ms,
+						 "capability", spec->cap ? spec->cap->name : "exec",
+						 "network", net_none ? "none" : "full");
 	task_append_event(t, "started", started);
 
 	task_link(t);
@@ -398,8 +397,7 @@ struct task *task_start_driven(struct runner *r, const struct task_spec *spec,
 	const char *cwd = task_admit(r, spec, err);
 	if (!cwd)
 		return NULL;
-	struct task *t =
-		task_alloc(r, spec, cwd, spec->capability ? spec->capability : "agent", err);
+	struct task *t = task_alloc(r, spec, cwd, spec->cap, err);
 	if (!t)
 		return start_failed(err, 0);
 	t->uid = r->cfg.task_uid;
@@ -413,11 +411,17 @@ struct task *task_start_driven(struct runner *r, const struct task_spec *spec,
 		loop_timer_start(&r->loop, &t->timer, spec->timeout_ms, 0);
 	cleanup_json json_t *started =
 		json_pack("{s:s,s:I,s:s,s:s?,s:s?}", "task_id", t->id, "started_at",
-			  (json_int_t)t->started_ms, "capability", t->capability, "engine",
+			  (json_int_t)t->started_ms, "capability", task_cap_name(t), "engine",
 			  spec->engine, "conversation", spec->conversation);
 	task_append_event(t, "started", started);
 	task_link(t);
 	task_audit_started(t, spec);
-	log_info("task started", "{s:s,s:s}", "task", t->id, "capability", t->capability);
+	log_info("task started", "{s:s,s:s}", "task", t->id, "capability", task_cap_name(t));
 	return t;
 }
+
+const struct task_capability task_cap_exec = {
+	.name = "exec",
+	.changes = TASK_CHANGES_OFF,
+	.start = task_start,
+};

@@ -31,16 +31,17 @@ const char *task_status_name(enum task_status s)
 		return "killed";
 	case TS_CANCELLED:
 		return "cancelled";
-	case TS_MAX_STEPS:
-		return "max_steps";
-	case TS_MAX_TOKENS:
-		return "max_tokens";
-	case TS_MAX_MODEL_REQUESTS:
-		return "max_model_requests";
 	case TS_ERROR:
 		return "error";
+	case TS_LIMIT:
+		return "limit";
 	}
 	return "unknown";
+}
+
+const char *task_status_str(const struct task *t)
+{
+	return t->status == TS_LIMIT && t->end_reason ? t->end_reason : task_status_name(t->status);
 }
 
 /* The audit trail's door of a task (docs/design.md §22): the API that
@@ -58,7 +59,7 @@ static const char *task_door(const struct task *t)
 		return audit_client(t->r) ? "mcp" : "agent";
 	case TASK_API_NATIVE:
 	default:
-		return t->capability && !strcmp(t->capability, "agent") ? "agent" : "native";
+		return t->cap && t->cap->audit_door ? t->cap->audit_door : "native";
 	}
 }
 
@@ -82,7 +83,7 @@ void task_audit_started(struct task *t, const struct task_spec *spec)
 	audit_emit(t->r, t->audit_door, "task started",
 		   json_pack("{s:o,s:s*,s:s*,s:i,s:i,s:s*,s:s*,s:s*,s:s,s:I,s:b,s:b,s:o}", "who",
 			     who, "command", t->command, "cwd", t->cwd, "uid", (int)t->uid, "gid",
-			     (int)t->gid, "capability", t->capability, "engine", spec->engine,
+			     (int)t->gid, "capability", task_cap_name(t), "engine", spec->engine,
 			     "model", spec->model, "network", t->net_none ? "none" : "full",
 			     "timeout_ms", (json_int_t)spec->timeout_ms, "background",
 			     spec->background, "tty", spec->tty, "env", env));
@@ -102,7 +103,7 @@ void task_audit_ended(struct task *t, json_t *exit_ev)
 		ev = json_object();
 	json_object_del(ev, "message"); /* an error's text may quote anything */
 	json_object_set_new(ev, "who", json_pack("{s:s}", "task", t->id));
-	json_object_set_new(ev, "outcome", json_string(task_status_name(t->status)));
+	json_object_set_new(ev, "outcome", json_string(task_status_str(t)));
 	json_object_set_new(ev, "bytes_out", json_integer((json_int_t)t->spool.next_off));
 	audit_emit(t->r, t->audit_door ? t->audit_door : task_door(t), "task ended", ev);
 }
@@ -229,9 +230,9 @@ void task_on_exit(void *arg, pid_t pid, int status)
 
 static json_t *exit_json(struct task *t)
 {
-	json_t *o = json_pack("{s:i,s:s,s:I}", "exit_code", t->exit_code, "status",
-			      task_status_name(t->status), "duration_ms",
-			      (json_int_t)(t->finished_ms - t->started_ms));
+	json_t *o =
+		json_pack("{s:i,s:s,s:I}", "exit_code", t->exit_code, "status", task_status_str(t),
+			  "duration_ms", (json_int_t)(t->finished_ms - t->started_ms));
 	if (t->term_signal) {
 		json_object_set_new(o, "signal", json_integer(t->term_signal));
 		json_object_set_new(o, "signal_name", json_string(signal_name(t->term_signal)));
@@ -276,8 +277,8 @@ static void task_finalize(struct task *t)
 	/* Its time limit is over: a kept record holds no fd (256 of them
 	 * would otherwise each keep a timerfd, and every spawn copies them). */
 	loop_timer_close(&t->r->loop, &t->timer);
-	log_info("task finished", "{s:s,s:s,s:i,s:I}", "task", t->id, "status",
-		 task_status_name(t->status), "exit_code", t->exit_code, "duration_ms",
+	log_info("task finished", "{s:s,s:s,s:i,s:I}", "task", t->id, "status", task_status_str(t),
+		 "exit_code", t->exit_code, "duration_ms",
 		 (json_int_t)(t->finished_ms - t->started_ms));
 	task_io_finish(t);
 	terminal_event(t, "exit", ev);
@@ -305,12 +306,13 @@ void task_emit(struct task *t, const char *name, json_t *data)
 	task_wake_readers(t);
 }
 
-static void driven_end(struct task *t, enum task_status st, int exit_code)
+static void driven_end(struct task *t, enum task_status st, const char *limit, int exit_code)
 {
 	t->finished = true;
 	t->finished_ms = now_ms();
 	t->finished_mono = monotonic_ms();
 	t->status = st;
+	t->end_reason = st == TS_LIMIT ? limit : NULL;
 	t->exit_code = exit_code;
 	t->driver = NULL;
 	t->r->tasks->running--;
@@ -320,17 +322,18 @@ static void driven_end(struct task *t, enum task_status st, int exit_code)
 
 static void driven_log(struct task *t, const char *name, json_t *ev)
 {
-	log_info("task finished", "{s:s,s:s,s:i,s:I}", "task", t->id, "status",
-		 task_status_name(t->status), "exit_code", t->exit_code, "duration_ms",
+	log_info("task finished", "{s:s,s:s,s:i,s:I}", "task", t->id, "status", task_status_str(t),
+		 "exit_code", t->exit_code, "duration_ms",
 		 (json_int_t)(t->finished_ms - t->started_ms));
 	terminal_event(t, name, ev);
 }
 
-void task_driven_finish(struct task *t, enum task_status st, int exit_code, json_t *extra)
+void task_driven_finish(struct task *t, enum task_status st, const char *limit, int exit_code,
+			json_t *extra)
 {
 	if (t->finished)
 		return;
-	driven_end(t, st, exit_code);
+	driven_end(t, st, limit, exit_code);
 	json_t *ev = exit_json(t);
 	if (extra)
 		json_object_update(ev, extra);
@@ -341,7 +344,7 @@ void task_driven_fail(struct task *t, const char *code, const char *message, jso
 {
 	if (t->finished)
 		return;
-	driven_end(t, TS_ERROR, 1);
+	driven_end(t, TS_ERROR, NULL, 1);
 	json_t *ev = json_pack("{s:s,s:s,s:I}", "code", code, "message", message, "duration_ms",
 			       (json_int_t)(t->finished_ms - t->started_ms));
 	if (extra)
