@@ -12,6 +12,7 @@
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "model/args.h"
 #include "model/chatcap.h"
 #include "profile/checkpoint.h"
 #include "core/runner.h"
@@ -249,13 +250,16 @@ static const struct task_capability *capability_find(const char *name)
 	return NULL;
 }
 
-int api_parse_task(json_t *body, struct task_spec *spec, struct error *err)
+int api_parse_task(json_t *body, struct task_spec *spec, struct model_args *margs,
+		   struct error *err)
 {
+	*margs = (struct model_args){0};
 	if (schema_check(&schema_task_create, body, err) < 0)
 		return -1;
 	if (api_read_spec(body, "task", spec, err) < 0)
 		return -1;
 	spec->api = TASK_API_NATIVE;
+	spec->cap_args = margs;
 	json_t *cap = json_object_get(body, "capability");
 	const char *capability = "exec";
 	if (cap && !json_is_null(cap)) {
@@ -291,7 +295,7 @@ int api_parse_task(json_t *body, struct task_spec *spec, struct error *err)
 		    strlen(json_string_value(model)) != json_string_length(model))
 			return error_set(err, 0, "INVALID_REQUEST_BODY",
 					 "field 'model' must be a non-empty string");
-		spec->model = json_string_value(model);
+		margs->model = json_string_value(model);
 	}
 	/* Agent tasks (docs/design.md §19): the engine and the conversation to continue. */
 	static const char *const names[] = {"engine", "conversation"};
@@ -307,10 +311,10 @@ int api_parse_task(json_t *body, struct task_spec *spec, struct error *err)
 		if (!spec->cap->agent_fields)
 			return error_set(err, 0, "INVALID_REQUEST_BODY",
 					 "field '%s' is for capability agent only", names[i]);
-		*(i == 0 ? &spec->engine : &spec->conversation) = json_string_value(v);
+		*(i == 0 ? &margs->engine : &margs->conversation) = json_string_value(v);
 	}
 	static const char *const limits[] = {"max_steps", "max_tokens", "max_model_requests"};
-	uint64_t *dst[] = {&spec->max_steps, &spec->max_tokens, &spec->max_requests};
+	uint64_t *dst[] = {&margs->max_steps, &spec->max_tokens, &spec->max_requests};
 	for (int i = 0; i < 3; i++) {
 		json_t *v = json_object_get(body, limits[i]);
 		if (!v || json_is_null(v))
@@ -446,6 +450,7 @@ enum MHD_Result api_task_create(struct http_req *req)
 	if (!body)
 		return req->responded ? MHD_YES : MHD_NO;
 	struct task_spec spec;
+	struct model_args margs;
 	struct error err;
 	const char *key = http_header(req, "Idempotency-Key");
 	unsigned char hash[32];
@@ -458,8 +463,12 @@ enum MHD_Result api_task_create(struct http_req *req)
 		if (t)
 			return attach_retry(req, t, key, hash);
 	}
-	if (api_parse_task(body, &spec, &err) < 0)
+	if (api_parse_task(body, &spec, &margs, &err) < 0)
 		return http_fail(req, &err);
+	/* A model asked for is in the audit trail whatever the capability (an agent's says which
+	 * it resolved to, model/engine.c). */
+	cleanup_json json_t *audit = margs.model ? json_pack("{s:s}", "model", margs.model) : NULL;
+	spec.audit_fields = audit;
 	if (spec.cap->needs_gateway && !gateway_enabled(req->r))
 		return http_failf(
 			req, "CAPABILITY_UNAVAILABLE",

@@ -9,8 +9,10 @@
 #include "model/budget.h"
 #include "model/chatstream.h"
 #include "model/conversation.h"
+#include "model/args.h"
 #include "model/limits.h"
 #include "model/gateway.h"
+#include "core/cleanup.h"
 #include "core/error.h"
 #include "core/audit.h"
 #include "core/log.h"
@@ -756,7 +758,7 @@ struct task *agent_start(struct runner *r, const struct task_spec *spec, struct 
 			 struct error *err)
 {
 	/* engine_task_start checked the model and the env (model/engine.c). */
-	const char *model = spec->model;
+	const char *model = model_args_of(spec)->model;
 	struct agent *a = model ? calloc(1, sizeof(*a)) : NULL;
 	if (!a) {
 		error_set(err, ENOMEM, "RUNTIME_ERROR", "cannot start the agent");
@@ -770,7 +772,8 @@ struct task *agent_start(struct runner *r, const struct task_spec *spec, struct 
 		agent_free(a);
 		return NULL;
 	}
-	a->max_steps = spec->max_steps ? spec->max_steps : r->cfg.agent_max_steps;
+	uint64_t max_steps = model_args_of(spec)->max_steps;
+	a->max_steps = max_steps ? max_steps : r->cfg.agent_max_steps;
 	/* The request's, else --agent-max-tokens (the older, agent-only name),
 	 * else --task-max-tokens. */
 	a->b.max_tokens = spec->max_tokens          ? spec->max_tokens
@@ -790,8 +793,11 @@ struct task *agent_start(struct runner *r, const struct task_spec *spec, struct 
 	struct task_spec s = *spec;
 	s.api = TASK_API_NATIVE;
 	s.timeout_ms = spec->has_timeout ? spec->timeout_ms : r->cfg.agent_timeout_ms;
-	s.engine = "builtin";
-	s.conversation = conv ? conv->id : NULL;
+	cleanup_json json_t *audit = json_pack("{s:s,s:s}", "engine", "builtin", "model", model);
+	cleanup_json json_t *started = json_pack("{s:s,s:s?}", "engine", "builtin", "conversation",
+						 conv ? conv->id : NULL);
+	s.audit_fields = audit;
+	s.started_fields = started;
 	struct task *t = task_start_driven(r, &s, &agent_ops, a, err);
 	if (!t) {
 		agent_free(a);

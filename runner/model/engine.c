@@ -19,6 +19,7 @@
 #include "model/gateway.h"
 #include "model/agent.h"
 #include "model/conversation.h"
+#include "model/args.h"
 #include "model/limits.h"
 #include "model/chatcap.h"
 #include "model/modelproxy.h"
@@ -530,7 +531,8 @@ static struct task *cli_start(struct runner *r, const struct task_spec *spec,
 	c->stop_timer.w.fd = -1;
 	linesplit_init(&c->ls, LINE_MAX_BYTES);
 	engine_parser_init(&c->parser, k, on_parsed, c);
-	c->max_steps = spec->max_steps ? spec->max_steps : r->cfg.agent_max_steps;
+	uint64_t max_steps = model_args_of(spec)->max_steps;
+	c->max_steps = max_steps ? max_steps : r->cfg.agent_max_steps;
 	c->max_tokens = spec->max_tokens ? spec->max_tokens : r->cfg.agent_max_tokens;
 	c->watch = (struct modelproxy_watch){on_proxy_usage, on_proxy_refused, c};
 	int rc = loop_timer_init(&r->loop, &c->stop_timer, on_stop_timer, c);
@@ -579,8 +581,12 @@ static struct task *cli_start(struct runner *r, const struct task_spec *spec,
 
 	struct task_spec s = *spec;
 	s.api = TASK_API_NATIVE;
-	s.engine = engine_kind_name(k);
-	s.conversation = conv->id;
+	cleanup_json json_t *audit =
+		json_pack("{s:s,s:s}", "engine", engine_kind_name(k), "model", model);
+	cleanup_json json_t *started =
+		json_pack("{s:s,s:s}", "engine", engine_kind_name(k), "conversation", conv->id);
+	s.audit_fields = audit;
+	s.started_fields = started;
 	s.timeout_ms = spec->has_timeout ? spec->timeout_ms : r->cfg.agent_timeout_ms;
 	struct task *t = task_start_driven(r, &s, &cli_ops, c, err);
 	if (!t) {
@@ -626,7 +632,8 @@ static struct task *cli_start(struct runner *r, const struct task_spec *spec,
 
 struct task *engine_task_start(struct runner *r, const struct task_spec *spec, struct error *err)
 {
-	enum engine_kind k = spec->engine ? engine_kind_of(spec->engine) : ENGINE_BUILTIN;
+	const struct model_args *args = model_args_of(spec);
+	enum engine_kind k = args->engine ? engine_kind_of(args->engine) : ENGINE_BUILTIN;
 	if (k == ENGINE_KINDS) {
 		char avail[160] = "builtin";
 		for (int i = ENGINE_CODEX; i < ENGINE_KINDS; i++) {
@@ -641,10 +648,10 @@ struct task *engine_task_start(struct runner *r, const struct task_spec *spec, s
 		error_set(err, 0, "UNKNOWN_ENGINE",
 			  "unknown engine '%.64s' (engines: builtin, codex, claude-code; available "
 			  "here: %s)",
-			  spec->engine, avail);
+			  args->engine, avail);
 		return NULL;
 	}
-	const char *model = spec->model ? spec->model : r->cfg.model;
+	const char *model = args->model ? args->model : r->cfg.model;
 	if (!model) {
 		error_set(err, 0, "NO_MODEL",
 			  "no model: set 'model' in the request or FORCEAI_MODEL");
@@ -655,12 +662,14 @@ struct task *engine_task_start(struct runner *r, const struct task_spec *spec, s
 	char path[PATH_MAX] = "";
 	if (k != ENGINE_BUILTIN && engine_find(r, k, spec->env, path, sizeof(path), err) < 0)
 		return NULL;
-	struct conversation *conv = conv_claim(r, spec->conversation, k, spec->cwd, err);
+	struct conversation *conv = conv_claim(r, args->conversation, k, spec->cwd, err);
 	if (!conv)
 		return NULL;
 	struct task_spec s = *spec;
-	s.model = model;
-	if (spec->conversation && !spec->cwd && conv->cwd[0])
+	struct model_args a = *args;
+	a.model = model;
+	s.cap_args = &a;
+	if (args->conversation && !spec->cwd && conv->cwd[0])
 		s.cwd = conv->cwd; /* the CLIs find their sessions by directory */
 	struct task *t = k == ENGINE_BUILTIN ? agent_start(r, &s, conv, err)
 					     : cli_start(r, &s, conv, k, path, model, err);

@@ -410,9 +410,10 @@ struct task *task_start_driven(struct runner *r, const struct task_spec *spec,
 	if (spec->timeout_ms)
 		loop_timer_start(&r->loop, &t->timer, spec->timeout_ms, 0);
 	cleanup_json json_t *started =
-		json_pack("{s:s,s:I,s:s,s:s?,s:s?}", "task_id", t->id, "started_at",
-			  (json_int_t)t->started_ms, "capability", task_cap_name(t), "engine",
-			  spec->engine, "conversation", spec->conversation);
+		json_pack("{s:s,s:I,s:s}", "task_id", t->id, "started_at",
+			  (json_int_t)t->started_ms, "capability", task_cap_name(t));
+	if (started && spec->started_fields)
+		json_object_update(started, spec->started_fields);
 	task_append_event(t, "started", started);
 	task_link(t);
 	task_audit_started(t, spec);

@@ -80,13 +80,21 @@ void task_audit_started(struct task *t, const struct task_spec *spec)
 	if (client)
 		json_object_set_new(who, "client", json_string(client));
 	t->audit_door = task_door(t);
-	audit_emit(t->r, t->audit_door, "task started",
-		   json_pack("{s:o,s:s*,s:s*,s:i,s:i,s:s*,s:s*,s:s*,s:s,s:I,s:b,s:b,s:o}", "who",
-			     who, "command", t->command, "cwd", t->cwd, "uid", (int)t->uid, "gid",
-			     (int)t->gid, "capability", task_cap_name(t), "engine", spec->engine,
-			     "model", spec->model, "network", t->net_none ? "none" : "full",
-			     "timeout_ms", (json_int_t)spec->timeout_ms, "background",
-			     spec->background, "tty", spec->tty, "env", env));
+	json_t *ev = json_pack("{s:o,s:s*,s:s*,s:i,s:i,s:s*}", "who", who, "command", t->command,
+			       "cwd", t->cwd, "uid", (int)t->uid, "gid", (int)t->gid, "capability",
+			       task_cap_name(t));
+	/* The capability's own (engine, model) where they always were: after the capability. */
+	if (ev && spec->audit_fields)
+		json_object_update(ev, spec->audit_fields);
+	if (ev)
+		json_object_update_new(ev,
+				       json_pack("{s:s,s:I,s:b,s:b,s:o}", "network",
+						 t->net_none ? "none" : "full", "timeout_ms",
+						 (json_int_t)spec->timeout_ms, "background",
+						 spec->background, "tty", spec->tty, "env", env));
+	else
+		json_decref(env);
+	audit_emit(t->r, t->audit_door, "task started", ev);
 	uint32_t chain;
 	uint64_t first, oldest;
 	audit_position(t->r, &chain, &first, &oldest, &t->audit_seq);

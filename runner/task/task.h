@@ -53,9 +53,10 @@ enum task_network {
 
 /* A kind of task a client asks for by name: the native API's "capability" (exec, chat, agent)
  * and a code context's interpreter ("code"). Each is defined by the layer that owns it
- * (task/start.c, model/capability.c, code/code.c); the API resolves the request's name to one
- * once (api/native.c) and hands it over in task_spec.cap. The engine only shows its name and
- * door: what a capability needs of the engine comes as data in the spec (net_required). */
+ * (task/start.c, model/chatcap.c, model/engine.c, code/code.c); the API resolves the request's name
+ * to one once (api/native.c) and hands it over in task_spec.cap. The engine only shows its name and
+ * door: what a capability needs of the engine comes as data in the spec (net_required,
+ * audit_fields, started_fields), what it asks of its own layer as cap_args. */
 struct task_capability {
 	const char *name;
 	const char *audit_door; /* the audit trail's door of its native tasks; NULL: "native" */
@@ -85,15 +86,19 @@ struct task_spec {
 	gid_t gid;
 	bool background;
 	const struct task_capability *cap; /* NULL: none (execd, sessions, hooks: shown as exec) */
-	const char *model;                 /* agent: model (NULL = the configured default) */
-	uint64_t max_steps;                /* agent: 0 = the configured default */
-	uint64_t max_tokens;               /* model tokens: 0 = the configured default */
-	uint64_t max_requests;             /* model calls ("max_model_requests"): 0 = default */
-	bool has_timeout;                  /* timeout_ms was given (agent: 0 = none) */
-	const char *engine;                /* agent: request field "engine" (NULL = builtin) */
-	const char *conversation;          /* agent: request field "conversation" (NULL = new);
-					    * in `started` of a driven task: the conversation's id */
-	enum task_network network;         /* request field "network" */
+	/* The capability's own request fields (model/args.h for chat and agent), opaque here. */
+	const void *cap_args;
+	/* A chat task's model budget, read by model/modelproxy.c where the per-task token is made
+	 * (it moves to the model layer's args with that code): 0 = the configured default. */
+	uint64_t max_tokens;   /* model tokens */
+	uint64_t max_requests; /* model calls ("max_model_requests") */
+	bool has_timeout;      /* timeout_ms was given (agent: 0 = none) */
+	/* Fields of the capability's own, borrowed (NULL: none): added to the audit trail's "task
+	 * started" (e.g. engine, model) and to a driven task's `started` event (e.g. engine,
+	 * conversation). */
+	json_t *audit_fields;
+	json_t *started_fields;
+	enum task_network network; /* request field "network" */
 	/* NULL, or why the task cannot run without IP sockets: network "none" is then refused
 	 * with it (INVALID_REQUEST_BODY) and the default is full. */
 	const char *net_required;

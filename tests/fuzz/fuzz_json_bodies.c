@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "model/args.h"
 #include "core/error.h"
 #include "task/env.h"
 #include "http/http.h"
@@ -133,7 +134,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		break;
 	case 1: {
-		rc = api_parse_task(body, &spec, &err);
+		struct model_args margs;
+		rc = api_parse_task(body, &spec, &margs, &err);
 		if (rc == 0) {
 			check_spec(&spec, body, "task");
 			if (!spec.cap || (strcmp(spec.cap->name, "exec") != 0 &&
