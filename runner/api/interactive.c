@@ -292,7 +292,7 @@ enum MHD_Result api_task_list(struct http_req *req)
 		json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:I}", "id", t->id, "capability", cap,
 				      "state", t->finished ? "finished" : "running", "status",
 				      task_status_str(t), "started_at", (json_int_t)t->started_ms);
-		json_object_set_new(o, strcmp(cap, "agent") ? "command" : "goal",
+		json_object_set_new(o, t->cap && t->cap->goal ? "goal" : "command",
 				    json_string(t->command));
 		bool has_pid = !t->driver && t->shim_pid;
 		json_object_set_new(o, "pid", has_pid ? json_integer(t->shim_pid) : json_null());

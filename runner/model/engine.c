@@ -690,6 +690,7 @@ const struct task_capability model_cap_agent = {
 	.audit_door = "agent",
 	.needs_gateway = true,
 	.agent_fields = true,
+	.goal = true,
 	.no_input = true,
 	.changes = TASK_CHANGES_ON,
 	.start = engine_task_start,

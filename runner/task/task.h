@@ -64,7 +64,10 @@ struct task_capability {
 	bool needs_gateway;       /* refused with CAPABILITY_UNAVAILABLE without a model gateway */
 	const char *net_required; /* copied to task_spec.net_required */
 	bool agent_fields;        /* takes the request fields "engine" and "conversation" */
-	bool no_input;            /* takes no stdin and no terminal */
+	/* Its command is a goal a model pursues with commands of its own (TASK_API_TOOL tasks):
+	 * GET /v1/tasks shows it as "goal", a checkpoint's diff counts them as its own. */
+	bool goal;
+	bool no_input; /* takes no stdin and no terminal */
 	enum { TASK_CHANGES_NO, TASK_CHANGES_OFF, TASK_CHANGES_ON } changes; /* field "changes" */
 	/* Starts one (NULL with err set). */
 	struct task *(*start)(struct runner *r, const struct task_spec *spec, struct error *err);
