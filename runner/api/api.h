@@ -30,12 +30,15 @@ enum MHD_Result api_session_delete(struct http_req *req);
  * the route's schema, api/schema.h; UNKNOWN_CAPABILITY), which the handler
  * answers with http_fail. Strings in the spec point into body. */
 struct task_spec;
+struct model_args;
 struct error;
 int api_read_spec(json_t *body, const char *cmd_key, struct task_spec *spec, struct error *err);
 int api_parse_command(json_t *body, struct task_spec *spec, struct error *err);
 int api_parse_session_create(json_t *body, const char **cwd, struct error *err);
 int api_parse_session_run(json_t *body, struct task_spec *spec, struct error *err);
-int api_parse_task(json_t *body, struct task_spec *spec, struct error *err);
+/* POST /v1/tasks: spec, and in margs (spec->cap_args points there) the model fields. */
+int api_parse_task(json_t *body, struct task_spec *spec, struct model_args *margs,
+		   struct error *err);
 
 /* native.c: native task API */
 enum MHD_Result api_task_create(struct http_req *req);

@@ -65,8 +65,7 @@ int api_parse_task_io(json_t *body, struct task_spec *spec, struct error *err)
 		}
 		spec->keep_stdin = true; /* the terminal is the input */
 	}
-	if ((spec->keep_stdin || spec->tty) && spec->capability &&
-	    !strcmp(spec->capability, "agent"))
+	if ((spec->keep_stdin || spec->tty) && spec->cap && spec->cap->no_input)
 		return error_set(err, 0, "INVALID_REQUEST_BODY",
 				 "an agent task takes no stdin and no terminal");
 	return 0;
@@ -264,8 +263,7 @@ static json_t *exit_obj(struct task *t)
 {
 	if (!t->finished)
 		return json_null();
-	json_t *o = json_pack("{s:i,s:s}", "exit_code", t->exit_code, "status",
-			      task_status_name(t->status));
+	json_t *o = json_pack("{s:i,s:s}", "exit_code", t->exit_code, "status", task_status_str(t));
 	if (t->term_signal)
 		json_object_set_new(o, "signal", json_string(signal_name(t->term_signal)));
 	return o;
@@ -290,12 +288,11 @@ enum MHD_Result api_task_list(struct http_req *req)
 			continue;
 		if (state && (!strcmp(state, "running") == t->finished))
 			continue;
-		const char *cap = t->capability ? t->capability : "exec";
+		const char *cap = t->cap ? t->cap->name : "exec";
 		json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:I}", "id", t->id, "capability", cap,
 				      "state", t->finished ? "finished" : "running", "status",
-				      task_status_name(t->finished ? t->status : TS_RUNNING),
-				      "started_at", (json_int_t)t->started_ms);
-		json_object_set_new(o, strcmp(cap, "agent") ? "command" : "goal",
+				      task_status_str(t), "started_at", (json_int_t)t->started_ms);
+		json_object_set_new(o, t->cap && t->cap->goal ? "goal" : "command",
 				    json_string(t->command));
 		bool has_pid = !t->driver && t->shim_pid;
 		json_object_set_new(o, "pid", has_pid ? json_integer(t->shim_pid) : json_null());

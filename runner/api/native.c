@@ -12,7 +12,8 @@
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "model/modelproxy.h"
+#include "model/args.h"
+#include "model/chatcap.h"
 #include "profile/checkpoint.h"
 #include "core/runner.h"
 #include "task/task.h"
@@ -159,7 +160,7 @@ static size_t ns_produce_into(struct http_stream *hs, char *dst, size_t max)
 					&hs->out,
 					"id: %llu\nevent: exit\ndata: {\"exit_code\":%d,\"status\":\"%s\"}\n\n",
 					(unsigned long long)t->spool.next_seq + 1, t->exit_code,
-					task_status_name(t->status));
+					task_status_str(t));
 				hs->done = true;
 				continue;
 			}
@@ -236,13 +237,29 @@ static struct task *find_task(struct http_req *req)
 	return t && (t->api == TASK_API_NATIVE || t->api == TASK_API_CODE) ? t : NULL;
 }
 
-int api_parse_task(json_t *body, struct task_spec *spec, struct error *err)
+/* The capabilities a client names in POST /v1/tasks, each defined by the layer that owns it:
+ * resolved here once, then the spec carries it (task/task.h: struct task_capability). */
+static const struct task_capability *const capabilities[] = {&task_cap_exec, &model_cap_chat,
+							     &model_cap_agent};
+
+static const struct task_capability *capability_find(const char *name)
 {
+	for (size_t i = 0; i < sizeof(capabilities) / sizeof(capabilities[0]); i++)
+		if (!strcmp(capabilities[i]->name, name))
+			return capabilities[i];
+	return NULL;
+}
+
+int api_parse_task(json_t *body, struct task_spec *spec, struct model_args *margs,
+		   struct error *err)
+{
+	*margs = (struct model_args){0};
 	if (schema_check(&schema_task_create, body, err) < 0)
 		return -1;
 	if (api_read_spec(body, "task", spec, err) < 0)
 		return -1;
 	spec->api = TASK_API_NATIVE;
+	spec->cap_args = margs;
 	json_t *cap = json_object_get(body, "capability");
 	const char *capability = "exec";
 	if (cap && !json_is_null(cap)) {
@@ -251,11 +268,12 @@ int api_parse_task(json_t *body, struct task_spec *spec, struct error *err)
 					 "field 'capability' must be a string");
 		capability = json_string_value(cap);
 	}
-	if (strcmp(capability, "exec") && strcmp(capability, "chat") && strcmp(capability, "agent"))
+	spec->cap = capability_find(capability);
+	if (!spec->cap)
 		return error_set(err, 0, "UNKNOWN_CAPABILITY",
 				 "unknown capability '%.32s' (expected exec, chat or agent)",
 				 capability);
-	spec->capability = capability;
+	spec->net_required = spec->cap->net_required;
 	json_t *to = json_object_get(body, "timeout_ms");
 	if (to && !json_is_null(to)) {
 		if (!json_is_integer(to) || json_integer_value(to) < 0 ||
@@ -277,7 +295,7 @@ int api_parse_task(json_t *body, struct task_spec *spec, struct error *err)
 		    strlen(json_string_value(model)) != json_string_length(model))
 			return error_set(err, 0, "INVALID_REQUEST_BODY",
 					 "field 'model' must be a non-empty string");
-		spec->model = json_string_value(model);
+		margs->model = json_string_value(model);
 	}
 	/* Agent tasks (docs/design.md §19): the engine and the conversation to continue. */
 	static const char *const names[] = {"engine", "conversation"};
@@ -290,13 +308,13 @@ int api_parse_task(json_t *body, struct task_spec *spec, struct error *err)
 			return error_set(err, 0, "INVALID_REQUEST_BODY",
 					 "field '%s' must be a non-empty string (at most 64 bytes)",
 					 names[i]);
-		if (strcmp(capability, "agent"))
+		if (!spec->cap->agent_fields)
 			return error_set(err, 0, "INVALID_REQUEST_BODY",
 					 "field '%s' is for capability agent only", names[i]);
-		*(i == 0 ? &spec->engine : &spec->conversation) = json_string_value(v);
+		*(i == 0 ? &margs->engine : &margs->conversation) = json_string_value(v);
 	}
 	static const char *const limits[] = {"max_steps", "max_tokens", "max_model_requests"};
-	uint64_t *dst[] = {&spec->max_steps, &spec->max_tokens, &spec->max_requests};
+	uint64_t *dst[] = {&margs->max_steps, &spec->max_tokens, &spec->max_requests};
 	for (int i = 0; i < 3; i++) {
 		json_t *v = json_object_get(body, limits[i]);
 		if (!v || json_is_null(v))
@@ -383,18 +401,18 @@ static void on_checkpoint(void *arg, unsigned status, json_t *body)
 	http_req_resume(req);
 }
 
-/* Field "changes": the default is on for agent tasks, off for the others. */
+/* Field "changes": the capability's default (on for agent tasks, off for the others). */
 static int parse_changes(json_t *body, const struct task_spec *spec, bool *on, struct error *err)
 {
 	json_t *v = json_object_get(body, "changes");
-	*on = !strcmp(spec->capability, "agent");
+	*on = spec->cap->changes == TASK_CHANGES_ON;
 	if (!v || json_is_null(v))
 		return 0;
 	if (!json_is_boolean(v))
 		return error_set(err, 0, "INVALID_REQUEST_BODY",
 				 "field 'changes' must be a boolean");
 	*on = json_is_true(v);
-	if (*on && !strcmp(spec->capability, "chat"))
+	if (*on && spec->cap->changes == TASK_CHANGES_NO)
 		return error_set(err, 0, "INVALID_REQUEST_BODY",
 				 "field 'changes' is for capability exec and agent");
 	return 0;
@@ -432,6 +450,7 @@ enum MHD_Result api_task_create(struct http_req *req)
 	if (!body)
 		return req->responded ? MHD_YES : MHD_NO;
 	struct task_spec spec;
+	struct model_args margs;
 	struct error err;
 	const char *key = http_header(req, "Idempotency-Key");
 	unsigned char hash[32];
@@ -444,14 +463,18 @@ enum MHD_Result api_task_create(struct http_req *req)
 		if (t)
 			return attach_retry(req, t, key, hash);
 	}
-	if (api_parse_task(body, &spec, &err) < 0)
+	if (api_parse_task(body, &spec, &margs, &err) < 0)
 		return http_fail(req, &err);
-	if (strcmp(spec.capability, "exec") && !gateway_enabled(req->r))
+	/* A model asked for is in the audit trail whatever the capability (an agent's says which
+	 * it resolved to, model/engine.c). */
+	cleanup_json json_t *audit = margs.model ? json_pack("{s:s}", "model", margs.model) : NULL;
+	spec.audit_fields = audit;
+	if (spec.cap->needs_gateway && !gateway_enabled(req->r))
 		return http_failf(
 			req, "CAPABILITY_UNAVAILABLE",
 			"capability '%s' needs a model gateway (FORCEAI_GATEWAY_URL is not "
 			"set)",
-			spec.capability);
+			spec.cap->name);
 	bool changes;
 	if (parse_changes(body, &spec, &changes, &err) < 0)
 		return http_fail(req, &err);
@@ -464,13 +487,7 @@ enum MHD_Result api_task_create(struct http_req *req)
 		return http_failf(req, "UNAVAILABLE", "the runner is shutting down");
 	if (w && ckpt_task_watch(req->r, &spec, w->ck[0] ? w->ck : NULL, w->why, w->from_ms) < 0)
 		return http_failf(req, "RUNTIME_ERROR", "out of memory");
-	struct task *t;
-	if (!strcmp(spec.capability, "agent"))
-		t = engine_task_start(req->r, &spec, &err);
-	else if (!strcmp(spec.capability, "chat"))
-		t = modelproxy_start_task(req->r, &spec, &err);
-	else
-		t = task_start(req->r, &spec, &err);
+	struct task *t = spec.cap->start(req->r, &spec, &err);
 	if (!t) {
 		ckpt_task_unwatch(&spec);
 		return http_fail(req, &err);
@@ -494,10 +511,10 @@ enum MHD_Result api_task_get(struct http_req *req)
 	struct task *t = find_task(req);
 	if (!t)
 		return http_failf(req, "NOT_FOUND", "task not found: %.64s", req->param);
-	json_t *o = json_pack("{s:s,s:s,s:s,s:b,s:I,s:s}", "id", t->id, "capability",
-			      t->capability ? t->capability : "exec", "status",
-			      task_status_name(t->finished ? t->status : TS_RUNNING), "running",
-			      !t->finished, "started_at", (json_int_t)t->started_ms, "cwd", t->cwd);
+	json_t *o =
+		json_pack("{s:s,s:s,s:s,s:b,s:I,s:s}", "id", t->id, "capability",
+			  t->cap ? t->cap->name : "exec", "status", task_status_str(t), "running",
+			  !t->finished, "started_at", (json_int_t)t->started_ms, "cwd", t->cwd);
 	json_object_set_new(o, "last_event_id", json_integer((json_int_t)t->spool.next_seq));
 	json_object_set_new(o, "audit",
 			    json_pack("{s:I,s:s+}", "first_seq", (json_int_t)t->audit_seq, "url",
@@ -532,8 +549,7 @@ enum MHD_Result api_task_delete(struct http_req *req)
 		return http_failf(req, "NOT_FOUND", "task not found: %.64s", req->param);
 	if (t->finished)
 		return http_json(req, 200,
-				 json_pack("{s:s,s:s}", "id", t->id, "status",
-					   task_status_name(t->status)));
+				 json_pack("{s:s,s:s}", "id", t->id, "status", task_status_str(t)));
 	task_kill(t, TS_CANCELLED);
 	return http_json(req, 202, json_pack("{s:s,s:s}", "id", t->id, "status", "cancelling"));
 }

@@ -515,6 +515,13 @@ static void ctx_wake(struct task_reader *rd)
 		ct->pump_deferred = true;
 }
 
+/* A code context's interpreter: a task of its own capability, listed in GET /v1/tasks. */
+static const struct task_capability code_cap = {
+	.name = "code",
+	.changes = TASK_CHANGES_NO,
+	.start = task_start,
+};
+
 static int interp_start(struct code_ctx *c, struct error *err)
 {
 	const struct code_lang *l = lang_of(c->language);
@@ -543,7 +550,7 @@ static int interp_start(struct code_ctx *c, struct error *err)
 		.command = l->command,
 		.cwd = c->cwd,
 		.env = env,
-		.capability = "code",
+		.cap = &code_cap,
 		.keep_stdin = true,
 		.state_in_fd = -1,
 		.state_out_fd = -1,

@@ -778,7 +778,7 @@ static int start(struct mcp_server *s)
 				 .command = command,
 				 .cwd = "/",
 				 .env = env,
-				 .capability = "exec",
+				 .cap = &task_cap_exec,
 				 .keep_stdin = true,
 				 .state_in_fd = -1,
 				 .state_out_fd = -1};

@@ -9,7 +9,10 @@
 #include "model/budget.h"
 #include "model/chatstream.h"
 #include "model/conversation.h"
+#include "model/args.h"
+#include "model/limits.h"
 #include "model/gateway.h"
+#include "core/cleanup.h"
 #include "core/error.h"
 #include "core/audit.h"
 #include "core/log.h"
@@ -95,7 +98,8 @@ static bool agent_tool(const char *name)
 }
 
 static void agent_free(struct agent *a);
-static void finish(struct agent *a, enum task_status st, int exit_code, const char *answer);
+static void finish(struct agent *a, enum task_status st, const char *limit, int exit_code,
+		   const char *answer);
 static void ask(struct agent *a);
 static void next_tool(struct agent *a);
 
@@ -138,10 +142,10 @@ static bool budget_over(struct agent *a)
 {
 	if (!budget_spent(&a->b))
 		return false;
-	finish(a,
+	finish(a, TS_LIMIT,
 	       a->b.max_tokens && (uint64_t)a->b.used.total_tokens >= a->b.max_tokens
-		       ? TS_MAX_TOKENS
-		       : TS_MAX_MODEL_REQUESTS,
+		       ? MODEL_LIMIT_TOKENS
+		       : MODEL_LIMIT_REQUESTS,
 	       1, NULL);
 	return true;
 }
@@ -164,14 +168,15 @@ static void stop_work(struct agent *a, enum task_status why)
 	}
 }
 
-/* Terminal exit (the agent is freed: return right after). */
-static void finish(struct agent *a, enum task_status st, int exit_code, const char *answer)
+/* Terminal exit (the agent is freed: return right after); limit: st TS_LIMIT's name. */
+static void finish(struct agent *a, enum task_status st, const char *limit, int exit_code,
+		   const char *answer)
 {
 	stop_work(a, TS_CANCELLED);
 	json_t *extra = summary(a);
 	if (answer)
 		json_object_set_new(extra, "answer", json_string(answer));
-	task_driven_finish(a->t, st, exit_code, extra);
+	task_driven_finish(a->t, st, limit, exit_code, extra);
 	json_decref(extra);
 	agent_free(a);
 }
@@ -193,7 +198,7 @@ static void on_cancel(struct task *t, enum task_status why)
 {
 	struct agent *a = t->driver_arg;
 	stop_work(a, why);
-	finish(a, why, why == TS_TIMEOUT ? 124 : 143, NULL);
+	finish(a, why, NULL, why == TS_TIMEOUT ? 124 : 143, NULL);
 }
 
 static void on_release(struct task *t)
@@ -540,14 +545,14 @@ static void turn_complete(struct agent *a)
 	json_array_append_new(a->messages, msg);
 	if (!cs->n_tools) {
 		char *answer = strndup(cs->text.data ? cs->text.data : "", cs->text.len);
-		finish(a, TS_SUCCEEDED, 0, answer ? answer : "");
+		finish(a, TS_SUCCEEDED, NULL, 0, answer ? answer : "");
 		free(answer);
 		return;
 	}
 	if (budget_over(a))
 		return;
 	if (a->step >= a->max_steps) {
-		finish(a, TS_MAX_STEPS, 1, NULL);
+		finish(a, TS_LIMIT, MODEL_LIMIT_STEPS, 1, NULL);
 		return;
 	}
 	next_tool(a);
@@ -753,7 +758,7 @@ struct task *agent_start(struct runner *r, const struct task_spec *spec, struct 
 			 struct error *err)
 {
 	/* engine_task_start checked the model and the env (model/engine.c). */
-	const char *model = spec->model;
+	const char *model = model_args_of(spec)->model;
 	struct agent *a = model ? calloc(1, sizeof(*a)) : NULL;
 	if (!a) {
 		error_set(err, ENOMEM, "RUNTIME_ERROR", "cannot start the agent");
@@ -767,7 +772,8 @@ struct task *agent_start(struct runner *r, const struct task_spec *spec, struct 
 		agent_free(a);
 		return NULL;
 	}
-	a->max_steps = spec->max_steps ? spec->max_steps : r->cfg.agent_max_steps;
+	uint64_t max_steps = model_args_of(spec)->max_steps;
+	a->max_steps = max_steps ? max_steps : r->cfg.agent_max_steps;
 	/* The request's, else --agent-max-tokens (the older, agent-only name),
 	 * else --task-max-tokens. */
 	a->b.max_tokens = spec->max_tokens          ? spec->max_tokens
@@ -786,10 +792,12 @@ struct task *agent_start(struct runner *r, const struct task_spec *spec, struct 
 	}
 	struct task_spec s = *spec;
 	s.api = TASK_API_NATIVE;
-	s.capability = "agent";
 	s.timeout_ms = spec->has_timeout ? spec->timeout_ms : r->cfg.agent_timeout_ms;
-	s.engine = "builtin";
-	s.conversation = conv ? conv->id : NULL;
+	cleanup_json json_t *audit = json_pack("{s:s,s:s}", "engine", "builtin", "model", model);
+	cleanup_json json_t *started = json_pack("{s:s,s:s?}", "engine", "builtin", "conversation",
+						 conv ? conv->id : NULL);
+	s.audit_fields = audit;
+	s.started_fields = started;
 	struct task *t = task_start_driven(r, &s, &agent_ops, a, err);
 	if (!t) {
 		agent_free(a);

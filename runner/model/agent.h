@@ -11,9 +11,9 @@ struct runner;
 struct error;
 struct conversation;
 
-/* Called by engine_task_start (model/engine.h), which checked spec->model (set) and spec->env.
- * NULL with err set (RUNTIME_ERROR, or task_start_driven's). conv (may be
- * NULL): the conversation it continues or starts (model/conversation.h); the agent holds it
- * until it ends, then saves its bounded history there. */
+/* Called by engine_task_start (model/engine.h), which checked the model (set in
+ * model_args_of(spec)) and spec->env. NULL with err set (RUNTIME_ERROR, or task_start_driven's).
+ * conv (may be NULL): the conversation it continues or starts (model/conversation.h); the agent
+ * holds it until it ends, then saves its bounded history there. */
 struct task *agent_start(struct runner *r, const struct task_spec *spec, struct conversation *conv,
 			 struct error *err);

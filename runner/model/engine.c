@@ -19,6 +19,9 @@
 #include "model/gateway.h"
 #include "model/agent.h"
 #include "model/conversation.h"
+#include "model/args.h"
+#include "model/limits.h"
+#include "model/chatcap.h"
 #include "model/modelproxy.h"
 #include "task/env.h"
 #include "task/linesplit.h"
@@ -222,6 +225,7 @@ struct cli {
 
 	bool stopping;              /* a limit or a cancel: the CLI's tree is being ended */
 	enum task_status stop_with; /* what the task ends with then */
+	const char *stop_limit;     /* stop_with TS_LIMIT: which (model/limits.h) */
 	struct loop_timer stop_timer;
 };
 
@@ -278,14 +282,15 @@ static json_t *summary(struct cli *c)
 }
 
 /* The end (c is freed: return right after). */
-static void cli_finish(struct cli *c, enum task_status st, int exit_code, const char *answer)
+static void cli_finish(struct cli *c, enum task_status st, const char *limit, int exit_code,
+		       const char *answer)
 {
 	if (c->conv && c->parser.session[0])
 		snprintf(c->conv->session, sizeof(c->conv->session), "%s", c->parser.session);
 	json_t *extra = summary(c);
 	if (answer)
 		json_object_set_new(extra, "answer", json_string(answer));
-	task_driven_finish(c->t, st, exit_code, extra);
+	task_driven_finish(c->t, st, limit, exit_code, extra);
 	json_decref(extra);
 	cli_free(c);
 }
@@ -303,12 +308,13 @@ static void cli_fail(struct cli *c, const char *code, const char *msg)
 }
 
 /* End the CLI's tree; the task ends with st once it is gone (reader at end). */
-static void cli_stop(struct cli *c, enum task_status st)
+static void cli_stop(struct cli *c, enum task_status st, const char *limit)
 {
 	if (c->stopping)
 		return;
 	c->stopping = true;
 	c->stop_with = st;
+	c->stop_limit = limit;
 	/* Not from inside the proxy's callbacks: on the next loop turn. */
 	loop_timer_start(&c->r->loop, &c->stop_timer, 1, 0);
 }
@@ -326,8 +332,9 @@ static void on_stop_timer(struct loop *loop, struct loop_timer *t)
 static void on_proxy_refused(void *arg, const struct budget *b)
 {
 	struct cli *c = arg;
-	cli_stop(c,
-		 b->max_requests && b->requests >= b->max_requests ? TS_MAX_STEPS : TS_MAX_TOKENS);
+	cli_stop(c, TS_LIMIT,
+		 b->max_requests && b->requests >= b->max_requests ? MODEL_LIMIT_STEPS
+								   : MODEL_LIMIT_TOKENS);
 }
 
 static void on_proxy_usage(void *arg, const struct budget *b)
@@ -348,7 +355,7 @@ static void on_proxy_usage(void *arg, const struct budget *b)
 	json_decref(ev);
 	/* The call that crossed the limit may finish; the next would be refused. */
 	if (b->max_tokens && (uint64_t)b->used.total_tokens >= b->max_tokens)
-		cli_stop(c, TS_MAX_TOKENS);
+		cli_stop(c, TS_LIMIT, MODEL_LIMIT_TOKENS);
 }
 
 static void on_parsed(void *arg, const char *name, json_t *data)
@@ -410,13 +417,13 @@ static void child_ended(struct cli *c)
 	linesplit_flush(&c->ls, on_line, c);
 	struct task *ch = c->child;
 	c->child_exit = ch->exit_code;
-	c->child_status = task_status_name(ch->status);
+	c->child_status = task_status_str(ch);
 	modelproxy_watch(ch, NULL);
 	c->child = NULL;
 	struct engine_parser *p = &c->parser;
 	if (c->stopping) {
 		enum task_status st = c->stop_with;
-		cli_finish(c, st,
+		cli_finish(c, st, c->stop_limit,
 			   st == TS_TIMEOUT                        ? 124
 			   : st == TS_CANCELLED || st == TS_KILLED ? 143
 								   : 1,
@@ -424,11 +431,11 @@ static void child_ended(struct cli *c)
 		return;
 	}
 	if (p->done && !p->failed) {
-		cli_finish(c, TS_SUCCEEDED, 0, p->answer ? p->answer : "");
+		cli_finish(c, TS_SUCCEEDED, NULL, 0, p->answer ? p->answer : "");
 		return;
 	}
 	if (p->hit_max_turns) {
-		cli_finish(c, TS_MAX_STEPS, 1, NULL);
+		cli_finish(c, TS_LIMIT, MODEL_LIMIT_STEPS, 1, NULL);
 		return;
 	}
 	char msg[1200];
@@ -475,12 +482,13 @@ static void on_cancel(struct task *t, enum task_status why)
 {
 	struct cli *c = t->driver_arg;
 	if (!c->child) {
-		cli_finish(c, why, why == TS_TIMEOUT ? 124 : 143, NULL);
+		cli_finish(c, why, NULL, why == TS_TIMEOUT ? 124 : 143, NULL);
 		return;
 	}
 	/* A cancel overrides a limit being enforced: the client asked. */
 	c->stopping = true;
 	c->stop_with = why;
+	c->stop_limit = NULL;
 	if (why == TS_KILLED)
 		task_kill_now(c->child, why);
 	else
@@ -523,7 +531,8 @@ static struct task *cli_start(struct runner *r, const struct task_spec *spec,
 	c->stop_timer.w.fd = -1;
 	linesplit_init(&c->ls, LINE_MAX_BYTES);
 	engine_parser_init(&c->parser, k, on_parsed, c);
-	c->max_steps = spec->max_steps ? spec->max_steps : r->cfg.agent_max_steps;
+	uint64_t max_steps = model_args_of(spec)->max_steps;
+	c->max_steps = max_steps ? max_steps : r->cfg.agent_max_steps;
 	c->max_tokens = spec->max_tokens ? spec->max_tokens : r->cfg.agent_max_tokens;
 	c->watch = (struct modelproxy_watch){on_proxy_usage, on_proxy_refused, c};
 	int rc = loop_timer_init(&r->loop, &c->stop_timer, on_stop_timer, c);
@@ -572,9 +581,12 @@ static struct task *cli_start(struct runner *r, const struct task_spec *spec,
 
 	struct task_spec s = *spec;
 	s.api = TASK_API_NATIVE;
-	s.capability = "agent";
-	s.engine = engine_kind_name(k);
-	s.conversation = conv->id;
+	cleanup_json json_t *audit =
+		json_pack("{s:s,s:s}", "engine", engine_kind_name(k), "model", model);
+	cleanup_json json_t *started =
+		json_pack("{s:s,s:s}", "engine", engine_kind_name(k), "conversation", conv->id);
+	s.audit_fields = audit;
+	s.started_fields = started;
 	s.timeout_ms = spec->has_timeout ? spec->timeout_ms : r->cfg.agent_timeout_ms;
 	struct task *t = task_start_driven(r, &s, &cli_ops, c, err);
 	if (!t) {
@@ -589,7 +601,7 @@ static struct task *cli_start(struct runner *r, const struct task_spec *spec,
 			       .command = cmd.data,
 			       .cwd = t->cwd,
 			       .env = env,
-			       .capability = "chat",
+			       .cap = &model_cap_chat,
 			       .network = TASK_NET_FULL,
 			       /* The limits are the proxy's budget: a call past them is
 				* refused before it reaches the gateway. */
@@ -620,7 +632,8 @@ static struct task *cli_start(struct runner *r, const struct task_spec *spec,
 
 struct task *engine_task_start(struct runner *r, const struct task_spec *spec, struct error *err)
 {
-	enum engine_kind k = spec->engine ? engine_kind_of(spec->engine) : ENGINE_BUILTIN;
+	const struct model_args *args = model_args_of(spec);
+	enum engine_kind k = args->engine ? engine_kind_of(args->engine) : ENGINE_BUILTIN;
 	if (k == ENGINE_KINDS) {
 		char avail[160] = "builtin";
 		for (int i = ENGINE_CODEX; i < ENGINE_KINDS; i++) {
@@ -635,10 +648,10 @@ struct task *engine_task_start(struct runner *r, const struct task_spec *spec, s
 		error_set(err, 0, "UNKNOWN_ENGINE",
 			  "unknown engine '%.64s' (engines: builtin, codex, claude-code; available "
 			  "here: %s)",
-			  spec->engine, avail);
+			  args->engine, avail);
 		return NULL;
 	}
-	const char *model = spec->model ? spec->model : r->cfg.model;
+	const char *model = args->model ? args->model : r->cfg.model;
 	if (!model) {
 		error_set(err, 0, "NO_MODEL",
 			  "no model: set 'model' in the request or FORCEAI_MODEL");
@@ -649,12 +662,14 @@ struct task *engine_task_start(struct runner *r, const struct task_spec *spec, s
 	char path[PATH_MAX] = "";
 	if (k != ENGINE_BUILTIN && engine_find(r, k, spec->env, path, sizeof(path), err) < 0)
 		return NULL;
-	struct conversation *conv = conv_claim(r, spec->conversation, k, spec->cwd, err);
+	struct conversation *conv = conv_claim(r, args->conversation, k, spec->cwd, err);
 	if (!conv)
 		return NULL;
 	struct task_spec s = *spec;
-	s.model = model;
-	if (spec->conversation && !spec->cwd && conv->cwd[0])
+	struct model_args a = *args;
+	a.model = model;
+	s.cap_args = &a;
+	if (args->conversation && !spec->cwd && conv->cwd[0])
 		s.cwd = conv->cwd; /* the CLIs find their sessions by directory */
 	struct task *t = k == ENGINE_BUILTIN ? agent_start(r, &s, conv, err)
 					     : cli_start(r, &s, conv, k, path, model, err);
@@ -669,3 +684,14 @@ struct task *engine_task_start(struct runner *r, const struct task_spec *spec, s
 	}
 	return t;
 }
+
+const struct task_capability model_cap_agent = {
+	.name = "agent",
+	.audit_door = "agent",
+	.needs_gateway = true,
+	.agent_fields = true,
+	.goal = true,
+	.no_input = true,
+	.changes = TASK_CHANGES_ON,
+	.start = engine_task_start,
+};

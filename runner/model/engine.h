@@ -12,10 +12,13 @@
 struct runner;
 struct error;
 
-/* Start an agent task with the engine spec->engine (NULL: builtin), new or continuing
- * spec->conversation. NULL with err set: UNKNOWN_ENGINE, ENGINE_NOT_FOUND (the path looked
+/* Start an agent task with the engine of its model_args (model/args.h; NULL: builtin), new or
+ * continuing its conversation. NULL with err set: UNKNOWN_ENGINE, ENGINE_NOT_FOUND (the path looked
  * up), CONVERSATION_NOT_FOUND/BUSY/MISMATCH, NO_MODEL, or what the task engine says. */
 struct task *engine_task_start(struct runner *r, const struct task_spec *spec, struct error *err);
+/* agent: engine_task_start; it takes "engine" and "conversation", no input, and keeps its
+ * changes by default; the audit trail's door "agent". */
+extern const struct task_capability model_cap_agent;
 
 /* The CLI of engine k: --agent-engine's, else the first executable of its
  * name on PATH (the request's env PATH, else the runner's). 0 with path set,

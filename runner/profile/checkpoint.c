@@ -1351,7 +1351,7 @@ static void watch_end(struct ckpt_watch *w, json_t *changes)
  * agent, whose own they are likeliest to be. */
 static json_t *others_in(struct runner *r, const struct task *t, uint64_t from, uint64_t to)
 {
-	bool agent = t->capability && !strcmp(t->capability, "agent");
+	bool agent = t->cap && t->cap->goal;
 	json_t *a = json_array();
 	for (struct task *u = r->tasks->head; u; u = u->next) {
 		if (u == t || (agent && u->api == TASK_API_TOOL) || u->started_ms > to ||

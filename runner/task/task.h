@@ -13,6 +13,7 @@
 struct runner;
 struct error;
 struct task;
+struct task_spec;
 
 enum task_api {
 	TASK_API_EXECD,
@@ -31,23 +32,48 @@ enum task_status {
 	TS_SUCCEEDED,
 	TS_FAILED,
 	TS_TIMEOUT,
-	TS_KILLED,     /* runner shutdown */
-	TS_CANCELLED,  /* DELETE by a client */
-	TS_MAX_STEPS,  /* agent: step limit reached */
-	TS_MAX_TOKENS, /* agent: token limit reached */
-	/* agent: model-call limit reached */
-	TS_MAX_MODEL_REQUESTS,
-	TS_ERROR, /* agent: ended with a terminal `error` event */
+	TS_KILLED,    /* runner shutdown */
+	TS_CANCELLED, /* DELETE by a client */
+	TS_ERROR,     /* driven: ended with a terminal `error` event */
+	/* driven: ended at a limit of its capability's own, which task.end_reason names and the
+	 * APIs show as its status (the model layer's max_steps, max_tokens...: model/limits.h) */
+	TS_LIMIT,
 };
 const char *task_status_name(enum task_status s);
+/* The status of t as the APIs show it: task_status_name's, or the limit it ended at. */
+const char *task_status_str(const struct task *t);
 
-/* The network a task gets: the default is the runner's (--exec-network)
- * for exec tasks and full for chat tasks (they talk to the model proxy). */
+/* The network a task gets: the default is the runner's (--exec-network), or full for a task
+ * that needs it (task_spec.net_required: a chat task talks to the model proxy). */
 enum task_network {
 	TASK_NET_DEFAULT = 0,
 	TASK_NET_NONE, /* no IP sockets: socket(AF_INET/AF_INET6) fails with EACCES */
 	TASK_NET_FULL,
 };
+
+/* A kind of task a client asks for by name: the native API's "capability" (exec, chat, agent)
+ * and a code context's interpreter ("code"). Each is defined by the layer that owns it
+ * (task/start.c, model/chatcap.c, model/engine.c, code/code.c); the API resolves the request's name
+ * to one once (api/native.c) and hands it over in task_spec.cap. The engine only shows its name and
+ * door: what a capability needs of the engine comes as data in the spec (net_required,
+ * audit_fields, started_fields), what it asks of its own layer as cap_args. */
+struct task_capability {
+	const char *name;
+	const char *audit_door; /* the audit trail's door of its native tasks; NULL: "native" */
+	/* What the API checks and fills in before it starts one (api/native.c). */
+	bool needs_gateway;       /* refused with CAPABILITY_UNAVAILABLE without a model gateway */
+	const char *net_required; /* copied to task_spec.net_required */
+	bool agent_fields;        /* takes the request fields "engine" and "conversation" */
+	/* Its command is a goal a model pursues with commands of its own (TASK_API_TOOL tasks):
+	 * GET /v1/tasks shows it as "goal", a checkpoint's diff counts them as its own. */
+	bool goal;
+	bool no_input; /* takes no stdin and no terminal */
+	enum { TASK_CHANGES_NO, TASK_CHANGES_OFF, TASK_CHANGES_ON } changes; /* field "changes" */
+	/* Starts one (NULL with err set). */
+	struct task *(*start)(struct runner *r, const struct task_spec *spec, struct error *err);
+};
+/* exec: a command, task_start. */
+extern const struct task_capability task_cap_exec;
 
 struct task_spec {
 	enum task_api api;
@@ -62,16 +88,23 @@ struct task_spec {
 	uid_t uid;
 	gid_t gid;
 	bool background;
-	const char *capability;    /* native API: "exec", "chat" or "agent" */
-	const char *model;         /* agent: model (NULL = the configured default) */
-	uint64_t max_steps;        /* agent: 0 = the configured default */
-	uint64_t max_tokens;       /* model tokens: 0 = the configured default */
-	uint64_t max_requests;     /* model calls ("max_model_requests"): 0 = default */
-	bool has_timeout;          /* timeout_ms was given (agent: 0 = none) */
-	const char *engine;        /* agent: request field "engine" (NULL = builtin) */
-	const char *conversation;  /* agent: request field "conversation" (NULL = new);
-				    * in `started` of a driven task: the conversation's id */
+	const struct task_capability *cap; /* NULL: none (execd, sessions, hooks: shown as exec) */
+	/* The capability's own request fields (model/args.h for chat and agent), opaque here. */
+	const void *cap_args;
+	/* A chat task's model budget, read by model/modelproxy.c where the per-task token is made
+	 * (it moves to the model layer's args with that code): 0 = the configured default. */
+	uint64_t max_tokens;   /* model tokens */
+	uint64_t max_requests; /* model calls ("max_model_requests") */
+	bool has_timeout;      /* timeout_ms was given (agent: 0 = none) */
+	/* Fields of the capability's own, borrowed (NULL: none): added to the audit trail's "task
+	 * started" (e.g. engine, model) and to a driven task's `started` event (e.g. engine,
+	 * conversation). */
+	json_t *audit_fields;
+	json_t *started_fields;
 	enum task_network network; /* request field "network" */
+	/* NULL, or why the task cannot run without IP sockets: network "none" is then refused
+	 * with it (INVALID_REQUEST_BODY) and the default is full. */
+	const char *net_required;
 	/* Handed to the child as fds 3 and 4 when both are >= 0 (a session
 	 * run: the saved shell state in, the new state out). */
 	int state_in_fd;
@@ -94,6 +127,7 @@ struct task_reader {
 };
 
 struct task;
+struct task_spec;
 /* A task without a process of its own (an agent): its events are produced
  * by a driver, which finishes it with task_driven_finish/_fail. */
 struct task_driver_ops {
@@ -110,7 +144,7 @@ struct task {
 	enum task_api api;
 	char *command;
 	char *cwd;
-	char *capability;
+	const struct task_capability *cap; /* NULL: none */
 	bool background;
 	uid_t uid;
 	gid_t gid;
@@ -154,7 +188,8 @@ struct task {
 
 	bool finished;
 	enum task_status status;
-	int exit_code; /* -1 while running */
+	const char *end_reason; /* TS_LIMIT: the limit's name (a static string of the driver) */
+	int exit_code;          /* -1 while running */
 	int term_signal;
 
 	struct task_input *input; /* stdin pipe or terminal (task/pty.c), or NULL */
@@ -228,6 +263,9 @@ struct task_table {
 	 * serves every task. {-1, -1} when it could not be made. */
 	int drain[2];
 	struct spawn_shim shim; /* the exec'd shim (task/spawn.h) */
+	/* A process task's pipes closed: the lifecycle finalizes it if its process is gone too.
+	 * Called through here so the output's hot path (task/output.c) uses no file above it. */
+	void (*pipes_done)(struct task *t);
 };
 
 int tasks_init(struct runner *r);
@@ -260,8 +298,15 @@ struct task *task_start_driven(struct runner *r, const struct task_spec *spec,
 			       const struct task_driver_ops *ops, void *arg, struct error *err);
 /* Append an event (name + JSON object, borrowed) and wake readers. */
 void task_emit(struct task *t, const char *name, json_t *data);
-/* Terminal `exit` {exit_code, status, duration_ms} + the fields of extra. */
-void task_driven_finish(struct task *t, enum task_status st, int exit_code, json_t *extra);
+/* Terminal `exit` {exit_code, status, duration_ms} + the fields of extra. limit: with
+ * st == TS_LIMIT, the name of the limit reached (static), shown as the status. */
+void task_driven_finish(struct task *t, enum task_status st, const char *limit, int exit_code,
+			json_t *extra);
+/* The name of t's capability (NULL: none). */
+static inline const char *task_cap_name(const struct task *t)
+{
+	return t->cap ? t->cap->name : NULL;
+}
 /* Terminal `error` {code, message} + the fields of extra. */
 void task_driven_fail(struct task *t, const char *code, const char *message, json_t *extra);
 /* Write the terminal event held for the owner (struct task: exit_hold; it may have added

@@ -238,7 +238,7 @@ static int start_command(struct tool_call *c, json_t *args)
 				 .env = env,
 				 .timeout_ms = timeout,
 				 .has_timeout = timeout > 0,
-				 .capability = "exec",
+				 .cap = &task_cap_exec,
 				 .network = c->ctx.network,
 				 .state_in_fd = -1,
 				 .state_out_fd = -1};

@@ -154,7 +154,7 @@ static void fake_task(enum task_api api)
 		.api = api,
 		.command = "fake",
 		.cwd = "/",
-		.capability = api == TASK_API_NATIVE ? "exec" : NULL,
+		.cap = api == TASK_API_NATIVE ? &task_cap_exec : NULL,
 		.state_in_fd = -1,
 		.state_out_fd = -1,
 	};

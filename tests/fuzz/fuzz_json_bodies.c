@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "model/args.h"
 #include "core/error.h"
 #include "task/env.h"
 #include "http/http.h"
@@ -133,12 +134,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		break;
 	case 1: {
-		rc = api_parse_task(body, &spec, &err);
+		struct model_args margs;
+		rc = api_parse_task(body, &spec, &margs, &err);
 		if (rc == 0) {
 			check_spec(&spec, body, "task");
-			if (!spec.capability || (strcmp(spec.capability, "exec") != 0 &&
-						 strcmp(spec.capability, "chat") != 0 &&
-						 strcmp(spec.capability, "agent") != 0))
+			if (!spec.cap || (strcmp(spec.cap->name, "exec") != 0 &&
+					  strcmp(spec.cap->name, "chat") != 0 &&
+					  strcmp(spec.cap->name, "agent") != 0))
 				fail("unknown capability accepted", NULL);
 			check_env(&spec);
 		} else if (error_http_status(&err) != 400 || !err.code || !*err.code) {

@@ -148,6 +148,26 @@ class Chat(ChatBase):
             self.assertNotIn(KEY.encode(), f.read())
 
 
+class ChatNetwork(ChatBase):
+    """A chat task's network comes from its capability, not the runner's exec default: full
+    under --exec-network none, and "none" refused (its model proxy is on 127.0.0.1)."""
+    runner_args = ("--exec-network", "none")
+
+    def test_chat_defaults_to_full_and_refuses_none(self):
+        ev = self.chat("true")
+        started = [e for e in ev if e["event"] == "started"][0]["data"]
+        self.assertEqual((started["capability"], started["network"]), ("chat", "full"))
+        ev = self.r.native({"task": "true", "capability": "exec"})
+        started = [e for e in ev if e["event"] == "started"][0]["data"]
+        self.assertEqual((started["capability"], started["network"]), ("exec", "none"))
+        st, _, b = self.r.request("POST", "/v1/tasks", {"task": "true", "capability": "chat",
+                                                        "network": "none"})
+        self.assertEqual(st, 400, b)
+        self.assertEqual(json.loads(b), {
+            "code": "INVALID_REQUEST_BODY",
+            "message": "a chat task needs the network: its model proxy is on 127.0.0.1"})
+
+
 class ChatShutdown(unittest.TestCase):
     def test_sigterm_with_a_proxied_stream_in_flight(self):
         """Regression: MHD_stop_daemon() aborted on a suspended proxy stream."""
