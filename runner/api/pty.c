@@ -39,6 +39,7 @@
 #include "files/path.h"
 #include "http/ws.h"
 #include "task/pty.h"
+#include "task/taskuser.h"
 #include "task/task.h"
 
 #define PTY_MAX_SESSIONS 256
@@ -552,13 +553,8 @@ static int ensure_cwd(struct runner *r, const char *in, char *out, size_t outsz,
 	if (rc < 0)
 		return error_set(err, 0, "INVALID_REQUEST_BODY",
 				 "cwd '%.200s' must be an absolute path", in);
-	struct files_ident id = {
-		.uid = r->cfg.task_uid,
-		.gid = r->cfg.task_gid,
-		.write_roots = r->policy.enabled && r->policy.landlock.abi > 0
-				       ? r->policy.landlock.roots
-				       : NULL,
-	};
+	struct files_ident id;
+	task_user_ident(r, &id);
 	if ((rc = files_enter(&id)) < 0)
 		return error_set(err, -rc, "RUNTIME_ERROR", "cannot act as the task user");
 	bool created;

@@ -33,6 +33,7 @@
 #include "core/util.h"
 #include "files/ident.h"
 #include "files/path.h"
+#include "task/taskuser.h"
 
 #define WATCH_MAX_STREAMS 32
 #define WATCH_MAX_DIRS 8192
@@ -541,8 +542,7 @@ enum MHD_Result api_files_watch(struct http_req *req)
 		return MHD_NO;
 	s->r = r;
 	s->recursive = recursive;
-	s->id.uid = r->cfg.task_uid;
-	s->id.gid = r->cfg.task_gid;
+	task_user_ident(r, &s->id);
 	s->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (s->ifd < 0) {
 		int e = errno;

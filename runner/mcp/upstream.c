@@ -66,18 +66,12 @@ struct mcp_upstream {
 
 /* ---- configuration ---- */
 
+/* One more word of a command line. */
 static int quote_arg(struct buf *b, const char *s)
 {
 	if (b->len)
 		buf_append_lit(b, " ");
-	buf_append_lit(b, "'");
-	for (; *s; s++) {
-		if (*s == '\'')
-			buf_append_lit(b, "'\\''");
-		else
-			buf_append(b, s, 1);
-	}
-	return buf_append_lit(b, "'");
+	return buf_append_sh_quoted(b, s);
 }
 
 static bool valid_name(const char *n)
