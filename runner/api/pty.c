@@ -34,6 +34,7 @@
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/util.h"
+#include "core/list.h"
 #include "files/ident.h"
 #include "files/ops.h"
 #include "files/path.h"
@@ -629,10 +630,7 @@ enum MHD_Result api_pty_create(struct http_req *req)
 		error_set(&err, ENOMEM, "RUNTIME_ERROR", "error creating pty session");
 		return http_fail(req, &err);
 	}
-	s->next = tab->head;
-	if (tab->head)
-		tab->head->prev = s;
-	tab->head = s;
+	LIST_PUSH(tab->head, s);
 	tab->count++;
 	log_info("pty session created", "{s:s}", "session", s->id);
 	return http_json(req, 201, json_pack("{s:s}", "session_id", s->id));
@@ -653,12 +651,7 @@ enum MHD_Result api_pty_status(struct http_req *req)
 static void session_free(struct runner *r, struct pty_session *s)
 {
 	struct pty_table *tab = r->ptys;
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		tab->head = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
+	LIST_UNLINK(tab->head, s);
 	tab->count--;
 	/* A connected client sees the shell's end (exit frame) and the close;
 	 * one still connecting finds the session gone. */

@@ -4,19 +4,12 @@
 #include <errno.h>
 #include <stddef.h>
 
+#include "core/list.h"
 #include "core/log.h"
 
 static void unlink_job(struct files_sched *s, struct files_job *j)
 {
-	if (j->prev)
-		j->prev->next = j->next;
-	else
-		s->head = j->next;
-	if (j->next)
-		j->next->prev = j->prev;
-	else
-		s->tail = j->prev;
-	j->next = j->prev = NULL;
+	LIST_UNLINK_TAIL(s->head, s->tail, j);
 	j->queued = false;
 	s->n--;
 }

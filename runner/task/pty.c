@@ -19,6 +19,7 @@
 #include "core/log.h"
 #include "core/procfs.h"
 #include "core/runner.h"
+#include "core/list.h"
 #include "task/spawn.h"
 #include "task/task.h"
 
@@ -178,10 +179,7 @@ static void wake_waiters(struct task_input *in)
 {
 	while (in->waiters) {
 		struct task_input_waiter *w = in->waiters;
-		in->waiters = w->next;
-		if (w->next)
-			w->next->prev = NULL;
-		w->next = w->prev = NULL;
+		LIST_UNLINK(in->waiters, w);
 		w->linked = false;
 		w->ready(w);
 	}
@@ -299,11 +297,7 @@ void task_input_wait(struct task *t, struct task_input_waiter *w)
 		w->ready(w);
 		return;
 	}
-	w->prev = NULL;
-	w->next = in->waiters;
-	if (in->waiters)
-		in->waiters->prev = w;
-	in->waiters = w;
+	LIST_PUSH(in->waiters, w);
 	w->linked = true;
 }
 
@@ -312,13 +306,7 @@ void task_input_unwait(struct task *t, struct task_input_waiter *w)
 	if (!w->linked || !t->input)
 		return;
 	struct task_input *in = t->input;
-	if (w->prev)
-		w->prev->next = w->next;
-	else
-		in->waiters = w->next;
-	if (w->next)
-		w->next->prev = w->prev;
-	w->next = w->prev = NULL;
+	LIST_UNLINK(in->waiters, w);
 	w->linked = false;
 }
 

@@ -23,6 +23,7 @@
 #include "task/pty.h"
 #include "task/spawn.h"
 #include "core/util.h"
+#include "core/list.h"
 
 static const char *shell_path(void)
 {
@@ -729,13 +730,7 @@ static void task_unlink(struct task *t)
 	struct runner *r = t->r;
 	if (!t->linked)
 		return;
-	if (t->prev)
-		t->prev->next = t->next;
-	else
-		r->tasks->head = t->next;
-	if (t->next)
-		t->next->prev = t->prev;
-	t->prev = t->next = NULL;
+	LIST_UNLINK(r->tasks->head, t);
 	t->linked = false;
 	if (t->finished)
 		r->tasks->finished--;
@@ -1092,10 +1087,7 @@ static struct task *start_failed(struct error *err, int errnum)
 static void task_link(struct task *t)
 {
 	struct runner *r = t->r;
-	t->next = r->tasks->head;
-	if (t->next)
-		t->next->prev = t;
-	r->tasks->head = t;
+	LIST_PUSH(r->tasks->head, t);
 	t->linked = true;
 	if (r->tasks->hooks && r->tasks->hooks->started)
 		r->tasks->hooks->started(t);
@@ -1260,11 +1252,7 @@ void task_reader_attach(struct task *t, struct task_reader *rd, bool live)
 {
 	rd->task = t;
 	rd->live = live;
-	rd->prev = NULL;
-	rd->next = t->readers;
-	if (t->readers)
-		t->readers->prev = rd;
-	t->readers = rd;
+	LIST_PUSH(t->readers, rd);
 	t->n_readers++;
 	if (!rd->cur.gen && !rd->cur.pos && !rd->cur.seq)
 		spool_cursor_start(&t->spool, &rd->cur);
@@ -1276,12 +1264,7 @@ void task_reader_detach(struct task_reader *rd)
 	struct task *t = rd->task;
 	if (!t)
 		return;
-	if (rd->prev)
-		rd->prev->next = rd->next;
-	else
-		t->readers = rd->next;
-	if (rd->next)
-		rd->next->prev = rd->prev;
+	LIST_UNLINK(t->readers, rd);
 	rd->task = NULL;
 	t->n_readers--;
 	update_backpressure(t);
