@@ -313,13 +313,7 @@ static void client_detach(struct pty_client *c)
 	if (s) {
 		if (s->holder == c)
 			s->holder = NULL;
-		if (c->cprev)
-			c->cprev->cnext = c->cnext;
-		else
-			s->clients = c->cnext;
-		if (c->cnext)
-			c->cnext->cprev = c->cprev;
-		c->cnext = c->cprev = NULL;
+		LIST_UNLINK_AT(s->clients, c, cnext, cprev);
 	}
 	c->s = NULL;
 }
@@ -516,12 +510,9 @@ static void client_free(struct loop *loop, void *arg)
 	(void)loop;
 	struct pty_client *c = arg;
 	struct pty_table *tab = c->r->ptys;
-	if (c->aprev)
-		c->aprev->anext = c->anext;
-	else if (tab && tab->all == c)
-		tab->all = c->anext;
-	if (c->anext)
-		c->anext->aprev = c->aprev;
+	struct pty_client *none = NULL; /* the table is gone: the neighbours are still unlinked */
+	struct pty_client **all = tab ? &tab->all : &none;
+	LIST_UNLINK_AT(*all, c, anext, aprev);
 	buf_free(&c->replay);
 	free(c);
 }
@@ -718,15 +709,9 @@ enum MHD_Result api_pty_ws(struct http_req *req)
 		long long v = strtoll(since, &end, 10);
 		c->since = (*end || errno || v < 0) ? 0 : (uint64_t)v;
 	}
-	c->cnext = s->clients;
-	if (s->clients)
-		s->clients->cprev = c;
-	s->clients = c;
+	LIST_PUSH_AT(s->clients, c, cnext, cprev);
 	struct pty_table *tab = req->r->ptys;
-	c->anext = tab->all;
-	if (tab->all)
-		tab->all->aprev = c;
-	tab->all = c;
+	LIST_PUSH_AT(tab->all, c, anext, aprev);
 	/* Held from now on: a second request waits for this one's fate. */
 	if (!s->holder && !viewer)
 		s->holder = c;

@@ -16,13 +16,7 @@ static void unlink_job(struct files_sched *s, struct files_job *j)
 
 static void append_job(struct files_sched *s, struct files_job *j)
 {
-	j->next = NULL;
-	j->prev = s->tail;
-	if (s->tail)
-		s->tail->next = j;
-	else
-		s->head = j;
-	s->tail = j;
+	LIST_APPEND_TAIL(s->head, s->tail, j);
 	j->queued = true;
 	s->n++;
 }

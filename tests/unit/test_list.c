@@ -48,11 +48,9 @@ TEST(unlink_tail)
 {
 	struct node n[4] = {{0}};
 	struct node *head = NULL, *tail = NULL;
-	for (int i = 3; i >= 1; i--) {
+	for (int i = 1; i <= 3; i++) {
 		n[i].v = i;
-		LIST_PUSH(head, &n[i]);
-		if (!tail)
-			tail = &n[i];
+		LIST_APPEND_TAIL(head, tail, &n[i]);
 	}
 	char s[8];
 	order(head, s);
@@ -63,4 +61,6 @@ TEST(unlink_tail)
 	CHECK(tail == &n[2] && head == &n[2]);
 	LIST_UNLINK_TAIL(head, tail, &n[2]);
 	CHECK(!head && !tail);
+	LIST_APPEND_TAIL(head, tail, &n[1]);
+	CHECK(head == &n[1] && tail == &n[1] && !n[1].prev && !n[1].next);
 }
