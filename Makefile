@@ -14,6 +14,7 @@ ASAN_OBJS   := $(patsubst runner/%.c,build/asan/obj/%.o,$(RUNNER_SRCS))
 # of each build) into a static library that unit tests and fuzz targets link, instead of hand-kept
 # source lists. `make lint` checks that they use nothing outside this set.
 PURE_SRCS := runner/core/util.c runner/core/error.c runner/core/log.c runner/core/statedir.c \
+	     runner/core/procfs.c runner/core/closefds.c \
 	     runner/task/linesplit.c runner/task/spool.c runner/task/envfile.c \
 	     runner/http/h1parse.c \
 	     runner/model/chatstream.c runner/confine/seccomp.c runner/confine/seccomp_cache.c \

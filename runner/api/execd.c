@@ -623,26 +623,17 @@ enum MHD_Result api_command_interrupt(struct http_req *req)
 	return http_empty(req, 200);
 }
 
-static void iso_time(char *out, size_t len, uint64_t ms)
-{
-	time_t s = (time_t)(ms / 1000);
-	struct tm tm;
-	gmtime_r(&s, &tm);
-	size_t n = strftime(out, len, "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(out + n, len - n, ".%03uZ", (unsigned)(ms % 1000));
-}
-
 enum MHD_Result api_command_status(struct http_req *req)
 {
 	struct task *t = find_command(req, req->param);
 	if (!t)
 		return http_failf(req, "NOT_FOUND", "command not found: %.64s", req->param);
 	char started[40], finished[40];
-	iso_time(started, sizeof(started), t->started_ms);
+	iso_time_ms(started, sizeof(started), t->started_ms);
 	json_t *o = json_pack("{s:s,s:s,s:b,s:s}", "id", t->id, "content", t->command, "running",
 			      !t->finished, "started_at", started);
 	if (t->finished) {
-		iso_time(finished, sizeof(finished), t->finished_ms);
+		iso_time_ms(finished, sizeof(finished), t->finished_ms);
 		json_object_set_new(o, "exit_code", json_integer(t->exit_code));
 		json_object_set_new(o, "finished_at", json_string(finished));
 		if (t->exit_code != 0) {
@@ -744,7 +735,7 @@ static int check_operation_id(struct runner *r, const char *id, uint64_t *expire
 static json_t *operation_body(const struct task *t, uint64_t expires_s)
 {
 	char exp[40];
-	iso_time(exp, sizeof(exp), expires_s * 1000);
+	iso_time_ms(exp, sizeof(exp), expires_s * 1000);
 	/* The process is started before the answer: never "creating". */
 	return json_pack("{s:s,s:s,s:s,s:s}", "id", t->id, "kind", "command", "state", "created",
 			 "expires_at", exp);

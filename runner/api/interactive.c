@@ -503,15 +503,6 @@ static int cmp_desc(const void *a, const void *b)
 	return -strcmp(x->id, y->id);
 }
 
-static void iso_time(char *out, size_t len, uint64_t ms)
-{
-	time_t s = (time_t)(ms / 1000);
-	struct tm tm;
-	gmtime_r(&s, &tm);
-	size_t n = strftime(out, len, "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(out + n, len - n, ".%03uZ", (unsigned)(ms % 1000));
-}
-
 static enum MHD_Result inventory_error(struct http_req *req, unsigned status, const char *code,
 				       const char *msg)
 {
@@ -568,12 +559,12 @@ enum MHD_Result api_command_list(struct http_req *req)
 	for (size_t i = 0; i < shown; i++) {
 		struct task *t = list[i];
 		char started[40], finished[40];
-		iso_time(started, sizeof(started), t->started_ms);
+		iso_time_ms(started, sizeof(started), t->started_ms);
 		json_t *o =
 			json_pack("{s:s,s:b,s:b,s:s}", "session", t->id, "running", !t->finished,
 				  "background", t->background, "started_at", started);
 		if (t->finished) {
-			iso_time(finished, sizeof(finished), t->finished_ms);
+			iso_time_ms(finished, sizeof(finished), t->finished_ms);
 			json_object_set_new(o, "finished_at", json_string(finished));
 			json_object_set_new(o, "exit_code", json_integer(t->exit_code));
 			if (t->exit_code != 0) {

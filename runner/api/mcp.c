@@ -17,6 +17,7 @@
 #include "core/auditchain.h"
 #include "core/util.h"
 #include "core/version.h"
+#include "core/list.h"
 #include "mcp/proto.h"
 #include "mcp/upstream.h"
 #include "tools/tools.h"
@@ -146,13 +147,7 @@ static void call_unlink(struct mcp_call *c)
 	struct mcp_call **head = c->sess ? &c->sess->calls : t ? &t->loose : NULL;
 	if (!head)
 		return;
-	if (c->prev)
-		c->prev->next = c->next;
-	else if (*head == c)
-		*head = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	c->next = c->prev = NULL;
+	LIST_UNLINK(*head, c);
 	c->sess = NULL;
 }
 
@@ -161,11 +156,7 @@ static void call_link(struct mcp_call *c, struct mcp_session *s)
 	struct mcp_table *t = c->r->mcp;
 	c->sess = s;
 	struct mcp_call **head = s ? &s->calls : &t->loose;
-	c->prev = NULL;
-	c->next = *head;
-	if (*head)
-		(*head)->prev = c;
-	*head = c;
+	LIST_PUSH(*head, c);
 	t->inflight++;
 	c->counted = true;
 }
@@ -207,12 +198,7 @@ static void session_free(struct runner *r, struct mcp_session *s)
 		g->hs.done = true;
 		http_stream_wake(&g->hs);
 	}
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		t->sessions = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
+	LIST_UNLINK(t->sessions, s);
 	t->n_sessions--;
 	log_info("mcp session ended", "{s:s}", "session", s->id);
 	free(s);
@@ -240,10 +226,7 @@ static struct mcp_session *session_new(struct runner *r, const char *version)
 	}
 	snprintf(s->version, sizeof(s->version), "%s", version);
 	s->last_used_ms = monotonic_ms();
-	s->next = t->sessions;
-	if (t->sessions)
-		t->sessions->prev = s;
-	t->sessions = s;
+	LIST_PUSH(t->sessions, s);
 	t->n_sessions++;
 	log_info("mcp session started", "{s:s,s:s}", "session", s->id, "version", version);
 	return s;
@@ -330,12 +313,7 @@ static void gstream_close(struct http_stream *hs)
 {
 	struct mcp_gstream *g = (struct mcp_gstream *)hs;
 	if (g->sess) {
-		if (g->prev)
-			g->prev->next = g->next;
-		else
-			g->sess->gets = g->next;
-		if (g->next)
-			g->next->prev = g->prev;
+		LIST_UNLINK(g->sess->gets, g);
 	}
 	free(g);
 }
@@ -728,10 +706,7 @@ static enum MHD_Result do_get(struct http_req *req)
 	if (!g)
 		return MHD_NO;
 	g->sess = s;
-	g->next = s->gets;
-	if (s->gets)
-		s->gets->prev = g;
-	s->gets = g;
+	LIST_PUSH(s->gets, g);
 	s->last_used_ms = monotonic_ms();
 	return http_stream_start(req, &g->hs, &gstream_ops, "text/event-stream");
 }

@@ -17,6 +17,7 @@
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/procfs.h"
 #include "core/runner.h"
 #include "task/task.h"
 
@@ -100,16 +101,6 @@ static void read_table(const char *path, bool v6, struct lsocks *ls)
 	fclose(f);
 }
 
-static pid_t parse_pid(const char *s)
-{
-	char *end;
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno || *end || v <= 0 || v > 0x3fffffff)
-		return 0;
-	return (pid_t)v;
-}
-
 /* Open /proc/PID/fd. A process of another uid needs ptrace-read access:
  * without CAP_SYS_PTRACE (containers drop it) the runner takes the
  * process's file-system identity for the open, as the files API does. */
@@ -139,92 +130,64 @@ static DIR *open_fd_dir(int procfd, pid_t pid)
 	return d;
 }
 
-/* inode -> pid for every listening socket, from one /proc walk. */
-static void find_owners(struct lsocks *ls)
+struct owner_walk {
+	struct lsocks *ls;
+	size_t left;
+	uint64_t deadline;
+	unsigned steps;
+};
+
+/* One process of the walk: its socket fds. Non-zero stops the walk. */
+static int owner_of(pid_t pid, int procfd, void *arg)
 {
-	int procfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (procfd < 0)
-		return;
-	DIR *proc = fdopendir(procfd);
-	if (!proc) {
-		close(procfd);
-		return;
+	struct owner_walk *w = arg;
+	struct lsocks *ls = w->ls;
+	if (!w->left)
+		return 1;
+	if (monotonic_ms() > w->deadline) {
+		ls->owners_partial = true;
+		return 1;
 	}
-	size_t left = ls->n;
-	uint64_t deadline = monotonic_ms() + OWNER_WALK_MS;
-	unsigned steps = 0;
-	struct dirent *de;
-	while (left && (de = readdir(proc))) {
-		if (monotonic_ms() > deadline) {
+	DIR *fds = open_fd_dir(procfd, pid);
+	if (!fds)
+		return 0;
+	struct dirent *fe;
+	while (w->left && (fe = readdir(fds))) {
+		if (++w->steps % 1024 == 0 && monotonic_ms() > w->deadline) {
 			ls->owners_partial = true;
 			break;
 		}
-		pid_t pid = parse_pid(de->d_name);
-		if (!pid)
+		if (fe->d_name[0] == '.')
 			continue;
-		DIR *fds = open_fd_dir(procfd, pid);
-		if (!fds)
+		char link[64];
+		ssize_t n = readlinkat(dirfd(fds), fe->d_name, link, sizeof(link) - 1);
+		if (n <= 8 || memcmp(link, "socket:[", 8))
 			continue;
-		struct dirent *fe;
-		while (left && (fe = readdir(fds))) {
-			if (++steps % 1024 == 0 && monotonic_ms() > deadline) {
-				ls->owners_partial = true;
-				break;
-			}
-			if (fe->d_name[0] == '.')
-				continue;
-			char link[64];
-			ssize_t n = readlinkat(dirfd(fds), fe->d_name, link, sizeof(link) - 1);
-			if (n <= 8 || memcmp(link, "socket:[", 8))
-				continue;
-			link[n] = 0;
-			unsigned long inode = strtoul(link + 8, NULL, 10);
-			for (size_t i = 0; i < ls->n; i++) {
-				if (ls->v[i].inode == inode && !ls->v[i].pid) {
-					ls->v[i].pid = pid;
-					left--;
-				}
+		link[n] = 0;
+		unsigned long inode = strtoul(link + 8, NULL, 10);
+		for (size_t i = 0; i < ls->n; i++) {
+			if (ls->v[i].inode == inode && !ls->v[i].pid) {
+				ls->v[i].pid = pid;
+				w->left--;
 			}
 		}
-		closedir(fds);
 	}
-	closedir(proc);
+	closedir(fds);
+	return 0;
+}
+
+/* inode -> pid for every listening socket, from one /proc walk. */
+static void find_owners(struct lsocks *ls)
+{
+	struct owner_walk w = {ls, ls->n, monotonic_ms() + OWNER_WALK_MS, 0};
+	if (w.left)
+		(void)procfs_scan(owner_of, &w); /* best effort: owners stay unknown */
 }
 
 static pid_t read_ppid(pid_t pid)
 {
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	/* comm may hold spaces and parentheses: fields after the last ')'. */
-	char *rp = strrchr(buf, ')');
-	int ppid;
-	if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1)
-		return 0;
-	return (pid_t)ppid;
-}
-
-static void read_comm(pid_t pid, char *out, size_t outlen)
-{
-	char path[64];
-	out[0] = 0;
-	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	ssize_t n = read(fd, out, outlen - 1);
-	close(fd);
-	if (n < 0)
-		n = 0;
-	out[n] = 0;
-	out[strcspn(out, "\n")] = 0;
+	struct procfs_stat st;
+	return procfs_read_stat(pid, &st) == 0 ? st.ppid : 0;
 }
 
 /* The task whose tree holds pid: every process of a task descends from its
@@ -276,7 +239,7 @@ enum MHD_Result api_ports(struct http_req *req)
 			continue;
 		if (s->pid) {
 			char comm[32];
-			read_comm(s->pid, comm, sizeof(comm));
+			procfs_read_comm(s->pid, comm, sizeof(comm));
 			json_object_set_new(o, "pid", json_integer(s->pid));
 			json_object_set_new(o, "process", json_string(comm));
 			if (s->pid == r->self_pid) {

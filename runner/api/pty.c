@@ -34,6 +34,7 @@
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/util.h"
+#include "core/list.h"
 #include "files/ident.h"
 #include "files/ops.h"
 #include "files/path.h"
@@ -312,13 +313,7 @@ static void client_detach(struct pty_client *c)
 	if (s) {
 		if (s->holder == c)
 			s->holder = NULL;
-		if (c->cprev)
-			c->cprev->cnext = c->cnext;
-		else
-			s->clients = c->cnext;
-		if (c->cnext)
-			c->cnext->cprev = c->cprev;
-		c->cnext = c->cprev = NULL;
+		LIST_UNLINK_AT(s->clients, c, cnext, cprev);
 	}
 	c->s = NULL;
 }
@@ -515,12 +510,9 @@ static void client_free(struct loop *loop, void *arg)
 	(void)loop;
 	struct pty_client *c = arg;
 	struct pty_table *tab = c->r->ptys;
-	if (c->aprev)
-		c->aprev->anext = c->anext;
-	else if (tab && tab->all == c)
-		tab->all = c->anext;
-	if (c->anext)
-		c->anext->aprev = c->aprev;
+	struct pty_client *none = NULL; /* the table is gone: the neighbours are still unlinked */
+	struct pty_client **all = tab ? &tab->all : &none;
+	LIST_UNLINK_AT(*all, c, anext, aprev);
 	buf_free(&c->replay);
 	free(c);
 }
@@ -629,10 +621,7 @@ enum MHD_Result api_pty_create(struct http_req *req)
 		error_set(&err, ENOMEM, "RUNTIME_ERROR", "error creating pty session");
 		return http_fail(req, &err);
 	}
-	s->next = tab->head;
-	if (tab->head)
-		tab->head->prev = s;
-	tab->head = s;
+	LIST_PUSH(tab->head, s);
 	tab->count++;
 	log_info("pty session created", "{s:s}", "session", s->id);
 	return http_json(req, 201, json_pack("{s:s}", "session_id", s->id));
@@ -653,12 +642,7 @@ enum MHD_Result api_pty_status(struct http_req *req)
 static void session_free(struct runner *r, struct pty_session *s)
 {
 	struct pty_table *tab = r->ptys;
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		tab->head = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
+	LIST_UNLINK(tab->head, s);
 	tab->count--;
 	/* A connected client sees the shell's end (exit frame) and the close;
 	 * one still connecting finds the session gone. */
@@ -725,15 +709,9 @@ enum MHD_Result api_pty_ws(struct http_req *req)
 		long long v = strtoll(since, &end, 10);
 		c->since = (*end || errno || v < 0) ? 0 : (uint64_t)v;
 	}
-	c->cnext = s->clients;
-	if (s->clients)
-		s->clients->cprev = c;
-	s->clients = c;
+	LIST_PUSH_AT(s->clients, c, cnext, cprev);
 	struct pty_table *tab = req->r->ptys;
-	c->anext = tab->all;
-	if (tab->all)
-		tab->all->aprev = c;
-	tab->all = c;
+	LIST_PUSH_AT(tab->all, c, anext, aprev);
 	/* Held from now on: a second request waits for this one's fate. */
 	if (!s->holder && !viewer)
 		s->holder = c;

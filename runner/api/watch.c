@@ -31,8 +31,10 @@
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/util.h"
+#include "core/list.h"
 #include "files/ident.h"
 #include "files/path.h"
+#include "files/userjob.h"
 
 #define WATCH_MAX_STREAMS 32
 #define WATCH_MAX_DIRS 8192
@@ -443,12 +445,7 @@ static void w_close(struct http_stream *hs)
 	if (t) {
 		t->dirs -= (unsigned)s->ndirs;
 		t->streams--;
-		if (s->prev)
-			s->prev->next = s->next;
-		else
-			t->head = s->next;
-		if (s->next)
-			s->next->prev = s->prev;
+		LIST_UNLINK(t->head, s);
 		if (!t->streams) { /* no table outlives its last stream */
 			free(t);
 			s->r->watches = NULL;
@@ -541,8 +538,7 @@ enum MHD_Result api_files_watch(struct http_req *req)
 		return MHD_NO;
 	s->r = r;
 	s->recursive = recursive;
-	s->id.uid = r->cfg.task_uid;
-	s->id.gid = r->cfg.task_gid;
+	files_task_ident(r, &s->id);
 	s->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (s->ifd < 0) {
 		int e = errno;
@@ -552,10 +548,7 @@ enum MHD_Result api_files_watch(struct http_req *req)
 				   : http_error(req, 500, "RUNTIME_ERROR", "inotify_init1: %s",
 						strerror(e));
 	}
-	s->next = t->head;
-	if (t->head)
-		t->head->prev = s;
-	t->head = s;
+	LIST_PUSH(t->head, s);
 	t->streams++;
 	if (watch_root(s, path, &err) < 0) {
 		w_close(&s->hs);

@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/util.h"
+#include "core/list.h"
 #include "task/pty.h"
 
 /* The drivers' sources (runner/code/driver.py, driver.js), embedded by
@@ -626,10 +627,7 @@ struct code_ctx *code_ctx_create(struct runner *r, const char *language, const c
 		ctx_free(c);
 		return NULL;
 	}
-	c->next = ct->head;
-	if (ct->head)
-		ct->head->prev = c;
-	ct->head = c;
+	LIST_PUSH(ct->head, c);
 	ct->n++;
 	return c;
 }
@@ -658,12 +656,7 @@ void code_ctx_delete(struct code_ctx *c)
 	struct code_table *ct = table(c->r);
 	exec_abort(c, "ContextDeleted", "the context was deleted during the execution");
 	interp_kill(c);
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		ct->head = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
+	LIST_UNLINK(ct->head, c);
 	ct->n--;
 	log_info("code: context deleted", "{s:s}", "context", c->id);
 	ctx_free(c);

@@ -30,6 +30,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "core/closefds.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -112,60 +113,11 @@ static _Noreturn void die(const char *step, const char *what, int err, int code)
 	_exit(code);
 }
 
-static int close_range_or_loop(unsigned lo, unsigned hi)
-{
-	if (lo > hi)
-		return 0;
-#ifdef SYS_close_range
-	if (syscall(SYS_close_range, lo, hi, 0) == 0)
-		return 0;
-	if (errno != ENOSYS)
-		return -errno;
-#endif
-	/* Kernel before 5.9: close one by one up to the fd limit. */
-	struct rlimit rl;
-	unsigned long max = 65536;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-	    rl.rlim_cur < (1UL << 20))
-		max = rl.rlim_cur;
-	for (unsigned long fd = lo; fd <= hi && fd < max; fd++)
-		close((int)fd);
-	return 0;
-}
-
-/* Close every fd >= lowfd except those in keep[] (-1: none). */
-static int close_fds_except(int lowfd, int *keep, int nkeep)
-{
-	for (int i = 1; i < nkeep; i++) /* insertion sort: at most a handful */
-		for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
-			int t = keep[j];
-			keep[j] = keep[j - 1];
-			keep[j - 1] = t;
-		}
-	unsigned next = lowfd > 0 ? (unsigned)lowfd : 0;
-	for (int i = 0; i < nkeep; i++) {
-		if (keep[i] < 0 || (unsigned)keep[i] < next)
-			continue; /* none, below the range, or the same fd twice */
-		if ((unsigned)keep[i] > next) {
-			int rc = close_range_or_loop(next, (unsigned)keep[i] - 1);
-			if (rc < 0)
-				return rc;
-		}
-		next = (unsigned)keep[i] + 1;
-	}
-	return close_range_or_loop(next, ~0U);
-}
-
-int confine_close_fds_keep(int lowfd, int *keep, int nkeep)
-{
-	return close_fds_except(lowfd, keep, nkeep);
-}
-
 int confine_close_fds(const struct confine_policy *pol, int lowfd, int keep)
 {
 	int k[3] = {pol->enabled ? pol->landlock_ruleset_fd : -1,
 		    pol->enabled ? pol->landlock.root_ruleset_fd : -1, keep};
-	return close_fds_except(lowfd, k, 3);
+	return closefds_except(lowfd, k, 3);
 }
 
 /* The runner's pipes belong to root with mode 0600, so a task could not
@@ -227,7 +179,7 @@ _Noreturn void confine_exec(const struct confine_plan *plan)
 				  ? pol->landlock.root_ruleset_fd
 				  : pol->landlock_ruleset_fd;
 	int keep[2] = {ll_fd, plan->cgroup_procs_fd};
-	rc = close_fds_except(plan->nkeep_fds, keep, 2);
+	rc = closefds_except(plan->nkeep_fds, keep, 2);
 	if (rc < 0)
 		die("close_range", NULL, -rc, 126);
 

@@ -76,8 +76,6 @@ _Noreturn void confine_exec(const struct confine_plan *plan);
  * intermediate process between the runner and confine_exec (spawn's shim).
  * Returns 0 or -errno. */
 int confine_close_fds(const struct confine_policy *pol, int lowfd, int keep);
-/* The same with an explicit list (keep[] is sorted in place; -1 = none). */
-int confine_close_fds_keep(int lowfd, int *keep, int nkeep);
 
 /* Parent side, at start: detect Landlock, build the ruleset, compile the
  * seccomp policy from `seccomp_path` (or take its verified cache: beside the

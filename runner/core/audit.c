@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/util.h"
+#include "core/list.h"
 
 #define AUDIT_STR_MAX 4096         /* a longer string in an event is cut */
 #define AUDIT_FLUSH_MS 10          /* the sinks are at most this far behind the events */
@@ -555,11 +556,7 @@ void audit_watch(struct runner *r, struct audit_watcher *w)
 	struct audit *a = r->audit;
 	if (!a)
 		return;
-	w->prev = NULL;
-	w->next = a->watchers;
-	if (a->watchers)
-		a->watchers->prev = w;
-	a->watchers = w;
+	LIST_PUSH(a->watchers, w);
 }
 
 void audit_unwatch(struct runner *r, struct audit_watcher *w)
@@ -567,13 +564,7 @@ void audit_unwatch(struct runner *r, struct audit_watcher *w)
 	struct audit *a = r->audit;
 	if (!a)
 		return;
-	if (w->prev)
-		w->prev->next = w->next;
-	else if (a->watchers == w)
-		a->watchers = w->next;
-	if (w->next)
-		w->next->prev = w->prev;
-	w->next = w->prev = NULL;
+	LIST_UNLINK(a->watchers, w);
 }
 
 int audit_verify_file(const char *path)

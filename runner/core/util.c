@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <signal.h>
 #include <linux/openat2.h>
 #include <sys/random.h>
@@ -107,6 +108,18 @@ int buf_append(struct buf *b, const void *data, size_t len)
 int buf_append_str(struct buf *b, const char *s)
 {
 	return buf_append(b, s, strlen(s));
+}
+
+int buf_append_sh_quoted(struct buf *b, const char *s)
+{
+	buf_append_lit(b, "'");
+	for (; *s; s++) {
+		if (*s == '\'')
+			buf_append_lit(b, "'\\''");
+		else
+			buf_append(b, s, 1);
+	}
+	return buf_append_lit(b, "'");
 }
 
 int buf_appendf(struct buf *b, const char *fmt, ...)
@@ -683,4 +696,13 @@ int pwrite_all(int fd, const void *p, size_t n, off_t off)
 		off += k;
 	}
 	return 0;
+}
+
+void iso_time_ms(char *out, size_t len, uint64_t ms)
+{
+	time_t s = (time_t)(ms / 1000);
+	struct tm tm;
+	gmtime_r(&s, &tm);
+	size_t n = strftime(out, len, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(out + n, len - n, ".%03uZ", (unsigned)(ms % 1000));
 }

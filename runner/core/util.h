@@ -15,6 +15,8 @@ int buf_reserve(struct buf *b, size_t extra);
 int buf_append(struct buf *b, const void *data, size_t len);
 int buf_appendf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int buf_append_str(struct buf *b, const char *s);
+/* s as one sh word: 'it'\''s'. */
+int buf_append_sh_quoted(struct buf *b, const char *s);
 /* A JSON string literal (quotes included). Invalid UTF-8 bytes become
  * U+FFFD, as Go's encoder does. */
 int buf_append_json_str(struct buf *b, const char *s, size_t len);
@@ -112,3 +114,7 @@ int read_regular(int dirfd, const char *path, int rf_flags, size_t max, char **d
 /* Text for open_regular's and read_regular's errors ("a FIFO, not a
  * regular file"); st (may be NULL) names the type. */
 const char *open_regular_strerror(int rc, const struct stat *st);
+
+/* ms since the epoch as RFC 3339 UTC with milliseconds
+ * (2026-01-02T03:04:05.678Z); len >= 32. */
+void iso_time_ms(char *out, size_t len, uint64_t ms);

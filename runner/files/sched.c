@@ -4,32 +4,19 @@
 #include <errno.h>
 #include <stddef.h>
 
+#include "core/list.h"
 #include "core/log.h"
 
 static void unlink_job(struct files_sched *s, struct files_job *j)
 {
-	if (j->prev)
-		j->prev->next = j->next;
-	else
-		s->head = j->next;
-	if (j->next)
-		j->next->prev = j->prev;
-	else
-		s->tail = j->prev;
-	j->next = j->prev = NULL;
+	LIST_UNLINK_TAIL(s->head, s->tail, j);
 	j->queued = false;
 	s->n--;
 }
 
 static void append_job(struct files_sched *s, struct files_job *j)
 {
-	j->next = NULL;
-	j->prev = s->tail;
-	if (s->tail)
-		s->tail->next = j;
-	else
-		s->head = j;
-	s->tail = j;
+	LIST_APPEND_TAIL(s->head, s->tail, j);
 	j->queued = true;
 	s->n++;
 }

@@ -13,6 +13,7 @@
 #include "core/audit.h"
 #include "core/log.h"
 #include "core/runner.h"
+#include "core/list.h"
 #include "http/peer.h"
 
 #define SWEEP_MS 250       /* deadline resolution */
@@ -242,12 +243,7 @@ void gate_notify(void *cls, struct MHD_Connection *c, void **socket_context,
 		if (!gc)
 			return;
 		*socket_context = NULL;
-		if (gc->prev)
-			gc->prev->next = gc->next;
-		else
-			g->conns = gc->next;
-		if (gc->next)
-			gc->next->prev = gc->prev;
+		LIST_UNLINK(g->conns, gc);
 		g->n_conns--;
 		if (gc->client)
 			client_put(g, gc->client);
@@ -266,10 +262,7 @@ void gate_notify(void *cls, struct MHD_Connection *c, void **socket_context,
 	}
 	gc->g = g;
 	gc->fd = ci->connect_fd;
-	gc->next = g->conns;
-	if (g->conns)
-		g->conns->prev = gc;
-	g->conns = gc;
+	LIST_PUSH(g->conns, gc);
 	g->n_conns++;
 	*socket_context = gc;
 	struct peer p;

@@ -17,6 +17,7 @@
 #include "core/runner.h"
 #include "core/sha256.h"
 #include "core/util.h"
+#include "core/list.h"
 #include "http/gate.h"
 #include "http/internal.h"
 
@@ -543,13 +544,9 @@ static enum MHD_Result on_request_extra(void *cls, struct MHD_Connection *conn, 
 static void suspended_unlink(struct http_req *req)
 {
 	struct http_server *h = req->r ? req->r->http : NULL;
-	if (req->sprev)
-		req->sprev->snext = req->snext;
-	else if (h && h->suspended == req)
-		h->suspended = req->snext;
-	if (req->snext)
-		req->snext->sprev = req->sprev;
-	req->snext = req->sprev = NULL;
+	struct http_req *none = NULL; /* no server: the neighbours are still unlinked */
+	struct http_req **head = h ? &h->suspended : &none;
+	LIST_UNLINK_AT(*head, req, snext, sprev);
 	req->suspended = false;
 }
 
@@ -725,11 +722,7 @@ void http_req_suspend(struct http_req *req)
 	if (req->suspended || !h)
 		return;
 	req->suspended = true;
-	req->sprev = NULL;
-	req->snext = h->suspended;
-	if (h->suspended)
-		h->suspended->sprev = req;
-	h->suspended = req;
+	LIST_PUSH_AT(h->suspended, req, snext, sprev);
 	MHD_suspend_connection(req->conn);
 }
 

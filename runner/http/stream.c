@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/util.h"
+#include "core/list.h"
 #include "http/internal.h"
 
 /* The one fill function of every stream: what the producer buffered, then
@@ -66,13 +67,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 
 static void stream_unlink(struct http_server *h, struct http_stream *s)
 {
-	if (s->prev)
-		s->prev->next = s->next;
-	else if (h->streams == s)
-		h->streams = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
-	s->next = s->prev = NULL;
+	LIST_UNLINK(h->streams, s);
 	h->n_streams--;
 }
 
@@ -109,11 +104,7 @@ struct MHD_Response *http_stream_response(struct http_req *req, struct http_stre
 		stream_close(s);
 		return NULL;
 	}
-	s->next = h->streams;
-	s->prev = NULL;
-	if (h->streams)
-		h->streams->prev = s;
-	h->streams = s;
+	LIST_PUSH(h->streams, s);
 	h->n_streams++;
 	return resp;
 }

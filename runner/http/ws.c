@@ -21,6 +21,7 @@
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/util.h"
+#include "core/list.h"
 #include "http/internal.h"
 
 #define WS_PING_MS 30000 /* a ping after this long without anything from the client */
@@ -117,12 +118,7 @@ static void teardown(struct ws_conn *c)
 		c->ops->on_close(c);
 	if (c->linked) {
 		struct ws_table *t = c->r->ws;
-		if (c->prev)
-			c->prev->next = c->next;
-		else
-			t->head = c->next;
-		if (c->next)
-			c->next->prev = c->prev;
+		LIST_UNLINK(t->head, c);
 		t->count--;
 		c->linked = false;
 	}
@@ -501,10 +497,7 @@ static int conn_start(struct ws_conn *c, int fd, const void *extra, size_t extra
 				c);
 	if (rc < 0)
 		return rc;
-	c->next = t->head;
-	if (t->head)
-		t->head->prev = c;
-	t->head = c;
+	LIST_PUSH(t->head, c);
 	t->count++;
 	c->linked = true;
 	c->last_recv_ms = c->last_ping_ms = monotonic_ms();

@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/util.h"
+#include "core/list.h"
 #include "task/env.h"
 #include "task/pty.h"
 #include "task/task.h"
@@ -66,18 +67,12 @@ struct mcp_upstream {
 
 /* ---- configuration ---- */
 
+/* One more word of a command line. */
 static int quote_arg(struct buf *b, const char *s)
 {
 	if (b->len)
 		buf_append_lit(b, " ");
-	buf_append_lit(b, "'");
-	for (; *s; s++) {
-		if (*s == '\'')
-			buf_append_lit(b, "'\\''");
-		else
-			buf_append(b, s, 1);
-	}
-	return buf_append_lit(b, "'");
+	return buf_append_sh_quoted(b, s);
 }
 
 static bool valid_name(const char *n)
@@ -217,10 +212,7 @@ static void settle(struct mcp_upstream *u)
 			return;
 	while (u->waiters) {
 		struct mcp_up_waiter *w = u->waiters;
-		u->waiters = w->next;
-		if (u->waiters)
-			u->waiters->prev = NULL;
-		w->next = w->prev = NULL;
+		LIST_UNLINK(u->waiters, w);
 		w->linked = false;
 		w->ready(w);
 	}
@@ -229,13 +221,7 @@ static void settle(struct mcp_upstream *u)
 static void call_unlink(struct mcp_up_call *c)
 {
 	struct mcp_server *s = c->srv;
-	if (c->prev)
-		c->prev->next = c->next;
-	else if (s->calls == c)
-		s->calls = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	c->next = c->prev = NULL;
+	LIST_UNLINK(s->calls, c);
 }
 
 static void call_end(struct mcp_up_call *c, json_t *result, const char *error)
@@ -853,10 +839,7 @@ struct mcp_up_call *mcp_upstream_call(struct runner *r, const char *name, json_t
 		free(c);
 		return NULL;
 	}
-	c->next = s->calls;
-	if (s->calls)
-		s->calls->prev = c;
-	s->calls = c;
+	LIST_PUSH(s->calls, c);
 	if (s->state == SRV_READY)
 		send_call(s, c);
 	return c;
@@ -896,11 +879,7 @@ void mcp_upstream_wait(struct runner *r, struct mcp_up_waiter *w)
 	struct mcp_upstream *u = r->mcp_upstream;
 	if (!u || w->linked)
 		return;
-	w->prev = NULL;
-	w->next = u->waiters;
-	if (u->waiters)
-		u->waiters->prev = w;
-	u->waiters = w;
+	LIST_PUSH(u->waiters, w);
 	w->linked = true;
 }
 
@@ -909,13 +888,7 @@ void mcp_upstream_unwait(struct runner *r, struct mcp_up_waiter *w)
 	struct mcp_upstream *u = r->mcp_upstream;
 	if (!u || !w->linked)
 		return;
-	if (w->prev)
-		w->prev->next = w->next;
-	else
-		u->waiters = w->next;
-	if (w->next)
-		w->next->prev = w->prev;
-	w->next = w->prev = NULL;
+	LIST_UNLINK(u->waiters, w);
 	w->linked = false;
 }
 

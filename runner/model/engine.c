@@ -504,19 +504,6 @@ static void on_release(struct task *t)
 
 static const struct task_driver_ops cli_ops = {on_cancel, on_release};
 
-/* 'it''s' quoting for sh. */
-static void sh_quote(struct buf *b, const char *s)
-{
-	buf_append_lit(b, "'");
-	for (; *s; s++) {
-		if (*s == '\'')
-			buf_append_lit(b, "'\\''");
-		else
-			buf_append(b, s, 1);
-	}
-	buf_append_lit(b, "'");
-}
-
 static struct task *cli_start(struct runner *r, const struct task_spec *spec,
 			      struct conversation *conv, enum engine_kind k, const char *path,
 			      const char *model, struct error *err)
@@ -570,7 +557,7 @@ static struct task *cli_start(struct runner *r, const struct task_spec *spec,
 	json_t *v;
 	json_array_foreach(argv, i, v) {
 		buf_append_lit(&cmd, " ");
-		sh_quote(&cmd, json_string_value(v));
+		buf_append_sh_quoted(&cmd, json_string_value(v));
 	}
 	buf_append_str(&cmd, " -- \"$FORCEAI_AGENT_GOAL\"");
 	if (buf_append(&cmd, "", 1) < 0) { /* a C string for the task's shell */

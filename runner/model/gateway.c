@@ -18,6 +18,7 @@
 #include "core/runner.h"
 #include "core/util.h"
 #include "core/version.h"
+#include "core/list.h"
 
 struct gateway {
 	struct runner *r;
@@ -203,12 +204,7 @@ static void call_freep(struct gw_call **c)
 static void call_unlink_free(struct gw_call *c)
 {
 	struct gateway *gw = c->gw;
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		gw->calls = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
+	LIST_UNLINK(gw->calls, c);
 	gw->in_curl++;
 	curl_multi_remove_handle(gw->multi, c->easy);
 	gw->in_curl--;
@@ -488,10 +484,7 @@ struct gw_call *gw_call_start(struct runner *r, const struct gw_request *rq,
 		log_error("curl_easy_setopt failed (libcurl lacks a needed feature?)", NULL);
 		return NULL;
 	}
-	c->next = gw->calls;
-	if (gw->calls)
-		gw->calls->prev = c;
-	gw->calls = c;
+	LIST_PUSH(gw->calls, c);
 	gw->in_curl++;
 	CURLMcode mc = curl_multi_add_handle(gw->multi, e);
 	gw->in_curl--;

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/closefds.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
@@ -640,26 +641,6 @@ static json_t *do_delete(struct checkpoints *c, struct ck_store *s, struct error
 			 (json_int_t)bytes);
 }
 
-static void close_all_but(int *keep, unsigned n)
-{
-	for (unsigned i = 0; i < n; i++)
-		for (unsigned j = i + 1; j < n; j++)
-			if (keep[j] < keep[i]) {
-				int t = keep[i];
-				keep[i] = keep[j];
-				keep[j] = t;
-			}
-	unsigned lo = 3;
-	for (unsigned i = 0; i < n; i++) {
-		if (keep[i] < 0 || (unsigned)keep[i] < lo)
-			continue;
-		if ((unsigned)keep[i] > lo)
-			syscall(SYS_close_range, lo, (unsigned)keep[i] - 1, 0);
-		lo = (unsigned)keep[i] + 1;
-	}
-	syscall(SYS_close_range, lo, ~0u, 0);
-}
-
 static _Noreturn void worker_main(struct checkpoints *c)
 {
 	struct runner *r = c->r;
@@ -675,7 +656,9 @@ static _Noreturn void worker_main(struct checkpoints *c)
 		keep[nk++] = c->roots[i].pfd;
 		keep[nk++] = c->roots[i].fd;
 	}
-	close_all_but(keep, nk);
+	int crc = closefds_except(3, keep, (int)nk);
+	if (crc < 0) /* the worker goes on: what stays open only lingers */
+		log_errno("checkpoint worker: closing fds failed", -crc, NULL);
 	umask(0);
 	uint64_t t0 = monotonic_ms();
 	ck_purge_dead(r->state_dir_fd);

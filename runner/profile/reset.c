@@ -35,8 +35,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/closefds.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/procfs.h"
 #include "core/runner.h"
 #include "files/ckpt.h"
 #include "profile/checkpoint.h"
@@ -149,31 +151,17 @@ static int read_small(const char *path, char *buf, size_t len)
 
 static int read_pinfo(pid_t pid, bool uids, struct pinfo *pi)
 {
-	char path[64], buf[2048];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if (read_small(path, buf, sizeof(buf)) < 0)
-		return -1;
-	char *rp = strrchr(buf, ')'); /* comm may hold anything */
-	int ppid;
-	if (!rp || sscanf(rp + 1, " %c %d", &pi->state, &ppid) != 2)
+	struct procfs_stat st;
+	if (procfs_read_stat(pid, &st) < 0)
 		return -1;
 	pi->pid = pid;
-	pi->ppid = ppid;
+	pi->ppid = st.ppid;
+	pi->state = st.state;
 	pi->mark = 0;
 	pi->target = false;
 	pi->uid[0] = pi->uid[1] = pi->uid[2] = (uid_t)-1;
-	if (!uids)
-		return 0;
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	if (read_small(path, buf, sizeof(buf)) < 0)
+	if (uids && procfs_read_uids(pid, pi->uid) < 0)
 		return -1;
-	char *u = strstr(buf, "\nUid:");
-	unsigned a, b, c;
-	if (u && sscanf(u + 5, "%u %u %u", &a, &b, &c) == 3) {
-		pi->uid[0] = a;
-		pi->uid[1] = b;
-		pi->uid[2] = c;
-	}
 	return 0;
 }
 
@@ -276,37 +264,46 @@ static void note_killed(struct reset *rs, pid_t pid)
 	rs->killed[rs->n_killed++] = pid;
 }
 
+struct sweep_take {
+	bool uids, nomem;
+	struct pinfo *v;
+	size_t n, cap;
+};
+
+static int take(pid_t pid, int procfd, void *arg)
+{
+	(void)procfd;
+	struct sweep_take *tk = arg;
+	if (tk->n == tk->cap) {
+		size_t cap = tk->cap ? tk->cap * 2 : 512;
+		struct pinfo *nv = realloc(tk->v, cap * sizeof(*nv));
+		if (!nv) {
+			tk->nomem = true;
+			return 1;
+		}
+		tk->v = nv;
+		tk->cap = cap;
+	}
+	if (read_pinfo(pid, tk->uids, &tk->v[tk->n]) == 0)
+		tk->n++;
+	return 0;
+}
+
 /* One sweep: returns the number of live processes found to end (and
  * signalled), or -errno. */
 static int sweep(struct reset *rs)
 {
 	struct runner *r = rs->r;
-	bool uids = r->init_mode == INIT_PID1;
-	DIR *d = opendir("/proc");
-	if (!d)
-		return -errno;
-	struct pinfo *v = NULL;
-	size_t n = 0, cap = 0;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		char *end;
-		long pid = strtol(de->d_name, &end, 10);
-		if (*end || pid <= 0)
-			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 512;
-			struct pinfo *nv = realloc(v, cap * sizeof(*nv));
-			if (!nv) {
-				closedir(d);
-				free(v);
-				return -ENOMEM;
-			}
-			v = nv;
-		}
-		if (read_pinfo((pid_t)pid, uids, &v[n]) == 0)
-			n++;
+	struct sweep_take tk = {.uids = r->init_mode == INIT_PID1};
+	int rc = procfs_scan(take, &tk);
+	if (rc == 0 && tk.nomem)
+		rc = -ENOMEM;
+	if (rc < 0) {
+		free(tk.v);
+		return rc;
 	}
-	closedir(d);
+	struct pinfo *v = tk.v;
+	size_t n = tk.n;
 	if (n)
 		qsort(v, n, sizeof(*v), cmp_pinfo);
 	size_t targets = 0;
@@ -455,20 +452,6 @@ static void finish(struct reset *rs, json_t *w)
 
 /* ---- the worker: restores the roots in a child process ---- */
 
-static void close_all_but(int *keep, unsigned n)
-{
-	qsort(keep, n, sizeof(int), cmp_pid);
-	unsigned lo = 3;
-	for (unsigned i = 0; i < n; i++) {
-		if ((unsigned)keep[i] < lo)
-			continue;
-		if ((unsigned)keep[i] > lo)
-			syscall(SYS_close_range, lo, (unsigned)keep[i] - 1, 0);
-		lo = (unsigned)keep[i] + 1;
-	}
-	syscall(SYS_close_range, lo, ~0u, 0);
-}
-
 /* Reads --execd-envs at start (never through a symlink; a regular file of at
  * most ENVS_MAX bytes), so that reset can put it back. */
 static int envs_take(struct reset *rs, struct error *e)
@@ -587,7 +570,9 @@ static _Noreturn void worker_main(struct reset *rs, int out)
 	keep[nk++] = out;
 	if (r->state_dir_fd >= 0)
 		keep[nk++] = r->state_dir_fd;
-	close_all_but(keep, nk);
+	int crc = closefds_except(3, keep, (int)nk);
+	if (crc < 0) /* the worker goes on: what stays open only lingers */
+		log_errno("reset worker: closing fds failed", -crc, NULL);
 	umask(0);
 	uint64_t t0 = monotonic_ms();
 	struct restore_stats st;

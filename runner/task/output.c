@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/cleanup.h"
+#include "core/list.h"
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/util.h"
@@ -345,11 +346,7 @@ void task_reader_attach(struct task *t, struct task_reader *rd, bool live)
 {
 	rd->task = t;
 	rd->live = live;
-	rd->prev = NULL;
-	rd->next = t->readers;
-	if (t->readers)
-		t->readers->prev = rd;
-	t->readers = rd;
+	LIST_PUSH(t->readers, rd);
 	t->n_readers++;
 	if (!rd->cur.gen && !rd->cur.pos && !rd->cur.seq)
 		spool_cursor_start(&t->spool, &rd->cur);
@@ -361,12 +358,7 @@ void task_reader_detach(struct task_reader *rd)
 	struct task *t = rd->task;
 	if (!t)
 		return;
-	if (rd->prev)
-		rd->prev->next = rd->next;
-	else
-		t->readers = rd->next;
-	if (rd->next)
-		rd->next->prev = rd->prev;
+	LIST_UNLINK(t->readers, rd);
 	rd->task = NULL;
 	t->n_readers--;
 	update_backpressure(t);

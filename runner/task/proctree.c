@@ -1,5 +1,7 @@
 #include "task/proctree.h"
 
+#include "core/procfs.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -17,91 +19,30 @@ struct pp {
 	pid_t pid, ppid;
 };
 
-static pid_t parse_pid(const char *s)
-{
-	pid_t v = 0;
-	if (!*s)
-		return -1;
-	for (; *s; s++) {
-		if (*s < '0' || *s > '9')
-			return -1;
-		v = v * 10 + (*s - '0');
-	}
-	return v;
-}
+struct snap {
+	struct pp *out;
+	size_t n, max;
+};
 
-static pid_t read_ppid(pid_t pid)
+static int take(pid_t pid, int procfd, void *arg)
 {
-	char path[64], buf[512];
-	char *p = path;
-	const char *pre = "/proc/";
-	while (*pre)
-		*p++ = *pre++;
-	char digits[16];
-	int n = 0;
-	pid_t v = pid;
-	do {
-		digits[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	while (n)
-		*p++ = digits[--n];
-	const char *post = "/stat";
-	while (*post)
-		*p++ = *post++;
-	*p = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t len = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (len <= 0)
-		return -1;
-	buf[len] = 0;
-	/* comm may contain spaces and parentheses: parse after the last ')'. */
-	char *rp = strrchr(buf, ')');
-	if (!rp || rp[1] != ' ')
-		return -1;
-	char *s = rp + 2; /* state */
-	while (*s && *s != ' ')
-		s++;
-	if (*s != ' ')
-		return -1;
-	s++;
-	pid_t ppid = 0;
-	while (*s >= '0' && *s <= '9')
-		ppid = ppid * 10 + (*s++ - '0');
-	return ppid;
+	(void)procfd;
+	struct snap *sn = arg;
+	struct procfs_stat st;
+	if (sn->n < sn->max && procfs_read_stat(pid, &st) == 0) {
+		sn->out[sn->n].pid = pid;
+		sn->out[sn->n].ppid = st.ppid;
+		sn->n++;
+	}
+	return 0;
 }
 
 /* Snapshot of (pid, ppid) for every process; returns count (<= max). */
 static size_t snapshot(struct pp *out, size_t max)
 {
-	int dfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return 0;
-	size_t n = 0;
-	char dbuf[4096];
-	for (;;) {
-		long nread = syscall(SYS_getdents64, dfd, dbuf, sizeof(dbuf));
-		if (nread <= 0)
-			break;
-		for (long off = 0; off < nread;) {
-			struct dirent64 *d = (struct dirent64 *)(dbuf + off);
-			off += d->d_reclen;
-			pid_t pid = parse_pid(d->d_name);
-			if (pid <= 0 || n >= max)
-				continue;
-			pid_t ppid = read_ppid(pid);
-			if (ppid < 0)
-				continue;
-			out[n].pid = pid;
-			out[n].ppid = ppid;
-			n++;
-		}
-	}
-	close(dfd);
-	return n;
+	struct snap sn = {out, 0, max};
+	(void)procfs_scan(take, &sn); /* what was read before a failure is used */
+	return sn.n;
 }
 
 #define SNAP_MAX 32768

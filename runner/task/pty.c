@@ -17,7 +17,9 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/procfs.h"
 #include "core/runner.h"
+#include "core/list.h"
 #include "task/spawn.h"
 #include "task/task.h"
 
@@ -177,10 +179,7 @@ static void wake_waiters(struct task_input *in)
 {
 	while (in->waiters) {
 		struct task_input_waiter *w = in->waiters;
-		in->waiters = w->next;
-		if (w->next)
-			w->next->prev = NULL;
-		w->next = w->prev = NULL;
+		LIST_UNLINK(in->waiters, w);
 		w->linked = false;
 		w->ready(w);
 	}
@@ -298,11 +297,7 @@ void task_input_wait(struct task *t, struct task_input_waiter *w)
 		w->ready(w);
 		return;
 	}
-	w->prev = NULL;
-	w->next = in->waiters;
-	if (in->waiters)
-		in->waiters->prev = w;
-	in->waiters = w;
+	LIST_PUSH(in->waiters, w);
 	w->linked = true;
 }
 
@@ -311,13 +306,7 @@ void task_input_unwait(struct task *t, struct task_input_waiter *w)
 	if (!w->linked || !t->input)
 		return;
 	struct task_input *in = t->input;
-	if (w->prev)
-		w->prev->next = w->next;
-	else
-		in->waiters = w->next;
-	if (w->next)
-		w->next->prev = w->prev;
-	w->next = w->prev = NULL;
+	LIST_UNLINK(in->waiters, w);
 	w->linked = false;
 }
 
@@ -392,44 +381,36 @@ int task_signal_parse(const char *name)
 /* /proc/PID/stat's process group and session. 0 or -1. */
 static int pgrp_and_session(pid_t pid, pid_t *pgrp, pid_t *sid)
 {
-	char path[48], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	struct procfs_stat st;
+	if (procfs_read_stat(pid, &st) < 0)
 		return -1;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = 0;
-	char *rp = strrchr(buf, ')'); /* comm may hold anything */
-	int ppid, pg, se;
-	char state;
-	if (!rp || sscanf(rp + 1, " %c %d %d %d", &state, &ppid, &pg, &se) != 4)
-		return -1;
-	*pgrp = pg;
-	*sid = se;
+	*pgrp = st.pgrp;
+	*sid = st.session;
+	return 0;
+}
+
+struct member_find {
+	pid_t pg, sid, found;
+};
+
+static int is_member(pid_t pid, int procfd, void *arg)
+{
+	(void)procfd;
+	struct member_find *m = arg;
+	pid_t g, se;
+	if (pid > 1 && pgrp_and_session(pid, &g, &se) == 0 && g == m->pg && se == m->sid) {
+		m->found = pid;
+		return 1;
+	}
 	return 0;
 }
 
 /* A process of group pg in session sid, from /proc; -1 when none. */
 static pid_t find_member(pid_t pg, pid_t sid)
 {
-	DIR *d = opendir("/proc");
-	if (!d)
-		return -1;
-	pid_t found = -1;
-	for (struct dirent *de; found < 0 && (de = readdir(d));) {
-		char *end;
-		long pid = strtol(de->d_name, &end, 10);
-		pid_t g, se;
-		if (*end || pid <= 1)
-			continue;
-		if (pgrp_and_session((pid_t)pid, &g, &se) == 0 && g == pg && se == sid)
-			found = (pid_t)pid;
-	}
-	closedir(d);
-	return found;
+	struct member_find m = {pg, sid, -1};
+	(void)procfs_scan(is_member, &m); /* unreadable /proc: none found */
+	return m.found;
 }
 
 /* The terminal's foreground group, signalled only while it is still the

@@ -6,6 +6,7 @@
 
 #include "confine/cgroup.h"
 #include "core/ids.h"
+#include "core/list.h"
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/util.h"
@@ -91,10 +92,7 @@ unsigned tasks_pinned(struct runner *r)
 void task_link(struct task *t)
 {
 	struct runner *r = t->r;
-	t->next = r->tasks->head;
-	if (t->next)
-		t->next->prev = t;
-	r->tasks->head = t;
+	LIST_PUSH(r->tasks->head, t);
 	t->linked = true;
 	if (r->tasks->hooks && r->tasks->hooks->started)
 		r->tasks->hooks->started(t);
@@ -105,13 +103,7 @@ static void task_unlink(struct task *t)
 	struct runner *r = t->r;
 	if (!t->linked)
 		return;
-	if (t->prev)
-		t->prev->next = t->next;
-	else
-		r->tasks->head = t->next;
-	if (t->next)
-		t->next->prev = t->prev;
-	t->prev = t->next = NULL;
+	LIST_UNLINK(r->tasks->head, t);
 	t->linked = false;
 	if (t->finished)
 		r->tasks->finished--;

@@ -19,6 +19,7 @@
 
 #include "task/proctree.h"
 #include "task/shimwire.h"
+#include "core/closefds.h"
 #include "core/signals.h"
 
 /* Move the task's fds to 0..n-1 without clobbering each other. */
@@ -37,14 +38,6 @@ static int place_fds(const struct spawn_io *io)
 		if (dup2(tmp[i], i) < 0)
 			return -errno;
 	return n;
-}
-
-static void close_from(int lowfd)
-{
-	if (syscall(SYS_close_range, (unsigned)lowfd, ~0u, 0) == 0)
-		return;
-	for (int fd = lowfd; fd < 65536; fd++)
-		close(fd);
 }
 
 static void reap_all(pid_t task_pid, bool *task_done, int *task_status)
@@ -206,7 +199,7 @@ static _Noreturn void shim_main(struct confine_plan *plan, const struct spawn_io
 	 * the task uses both (a closed procs file would fail every task with
 	 * EBADF where cgroup v2 is delegated). */
 	if (confine_close_fds(plan->policy, n, plan->cgroup_procs_fd) < 0)
-		close_from(n);
+		closefds_by_hand((unsigned)n, ~0U);
 	spawn_shim_run(plan, n, &set);
 }
 
@@ -311,8 +304,9 @@ static int exec_child_main(void *arg)
 	if (c->err_fd >= 0 && c->err_fd < n)
 		c->err_fd = -1; /* placed over by the task's stdio: the memory tells */
 	int keep[6] = {c->keep[0], c->keep[1], c->keep[2], c->keep[3], c->shim->exe_fd, c->err_fd};
-	if (confine_close_fds_keep(n, keep, 6) < 0)
-		close_from(n); /* cannot spare the exe fd here: exec then fails */
+	if (closefds_except(n, keep, 6) < 0)
+		closefds_by_hand((unsigned)n,
+				 ~0U); /* cannot spare the exe fd here: exec then fails */
 	syscall(SYS_execveat, c->shim->exe_fd, "", c->argv, c->envp, AT_EMPTY_PATH);
 	exec_child_fail(c, errno);
 }

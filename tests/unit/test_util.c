@@ -466,3 +466,20 @@ TEST(write_all_and_pwrite_all)
 	CHECK(write_all(fd, "x", 1) == -EBADF);
 	CHECK(pwrite_all(fd, "x", 1, 0) == -EBADF);
 }
+
+TEST(sh_quoted)
+{
+	struct buf b = {0};
+	CHECK(buf_append_sh_quoted(&b, "it's a $x") == 0);
+	CHECK(b.len == strlen("'it'\\''s a $x'") && !memcmp(b.data, "'it'\\''s a $x'", b.len));
+	free(b.data);
+}
+
+TEST(iso_time_ms)
+{
+	char t[40];
+	iso_time_ms(t, sizeof(t), 1767323045678ULL);
+	CHECK_STR(t, "2026-01-02T03:04:05.678Z");
+	iso_time_ms(t, sizeof(t), 0);
+	CHECK_STR(t, "1970-01-01T00:00:00.000Z");
+}
