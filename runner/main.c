@@ -24,6 +24,7 @@
 #include "model/modelproxy.h"
 #include "profile/profile.h"
 #include "api/proxy.h"
+#include "relay/forward.h"
 #include "task/proctree.h"
 #include "api/api.h"
 #include "code/code.h"
@@ -489,7 +490,7 @@ int main(int argc, char **argv)
 		error_set(&err, -rc, NULL, "timerfd_create");
 		return start_failed(&err);
 	}
-	if (tasks_init(r) < 0 || sessions_init(r) < 0 || proxy_init(r) < 0) {
+	if (tasks_init(r) < 0 || sessions_init(r) < 0 || relay_init(r) < 0) {
 		error_set(&err, ENOMEM, NULL, "task tables");
 		return start_failed(&err);
 	}
@@ -555,11 +556,11 @@ int main(int argc, char **argv)
 	proctree_kill_children(r->self_pid, SIGKILL, 0);
 	reaper_reap(&r->reaper);
 	profile_abort(r);   /* a waiting reset request must not stay suspended */
-	proxy_close_all(r); /* libmicrohttpd must not stop with upgraded connections */
+	relay_close_all(r); /* libmicrohttpd must not stop with upgraded connections */
 	http_stop(r);
 	mcp_free_all(r); /* after http_stop (its streams are closed), before the tasks */
 	mcp_upstream_free(r);
-	proxy_free_all(r);
+	relay_free_all(r);
 	sessions_free_all(r);
 	pty_free_all(r);
 	code_free_all(r); /* before the tasks: each context reads its interpreter's */

@@ -22,7 +22,7 @@ struct modelproxy;
 struct ws_table;
 struct pty_table;
 struct profile;
-struct proxy_table;
+struct relay_table;
 struct conversations;
 struct mcp_table;
 struct mcp_upstream;
@@ -81,7 +81,7 @@ struct runner {
 	struct pty_table *ptys;              /* execd PTY sessions (api/pty.c) */
 	struct profile *profile;             /* one-shot and reset (profile/profile.h) */
 	struct files_sched files_sched;      /* the files API's long scans, in slices */
-	struct proxy_table *proxies;         /* open /proxy/{port} requests (api/proxy.c) */
+	struct relay_table *proxies;         /* open /proxy/{port} requests (relay/forward.c) */
 	struct mcp_table *mcp;               /* /mcp sessions and calls (api/mcp.c) */
 	struct mcp_upstream *mcp_upstream;   /* --mcp-servers: stdio servers behind /mcp */
 	struct conversations *conversations; /* of agent tasks (model/conversation.h) */

@@ -130,7 +130,11 @@ const char *h1_field(const struct h1_head *h, const char *name)
 
 bool h1_list_has_token(const char *s, const char *token)
 {
-	size_t tlen = strlen(token);
+	return h1_list_has_token_n(s, token, strlen(token));
+}
+
+bool h1_list_has_token_n(const char *s, const char *token, size_t tlen)
+{
 	while (s && *s) {
 		s += strspn(s, " \t,");
 		size_t n = strcspn(s, ",");

@@ -42,6 +42,9 @@ const char *h1_field(const struct h1_head *h, const char *name);
 bool h1_field_has_token(const struct h1_head *h, const char *name, const char *token);
 /* Does the comma-separated list s contain token (case-insensitive)? */
 bool h1_list_has_token(const char *s, const char *token);
+/* ... token of tlen bytes (not NUL-terminated). The one splitting of a
+ * Connection list: every hop-by-hop rule uses it (relay/hop.c). */
+bool h1_list_has_token_n(const char *s, const char *token, size_t tlen);
 
 enum h1_body_kind {
 	H1_BODY_NONE,    /* no body (HEAD, 1xx, 204, 304) */

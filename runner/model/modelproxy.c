@@ -14,7 +14,10 @@
 #include <unistd.h>
 
 #include "model/budget.h"
+#include "model/tasktoken.h"
 #include "model/wire.h"
+#include "relay/forward.h"
+#include "relay/hop.h"
 #include "task/env.h"
 #include "model/gateway.h"
 #include "http/gate.h"
@@ -37,21 +40,11 @@
 #define MP_IDLE_S 120         /* a connection silent this long (not waiting on us) */
 #define MP_NEXT_HEAD_MS 30000 /* a kept-alive connection's next request head */
 
-struct mp_token {
-	char value[72];
-	struct task *t;                       /* NULL once the task finished: the token is dead */
-	struct budget b;                      /* usage and limits, every route and format */
-	unsigned inflight;                    /* requests using it now (MP_PER_TASK) */
-	unsigned refs;                        /* the task + requests in flight */
-	const struct modelproxy_watch *watch; /* an agent engine's, or NULL */
-	struct mp_token *next, *prev;
-};
-
 struct modelproxy {
 	struct runner *r;
 	struct http_daemon daemon;
 	unsigned port;
-	struct mp_token *tokens;
+	struct task_tokens tokens;
 	struct mp_req *reqs;
 	struct gate *gate;
 	size_t mem; /* bytes buffered in all requests (MP_MEM_MAX) */
@@ -64,7 +57,7 @@ enum mp_state { MP_RECV, MP_WAIT_HEAD, MP_STREAM };
 struct mp_req {
 	struct modelproxy *p;
 	struct MHD_Connection *conn;
-	struct mp_token *tok;
+	struct task_token *tok;
 	bool begun;           /* on_request has seen it */
 	char *target;         /* the raw request target (path and query), from on_uri */
 	const struct wire *w; /* its format (OpenAI's until the path says) */
@@ -111,25 +104,10 @@ struct mp_req {
 	struct mp_req *next, *prev;
 };
 
-static void token_put(struct modelproxy *p, struct mp_token *k)
-{
-	if (--k->refs)
-		return;
-	if (k->prev)
-		k->prev->next = k->next;
-	else
-		p->tokens = k->next;
-	if (k->next)
-		k->next->prev = k->prev;
-	audit_secret_remove(p->r, k->value);
-	explicit_bzero(k->value, sizeof(k->value));
-	free(k);
-}
-
 /* The audit event of one call through the proxy (docs/design.md §22). */
 static json_t *audit_call(const struct mp_req *q, bool completed)
 {
-	const struct mp_token *k = q->tok;
+	const struct task_token *k = q->tok;
 	json_t *ev = json_pack("{s:{s:s?},s:s,s:s?,s:i,s:I,s:I,s:b}", "who", "task",
 			       k && k->t ? k->t->id : NULL, "format", q->w ? q->w->name : "openai",
 			       "path", q->rt.path, "status",
@@ -148,16 +126,6 @@ static json_t *audit_call(const struct mp_req *q, bool completed)
 	if (q->w && q->us.model[0])
 		json_object_set_new(ev, "model", json_string(q->us.model));
 	return ev;
-}
-
-static struct mp_token *token_find(struct modelproxy *p, const char *v)
-{
-	struct mp_token *found = NULL;
-	/* Every live token is compared, in constant time each. */
-	for (struct mp_token *k = p->tokens; k; k = k->next)
-		if (k->t && secret_equal(k->value, v))
-			found = k;
-	return found;
 }
 
 /* An error in the caller's wire format (OpenAI's until the path says
@@ -302,7 +270,7 @@ static int up_data(struct gw_call *c, void *arg, const char *p, size_t n)
  * gone: the client left before the answer ended. */
 static void settle(struct mp_req *q, bool gone)
 {
-	struct mp_token *k = q->tok;
+	struct task_token *k = q->tok;
 	if (q->settled || !q->admitted || !k)
 		return;
 	q->settled = true;
@@ -605,22 +573,6 @@ struct hdr_walk {
 	bool failed;
 };
 
-static bool named_in_connection(const char *list, const char *name)
-{
-	size_t nl = strlen(name);
-	for (const char *p = list; p && *p;) {
-		while (*p == ' ' || *p == '\t' || *p == ',')
-			p++;
-		const char *e = p;
-		while (*e && *e != ',' && *e != ' ' && *e != '\t')
-			e++;
-		if ((size_t)(e - p) == nl && !strncasecmp(p, name, nl))
-			return true;
-		p = e;
-	}
-	return false;
-}
-
 static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind, const char *key,
 				  const char *value)
 {
@@ -629,7 +581,8 @@ static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind, const char
 	struct mp_req *q = hw->q;
 	/* Whatever header a client put its token in, it stays here. */
 	if (!key || !value || !wire_header_forwarded(key) ||
-	    named_in_connection(hw->connection, key) || strstr(value, q->tok->value))
+	    relay_connection_names(hw->connection, key, strlen(key)) ||
+	    strstr(value, q->tok->value))
 		return MHD_YES;
 	if (q->n_hdrs >= 128) /* more than any client sends: the rest stay here */
 		return MHD_YES;
@@ -649,7 +602,7 @@ static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind, const char
 }
 
 /* The task's token, where this format's clients put it. */
-static struct mp_token *find_caller(struct mp_req *q, const char *qkey)
+static struct task_token *find_caller(struct mp_req *q, const char *qkey)
 {
 	for (const char *const *h = q->w->token_headers; *h; h++) {
 		const char *v = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, *h);
@@ -660,10 +613,10 @@ static struct mp_token *find_caller(struct mp_req *q, const char *qkey)
 				continue;
 			v += 7;
 		}
-		return token_find(q->p, v);
+		return tasktoken_find(&q->p->tokens, v);
 	}
 	if (q->w->token_in_query && *qkey)
-		return token_find(q->p, qkey);
+		return tasktoken_find(&q->p->tokens, qkey);
 	return NULL;
 }
 
@@ -696,7 +649,7 @@ static enum MHD_Result begin(struct mp_req *q, const char *method)
 	if (take_query(q, qm ? qm + 1 : NULL, qkey, sizeof(qkey)) < 0 ||
 	    buf_append(&q->path, "", 1) < 0)
 		return mp_failf(q, "bad_request", "invalid query string");
-	struct mp_token *k = find_caller(q, qkey);
+	struct task_token *k = find_caller(q, qkey);
 	explicit_bzero(qkey, sizeof(qkey));
 	if (!k)
 		return mp_failf(q, "invalid_api_key",
@@ -724,9 +677,12 @@ static enum MHD_Result begin(struct mp_req *q, const char *method)
 	const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
 	if (ct && strlen(ct) < sizeof(q->ctype_in))
 		snprintf(q->ctype_in, sizeof(q->ctype_in), "%s", ct);
-	struct hdr_walk hw = {.q = q,
-			      .connection = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-									"Connection")};
+	/* Every Connection field's names, split as the port proxy does. */
+	cleanup_buf struct buf connection = {0};
+	struct hdr_walk hw = {.q = q};
+	if (relay_connection_fields(conn, &connection) < 0)
+		return mp_failf(q, "gateway_unavailable", "out of memory");
+	hw.connection = connection.data;
 	MHD_get_connection_values(conn, MHD_HEADER_KIND, add_header, &hw);
 	if (hw.failed)
 		return mp_failf(q, "gateway_unavailable", "out of memory");
@@ -848,7 +804,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (q->counted)
 		q->tok->inflight--;
 	if (q->tok)
-		token_put(p, q->tok);
+		tasktoken_put(&p->tokens, q->tok);
 	if (q->prev)
 		q->prev->next = q->next;
 	else
@@ -876,6 +832,7 @@ int modelproxy_start(struct runner *r, struct error *err)
 	if (!p)
 		return error_set(err, ENOMEM, NULL, "cannot start the model proxy");
 	p->r = r;
+	p->tokens.r = r;
 	r->modelproxy = p;
 	int fd = http_listen("127.0.0.1", r->cfg.model_proxy_port, &p->port, err);
 	if (fd < 0)
@@ -968,11 +925,7 @@ unsigned modelproxy_revoke_all(struct runner *r, unsigned *requests)
 	*requests = 0;
 	if (!p)
 		return 0;
-	for (struct mp_token *k = p->tokens; k; k = k->next) {
-		if (k->t)
-			n++;
-		k->t = NULL; /* token_find() skips it from now on */
-	}
+	n = tasktoken_revoke_all(&p->tokens);
 	for (struct mp_req *q = p->reqs; q; q = q->next) {
 		if (req_abort(q, "the box was reset"))
 			(*requests)++;
@@ -1009,43 +962,9 @@ void modelproxy_stop(struct runner *r)
 	}
 	http_daemon_stop(&p->daemon);
 	gate_free(p->gate); /* after the daemon: it reports closed connections */
-	while (p->tokens) {
-		p->tokens->refs = 1;
-		token_put(p, p->tokens);
-	}
+	tasktoken_free_all(&p->tokens);
 	free(p);
 	r->modelproxy = NULL;
-}
-
-static void on_task_finish(struct task *t, json_t *exit_ev);
-
-static struct mp_token *token_of(struct task *t)
-{
-	return t && t->on_finish == on_task_finish ? t->finish_arg : NULL;
-}
-
-void modelproxy_watch(struct task *t, const struct modelproxy_watch *w)
-{
-	struct mp_token *k = token_of(t);
-	if (k)
-		k->watch = w;
-}
-
-/* The chat task ended: its token dies, its usage (and budget) goes into
- * the exit event. */
-static void on_task_finish(struct task *t, json_t *exit_ev)
-{
-	struct modelproxy *p = t->r->modelproxy;
-	struct mp_token *k = t->finish_arg;
-	json_object_set_new(exit_ev, "usage", budget_usage_json(&k->b));
-	json_t *b = budget_json(&k->b);
-	if (b)
-		json_object_set_new(exit_ev, "budget", b);
-	k->watch = NULL;
-	k->t = NULL;
-	t->finish_arg = NULL;
-	if (p)
-		token_put(p, k);
 }
 
 struct task *modelproxy_start_task(struct runner *r, const struct task_spec *spec,
@@ -1058,54 +977,5 @@ struct task *modelproxy_start_task(struct runner *r, const struct task_spec *spe
 	}
 	if (spec->env && env_validate(spec->env, err) < 0)
 		return NULL;
-	struct mp_token *k = calloc(1, sizeof(*k));
-	char a[33], b[33];
-	if (!k || random_id(a) < 0 || random_id(b) < 0) {
-		free(k);
-		error_set(err, 0, "RUNTIME_ERROR", "cannot make a task token");
-		return NULL;
-	}
-	snprintf(k->value, sizeof(k->value), "fai-%s%s", a, b);
-	audit_secret_add(r, k->value); /* a command line that holds it is masked */
-	explicit_bzero(a, sizeof(a));
-	explicit_bzero(b, sizeof(b));
-	k->b.max_tokens = spec->max_tokens ? spec->max_tokens : r->cfg.task_max_tokens;
-	k->b.max_requests = spec->max_requests ? spec->max_requests
-					       : r->cfg.task_max_model_requests;
-	char root[40], base[48];
-	snprintf(root, sizeof(root), "http://127.0.0.1:%u", p->port);
-	snprintf(base, sizeof(base), "%s/v1", root);
-	/* The request's variables, then ours (they win). Each family's
-	 * clients read their own (docs/design.md §17.3); the token is the
-	 * same everywhere. */
-	cleanup_json json_t *env =
-		spec->env && json_is_object(spec->env) ? json_deep_copy(spec->env) : json_object();
-	json_object_set_new(env, "OPENAI_BASE_URL", json_string(base));
-	json_object_set_new(env, "OPENAI_API_BASE", json_string(base));
-	json_object_set_new(env, "OPENAI_API_KEY", json_string(k->value));
-	/* Claude Code and the Anthropic SDKs add /v1/messages themselves. */
-	json_object_set_new(env, "ANTHROPIC_BASE_URL", json_string(root));
-	json_object_set_new(env, "ANTHROPIC_AUTH_TOKEN", json_string(k->value));
-	/* The Gemini CLI and @google/genai add /v1beta/models/... */
-	json_object_set_new(env, "GOOGLE_GEMINI_BASE_URL", json_string(root));
-	json_object_set_new(env, "GEMINI_API_KEY", json_string(k->value));
-	struct task_spec s = *spec;
-	s.env = env;
-	struct task *t = task_start(r, &s, err);
-	json_object_clear(env);
-	if (!t) {
-		audit_secret_remove(r, k->value);
-		explicit_bzero(k->value, sizeof(k->value));
-		free(k);
-		return NULL;
-	}
-	k->t = t;
-	k->refs = 1;
-	k->next = p->tokens;
-	if (p->tokens)
-		p->tokens->prev = k;
-	p->tokens = k;
-	t->on_finish = on_task_finish;
-	t->finish_arg = k;
-	return t;
+	return tasktoken_start_task(&p->tokens, p->port, spec, err);
 }

@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "model/budget.h"
+#include "model/tasktoken.h" /* modelproxy_watch */
 #include "task/task.h"
 
 struct runner;
@@ -26,14 +27,3 @@ unsigned modelproxy_revoke_all(struct runner *r, unsigned *requests);
  * with err set (CAPABILITY_UNAVAILABLE, INVALID_REQUEST_BODY, task_start's). */
 struct task *modelproxy_start_task(struct runner *r, const struct task_spec *spec,
 				   struct error *err);
-
-/* An agent engine's view of its CLI's model calls (model/engine.c, docs/design.md §19.3): the
- * task's budget after a call ended with usage, and when a call was refused because it is spent
- * (the proxy answered 429 budget_exceeded; nothing reached the gateway). */
-struct modelproxy_watch {
-	void (*usage)(void *arg, const struct budget *b);
-	void (*refused)(void *arg, const struct budget *b);
-	void *arg;
-};
-/* t: a chat task of modelproxy_start_task; w NULL stops watching (w outlives the watch). */
-void modelproxy_watch(struct task *t, const struct modelproxy_watch *w);

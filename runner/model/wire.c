@@ -4,6 +4,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "relay/hop.h"
+
 static const struct wire *const formats[] = {&wire_openai, &wire_anthropic, &wire_gemini};
 
 const struct wire *wire_find(const char *path, struct wire_route *rt, enum wire_match *m)
@@ -26,20 +28,14 @@ const struct wire *wire_find(const char *path, struct wire_route *rt, enum wire_
 
 bool wire_header_forwarded(const char *name)
 {
-	/* Hop-by-hop (RFC 9110 §7.6.1), the framing curl writes, the headers
-	 * the transport sets from the request itself, and every place a
-	 * token can be in: the task's token never leaves the box, and the
-	 * real key is the runner's to add. Accept-Encoding goes too: usage
-	 * is read from the body, so it must come unencoded. */
-	static const char *const dropped[] = {"connection",
-					      "keep-alive",
-					      "proxy-connection",
-					      "proxy-authorization",
+	/* Hop-by-hop (relay/hop.c: the port proxy's rule too), the framing
+	 * curl writes, the headers the transport sets from the request
+	 * itself, and every place a token can be in: the task's token never
+	 * leaves the box, and the real key is the runner's to add.
+	 * Accept-Encoding goes too: usage is read from the body, so it must
+	 * come unencoded. */
+	static const char *const dropped[] = {"proxy-authorization",
 					      "proxy-authenticate",
-					      "te",
-					      "trailer",
-					      "transfer-encoding",
-					      "upgrade",
 					      "host",
 					      "content-length",
 					      "expect",
@@ -56,6 +52,8 @@ bool wire_header_forwarded(const char *name)
 					      "x-real-ip",
 					      "x-litellm-api-key",
 					      NULL};
+	if (relay_hop_by_hop(name, strlen(name)))
+		return false;
 	for (const char *const *d = dropped; *d; d++)
 		if (!strcasecmp(name, *d))
 			return false;
