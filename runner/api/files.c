@@ -25,6 +25,7 @@
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "confine/confine.h"
 #include "core/runner.h"
 #include "core/sha256.h"
 #include "core/util.h"
@@ -49,8 +50,9 @@ static void ident_of(struct runner *r, struct files_ident *id)
 	id->gid = r->cfg.task_gid;
 	/* Tasks may only write beneath the Landlock roots: neither may the API
 	 * on their behalf (reads are allowed everywhere, as for tasks). */
-	id->write_roots = r->policy.enabled && r->policy.landlock.abi > 0 ? r->policy.landlock.roots
-									  : NULL;
+	id->write_roots = r->policy->enabled && r->policy->landlock.abi > 0
+				  ? r->policy->landlock.roots
+				  : NULL;
 }
 
 /* A -errno of the files layer as the request's error: its code (hence its
@@ -301,7 +303,7 @@ static void fjob_free(struct http_req *req)
 	struct fjob *j = req->ctx;
 	if (!j)
 		return;
-	files_sched_remove(&req->r->files_sched, &j->sj);
+	files_sched_remove(req->r->files_sched, &j->sj);
 	/* Descriptors are closed and temporaries removed as the task user. */
 	bool entered = files_enter(&j->id) == 0;
 	j->release(j);
@@ -382,7 +384,7 @@ static int fjob_run(struct fcall *c, struct fjob *j)
 		/* None waits once shutting down: it would only be cut. */
 		if (r->shutting_down || http_stopping(r))
 			return error_set(&c->err, 0, "UNAVAILABLE", "the runner is shutting down");
-		if ((rc = files_sched_add(&r->files_sched, &r->loop, &j->sj)) < 0)
+		if ((rc = files_sched_add(r->files_sched, &r->loop, &j->sj)) < 0)
 			return fs_error(&c->err, rc, "schedule", "", &c->id, false);
 		http_req_suspend(c->req);
 		c->res = MHD_YES; /* no answer yet */

@@ -555,8 +555,8 @@ static int ensure_cwd(struct runner *r, const char *in, char *out, size_t outsz,
 	struct files_ident id = {
 		.uid = r->cfg.task_uid,
 		.gid = r->cfg.task_gid,
-		.write_roots = r->policy.enabled && r->policy.landlock.abi > 0
-				       ? r->policy.landlock.roots
+		.write_roots = r->policy->enabled && r->policy->landlock.abi > 0
+				       ? r->policy->landlock.roots
 				       : NULL,
 	};
 	if ((rc = files_enter(&id)) < 0)

@@ -46,8 +46,9 @@ static void ident_of(struct runner *r, struct files_ident *id)
 	id->uid = r->cfg.task_uid;
 	id->gid = r->cfg.task_gid;
 	/* As for the files API: writes only beneath the Landlock roots tasks get. */
-	id->write_roots = r->policy.enabled && r->policy.landlock.abi > 0 ? r->policy.landlock.roots
-									  : NULL;
+	id->write_roots = r->policy->enabled && r->policy->landlock.abi > 0
+				  ? r->policy->landlock.roots
+				  : NULL;
 }
 
 void tool_call_free(struct tool_call *c)
@@ -101,7 +102,7 @@ void tool_call_cancel(struct tool_call *c)
 	if (!c)
 		return;
 	c->cancelled = true;
-	files_sched_remove(&c->r->files_sched, &c->sj);
+	files_sched_remove(c->r->files_sched, &c->sj);
 	tool_call_free(c);
 }
 
@@ -137,7 +138,7 @@ int tool_files_run(struct tool_call *c)
 		return 0;
 	c->sj.step = sched_step;
 	c->sj.done = sched_done;
-	int rc = files_sched_add(&c->r->files_sched, &c->r->loop, &c->sj);
+	int rc = files_sched_add(c->r->files_sched, &c->r->loop, &c->sj);
 	if (rc < 0)
 		return tool_fs_error(c, rc, "schedule", "");
 	return 1;

@@ -136,7 +136,9 @@ TEST(mask_never_rebuilds_a_secret)
 		free(m);
 	}
 	const char *two[] = {"a***b-tail", "MIDDLE-SECRET"};
-	const char *line = "a" "MIDDLE-SECRET" "b-tail";
+	const char *line = "a"
+			   "MIDDLE-SECRET"
+			   "b-tail";
 	m = auditchain_mask(line, strlen(line), two, 2, &n, &failed);
 	if (CHECK(m)) {
 		CHECK_STR(m, "***");
