@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/sha256.h"
 #include "files/fsx.h"
+#include "files/xattr.h"
 
 #define STORE_DIR "checkpoints"
 #define OBJ_DIR "objects"

@@ -21,6 +21,7 @@
 #include "core/statedir.h"
 #include "files/fsx.h"
 #include "files/manifest.h"
+#include "files/xattr.h"
 
 #define HOIST_DEPTH 64     /* a deeper tree being removed is moved up to its root */
 #define MAX_RM_DEPTH 4096  /* when it cannot be moved */

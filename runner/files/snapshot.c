@@ -21,6 +21,7 @@
 #include "core/statedir.h"
 #include "files/fsx.h"
 #include "files/manifest.h"
+#include "files/xattr.h"
 
 /* ---- manifest ---- */
 
