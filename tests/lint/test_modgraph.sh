@@ -133,5 +133,19 @@ expect "--sources without --order is an error" 2 'needs --order' --sources "$dir
 expect "a folder named twice in the order is an error" 2 'named twice' --order 'a < b a' \
 	"$dir"/lay/*/*.o
 
+# The tree's own order (LAYERS, mk/lint.mk) over a copy of runner/'s sources:
+# it passes as it is, and fails on the arrow up core/runner.h once held
+# (a header-only include of confine/).
+layers=$(make -s --no-print-directory --eval 'print-layers: ; @echo "$(LAYERS)"' print-layers)
+mkdir -p "$dir/real"
+cp -r runner "$dir/real/"
+expect "runner/'s includes keep LAYERS" 0 '0 against their order' --root "$dir/lay" \
+	--order "$layers" --sources "$dir/real/runner" "$dir"/lay/lo/*.o
+sed -i '0,/^#include "core\/config.h"/s//&\n#include "confine\/confine.h"/' \
+	"$dir/real/runner/core/runner.h"
+expect "a planted include of confine/ in core/runner.h fails" 1 \
+	'LAYER .*real/runner/core/runner\.h:[0-9]+: #include "confine/confine\.h": confine/ is above core/' \
+	--root "$dir/lay" --order "$layers" --sources "$dir/real/runner" "$dir"/lay/lo/*.o
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
