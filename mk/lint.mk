@@ -2,7 +2,9 @@
 #
 #   make lint            the checks below in turn; prints "lint: N passed, N failed"
 #   make modgraph        the module graph of the dev build's objects (scripts/modgraph.py): fails
-#                        on a dependency cycle, or when a pure module (PURE_SRCS) uses another one
+#                        on a dependency cycle, when a pure module (PURE_SRCS) uses another one,
+#                        or when a module uses (by symbol) or a file of runner/ #includes (headers
+#                        including headers too) a folder that is not below its own in LAYERS
 #   make format-check    fails when clang-format (the committed .clang-format) would change a
 #                        file of runner/ or tests/*/ (the verdict of --dry-run --Werror), and
 #                        says how many lines; FORMAT_DIFF=1 shows the changes
@@ -17,6 +19,20 @@ LINT_PYTHON  ?= python3
 CLANG_FORMAT ?= clang-format
 FORMAT_FILES  = $(sort $(wildcard runner/*.[ch] runner/*/*.[ch] tests/*/*.[ch]))
 LINT_CHECKS  := modgraph-selftest fuzzrun-selftest modgraph format-check
+
+# The folders of runner/, lowest first; the folders of one step sit side by side and use none of
+# each other. A folder uses only its own and lower ones (runner/main.c is above them all). A new
+# file needs nothing here; a new folder must be placed, or `make modgraph` names it.
+#   core                     loop, config, errors, logs, the runner's state (runner.h)
+#   confine files http       confinement; the filesystem layer; the HTTP server
+#   task                     the task engine
+#   relay code mcp profile   the proxies' machinery; code contexts; MCP upstreams; runtime
+#                            profiles, checkpoints and the reset (what a reset ends above
+#                            profile/, it reaches through struct profile_hooks)
+#   tools                    the tools of /mcp and of the built-in agent
+#   model                    model calls, the model proxy, agent engines
+#   api shim                 the routes; the task shim (a program of its own)
+LAYERS := core < confine files http < task < relay code mcp profile < tools < model < api shim
 
 .PHONY: lint modgraph modgraph-selftest fuzzrun-selftest format format-check
 
@@ -40,7 +56,7 @@ fuzzrun-selftest:
 	@tests/lint/test_fuzz_run.sh
 
 modgraph: $(OBJS)
-	@$(LINT_PYTHON) scripts/modgraph.py --root build/obj \
+	@$(LINT_PYTHON) scripts/modgraph.py --root build/obj --order "$(LAYERS)" --sources runner \
 		--pure "$(patsubst runner/%.c,%,$(filter $(RUNNER_SRCS),$(PURE_SRCS)))" $(OBJS)
 
 format-check:

@@ -10,10 +10,13 @@
 #include <unistd.h>
 
 #include "model/gateway.h"
+#include "confine/confine.h"
 #include "files/ident.h"
+#include "files/sched.h"
 #include "api/hardening.h"
 #include "api/routes.h"
 #include "mcp/upstream.h"
+#include "http/gate.h"
 #include "http/http.h"
 #include "http/ws.h"
 #include "core/cleanup.h"
@@ -37,6 +40,7 @@
 #include "core/ping.h"
 #include "core/error.h"
 #include "task/task.h"
+#include "task/taskuid.h"
 #include "core/version.h"
 
 static void runner_shutdown(struct runner *r, const char *why);
@@ -306,6 +310,12 @@ static bool restart_main(struct runner *r, json_t *envs)
 	return true;
 }
 
+/* Who is a task, for the API's doors (http/gate.h): the task engine's policy. */
+static const struct gate_tasks api_doors_tasks = {
+	.is_task_uid = taskuid_is_task,
+	.describe = taskuid_describe,
+};
+
 /* A reset ends the execd PTY sessions (api/pty.c) too. */
 static const struct profile_hooks profile_hooks = {
 	.end_ptys = pty_end_all,
@@ -313,6 +323,8 @@ static const struct profile_hooks profile_hooks = {
 	.prestart_done = on_prestart_done,
 	.restart_main = restart_main,
 	.end_code_contexts = code_end_all,
+	.revoke_model_tokens = modelproxy_revoke_all,
+	.forget_conversations = conv_forget_all,
 };
 
 /* The HTTP layer: while a reset runs only a few routes answer, and a request received across one
@@ -347,7 +359,12 @@ static int start_failed(const struct error *err)
 int main(int argc, char **argv)
 {
 	static struct runner runner; /* the one instance; passed explicitly from here on */
+	/* Its parts of higher folders than core/ (runner.h holds pointers to them). */
+	static struct confine_policy policy;
+	static struct files_sched files_sched;
 	struct runner *r = &runner;
+	r->policy = &policy;
+	r->files_sched = &files_sched;
 	r->state_dir_fd = -1;
 	r->signals.fd = -1;
 
@@ -420,14 +437,18 @@ int main(int argc, char **argv)
 	/* The state dir first: it also holds the compiled seccomp program. */
 	if (setup_state_dir(r, &err) < 0)
 		return start_failed(&err);
-	if (confine_policy_init(&r->policy, &r->cfg, r->state_dir_fd, &err) < 0)
+	if (confine_policy_init(r->policy, &r->cfg, r->state_dir_fd, &err) < 0)
 		return start_failed(&err);
+	r->task_write_roots = r->policy->enabled && r->policy->landlock.abi > 0
+				      ? r->policy->landlock.roots
+				      : NULL;
 	/* Non-root mode: the state dir is the tasks' own unless Landlock keeps
 	 * them out. An explicit one they could write is refused; a default
 	 * one is given up for memory (spools and the snapshot in memfds). */
-	if (!r->policy.caps.privileged && r->policy.enabled &&
-	    statedir_task_reachable(r->state_dir, r->policy.landlock.abi, r->policy.landlock.roots,
-				    r->state_dir_why, sizeof(r->state_dir_why))) {
+	if (!r->policy->caps.privileged && r->policy->enabled &&
+	    statedir_task_reachable(r->state_dir, r->policy->landlock.abi,
+				    r->policy->landlock.roots, r->state_dir_why,
+				    sizeof(r->state_dir_why))) {
 		if (r->cfg.state_dir_set) {
 			error_set(
 				&err, 0, "STATE_DIR",
@@ -447,7 +468,7 @@ int main(int argc, char **argv)
 	/* Non-root mode: tasks have the runner's uid and groups, and Landlock
 	 * lets them read everywhere, so a secret file the runner can read, they
 	 * can read. The environment is safe: scrubbed, and we are not dumpable. */
-	if (!r->policy.caps.privileged && (r->cfg.token_file.path || r->cfg.key_file.path)) {
+	if (!r->policy->caps.privileged && (r->cfg.token_file.path || r->cfg.key_file.path)) {
 		error_set(&err, 0, NULL,
 			  "non-root mode (uid %u): tasks run with the runner's uid and groups and "
 			  "could read %s; pass the secret in the environment instead (%s; "
@@ -504,7 +525,7 @@ int main(int argc, char **argv)
 		return start_failed(&err);
 	if (api_metrics_otlp_start(r, &err) < 0)
 		return start_failed(&err);
-	if (http_start(r, api_routes, api_n_routes, &err) < 0)
+	if (http_start(r, api_routes, api_n_routes, &api_doors_tasks, &err) < 0)
 		return start_failed(&err);
 	http_set_hooks(r, &http_hooks);
 	if (r->cfg.code_interpreter_listen) {
@@ -575,7 +596,7 @@ int main(int argc, char **argv)
 	audit_free(r);
 	log_info("exited", "{s:i,s:i}", "exit_code", r->exit_code, "orphans_reaped",
 		 (int)r->reaper.orphans_reaped);
-	confine_policy_free(&r->policy);
+	confine_policy_free(r->policy);
 	config_free(&r->cfg);
 	loop_close(&r->loop);
 #if defined(__SANITIZE_ADDRESS__)

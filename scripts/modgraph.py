@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The runner's module graph, derived from its object files; fails on a dependency cycle.
 
-usage: scripts/modgraph.py [--root DIR] [--pure MOD,...] [--quiet] OBJ.o...
+usage: scripts/modgraph.py [--root DIR] [--pure MOD,...] [--order SPEC [--sources DIR]]
+                          [--quiet] OBJ.o...
 
 A module is one object file, named by its path under --root without ".o" (build/obj/core/util.o
 is core/util). There is an edge A -> B when a symbol A leaves undefined is defined by B (nm).
@@ -9,9 +10,17 @@ Prints each module with its level (0: uses no other module; n: uses modules of l
 what it uses, then one summary line. Fails (exit 1), naming the modules and the symbols, when:
   - modules form a cycle (every strongly connected group of more than one module is shown with
     one concrete cycle through it);
-  - a module listed by --pure uses a module that is not (the pure library must link alone).
+  - a module listed by --pure uses a module that is not (the pure library must link alone);
+  - with --order, the declared folder order (lowest first, e.g. "core < files http < task"; the
+    folders of one step sit side by side) is broken: a module (its folder: the first component of
+    its name; a name without one, main, is above every folder) uses, by symbol, a module of a
+    folder that is not below its own, or one of its sources (--sources: the tree of .c and .h
+    files, runner/) #includes a header of such a folder, headers including headers too. Every
+    folder met must be in the order: a new folder is placed there, new files need nothing.
+    Symbols are named with the file:line that uses them (nm -l: the objects' debug info).
 Exit 2: bad usage, or nm failed.
 """
+import re
 import argparse
 import os
 import subprocess
@@ -157,6 +166,103 @@ def levels(graph, comps):
     return {m: level[group[m]] for m in graph}
 
 
+def parse_order(spec):
+    """{folder: rank} from "a < b c < d" (commas may separate the folders of a step)."""
+    rank = {}
+    for i, step in enumerate(spec.split("<")):
+        names = step.replace(",", " ").split()
+        if not names:
+            raise ValueError(f"--order: an empty step in {spec!r}")
+        for name in names:
+            if name in rank:
+                raise ValueError(f"--order: {name} is named twice")
+            rank[name] = i
+    return rank
+
+
+def folder_of(name):
+    """The folder of a module or header path (core/util -> core); None: top level (main)."""
+    return name.split("/", 1)[0] if "/" in name else None
+
+
+def layer_problem(rank, src, dst):
+    """Why folder src may not use folder dst, or None when it may."""
+    if src == dst or src is None:
+        return None
+    for f in (src, dst):
+        if f is not None and f not in rank:
+            return f"folder {f}/ is not in the declared order (place it in --order)"
+    if dst is None:
+        return "the top level (main) is above every folder"
+    if rank[dst] > rank[src]:
+        return f"{dst}/ is above {src}/"
+    if rank[dst] == rank[src]:
+        return f"{dst}/ and {src}/ sit side by side (neither may use the other)"
+    return None
+
+
+INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
+
+
+def include_edges(srcdir):
+    """[(file, line, its folder, included path, that folder)] of every quoted #include."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(srcdir):
+        dirnames.sort()
+        for fn in sorted(filenames):
+            if not fn.endswith((".c", ".h")):
+                continue
+            path = os.path.join(dirpath, fn)
+            rel = os.path.relpath(path, srcdir)
+            with open(path, encoding="utf-8", errors="replace") as f:
+                for no, line in enumerate(f, 1):
+                    m = INCLUDE.match(line)
+                    if not m:
+                        continue
+                    inc = m.group(1)
+                    # "x.h" is beside the file; "dir/x.h" is from the tree's root (-Irunner)
+                    target = inc if "/" in inc else os.path.join(os.path.dirname(rel), inc)
+                    out.append((rel, no, folder_of(rel), inc, folder_of(target)))
+    return out
+
+
+def symbol_lines(nm, path, syms):
+    """{symbol: [file:line, ...]} where the object uses each undefined symbol (nm -l)."""
+    try:
+        out = subprocess.run([nm, "-l", "-P", "--no-sort", path], check=True,
+                             capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return {}
+    where = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[0] in syms and parts[1] in UNDEFINED:
+            where.setdefault(parts[0], []).append(parts[-1])
+    return where
+
+
+def layering(graph, rank, objs, root, nm, srcdir):
+    """Problems of the folder order, one message each, by symbol and by #include."""
+    msgs = []
+    path_of = {module_name(p, root): p for p in objs}
+    for mod in sorted(graph):
+        for dep, syms in graph[mod].items():
+            why = layer_problem(rank, folder_of(mod), folder_of(dep))
+            if not why:
+                continue
+            where = symbol_lines(nm, path_of[mod], set(syms))
+            for sym in syms:
+                at = ", ".join(os.path.relpath(w) if w.startswith("/") else w
+                               for w in where.get(sym, [])[:3]) or path_of[mod]
+                msgs.append(f"{at}: {mod} uses {dep} ({sym}): {why}")
+    if srcdir:
+        for rel, no, src, inc, dst in include_edges(srcdir):
+            why = layer_problem(rank, src, dst)
+            if why:
+                msgs.append(f"{os.path.join(srcdir, rel)}:{no}: #include \"{inc}\": {why}")
+    return msgs
+
+
 def symlist(syms, limit=4):
     more = len(syms) - limit
     return ", ".join(syms[:limit]) + (f", +{more} more" if more > 0 else "")
@@ -169,7 +275,17 @@ def main():
     ap.add_argument("--pure", default="", help="comma-separated modules that must use only each other")
     ap.add_argument("--nm", default=os.environ.get("NM", "nm"))
     ap.add_argument("--quiet", action="store_true", help="only problems and the summary")
+    ap.add_argument("--order", default="", help='folder order, lowest first: "core < files http < api"')
+    ap.add_argument("--sources", default="", help="with --order: the source tree whose #includes are checked")
     args = ap.parse_args()
+    try:
+        rank = parse_order(args.order) if args.order else None
+    except ValueError as e:
+        print(f"modgraph: {e}", file=sys.stderr)
+        return 2
+    if args.sources and rank is None:
+        print("modgraph: --sources needs --order", file=sys.stderr)
+        return 2
 
     graph = build_graph(args.objs, args.root, args.nm)
     comps = sccs(graph)
@@ -202,11 +318,20 @@ def main():
                 problems += 1
                 print(f"modgraph: pure module {mod} uses {dep}, which is not pure: {symlist(syms)}")
 
+    layer_msgs = []
+    if rank is not None:
+        layer_msgs = layering(graph, rank, args.objs, args.root, args.nm, args.sources)
+        for m in layer_msgs:
+            print(f"modgraph: LAYER {m}")
+        problems += len(layer_msgs)
+
     nedges = sum(len(e) for e in graph.values())
     print(f"modgraph: {len(graph)} modules, {nedges} edges, {max(level.values()) + 1} levels, "
           f"{len(cycles)} cycle{'s' if len(cycles) != 1 else ''}"
           + (f" ({sum(len(c) for c in cycles)} modules in cycles)" if cycles else "")
-          + (f", {len(pure)} pure" if pure else ""))
+          + (f", {len(pure)} pure" if pure else "")
+          + (f", {len(set(rank.values()))} layers, {len(layer_msgs)} against their order"
+             if rank is not None else ""))
     return 1 if problems else 0
 
 

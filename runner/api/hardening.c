@@ -24,7 +24,7 @@ static json_t *cap_list(uint64_t mask)
 
 static json_t *identity_report(struct runner *r)
 {
-	const struct caps_state *c = &r->policy.caps;
+	const struct caps_state *c = &r->policy->caps;
 	char miss[128], reason[512];
 	caps_names(c->required & ~c->effective, false, miss, sizeof(miss));
 	const char *mode = c->privileged ? (c->root ? "root" : "privileged") : "non-root";
@@ -73,13 +73,13 @@ static const char *exec_network_why(const struct runner *r)
 
 json_t *hardening_report(struct runner *r)
 {
-	json_t *o = confine_report(&r->policy);
+	json_t *o = confine_report(r->policy);
 	if (!o)
 		o = json_object();
 	json_object_set_new(o, "init_mode",
 			    json_string(r->init_mode == INIT_PID1 ? "pid1" : "subreaper"));
 	json_object_set_new(o, "runner_dumpable", json_false());
-	json_object_set_new(o, "confinement_enabled", json_boolean(r->policy.enabled));
+	json_object_set_new(o, "confinement_enabled", json_boolean(r->policy->enabled));
 	/* Both builds: libmicrohttpd's microhttpd_ws (docs/design.md §20.1). */
 	json_object_set_new(o, "websocket", json_true());
 	/* Probes answered without the token (tasks still cannot reach them);
@@ -103,7 +103,7 @@ json_t *hardening_report(struct runner *r)
 	json_object_set_new(o, "task_uid", json_integer(r->cfg.task_uid));
 	json_object_set_new(o, "task_gid", json_integer(r->cfg.task_gid));
 	json_object_set_new(o, "allow_root_tasks", json_boolean(r->cfg.allow_root_tasks));
-	if (r->policy.caps.privileged) {
+	if (r->policy->caps.privileged) {
 		json_object_set_new(o, "task_identities", ids_report(&r->cfg));
 	} else {
 		/* Non-root mode: the range is moot, no identity can be changed to. */
@@ -142,7 +142,7 @@ json_t *hardening_report(struct runner *r)
 				  "/dev/pts/N"));
 	json_object_set_new(o, "tree_kill",
 			    json_string(
-				    r->policy.cgroup_mode == CGROUP_V2
+				    r->policy->cgroup_mode == CGROUP_V2
 					    ? "cgroup.kill"
 					    : "per-task subreaper shim (no delegated cgroup v2)"));
 	return o;

@@ -1,5 +1,7 @@
 /* The runner: the state shared by every part of the process, passed around
- * explicitly (no scattered globals). */
+ * explicitly (no scattered globals). It sits in core/, the lowest folder
+ * (mk/lint.mk's LAYERS): it includes core headers only, and what belongs to
+ * a higher folder is a pointer to a type declared here incomplete. */
 #pragma once
 #include <jansson.h>
 #include <stdbool.h>
@@ -8,12 +10,12 @@
 #include <sys/types.h>
 
 #include "core/config.h"
-#include "confine/confine.h"
 #include "core/loop.h"
 #include "core/reaper.h"
 #include "core/signals.h"
-#include "files/sched.h"
 
+struct confine_policy;
+struct files_sched;
 struct http_server;
 struct task_table;
 struct session_table;
@@ -38,7 +40,11 @@ struct runner {
 	struct runner_config cfg;
 	struct loop loop;
 	struct reaper reaper;
-	struct confine_policy policy;
+	struct confine_policy *policy; /* confine/confine.h */
+	/* The Landlock roots tasks may write beneath (colon-separated), set once
+	 * the policy is known; NULL: no bound (what acts for the task user reads
+	 * this, not the policy: files/ sits beside confine/, not above it). */
+	const char *task_write_roots;
 	enum init_mode init_mode;
 	pid_t self_pid;
 
@@ -80,7 +86,7 @@ struct runner {
 	struct ws_table *ws;                 /* open WebSocket connections (http/ws.c) */
 	struct pty_table *ptys;              /* execd PTY sessions (api/pty.c) */
 	struct profile *profile;             /* one-shot and reset (profile/profile.h) */
-	struct files_sched files_sched;      /* the files API's long scans, in slices */
+	struct files_sched *files_sched;     /* the files API's long scans, in slices */
 	struct relay_table *proxies;         /* open /proxy/{port} requests (relay/forward.c) */
 	struct mcp_table *mcp;               /* /mcp sessions and calls (api/mcp.c) */
 	struct mcp_upstream *mcp_upstream;   /* --mcp-servers: stdio servers behind /mcp */

@@ -19,6 +19,7 @@
 #include "core/sha256.h"
 #include "core/util.h"
 #include "files/fsx.h"
+#include "files/xattr.h"
 
 #define STORE_DIR "checkpoints"
 #define OBJ_DIR "objects"

@@ -1,7 +1,7 @@
-/* The filesystem steps the reset snapshot (snapshot.c) and checkpoints
- * (ckpt.c) share: statx with its ABI layout, getdents64 iteration, the
- * extended attributes and ACLs a tenant may set (as one blob per entry),
- * content copies, and opening a directory checked to be the one examined.
+/* The filesystem steps the reset snapshot (snapshot.c, restore.c) and
+ * checkpoints (ckpt.c) share: statx with its ABI layout, getdents64
+ * iteration, content copies, and opening a directory checked to be the one
+ * examined (the extended attributes they keep: xattr.h).
  * Every call is relative to a directory descriptor and never follows a
  * symlink. Functions return 0 (or a count, or an fd) or -errno. */
 #pragma once
@@ -41,19 +41,6 @@ struct fsx_iter *fsx_iter_new(int fd); /* NULL: out of memory */
 int fsx_iter_rewind(struct fsx_iter *it);
 /* 1 with *name set, 0 at the end, -errno. Skips "." and "..". */
 int fsx_iter_next(struct fsx_iter *it, const char **name);
-
-/* Extended attributes and ACLs: user.*, trusted.*, system.posix_acl_*.
- * A blob is, for each attribute, a 2-byte name length, the name, a 4-byte
- * value length, the value (host order). */
-#define FSX_XATTR_NAME_BYTES 256 /* the kernel's XATTR_NAME_MAX + 1 */
-bool fsx_xattr_ours(const char *name);
-/* fd's attributes as a malloc'd blob (*blob NULL and *len 0 when none). */
-int fsx_xattrs_take(int fd, char **blob, size_t *len);
-bool fsx_blob_next(const char *blob, size_t len, size_t *pos, char *name, size_t namecap,
-		   const char **value, uint32_t *vlen);
-/* Make fd's attributes exactly the blob's; returns how many were changed.
- * `tolerant`: EPERM/EACCES on what the runner does not own is no error. */
-int fsx_xattrs_restore(int fd, const char *blob, size_t blen, bool tolerant);
 
 /* Copy src into dst: from src's position to its end (len UINT64_MAX), or
  * len bytes from *src_off; dst at its position. copy_file_range, else

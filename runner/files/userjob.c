@@ -12,8 +12,7 @@ void files_task_ident(const struct runner *r, struct files_ident *id)
 	id->gid = r->cfg.task_gid;
 	/* Tasks may only write beneath the Landlock roots: neither may the API
 	 * on their behalf (reads are allowed everywhere, as for tasks). */
-	id->write_roots = r->policy.enabled && r->policy.landlock.abi > 0 ? r->policy.landlock.roots
-									  : NULL;
+	id->write_roots = r->task_write_roots;
 }
 
 static int sched_step(struct files_job *sj, uint64_t deadline_ms)
@@ -56,12 +55,12 @@ int files_userjob_slice(struct files_userjob *j, uint64_t deadline_ms)
 
 int files_userjob_schedule(struct files_userjob *j)
 {
-	return files_sched_add(&j->r->files_sched, &j->r->loop, &j->sj);
+	return files_sched_add(j->r->files_sched, &j->r->loop, &j->sj);
 }
 
 void files_userjob_release(struct files_userjob *j)
 {
-	files_sched_remove(&j->r->files_sched, &j->sj);
+	files_sched_remove(j->r->files_sched, &j->sj);
 	if (!j->release)
 		return;
 	/* Descriptors are closed and temporaries removed as the task user. */

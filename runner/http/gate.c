@@ -9,7 +9,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "core/ids.h"
 #include "core/audit.h"
 #include "core/log.h"
 #include "core/runner.h"
@@ -48,14 +47,6 @@ struct gate {
 	uint64_t refused_task, refused_unknown, refused_limit, closed_slow, logged_total;
 	uint64_t last_log_ms;
 };
-
-bool gate_is_task_uid(const struct runner *r, uid_t uid)
-{
-	/* A runner that is not root runs tasks as itself: its own uid cannot
-	 * tell them apart (reported; see gate_report). Likewise root with
-	 * --allow-root-tasks. */
-	return uid != geteuid() && ids_uid_allowed(&r->cfg, uid);
-}
 
 unsigned gate_connection_limit(unsigned want, unsigned share)
 {
@@ -112,6 +103,12 @@ static void on_sweep(struct loop *loop, struct loop_timer *t)
 
 struct gate *gate_new(struct runner *r, const struct gate_policy *pol)
 {
+	/* Refusing tasks without knowing who they are would admit them all. */
+	if (pol->refuse_tasks && (!pol->tasks || !pol->tasks->is_task_uid)) {
+		log_error("no task identity policy for a door that refuses tasks", "{s:s}",
+			  "server", pol->name);
+		return NULL;
+	}
 	struct gate *g = calloc(1, sizeof(*g));
 	if (!g) {
 		log_error("out of memory", "{s:s}", "server", pol->name);
@@ -203,7 +200,7 @@ static bool admit(struct gate *g, struct gate_conn *gc, struct peer *pp, const c
 	switch (p.kind) {
 	case PEER_IN_BOX:
 		gc->uid = p.uid;
-		if (g->pol.refuse_tasks && gate_is_task_uid(g->r, p.uid)) {
+		if (g->pol.refuse_tasks && g->pol.tasks->is_task_uid(g->r, p.uid)) {
 			g->refused_task++;
 			*why = "a task's connection";
 			return false;
@@ -316,15 +313,9 @@ json_t *gate_report(const struct gate *g)
 {
 	json_t *o = json_object();
 	if (g->pol.refuse_tasks) {
-		char uids[160];
-		snprintf(uids, sizeof(uids),
-			 "every uid a task can run as (%u, %u-%u except %u%s)%s",
-			 (unsigned)g->r->cfg.task_uid, (unsigned)g->r->cfg.task_id_lo,
-			 (unsigned)g->r->cfg.task_id_hi, IDS_NOBODY,
-			 g->r->cfg.allow_root_tasks ? ", 0" : "",
-			 ids_uid_allowed(&g->r->cfg, geteuid())
-				 ? "; not the runner's own uid, which cannot be told apart"
-				 : "");
+		char uids[160] = "";
+		if (g->pol.tasks->describe)
+			g->pol.tasks->describe(g->r, uids, sizeof(uids));
 		const char *how = g->diag_errno
 					  ? strerror(g->diag_errno)
 					  : "sock_diag (inet_diag owner uid of the peer socket)";

@@ -2,8 +2,10 @@
  * connection libmicrohttpd accepts passes here first
  * (MHD_OPTION_NOTIFY_CONNECTION) and is
  *   - refused when it comes from a task (refuse_tasks: the runner's API):
- *     an in-box socket owned by a uid a task can run as, or an in-box
- *     address whose owner cannot be established (fail closed; see peer.h);
+ *     an in-box socket owned by a uid a task can run as (the task engine's
+ *     policy, handed in as struct gate_tasks: this layer does not know it),
+ *     or an in-box address whose owner cannot be established (fail closed;
+ *     see peer.h);
  *   - refused beyond max_per_client connections of one client (an in-box
  *     uid, or an outside address);
  *   - closed when its request head is not complete within first_head_ms of
@@ -22,15 +24,24 @@
 struct runner;
 struct gate;
 
+/* Who is a task: what the layer that runs them decides (task/taskuid.h). */
+struct gate_tasks {
+	/* Is uid one a task can have (and not the runner's own)? */
+	bool (*is_task_uid)(const struct runner *r, uid_t uid);
+	/* Those uids in words, for the report (GET /v1/hardening). */
+	void (*describe)(const struct runner *r, char *buf, size_t len);
+};
+
 struct gate_policy {
 	const char *name; /* for logs: "http", "model proxy" */
 	bool refuse_tasks;
-	unsigned max_per_client; /* 0: no limit */
+	const struct gate_tasks *tasks; /* refuse_tasks: required (gate_new fails without) */
+	unsigned max_per_client;        /* 0: no limit */
 	uint64_t first_head_ms;
 	uint64_t next_head_ms;
 };
 
-/* NULL on failure (out of memory; logged). */
+/* NULL on failure (out of memory, or refuse_tasks without tasks; logged). */
 struct gate *gate_new(struct runner *r, const struct gate_policy *pol);
 /* After MHD_stop_daemon (which still reports closed connections). */
 void gate_free(struct gate *g);
@@ -43,8 +54,6 @@ void gate_notify(void *cls, struct MHD_Connection *c, void **socket_context,
 bool gate_request_begins(struct MHD_Connection *c, uid_t *uid);
 /* MHD_OPTION_NOTIFY_COMPLETED: the next head's deadline starts. */
 void gate_request_ends(struct MHD_Connection *c);
-/* Is uid one a task can have (and not the runner's own)? */
-bool gate_is_task_uid(const struct runner *r, uid_t uid);
 /* What is in force, for GET /v1/hardening. New reference. */
 json_t *gate_report(const struct gate *g);
 /* The connection limit of a daemon that wants `want`, given RLIMIT_NOFILE

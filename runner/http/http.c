@@ -575,13 +575,14 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 }
 
 int http_start(struct runner *r, const struct http_route *routes, size_t n_routes,
-	       struct error *err)
+	       const struct gate_tasks *tasks, struct error *err)
 {
 	struct http_server *h = calloc(1, sizeof(*h));
 	if (!h)
 		return error_set(err, ENOMEM, NULL, "cannot start the HTTP server");
 	h->routes = routes;
 	h->n_routes = n_routes;
+	h->tasks = tasks;
 	r->http = h;
 	int fd = http_listen(r->cfg.listen_host, r->cfg.listen_port, &h->port, err);
 	if (fd < 0)
@@ -590,6 +591,7 @@ int http_start(struct runner *r, const struct http_route *routes, size_t n_route
 	unsigned max_conns = gate_connection_limit(1024, 2 + HTTP_EXTRA_MAX);
 	struct gate_policy gp = {.name = "http",
 				 .refuse_tasks = true,
+				 .tasks = tasks,
 				 .max_per_client = r->cfg.max_client_conns < max_conns
 							   ? r->cfg.max_client_conns
 							   : max_conns,
@@ -637,6 +639,7 @@ unsigned http_listen_extra(struct runner *r, const char *name, const char *host,
 	unsigned max_conns = gate_connection_limit(1024, 2 + HTTP_EXTRA_MAX);
 	struct gate_policy gp = {.name = name,
 				 .refuse_tasks = true,
+				 .tasks = h->tasks,
 				 .max_per_client = r->cfg.max_client_conns < max_conns
 							   ? r->cfg.max_client_conns
 							   : max_conns,

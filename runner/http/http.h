@@ -128,10 +128,12 @@ struct http_stream {
 };
 
 /* Serve the routes (a table that outlives the server) on the configured
- * address. */
+ * address; connections from tasks, as `tasks` tells them (outliving the
+ * server too; http/gate.h), are refused there and on http_listen_extra's. */
 struct error;
+struct gate_tasks;
 int http_start(struct runner *r, const struct http_route *routes, size_t n_routes,
-	       struct error *err);
+	       const struct gate_tasks *tasks, struct error *err);
 /* The routes answered without the token, as ["GET /ping", ...] (a new
  * reference; an empty array before http_start). */
 json_t *http_public_routes(struct runner *r);

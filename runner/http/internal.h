@@ -26,6 +26,7 @@ struct http_server {
 	const struct http_route *routes;
 	size_t n_routes;
 	const struct http_hooks *hooks; /* http_set_hooks; NULL: none */
+	const struct gate_tasks *tasks; /* who is a task (http_start) */
 	struct http_daemon daemon;
 	struct gate *gate; /* who may connect (tasks may not) */
 	unsigned port;

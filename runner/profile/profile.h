@@ -2,11 +2,14 @@
  * - `ephemeral-task`: --one-shot, the runner serves one task and exits with
  *   its status once the terminal event is delivered (profile.c);
  * - `pooled`: POST /v1/reset makes a used box indistinguishable from a fresh
- *   one for the next tenant (reset.c, files/snapshot.c, api/reset.c);
+ *   one for the next tenant (reset.c, files/snapshot.c, files/restore.c,
+ *   api/reset.c);
  * - `session`: the default, nothing to do.
  * main registers the hooks below with the task engine (struct task_hooks)
- * and the HTTP layer (struct http_hooks): this module sits above both, and
- * above the model proxy and the files layer that a reset uses. */
+ * and the HTTP layer (struct http_hooks): this module sits above both and
+ * the files layer that a reset uses; what it ends above itself (the model
+ * proxy's tokens, conversations, PTY, MCP and code sessions) it reaches
+ * through struct profile_hooks (mk/lint.mk's LAYERS). */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
@@ -36,6 +39,11 @@ struct profile_hooks {
 	 * with envs added (once preStart is over); false when there is none. */
 	bool (*restart_main)(struct runner *r, json_t *envs);
 	unsigned (*end_code_contexts)(struct runner *r); /* code/code.h */
+	/* The model proxy's per-task tokens, revoked: how many, and in *requests
+	 * the requests in flight that ended (model/modelproxy.h). */
+	unsigned (*revoke_model_tokens)(struct runner *r, unsigned *requests);
+	/* The agent tasks' conversations, forgotten: how many (model/conversation.h). */
+	unsigned (*forget_conversations)(struct runner *r);
 };
 
 struct profile {

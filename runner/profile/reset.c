@@ -46,8 +46,6 @@
 #include "core/util.h"
 #include "files/snapshot.h"
 #include "http/http.h"
-#include "model/conversation.h"
-#include "model/modelproxy.h"
 #include "profile/profile.h"
 #include "task/ipcclean.h"
 #include "task/session.h"
@@ -876,8 +874,9 @@ int reset_start(struct runner *r, struct http_req *req, struct error *e)
 		hk->end_mcp_sessions(r);
 	if (hk && hk->end_code_contexts)
 		hk->end_code_contexts(r);
-	rs->tokens = modelproxy_revoke_all(r, &rs->proxy_requests);
-	rs->conversations = conv_forget_all(r);
+	rs->tokens = hk && hk->revoke_model_tokens ? hk->revoke_model_tokens(r, &rs->proxy_requests)
+						   : 0;
+	rs->conversations = hk && hk->forget_conversations ? hk->forget_conversations(r) : 0;
 	tasks_kill_all(r, true);
 	ckpt_drop_all(r); /* the tenant's checkpoints: gone with it */
 	/* Non-root mode: the state dir is of the tasks' uid (outside their

@@ -36,7 +36,7 @@ int tasks_init(struct runner *r)
 		log_warn(
 			"no timer for output coalescing: pipes are read as soon as they are readable",
 			"{s:s}", "error", strerror(-trc));
-	int rc = spawn_shim_init(&r->tasks->shim, &r->policy);
+	int rc = spawn_shim_init(&r->tasks->shim, r->policy);
 	if (rc < 0)
 		log_warn("task shim not available: shims are forked", "{s:s}", "error",
 			 strerror(-rc));

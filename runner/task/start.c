@@ -76,7 +76,7 @@ static int resolve_identity(struct runner *r, const struct task_spec *spec, uid_
 				 "--allow-root-tasks)");
 	/* Without the capabilities no identity change is possible: say so
 	 * here rather than fail the task with 126. */
-	if (!r->policy.caps.privileged && (*uid != r->cfg.task_uid || *gid != r->cfg.task_gid))
+	if (!r->policy->caps.privileged && (*uid != r->cfg.task_uid || *gid != r->cfg.task_gid))
 		return error_set(
 			err, 0, "FORBIDDEN",
 			"the runner is in non-root mode (uid %u, no capabilities): tasks run "
@@ -322,7 +322,7 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, struct e
 		argv = words;
 	}
 	cleanup_close int procs_fd = -1;
-	if (r->policy.cgroup_mode == CGROUP_V2) {
+	if (r->policy->cgroup_mode == CGROUP_V2) {
 		/* Limits are part of the confinement: no leaf, no task. */
 		rc = cgroup_task_create(t->id, r->cfg.task_memory_max, r->cfg.task_pids_max,
 					r->cfg.task_cpu_max, &procs_fd);
@@ -331,7 +331,7 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, struct e
 		t->cgroup = true;
 	}
 	struct confine_plan plan = {
-		.policy = &r->policy,
+		.policy = r->policy,
 		.path = exe ? exe : argv[0],
 		.argv = argv,
 		.envp = envp,

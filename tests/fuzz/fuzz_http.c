@@ -64,8 +64,12 @@
 
 #include "api/proxy.h"
 #include "api/routes.h"
+#include "confine/confine.h"
 #include "core/error.h"
+#include "files/sched.h"
+#include "http/gate.h"
 #include "http/http.h"
+#include "task/taskuid.h"
 #include "http/ws.h"
 #include "core/runner.h"
 #include "task/session.h"
@@ -73,6 +77,8 @@
 #include "task/task.h"
 
 static struct runner R;
+static struct confine_policy R_policy;
+static struct files_sched R_files_sched;
 static char state_dir[64];
 static unsigned long long id_counter;
 static int fd_baseline = -1;
@@ -290,14 +296,16 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	R.self_pid = getpid();
 	R.init_mode = INIT_SUBREAPER;
 	R.signals.fd = -1;
+	R.policy = &R_policy;
+	R.files_sched = &R_files_sched;
 	/* Confinement "in force" as far as the files API looks: writes only
 	 * beneath the write roots. Nothing is ever spawned. */
-	R.policy.enabled = true;
-	R.policy.landlock_ruleset_fd = -1;
-	R.policy.landlock.ruleset_fd = -1;
-	R.policy.landlock.root_ruleset_fd = -1;
-	R.policy.landlock.abi = 1;
-	snprintf(R.policy.landlock.roots, sizeof(R.policy.landlock.roots), "%s", SANDBOX);
+	R.policy->enabled = true;
+	R.policy->landlock_ruleset_fd = -1;
+	R.policy->landlock.ruleset_fd = -1;
+	R.policy->landlock.root_ruleset_fd = -1;
+	R.policy->landlock.abi = 1;
+	snprintf(R.policy->landlock.roots, sizeof(R.policy->landlock.roots), "%s", SANDBOX);
 	R.state_dir_fd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (R.state_dir_fd < 0)
 		die("open state dir");
@@ -306,7 +314,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	reaper_init(&R.reaper);
 	if (tasks_init(&R) < 0 || sessions_init(&R) < 0 || proxy_init(&R) < 0)
 		die("tables");
-	if (http_start(&R, api_routes, api_n_routes, &err) < 0) {
+	static const struct gate_tasks doors = {.is_task_uid = taskuid_is_task,
+						.describe = taskuid_describe};
+	if (http_start(&R, api_routes, api_n_routes, &doors, &err) < 0) {
 		dprintf(diag_fd, "fuzz_http: http_start: %s\n", err.msg);
 		abort();
 	}

@@ -1,7 +1,9 @@
 #!/bin/bash
 # Self-test of scripts/modgraph.py on tiny fixture objects: it must fail on a
-# cycle and name it, fail when a pure module uses a non-pure one, and pass an
-# acyclic graph. Prints "N passed, N failed".
+# cycle and name it, fail when a pure module uses a non-pure one, pass an
+# acyclic graph, and fail when the folder order (--order) is broken by a
+# symbol or by an #include (a header's own included) naming file and line.
+# Prints "N passed, N failed".
 set -u
 cd "$(dirname "$0")/../.."
 tool=scripts/modgraph.py
@@ -14,7 +16,13 @@ pass=0 fail=0
 obj() {
 	mkdir -p "$(dirname "$dir/$1")"
 	printf '%s\n' "$2" >"$dir/$1.c"
-	"$cc" -c -o "$dir/$1.o" "$dir/$1.c" || exit 2
+	"$cc" -g -c -o "$dir/$1.o" "$dir/$1.c" || exit 2
+}
+
+# src PATH 'text': writes a source file of a fixture tree
+src() {
+	mkdir -p "$(dirname "$dir/$1")"
+	printf '%s\n' "$2" >"$dir/$1"
 }
 
 # expect NAME WANT_RC PATTERN ARGS...: runs the tool, checks exit code and output
@@ -63,6 +71,81 @@ expect "a pure module using a non-pure one fails" 1 \
 	'pure module ok/q uses ok/p, which is not pure: p_fn' --pure ok/q "$dir"/ok/*.o
 expect "an unknown --pure name is an error" 2 \
 	'names no object: ok/nope' --pure ok/nope "$dir"/ok/*.o
+
+# The folder order: lo < mid < hi, with side by side at mid. lay/ is layered
+# as declared; bad/ plants one arrow up by symbol (lo uses hi).
+order='lo < mid side < hi'
+obj lay/lo/a 'int lo_fn(void) { return 1; }'
+obj lay/mid/b 'int lo_fn(void); int mid_fn(void) { return lo_fn(); }'
+obj lay/hi/c 'int mid_fn(void); int hi_fn(void) { return mid_fn(); }'
+obj lay/main 'int hi_fn(void); int main(void) { return hi_fn(); }'
+expect "a graph that keeps the folder order passes" 0 \
+	'3 layers, 0 against their order' --root "$dir/lay" --order "$order" "$dir"/lay/*.o \
+	"$dir"/lay/*/*.o
+obj bad/lo/a 'int hi_fn(void);
+int lo_fn(void) { return 1; }
+int lo_up(void) { return hi_fn(); }'
+obj bad/hi/c 'int lo_fn(void); int hi_fn(void) { return lo_fn(); }'
+expect "a symbol of a higher folder fails, naming the file and line" 1 \
+	'LAYER .*bad/lo/a\.c:3: lo/a uses hi/c \(hi_fn\): hi/ is above lo/' \
+	--root "$dir/bad" --order "$order" "$dir"/bad/*/*.o
+obj side/mid/b 'int side_fn(void); int mid_fn(void) { return side_fn(); }'
+obj side/side/d 'int side_fn(void) { return 3; }'
+expect "folders of one step may not use each other" 1 \
+	'mid/b uses side/d \(side_fn\): side/ and mid/ sit side by side' \
+	--root "$dir/side" --order "$order" "$dir"/side/*/*.o
+obj new/lo/a 'int lo_fn(void) { return 1; }'
+obj new/extra/e 'int lo_fn(void); int e_fn(void) { return lo_fn(); }'
+expect "a folder outside the order is named" 1 \
+	'folder extra/ is not in the declared order' --root "$dir/new" --order "$order" \
+	"$dir"/new/*/*.o
+expect "a new file of a declared folder needs nothing" 0 \
+	'0 against their order' --root "$dir/new" --order "$order" "$dir"/new/lo/*.o
+
+# By #include, with no symbol at all: a header of lo including one of hi
+# (a header-only arrow up) fails; includes downwards and beside pass.
+src tree/lo/a.h '#pragma once
+#include "hi/c.h"'
+src tree/lo/a.c '#include "lo/a.h"
+#include "own.h"'
+src tree/lo/own.h '#pragma once'
+src tree/hi/c.h '#pragma once
+#include "lo/own.h"'
+src tree/hi/c.c '#include "hi/c.h"
+#include "mid/b.h"'
+src tree/mid/b.h '#pragma once'
+src tree/main.c '#include "hi/c.h"'
+expect "a header-only include of a higher folder fails at its line" 1 \
+	'LAYER .*tree/lo/a\.h:2: #include "hi/c\.h": hi/ is above lo/' \
+	--root "$dir/lay" --order "$order" --sources "$dir/tree" "$dir"/lay/*/*.o
+out=$(python3 "$tool" --root "$dir/lay" --order "$order" --sources "$dir/tree" \
+	"$dir"/lay/*/*.o 2>&1)
+if [ "$(grep -c 'LAYER' <<<"$out")" -eq 1 ]; then
+	echo "ok - includes downwards, beside and from the top level pass"
+	pass=$((pass + 1))
+else
+	echo "not ok - includes downwards, beside and from the top level pass"
+	sed 's/^/# /' <<<"$out"
+	fail=$((fail + 1))
+fi
+expect "--sources without --order is an error" 2 'needs --order' --sources "$dir/tree" \
+	"$dir"/lay/*/*.o
+expect "a folder named twice in the order is an error" 2 'named twice' --order 'a < b a' \
+	"$dir"/lay/*/*.o
+
+# The tree's own order (LAYERS, mk/lint.mk) over a copy of runner/'s sources:
+# it passes as it is, and fails on the arrow up core/runner.h once held
+# (a header-only include of confine/).
+layers=$(make -s --no-print-directory --eval 'print-layers: ; @echo "$(LAYERS)"' print-layers)
+mkdir -p "$dir/real"
+cp -r runner "$dir/real/"
+expect "runner/'s includes keep LAYERS" 0 '0 against their order' --root "$dir/lay" \
+	--order "$layers" --sources "$dir/real/runner" "$dir"/lay/lo/*.o
+sed -i '0,/^#include "core\/config.h"/s//&\n#include "confine\/confine.h"/' \
+	"$dir/real/runner/core/runner.h"
+expect "a planted include of confine/ in core/runner.h fails" 1 \
+	'LAYER .*real/runner/core/runner\.h:[0-9]+: #include "confine/confine\.h": confine/ is above core/' \
+	--root "$dir/lay" --order "$layers" --sources "$dir/real/runner" "$dir"/lay/lo/*.o
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
