@@ -1,3 +1,4 @@
+#include "core/util.h"
 #include "files/fserror.h"
 #include "files/glob.h"
 #include "files/ident.h"
@@ -55,7 +56,7 @@ static char *replace_str(const char *in, const char *old, const char *new_, uint
 {
 	int a = memfd_create("in", 0), b = memfd_create("out", 0);
 	CHECK(a >= 0 && b >= 0);
-	CHECK(files_write_all(a, in, strlen(in)) == 0);
+	CHECK(write_all(a, in, strlen(in)) == 0);
 	lseek(a, 0, SEEK_SET);
 	CHECK(files_replace_stream(a, b, old, strlen(old), new_, strlen(new_), count) == 0);
 	off_t n = lseek(b, 0, SEEK_CUR);
@@ -237,7 +238,7 @@ TEST(line_range)
 	{
 		int fd = memfd_create("lines", 0);
 		const char *t = "one\ntwo\nthree\nfour";
-		CHECK(files_write_all(fd, t, strlen(t)) == 0);
+		CHECK(write_all(fd, t, strlen(t)) == 0);
 		off_t s, l;
 		CHECK(files_line_range(fd, 1, 1, &s, &l) == 0 && s == 0 && l == 4);
 		CHECK(files_line_range(fd, 2, 2, &s, &l) == 0 && s == 4 && l == 10);
@@ -270,7 +271,7 @@ TEST(mkdirs_tmp_rmrf)
 		/* A temp file is invisible until committed, and replaces atomically. */
 		struct files_tmp t;
 		CHECK(files_tmp_open(&t, fd) == 0);
-		CHECK(files_write_all(t.fd, "new", 3) == 0);
+		CHECK(write_all(t.fd, "new", 3) == 0);
 		int old = openat(fd, "f", O_WRONLY | O_CREAT, 0644);
 		CHECK(old >= 0 && write(old, "old", 3) == 3);
 		close(old);
@@ -334,7 +335,7 @@ static void mkfile(const char *dir, const char *name, const char *content)
 	char p[PATH_MAX];
 	snprintf(p, sizeof(p), "%s/%s", dir, name);
 	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	CHECK(fd >= 0 && files_write_all(fd, content, strlen(content)) == 0);
+	CHECK(fd >= 0 && write_all(fd, content, strlen(content)) == 0);
 	close(fd);
 }
 
@@ -616,7 +617,7 @@ TEST(lines_steps)
 	struct buf text = {0};
 	for (int i = 0; i < 200000; i++)
 		buf_appendf(&text, "%d\n", i);
-	CHECK(text.data && files_write_all(fd, text.data, text.len) == 0);
+	CHECK(text.data && write_all(fd, text.data, text.len) == 0);
 	buf_free(&text);
 	off_t s1, l1;
 	CHECK(files_line_range(fd, 150001, 3, &s1, &l1) == 0);
