@@ -297,9 +297,18 @@ static void es_wake(struct task_reader *rd)
 	http_stream_wake(&es->hs);
 }
 
+/* As the native stream: while the task rests (more output due in a moment) a short
+ * tail waits for it, so the client gets full sends, not one per read of the task. */
+static bool es_more_soon(struct http_stream *hs)
+{
+	struct execd_stream *es = (struct execd_stream *)hs;
+	return task_reader_more_due(&es->rd);
+}
+
 static const struct http_stream_ops execd_ops = {.produce = es_produce,
 						 .close = es_close,
-						 .tick = es_tick};
+						 .tick = es_tick,
+						 .more_soon = es_more_soon};
 
 /* init_text NULL: a resume (no init event; the output from the start, events up to
  * after_eid left out). */
