@@ -51,17 +51,36 @@ struct execd_stream {
 	uint64_t piece_off;
 	uint64_t flush_eid; /* the id of a line flushed at the end */
 	uint64_t after_eid; /* events up to this id are not sent (a resume) */
+	/* While produce_into runs: libmicrohttpd's send buffer, where output
+	 * lines go straight (no copy through hs.out) while they fit and
+	 * nothing waits in hs.out before them. */
+	char *dst;
+	size_t dst_len, dst_cap;
 };
 
+/* Two digits per division: an event id has ten or so, and this runs for
+ * every line a task prints. */
 static char *u64_to(char *p, uint64_t v)
 {
+	static const char d2[] =
+		"0001020304050607080910111213141516171819202122232425262728293031323334353637383940414243444546474849"
+		"5051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
 	char tmp[20];
-	size_t n = 0;
-	do
-		tmp[sizeof(tmp) - ++n] = (char)('0' + v % 10);
-	while ((v /= 10));
-	memcpy(p, tmp + sizeof(tmp) - n, n);
-	return p + n;
+	char *end = tmp + sizeof(tmp), *q = end;
+	while (v >= 100) {
+		unsigned r = (unsigned)(v % 100);
+		v /= 100;
+		q -= 2;
+		memcpy(q, d2 + 2 * r, 2);
+	}
+	if (v >= 10) {
+		q -= 2;
+		memcpy(q, d2 + 2 * v, 2);
+	} else {
+		*--q = (char)('0' + v);
+	}
+	memcpy(p, q, (size_t)(end - q));
+	return p + (end - q);
 }
 
 /* Events are built with plain appends: one per output line, so no
@@ -109,15 +128,24 @@ static void ev_line(struct execd_stream *es, bool err, const char *text, size_t 
 	struct buf *o = &es->hs.out;
 	/* The tail is copied whole (a fixed size the compiler inlines, not a
 	 * call per line); only tail_len of it counts. */
-	if (buf_reserve(o, sizeof(out_pre) - 1 + JSON_STR_MAX(len) + 8 + 20 + sizeof(es->tail)) < 0)
+	size_t need = sizeof(out_pre) - 1 + JSON_STR_MAX(len) + 8 + 20 + sizeof(es->tail);
+	/* Straight into the send buffer while it has room and nothing is
+	 * queued in out before this event (the order of the events). */
+	bool direct = es->dst && !buf_avail(o) && es->dst_cap - es->dst_len >= need;
+	if (!direct && buf_reserve(o, need) < 0)
 		return;
-	char *p = o->data + o->len;
+	char *start = direct ? es->dst + es->dst_len : o->data + o->len;
+	char *p = start;
 	memcpy(p, err ? err_pre : out_pre, sizeof(out_pre) - 1);
 	p = json_escape_to(p + sizeof(out_pre) - 1, text, len);
 	memcpy(p, ",\"eid\":", 7);
 	p = u64_to(p + 7, eid);
 	memcpy(p, es->tail, sizeof(es->tail));
-	o->len = (size_t)(p + es->tail_len - o->data);
+	size_t n = (size_t)(p + es->tail_len - start);
+	if (direct)
+		es->dst_len += n;
+	else
+		o->len += n;
 	es->last_event_ms = es->now_ms;
 }
 
@@ -219,10 +247,14 @@ static void produce(struct execd_stream *es)
 	if (es->state != ES_BODY)
 		return;
 	struct task *t = es->rd.task;
+	size_t dst_start = es->dst_len;
 	/* Bound one batch so a fast task cannot grow the buffer without end:
 	 * a record is split in pieces of 8 KiB (a cut is like a cut between
-	 * two reads: the splitter keeps the partial line). */
-	while (buf_avail(&es->hs.out) < 16 * 1024) {
+	 * two reads: the splitter keeps the partial line). Writing straight
+	 * into the send buffer, the batch ends when it is full (what did not
+	 * fit went to out). */
+	while (es->dst ? !buf_avail(&es->hs.out) && es->dst_len < es->dst_cap
+		       : buf_avail(&es->hs.out) < 16 * 1024) {
 		struct task_rec_ref *c = &es->cur;
 		const char *data;
 		if (c->active) {
@@ -259,17 +291,32 @@ static void produce(struct execd_stream *es)
 		}
 		feed_piece(es, data); /* its first piece from what was just read */
 	}
-	if (es->state == ES_BODY && es->ping_due && !buf_avail(&es->hs.out)) {
+	if (es->state == ES_BODY && es->ping_due && !buf_avail(&es->hs.out) &&
+	    es->dst_len == dst_start) {
 		ev_text(es, "ping", "pong", 4, now_ms());
 	}
 	es->ping_due = false;
 }
 
-static void es_produce(struct http_stream *hs)
+/* The events straight into libmicrohttpd's buffer (dst, max): what out
+ * held first, then output lines written in place; an event that does not
+ * fit (and every one after it) goes to out, and what fits of it is moved
+ * here. */
+static size_t es_produce_into(struct http_stream *hs, char *dst, size_t max)
 {
 	struct execd_stream *es = (struct execd_stream *)hs;
+	size_t n = buf_take(&hs->out, dst, max);
+	if (buf_avail(&hs->out) || n == max || hs->done)
+		return n;
+	es->dst = dst;
+	es->dst_len = n;
+	es->dst_cap = max;
 	produce(es);
+	n = es->dst_len;
+	es->dst = NULL;
+	es->dst_len = es->dst_cap = 0;
 	hs->done = es->state == ES_DONE;
+	return n + buf_take(&hs->out, dst + n, max - n);
 }
 
 static void es_close(struct http_stream *hs)
@@ -297,9 +344,9 @@ static void es_wake(struct task_reader *rd)
 	http_stream_wake(&es->hs);
 }
 
-static const struct http_stream_ops execd_ops = {.produce = es_produce,
-						 .close = es_close,
-						 .tick = es_tick};
+static const struct http_stream_ops execd_ops = {.close = es_close,
+						 .tick = es_tick,
+						 .produce_into = es_produce_into};
 
 /* init_text NULL: a resume (no init event; the output from the start, events up to
  * after_eid left out). */

@@ -18,7 +18,6 @@
 #include "core/util.h"
 #include "core/list.h"
 
-#define AUDIT_STR_MAX 4096         /* a longer string in an event is cut */
 #define AUDIT_FLUSH_MS 10          /* the sinks are at most this far behind the events */
 #define AUDIT_OUT_MAX (256 * 1024) /* lines held for the sinks before a write */
 #define AUDIT_RING_COUNT 65536     /* events kept at most, whatever their size */
@@ -114,7 +113,7 @@ static void ring_drop_oldest(struct audit *a)
 	a->oldest = a->oldest < a->seq ? a->oldest + 1 : 0;
 }
 
-static void ring_put(struct audit *a, char *line, size_t len, json_t *ev)
+static void ring_put(struct audit *a, char *line, size_t len, const char *task)
 {
 	while (a->oldest &&
 	       (a->seq - a->oldest + 1 >= AUDIT_RING_COUNT || a->ring_bytes + len > a->ring_max))
@@ -124,7 +123,6 @@ static void ring_put(struct audit *a, char *line, size_t len, json_t *ev)
 	rec->chain = a->chain;
 	rec->len = (uint32_t)len;
 	rec->line = line;
-	const char *task = json_string_value(json_object_get(json_object_get(ev, "who"), "task"));
 	snprintf(rec->task, sizeof(rec->task), "%s", task ? task : "");
 	a->ring_bytes += len;
 	if (!a->oldest)
@@ -163,53 +161,45 @@ static void on_flush_timer(struct loop *loop, struct loop_timer *t)
 	flush_out(r->audit);
 }
 
-/* Write one event: numbered, chained, masked, into every sink. */
-static void write_event(struct runner *r, const char *door, const char *what, json_t *ev)
+/* Write one event: numbered, chained, masked, into every sink. fields is
+ * the event's body, a JSON object's text "{...}" with at least "outcome"
+ * in it (NULL: it could not be serialized); task is its who.task (the
+ * ring's ?task= key), or NULL. */
+static void write_line(struct runner *r, const char *door, const char *what, const char *fields,
+		       size_t flen, const char *task)
 {
 	struct audit *a = r->audit;
-	/* The head is written by hand and the fields serialized once: no
-	 * second object per event (a JSON object per request was most of the
-	 * trail's cost, docs/design.md §22.7). */
-	json_t *own = ev ? NULL : json_object();
-	json_t *body = ev ? ev : own;
-	if (!body) {
-		a->dropped_total++;
-		return;
-	}
-	cap_strings(body, 0);
-	/* The head's keys are the runner's alone: a field cannot forge them. */
-	static const char *const head_keys[] = {"audit", "seq",  "ts",  "chain",
-						"prev",  "door", "what"};
-	for (size_t i = 0; i < sizeof(head_keys) / sizeof(head_keys[0]); i++)
-		json_object_del(body, head_keys[i]);
-	if (!json_object_get(body, "who") && a->client)
-		json_object_set_new(body, "who", json_pack("{s:s}", "client", a->client));
-	if (!json_object_get(body, "outcome"))
-		json_object_set_new(body, "outcome", json_string("ok"));
-	char *fields = json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER);
-	json_decref(own);
 	a->seq++;
 	struct buf lb = {0};
+	size_t dl = strlen(door), wl = strlen(what);
+	/* One allocation for the whole line (it is kept in the ring as it is):
+	 * the head's numbers, the two names escaped at worst, the fields. */
 	int rc = fields ? 0 : -1;
-	rc |= buf_appendf(
-		&lb,
-		"{\"audit\":true,\"seq\":%llu,\"ts\":%llu,\"chain\":%u,\"prev\":\"%s\",\"door\":",
-		(unsigned long long)a->seq, (unsigned long long)now_ms(), (unsigned)a->chain,
-		a->prev);
-	rc |= buf_append_json_str(&lb, door, strlen(door));
+	rc |= buf_reserve(&lb, 128 + AUDIT_HASH_HEX + JSON_STR_MAX(dl) + JSON_STR_MAX(wl) + flen);
+	/* The head by hand, no printf: the same bytes as
+	 * {"audit":true,"seq":%llu,"ts":%llu,"chain":%u,"prev":"%s","door":. */
+	rc |= buf_append_lit(&lb, "{\"audit\":true,\"seq\":");
+	rc |= buf_append_u64(&lb, a->seq);
+	rc |= buf_append_lit(&lb, ",\"ts\":");
+	rc |= buf_append_u64(&lb, now_ms());
+	rc |= buf_append_lit(&lb, ",\"chain\":");
+	rc |= buf_append_u64(&lb, a->chain);
+	rc |= buf_append_lit(&lb, ",\"prev\":\"");
+	rc |= buf_append(&lb, a->prev, AUDIT_HASH_HEX - 1);
+	rc |= buf_append_lit(&lb, "\",\"door\":");
+	rc |= buf_append_json_str(&lb, door, dl);
 	rc |= buf_append_lit(&lb, ",\"what\":");
-	rc |= buf_append_json_str(&lb, what, strlen(what));
+	rc |= buf_append_json_str(&lb, what, wl);
 	/* fields is "{...}" with at least "outcome" in it. */
-	if (fields && fields[0] == '{' && fields[1] != '}')
-		rc |= buf_append_lit(&lb, ",") | buf_append_str(&lb, fields + 1);
+	if (fields && flen > 2 && fields[0] == '{' && fields[1] != '}')
+		rc |= buf_append_lit(&lb, ",") | buf_append(&lb, fields + 1, flen - 1);
 	else
 		rc |= buf_append_lit(&lb, "}");
-	free(fields);
 	rc |= buf_append(&lb, "", 1);
 	char *line = rc == 0 ? lb.data : NULL;
 	if (!line)
 		buf_free(&lb);
-	size_t len = line ? strlen(line) : 0;
+	size_t len = line ? lb.len - 1 : 0;
 	bool failed = false;
 	char *masked = line ? auditchain_mask(line, len, (const char *const *)a->secrets,
 					      a->n_secrets, &len, &failed)
@@ -241,11 +231,42 @@ static void write_event(struct runner *r, const char *door, const char *what, js
 		else
 			a->flush_armed = true;
 	}
-	ring_put(a, line, len, ev);
+	ring_put(a, line, len, task);
 	for (struct audit_watcher *w = a->watchers, *next; w; w = next) {
 		next = w->next;
 		w->wake(w);
 	}
+}
+
+/* An event from its fields as JSON: strings capped, the head's keys the
+ * runner's alone, "who" and "outcome" filled in when missing. */
+static void write_event(struct runner *r, const char *door, const char *what, json_t *ev)
+{
+	struct audit *a = r->audit;
+	/* The head is written by hand and the fields serialized once: no
+	 * second object per event (a JSON object per request was most of the
+	 * trail's cost, docs/design.md §22.7). */
+	json_t *own = ev ? NULL : json_object();
+	json_t *body = ev ? ev : own;
+	if (!body) {
+		a->dropped_total++;
+		return;
+	}
+	cap_strings(body, 0);
+	/* The head's keys are the runner's alone: a field cannot forge them. */
+	static const char *const head_keys[] = {"audit", "seq",  "ts",  "chain",
+						"prev",  "door", "what"};
+	for (size_t i = 0; i < sizeof(head_keys) / sizeof(head_keys[0]); i++)
+		json_object_del(body, head_keys[i]);
+	if (!json_object_get(body, "who") && a->client)
+		json_object_set_new(body, "who", json_pack("{s:s}", "client", a->client));
+	if (!json_object_get(body, "outcome"))
+		json_object_set_new(body, "outcome", json_string("ok"));
+	char *fields = json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	const char *task = json_string_value(json_object_get(json_object_get(ev, "who"), "task"));
+	write_line(r, door, what, fields, fields ? strlen(fields) : 0, task);
+	free(fields);
+	json_decref(own);
 }
 
 static void flush_dropped(struct runner *r)
@@ -275,26 +296,45 @@ static bool take_token(struct audit *a, unsigned rate)
 	return true;
 }
 
-void audit_emit(struct runner *r, const char *door, const char *what, json_t *ev)
+/* The rate bound at every door: false = a flood, the event counted, not
+ * kept (the marker follows when it passes). */
+static bool admit(struct runner *r, const char *door)
 {
 	struct audit *a = r->audit;
-	if (!a) {
-		json_decref(ev);
-		return;
-	}
 	if (!take_token(a, r->cfg.audit_rate)) {
-		/* A flood: counted, not kept; the marker follows when it passes. */
 		a->dropped_pending++;
 		a->dropped_total++;
 		json_t *n = json_object_get(a->dropped_doors, door);
 		json_object_set_new(a->dropped_doors, door,
 				    json_integer(n ? json_integer_value(n) + 1 : 1));
-		json_decref(ev);
-		return;
+		return false;
 	}
 	flush_dropped(r);
-	write_event(r, door, what, ev);
+	return true;
+}
+
+void audit_emit(struct runner *r, const char *door, const char *what, json_t *ev)
+{
+	if (r->audit && admit(r, door))
+		write_event(r, door, what, ev);
 	json_decref(ev);
+}
+
+void audit_emit_text(struct runner *r, const char *door, const char *what, const char *fields,
+		     size_t len, const char *task)
+{
+	if (r->audit && admit(r, door))
+		write_line(r, door, what, fields, len, task);
+}
+
+bool audit_str_plain(const char *s)
+{
+	size_t i = 0;
+	for (; s[i] && i <= AUDIT_STR_MAX; i++)
+		if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] >= 0x7f || s[i] == '"' ||
+		    s[i] == '\\')
+			return false;
+	return i <= AUDIT_STR_MAX;
 }
 
 void audit_tick(struct runner *r)

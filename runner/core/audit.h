@@ -28,6 +28,17 @@ bool audit_enabled(const struct runner *r);
  * counted. Without a "who", the client whose request is being handled
  * (audit_set_client) is filled in. */
 void audit_emit(struct runner *r, const char *door, const char *what, json_t *ev);
+/* The same for an event whose fields the caller wrote itself (a hot door:
+ * no JSON object per event): fields is an object's compact text "{...}",
+ * keys in jansson's order, with "who" and "outcome" and none of the head's
+ * keys, every string audit_str_plain (so the bytes are exactly those
+ * audit_emit would write); task is its who.task, or NULL. */
+void audit_emit_text(struct runner *r, const char *door, const char *what, const char *fields,
+		     size_t len, const char *task);
+#define AUDIT_STR_MAX 4096 /* a longer string in an event is cut */
+/* s needs no escape in JSON and no cut: printable ASCII without '"' or
+ * '\\', at most AUDIT_STR_MAX bytes. */
+bool audit_str_plain(const char *s);
 /* The client whose request a door is handling now (the HTTP layer sets it
  * around each handler; NULL after), so events a handler causes deeper down
  * (a task started) name who asked. */

@@ -82,11 +82,17 @@ struct http_req {
 	 * handler that counts on its hot path (the port proxy's bytes) notes its
 	 * totals here rather than on every chunk. */
 	void (*audit_end)(struct http_req *req);
+	/* http_audit_note_bytes: the byte counts of the event, without an object. */
+	bool audit_bytes;
+	uint64_t audit_bytes_in, audit_bytes_out;
 };
 
 /* Fields (stolen) for this request's audit event: path, bytes, a content
  * hash, a task id... Later notes win. Never a secret (docs/design.md §22). */
 void http_audit_note(struct http_req *req, json_t *fields);
+/* The same as noting {"bytes_in": in, "bytes_out": out} last, for a hot door
+ * (the port proxy, from audit_end): no JSON object per request. */
+void http_audit_note_bytes(struct http_req *req, uint64_t in, uint64_t out);
 
 /* A streamed response body. The HTTP layer sends what is in `out`; when
  * it is empty it calls produce(), which appends more to `out` and sets

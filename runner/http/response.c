@@ -134,6 +134,13 @@ void http_audit_note(struct http_req *req, json_t *fields)
 	json_decref(fields);
 }
 
+void http_audit_note_bytes(struct http_req *req, uint64_t in, uint64_t out)
+{
+	req->audit_bytes = true;
+	req->audit_bytes_in = in;
+	req->audit_bytes_out = out;
+}
+
 const char *http_query(struct http_req *req, const char *name)
 {
 	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);

@@ -317,8 +317,7 @@ static void proxy_audit_end(struct http_req *req)
 {
 	struct proxy *p = req->ctx;
 	if (p)
-		http_audit_note(req, json_pack("{s:I,s:I}", "bytes_in", (json_int_t)p->bytes_in,
-					       "bytes_out", (json_int_t)p->bytes_out));
+		http_audit_note_bytes(req, p->bytes_in, p->bytes_out);
 }
 
 /* libmicrohttpd is done with the request (answered, cut, or closed after an

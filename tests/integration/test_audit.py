@@ -432,6 +432,67 @@ class AuditTamper(AuditBase):
         self.assertIn("BROKEN at seq %d" % seq4, out)
 
 
+class AuditRequestFormat(AuditBase):
+    """A request's event is written by hand when its strings are plain and by
+    jansson otherwise (core/audit.c, http.c audit_request_text): both must be
+    the same bytes a compact, order-keeping serializer writes, keys in the same
+    order, and chain as one trail."""
+
+    def test_plain_and_escaped_requests_are_written_alike(self):
+        r = self.r
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        dead = socket.socket()
+        dead.bind(("127.0.0.1", 0))  # bound, never listening: a refused upstream
+        port, dead_port = srv.server_address[1], dead.getsockname()[1]
+        try:
+            reqs = [("GET", "/proxy/%d/plain" % port),         # by hand, with bytes_out
+                    ("GET", "/proxy/%d/q%%22x%%5Cy" % port),   # '"' and '\\': jansson
+                    ("POST", "/proxy/%d/up" % port),           # by hand, bytes each way
+                    ("GET", "/proxy/%d/x" % dead_port),        # by hand, with an error code
+                    ("GET", "/proxy/%d/%%01%%C3%%A9" % dead_port),  # a control byte, UTF-8
+                    ("GET", "/files/info?path=/tmp"),          # a query in the target
+                    ("GET", "/files/info?path=%22")]
+            for m, path in reqs:
+                r.request(m, path, b"abc" if m == "POST" else None)
+        finally:
+            srv.shutdown()
+            dead.close()
+        want = {"/proxy/%d/plain" % port, '/proxy/%d/q"x\\y' % port, "/proxy/%d/up" % port,
+                "/proxy/%d/x" % dead_port, "/proxy/%d/\x01\u00e9" % dead_port,
+                "/files/info?path=/tmp", "/files/info?path=%22"}
+        end = time.monotonic() + 15
+        while time.monotonic() < end:
+            got = {e.get("target"): (line, e) for line, e in self.trail()
+                   if e.get("target") in want}
+            if len(got) == len(want):
+                break
+            time.sleep(0.05)
+        self.assertEqual(set(got), want)
+        keys = {}
+        for target, (line, e) in got.items():
+            # The exact bytes of a compact dump that keeps the order (jansson's
+            # JSON_COMPACT | JSON_PRESERVE_ORDER): no space, no other escape.
+            redump = json.dumps(e, separators=(",", ":"), ensure_ascii=False)
+            self.assertEqual(line[line.index("{"):], redump, target)
+            keys.setdefault((e["door"], "code" in e), []).append((target, list(e)))
+        for group in keys.values():
+            for target, k in group[1:]:
+                self.assertEqual(k, group[0][1], (target, group[0][0]))
+        ok = got["/proxy/%d/plain" % port][1]
+        self.assertEqual((ok["status"], ok["bytes_in"], ok["bytes_out"]),
+                         (200, 0, len(b"hello from the app")))
+        self.assertEqual(list(ok)[-2:], ["completed", "bytes_out"])
+        up = got["/proxy/%d/up" % port][1]
+        self.assertEqual((up["bytes_in"], up["bytes_out"]), (3, len(b"got 3")))
+        self.wait_events(1)
+        path = os.path.join(r.tmp, "fmt.log")
+        with open(path, "w") as f:
+            f.write(r.logtext())
+        rc, out = verify(path)
+        self.assertEqual(rc, 0, out)
+
+
 class AuditReset(AuditBase):
     def test_reset_closes_and_restarts_the_chain(self):
         r = self.r
