@@ -100,7 +100,7 @@ enum MHD_Result api_metrics(struct http_req *req);
 /* GET /metrics' figures: cpu_count, cpu_used_pct (since the previous call),
  * mem_total_mib, mem_used_mib, timestamp (new reference). */
 json_t *api_metrics_now(void);
-/* The OTLP/HTTP JSON metrics exporter (api/metricsotlp.c, design §22.8):
+/* The OTLP/HTTP JSON metrics exporter (api/metricsotlp.c, design §13.8):
  * started when OTEL_EXPORTER_OTLP_METRICS_ENDPOINT is set. */
 int api_metrics_otlp_start(struct runner *r, struct error *err);
 void api_metrics_otlp_stop(struct runner *r);

@@ -581,7 +581,7 @@ enum MHD_Result api_session_list(struct http_req *req)
 /* execd's runtime init (docs/design.md §12.1): served without the API
  * token, as execd does (control-plane trust: the caller delivers the
  * token's hash), but with the startup token when the box has one; tasks
- * never reach it (the connection gate, §13.1). */
+ * never reach it (the connection gate, §14.1). */
 enum MHD_Result api_runtime_init(struct http_req *req)
 {
 	struct runner *r = req->r;

@@ -1,4 +1,4 @@
-/* /mcp: the box as an MCP server over Streamable HTTP (docs/design.md §18). One endpoint:
+/* /mcp: the box as an MCP server over Streamable HTTP (docs/design.md §8). One endpoint:
  * POST carries one JSON-RPC message and is answered with JSON, or with an SSE stream for a
  * tool call that runs on (its progress notifications, then its response); GET opens a
  * session's stream for server notifications; DELETE ends a session. Revisions 2025-03-26,
@@ -28,7 +28,7 @@
 #define MCP_CALL_KEEPALIVE_MS 2000
 #define MCP_SESSION_IDLE_MS (3600 * 1000ULL) /* an idle session may be evicted after this */
 /* A call's events waiting for its client: past this the command's output waits in its spool
- * and the spool's backpressure pauses the command (§18.2), as a native stream does. */
+ * and the spool's backpressure pauses the command (§8.2), as a native stream does. */
 #define MCP_STREAM_WINDOW (64 * 1024)
 /* A GET stream's events waiting for its client: more list_changed would tell it nothing new. */
 #define MCP_GSTREAM_WINDOW (4 * 1024)
@@ -572,7 +572,7 @@ static enum MHD_Result dispatch(struct http_req *req, struct mcp_msg *m, struct 
 	return answer(req, 200, mcp_result(m->id, result), NULL);
 }
 
-/* What the audit trail keeps of a JSON-RPC message (docs/design.md §22):
+/* What the audit trail keeps of a JSON-RPC message (docs/design.md §13):
  * the method, the tool, a file tool's path and content hash, the session's
  * first 8 characters; never the whole arguments (a file's content). */
 static json_t *mcp_audit(const struct mcp_msg *m, const char *sid)

@@ -16,9 +16,9 @@ enum MHD_Result api_metrics(struct http_req *req)
 {
 	json_t *m = api_metrics_now();
 	rtinit_add_binding(req->r, m);
-	/* What the audit trail emitted, dropped and its sinks missed (§22). */
+	/* What the audit trail emitted, dropped and its sinks missed (§13). */
 	json_object_set_new(m, "audit", audit_status(req->r));
-	/* The OTLP metrics exporter's own counts (§22.8), null when off. */
+	/* The OTLP metrics exporter's own counts (§13.8), null when off. */
 	json_object_set_new(m, "otlp_metrics", api_metrics_otlp_status(req->r));
 	return http_json(req, 200, m);
 }

@@ -297,7 +297,7 @@ int api_parse_task(json_t *body, struct task_spec *spec, struct model_args *marg
 					 "field 'model' must be a non-empty string");
 		margs->model = json_string_value(model);
 	}
-	/* Agent tasks (docs/design.md §19): the engine and the conversation to continue. */
+	/* Agent tasks (docs/design.md §7.10): the engine and the conversation to continue. */
 	static const char *const names[] = {"engine", "conversation"};
 	for (int i = 0; i < 2; i++) {
 		json_t *v = json_object_get(body, names[i]);
@@ -367,7 +367,7 @@ static enum MHD_Result attach_retry(struct http_req *req, struct task *t, const 
 	return start_stream(req, t, from_start, after);
 }
 
-/* "changes" (docs/design.md §12.3): the checkpoint before the task, taken while the request
+/* "changes" (docs/design.md §10.2): the checkpoint before the task, taken while the request
  * waits suspended; the task starts once it is (or is known not to be) taken. */
 struct changes_wait {
 	struct runner *r;

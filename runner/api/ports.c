@@ -1,4 +1,4 @@
-/* GET /v1/ports (docs/design.md §14): the TCP ports listening in the box,
+/* GET /v1/ports (docs/design.md §9): the TCP ports listening in the box,
  * from /proc/net/tcp and /proc/net/tcp6 (state 0A), each with the process
  * holding the socket (socket inode -> /proc/PID/fd) and the task whose tree
  * that process is in (parent links up to the task's shim). */

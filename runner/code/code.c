@@ -1,5 +1,5 @@
 /* Code contexts: the interpreter task, its protocol, executions streamed to
- * a client (docs/design.md §23). */
+ * a client (docs/design.md §11). */
 #include "code/code.h"
 
 #include <arpa/inet.h>

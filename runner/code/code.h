@@ -1,4 +1,4 @@
-/* Code contexts (docs/design.md §23): a stateful interpreter per context,
+/* Code contexts (docs/design.md §11): a stateful interpreter per context,
  * each a confined task of its own (task_start, TASK_API_CODE) running an
  * embedded driver that speaks line-delimited JSON on its stdin/stdout. One
  * layer serves both client APIs: OpenSandbox execd's /code (api/code.c)

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 /* What a root runner needs for full confinement, and why (docs/design.md
- * §11.1): --cap-drop ALL --cap-add SETUID,SETGID,SETPCAP,CHOWN,KILL
+ * §6.1): --cap-drop ALL --cap-add SETUID,SETGID,SETPCAP,CHOWN,KILL
  *   SETUID   setresuid to the task user; setfsuid for the files API
  *   SETGID   setgroups/setresgid; setfsgid for the files API
  *   SETPCAP  empty the task's bounding set, lock its securebits
@@ -20,7 +20,7 @@
 	((1ULL << CAP_SETUID) | (1ULL << CAP_SETGID) | (1ULL << CAP_SETPCAP) |                     \
 	 (1ULL << CAP_CHOWN) | (1ULL << CAP_KILL))
 /* With --allow-reset a root runner also restores the writable roots, whose
- * entries belong to the task user or to anyone (docs/design.md §11.1):
+ * entries belong to the task user or to anyone (docs/design.md §6.1):
  *   DAC_OVERRIDE  read, write and search directories and files of others
  *   FOWNER        chmod, utimes and sticky-directory removal of others' entries
  *   FSETID        keep a setgid bit that chmod would clear for another group */

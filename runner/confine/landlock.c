@@ -164,7 +164,7 @@ static int build_ruleset(int abi, bool scoped, const char *roots, const char *en
 			goto fail;
 	if (add_path(rfd, "/dev/shm", all, true, err) < 0)
 		goto fail;
-	/* OpenSandbox's EXECD_ENVS file (docs/design.md §20.3): the SDK's
+	/* OpenSandbox's EXECD_ENVS file (docs/design.md §3.5): the SDK's
 	 * set_env appends to it from a command, so tasks may write that one
 	 * file (file rights only; not its directory). The bootstrap creates it
 	 * before the runner starts; the runner reads it as root with its own

@@ -1,5 +1,5 @@
 /* The seccomp policy: an OCI runtime-spec seccomp JSON file parsed with
- * jansson and compiled once with libseccomp at start (docs/design.md §6). */
+ * jansson and compiled once with libseccomp at start (docs/design.md §5.4). */
 #pragma once
 #include <linux/filter.h>
 #include <stdbool.h>

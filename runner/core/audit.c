@@ -1,4 +1,4 @@
-/* The audit trail's state and sinks (audit.h; docs/design.md §22). */
+/* The audit trail's state and sinks (audit.h; docs/design.md §13). */
 #include "core/audit.h"
 
 #include <errno.h>
@@ -245,7 +245,7 @@ static void write_event(struct runner *r, const char *door, const char *what, js
 	struct audit *a = r->audit;
 	/* The head is written by hand and the fields serialized once: no
 	 * second object per event (a JSON object per request was most of the
-	 * trail's cost, docs/design.md §22.7). */
+	 * trail's cost, docs/design.md §13.7). */
 	json_t *own = ev ? NULL : json_object();
 	json_t *body = ev ? ev : own;
 	if (!body) {

@@ -1,4 +1,4 @@
-/* The audit trail (docs/design.md §22): one event for every action through
+/* The audit trail (docs/design.md §13): one event for every action through
  * a door of the runner, fed by one call at each door. Each event is a JSON
  * line {"audit":true, seq, ts, chain, prev, door, what, who, outcome, ...}
  * whose "prev" is the SHA-256 of the line before (core/auditchain.h), with

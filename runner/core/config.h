@@ -76,21 +76,21 @@ struct runner_config {
 	uint64_t task_max_tokens;
 	uint64_t task_max_model_requests;
 	uint64_t agent_output_max; /* tool output fed back to the model (bytes) */
-	/* Agent engines (docs/design.md §19): "NAME=PATH" as given (validated
+	/* Agent engines (docs/design.md §7.10): "NAME=PATH" as given (validated
 	 * as such here; NAME against the engines at start, model/engine.c). */
 #define AGENT_ENGINES_MAX 8
 	const char *agent_engine[AGENT_ENGINES_MAX];
 	unsigned n_agent_engines;
 	uint64_t agent_context_max; /* bytes of conversation the built-in loop sends */
 
-	/* /mcp (docs/design.md §18). */
+	/* /mcp (docs/design.md §8). */
 	const char *mcp_allowed_origins; /* NULL: localhost forms only */
 	const char *mcp_servers;         /* --mcp-servers FILE, or NULL */
 	unsigned mcp_max_sessions;
 	unsigned mcp_max_inflight;
 	uint64_t mcp_max_body;
 
-	/* The audit trail (docs/design.md §22). */
+	/* The audit trail (docs/design.md §13). */
 	const char *audit_file;    /* --audit-file: a copy outside every writable root, or NULL */
 	const char *otlp_endpoint; /* --otlp-endpoint: OTLP/HTTP logs URL, or NULL */
 	/* OTEL_EXPORTER_OTLP_METRICS_ENDPOINT (execd's variable): OTLP/HTTP
@@ -101,7 +101,7 @@ struct runner_config {
 	uint64_t audit_ring_max;  /* bytes of events kept for GET /v1/audit */
 	bool insecure_no_audit;   /* test only: no trail at all (measures its cost) */
 	const char *verify_audit; /* --verify-audit FILE: check a saved trail, then exit */
-	/* Code contexts (docs/design.md §23). */
+	/* Code contexts (docs/design.md §11). */
 	const char *code_interpreter_listen; /* E2B's API: ADDR:PORT, or NULL */
 	unsigned code_max_contexts;
 	uint64_t code_idle_timeout_ms; /* 0 = none */

@@ -180,7 +180,7 @@ static void client_put(struct gate *g, struct gate_client *c)
 	free(c);
 }
 
-/* The audit trail's door of this daemon (docs/design.md §22): the model
+/* The audit trail's door of this daemon (docs/design.md §13): the model
  * proxy's, a port proxy's, or the API's. */
 static const char *gate_door(const struct gate *g)
 {

@@ -1,4 +1,4 @@
-/* The door of an HTTP daemon (docs/design.md §13.1, §13.2): every
+/* The door of an HTTP daemon (docs/design.md §14.1, §14.2): every
  * connection libmicrohttpd accepts passes here first
  * (MHD_OPTION_NOTIFY_CONNECTION) and is
  *   - refused when it comes from a task (refuse_tasks: the runner's API):

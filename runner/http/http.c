@@ -123,7 +123,7 @@ static enum MHD_Result unauthorized(struct http_req *req)
 }
 
 /* Message framing the runner refuses even where libmicrohttpd 0.9.75 lets
- * it through (RFC 9112 §6.1, §6.3, §3.2, §5.1, RFC 9110 §5.5): both
+ * it through (RFC 9112 §6.1, §5.4, §3.2, §5.1, RFC 9110 §5.5): both
  * Content-Length and Transfer-Encoding (request smuggling), repeated
  * Content-Length, Transfer-Encoding or Host, a transfer coding other than
  * chunked, a header name that is not a token (white space before the
@@ -332,7 +332,7 @@ static const char *outcome_of(unsigned status)
  * noted but the byte counts and every string plain (audit_str_plain). The
  * bytes are those json_pack + json_dumps write below, key for key (a JSON
  * object per request was most of the trail's cost on the port proxy's small
- * requests, docs/design.md §22.7); false: the general way. */
+ * requests, docs/design.md §13.7); false: the general way. */
 static bool audit_request_text(struct http_req *req, const char *door, const char *what,
 			       const char *target, bool completed)
 {
@@ -384,7 +384,7 @@ static bool audit_request_text(struct http_req *req, const char *door, const cha
 	return true;
 }
 
-/* The one audit event of a request through the API (docs/design.md §22):
+/* The one audit event of a request through the API (docs/design.md §13):
  * its door, who, what, the answer, and what its handler noted. */
 static void audit_request(struct http_req *req, enum MHD_RequestTerminationCode toe)
 {
@@ -442,7 +442,7 @@ static enum MHD_Result begin_request(struct runner *r, struct http_req *req,
 		return framing_error(req, problem);
 	const struct http_server *h = r->http;
 	/* Re-dispatched here, in this request, never through a socket: the same handler,
-	 * the same token check, nothing forwarded (§20.6). */
+	 * the same token check, nothing forwarded (§16.2). */
 	const char *self = routes == h->routes && h->hooks && h->hooks->self_path
 				   ? h->hooks->self_path(r, url)
 				   : NULL;

@@ -88,7 +88,7 @@ struct http_req {
 };
 
 /* Fields (stolen) for this request's audit event: path, bytes, a content
- * hash, a task id... Later notes win. Never a secret (docs/design.md §22). */
+ * hash, a task id... Later notes win. Never a secret (docs/design.md §13). */
 void http_audit_note(struct http_req *req, json_t *fields);
 /* The same as noting {"bytes_in": in, "bytes_out": out} last, for a hot door
  * (the port proxy, from audit_end): no JSON object per request. */
@@ -157,7 +157,7 @@ struct http_hooks {
 				struct error *e);
 	uint64_t (*request_gen)(struct runner *r);
 	/* A path that names the server's own API under another form (the port proxy's
-	 * /proxy/{own port}/{path}, docs/design.md §20.6): the path to route instead (a suffix of
+	 * /proxy/{own port}/{path}, docs/design.md §16.2): the path to route instead (a suffix of
 	 * path, or a static string), NULL when it is not one. Routed once, with every check of
 	 * the route it lands on (token, body limits, the reset gate). */
 	const char *(*self_path)(struct runner *r, const char *path);

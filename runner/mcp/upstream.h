@@ -1,4 +1,4 @@
-/* The image's own stdio MCP servers behind /mcp (docs/design.md §18.4): declared in
+/* The image's own stdio MCP servers behind /mcp (docs/design.md §10.1): declared in
  * --mcp-servers FILE ({"mcpServers": {name: {command, args?, env?}}}), each started on first
  * use as a confined task of its own (TASK_API_TOOL: the task identity, network policy and
  * limits), spoken to over its stdin and stdout (newline-delimited JSON-RPC), its tools offered

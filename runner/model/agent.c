@@ -47,9 +47,9 @@ struct agent {
 	bool call_is_bash;
 	struct tool_call *tool; /* the tool layer's call in flight (tools/tools.h) */
 
-	struct conversation *conv; /* kept after the task (docs/design.md §19.4) */
+	struct conversation *conv; /* kept after the task (docs/design.md §7.13) */
 	/* The gateway's GET /models, asked once before the first turn: a
-	 * context length for the model lowers the bound (§19.6). */
+	 * context length for the model lowers the bound (§7.15). */
 	struct gw_call *models_call;
 	struct buf models_body;
 	long models_status;

@@ -1,4 +1,4 @@
-/* The chat capability (docs/design.md §17): a command run with a per-task model token and the
+/* The chat capability (docs/design.md §7.4): a command run with a per-task model token and the
  * loopback model proxy's address in its environment (model/modelproxy.h). */
 #pragma once
 #include "task/task.h"

@@ -1,4 +1,4 @@
-/* Agent engines (docs/design.md §19): the `engine` of an `agent` task. `builtin` is the runner's
+/* Agent engines (docs/design.md §7.10): the `engine` of an `agent` task. `builtin` is the runner's
  * own loop (model/agent.c); `codex` and `claude-code` run a coding-agent CLI as a confined chat
  * task (per-task model token, the loopback proxy) and map its JSONL onto the built-in loop's
  * events (model/engine_events.h). Every engine has the same limits (max_steps, max_tokens,

@@ -1,4 +1,4 @@
-/* Engine `codex`: OpenAI's Codex CLI, `codex exec --json` (docs/design.md §19).
+/* Engine `codex`: OpenAI's Codex CLI, `codex exec --json` (docs/design.md §7.10).
  *
  * Its JSONL (thread events): thread.started {thread_id}; turn.started;
  * item.started / item.updated / item.completed {item: {id, type, ...}} with

@@ -1,4 +1,4 @@
-/* Agent engines' pure parts (docs/design.md §19): for each coding-agent CLI,
+/* Agent engines' pure parts (docs/design.md §7.10): for each coding-agent CLI,
  * the command line that runs it and a parser of its JSONL output that maps
  * every line onto the built-in loop's event vocabulary (§3.3): message.delta,
  * message, tool.call, tool.result, plus what ends the run. A line that does

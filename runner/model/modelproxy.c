@@ -104,7 +104,7 @@ struct mp_req {
 	struct mp_req *next, *prev;
 };
 
-/* The audit event of one call through the proxy (docs/design.md §22). */
+/* The audit event of one call through the proxy (docs/design.md §13). */
 static json_t *audit_call(const struct mp_req *q, bool completed)
 {
 	const struct task_token *k = q->tok;
@@ -256,7 +256,7 @@ static int up_data(struct gw_call *c, void *arg, const char *p, size_t n)
 }
 
 /* Every admitted call is settled once, however it ended (docs/design.md
- * §17.4): its hold released, and charged
+ * §7.7): its hold released, and charged
  * - a whole 200 answer: the usage it reported, or, none reported, an
  *   estimate (the request's bytes as input, the answer's as output);
  * - a 200 answer cut short (the client hung up, the gateway broke off):
@@ -887,7 +887,7 @@ json_t *modelproxy_report(struct runner *r)
 			    json_pack("[s,s,s]", wire_openai.name, wire_anthropic.name,
 				      wire_gemini.name));
 	/* What a metered call holds of max_tokens while in flight, and how
-	 * an answer that did not report its usage is charged (§17.4). */
+	 * an answer that did not report its usage is charged (§7.7). */
 	json_object_set_new(o, "budget_hold",
 			    json_pack("{s:s,s:i,s:i}", "per_call", "input estimate + output hold",
 				      "output_hold_tokens", BUDGET_OUT_HOLD, "bytes_per_token",

@@ -1,4 +1,4 @@
-/* The chat capability's per-task tokens (docs/design.md §3.5, §17): a chat
+/* The chat capability's per-task tokens (docs/design.md §7.3, §7.4): a chat
  * or agent task is started with a fresh token in its environment (each
  * model family's variables), which the model proxy (model/modelproxy.c)
  * accepts while the task lives; the token carries the task's budget and
@@ -13,7 +13,7 @@
 struct runner;
 struct error;
 
-/* An agent engine's view of its CLI's model calls (model/engine.c, docs/design.md §19.3): the
+/* An agent engine's view of its CLI's model calls (model/engine.c, docs/design.md §7.12): the
  * task's budget after a call ended with usage, and when a call was refused because it is spent
  * (the proxy answered 429 budget_exceeded; nothing reached the gateway). */
 struct modelproxy_watch {

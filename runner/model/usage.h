@@ -1,5 +1,5 @@
 /* Token usage of model calls, and the framing every usage scanner shares
- * (docs/design.md §17): a response body is either an SSE stream (events of
+ * (docs/design.md §7.4): a response body is either an SSE stream (events of
  * data: lines, ended by a blank line) or one JSON document (an object, or
  * an array of objects as Gemini streams without alt=sse). The framer is
  * pure and incremental: the same bytes fed in any pieces give the same

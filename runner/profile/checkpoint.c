@@ -1222,7 +1222,7 @@ void ckpt_free_all(struct runner *r)
 	r->profile->ckpt = NULL;
 }
 
-/* ---- a task's changes (POST /v1/tasks "changes"; docs/design.md §12.3) ---- */
+/* ---- a task's changes (POST /v1/tasks "changes"; docs/design.md §10.2) ---- */
 
 /* Start op, or queue it behind the one running; done as for ckpt_start. */
 static int start_queued(struct runner *r, enum ckpt_op op, const char *id, json_t *args,
@@ -1282,7 +1282,7 @@ int ckpt_task_before(struct runner *r, const char *cwd, ckpt_done_fn done, void 
 {
 	/* The task's working directory when it lies in a writable root (an agent works in its
 	 * workspace): cheaper than every root, and what a client shows and rolls back; else
-	 * every root (docs/design.md §12.3). */
+	 * every root (docs/design.md §10.2). */
 	struct stat st;
 	if (!cwd && stat("/workspace", &st) == 0 && S_ISDIR(st.st_mode))
 		cwd = "/workspace"; /* the task's own default (task/task.c) */

@@ -33,7 +33,7 @@ void ckpt_forget_waiter(struct runner *r, void *arg);
 json_t *ckpt_list(struct runner *r, struct error *e);
 json_t *ckpt_get(struct runner *r, const char *id, struct error *e);
 
-/* What a task changed (POST /v1/tasks "changes"; docs/design.md §12.3). The checkpoint
+/* What a task changed (POST /v1/tasks "changes"; docs/design.md §10.2). The checkpoint
  * before it, of its cwd when that lies in a writable root (else of every root), queued
  * behind a running operation (not 409): done as for ckpt_start. */
 int ckpt_task_before(struct runner *r, const char *cwd, ckpt_done_fn done, void *arg,

@@ -557,7 +557,7 @@ void rtinit_reset_begin(struct runner *r)
 	hooks_stop(r);
 }
 
-/* The audit trail's resource of a bound box (docs/design.md §12.1, §22):
+/* The audit trail's resource of a bound box (docs/design.md §12.1, §13):
  * sandbox.id, sandbox.generation, and telemetry.attributes' string values
  * (which cannot replace the first two). */
 static json_t *audit_attrs(const struct rtinit *rt)

@@ -1,4 +1,4 @@
-/* HTTP forwarded to a port inside the box (docs/design.md §14): the engine
+/* HTTP forwarded to a port inside the box (docs/design.md §9): the engine
  * behind the port proxy's route (api/proxy.c), on the runner's one loop.
  * One struct proxy per forwarded request:
  *

@@ -1,4 +1,4 @@
-/* The rules of a forwarded HTTP/1 head (docs/design.md §14, §17): which
+/* The rules of a forwarded HTTP/1 head (docs/design.md §9, §7.4): which
  * fields are hop-by-hop (RFC 9110 §7.6.1), which ones the Connection field
  * names, and the request head the port proxy sends upstream. One home for
  * the port proxy (relay/forward.c) and the model proxy (model/wire.c,

@@ -223,7 +223,7 @@ void task_close_pipe(struct task *t, int which)
  * writer's are first spliced into the drain pipe, which moves page
  * references under the task pipe's lock instead of copying 62 KiB under
  * it: the task, writing into the same pipe at the same time, no longer
- * waits on that lock (§15.3, seventh round). The drain pipe is emptied
+ * waits on that lock (§9.11, seventh round). The drain pipe is emptied
  * before this returns; where it cannot be, it is replaced, so no byte of
  * one task can ever reach another's output. */
 static ssize_t read_output(struct task *t, int which, int fd, unsigned char *buf, size_t len)

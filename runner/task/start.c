@@ -257,7 +257,7 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, struct e
 	/* The EXECD_ENVS file goes where execd applies it, its commands, and
 	 * nowhere else: any task can write it, and the runner's own tasks
 	 * (MCP servers, engines, chat, tool commands) run for other clients
-	 * (docs/design.md §20.3). execd's sessions and terminals see only the
+	 * (docs/design.md §3.5). execd's sessions and terminals see only the
 	 * variable naming it. */
 	cleanup_json json_t *env = spec->api == TASK_API_EXECD
 					   ? env_with_file(spec->env, r->cfg.execd_envs, uid)

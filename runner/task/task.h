@@ -203,7 +203,7 @@ struct task {
 	void (*on_finish)(struct task *t, json_t *exit_ev);
 	void *finish_arg;
 	/* An owner that adds to the terminal event after the task ended, from the loop, later
-	 * (docs/design.md §12.3: what it changed): called with gone=false when the event is
+	 * (docs/design.md §10.2: what it changed): called with gone=false when the event is
 	 * due, which is then kept in held_ev (readers wait for it) until task_exit_release;
 	 * with gone=true when the record is freed first (the owner forgets it). The engine
 	 * knows nothing of what the owner adds. */

@@ -1363,7 +1363,7 @@ NONROOT = ["--user", "1000:1000", "--cap-drop", "ALL", "--security-opt", "no-new
 
 def check_nonroot_report(rep, label, state_dir="/tmp/forceai-runner-1000", in_memory=True):
     """in_memory: the state dir (the /tmp fallback, inside the /tmp root) is not
-    used in non-root mode: spools live in memory (design §16.2)."""
+    used in non-root mode: spools live in memory (design §14.11)."""
     ident = (rep or {}).get("identity") or {}
     ll = (rep or {}).get("landlock") or {}
     sd = (rep or {}).get("state_dir") or {}

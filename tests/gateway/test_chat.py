@@ -1,5 +1,5 @@
 """Capability `chat`: the loopback model proxy, per-task tokens, usage in the
-exit event, and key isolation (docs/design.md §3.3, §3.5)."""
+exit event, and key isolation (docs/design.md §3.3, §7.3)."""
 import base64
 import json
 import os

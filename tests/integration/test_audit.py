@@ -1,4 +1,4 @@
-"""The audit trail (docs/design.md §22): one event for every action through a
+"""The audit trail (docs/design.md §13): one event for every action through a
 door, chained by SHA-256, with no secret in any sink; the verifier names the
 first break of a trail edited by hand; a reset closes the tenant's chain and
 starts the next one; GET /v1/audit (JSON and a resumable SSE tail)."""
@@ -613,7 +613,7 @@ class AuditFileRefused(unittest.TestCase):
 
 
 class AuditOtlpMetrics(unittest.TestCase):
-    """The runner's metrics as execd exports them (§22.5): OTLP/HTTP JSON to
+    """The runner's metrics as execd exports them (§13.5): OTLP/HTTP JSON to
     OTEL_EXPORTER_OTLP_METRICS_ENDPOINT every OTEL_METRIC_EXPORT_INTERVAL ms,
     the box's id and attributes on every post after runtime init, no secret;
     a hung collector blocks nothing and what it missed is counted."""

@@ -471,7 +471,7 @@ def exit_event(ev):
 
 
 class TaskChanges(CkBase):
-    """POST /v1/tasks "changes" (docs/design.md §12.3): exit.changes lists what the task added,
+    """POST /v1/tasks "changes" (docs/design.md §10.2): exit.changes lists what the task added,
     modified and deleted; exit.checkpoint, taken before the task started, undoes it."""
 
     def test_exec_task_reports_its_changes_and_the_checkpoint_undoes_them(self):
@@ -629,7 +629,7 @@ class TaskChangesUnavailable(unittest.TestCase):
     def test_exit_says_why(self):
         R = ScratchRoots()
         self.addCleanup(R.close)
-        # its state dir inside a writable root: the runner keeps its state in memory (§16.2)
+        # its state dir inside a writable root: the runner keeps its state in memory (§14.11)
         r = Runner(("--landlock-roots", R.roots_arg()), env={"XDG_RUNTIME_DIR": R.tmp},
                    wrap=NONROOT, owner=TASK_UID, state_dir=False)
         self.addCleanup(r.close)

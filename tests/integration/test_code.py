@@ -1,4 +1,4 @@
-"""Code contexts (docs/design.md §22): OpenSandbox execd's /code API from its
+"""Code contexts (docs/design.md §13): OpenSandbox execd's /code API from its
 spec (specs/execd-api.yaml) with raw HTTP, and E2B's code-interpreter wire
 format on --code-interpreter-listen with raw HTTP (tests/code/ drives the
 real @e2b/code-interpreter client)."""

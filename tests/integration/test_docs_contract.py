@@ -1,4 +1,4 @@
-"""The documents are a contract (docs/design.md §16.4): every option and
+"""The documents are a contract (docs/design.md §9.7): every option and
 variable of docs/configuration.md's tables against --help and the parser
 (values, bounds, what 0 means, the groups of --help), every route
 docs/api.md and docs/design.md list against the running runner (and the
@@ -438,8 +438,8 @@ ROUTE_RE = re.compile(r"`((?:GET|POST|DELETE|PUT|PATCH|ANY)(?:\|(?:GET|POST|DELE
 
 
 def design_contract_text():
-    """docs/design.md's wire contracts of the runner's port: §3 and §9
-    (interactive features). Routes of other servers (the model proxy, §7.3;
+    """docs/design.md's wire contracts of the runner's port: §3 and §2.6
+    (interactive features). Routes of other servers (the model proxy, §7.9;
     upstreams) are written there as paths without a method."""
     text = read(DESIGN)
     return section(text, "3. Wire contracts") + section(text, "9. Interactive features")

@@ -397,7 +397,7 @@ asyncio.run(main())
         """OpenSandbox's server hands out {host}:{port}/proxy/44772 for execd's own port
         (Docker bridge mode): /proxy/{the runner's port}/{path} is the API itself, in the
         request (no socket), with the token checked as for the route it lands on and
-        X-EXECD-ACCESS-TOKEN honoured, not stripped (docs/design.md §20.6)."""
+        X-EXECD-ACCESS-TOKEN honoured, not stripped (docs/design.md §16.2)."""
         own = "/proxy/%d" % self.r.port
         resp, data = self.req("GET", own + "/ping", headers={"X-EXECD-ACCESS-TOKEN": "x"})
         self.assertEqual((resp.status, data), (200, b""), "public as /ping is")

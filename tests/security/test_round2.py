@@ -339,7 +339,7 @@ class NonRootReset(unittest.TestCase):
     def test_read_only_dirs_do_not_brick_the_box(self):
         rep = self.r.json("GET", "/v1/hardening")[1]
         self.assertEqual(rep["identity"]["mode"], "non-root")
-        # The gap of non-root mode is said, not hidden (design §16.4).
+        # The gap of non-root mode is said, not hidden (design §9.7).
         self.assertIn("a task can open another session's", rep["pty_terminals"])
         ws = self.roots.ws
         ev = self.r.execd({"command": "cd %s && mkdir d && echo x > d/f && chmod 555 d && "

@@ -1,6 +1,6 @@
 """Round three of the runner's doors (issue 36), from the attacker's side: the self endpoint
-/proxy/{the runner's own port} (docs/design.md §20.6) opened to clients must stay closed to
-tasks exactly as the API is (§13.1); an operation id or Idempotency-Key reused by another
+/proxy/{the runner's own port} (docs/design.md §16.2) opened to clients must stay closed to
+tasks exactly as the API is (§14.1); an operation id or Idempotency-Key reused by another
 client, and a resume of an id that is not an execd command (§3.2, §3.3).
 
 The model: whoever holds the access token is the one client of the box. Two connections with
