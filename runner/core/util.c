@@ -667,35 +667,31 @@ const char *open_regular_strerror(int rc, const struct stat *st)
 	}
 }
 
-int write_all(int fd, const void *p, size_t n)
+/* off < 0: write at the file position; else pwrite at off. */
+static int write_loop(int fd, const char *c, size_t n, off_t off)
 {
-	const char *c = p;
 	while (n) {
-		ssize_t k = write(fd, c, n);
+		ssize_t k = off < 0 ? write(fd, c, n) : pwrite(fd, c, n, off);
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k < 0)
 			return -errno;
 		c += k;
 		n -= (size_t)k;
+		if (off >= 0)
+			off += k;
 	}
 	return 0;
 }
 
+int write_all(int fd, const void *p, size_t n)
+{
+	return write_loop(fd, p, n, -1);
+}
+
 int pwrite_all(int fd, const void *p, size_t n, off_t off)
 {
-	const char *c = p;
-	while (n) {
-		ssize_t k = pwrite(fd, c, n, off);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return -errno;
-		c += k;
-		n -= (size_t)k;
-		off += k;
-	}
-	return 0;
+	return off < 0 ? -EINVAL : write_loop(fd, p, n, off);
 }
 
 void iso_time_ms(char *out, size_t len, uint64_t ms)

@@ -342,21 +342,13 @@ static int hash_fd(char *buf, int src, unsigned char sha[32], uint64_t *n)
 	return 0;
 }
 
-int ck_object_read(const struct ck_store *s, const unsigned char sha[32], size_t max, char **buf,
-		   size_t *len)
+/* Up to max bytes of fd (closed here) into a new NUL-terminated buffer;
+ * a read error ends it with what was read. */
+static int slurp(int fd, size_t max, char **buf, size_t *len)
 {
-	char hex[65];
-	ck_hex(sha, hex);
-	int fd = openat(s->obj_fd, hex, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
 	char *b = malloc(max + 1);
-	if (!b) {
-		close(fd);
-		return -ENOMEM;
-	}
 	size_t n = 0;
-	while (n < max) {
+	while (b && n < max) {
 		ssize_t k = read(fd, b + n, max - n);
 		if (k < 0 && errno == EINTR)
 			continue;
@@ -365,10 +357,23 @@ int ck_object_read(const struct ck_store *s, const unsigned char sha[32], size_t
 		n += (size_t)k;
 	}
 	close(fd);
+	if (!b)
+		return -ENOMEM;
 	b[n] = 0;
 	*buf = b;
 	*len = n;
 	return 0;
+}
+
+int ck_object_read(const struct ck_store *s, const unsigned char sha[32], size_t max, char **buf,
+		   size_t *len)
+{
+	char hex[65];
+	ck_hex(sha, hex);
+	int fd = openat(s->obj_fd, hex, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	return slurp(fd, max, buf, len);
 }
 
 static int cmp_sha(const void *a, const void *b)
@@ -923,23 +928,7 @@ int ck_read_current(const struct ck_root *roots, unsigned n_roots, const char *p
 		close(fd);
 		return -EINVAL;
 	}
-	char *b = malloc(max + 1);
-	size_t n = 0;
-	while (b && n < max) {
-		ssize_t k = read(fd, b + n, max - n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			break;
-		n += (size_t)k;
-	}
-	close(fd);
-	if (!b)
-		return -ENOMEM;
-	b[n] = 0;
-	*buf = b;
-	*len = n;
-	return 0;
+	return slurp(fd, max, buf, len);
 }
 
 /* ---- restore ---- */
