@@ -104,8 +104,12 @@ struct http_stream;
 struct http_stream_ops {
 	void (*produce)(struct http_stream *s);
 	void (*close)(struct http_stream *s);
-	/* Called from the 1 s tick: may wake the stream for a keep-alive. */
+	/* Called from the 1 s tick (optional): work of the stream's own. */
 	void (*tick)(struct http_stream *s, uint64_t now_mono_ms);
+	/* The keep-alive (http/sse.h, the one policy): after keepalive_ms (0: none) without a
+	 * byte sent, keepalive goes once the producer has nothing and the stream is not done. */
+	uint32_t keepalive_ms;
+	const char *keepalive;
 	/* Optional, instead of produce: write up to max bytes straight into
 	 * libmicrohttpd's send buffer (no copy through `out`, and no buffer of
 	 * the stream's own to hold a large event); returns the bytes written,
@@ -129,6 +133,7 @@ struct http_stream {
 	bool suspended;
 	bool closed;
 	bool ending;           /* http_streams_end: ends as soon as it has nothing to send */
+	bool keepalive_due;    /* silent for ops->keepalive_ms: the next empty turn sends it */
 	uint64_t last_send_ms; /* monotonic */
 	struct http_stream *next, *prev;
 };
