@@ -390,14 +390,13 @@ static void on_checkpoint(void *arg, unsigned status, json_t *body)
 /* Field "changes": the capability's default (on for agent tasks, off for the others). */
 static int parse_changes(json_t *body, const struct task_spec *spec, bool *on, struct error *err)
 {
-	json_t *v = json_object_get(body, "changes");
+	bool has, v;
 	*on = spec->cap->changes == TASK_CHANGES_ON;
-	if (!v || json_is_null(v))
+	if (body_bool(body, "changes", &has, &v, err) < 0)
+		return -1;
+	if (!has)
 		return 0;
-	if (!json_is_boolean(v))
-		return error_set(err, 0, "INVALID_REQUEST_BODY",
-				 "field 'changes' must be a boolean");
-	*on = json_is_true(v);
+	*on = v;
 	if (*on && spec->cap->changes == TASK_CHANGES_NO)
 		return error_set(err, 0, "INVALID_REQUEST_BODY",
 				 "field 'changes' is for capability exec and agent");

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "core/util.h"
+#include "http/body.h"
 
 struct runner;
 struct http_req;
@@ -237,11 +238,9 @@ void http_stream_wake(struct http_stream *s);
 unsigned http_streams_end(struct runner *r, bool force);
 unsigned http_stream_count(struct runner *r);
 
-/* The request body parsed as a JSON object; on failure responds 400 and
- * returns NULL (check req->responded). allow_empty: empty body → {} */
+/* The request body parsed as a JSON object (http_parse_json_object, http/body.h, which also
+ * has the typed getters); on failure responds 400 and returns NULL (check req->responded).
+ * allow_empty: empty body → {} */
 json_t *http_body_json(struct http_req *req, bool allow_empty);
-/* The same check without a request (no I/O): the object, or NULL with err
- * set (INVALID_REQUEST_BODY). */
-json_t *http_parse_json_object(const char *data, size_t len, bool allow_empty, struct error *err);
 const char *http_query(struct http_req *req, const char *name);
 const char *http_header(struct http_req *req, const char *name);
