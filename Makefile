@@ -16,7 +16,8 @@ ASAN_OBJS   := $(patsubst runner/%.c,build/asan/obj/%.o,$(RUNNER_SRCS))
 PURE_SRCS := runner/core/util.c runner/core/error.c runner/core/log.c runner/core/statedir.c \
 	     runner/core/procfs.c runner/core/closefds.c \
 	     runner/task/linesplit.c runner/task/spool.c runner/task/envfile.c \
-	     runner/http/h1parse.c runner/relay/hop.c runner/relay/splice.c \
+	     runner/http/h1parse.c runner/http/sse.c runner/http/body.c runner/relay/hop.c \
+	     runner/relay/splice.c \
 	     runner/model/chatstream.c runner/confine/seccomp.c runner/confine/seccomp_cache.c \
 	     runner/model/engine_events.c runner/model/engine_codex.c runner/model/engine_claude.c \
 	     runner/model/engine_parse.c \

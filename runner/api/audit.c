@@ -12,10 +12,10 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
+#include "http/sse.h"
 
 #define AUDIT_PAGE_MAX 10000 /* events per JSON answer */
 #define AUDIT_SSE_CHUNK (64 * 1024)
-#define AUDIT_KEEPALIVE_MS 15000
 
 const char *api_audit_door(const char *path)
 {
@@ -71,7 +71,6 @@ struct audit_stream {
 	uint32_t chain;
 	uint64_t next; /* the next seq to send */
 	char task[33];
-	uint64_t last_send;
 };
 
 static void as_wake(struct audit_watcher *w)
@@ -94,8 +93,10 @@ static void as_produce(struct http_stream *hs)
 		return;
 	}
 	if (as->next < oldest && as->next <= last) {
-		buf_appendf(&hs->out, "event: lost\ndata: {\"from\":%llu,\"to\":%llu}\n\n",
-			    (unsigned long long)as->next, (unsigned long long)oldest - 1);
+		char lost[64];
+		int n = snprintf(lost, sizeof(lost), "{\"from\":%llu,\"to\":%llu}",
+				 (unsigned long long)as->next, (unsigned long long)oldest - 1);
+		sse_event(&hs->out, SSE_NO_ID, "lost", lost, (size_t)n);
 		as->next = oldest;
 	}
 	while (as->next <= last && hs->out.len < AUDIT_SSE_CHUNK) {
@@ -103,12 +104,8 @@ static void as_produce(struct http_stream *hs)
 		as->next++;
 		if (!rec || !rec->line || (as->task[0] && strcmp(rec->task, as->task)))
 			continue;
-		buf_appendf(&hs->out, "id: %llu\ndata: ", (unsigned long long)rec->seq);
-		buf_append(&hs->out, rec->line, rec->len);
-		buf_append_lit(&hs->out, "\n\n");
+		sse_event(&hs->out, rec->seq, NULL, rec->line, rec->len);
 	}
-	if (hs->out.len)
-		as->last_send = monotonic_ms();
 }
 
 static void as_close(struct http_stream *hs)
@@ -118,19 +115,18 @@ static void as_close(struct http_stream *hs)
 	free(as);
 }
 
+/* Every second: a reset or a shutdown is noticed by as_produce. */
 static void as_tick(struct http_stream *hs, uint64_t now)
 {
-	struct audit_stream *as = (struct audit_stream *)hs;
-	if (now - as->last_send >= AUDIT_KEEPALIVE_MS && !hs->out.len) {
-		buf_append_lit(&hs->out, ": keep-alive\n\n");
-		as->last_send = now;
-	}
+	(void)now;
 	http_stream_wake(hs);
 }
 
 static const struct http_stream_ops audit_stream_ops = {.produce = as_produce,
 							.close = as_close,
-							.tick = as_tick};
+							.tick = as_tick,
+							.keepalive_ms = SSE_KEEPALIVE_MS,
+							.keepalive = SSE_KEEPALIVE};
 
 enum MHD_Result api_audit(struct http_req *req)
 {
@@ -157,17 +153,16 @@ enum MHD_Result api_audit(struct http_req *req)
 	/* Only the current tenant's events: a reset closed the chain before. */
 	uint64_t from = since + 1 < first ? first : since + 1;
 	const char *accept = http_header(req, "Accept");
-	if ((accept && strstr(accept, "text/event-stream")) || http_query(req, "stream")) {
+	if ((accept && strstr(accept, SSE_CONTENT_TYPE)) || http_query(req, "stream")) {
 		struct audit_stream *as = calloc(1, sizeof(*as));
 		if (!as)
 			return http_failf(req, "RUNTIME_ERROR", "out of memory");
 		as->chain = chain;
 		as->next = from;
-		as->last_send = monotonic_ms();
 		snprintf(as->task, sizeof(as->task), "%s", task ? task : "");
 		as->w.wake = as_wake;
 		audit_watch(r, &as->w);
-		return http_stream_start(req, &as->hs, &audit_stream_ops, "text/event-stream");
+		return http_stream_start(req, &as->hs, &audit_stream_ops, SSE_CONTENT_TYPE);
 	}
 	json_t *events = json_array();
 	uint64_t lost = 0, seq = from, n = 0;

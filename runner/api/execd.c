@@ -370,62 +370,23 @@ static enum MHD_Result start_stream(struct http_req *req, struct task *t, bool s
 	return http_stream_start(req, &es->hs, &execd_ops, "text/event-stream");
 }
 
-/* Typed field access with clear errors (INVALID_REQUEST_BODY). */
-static int get_str(json_t *body, const char *key, bool required, const char **out,
-		   struct error *err)
-{
-	json_t *v = json_object_get(body, key);
-	*out = NULL;
-	if (!v || json_is_null(v)) {
-		if (required)
-			return error_set(err, 0, "INVALID_REQUEST_BODY", "field '%s' is required",
-					 key);
-		return 0;
-	}
-	if (!json_is_string(v))
-		return error_set(err, 0, "INVALID_REQUEST_BODY", "field '%s' must be a string",
-				 key);
-	if (strlen(json_string_value(v)) != json_string_length(v))
-		return error_set(err, 0, "INVALID_REQUEST_BODY", "field '%s' contains a NUL byte",
-				 key);
-	*out = json_string_value(v);
-	return 0;
-}
-
-static int get_uint(json_t *body, const char *key, uint64_t max, bool *has, uint64_t *out,
-		    struct error *err)
-{
-	json_t *v = json_object_get(body, key);
-	*has = false;
-	if (!v || json_is_null(v))
-		return 0;
-	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-	    (uint64_t)json_integer_value(v) > max)
-		return error_set(err, 0, "INVALID_REQUEST_BODY",
-				 "field '%s' must be an integer between 0 and %llu", key,
-				 (unsigned long long)max);
-	*has = true;
-	*out = (uint64_t)json_integer_value(v);
-	return 0;
-}
-
 /* cmd_key NULL: the command comes another way (argv). */
 static int read_spec(json_t *body, const char *cmd_key, struct task_spec *spec, struct error *err)
 {
 	memset(spec, 0, sizeof(*spec));
 	spec->state_in_fd = spec->state_out_fd = -1;
 	spec->command = "";
-	if (cmd_key && get_str(body, cmd_key, true, &spec->command, err) < 0)
+	if (cmd_key && body_str(body, cmd_key, true, &spec->command, err) < 0)
 		return -1;
 	if (cmd_key && !*spec->command)
 		return error_set(err, 0, "INVALID_REQUEST_BODY", "field '%s' must not be empty",
 				 cmd_key);
-	if (get_str(body, "cwd", false, &spec->cwd, err) < 0)
+	if (body_str(body, "cwd", false, &spec->cwd, err) < 0)
 		return -1;
 	if (spec->cwd && !*spec->cwd)
 		spec->cwd = NULL;
 	const char *net;
-	if (get_str(body, "network", false, &net, err) < 0)
+	if (body_str(body, "network", false, &net, err) < 0)
 		return -1;
 	if (net && !strcmp(net, "none"))
 		spec->network = TASK_NET_NONE;
@@ -493,19 +454,18 @@ int api_parse_command(json_t *body, struct task_spec *spec, struct error *err)
 		return -1;
 	spec->argv = argv;
 	spec->api = TASK_API_EXECD;
-	json_t *bg = json_object_get(body, "background");
-	if (bg && !json_is_null(bg) && !json_is_boolean(bg))
-		return error_set(err, 0, "INVALID_REQUEST_BODY",
-				 "field 'background' must be a boolean");
-	spec->background = bg && json_is_true(bg);
-	if (get_uint(body, "timeout", 7ULL * 24 * 3600 * 1000, &has, &v, err) < 0)
+	bool bg = false;
+	if (body_bool(body, "background", &has, &bg, err) < 0)
+		return -1;
+	spec->background = bg;
+	if (body_uint(body, "timeout", 7ULL * 24 * 3600 * 1000, &has, &v, err) < 0)
 		return -1;
 	spec->timeout_ms = has ? v : 0;
-	if (get_uint(body, "uid", 0xfffffffe, &has, &v, err) < 0)
+	if (body_uint(body, "uid", 0xfffffffe, &has, &v, err) < 0)
 		return -1;
 	spec->has_uid = has;
 	spec->uid = (uid_t)v;
-	if (get_uint(body, "gid", 0xfffffffe, &has, &v, err) < 0)
+	if (body_uint(body, "gid", 0xfffffffe, &has, &v, err) < 0)
 		return -1;
 	spec->has_gid = has;
 	spec->gid = (gid_t)v;
@@ -518,7 +478,7 @@ int api_parse_session_create(json_t *body, const char **cwd, struct error *err)
 	*cwd = NULL;
 	if (schema_check(&schema_session, body, err) < 0)
 		return -1;
-	if (get_str(body, "cwd", false, cwd, err) < 0)
+	if (body_str(body, "cwd", false, cwd, err) < 0)
 		return -1;
 	if (*cwd && **cwd && (*cwd)[0] != '/')
 		return error_set(err, 0, "INVALID_REQUEST_BODY", "cwd must be an absolute path");
@@ -535,7 +495,7 @@ int api_parse_session_run(json_t *body, struct task_spec *spec, struct error *er
 		return -1;
 	if (api_read_spec(body, "command", spec, err) < 0)
 		return -1;
-	if (get_uint(body, "timeout", 7ULL * 24 * 3600 * 1000, &has, &v, err) < 0)
+	if (body_uint(body, "timeout", 7ULL * 24 * 3600 * 1000, &has, &v, err) < 0)
 		return -1;
 	spec->timeout_ms = has ? v : 0;
 	return 0;
@@ -807,7 +767,7 @@ enum MHD_Result api_command_operation(struct http_req *req)
 	const char *op_id;
 	uint64_t expires;
 	if (schema_check(&schema_command_operation, body, &err) < 0 ||
-	    get_str(body, "operation_id", true, &op_id, &err) < 0 ||
+	    body_str(body, "operation_id", true, &op_id, &err) < 0 ||
 	    check_operation_id(req->r, op_id, &expires, &err) < 0)
 		return op_fail(req, &err);
 	unsigned char hash[32];

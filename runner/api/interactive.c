@@ -37,13 +37,11 @@ static struct task *find_native(struct http_req *req, struct error *err)
 
 int api_parse_task_io(json_t *body, struct task_spec *spec, struct error *err)
 {
-	json_t *in = json_object_get(body, "stdin");
-	if (in && !json_is_null(in)) {
-		if (!json_is_boolean(in))
-			return error_set(err, 0, "INVALID_REQUEST_BODY",
-					 "field 'stdin' must be a boolean");
-		spec->keep_stdin = json_is_true(in);
-	}
+	bool has, in;
+	if (body_bool(body, "stdin", &has, &in, err) < 0)
+		return -1;
+	if (has)
+		spec->keep_stdin = in;
 	json_t *tty = json_object_get(body, "tty");
 	if (tty && !json_is_null(tty) && !json_is_false(tty)) {
 		if (!json_is_object(tty) && !json_is_true(tty))

@@ -18,14 +18,11 @@
 #include "core/util.h"
 #include "core/version.h"
 #include "core/list.h"
+#include "http/sse.h"
 #include "mcp/proto.h"
 #include "mcp/upstream.h"
 #include "tools/tools.h"
 
-#define MCP_KEEPALIVE_MS 15000 /* GET streams */
-/* A tool call's stream: a suspended connection notices its client gone only when it sends,
- * and that is a cancel (the command is killed), so it sends often. */
-#define MCP_CALL_KEEPALIVE_MS 2000
 #define MCP_SESSION_IDLE_MS (3600 * 1000ULL) /* an idle session may be evicted after this */
 /* A call's events waiting for its client: past this the command's output waits in its spool
  * and the spool's backpressure pauses the command (§8.2), as a native stream does. */
@@ -116,11 +113,11 @@ static enum MHD_Result answer_error(struct http_req *req, unsigned status, json_
 	return answer(req, status, mcp_error(id, code, m), NULL);
 }
 
-static void sse_event(struct http_stream *hs, json_t *msg)
+static void put_message(struct http_stream *hs, json_t *msg)
 {
 	char *s = json_dumps(msg, JSON_COMPACT);
 	if (s) {
-		buf_appendf(&hs->out, "event: message\ndata: %s\n\n", s);
+		sse_event(&hs->out, SSE_NO_ID, "message", s, strlen(s));
 		free(s);
 	}
 	http_stream_wake(hs);
@@ -286,28 +283,16 @@ static void call_stream_close(struct http_stream *hs)
 	call_free((struct mcp_call *)hs);
 }
 
-static void stream_tick(struct http_stream *hs, uint64_t now)
-{
-	/* Only on an idle stream: a client that does not read gets no pile of keep-alives. */
-	if (!hs->done && !buf_avail(&hs->out) && now - hs->last_send_ms >= MCP_KEEPALIVE_MS) {
-		buf_append_str(&hs->out, ": keep-alive\n\n");
-		http_stream_wake(hs);
-	}
-}
-
-/* A call's keep-alive: an SSE comment, or white space before a JSON body (JSON allows it). */
-static void call_tick(struct http_stream *hs, uint64_t now)
-{
-	struct mcp_call *c = (struct mcp_call *)hs;
-	if (hs->done || buf_avail(&hs->out) || now - hs->last_send_ms < MCP_CALL_KEEPALIVE_MS)
-		return;
-	buf_append_str(&hs->out, c->sse ? ": keep-alive\n\n" : "\n");
-	http_stream_wake(hs);
-}
-
-static const struct http_stream_ops call_stream_ops = {.produce = call_produce,
-						       .close = call_stream_close,
-						       .tick = call_tick};
+/* A call's keep-alive (http/sse.h's policy): an SSE comment, or white space before a JSON
+ * body (JSON allows it). */
+static const struct http_stream_ops call_sse_ops = {.produce = call_produce,
+						    .close = call_stream_close,
+						    .keepalive_ms = SSE_KEEPALIVE_CALL_MS,
+						    .keepalive = SSE_KEEPALIVE};
+static const struct http_stream_ops call_json_ops = {.produce = call_produce,
+						     .close = call_stream_close,
+						     .keepalive_ms = SSE_KEEPALIVE_CALL_MS,
+						     .keepalive = "\n"};
 
 static void gstream_close(struct http_stream *hs)
 {
@@ -320,7 +305,8 @@ static void gstream_close(struct http_stream *hs)
 
 static const struct http_stream_ops gstream_ops = {.produce = stream_produce,
 						   .close = gstream_close,
-						   .tick = stream_tick};
+						   .keepalive_ms = SSE_KEEPALIVE_MS,
+						   .keepalive = SSE_KEEPALIVE};
 
 /* ---- tools/call ---- */
 
@@ -349,7 +335,7 @@ static void on_output(void *arg, int stream, const char *p, size_t n)
 			  "notifications/progress", "params", "progressToken", c->progress_token,
 			  "progress", (json_int_t)c->progress, "message", tool_json_text(p, n));
 	if (note)
-		sse_event(&c->hs, note);
+		put_message(&c->hs, note);
 	json_decref(note);
 }
 
@@ -364,7 +350,7 @@ static void call_answered(struct mcp_call *c, json_t *msg)
 {
 	call_unlink(c);
 	if (c->sse) {
-		sse_event(&c->hs, msg);
+		put_message(&c->hs, msg);
 	} else {
 		char *t = json_dumps(msg, JSON_COMPACT);
 		if (t)
@@ -466,8 +452,8 @@ static enum MHD_Result tools_call(struct http_req *req, struct mcp_msg *m, struc
 		return answer(req, 200, msg, NULL);
 	}
 	call_link(c, sess);
-	return http_stream_start(req, &c->hs, &call_stream_ops,
-				 c->sse ? "text/event-stream" : "application/json");
+	return http_stream_start(req, &c->hs, c->sse ? &call_sse_ops : &call_json_ops,
+				 c->sse ? SSE_CONTENT_TYPE : "application/json");
 }
 
 /* ---- requests ---- */
@@ -708,7 +694,7 @@ static enum MHD_Result do_get(struct http_req *req)
 	g->sess = s;
 	LIST_PUSH(s->gets, g);
 	s->last_used_ms = monotonic_ms();
-	return http_stream_start(req, &g->hs, &gstream_ops, "text/event-stream");
+	return http_stream_start(req, &g->hs, &gstream_ops, SSE_CONTENT_TYPE);
 }
 
 static enum MHD_Result do_delete(struct http_req *req)
@@ -731,7 +717,7 @@ void mcp_notify_tools_changed(struct runner *r)
 			/* A client that has not taken the last ones has a list_changed waiting
 			 * already (keep-alives go only to an empty queue): it refetches once. */
 			if (buf_avail(&g->hs.out) < MCP_GSTREAM_WINDOW)
-				sse_event(&g->hs, note);
+				put_message(&g->hs, note);
 	json_decref(note);
 }
 

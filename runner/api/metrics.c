@@ -1,4 +1,5 @@
-/* GET /metrics and /metrics/watch, shaped like execd's. */
+/* GET /metrics and /metrics/watch, shaped like execd's (the watch: one JSON object a line,
+ * every second, application/x-ndjson). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,5 +70,7 @@ enum MHD_Result api_metrics_watch(struct http_req *req)
 	if (!ws)
 		return MHD_NO;
 	ws->due = true;
-	return http_stream_start(req, &ws->hs, &watch_ops, "text/event-stream");
+	/* One JSON object a line, as execd writes it (which labels it text/event-stream
+	 * without SSE framing): named for what it is. */
+	return http_stream_start(req, &ws->hs, &watch_ops, "application/x-ndjson");
 }

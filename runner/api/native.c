@@ -18,13 +18,11 @@
 #include "core/runner.h"
 #include "task/task.h"
 #include "core/util.h"
-
-#define KEEPALIVE_MS 5000 /* well inside the idle timeout of proxies and of our own server */
+#include "http/sse.h"
 
 struct native_stream {
 	struct http_stream hs; /* hs.out: small events; hs.done after the terminal one */
 	struct task_reader rd;
-	bool keepalive_due;
 	/* The output record being written straight into the send buffer, in
 	 * as many pieces as it takes (stage 0 header, 1 text, 2 trailer). */
 	struct task_rec_ref cur;
@@ -41,10 +39,8 @@ static void encode_event(struct native_stream *ns, const struct spool_rec *rec, 
 	if (!nl)
 		return;
 	size_t nlen = (size_t)(nl - data);
-	buf_appendf(o, "id: %llu\nevent: %.*s\ndata: ", (unsigned long long)rec->seq + 1, (int)nlen,
-		    data);
-	buf_append(o, nl + 1, rec->len - nlen - 1);
-	buf_append_str(o, "\n\n");
+	sse_head(o, rec->seq + 1, data, nlen);
+	sse_data(o, nl + 1, rec->len - nlen - 1);
 	if ((nlen == 4 && !memcmp(data, "exit", 4)) || (nlen == 5 && !memcmp(data, "error", 5)))
 		ns->hs.done = true; /* the terminal event */
 }
@@ -72,11 +68,10 @@ static size_t record_piece(struct native_stream *ns, char *dst, size_t max)
 restart:
 	if (ns->stage == 0) {
 		char hdr[96];
-		size_t h =
-			(size_t)snprintf(hdr, sizeof(hdr), "id: %llu\nevent: %s\ndata: {\"%s\":\"",
-					 (unsigned long long)c->rec.seq + 1,
-					 c->rec.type == SPOOL_STDOUT ? "stdout" : "stderr",
-					 ns->b64 ? "data_b64" : "text");
+		size_t h = sse_head_to(hdr, sizeof(hdr), c->rec.seq + 1,
+				       c->rec.type == SPOOL_STDOUT ? "stdout" : "stderr", 6);
+		h += (size_t)snprintf(hdr + h, sizeof(hdr) - h, "{\"%s\":\"",
+				      ns->b64 ? "data_b64" : "text");
 		if (max < h + 8)
 			return 0;
 		memcpy(dst, hdr, h);
@@ -121,7 +116,7 @@ restart:
 	}
 	if (max - n < 4)
 		return n;
-	memcpy(dst + n, "\"}\n\n", 4);
+	memcpy(dst + n, "\"}" SSE_END, 4);
 	c->active = false;
 	return n + 4;
 }
@@ -156,18 +151,17 @@ static size_t ns_produce_into(struct http_stream *hs, char *dst, size_t max)
 			if (task_reader_at_end(&ns->rd)) {
 				/* The exit record could not be written (disk full):
 				 * the terminal event is owed all the same. */
-				buf_appendf(
-					&hs->out,
-					"id: %llu\nevent: exit\ndata: {\"exit_code\":%d,\"status\":\"%s\"}\n\n",
-					(unsigned long long)t->spool.next_seq + 1, t->exit_code,
-					task_status_str(t));
+				char d[128];
+				int k = snprintf(d, sizeof(d),
+						 "{\"exit_code\":%d,\"status\":\"%s\"}",
+						 t->exit_code, task_status_str(t));
+				if (k > 0 && (size_t)k < sizeof(d))
+					sse_event(&hs->out, t->spool.next_seq + 1, "exit", d,
+						  (size_t)k);
 				hs->done = true;
 				continue;
 			}
-			if (ns->keepalive_due && !n)
-				buf_append_str(&hs->out, ": keep-alive\n\n");
-			ns->keepalive_due = false;
-			n += buf_take(&hs->out, dst + n, max - n);
+			/* Nothing now: the keep-alive is the stream layer's (http/sse.h). */
 			break;
 		}
 		if (ns->cur.rec.type == SPOOL_EVENT) {
@@ -190,15 +184,6 @@ static void ns_close(struct http_stream *hs)
 	free(ns);
 }
 
-static void ns_tick(struct http_stream *hs, uint64_t now)
-{
-	struct native_stream *ns = (struct native_stream *)hs;
-	if (!hs->done && now - hs->last_send_ms >= KEEPALIVE_MS) {
-		ns->keepalive_due = true;
-		http_stream_wake(hs);
-	}
-}
-
 static void ns_wake(struct task_reader *rd)
 {
 	struct native_stream *ns =
@@ -213,7 +198,8 @@ static bool ns_more_soon(struct http_stream *hs)
 }
 
 static const struct http_stream_ops native_ops = {.close = ns_close,
-						  .tick = ns_tick,
+						  .keepalive_ms = SSE_KEEPALIVE_TASK_MS,
+						  .keepalive = SSE_KEEPALIVE,
 						  .produce_into = ns_produce_into,
 						  .more_soon = ns_more_soon};
 
@@ -227,7 +213,7 @@ static enum MHD_Result start_stream(struct http_req *req, struct task *t, bool f
 	if (!from_start)
 		spool_seek_seq(&t->spool, &ns->rd.cur, after_id); /* event id N = seq N-1 */
 	task_reader_attach(t, &ns->rd, true);
-	return http_stream_start(req, &ns->hs, &native_ops, "text/event-stream");
+	return http_stream_start(req, &ns->hs, &native_ops, SSE_CONTENT_TYPE);
 }
 
 static struct task *find_task(struct http_req *req)
@@ -404,14 +390,13 @@ static void on_checkpoint(void *arg, unsigned status, json_t *body)
 /* Field "changes": the capability's default (on for agent tasks, off for the others). */
 static int parse_changes(json_t *body, const struct task_spec *spec, bool *on, struct error *err)
 {
-	json_t *v = json_object_get(body, "changes");
+	bool has, v;
 	*on = spec->cap->changes == TASK_CHANGES_ON;
-	if (!v || json_is_null(v))
+	if (body_bool(body, "changes", &has, &v, err) < 0)
+		return -1;
+	if (!has)
 		return 0;
-	if (!json_is_boolean(v))
-		return error_set(err, 0, "INVALID_REQUEST_BODY",
-				 "field 'changes' must be a boolean");
-	*on = json_is_true(v);
+	*on = v;
 	if (*on && spec->cap->changes == TASK_CHANGES_NO)
 		return error_set(err, 0, "INVALID_REQUEST_BODY",
 				 "field 'changes' is for capability exec and agent");

@@ -35,13 +35,13 @@
 #include "files/ident.h"
 #include "files/path.h"
 #include "files/userjob.h"
+#include "http/sse.h"
 
 #define WATCH_MAX_STREAMS 32
 #define WATCH_MAX_DIRS 8192
 #define WATCH_MAX_DIRS_TOTAL 65536
 #define WATCH_QUEUE_MAX (256u * 1024)
 #define WATCH_READS_PER_WAKE 4 /* inotify reads per loop wake: a flood never holds the loop */
-#define WATCH_KEEPALIVE_MS 15000
 #define WATCH_MASK                                                                                 \
 	(IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB |             \
 	 IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_EXCL_UNLINK)
@@ -71,7 +71,6 @@ struct watch_stream {
 	uint64_t dropped; /* events lost since the last overflow event */
 	bool limit_hit;   /* a recursive walk stopped at WATCH_MAX_DIRS */
 	char *last_write; /* the path of the last queued write (coalesced) */
-	uint64_t last_send_ms;
 	struct watch_stream *next, *prev;
 };
 
@@ -99,7 +98,7 @@ static void put(struct watch_stream *s, json_t *ev)
 	char *js = json_dumps(ev, JSON_COMPACT);
 	const char *type = json_string_value(json_object_get(ev, "type"));
 	if (js && type) {
-		buf_appendf(&s->q, "event: %s\ndata: %s\n\n", type, js);
+		sse_event(&s->q, SSE_NO_ID, type, js, strlen(js));
 		wake(s);
 	}
 	free(js);
@@ -417,19 +416,9 @@ static void w_produce(struct http_stream *hs)
 			buf_free(&s->q);
 		else
 			buf_reset(&s->q);
-		s->last_send_ms = monotonic_ms();
 	}
 	if (s->ended || hs->r->shutting_down || hs->ending)
 		hs->done = true;
-}
-
-static void w_tick(struct http_stream *hs, uint64_t now)
-{
-	struct watch_stream *s = (struct watch_stream *)hs;
-	if (now - s->last_send_ms >= WATCH_KEEPALIVE_MS && !buf_avail(&s->q)) {
-		buf_append_lit(&s->q, ": keep-alive\n\n");
-		wake(s);
-	}
 }
 
 static void w_close(struct http_stream *hs)
@@ -459,7 +448,8 @@ static void w_close(struct http_stream *hs)
 
 static const struct http_stream_ops watch_ops = {.produce = w_produce,
 						 .close = w_close,
-						 .tick = w_tick};
+						 .keepalive_ms = SSE_KEEPALIVE_MS,
+						 .keepalive = SSE_KEEPALIVE};
 
 /* Open and watch the root (and, recursive, what is beneath it) as the task
  * user. 0 or -1 with err. */
@@ -559,7 +549,6 @@ enum MHD_Result api_files_watch(struct http_req *req)
 		return http_error(req, 500, "RUNTIME_ERROR", "cannot watch the inotify descriptor");
 	}
 	s->watching = true;
-	s->last_send_ms = monotonic_ms();
 	put(s, json_pack("{s:s,s:s,s:b,s:I}", "type", "watching", "path", path, "recursive",
 			 recursive, "dirs", (json_int_t)s->ndirs));
 	if (s->limit_hit) {
@@ -570,5 +559,5 @@ enum MHD_Result api_files_watch(struct http_req *req)
 	}
 	log_info("directory watch started", "{s:s,s:b,s:I}", "path", path, "recursive", recursive,
 		 "dirs", (json_int_t)s->ndirs);
-	return http_stream_start(req, &s->hs, &watch_ops, "text/event-stream");
+	return http_stream_start(req, &s->hs, &watch_ops, SSE_CONTENT_TYPE);
 }

@@ -816,6 +816,12 @@ void http_tick(struct runner *r)
 	uint64_t now = monotonic_ms();
 	for (struct http_stream *s = h->streams; s;) {
 		struct http_stream *next = s->next;
+		/* The one keep-alive timer (http/sse.h): an idle stream is woken to send it. */
+		if (s->ops->keepalive_ms && !s->done && !s->ending && !buf_avail(&s->out) &&
+		    now - s->last_send_ms >= s->ops->keepalive_ms) {
+			s->keepalive_due = true;
+			http_stream_wake(s);
+		}
 		if (s->ops->tick)
 			s->ops->tick(s, now);
 		s = next;

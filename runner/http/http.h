@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "core/util.h"
+#include "http/body.h"
 
 struct runner;
 struct http_req;
@@ -104,8 +105,12 @@ struct http_stream;
 struct http_stream_ops {
 	void (*produce)(struct http_stream *s);
 	void (*close)(struct http_stream *s);
-	/* Called from the 1 s tick: may wake the stream for a keep-alive. */
+	/* Called from the 1 s tick (optional): work of the stream's own. */
 	void (*tick)(struct http_stream *s, uint64_t now_mono_ms);
+	/* The keep-alive (http/sse.h, the one policy): after keepalive_ms (0: none) without a
+	 * byte sent, keepalive goes once the producer has nothing and the stream is not done. */
+	uint32_t keepalive_ms;
+	const char *keepalive;
 	/* Optional, instead of produce: write up to max bytes straight into
 	 * libmicrohttpd's send buffer (no copy through `out`, and no buffer of
 	 * the stream's own to hold a large event); returns the bytes written,
@@ -129,6 +134,7 @@ struct http_stream {
 	bool suspended;
 	bool closed;
 	bool ending;           /* http_streams_end: ends as soon as it has nothing to send */
+	bool keepalive_due;    /* silent for ops->keepalive_ms: the next empty turn sends it */
 	uint64_t last_send_ms; /* monotonic */
 	struct http_stream *next, *prev;
 };
@@ -232,11 +238,9 @@ void http_stream_wake(struct http_stream *s);
 unsigned http_streams_end(struct runner *r, bool force);
 unsigned http_stream_count(struct runner *r);
 
-/* The request body parsed as a JSON object; on failure responds 400 and
- * returns NULL (check req->responded). allow_empty: empty body → {} */
+/* The request body parsed as a JSON object (http_parse_json_object, http/body.h, which also
+ * has the typed getters); on failure responds 400 and returns NULL (check req->responded).
+ * allow_empty: empty body → {} */
 json_t *http_body_json(struct http_req *req, bool allow_empty);
-/* The same check without a request (no I/O): the object, or NULL with err
- * set (INVALID_REQUEST_BODY). */
-json_t *http_parse_json_object(const char *data, size_t len, bool allow_empty, struct error *err);
 const char *http_query(struct http_req *req, const char *name);
 const char *http_header(struct http_req *req, const char *name);

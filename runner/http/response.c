@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "http/internal.h"
@@ -149,30 +148,6 @@ const char *http_query(struct http_req *req, const char *name)
 const char *http_header(struct http_req *req, const char *name)
 {
 	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
-}
-
-json_t *http_parse_json_object(const char *data, size_t len, bool allow_empty, struct error *err)
-{
-	if (len == 0) {
-		if (allow_empty)
-			return json_object();
-		error_set(err, 0, "INVALID_REQUEST_BODY", "the request body must be a JSON object");
-		return NULL;
-	}
-	json_error_t jerr;
-	/* Depth is bounded by jansson (JSON_PARSER_MAX_DEPTH); NUL bytes in
-	 * strings are refused unless asked for, which we never do. */
-	cleanup_json json_t *j = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!j) {
-		error_set(err, 0, "INVALID_REQUEST_BODY", "invalid JSON at line %d column %d: %s",
-			  jerr.line, jerr.column, jerr.text);
-		return NULL;
-	}
-	if (!json_is_object(j)) {
-		error_set(err, 0, "INVALID_REQUEST_BODY", "the request body must be a JSON object");
-		return NULL;
-	}
-	return take_ptr(j);
 }
 
 json_t *http_body_json(struct http_req *req, bool allow_empty)

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "core/log.h"
@@ -41,6 +42,16 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 	/* Here out is empty unless buf is full. A short tail while more is due
 	 * waits for it: one full send instead of a full one and a scrap, each
 	 * a packet and a wake-up of the client. */
+	/* Nothing from the producer and silent too long: the keep-alive (http/sse.h). */
+	if (n == 0 && s->keepalive_due && !s->done && !s->ending && !s->failed) {
+		size_t k = strlen(s->ops->keepalive);
+		if (k <= max) {
+			memcpy(buf, s->ops->keepalive, k);
+			n = k;
+		}
+	}
+	if (n > 0)
+		s->keepalive_due = false;
 	if (n > 0 && n < max / 2 && !s->done && !s->ending && s->ops->more_soon &&
 	    s->ops->more_soon(s) && buf_append(&s->out, buf, n) == 0) {
 		MHD_suspend_connection(s->conn);

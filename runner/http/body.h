@@ -1,0 +1,27 @@
+/* A request body as JSON: the one reader (a JSON object, or an array where a route takes
+ * one) and the one set of typed getters, each error INVALID_REQUEST_BODY in the words of the
+ * routes' schemas (api/schema.h): "field 'K' must be a string". Pure: no request, no I/O, so
+ * the fuzz targets and unit tests call what the handlers call. */
+#pragma once
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct error;
+
+/* data as a JSON object (duplicate keys refused), or NULL with err set
+ * (INVALID_REQUEST_BODY). allow_empty: an empty body is {}. */
+json_t *http_parse_json_object(const char *data, size_t len, bool allow_empty, struct error *err);
+/* The same for a route whose body is a JSON array. */
+json_t *http_parse_json_array(const char *data, size_t len, struct error *err);
+
+/* Typed fields of a JSON object. A field missing or JSON null is absent: 0 with *out NULL or
+ * *has false. Otherwise a field of the wrong type or range is -1 with err set naming it. */
+/* A string without NUL bytes; required: absent is an error too. */
+int body_str(json_t *o, const char *key, bool required, const char **out, struct error *err);
+/* An integer from 0 to max. */
+int body_uint(json_t *o, const char *key, uint64_t max, bool *has, uint64_t *out,
+	      struct error *err);
+/* A boolean. */
+int body_bool(json_t *o, const char *key, bool *has, bool *out, struct error *err);
