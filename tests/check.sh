@@ -43,6 +43,9 @@ stage pid1 python3 tests/run.py pid1
 # plain dev build is the one every other suite drives (tests/README.md:
 # "Where the time goes").
 stage integration env RUNNER_BIN=build/asan/forceai-runner python3 tests/run.py integration
+# The integration tests that bound the runner's memory (RSS means nothing
+# under ASan or valgrind) once more against the plain build.
+stage integration-memory env TEST_MEMORY_ONLY=1 python3 tests/run.py integration
 stage security python3 tests/run.py security
 stage sdk python3 tests/sdk/run_sdk.py
 # /mcp with the official MCP TypeScript SDK client and the MCP conformance suite (Node.js 22

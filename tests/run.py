@@ -27,6 +27,30 @@ class TimedResult(unittest.TextTestResult):
         self.times.append((time.monotonic() - self._t0, test.id()))
 
 
+def asserts_memory(test):
+    """The tests whose memory bounds hold only for the plain build
+    (harness.rss_is_meaningful, or a class skipped when SANITIZED): make
+    check runs the integration suite under ASan and valgrind, and these once
+    more against the plain build (TEST_MEMORY_ONLY=1)."""
+    import inspect
+    marks = ("rss_is_meaningful", "SANITIZED")
+    try:
+        method = inspect.getsource(getattr(test, test._testMethodName))
+        lines, start = inspect.findsource(type(test))
+    except (OSError, TypeError, AttributeError):
+        return False
+    # findsource points at the class line or (3.9+) its first decorator.
+    decorators, j = [], start
+    while j < len(lines) and lines[j].lstrip().startswith("@"):
+        decorators.append(lines[j])
+        j += 1
+    j = start - 1
+    while j >= 0 and lines[j].lstrip().startswith("@"):
+        decorators.append(lines[j])
+        j -= 1
+    return any(m in text for m in marks for text in [method] + decorators)
+
+
 def main():
     suites = sys.argv[1:] or ["unit", "pid1", "integration", "security"]
     loader = unittest.TestLoader()
@@ -36,7 +60,8 @@ def main():
         if os.path.isdir(path):
             all_tests.addTests(loader.discover(path, pattern="test_*.py", top_level_dir=path))
     pattern = os.environ.get("TEST_FILTER")
-    if pattern:
+    memory_only = os.environ.get("TEST_MEMORY_ONLY")
+    if pattern or memory_only:
         flat = []
 
         def walk(t):
@@ -46,7 +71,13 @@ def main():
             else:
                 flat.append(t)
         walk(all_tests)
-        all_tests = unittest.TestSuite([t for t in flat if pattern in t.id()])
+        if pattern:
+            # Comma-separated substrings of the test id: any one selects.
+            pats = [p for p in pattern.split(",") if p]
+            flat = [t for t in flat if any(p in t.id() for p in pats)]
+        if memory_only:
+            flat = [t for t in flat if asserts_memory(t)]
+        all_tests = unittest.TestSuite(flat)
     t0 = time.monotonic()
     result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout,
                                      resultclass=TimedResult).run(all_tests)

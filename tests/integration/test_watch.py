@@ -79,9 +79,16 @@ class Watch:
                 self.events.append(ev)
 
     def body(self):
-        """Status != 200: the JSON error body."""
+        """Status != 200: the JSON error body (read to its Content-Length:
+        the connection stays open, a read past the body would wait out the
+        socket's timeout)."""
         m = b""
-        while True:
+        want = None
+        for line in self.head.split(b"\r\n")[1:]:
+            k, _, v = line.partition(b":")
+            if k.strip().lower() == b"content-length":
+                want = int(v.strip())
+        while want is None or len(self.buf) + len(m) < want:
             try:
                 d = self.sock.recv(65536)
             except socket.timeout:
