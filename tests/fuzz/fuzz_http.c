@@ -63,6 +63,7 @@
 #include <microhttpd.h>
 
 #include "api/proxy.h"
+#include "relay/forward.h"
 #include "api/routes.h"
 #include "confine/confine.h"
 #include "core/error.h"
@@ -312,7 +313,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	if (loop_init(&R.loop) < 0)
 		die("loop_init");
 	reaper_init(&R.reaper);
-	if (tasks_init(&R) < 0 || sessions_init(&R) < 0 || proxy_init(&R) < 0)
+	if (tasks_init(&R) < 0 || sessions_init(&R) < 0 || relay_init(&R) < 0)
 		die("tables");
 	static const struct gate_tasks doors = {.is_task_uid = taskuid_is_task,
 						.describe = taskuid_describe};
@@ -430,7 +431,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	close(c);
 	settle();
-	if (proxy_count(&R))
+	if (relay_count(&R))
 		die("a proxied request stayed open after its client went away");
 	clean_sandbox();
 
