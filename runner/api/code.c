@@ -65,9 +65,11 @@ static enum MHD_Result not_found(struct http_req *req, const char *id)
 
 /* ---- OpenSandbox execd: /code ---- */
 
-enum MHD_Result api_code_context_create(struct http_req *req)
+/* POST /code/context (execd: `language` required) and E2B's POST
+ * /contexts (an empty body allowed; the language defaults to python). */
+static enum MHD_Result context_create(struct http_req *req, bool e2b)
 {
-	cleanup_json json_t *body = http_body_json(req, false);
+	cleanup_json json_t *body = http_body_json(req, e2b);
 	if (!body)
 		return req->responded ? MHD_YES : MHD_NO;
 	const char *lang, *cwd;
@@ -75,12 +77,17 @@ enum MHD_Result api_code_context_create(struct http_req *req)
 	if (get_string(body, "language", &lang, &err) < 0 ||
 	    get_string(body, "cwd", &cwd, &err) < 0 || check_cwd(cwd, &err) < 0)
 		return http_fail(req, &err);
-	if (!lang)
+	if (!lang && !e2b)
 		return http_failf(req, "INVALID_REQUEST_BODY", "field 'language' is required");
-	struct code_ctx *c = code_ctx_create(req->r, lang, cwd, &err);
+	struct code_ctx *c = code_ctx_create(req->r, lang ? lang : "python", cwd, &err);
 	if (!c)
 		return http_fail(req, &err);
 	return http_json(req, 200, code_ctx_json(c));
+}
+
+enum MHD_Result api_code_context_create(struct http_req *req)
+{
+	return context_create(req, false);
 }
 
 static json_t *list_of(struct runner *r, const char *language)
@@ -234,18 +241,7 @@ static enum MHD_Result e2b_run(struct http_req *req)
 
 static enum MHD_Result e2b_context_create(struct http_req *req)
 {
-	cleanup_json json_t *body = http_body_json(req, true);
-	if (!body)
-		return req->responded ? MHD_YES : MHD_NO;
-	const char *lang, *cwd;
-	struct error err;
-	if (get_string(body, "language", &lang, &err) < 0 ||
-	    get_string(body, "cwd", &cwd, &err) < 0 || check_cwd(cwd, &err) < 0)
-		return http_fail(req, &err);
-	struct code_ctx *c = code_ctx_create(req->r, lang ? lang : "python", cwd, &err);
-	if (!c)
-		return http_fail(req, &err);
-	return http_json(req, 200, code_ctx_json(c));
+	return context_create(req, true);
 }
 
 static enum MHD_Result e2b_contexts_list(struct http_req *req)

@@ -38,7 +38,6 @@
 #define UNREADABLE_MAX 100
 #define STOP_WAIT_MS 10000
 #define MAX_CHECKPOINTS 1000
-#define TASK_CHANGES_LISTED 100    /* a task's exit event: paths named per kind, counts beyond */
 #define TASK_CHANGES_WAIT_MS 60000 /* a task's exit event waits this long for its diff */
 
 struct ckpt {
@@ -864,22 +863,32 @@ static json_t *running_tasks(struct runner *r)
 	return a;
 }
 
+/* 0 when every key of body is one of fields (NULL-terminated); else -1
+ * with UNKNOWN_FIELD naming the first other one. */
+static int only_fields(json_t *body, const char *const *fields, struct error *e)
+{
+	const char *key;
+	json_t *v;
+	json_object_foreach(body, key, v) {
+		const char *const *f = fields;
+		while (*f && strcmp(key, *f))
+			f++;
+		if (!*f)
+			return error_set(e, 0, "UNKNOWN_FIELD", "unknown field '%.100s'", key);
+	}
+	return 0;
+}
+
 static int ckpt_create(struct runner *r, json_t *body, ckpt_done_fn done, void *arg,
 		       struct error *e)
 {
 	struct checkpoints *c = cs_of(r);
 	if (ready(c, e) < 0)
 		return -1;
+	static const char *const fields[] = {"paths", "label", NULL};
+	if (only_fields(body, fields, e) < 0)
+		return -1;
 	json_incref(body);
-	const char *key;
-	json_t *v;
-	json_object_foreach(body, key, v) {
-		if (strcmp(key, "paths") && strcmp(key, "label")) {
-			error_set(e, 0, "UNKNOWN_FIELD", "unknown field '%.100s'", key);
-			json_decref(body); /* after: key is the body's */
-			return -1;
-		}
-	}
 	json_t *paths = json_object_get(body, "paths");
 	json_t *label = json_object_get(body, "label");
 	if ((paths && !json_is_array(paths)) || (label && !json_is_string(label)) ||
@@ -995,12 +1004,9 @@ static int ckpt_diff(struct runner *r, const char *id, json_t *args, ckpt_done_f
 	struct checkpoints *c = cs_of(r);
 	if (ready(c, e) < 0)
 		return -1;
-	const char *key;
-	json_t *v;
-	json_object_foreach(args, key, v) {
-		if (strcmp(key, "to") && strcmp(key, "patch"))
-			return error_set(e, 0, "UNKNOWN_FIELD", "unknown field '%.100s'", key);
-	}
+	static const char *const fields[] = {"to", "patch", NULL};
+	if (only_fields(args, fields, e) < 0)
+		return -1;
 	json_t *tj = json_object_get(args, "to"), *pj = json_object_get(args, "patch");
 	if ((tj && !json_is_string(tj) && !json_is_null(tj)) || (pj && !json_is_boolean(pj)))
 		return error_set(e, 0, "INVALID_REQUEST_BODY",
@@ -1046,16 +1052,10 @@ static int ckpt_restore(struct runner *r, const char *id, json_t *body, ckpt_don
 	struct checkpoints *c = cs_of(r);
 	if (ready(c, e) < 0)
 		return -1;
+	static const char *const fields[] = {"stop_tasks", NULL};
+	if (only_fields(body, fields, e) < 0)
+		return -1;
 	json_incref(body);
-	const char *key;
-	json_t *v;
-	json_object_foreach(body, key, v) {
-		if (strcmp(key, "stop_tasks")) {
-			error_set(e, 0, "UNKNOWN_FIELD", "unknown field '%.100s'", key);
-			json_decref(body); /* after: key is the body's */
-			return -1;
-		}
-	}
 	json_t *st = json_object_get(body, "stop_tasks");
 	if (st && !json_is_boolean(st)) {
 		json_decref(body);
@@ -1345,6 +1345,22 @@ static json_t *others_in(struct runner *r, const struct task *t, uint64_t from, 
 	return a;
 }
 
+void ckpt_change_lists(json_t *diff, json_t *lists[3])
+{
+	static const char *const kinds[3] = {"added", "modified", "deleted"};
+	for (int j = 0; j < 3; j++)
+		lists[j] = json_array();
+	size_t i;
+	json_t *ch;
+	json_array_foreach(json_object_get(diff, "changes"), i, ch) {
+		const char *k = json_string_value(json_object_get(ch, "change"));
+		for (int j = 0; j < 3; j++)
+			if (k && !strcmp(k, kinds[j]) &&
+			    json_array_size(lists[j]) < CKPT_CHANGES_LISTED)
+				json_array_append(lists[j], json_object_get(ch, "path"));
+	}
+}
+
 static void on_task_diff(void *arg, unsigned status, json_t *body)
 {
 	struct ckpt_watch *w = arg;
@@ -1357,16 +1373,8 @@ static void on_task_diff(void *arg, unsigned status, json_t *body)
 		return;
 	}
 	static const char *const kinds[3] = {"added", "modified", "deleted"};
-	json_t *lists[3] = {json_array(), json_array(), json_array()};
-	size_t i;
-	json_t *ch;
-	json_array_foreach(json_object_get(body, "changes"), i, ch) {
-		const char *k = json_string_value(json_object_get(ch, "change"));
-		for (int j = 0; j < 3; j++)
-			if (k && !strcmp(k, kinds[j]) &&
-			    json_array_size(lists[j]) < TASK_CHANGES_LISTED)
-				json_array_append(lists[j], json_object_get(ch, "path"));
-	}
+	json_t *lists[3];
+	ckpt_change_lists(body, lists);
 	json_t *counts = json_object_get(body, "counts");
 	bool truncated = json_is_true(json_object_get(body, "truncated"));
 	for (int j = 0; j < 3; j++)

@@ -30,6 +30,11 @@ int ckpt_start(struct runner *r, enum ckpt_op op, const char *id, json_t *args, 
 /* The receiver arg went away: done is not called (the operation still ends). */
 void ckpt_forget_waiter(struct runner *r, void *arg);
 /* Answered at once: NULL with e set on failure. */
+/* A diff answer's changes as three path lists (added, modified, deleted;
+ * at most CKPT_CHANGES_LISTED paths each, new references): what a task's
+ * exit event and the run_command tool show. */
+#define CKPT_CHANGES_LISTED 100
+void ckpt_change_lists(json_t *diff, json_t *lists[3]);
 json_t *ckpt_list(struct runner *r, struct error *e);
 json_t *ckpt_get(struct runner *r, const char *id, struct error *e);
 

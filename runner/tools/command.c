@@ -14,7 +14,6 @@
 #include "tools/internal.h"
 
 #define COMMAND_TIMEOUT_MAX (7ULL * 24 * 3600 * 1000)
-#define CHANGES_LISTED 100 /* paths named per kind; counts beyond */
 
 static void command_stop(struct tool_call *c)
 {
@@ -74,7 +73,7 @@ static void changes_failed(struct tool_call *c, const struct error *e)
 }
 
 /* The diff's answer as {checkpoint, added, modified, deleted (paths, at most
- * CHANGES_LISTED each), counts}; concurrent tasks in the tree show too (the diff says the tree
+ * CKPT_CHANGES_LISTED each), counts}; concurrent tasks in the tree show too (the diff says the tree
  * changed, not who changed it). */
 static void on_diff(void *arg, unsigned status, json_t *body)
 {
@@ -85,17 +84,8 @@ static void on_diff(void *arg, unsigned status, json_t *body)
 		error_set(&e, 0, NULL, "%s", json_string_value(json_object_get(body, "message")));
 		changes_failed(c, &e);
 	} else {
-		json_t *lists[3] = {json_array(), json_array(), json_array()};
-		static const char *const kinds[3] = {"added", "modified", "deleted"};
-		size_t i;
-		json_t *ch;
-		json_array_foreach(json_object_get(body, "changes"), i, ch) {
-			const char *k = json_string_value(json_object_get(ch, "change"));
-			for (int j = 0; j < 3; j++)
-				if (k && !strcmp(k, kinds[j]) &&
-				    json_array_size(lists[j]) < CHANGES_LISTED)
-					json_array_append(lists[j], json_object_get(ch, "path"));
-		}
+		json_t *lists[3];
+		ckpt_change_lists(body, lists);
 		json_t *counts = json_object_get(body, "counts");
 		json_object_set_new(c->res.structured, "changes",
 				    json_pack("{s:s,s:o,s:o,s:o,s:O,s:O}", "checkpoint", c->ck_id,
