@@ -117,7 +117,9 @@ int auditchain_verify_line(struct auditchain_verifier *v, const char *line, size
 	json_t *o = json_loadb(line, len, 0, &jerr);
 	json_t *seqj = o ? json_object_get(o, "seq") : NULL;
 	const char *prev = o ? json_string_value(json_object_get(o, "prev")) : NULL;
-	if (!o || !json_is_true(json_object_get(o, "audit")) || !json_is_integer(seqj) || !prev) {
+	/* The runner numbers from 1: a seq below that is no event it wrote. */
+	if (!o || !json_is_true(json_object_get(o, "audit")) || !json_is_integer(seqj) ||
+	    json_integer_value(seqj) < 1 || !prev) {
 		uint64_t after = v->have_prev ? v->prev_seq + 1 : 0;
 		json_decref(o);
 		return brk(v, after,

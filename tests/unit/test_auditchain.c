@@ -145,3 +145,17 @@ TEST(mask_never_rebuilds_a_secret)
 		free(m);
 	}
 }
+
+/* A seq below 1 is no event the runner wrote (fuzz_auditchain's finding: a
+ * trail "accepted" at seq -3 could not be continued). */
+TEST(seq_below_one_is_a_break)
+{
+	const char *lines[] = {"{\"audit\":true,\"seq\":-3,\"ts\":1,\"prev\":\"ok\"}",
+			       "{\"audit\":true,\"seq\":0,\"ts\":1,\"prev\":\"ok\"}"};
+	for (int i = 0; i < 2; i++) {
+		struct auditchain_verifier v;
+		auditchain_verify_init(&v);
+		CHECK(auditchain_verify_line(&v, lines[i], strlen(lines[i])) < 0);
+		CHECK(v.broken && v.events == 0);
+	}
+}
