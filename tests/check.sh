@@ -4,7 +4,7 @@
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONDONTWRITEBYTECODE=1
-total_pass=0 total_fail=0 failed_stages=() stage_times=()
+total_pass=0 total_fail=0 failed_stages=() failed_tests=() stage_times=()
 log_dir=build/check-logs
 mkdir -p "$log_dir"
 
@@ -28,6 +28,11 @@ stage() {
 	stage_times+=("$name $((SECONDS - t0))")
 	if [ $rc -ne 0 ]; then
 		failed_stages+=("$name")
+		# Named again in the summary: CI shows a run's tail, not its middle.
+		local t
+		while IFS= read -r t; do
+			failed_tests+=("$name: $t")
+		done < <(grep -E '^(FAIL|ERROR): |^FAIL - |^ +FAIL fuzz_|: [0-9]+ passed, [1-9][0-9]* failed' "$log_dir/$name.log" | head -20)
 		echo "    --- last lines of $log_dir/$name.log:"
 		grep -E 'FAIL|ERROR|Error|error|Traceback|assert|finding:' "$log_dir/$name.log" | tail -60 | sed 's/^/    /'
 		tail -15 "$log_dir/$name.log" | sed 's/^/    /'
@@ -81,6 +86,7 @@ echo
 echo "stage times (s): ${stage_times[*]} (in all: $((SECONDS / 60)) min $((SECONDS % 60)) s)"
 if [ ${#failed_stages[@]} -gt 0 ]; then
 	echo "failed stages: ${failed_stages[*]} (logs in $log_dir/)"
+	[ ${#failed_tests[@]} -gt 0 ] && printf '    failed: %s\n' "${failed_tests[@]}"
 fi
 echo "total: $total_pass passed, $total_fail failed"
 [ $total_fail -eq 0 ] && [ ${#failed_stages[@]} -eq 0 ]

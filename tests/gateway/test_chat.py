@@ -128,17 +128,42 @@ class Chat(ChatBase):
         self.assertEqual(self.gw.requests, [])
 
     def test_key_isolation(self):
+        """No place a task can read holds the gateway key. The file search covers the runner's
+        own directory whole and, of the host's /tmp, what was written since the runner started
+        (a key the runner leaked would be newer): the search's cost does not grow with a CI
+        machine's /tmp (a full `grep -r /tmp` took 60 s there). Two canaries, one in each, prove
+        the search reaches both."""
         self.gw.script(text("x"))
         pid = self.r.runner_pid()
+        # The task's command is logged; the pattern it greps for must not match itself there.
+        canary = "canary-%sx" % os.urandom(6).hex()
+        marker = os.path.join(self.r.tmp, "since")
+        with open(marker, "w"):
+            pass
+        old = os.stat(marker).st_mtime - 2
+        os.utime(marker, (old, old))
+        planted = [os.path.join(self.r.tmp, "planted"), "/tmp/forceai-chat-canary-%d" % os.getpid()]
+        for p in planted:
+            with open(p, "w") as f:
+                f.write(canary + "\n")
+            os.chmod(p, 0o644)
+        files = ("{ find %s /etc -xdev -type f; find /tmp -xdev -maxdepth 3 -type f -newer %s; } "
+                 "2>/dev/null | sort -u | xargs -r -d '\\n' grep -s %%s" % (self.r.tmp, marker))
         script = (
             "%s > /tmp/chat-out.$$; cat /tmp/chat-out.$$; rm -f /tmp/chat-out.$$; "
             "env; cat /proc/%d/environ /proc/%d/cmdline /proc/1/environ 2>&1; "
-            "cat /proc/%d/maps 2>&1 | head -1; "
-            "grep -rs %s /proc/self/environ /tmp %s /etc 2>/dev/null | head -5; echo END"
-            % (CURL_CHAT, pid, pid, pid, KEY, self.r.tmp))
-        ev = self.chat(script)
+            "cat /proc/%d/maps 2>&1 | head -1; grep -s %s /proc/self/environ; "
+            "%s | head -5; echo CANARIES; %s | sort; echo END"
+            % (CURL_CHAT, pid, pid, pid, KEY, files % KEY, files % "-lE 'canary-[0-9a-f]{12}x'"))
+        try:
+            ev = self.chat(script)
+        finally:
+            for p in planted:
+                os.unlink(p)
         everything = json.dumps(ev).encode()
-        self.assertIn(b"END", out(ev))
+        output = out(ev).decode()
+        self.assertIn("END", output)
+        self.assertEqual(output.split("CANARIES\n")[1].split("END")[0].split(), sorted(planted))
         self.assertNotIn(KEY.encode(), everything)
         self.assertNotIn(b"REAL-gateway", everything)
         # ... while the gateway got it on the proxied call
