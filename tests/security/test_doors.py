@@ -309,12 +309,12 @@ class ConnectionFlood(unittest.TestCase):
             res = {}
 
             def attack():
-                res["ev"] = r.execd({"command": "%s %s %d 1100 24" % (PY, hold, r.port),
+                res["ev"] = r.execd({"command": "%s %s %d 1100 14" % (PY, hold, r.port),
                                      "timeout": 60000}, timeout=90)
             t = threading.Thread(target=attack)
             t.start()
             time.sleep(4)  # the flood is up
-            lat = ping_latencies(r.port, token, 16)
+            lat = ping_latencies(r.port, token, 8)  # ~80 pings, all while the flood holds
             t.join(60)
             fds = len(os.listdir("/proc/%d/fd" % r.host_pid()))
             flood = stdout_of(res.get("ev", [])).splitlines()
@@ -345,7 +345,7 @@ class ConnectionFlood(unittest.TestCase):
             res = {}
 
             def attack():
-                res["ev"] = r.execd({"command": "%s %s %d 1100 24" % (PY, hold, pport),
+                res["ev"] = r.execd({"command": "%s %s %d 1100 16" % (PY, hold, pport),
                                      "uid": 2000, "gid": 2000, "timeout": 60000}, timeout=90)
             t = threading.Thread(target=attack)
             t.start()

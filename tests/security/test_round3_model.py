@@ -54,7 +54,8 @@ data = json.dumps(body).encode()
 
 def call(i):
     s = socket.create_connection(("127.0.0.1", port))
-    s.sendall(("POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%sContent-Type: application/json\r\n"
+    # Connection: close: a 200 stream ends with the connection, not at the proxy's idle limit.
+    s.sendall(("POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%sContent-Type: application/json\r\n"
                "Content-Length: %d\r\n\r\n" % (path, hdr, len(data))).encode() + data)
     s.settimeout(30)
     got = b""
