@@ -2,7 +2,7 @@
 # fault/load suite at full size (included by the Makefile).
 #
 #   make fuzz         each target for FUZZ_TIME seconds (default 300)
-#   make fuzz-smoke   each target for FUZZ_SMOKE_TIME seconds (default 20,
+#   make fuzz-smoke   each target for FUZZ_SMOKE_TIME seconds (default 12,
 #                     FUZZ_JOBS at once, default one a core; part of
 #                     `make check`); fails on any crash, leak, timeout or
 #                     out-of-memory
@@ -15,7 +15,7 @@
 
 FUZZ_CC         ?= clang
 FUZZ_TIME       ?= 300
-FUZZ_SMOKE_TIME ?= 20
+FUZZ_SMOKE_TIME ?= 12
 FUZZ_TIMEOUT    ?= 10
 FUZZ_RSS_MB     ?= 2048
 FUZZ_ARGS       ?=

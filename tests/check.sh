@@ -76,7 +76,7 @@ if [ -z "${CHECK_FAST:-}" ]; then
 	stage bench-smoke sh -c 'make --no-print-directory bench BENCH_QUICK=1 && echo "bench: 1 passed, 0 failed"'
 	# Fault and load suite at CI size (`make soak`: full size).
 	stage fault python3 tests/run.py fault
-	# Every fuzz target for 20 s, one a core at once; a crash, leak,
+	# Every fuzz target for 12 s, one a core at once; a crash, leak,
 	# timeout or OOM fails.
 	stage fuzz-smoke make --no-print-directory fuzz-smoke
 fi
