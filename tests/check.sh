@@ -67,7 +67,7 @@ if [ -z "${CHECK_FAST:-}" ]; then
 	# the confinement sequence; the runner's own memory use is what it
 	# checks here, so tasks run unconfined in this one stage.
 	stage integration-valgrind env RUNNER_WRAP="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite" \
-		RUNNER_EXTRA_ARGS=--insecure-no-confine RUNNER_SLOW=1 python3 tests/run.py integration
+		RUNNER_EXTRA_ARGS=--insecure-no-confine python3 tests/run.py integration
 	stage container sh -c 'scripts/podman-setup.sh && make --no-print-directory static static-verify && tests/container/run.sh'
 	# The coding-agent image (Debian + Node.js + Codex from npm) runs a codex agent task.
 	stage coding-agent-image sh -c 'scripts/podman-setup.sh && make --no-print-directory static && python3 tests/container/test_coding_agent.py'

@@ -2,7 +2,9 @@
 """Runs test suites (directories under tests/ holding test_*.py) and prints
 'N passed, N failed' as the last line; exits non-zero on any failure."""
 import os
+import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
@@ -51,6 +53,67 @@ def asserts_memory(test):
     return any(m in text for m in marks for text in [method] + decorators)
 
 
+def flatten(t, out):
+    if isinstance(t, unittest.TestSuite):
+        for x in t:
+            flatten(x, out)
+    else:
+        out.append(t)
+    return out
+
+
+def shard_of(tests, i, n):
+    """Shard i of n: whole test modules (a module's classes share runners and
+    fixtures), dealt by test count, largest first, to the lightest shard."""
+    by_module = {}
+    for t in flatten(tests, []):
+        by_module.setdefault(type(t).__module__, []).append(t)
+    load = [0] * n
+    mine = []
+    for mod in sorted(by_module, key=lambda m: (-len(by_module[m]), m)):
+        k = load.index(min(load))
+        load[k] += len(by_module[mod])
+        if k == i:
+            mine += by_module[mod]
+    return mine
+
+
+def run_shards(n):
+    """TEST_SHARDS=n: n processes at once, each one shard (TEST_SHARD=i/n),
+    their outputs printed one after the other, then one summary. For the
+    suites whose time is the runner's own CPU under valgrind or ASan: each
+    shard's runners use a core of their own."""
+    procs = []
+    for i in range(n):
+        out = tempfile.TemporaryFile(mode="w+")
+        env = dict(os.environ, TEST_SHARD="%d/%d" % (i, n), TEST_SHARDS="1")
+        procs.append((subprocess.Popen([sys.executable, os.path.abspath(__file__)] + sys.argv[1:],
+                                       stdout=out, stderr=subprocess.STDOUT, env=env), out))
+    passed = failed = skipped = 0
+    rc = 0
+    for i, (p, out) in enumerate(procs):
+        rc |= p.wait()
+        out.seek(0)
+        text = out.read()
+        print("--- shard %d of %d" % (i + 1, n))
+        sys.stdout.write(text)
+        last = [l for l in text.splitlines() if " passed, " in l and " failed" in l]
+        if not last:
+            failed += 1  # a shard that died before its summary
+            continue
+        words = last[-1].replace(",", "").split()
+        passed += int(words[0])
+        failed += int(words[2])
+        if "skipped" in words:
+            skipped += int(words[4])
+    sys.stdout.flush()
+    line = "%d passed, %d failed" % (passed, failed)
+    if skipped:
+        line += ", %d skipped" % skipped
+    print(line)
+    return 1 if failed or rc else 0
+
+
 def main():
     suites = sys.argv[1:] or ["unit", "pid1", "integration", "security"]
     loader = unittest.TestLoader()
@@ -62,15 +125,7 @@ def main():
     pattern = os.environ.get("TEST_FILTER")
     memory_only = os.environ.get("TEST_MEMORY_ONLY")
     if pattern or memory_only:
-        flat = []
-
-        def walk(t):
-            if isinstance(t, unittest.TestSuite):
-                for x in t:
-                    walk(x)
-            else:
-                flat.append(t)
-        walk(all_tests)
+        flat = flatten(all_tests, [])
         if pattern:
             # Comma-separated substrings of the test id: any one selects.
             pats = [p for p in pattern.split(",") if p]
@@ -78,6 +133,13 @@ def main():
         if memory_only:
             flat = [t for t in flat if asserts_memory(t)]
         all_tests = unittest.TestSuite(flat)
+    shards = int(os.environ.get("TEST_SHARDS") or 1)
+    if shards > 1:
+        sys.exit(run_shards(shards))
+    shard = os.environ.get("TEST_SHARD")
+    if shard:
+        i, n = (int(x) for x in shard.split("/"))
+        all_tests = unittest.TestSuite(shard_of(all_tests, i, n))
     t0 = time.monotonic()
     result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout,
                                      resultclass=TimedResult).run(all_tests)

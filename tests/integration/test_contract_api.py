@@ -8,7 +8,7 @@ import os
 import time
 import urllib.parse
 
-from harness import RunnerTest
+from harness import RunnerTest, slow
 from wsutil import recv_until, websockets, ws_url
 
 DAY7 = 7 * 24 * 3600 * 1000
@@ -41,7 +41,7 @@ class BodySchemas(RunnerTest):
         t0 = time.monotonic()
         self.assert_unknown("/v1/tasks", {"task": "sleep 1.5; echo ran-full", "timeout": 200},
                             "timeout", "timeout_ms")
-        self.assertLess(time.monotonic() - t0, 1.0)
+        self.assertLess(time.monotonic() - t0, slow(1.0, cap=1.4))
 
     def test_native_vocabulary_and_unknown(self):
         self.assert_unknown("/v1/tasks", {"task": "env", "envs": {"A": "1"}}, "envs", "env")

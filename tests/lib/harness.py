@@ -93,6 +93,20 @@ def rss_is_meaningful():
     return not os.environ.get("RUNNER_WRAP") and "asan" not in RUNNER
 
 
+# How much slower than the plain build the runner under test is: bounds on
+# responsiveness (an answer "at once", a round trip) are multiplied by it.
+# valgrind runs the runner ~10-30x slower and ASan ~2x; a bound that is a
+# contract (execd waits 1 s, a timeout of N s) is not scaled past it.
+TIME_SCALE = float(os.environ.get("TEST_TIME_SCALE") or
+                   (4 if os.environ.get("RUNNER_WRAP") else 2 if "asan" in RUNNER else 1))
+
+
+def slow(seconds, cap=None):
+    """A responsiveness bound scaled for the build under test (at most cap)."""
+    s = seconds * TIME_SCALE
+    return min(s, cap) if cap is not None else s
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -420,11 +434,16 @@ def record_figure(path, name, value):
     JSON file at path (build/...), next to the others of its suite."""
     print("\n[figure] %s: %s" % (name, json.dumps(value)), flush=True)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        data = {}
-    data[name] = value
-    with open(path, "w") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
+    import fcntl
+    # Shards of a suite (TEST_SHARDS) write the same file: one at a time, replaced whole.
+    with open(path + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            data = {}
+        data[name] = value
+        with open(path + ".tmp", "w") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+        os.replace(path + ".tmp", path)
