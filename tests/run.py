@@ -62,44 +62,48 @@ def flatten(t, out):
     return out
 
 
-def shard_of(tests, i, n):
-    """Shard i of n: whole test modules (a module's classes share runners and
-    fixtures), dealt by test count, largest first, to the lightest shard."""
+def modules_of(tests):
+    """{module: [tests]}: a module's classes share runners and fixtures, so a
+    module is the unit a shard takes."""
     by_module = {}
     for t in flatten(tests, []):
         by_module.setdefault(type(t).__module__, []).append(t)
-    load = [0] * n
-    mine = []
-    for mod in sorted(by_module, key=lambda m: (-len(by_module[m]), m)):
-        k = load.index(min(load))
-        load[k] += len(by_module[mod])
-        if k == i:
-            mine += by_module[mod]
-    return mine
+    return by_module
 
 
-def run_shards(n):
-    """TEST_SHARDS=n: n processes at once, each one shard (TEST_SHARD=i/n),
-    their outputs printed one after the other, then one summary. For the
-    suites whose time is the runner's own CPU under valgrind or ASan: each
-    shard's runners use a core of their own."""
-    procs = []
-    for i in range(n):
-        out = tempfile.TemporaryFile(mode="w+")
-        env = dict(os.environ, TEST_SHARD="%d/%d" % (i, n), TEST_SHARDS="1")
-        procs.append((subprocess.Popen([sys.executable, os.path.abspath(__file__)] + sys.argv[1:],
-                                       stdout=out, stderr=subprocess.STDOUT, env=env), out))
-    passed = failed = skipped = 0
+def run_shards(tests, n):
+    """TEST_SHARDS=n: n worker processes at once, each taking the next whole
+    module (most tests first) when it is free; the modules' outputs printed
+    in order, then one summary. For the suites whose time is the runner's own
+    CPU under valgrind or ASan: each worker's runners use a core of their own."""
+    by_module = modules_of(tests)
+    queue = sorted(by_module, key=lambda m: (-len(by_module[m]), m))
+    outputs, running = {}, []
     rc = 0
-    for i, (p, out) in enumerate(procs):
-        rc |= p.wait()
-        out.seek(0)
-        text = out.read()
-        print("--- shard %d of %d" % (i + 1, n))
+    while queue or running:
+        while queue and len(running) < n:
+            mod = queue.pop(0)
+            out = tempfile.TemporaryFile(mode="w+")
+            env = dict(os.environ, TEST_MODULE=mod, TEST_SHARDS="1")
+            running.append((mod, out, subprocess.Popen(
+                [sys.executable, os.path.abspath(__file__)] + sys.argv[1:],
+                stdout=out, stderr=subprocess.STDOUT, env=env)))
+        time.sleep(0.2)
+        for job in [j for j in running if j[2].poll() is not None]:
+            running.remove(job)
+            mod, out, p = job
+            rc |= p.returncode
+            out.seek(0)
+            outputs[mod] = out.read()
+            out.close()
+    passed = failed = skipped = 0
+    times = []
+    for mod in sorted(outputs):
+        text = outputs[mod]
         sys.stdout.write(text)
         last = [l for l in text.splitlines() if " passed, " in l and " failed" in l]
         if not last:
-            failed += 1  # a shard that died before its summary
+            failed += 1  # a worker that died before its summary
             continue
         words = last[-1].replace(",", "").split()
         passed += int(words[0])
@@ -110,6 +114,7 @@ def run_shards(n):
     line = "%d passed, %d failed" % (passed, failed)
     if skipped:
         line += ", %d skipped" % skipped
+    print("%d modules in %d workers" % (len(outputs), n))
     print(line)
     return 1 if failed or rc else 0
 
@@ -135,11 +140,10 @@ def main():
         all_tests = unittest.TestSuite(flat)
     shards = int(os.environ.get("TEST_SHARDS") or 1)
     if shards > 1:
-        sys.exit(run_shards(shards))
-    shard = os.environ.get("TEST_SHARD")
-    if shard:
-        i, n = (int(x) for x in shard.split("/"))
-        all_tests = unittest.TestSuite(shard_of(all_tests, i, n))
+        sys.exit(run_shards(all_tests, shards))
+    module = os.environ.get("TEST_MODULE")
+    if module:
+        all_tests = unittest.TestSuite(modules_of(all_tests).get(module, []))
     t0 = time.monotonic()
     result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout,
                                      resultclass=TimedResult).run(all_tests)

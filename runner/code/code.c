@@ -53,6 +53,11 @@ static const struct code_lang {
 /* After SIGINT for the execution timeout, this long before the interpreter
  * is killed. */
 #define CODE_KILL_AFTER_MS 5000
+/* An execution's clock (--code-exec-timeout-ms) starts when its interpreter is
+ * ready: a SIGINT during the interpreter's own start-up (importing IPython
+ * takes seconds in a busy box) finds no handler and kills it. The start-up
+ * has this bound of its own. */
+#define CODE_START_MAX_MS 60000
 
 struct code_exec {
 	struct http_stream hs; /* first: the stream ops get it */
@@ -65,6 +70,7 @@ struct code_exec {
 	bool out_capped;
 	bool ping_due;
 	uint64_t interrupted_mono; /* the execution timeout's SIGINT (0: none) */
+	uint64_t ready_mono;       /* its interpreter was ready (0: not yet) */
 };
 
 static struct code_table *table(struct runner *r)
@@ -298,6 +304,8 @@ static void on_message(struct code_ctx *c, const char *line, size_t len)
 	struct code_exec *x = c->exec;
 	if (!strcmp(t, "ready")) {
 		c->ready = true;
+		if (x && !x->ready_mono)
+			x->ready_mono = monotonic_ms();
 	} else if (!strcmp(t, "out") || !strcmp(t, "err")) {
 		json_t *s = json_object_get(m, "s");
 		if (json_is_string(s))
@@ -781,6 +789,7 @@ enum MHD_Result code_exec_start(struct http_req *req, struct code_ctx *c, const 
 	x->ctx = c;
 	snprintf(x->ctx_id, sizeof(x->ctx_id), "%s", c->id);
 	x->start_mono = x->last_event_mono = monotonic_ms();
+	x->ready_mono = c->ready ? x->start_mono : 0;
 	c->exec = x;
 	c->last_used_mono = x->start_mono;
 	if (flavor == CODE_EXECD)
@@ -810,8 +819,16 @@ static void on_tick(struct loop *loop, struct loop_timer *timer)
 			}
 			continue;
 		}
+		if (!x->ready_mono) {
+			if (now - x->start_mono >= CODE_START_MAX_MS && c->t) {
+				log_warn("code: interpreter did not start", "{s:s,s:I}", "context",
+					 c->id, "waited_ms", (json_int_t)(now - x->start_mono));
+				task_kill_now(c->t, TS_TIMEOUT);
+			}
+			continue;
+		}
 		uint64_t limit = r->cfg.code_exec_timeout_ms;
-		if (!limit || now - x->start_mono < limit)
+		if (!limit || now - x->ready_mono < limit)
 			continue;
 		if (!x->interrupted_mono) {
 			x->interrupted_mono = now;

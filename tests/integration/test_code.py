@@ -12,7 +12,7 @@ import threading
 import time
 import unittest
 
-from harness import Runner, RunnerTest, free_port, parse_execd, slow
+from harness import TIME_SCALE, Runner, RunnerTest, free_port, parse_execd, slow
 
 
 def python_ok():
@@ -361,7 +361,11 @@ class CodeBash(RunnerTest):
 
 @unittest.skipUnless(python_ok(), "python3-ipython is not installed")
 class CodeBounds(RunnerTest):
-    runner_args = ("--code-max-contexts", "2", "--code-idle-timeout-ms", "2000",
+    # The idle limit outlasts the first execution (its interpreter's start-up, then its
+    # 1.5 s limit and the interrupt), which the second context waits out unused; it
+    # scales with the build.
+    IDLE_MS = int(5000 * TIME_SCALE)
+    runner_args = ("--code-max-contexts", "2", "--code-idle-timeout-ms", str(IDLE_MS),
                    "--code-exec-timeout-ms", "1500", "--code-output-max", "100000")
 
     def test_bounds(self):
@@ -388,8 +392,12 @@ class CodeBounds(RunnerTest):
         self.assertIn("--code-output-max", json.dumps(ev))
         self.assertEqual(ev[-1]["type"], "execution_complete")
         # Unused for --code-idle-timeout-ms: the contexts end.
-        time.sleep(3.5)
-        st, lst = self.r.json("GET", "/code/contexts?language=python")
+        deadline = time.monotonic() + self.IDLE_MS / 1000 + 3
+        while True:
+            st, lst = self.r.json("GET", "/code/contexts?language=python")
+            if lst == [] or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         self.assertEqual(lst, [])
 
 
