@@ -27,6 +27,7 @@
 #include "files/path.h"
 #include "files/sched.h"
 #include "files/userjob.h"
+#include "http/body.h"
 #include "profile/profile.h"
 
 int fapi_fs_error(struct error *e, int rc, const char *op, const char *path,
@@ -108,23 +109,12 @@ static int query_paths(struct fcall *c)
 	return 0;
 }
 
+/* The route's JSON body through the one reader (http/body.h), in execd's words. */
 static int body_json(struct fcall *c, bool array)
 {
-	struct http_req *req = c->req;
-	const char *want = array ? "array" : "object";
-	if (!req->body_len)
-		return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
-				 "the request body must be a JSON %s", want);
-	json_error_t jerr;
-	c->body = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!c->body)
-		return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
-				 "error parsing request, invalid JSON at line %d column %d: %s",
-				 jerr.line, jerr.column, jerr.text);
-	if (array ? !json_is_array(c->body) : !json_is_object(c->body))
-		return error_set(&c->err, 0, "INVALID_REQUEST_BODY",
-				 "the request body must be a JSON %s", want);
-	return 0;
+	struct http_json_opts o = {.array = array, .syntax_prefix = "error parsing request, "};
+	c->body = http_parse_json(c->req->body, c->req->body_len, &o, &c->err);
+	return c->body ? 0 : -1;
 }
 
 static int take_input(struct fcall *c, enum files_input in)

@@ -300,7 +300,7 @@ int api_parse_task(json_t *body, struct task_spec *spec, struct model_args *marg
 		*(i == 0 ? &margs->engine : &margs->conversation) = json_string_value(v);
 	}
 	static const char *const limits[] = {"max_steps", "max_tokens", "max_model_requests"};
-	uint64_t *dst[] = {&margs->max_steps, &spec->max_tokens, &spec->max_requests};
+	uint64_t *dst[] = {&margs->max_steps, &margs->max_tokens, &margs->max_requests};
 	for (int i = 0; i < 3; i++) {
 		json_t *v = json_object_get(body, limits[i]);
 		if (!v || json_is_null(v))

@@ -8,13 +8,14 @@
 
 #define BAD "INVALID_REQUEST_BODY"
 
-static json_t *parse(const char *data, size_t len, bool array, bool allow_empty, struct error *err)
+json_t *http_parse_json(const char *data, size_t len, const struct http_json_opts *o,
+			struct error *err)
 {
-	const char *want = array ? "the request body must be a JSON array"
-				 : "the request body must be a JSON object";
+	const char *want = o->array ? "the request body must be a JSON array"
+				    : "the request body must be a JSON object";
 	if (len == 0) {
-		if (allow_empty)
-			return array ? json_array() : json_object();
+		if (o->allow_empty)
+			return o->array ? json_array() : json_object();
 		error_set(err, 0, BAD, "%s", want);
 		return NULL;
 	}
@@ -23,11 +24,12 @@ static json_t *parse(const char *data, size_t len, bool array, bool allow_empty,
 	 * strings are refused unless asked for, which we never do. */
 	cleanup_json json_t *j = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!j) {
-		error_set(err, 0, BAD, "invalid JSON at line %d column %d: %s", jerr.line,
-			  jerr.column, jerr.text);
+		error_set(err, 0, BAD, "%sinvalid JSON at line %d column %d: %s",
+			  o->syntax_prefix ? o->syntax_prefix : "", jerr.line, jerr.column,
+			  jerr.text);
 		return NULL;
 	}
-	if (array ? !json_is_array(j) : !json_is_object(j)) {
+	if (o->array ? !json_is_array(j) : !json_is_object(j)) {
 		error_set(err, 0, BAD, "%s", want);
 		return NULL;
 	}
@@ -36,12 +38,13 @@ static json_t *parse(const char *data, size_t len, bool array, bool allow_empty,
 
 json_t *http_parse_json_object(const char *data, size_t len, bool allow_empty, struct error *err)
 {
-	return parse(data, len, false, allow_empty, err);
+	return http_parse_json(data, len, &(struct http_json_opts){.allow_empty = allow_empty},
+			       err);
 }
 
 json_t *http_parse_json_array(const char *data, size_t len, struct error *err)
 {
-	return parse(data, len, true, false, err);
+	return http_parse_json(data, len, &(struct http_json_opts){.array = true}, err);
 }
 
 /* The field, or NULL when it is missing or null. */

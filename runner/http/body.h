@@ -10,6 +10,18 @@
 
 struct error;
 
+/* How a route reads its body. */
+struct http_json_opts {
+	bool array;       /* a JSON array, else a JSON object */
+	bool allow_empty; /* an empty body is {} (or []) */
+	/* Put before a syntax error's "invalid JSON at line L column C: why", for the routes of
+	 * an API with words of its own (execd's files routes: "error parsing request, "); NULL:
+	 * nothing. The reader itself has no API's policy. */
+	const char *syntax_prefix;
+};
+/* data as o says (duplicate keys refused), or NULL with err set (INVALID_REQUEST_BODY). */
+json_t *http_parse_json(const char *data, size_t len, const struct http_json_opts *o,
+			struct error *err);
 /* data as a JSON object (duplicate keys refused), or NULL with err set
  * (INVALID_REQUEST_BODY). allow_empty: an empty body is {}. */
 json_t *http_parse_json_object(const char *data, size_t len, bool allow_empty, struct error *err);

@@ -772,14 +772,14 @@ struct task *agent_start(struct runner *r, const struct task_spec *spec, struct 
 		agent_free(a);
 		return NULL;
 	}
-	uint64_t max_steps = model_args_of(spec)->max_steps;
-	a->max_steps = max_steps ? max_steps : r->cfg.agent_max_steps;
+	const struct model_args *args = model_args_of(spec);
+	a->max_steps = args->max_steps ? args->max_steps : r->cfg.agent_max_steps;
 	/* The request's, else --agent-max-tokens (the older, agent-only name),
 	 * else --task-max-tokens. */
-	a->b.max_tokens = spec->max_tokens          ? spec->max_tokens
+	a->b.max_tokens = args->max_tokens          ? args->max_tokens
 			  : r->cfg.agent_max_tokens ? r->cfg.agent_max_tokens
 						    : r->cfg.task_max_tokens;
-	a->b.max_requests = spec->max_requests ? spec->max_requests
+	a->b.max_requests = args->max_requests ? args->max_requests
 					       : r->cfg.task_max_model_requests;
 	a->network = spec->network; /* for its tool calls */
 	if (spec->env && json_is_object(spec->env))

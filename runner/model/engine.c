@@ -518,9 +518,9 @@ static struct task *cli_start(struct runner *r, const struct task_spec *spec,
 	c->stop_timer.w.fd = -1;
 	linesplit_init(&c->ls, LINE_MAX_BYTES);
 	engine_parser_init(&c->parser, k, on_parsed, c);
-	uint64_t max_steps = model_args_of(spec)->max_steps;
-	c->max_steps = max_steps ? max_steps : r->cfg.agent_max_steps;
-	c->max_tokens = spec->max_tokens ? spec->max_tokens : r->cfg.agent_max_tokens;
+	const struct model_args *args = model_args_of(spec);
+	c->max_steps = args->max_steps ? args->max_steps : r->cfg.agent_max_steps;
+	c->max_tokens = args->max_tokens ? args->max_tokens : r->cfg.agent_max_tokens;
 	c->watch = (struct modelproxy_watch){on_proxy_usage, on_proxy_refused, c};
 	int rc = loop_timer_init(&r->loop, &c->stop_timer, on_stop_timer, c);
 	if (!(c->model = strdup(model)) || rc < 0) {
@@ -584,16 +584,16 @@ static struct task *cli_start(struct runner *r, const struct task_spec *spec,
 	c->conv = conv;
 	conv_attach(conv, t);
 
+	/* The limits are the proxy's budget: a call past them is refused before it reaches
+	 * the gateway. */
+	struct model_args ca = {.max_tokens = c->max_tokens, .max_requests = c->max_steps};
 	struct task_spec cs = {.api = TASK_API_TOOL,
 			       .command = cmd.data,
 			       .cwd = t->cwd,
 			       .env = env,
 			       .cap = &model_cap_chat,
+			       .cap_args = &ca,
 			       .network = TASK_NET_FULL,
-			       /* The limits are the proxy's budget: a call past them is
-				* refused before it reaches the gateway. */
-			       .max_tokens = c->max_tokens,
-			       .max_requests = c->max_steps,
 			       .state_in_fd = -1,
 			       .state_out_fd = -1};
 	struct error cerr;

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/runner.h"
 #include "core/util.h"
+#include "model/args.h"
 
 void tasktoken_put(struct task_tokens *l, struct task_token *k)
 {
@@ -101,8 +102,9 @@ struct task *tasktoken_start_task(struct task_tokens *l, unsigned port,
 	audit_secret_add(r, k->value); /* a command line that holds it is masked */
 	explicit_bzero(a, sizeof(a));
 	explicit_bzero(b, sizeof(b));
-	k->b.max_tokens = spec->max_tokens ? spec->max_tokens : r->cfg.task_max_tokens;
-	k->b.max_requests = spec->max_requests ? spec->max_requests
+	const struct model_args *args = model_args_of(spec);
+	k->b.max_tokens = args->max_tokens ? args->max_tokens : r->cfg.task_max_tokens;
+	k->b.max_requests = args->max_requests ? args->max_requests
 					       : r->cfg.task_max_model_requests;
 	char root[40], base[48];
 	snprintf(root, sizeof(root), "http://127.0.0.1:%u", port);

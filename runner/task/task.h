@@ -91,11 +91,7 @@ struct task_spec {
 	const struct task_capability *cap; /* NULL: none (execd, sessions, hooks: shown as exec) */
 	/* The capability's own request fields (model/args.h for chat and agent), opaque here. */
 	const void *cap_args;
-	/* A chat task's model budget, read by model/modelproxy.c where the per-task token is made
-	 * (it moves to the model layer's args with that code): 0 = the configured default. */
-	uint64_t max_tokens;   /* model tokens */
-	uint64_t max_requests; /* model calls ("max_model_requests") */
-	bool has_timeout;      /* timeout_ms was given (agent: 0 = none) */
+	bool has_timeout; /* timeout_ms was given (agent: 0 = none) */
 	/* Fields of the capability's own, borrowed (NULL: none): added to the audit trail's "task
 	 * started" (e.g. engine, model) and to a driven task's `started` event (e.g. engine,
 	 * conversation). */

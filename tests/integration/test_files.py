@@ -669,6 +669,39 @@ class Directories(FilesBase):
         shutil.rmtree(outside)
 
 
+class BodyWording(FilesBase):
+    """The JSON-body routes' refusals, byte for byte: they are read by the runner's one body
+    reader (http/body.c) in execd's words ("error parsing request, ..." before a syntax
+    error), which clients match on."""
+
+    def test_bad_bodies_in_execd_words(self):
+        def msg(m):
+            return json.dumps({"code": "INVALID_REQUEST_BODY", "message": m},
+                              separators=(",", ":")).encode()
+        routes = [("/files/mv", "array"), ("/files/permissions", "object"),
+                  ("/directories", "object"), ("/files/replace", "object")]
+        for path, want in routes:
+            other = b"{}" if want == "array" else b"[]"
+            cases = [
+                (b"", msg("the request body must be a JSON %s" % want)),
+                (other, msg("the request body must be a JSON %s" % want)),
+                (b"[1,", msg("error parsing request, invalid JSON at line 1 column 3: "
+                             "']' expected near end of file")),
+                (b'{"a":1,"a":2}', msg("error parsing request, invalid JSON at line 1 "
+                                       "column 10: duplicate object key near '\"a\"'")),
+                (b"null", msg("error parsing request, invalid JSON at line 1 column 4: "
+                              "'[' or '{' expected near 'null'")),
+                (b"\n\n{\n  \"a\": tru }", msg("error parsing request, invalid JSON at "
+                                              "line 4 column 10: invalid token near 'tru'")),
+            ]
+            for body, expect in cases:
+                with self.subTest(path=path, body=body):
+                    st, h, data = self.call("POST", path, body,
+                                            {"Content-Type": "application/json"})
+                    self.assertEqual((st, data), (400, expect))
+                    self.assertEqual(h.get("content-type"), "application/json")
+
+
 class Identity(FilesBase):
     """The API has the task user's rights, not root's."""
 

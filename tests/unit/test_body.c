@@ -36,6 +36,32 @@ TEST(body_parse_object_and_array)
 	CHECK_STR(e.msg, "the request body must be a JSON array");
 }
 
+/* The files routes' reading (api/files.c): execd's words before a syntax error only. */
+TEST(body_parse_syntax_prefix)
+{
+	struct error e = {0};
+	struct http_json_opts o = {.array = true, .syntax_prefix = "error parsing request, "};
+	json_t *j = http_parse_json("[1]", 3, &o, &e);
+	CHECK(json_is_array(j));
+	json_decref(j);
+	CHECK(!http_parse_json("[1", 2, &o, &e));
+	CHECK_STR(e.code, "INVALID_REQUEST_BODY");
+	CHECK(!strncmp(e.msg, "error parsing request, invalid JSON at line 1 column", 52));
+	CHECK(!http_parse_json("", 0, &o, &e));
+	CHECK_STR(e.msg, "the request body must be a JSON array");
+	CHECK(!http_parse_json("{}", 2, &o, &e));
+	CHECK_STR(e.msg, "the request body must be a JSON array");
+	o.array = false;
+	CHECK(!http_parse_json("{\"a\":1,\"a\":2}", 13, &o, &e));
+	CHECK(!strncmp(e.msg, "error parsing request, invalid JSON at line 1 column", 52));
+	CHECK(!http_parse_json("", 0, &o, &e));
+	CHECK_STR(e.msg, "the request body must be a JSON object");
+	/* No prefix: the other routes' words, unchanged. */
+	o.syntax_prefix = NULL;
+	CHECK(!http_parse_json("{", 1, &o, &e));
+	CHECK(!strncmp(e.msg, "invalid JSON at line", 20));
+}
+
 TEST(body_str_wording)
 {
 	json_t *o = obj("{\"s\":\"x\",\"n\":5,\"z\":null,\"nul\":\"a\\u0000b\",\"e\":\"\"}");
