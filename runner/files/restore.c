@@ -159,13 +159,8 @@ static int remove_contents(struct rctx *c, int fd, int depth)
 		const char *name;
 		if ((rc = iter_rewind(it)) < 0)
 			break;
-		while ((rc = iter_next(it, &name)) > 0) {
-			struct kstatx st;
-			rc = fsx_statx(fd, name, AT_SYMLINK_NOFOLLOW, &st);
-			if (rc == -ENOENT)
-				continue;
-			if (rc < 0)
-				break;
+		struct kstatx st;
+		while ((rc = fsx_iter_next_stat(it, &name, &st)) > 0) {
 			if (other_mount(c->root, &st)) {
 				if (pass == 0)
 					c->st->mounts_skipped++;
@@ -294,6 +289,20 @@ static int copy_from_store(struct rctx *c, int dfd, const char *name, uint32_t i
 
 static int restore_dir(struct rctx *c, int dfd, uint32_t di, int depth);
 
+/* A symlink or a node just made (made false: the call failed, errno says why): its owner, mode
+ * and times, then counted in *count. */
+static int node_made(struct rctx *c, int dfd, const char *name, struct snap_entry *e, bool made,
+		     uint64_t *count)
+{
+	if (!made)
+		return error_set(c->e, errno, NULL, "cannot create '%s' under %s", name,
+				 c->root->path);
+	if (set_attrs_at(c, dfd, name, e) < 0)
+		return -1;
+	(*count)++;
+	return 0;
+}
+
 static int create_entry(struct rctx *c, int dfd, uint32_t idx, int depth)
 {
 	struct snapshot *s = c->s;
@@ -330,25 +339,15 @@ static int create_entry(struct rctx *c, int dfd, uint32_t idx, int depth)
 		char target[PATH_MAX];
 		memcpy(target, s->pool + e->target_off, e->target_len);
 		target[e->target_len] = 0;
-		if (symlinkat(target, dfd, name) < 0)
-			return error_set(c->e, errno, NULL, "cannot create '%s' under %s", name,
-					 c->root->path);
-		if (set_attrs_at(c, dfd, name, e) < 0)
-			return -1;
-		c->st->restored_links++;
-		return 0;
+		return node_made(c, dfd, name, e, symlinkat(target, dfd, name) == 0,
+				 &c->st->restored_links);
 	}
 	case SNAP_FIFO:
 	case SNAP_CHR:
 	case SNAP_BLK: {
 		mode_t t = e->type == SNAP_FIFO ? S_IFIFO : e->type == SNAP_CHR ? S_IFCHR : S_IFBLK;
-		if (mknodat(dfd, name, t | 0600, (dev_t)e->rdev) < 0)
-			return error_set(c->e, errno, NULL, "cannot create '%s' under %s", name,
-					 c->root->path);
-		if (set_attrs_at(c, dfd, name, e) < 0)
-			return -1;
-		c->st->restored_other++;
-		return 0;
+		return node_made(c, dfd, name, e, mknodat(dfd, name, t | 0600, (dev_t)e->rdev) == 0,
+				 &c->st->restored_other);
 	}
 	case SNAP_SOCK:
 		c->st->not_restorable++;
@@ -385,13 +384,8 @@ static int restore_dir(struct rctx *c, int dfd, uint32_t di, int depth)
 		const char *name;
 		if ((rc = iter_rewind(it)) < 0)
 			break;
-		while ((rc = iter_next(it, &name)) > 0) {
-			struct kstatx st;
-			rc = fsx_statx(dfd, name, AT_SYMLINK_NOFOLLOW, &st);
-			if (rc == -ENOENT)
-				continue;
-			if (rc < 0)
-				break;
+		struct kstatx st;
+		while ((rc = fsx_iter_next_stat(it, &name, &st)) > 0) {
 			long ci = find_child(s, &s->ent[di], name);
 			if (ci >= 0 && seen[ci - first])
 				continue; /* handled in an earlier pass */
