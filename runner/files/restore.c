@@ -189,6 +189,22 @@ static struct timespec ts_of(int64_t sec, uint32_t nsec)
 	return (struct timespec){.tv_sec = (time_t)sec, .tv_nsec = (long)nsec};
 }
 
+/* With its attributes set, the entry records the inode and ctime it has now (what same_inode
+ * compares). at/flags: fsx_statx's; name: the entry's, for the message. */
+static int record_inode(struct rctx *c, int dfd, const char *at, int flags, const char *name,
+			struct snap_entry *e)
+{
+	struct kstatx st;
+	int rc = fsx_statx(dfd, at, flags, &st);
+	if (rc < 0)
+		return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s", name,
+				 c->root->path);
+	e->ino = st.ino;
+	e->ctime_sec = st.ctime.tv_sec;
+	e->ctime_nsec = st.ctime.tv_nsec;
+	return 0;
+}
+
 /* Owner, then mode (a chown clears set-id bits), then mtime (last: the
  * others change the ctime only). The entry then records the new ctime. */
 static int set_attrs_fd(struct rctx *c, int fd, struct snap_entry *e, const char *name)
@@ -217,14 +233,7 @@ static int set_attrs_fd(struct rctx *c, int fd, struct snap_entry *e, const char
 	if (futimens(fd, ts) < 0 && (c->root_user || errno != EPERM || st.uid == geteuid()))
 		return error_set(c->e, errno, NULL, "cannot set the time of '%s' under %s", name,
 				 c->root->path);
-	rc = fsx_statx(fd, "", AT_EMPTY_PATH, &st);
-	if (rc < 0)
-		return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s", name,
-				 c->root->path);
-	e->ino = st.ino;
-	e->ctime_sec = st.ctime.tv_sec;
-	e->ctime_nsec = st.ctime.tv_nsec;
-	return 0;
+	return record_inode(c, fd, "", AT_EMPTY_PATH, name, e);
 }
 
 /* Symlinks and special files: by name, without following. */
@@ -244,15 +253,7 @@ static int set_attrs_at(struct rctx *c, int dfd, const char *name, struct snap_e
 	if (utimensat(dfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
 		return error_set(c->e, errno, NULL, "cannot set the time of '%s' under %s", name,
 				 c->root->path);
-	struct kstatx st;
-	int rc = fsx_statx(dfd, name, AT_SYMLINK_NOFOLLOW, &st);
-	if (rc < 0)
-		return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s", name,
-				 c->root->path);
-	e->ino = st.ino;
-	e->ctime_sec = st.ctime.tv_sec;
-	e->ctime_nsec = st.ctime.tv_nsec;
-	return 0;
+	return record_inode(c, dfd, name, AT_SYMLINK_NOFOLLOW, name, e);
 }
 
 static int copy_from_store(struct rctx *c, int dfd, const char *name, uint32_t idx)
