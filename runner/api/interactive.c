@@ -179,17 +179,36 @@ enum MHD_Result api_task_stdin_close(struct http_req *req)
 
 /* ---- POST /v1/tasks/{id}/resize, /signal ---- */
 
-enum MHD_Result api_task_resize(struct http_req *req)
+/* Their common start: the task, then the JSON body (*body, the caller frees it) checked against
+ * schema. NULL when the request is answered already (*res). */
+static struct task *task_and_body(struct http_req *req, const struct body_schema *schema,
+				  json_t **body, enum MHD_Result *res)
 {
 	struct error err;
 	struct task *t = find_native(req, &err);
+	if (!t) {
+		*res = http_fail(req, &err);
+		return NULL;
+	}
+	if (!(*body = http_body_json(req, false))) {
+		*res = req->responded ? MHD_YES : MHD_NO;
+		return NULL;
+	}
+	if (schema_check(schema, *body, &err) < 0) {
+		*res = http_fail(req, &err);
+		return NULL;
+	}
+	return t;
+}
+
+enum MHD_Result api_task_resize(struct http_req *req)
+{
+	cleanup_json json_t *body = NULL;
+	enum MHD_Result res;
+	struct task *t = task_and_body(req, &schema_task_resize, &body, &res);
 	if (!t)
-		return http_fail(req, &err);
-	cleanup_json json_t *body = http_body_json(req, false);
-	if (!body)
-		return req->responded ? MHD_YES : MHD_NO;
-	if (schema_check(&schema_task_resize, body, &err) < 0)
-		return http_fail(req, &err);
+		return res;
+	struct error err;
 	json_t *jc = json_object_get(body, "cols"), *jr = json_object_get(body, "rows");
 	if (!json_is_integer(jc) || !json_is_integer(jr) || json_integer_value(jc) < 1 ||
 	    json_integer_value(jr) < 1 || json_integer_value(jc) > 65535 ||
@@ -208,15 +227,12 @@ enum MHD_Result api_task_resize(struct http_req *req)
 
 enum MHD_Result api_task_signal(struct http_req *req)
 {
-	struct error err;
-	struct task *t = find_native(req, &err);
+	cleanup_json json_t *body = NULL;
+	enum MHD_Result res;
+	struct task *t = task_and_body(req, &schema_task_signal, &body, &res);
 	if (!t)
-		return http_fail(req, &err);
-	cleanup_json json_t *body = http_body_json(req, false);
-	if (!body)
-		return req->responded ? MHD_YES : MHD_NO;
-	if (schema_check(&schema_task_signal, body, &err) < 0)
-		return http_fail(req, &err);
+		return res;
+	struct error err;
 	json_t *js = json_object_get(body, "signal");
 	const char *name = json_string_value(js);
 	int sig = task_signal_parse(name);

@@ -285,6 +285,16 @@ static int beside_policy(const char *path, char *name, size_t len)
 	return fd < 0 ? -errno : fd;
 }
 
+/* The policy file's bytes (to free) and the cache key they make. -1 with err set. */
+static int read_keyed(const char *path, char **data, size_t *len, unsigned char key[32],
+		      struct error *err)
+{
+	if (seccomp_policy_read(path, data, len, err) < 0)
+		return -1;
+	cache_key(*data, *len, key);
+	return 0;
+}
+
 static void add_warning(struct seccomp_policy *out, const char *what)
 {
 	size_t n = strlen(out->warning);
@@ -298,10 +308,9 @@ int seccomp_policy_load_cached(const char *path, int cache_dirfd, struct seccomp
 	error_clear(err);
 	char *data;
 	size_t len;
-	if (seccomp_policy_read(path, &data, &len, err) < 0)
-		return -1;
 	unsigned char key[32];
-	cache_key(data, len, key);
+	if (read_keyed(path, &data, &len, key, err) < 0)
+		return -1;
 	const char *base = strrchr(path, '/');
 	char name[256], why[160], damaged[400] = "";
 	enum cache_result img = CACHE_MISSING, st = CACHE_MISSING;
@@ -363,10 +372,9 @@ int seccomp_cache_write_file(const char *path, const char *cache_path, struct er
 {
 	char *data;
 	size_t len;
-	if (seccomp_policy_read(path, &data, &len, err) < 0)
-		return -1;
 	unsigned char key[32];
-	cache_key(data, len, key);
+	if (read_keyed(path, &data, &len, key, err) < 0)
+		return -1;
 	struct seccomp_policy p;
 	bool kernel_dep;
 	int rc = seccomp_policy_compile(path, data, len, &p, &kernel_dep, err);

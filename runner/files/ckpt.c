@@ -956,6 +956,16 @@ static void failed(struct rst *c, const char *path, const char *what, int err)
 	c->failures++;
 }
 
+/* The result rc of a step on path: -errno, reported as failed (what), else
+ * noted as done (NULL: nothing to note). */
+static void outcome(struct rst *c, const char *path, int rc, const char *what, const char *done)
+{
+	if (rc < 0)
+		failed(c, path, what, -rc);
+	else if (done)
+		c->note(c->arg, done, path, NULL);
+}
+
 static int remove_tree_fd(int fd, uint64_t dev, uint64_t mnt, int depth);
 
 static int remove_any(int dfd, const char *name, const struct kstatx *st, uint64_t dev,
@@ -991,12 +1001,8 @@ static int remove_tree_fd(int fd, uint64_t dev, uint64_t mnt, int depth)
 		return -ENOMEM;
 	const char *name;
 	int rc;
-	while ((rc = fsx_iter_next(it, &name)) > 0) {
-		struct kstatx st;
-		if ((rc = fsx_statx(fd, name, AT_SYMLINK_NOFOLLOW, &st)) == -ENOENT)
-			continue;
-		if (rc < 0)
-			break;
+	struct kstatx st;
+	while ((rc = fsx_iter_next_stat(it, &name, &st)) > 0) {
 		if (fsx_dev(&st) != dev || (mnt && st.mnt_id != mnt)) {
 			rc = -EBUSY; /* a mount point: never removed */
 			break;
@@ -1211,10 +1217,7 @@ static void restore_children(struct rst *c, int fd, uint32_t di, int depth)
 			continue; /* a mount point, the state dir: not ours */
 		if (rc == 0)
 			rc = remove_any(fd, name, &st, c->root->dev, c->root->mnt_id, depth + 1);
-		if (rc < 0)
-			failed(c, path, "cannot remove what was added", -rc);
-		else
-			c->note(c->arg, "removed", path, NULL);
+		outcome(c, path, rc, "cannot remove what was added", "removed");
 		/* The listing goes on: getdents copes with removals. */
 	}
 	free(it);
@@ -1337,22 +1340,16 @@ static void restore_entry(struct rst *c, int dfd, const char *name, uint32_t idx
 				bool same = attrs_equal(e, &fst) && xattrs_equal(c, fd, e);
 				rc = same ? 0 : set_attrs_fd(c, fd, e);
 				close(fd);
-				if (rc < 0)
-					failed(c, path,
-					       "cannot set its owner, mode, times or attributes",
-					       -rc);
-				else if (!same)
-					c->note(c->arg, "attributes", path, NULL);
+				outcome(c, path, rc,
+					"cannot set its owner, mode, times or attributes",
+					same ? NULL : "attributes");
 				return;
 			}
 			if (fd >= 0)
 				close(fd);
 		}
 		rc = write_file(c, dfd, name, e);
-		if (rc < 0)
-			failed(c, path, "cannot write", -rc);
-		else
-			c->note(c->arg, exists ? "replaced" : "created", path, NULL);
+		outcome(c, path, rc, "cannot write", exists ? "replaced" : "created");
 		return;
 	}
 	case CK_SOCK:
@@ -1376,10 +1373,9 @@ static void restore_entry(struct rst *c, int dfd, const char *name, uint32_t idx
 				     st.mtime.tv_sec == e->mtime_sec &&
 				     st.mtime.tv_nsec == e->mtime_nsec))
 					return;
-				if ((rc = set_attrs_at(c, dfd, name, e)) < 0)
-					failed(c, path, "cannot set its owner, mode or times", -rc);
-				else
-					c->note(c->arg, "attributes", path, NULL);
+				rc = set_attrs_at(c, dfd, name, e);
+				outcome(c, path, rc, "cannot set its owner, mode or times",
+					"attributes");
 				return;
 			}
 		}
@@ -1389,10 +1385,7 @@ static void restore_entry(struct rst *c, int dfd, const char *name, uint32_t idx
 			return;
 		}
 		rc = make_node(c, dfd, name, e);
-		if (rc < 0)
-			failed(c, path, "cannot create", -rc);
-		else
-			c->note(c->arg, exists ? "replaced" : "created", path, NULL);
+		outcome(c, path, rc, "cannot create", exists ? "replaced" : "created");
 		return;
 	}
 	}

@@ -92,6 +92,17 @@ int fsx_iter_next(struct fsx_iter *it, const char **name)
 	}
 }
 
+int fsx_iter_next_stat(struct fsx_iter *it, const char **name, struct kstatx *st)
+{
+	int rc;
+	while ((rc = fsx_iter_next(it, name)) > 0) {
+		rc = fsx_statx(it->fd, *name, AT_SYMLINK_NOFOLLOW, st);
+		if (rc != -ENOENT)
+			return rc < 0 ? rc : 1;
+	}
+	return rc;
+}
+
 /* Copy src into dst: from src's position to its end (len UINT64_MAX), or
  * len bytes from *src_off; dst at its position. copy_file_range, else
  * read/write. */

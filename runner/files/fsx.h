@@ -41,6 +41,9 @@ struct fsx_iter *fsx_iter_new(int fd); /* NULL: out of memory */
 int fsx_iter_rewind(struct fsx_iter *it);
 /* 1 with *name set, 0 at the end, -errno. Skips "." and "..". */
 int fsx_iter_next(struct fsx_iter *it, const char **name);
+/* The same with the entry's statx (not following a symlink); an entry gone
+ * between the listing and the statx is passed over. */
+int fsx_iter_next_stat(struct fsx_iter *it, const char **name, struct kstatx *st);
 
 /* Copy src into dst: from src's position to its end (len UINT64_MAX), or
  * len bytes from *src_off; dst at its position. copy_file_range, else

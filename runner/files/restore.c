@@ -159,13 +159,8 @@ static int remove_contents(struct rctx *c, int fd, int depth)
 		const char *name;
 		if ((rc = iter_rewind(it)) < 0)
 			break;
-		while ((rc = iter_next(it, &name)) > 0) {
-			struct kstatx st;
-			rc = fsx_statx(fd, name, AT_SYMLINK_NOFOLLOW, &st);
-			if (rc == -ENOENT)
-				continue;
-			if (rc < 0)
-				break;
+		struct kstatx st;
+		while ((rc = fsx_iter_next_stat(it, &name, &st)) > 0) {
 			if (other_mount(c->root, &st)) {
 				if (pass == 0)
 					c->st->mounts_skipped++;
@@ -192,6 +187,22 @@ static int remove_contents(struct rctx *c, int fd, int depth)
 static struct timespec ts_of(int64_t sec, uint32_t nsec)
 {
 	return (struct timespec){.tv_sec = (time_t)sec, .tv_nsec = (long)nsec};
+}
+
+/* With its attributes set, the entry records the inode and ctime it has now (what same_inode
+ * compares). at/flags: fsx_statx's; name: the entry's, for the message. */
+static int record_inode(struct rctx *c, int dfd, const char *at, int flags, const char *name,
+			struct snap_entry *e)
+{
+	struct kstatx st;
+	int rc = fsx_statx(dfd, at, flags, &st);
+	if (rc < 0)
+		return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s", name,
+				 c->root->path);
+	e->ino = st.ino;
+	e->ctime_sec = st.ctime.tv_sec;
+	e->ctime_nsec = st.ctime.tv_nsec;
+	return 0;
 }
 
 /* Owner, then mode (a chown clears set-id bits), then mtime (last: the
@@ -222,14 +233,7 @@ static int set_attrs_fd(struct rctx *c, int fd, struct snap_entry *e, const char
 	if (futimens(fd, ts) < 0 && (c->root_user || errno != EPERM || st.uid == geteuid()))
 		return error_set(c->e, errno, NULL, "cannot set the time of '%s' under %s", name,
 				 c->root->path);
-	rc = fsx_statx(fd, "", AT_EMPTY_PATH, &st);
-	if (rc < 0)
-		return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s", name,
-				 c->root->path);
-	e->ino = st.ino;
-	e->ctime_sec = st.ctime.tv_sec;
-	e->ctime_nsec = st.ctime.tv_nsec;
-	return 0;
+	return record_inode(c, fd, "", AT_EMPTY_PATH, name, e);
 }
 
 /* Symlinks and special files: by name, without following. */
@@ -249,15 +253,7 @@ static int set_attrs_at(struct rctx *c, int dfd, const char *name, struct snap_e
 	if (utimensat(dfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
 		return error_set(c->e, errno, NULL, "cannot set the time of '%s' under %s", name,
 				 c->root->path);
-	struct kstatx st;
-	int rc = fsx_statx(dfd, name, AT_SYMLINK_NOFOLLOW, &st);
-	if (rc < 0)
-		return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s", name,
-				 c->root->path);
-	e->ino = st.ino;
-	e->ctime_sec = st.ctime.tv_sec;
-	e->ctime_nsec = st.ctime.tv_nsec;
-	return 0;
+	return record_inode(c, dfd, name, AT_SYMLINK_NOFOLLOW, name, e);
 }
 
 static int copy_from_store(struct rctx *c, int dfd, const char *name, uint32_t idx)
@@ -293,6 +289,20 @@ static int copy_from_store(struct rctx *c, int dfd, const char *name, uint32_t i
 }
 
 static int restore_dir(struct rctx *c, int dfd, uint32_t di, int depth);
+
+/* A symlink or a node just made (made false: the call failed, errno says why): its owner, mode
+ * and times, then counted in *count. */
+static int node_made(struct rctx *c, int dfd, const char *name, struct snap_entry *e, bool made,
+		     uint64_t *count)
+{
+	if (!made)
+		return error_set(c->e, errno, NULL, "cannot create '%s' under %s", name,
+				 c->root->path);
+	if (set_attrs_at(c, dfd, name, e) < 0)
+		return -1;
+	(*count)++;
+	return 0;
+}
 
 static int create_entry(struct rctx *c, int dfd, uint32_t idx, int depth)
 {
@@ -330,25 +340,15 @@ static int create_entry(struct rctx *c, int dfd, uint32_t idx, int depth)
 		char target[PATH_MAX];
 		memcpy(target, s->pool + e->target_off, e->target_len);
 		target[e->target_len] = 0;
-		if (symlinkat(target, dfd, name) < 0)
-			return error_set(c->e, errno, NULL, "cannot create '%s' under %s", name,
-					 c->root->path);
-		if (set_attrs_at(c, dfd, name, e) < 0)
-			return -1;
-		c->st->restored_links++;
-		return 0;
+		return node_made(c, dfd, name, e, symlinkat(target, dfd, name) == 0,
+				 &c->st->restored_links);
 	}
 	case SNAP_FIFO:
 	case SNAP_CHR:
 	case SNAP_BLK: {
 		mode_t t = e->type == SNAP_FIFO ? S_IFIFO : e->type == SNAP_CHR ? S_IFCHR : S_IFBLK;
-		if (mknodat(dfd, name, t | 0600, (dev_t)e->rdev) < 0)
-			return error_set(c->e, errno, NULL, "cannot create '%s' under %s", name,
-					 c->root->path);
-		if (set_attrs_at(c, dfd, name, e) < 0)
-			return -1;
-		c->st->restored_other++;
-		return 0;
+		return node_made(c, dfd, name, e, mknodat(dfd, name, t | 0600, (dev_t)e->rdev) == 0,
+				 &c->st->restored_other);
 	}
 	case SNAP_SOCK:
 		c->st->not_restorable++;
@@ -385,13 +385,8 @@ static int restore_dir(struct rctx *c, int dfd, uint32_t di, int depth)
 		const char *name;
 		if ((rc = iter_rewind(it)) < 0)
 			break;
-		while ((rc = iter_next(it, &name)) > 0) {
-			struct kstatx st;
-			rc = fsx_statx(dfd, name, AT_SYMLINK_NOFOLLOW, &st);
-			if (rc == -ENOENT)
-				continue;
-			if (rc < 0)
-				break;
+		struct kstatx st;
+		while ((rc = fsx_iter_next_stat(it, &name, &st)) > 0) {
 			long ci = find_child(s, &s->ent[di], name);
 			if (ci >= 0 && seen[ci - first])
 				continue; /* handled in an earlier pass */

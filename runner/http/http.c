@@ -641,6 +641,23 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	*con_cls = NULL;
 }
 
+/* The connection gate of a listener the API's clients use (the main one, the extra ones): tasks
+ * refused, --max-client-connections per client (at most max_conns), the header deadlines.
+ * NULL: out of memory. */
+static struct gate *client_gate(struct runner *r, const char *name, const struct gate_tasks *tasks,
+				unsigned max_conns)
+{
+	struct gate_policy gp = {.name = name,
+				 .refuse_tasks = true,
+				 .tasks = tasks,
+				 .max_per_client = r->cfg.max_client_conns < max_conns
+							   ? r->cfg.max_client_conns
+							   : max_conns,
+				 .first_head_ms = r->cfg.header_deadline_ms,
+				 .next_head_ms = r->cfg.header_timeout_ms};
+	return gate_new(r, &gp);
+}
+
 int http_start(struct runner *r, const struct http_route *routes, size_t n_routes,
 	       const struct gate_tasks *tasks, struct error *err)
 {
@@ -656,15 +673,7 @@ int http_start(struct runner *r, const struct http_route *routes, size_t n_route
 		return -1;
 	unsigned timeout_s = (unsigned)((r->cfg.header_timeout_ms + 999) / 1000);
 	unsigned max_conns = gate_connection_limit(1024, 2 + HTTP_EXTRA_MAX);
-	struct gate_policy gp = {.name = "http",
-				 .refuse_tasks = true,
-				 .tasks = tasks,
-				 .max_per_client = r->cfg.max_client_conns < max_conns
-							   ? r->cfg.max_client_conns
-							   : max_conns,
-				 .first_head_ms = r->cfg.header_deadline_ms,
-				 .next_head_ms = r->cfg.header_timeout_ms};
-	h->gate = gate_new(r, &gp);
+	h->gate = client_gate(r, "http", tasks, max_conns);
 	if (!h->gate) {
 		close(fd);
 		return error_set(err, ENOMEM, NULL, "cannot set up connection admission");
@@ -704,15 +713,7 @@ unsigned http_listen_extra(struct runner *r, const char *name, const char *host,
 	if (fd < 0)
 		return 0;
 	unsigned max_conns = gate_connection_limit(1024, 2 + HTTP_EXTRA_MAX);
-	struct gate_policy gp = {.name = name,
-				 .refuse_tasks = true,
-				 .tasks = h->tasks,
-				 .max_per_client = r->cfg.max_client_conns < max_conns
-							   ? r->cfg.max_client_conns
-							   : max_conns,
-				 .first_head_ms = r->cfg.header_deadline_ms,
-				 .next_head_ms = r->cfg.header_timeout_ms};
-	x->gate = gate_new(r, &gp);
+	x->gate = client_gate(r, name, h->tasks, max_conns);
 	if (!x->gate) {
 		close(fd);
 		error_set(err, ENOMEM, NULL, "%s: cannot set up connection admission", name);

@@ -168,16 +168,21 @@ static void stop_work(struct agent *a, enum task_status why)
 	}
 }
 
+void agent_task_finish(struct task *t, enum task_status st, const char *limit, int exit_code,
+		       json_t *summary, const char *answer)
+{
+	if (answer)
+		json_object_set_new(summary, "answer", json_string(answer));
+	task_driven_finish(t, st, limit, exit_code, summary);
+	json_decref(summary);
+}
+
 /* Terminal exit (the agent is freed: return right after); limit: st TS_LIMIT's name. */
 static void finish(struct agent *a, enum task_status st, const char *limit, int exit_code,
 		   const char *answer)
 {
 	stop_work(a, TS_CANCELLED);
-	json_t *extra = summary(a);
-	if (answer)
-		json_object_set_new(extra, "answer", json_string(answer));
-	task_driven_finish(a->t, st, limit, exit_code, extra);
-	json_decref(extra);
+	agent_task_finish(a->t, st, limit, exit_code, summary(a), answer);
 	agent_free(a);
 }
 

@@ -17,3 +17,7 @@ struct conversation;
  * holds it until it ends, then saves its bounded history there. */
 struct task *agent_start(struct runner *r, const struct task_spec *spec, struct conversation *conv,
 			 struct error *err);
+/* The terminal exit of an agent task, whichever engine ran it (the built-in loop, or a CLI in
+ * model/engine.c): the fields of summary (taken) and "answer", the final one (NULL: none). */
+void agent_task_finish(struct task *t, enum task_status st, const char *limit, int exit_code,
+		       json_t *summary, const char *answer);

@@ -287,11 +287,7 @@ static void cli_finish(struct cli *c, enum task_status st, const char *limit, in
 {
 	if (c->conv && c->parser.session[0])
 		snprintf(c->conv->session, sizeof(c->conv->session), "%s", c->parser.session);
-	json_t *extra = summary(c);
-	if (answer)
-		json_object_set_new(extra, "answer", json_string(answer));
-	task_driven_finish(c->t, st, limit, exit_code, extra);
-	json_decref(extra);
+	agent_task_finish(c->t, st, limit, exit_code, summary(c), answer);
 	cli_free(c);
 }
 

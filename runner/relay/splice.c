@@ -60,66 +60,61 @@ int relay_splice_open(struct relay_splice *s, const char *to_up, size_t to_up_le
 	return a < 0 || b < 0 ? -1 : 0;
 }
 
-/* Move bytes src -> b -> dst; -1 when the connection is broken. */
+/* Move bytes src -> b -> dst; -1 when the connection is broken. Each pass
+ * makes the first transfer that has work: send what b holds, splice the
+ * pipe's bytes out to dst, else read more from src (into the pipe when there
+ * is one, else into b). Their results are read alike below. */
 static int move(int src, struct relay_pipe *b, int dst)
 {
+	enum { SEND, PIPE_OUT, PIPE_IN, RECV } step;
 	for (;;) {
+		ssize_t n;
+		if (b->len <= b->off)
+			b->len = b->off = 0; /* all sent: refill from the start */
 		if (b->len > b->off) {
-			ssize_t n = send(dst, b->data + b->off, b->len - b->off,
-					 MSG_NOSIGNAL | MSG_DONTWAIT);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-				break;
-			if (n < 0)
-				return -1;
-			b->off += (size_t)n;
-			continue;
-		}
-		b->len = b->off = 0;
-		if (b->in_pipe) {
-			ssize_t n = splice(b->pipe[0], NULL, dst, NULL, b->in_pipe,
-					   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-				break;
-			if (n <= 0)
-				return -1;
-			b->in_pipe -= (size_t)n;
-			continue;
-		}
-		if (b->eof)
+			step = SEND;
+			n = send(dst, b->data + b->off, b->len - b->off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		} else if (b->in_pipe) {
+			step = PIPE_OUT;
+			n = splice(b->pipe[0], NULL, dst, NULL, b->in_pipe,
+				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		} else if (b->eof) {
 			break;
-		if (b->pipe[0] >= 0) {
+		} else if (b->pipe[0] >= 0) {
 			/* The pipe is empty here: EAGAIN is the socket's. */
-			ssize_t n = splice(src, NULL, b->pipe[1], NULL, SPLICE_CAP,
-					   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-				break;
-			if (n < 0)
-				return -1;
-			if (n == 0) {
-				b->eof = true;
-				break;
-			}
-			b->in_pipe += (size_t)n;
-			continue;
+			step = PIPE_IN;
+			n = splice(src, NULL, b->pipe[1], NULL, SPLICE_CAP,
+				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		} else {
+			step = RECV;
+			n = recv(src, b->data + b->len, SPLICE_CAP - b->len, MSG_DONTWAIT);
 		}
-		ssize_t n = recv(src, b->data + b->len, SPLICE_CAP - b->len, MSG_DONTWAIT);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			break;
-		if (n < 0)
+		/* A pipe that holds bytes and gives none out is broken too. */
+		if (n < 0 || (n == 0 && step == PIPE_OUT))
 			return -1;
-		if (n == 0) {
-			b->eof = true;
+		if (n == 0 && step != SEND) {
+			b->eof = true; /* src's end */
 			break;
 		}
-		b->len += (size_t)n;
+		switch (step) {
+		case SEND:
+			b->off += (size_t)n;
+			break;
+		case PIPE_OUT:
+			b->in_pipe -= (size_t)n;
+			break;
+		case PIPE_IN:
+			b->in_pipe += (size_t)n;
+			break;
+		case RECV:
+			b->len += (size_t)n;
+			break;
+		}
 	}
 	if (b->eof && b->len == b->off && !b->shut) {
 		b->shut = true;
