@@ -366,7 +366,9 @@ class AgentUnreachable(unittest.TestCase):
         r = Runner(env={"FORCEAI_GATEWAY_URL": "http://127.0.0.1:%d/v1" % free_port(),
                         "FORCEAI_MODEL": "m"})
         try:
-            ev = r.native({"task": "x", "capability": "agent"})
+            # "changes": false: the box's first checkpoint would read every file of the
+            # harness's writable roots, the host's whole /tmp among them (60 s under ASan).
+            ev = r.native({"task": "x", "capability": "agent", "changes": False})
             self.assertEqual(ev[-1]["event"], "error")
             self.assertEqual(ev[-1]["data"]["code"], "gateway_unreachable")
         finally:
