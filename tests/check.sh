@@ -46,8 +46,10 @@ stage pid1 python3 tests/run.py pid1
 # The integration suite runs twice, not three times: under ASan+UBSan here
 # (every test, with the sanitizers' checks) and under valgrind below. The
 # plain dev build is the one every other suite drives (tests/README.md:
-# "Where the time goes").
-stage integration env RUNNER_BIN=build/asan/forceai-runner python3 tests/run.py integration
+# "Where the time goes"). Both runs take whole test modules two at a time
+# (TEST_SHARDS): their time is the sanitized runner's own CPU, one core each;
+# the responsiveness bounds scale with the build (slow() in the harness).
+stage integration env RUNNER_BIN=build/asan/forceai-runner TEST_SHARDS=2 python3 tests/run.py integration
 # The integration tests that bound the runner's memory (RSS means nothing
 # under ASan or valgrind) once more against the plain build.
 stage integration-memory env TEST_MEMORY_ONLY=1 python3 tests/run.py integration
@@ -67,7 +69,7 @@ if [ -z "${CHECK_FAST:-}" ]; then
 	# the confinement sequence; the runner's own memory use is what it
 	# checks here, so tasks run unconfined in this one stage.
 	stage integration-valgrind env RUNNER_WRAP="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite" \
-		RUNNER_EXTRA_ARGS=--insecure-no-confine python3 tests/run.py integration
+		RUNNER_EXTRA_ARGS=--insecure-no-confine TEST_SHARDS=2 python3 tests/run.py integration
 	stage container sh -c 'scripts/podman-setup.sh && make --no-print-directory static static-verify && tests/container/run.sh'
 	# The coding-agent image (Debian + Node.js + Codex from npm) runs a codex agent task.
 	stage coding-agent-image sh -c 'scripts/podman-setup.sh && make --no-print-directory static && python3 tests/container/test_coding_agent.py'
