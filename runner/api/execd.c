@@ -67,17 +67,27 @@ static char *u64_to(char *p, uint64_t v)
 		"5051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
 	char tmp[20];
 	char *end = tmp + sizeof(tmp), *q = end;
-	while (v >= 100) {
+	/* An id is an output offset, below 4 GiB but for a huge output: 32-bit
+	 * divisions there, a shorter chain of cheaper multiplies (ev_line's
+	 * cost was mostly this loop in 64 bits). */
+	while (v > UINT32_MAX) {
 		unsigned r = (unsigned)(v % 100);
 		v /= 100;
 		q -= 2;
 		memcpy(q, d2 + 2 * r, 2);
 	}
-	if (v >= 10) {
+	uint32_t w = (uint32_t)v;
+	while (w >= 100) {
+		unsigned r = w % 100;
+		w /= 100;
 		q -= 2;
-		memcpy(q, d2 + 2 * v, 2);
+		memcpy(q, d2 + 2 * r, 2);
+	}
+	if (w >= 10) {
+		q -= 2;
+		memcpy(q, d2 + 2 * w, 2);
 	} else {
-		*--q = (char)('0' + v);
+		*--q = (char)('0' + w);
 	}
 	memcpy(p, q, (size_t)(end - q));
 	return p + (end - q);
