@@ -464,6 +464,10 @@ enum MHD_Result api_task_create(struct http_req *req)
 	if (parse_changes(body, &spec, &changes, &err) < 0)
 		return http_fail(req, &err);
 	struct changes_wait *w = req->ctx;
+	/* A request its capability would refuse gets its 4xx before a checkpoint is taken for
+	 * it (the first one of a box reads every file of the writable roots). */
+	if (!w && spec.cap->check && spec.cap->check(req->r, &spec, &err) < 0)
+		return http_fail(req, &err);
 	enum MHD_Result rc;
 	if (changes && !w && wait_checkpoint(req, spec.cwd, &rc))
 		return rc;

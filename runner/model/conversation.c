@@ -67,6 +67,43 @@ static int make_room(struct runner *r, struct error *err)
 /* A placeholder marks a claimed conversation until conv_attach. */
 #define CLAIMED ((struct task *)1)
 
+/* The conversation id names, if conv_claim may take it; NULL with err set. */
+static struct conversation *claimable(struct conversations *tb, const char *id, enum engine_kind k,
+				      struct error *err)
+{
+	struct conversation *c = tb->head;
+	while (c && (c->forgotten || strcmp(c->id, id)))
+		c = c->next;
+	if (!c) {
+		error_set(err, 0, "CONVERSATION_NOT_FOUND",
+			  "conversation not found: %.64s (unknown, forgotten by a reset, or "
+			  "from another box)",
+			  id);
+		return NULL;
+	}
+	if (c->busy) {
+		error_set(err, 0, "CONVERSATION_BUSY",
+			  "conversation %s is in use by task %s: wait for it to end", c->id,
+			  c->busy == CLAIMED ? "(starting)" : c->busy->id);
+		return NULL;
+	}
+	if (c->engine != k) {
+		error_set(err, 0, "CONVERSATION_MISMATCH",
+			  "conversation %s belongs to engine %s, not %s", c->id,
+			  engine_kind_name(c->engine), engine_kind_name(k));
+		return NULL;
+	}
+	return c;
+}
+
+int conv_check(struct runner *r, const char *id, enum engine_kind k, struct error *err)
+{
+	struct conversations *tb = table(r);
+	if (!id || !tb)
+		return 0; /* a new one: conv_claim says what it lacks */
+	return claimable(tb, id, k, err) ? 0 : -1;
+}
+
 struct conversation *conv_claim(struct runner *r, const char *id, enum engine_kind k,
 				const char *cwd, struct error *err)
 {
@@ -76,29 +113,9 @@ struct conversation *conv_claim(struct runner *r, const char *id, enum engine_ki
 		return NULL;
 	}
 	if (id) {
-		struct conversation *c = tb->head;
-		while (c && (c->forgotten || strcmp(c->id, id)))
-			c = c->next;
-		if (!c) {
-			error_set(
-				err, 0, "CONVERSATION_NOT_FOUND",
-				"conversation not found: %.64s (unknown, forgotten by a reset, or "
-				"from another box)",
-				id);
+		struct conversation *c = claimable(tb, id, k, err);
+		if (!c)
 			return NULL;
-		}
-		if (c->busy) {
-			error_set(err, 0, "CONVERSATION_BUSY",
-				  "conversation %s is in use by task %s: wait for it to end", c->id,
-				  c->busy == CLAIMED ? "(starting)" : c->busy->id);
-			return NULL;
-		}
-		if (c->engine != k) {
-			error_set(err, 0, "CONVERSATION_MISMATCH",
-				  "conversation %s belongs to engine %s, not %s", c->id,
-				  engine_kind_name(c->engine), engine_kind_name(k));
-			return NULL;
-		}
 		c->busy = CLAIMED;
 		c->used_ms = monotonic_ms();
 		return c;

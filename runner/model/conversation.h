@@ -43,6 +43,9 @@ struct conversations {
  * predecessor until conv_attach; NULL with err set. */
 struct conversation *conv_claim(struct runner *r, const char *id, enum engine_kind k,
 				const char *cwd, struct error *err);
+/* What conv_claim would refuse for an existing conversation id, without claiming it (0, or -1
+ * with err set); NULL id: 0. */
+int conv_check(struct runner *r, const char *id, enum engine_kind k, struct error *err);
 void conv_attach(struct conversation *c, struct task *t);
 /* The task is over: the conversation is idle again (it may be forgotten). */
 void conv_release(struct runner *r, struct conversation *c);

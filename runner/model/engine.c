@@ -613,11 +613,14 @@ static struct task *cli_start(struct runner *r, const struct task_spec *spec,
 	return t;
 }
 
-struct task *engine_task_start(struct runner *r, const struct task_spec *spec, struct error *err)
+/* What an agent task needs before anything starts: a known engine, a model, a valid env, the
+ * CLI's path (CLI engines). 0 with *k, *model and path set, or -1 with err. */
+static int engine_resolve(struct runner *r, const struct task_spec *spec, enum engine_kind *k,
+			  const char **model, char *path, size_t size, struct error *err)
 {
 	const struct model_args *args = model_args_of(spec);
-	enum engine_kind k = args->engine ? engine_kind_of(args->engine) : ENGINE_BUILTIN;
-	if (k == ENGINE_KINDS) {
+	*k = args->engine ? engine_kind_of(args->engine) : ENGINE_BUILTIN;
+	if (*k == ENGINE_KINDS) {
 		char avail[160] = "builtin";
 		for (int i = ENGINE_CODEX; i < ENGINE_KINDS; i++) {
 			char p[PATH_MAX];
@@ -628,22 +631,42 @@ struct task *engine_task_start(struct runner *r, const struct task_spec *spec, s
 					 engine_kind_name((enum engine_kind)i));
 			}
 		}
-		error_set(err, 0, "UNKNOWN_ENGINE",
-			  "unknown engine '%.64s' (engines: builtin, codex, claude-code; available "
-			  "here: %s)",
-			  args->engine, avail);
-		return NULL;
+		return error_set(err, 0, "UNKNOWN_ENGINE",
+				 "unknown engine '%.64s' (engines: builtin, codex, claude-code; "
+				 "available here: %s)",
+				 args->engine, avail);
 	}
-	const char *model = args->model ? args->model : r->cfg.model;
-	if (!model) {
-		error_set(err, 0, "NO_MODEL",
-			  "no model: set 'model' in the request or FORCEAI_MODEL");
-		return NULL;
-	}
+	*model = args->model ? args->model : r->cfg.model;
+	if (!*model)
+		return error_set(err, 0, "NO_MODEL",
+				 "no model: set 'model' in the request or FORCEAI_MODEL");
 	if (spec->env && env_validate(spec->env, err) < 0)
-		return NULL;
-	char path[PATH_MAX] = "";
-	if (k != ENGINE_BUILTIN && engine_find(r, k, spec->env, path, sizeof(path), err) < 0)
+		return -1;
+	path[0] = '\0';
+	if (*k != ENGINE_BUILTIN && engine_find(r, *k, spec->env, path, size, err) < 0)
+		return -1;
+	return 0;
+}
+
+/* model_cap_agent's check: what engine_task_start would refuse, before the request's
+ * checkpoint is spent on it. */
+static int engine_task_check(struct runner *r, const struct task_spec *spec, struct error *err)
+{
+	enum engine_kind k;
+	const char *model;
+	char path[PATH_MAX];
+	if (engine_resolve(r, spec, &k, &model, path, sizeof(path), err) < 0)
+		return -1;
+	return conv_check(r, model_args_of(spec)->conversation, k, err);
+}
+
+struct task *engine_task_start(struct runner *r, const struct task_spec *spec, struct error *err)
+{
+	const struct model_args *args = model_args_of(spec);
+	enum engine_kind k;
+	const char *model;
+	char path[PATH_MAX];
+	if (engine_resolve(r, spec, &k, &model, path, sizeof(path), err) < 0)
 		return NULL;
 	struct conversation *conv = conv_claim(r, args->conversation, k, spec->cwd, err);
 	if (!conv)
@@ -676,5 +699,6 @@ const struct task_capability model_cap_agent = {
 	.goal = true,
 	.no_input = true,
 	.changes = TASK_CHANGES_ON,
+	.check = engine_task_check,
 	.start = engine_task_start,
 };

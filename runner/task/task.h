@@ -69,6 +69,10 @@ struct task_capability {
 	bool goal;
 	bool no_input; /* takes no stdin and no terminal */
 	enum { TASK_CHANGES_NO, TASK_CHANGES_OFF, TASK_CHANGES_ON } changes; /* field "changes" */
+	/* What start would refuse, found without starting anything (NULL: nothing to check):
+	 * the API asks before it spends anything on the request, e.g. the checkpoint of
+	 * "changes". -1 with err set. */
+	int (*check)(struct runner *r, const struct task_spec *spec, struct error *err);
 	/* Starts one (NULL with err set). */
 	struct task *(*start)(struct runner *r, const struct task_spec *spec, struct error *err);
 };

@@ -475,6 +475,19 @@ class Registry(unittest.TestCase):
             self.assertEqual(st, 400, body)
             self.assertEqual(body["code"], "ENGINE_NOT_FOUND")
             self.assertIn("no executable 'codex' on PATH /nowhere:/either", body["message"])
+            # Refused before the checkpoint of "changes" (on by default for an agent): none
+            # was taken for it. It used to be taken first, and the box's first checkpoint read
+            # every file of the writable roots: 30 s on CI, the client gave up.
+            st, lst = r.json("GET", "/v1/checkpoints")
+            self.assertEqual((st, lst["checkpoints"]), (200, []))
+            for kw, code in (({"engine": "nope"}, "UNKNOWN_ENGINE"),
+                             ({"conversation": "c" * 32}, "CONVERSATION_NOT_FOUND")):
+                st, body = r.json("POST", "/v1/tasks", dict({"task": "x", "capability": "agent"},
+                                                            **kw))
+                self.assertEqual((st, body["code"]), (400 if code == "UNKNOWN_ENGINE" else 404,
+                                                      code), body)
+            st, lst = r.json("GET", "/v1/checkpoints")
+            self.assertEqual(lst["checkpoints"], [])
             self.gw.reset()
             self.gw.script(rtext("found on PATH"))
             home = os.path.join(r.tmp, "home")
