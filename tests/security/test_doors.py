@@ -23,7 +23,7 @@ import time
 import unittest
 
 import harness
-from harness import ROOT, Runner, parse_sse
+from harness import ROOT, Runner, parse_sse, record_figure
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "gateway"))
 from test_gateway import TestGateway, text  # noqa: E402
@@ -33,17 +33,7 @@ FIGURES = os.path.join(ROOT, "build", "security", "doors.json")
 
 
 def figure(name, value):
-    """Keep a measured figure (and print it: the test log shows it too)."""
-    print("\n[figure] %s: %s" % (name, json.dumps(value)), flush=True)
-    os.makedirs(os.path.dirname(FIGURES), exist_ok=True)
-    try:
-        with open(FIGURES) as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        data = {}
-    data[name] = value
-    with open(FIGURES, "w") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
+    record_figure(FIGURES, name, value)
 
 
 def stdout_of(events):

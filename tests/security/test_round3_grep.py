@@ -21,7 +21,7 @@ import time
 import unittest
 from urllib.parse import quote
 
-from harness import ROOT, RUNNER, Runner, rss_is_meaningful
+from harness import ROOT, RUNNER, Runner, rss_is_meaningful, record_figure
 
 # Under valgrind or the sanitizers timings mean nothing.
 SLOW = bool(os.environ.get("RUNNER_WRAP")) or "asan" in RUNNER
@@ -33,16 +33,7 @@ BOMBS = ["(a{1,255}){1,255}", "(.*.*.*.*.*.*){255}", "((a{1,255}){1,255}){1,255}
 
 
 def figure(name, value):
-    print("\n[figure] %s: %s" % (name, json.dumps(value)), flush=True)
-    os.makedirs(os.path.dirname(FIGURES), exist_ok=True)
-    try:
-        with open(FIGURES) as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        data = {}
-    data[name] = value
-    with open(FIGURES, "w") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
+    record_figure(FIGURES, name, value)
 
 
 class Pinger:
