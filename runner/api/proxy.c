@@ -65,12 +65,10 @@ enum MHD_Result api_proxy_start(struct http_req *req)
 		return http_fail(req, &err);
 	}
 	/* The upstream's target: "/path?query", "/" at least. */
-	char *target = NULL;
 	if (*rest == '/')
-		target = strdup(rest);
-	else if (asprintf(&target, "/%s", rest) < 0)
-		target = NULL;
-	if (!target)
+		return relay_start(req, port, rest);
+	char *target = NULL;
+	if (asprintf(&target, "/%s", rest) < 0)
 		return MHD_NO;
 	enum MHD_Result rc = relay_start(req, port, target);
 	free(target);

@@ -193,6 +193,7 @@ struct hdr_list {
 	struct hdr_pos *h;
 	size_t n, cap;
 	bool oom;
+	struct hdr_pos first[16]; /* most requests have fewer: no allocation */
 };
 
 static enum MHD_Result hdr_collect(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -202,12 +203,15 @@ static enum MHD_Result hdr_collect(void *cls, enum MHD_ValueKind kind, const cha
 	(void)key_size;
 	struct hdr_list *l = cls;
 	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 32;
-		struct hdr_pos *nh = realloc(l->h, cap * sizeof(*nh));
+		size_t cap = l->cap * 2;
+		struct hdr_pos *nh = l->h == l->first ? malloc(cap * sizeof(*nh))
+						      : realloc(l->h, cap * sizeof(*nh));
 		if (!nh) {
 			l->oom = true;
 			return MHD_NO;
 		}
+		if (l->h == l->first)
+			memcpy(nh, l->first, sizeof(l->first));
 		l->h = nh;
 		l->cap = cap;
 	}
@@ -222,7 +226,8 @@ static bool header_value_cut(struct MHD_Connection *conn, const char *head)
 	if (!ci || !head)
 		return false;
 	const char *end = head + ci->header_size;
-	struct hdr_list l = {0};
+	struct hdr_list l = {.cap = 16};
+	l.h = l.first;
 	MHD_get_connection_values_n(conn, MHD_HEADER_KIND, hdr_collect, &l);
 	bool cut = l.oom; /* cannot check: refuse */
 	for (size_t i = 0; i < l.n && !cut; i++) {
@@ -241,7 +246,8 @@ static bool header_value_cut(struct MHD_Connection *conn, const char *head)
 			cut = q != end || q - p > 4;
 		}
 	}
-	free(l.h);
+	if (l.h != l.first)
+		free(l.h);
 	return cut;
 }
 

@@ -59,6 +59,7 @@
 #define BODY_BLOCK_BIG (1024 * 1024)
 #define BIG_BLOCKS_MAX 16
 #define SPARES 16 /* request records and head buffers kept for reuse */
+#define OUT_KEEP 4096 /* a spare record keeps a request buffer up to this size */
 
 enum phase {
 	P_CONNECTING, /* the client waits in its first call */
@@ -256,7 +257,12 @@ static void up_close(struct proxy *p)
 		p->waiting = false;
 		p->r->proxies->waiting--;
 	}
-	buf_free(&p->out);
+	/* A small request buffer stays with the record for its next request
+	 * (a malloc and a free per request less); a grown one goes. */
+	if (p->out.cap > OUT_KEEP)
+		buf_free(&p->out);
+	else
+		buf_reset(&p->out);
 	in_put(p->r->proxies, p->in);
 	p->in = NULL;
 	p->in_len = p->pend_off = 0;
@@ -283,10 +289,12 @@ static void proxy_free_cb(struct loop *loop, void *arg)
 	struct proxy *p = arg;
 	struct relay_table *t = p->r->proxies;
 	relay_splice_free(&p->sp);
-	if (t && !t->final && t->n_spare_p < SPARES)
+	if (t && !t->final && t->n_spare_p < SPARES) {
 		t->spare_p[t->n_spare_p++] = p;
-	else
+	} else {
+		buf_free(&p->out);
 		free(p);
+	}
 }
 
 static void proxy_unref(struct proxy *p)
@@ -772,10 +780,16 @@ enum MHD_Result relay_start(struct http_req *req, unsigned port, const char *tar
 {
 	struct runner *r = req->r;
 	struct relay_table *t = r->proxies;
-	struct proxy *p = t->n_spare_p ? t->spare_p[--t->n_spare_p] : malloc(sizeof(*p));
-	if (!p)
+	struct proxy *p;
+	struct buf out = {0};
+	if (t->n_spare_p) {
+		p = t->spare_p[--t->n_spare_p];
+		out = p->out; /* a spare's buffer, reset by up_close */
+	} else if (!(p = malloc(sizeof(*p)))) {
 		return MHD_NO;
+	}
 	memset(p, 0, offsetof(struct proxy, head)); /* the parsed head is written whole */
+	p->out = out;
 	p->r = r;
 	p->refs = 1;
 	p->req = req;
@@ -1219,8 +1233,11 @@ void relay_free_all(struct runner *r)
 	struct relay_table *t = r->proxies;
 	if (!t)
 		return;
-	while (t->n_spare_p)
-		free(t->spare_p[--t->n_spare_p]);
+	while (t->n_spare_p) {
+		struct proxy *p = t->spare_p[--t->n_spare_p];
+		buf_free(&p->out);
+		free(p);
+	}
 	while (t->n_spare_in)
 		free(t->spare_in[--t->n_spare_in]);
 	free(r->proxies);

@@ -202,9 +202,13 @@ print("proc-fd done")
         refused = sum(1 for e in events if e["what"] == "connection refused")
         fig = {"tries": out.strip(), "seconds": round(secs, 1), "events_kept": refused,
                "dropped_counted": dropped, "status_dropped": j["status"]["dropped"],
+               "markers": len(markers),
                "rss_kib_before": rss0, "rss_kib_after": rss1, "ping": lat}
         record_figure(FIGURES, "task_connection_flood", fig)
         self.assertTrue(markers, fig)
+        # While the flood lasts, a marker at most once a second (one before
+        # every kept event would double the trail's work under a flood).
+        self.assertLessEqual(len(markers), secs + 3, fig)
         self.assertEqual(dropped, j["status"]["dropped"], fig)
         self.assertGreater(refused + dropped, 15000, fig)
         if rss_is_meaningful():
