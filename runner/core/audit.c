@@ -291,8 +291,9 @@ static void flush_dropped(struct runner *r)
 				    json_integer((json_int_t)a->dropped_by[i].n));
 	if (doors && a->dropped_other)
 		json_object_set_new(doors, "other", json_integer((json_int_t)a->dropped_other));
-	json_t *ev = json_pack("{s:{s:s},s:s,s:I,s:o*}", "who", "runner", "audit", "outcome",
-			       "dropped", "count", (json_int_t)a->dropped_pending, "by_door", doors);
+	json_t *ev =
+		json_pack("{s:{s:s},s:s,s:I,s:o*}", "who", "runner", "audit", "outcome", "dropped",
+			  "count", (json_int_t)a->dropped_pending, "by_door", doors);
 	a->dropped_pending = 0;
 	a->n_dropped_by = 0;
 	a->dropped_other = 0;

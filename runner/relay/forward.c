@@ -58,7 +58,7 @@
  * at once cannot grow the runner: the others get BODY_BLOCK. */
 #define BODY_BLOCK_BIG (1024 * 1024)
 #define BIG_BLOCKS_MAX 16
-#define SPARES 16 /* request records and head buffers kept for reuse */
+#define SPARES 16     /* request records and head buffers kept for reuse */
 #define OUT_KEEP 4096 /* a spare record keeps a request buffer up to this size */
 
 enum phase {
