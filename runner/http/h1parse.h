@@ -20,7 +20,7 @@ struct h1_head {
 	unsigned status; /* 100..999 */
 	size_t head_len; /* bytes of the head, final empty line included */
 	size_t n_fields;
-	struct h1_field fields[H1_MAX_HEADERS];
+	struct h1_field fields[H1_MAX_HEADERS]; /* only the first n_fields are set */
 };
 
 enum h1_result {

@@ -226,7 +226,7 @@ static bool header_value_cut(struct MHD_Connection *conn, const char *head)
 	if (!ci || !head)
 		return false;
 	const char *end = head + ci->header_size;
-	struct hdr_list l = {.cap = 16};
+	struct hdr_list l = {.cap = sizeof(l.first) / sizeof(l.first[0])};
 	l.h = l.first;
 	MHD_get_connection_values_n(conn, MHD_HEADER_KIND, hdr_collect, &l);
 	bool cut = l.oom; /* cannot check: refuse */

@@ -61,6 +61,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import procstat  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MIB = 1024 * 1024
 
@@ -599,13 +602,13 @@ def bench_throughput(cfg, res, binary):
                     pipe_run()
                     continue
                 url = "http://127.0.0.1:%d%s" % (r.port, path)
-                c0 = proc_cpu(r.pid)[0]
+                c0 = procstat.cpu(r.pid)[0]
                 t0 = time.monotonic()
                 c = subprocess.run(["curl", "-sN", "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
                                     "-H", "Content-Type: application/json", "-d", body, url],
                                    stdout=subprocess.PIPE, text=True)
                 t1 = time.monotonic()
-                c1 = proc_cpu(r.pid)[0]
+                c1 = procstat.cpu(r.pid)[0]
                 code, size = (c.stdout.split() + ["0", "0"])[:2]
                 fin = [l for l in r.loglines() if l.get("msg") == "task finished"]
                 if c.returncode != 0 or code != "200" or int(size) < cfg.tput_bytes:
@@ -807,15 +810,6 @@ def bench_concurrency(cfg, res, name, binary):
         res.error("6", "%d of %d streams wrong (%s): %s" % (len(bad), n, name, "; ".join(bad[:5])))
 
 
-def proc_cpu(pid):
-    """(utime+stime, cutime+cstime) of a process in seconds, from /proc/PID/stat."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rpartition(")")[2].split()
-    tck = os.sysconf("SC_CLK_TCK")
-    ut, st, cut, cst = (int(x) for x in fields[11:15])
-    return (ut + st) / tck, (cut + cst) / tck
-
-
 def count_fds(pid):
     try:
         return len(os.listdir("/proc/%d/fd" % pid))
@@ -847,9 +841,9 @@ def bench_load(cfg, res, binary):
     try:
         http(r.port, "GET", "/ping")
         fd0 = count_fds(r.pid)
-        cpu0 = proc_cpu(r.pid)
+        cpu0 = procstat.cpu(r.pid)
         run = load_json([rtt, "-p", str(r.port), "-c", str(n), "-d", str(secs)], "rtt -c (load)")
-        cpu1 = proc_cpu(r.pid)
+        cpu1 = procstat.cpu(r.pid)
         time.sleep(0.2)
         fd1 = count_fds(r.pid)
         st = proc_status(r.pid)

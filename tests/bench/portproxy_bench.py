@@ -35,6 +35,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import procstat  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 MIB = 1 << 20
@@ -162,37 +165,14 @@ def parse_ms(s):
     return v / 1000.0 if m.group(2) == "us" else v * 1000.0 if m.group(2) == "s" else v
 
 
-def proc_ticks(pids):
-    """user + system CPU ticks of these processes and their children now (an
-    nginx master's workers are its children)."""
-    total = 0
-    for pid in pids:
-        for q in [pid] + children(pid):
-            try:
-                with open("/proc/%d/stat" % q) as f:
-                    st = f.read().rsplit(")", 1)[1].split()
-                total += int(st[11]) + int(st[12])
-            except (OSError, IndexError, ValueError):
-                pass
-    return total
-
-
-def children(pid):
-    try:
-        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
-            return [int(x) for x in f.read().split()]
-    except OSError:
-        return []
-
-
 def wrk_cpu(url, conns, seconds, want_bytes, pid):
     """wrk, and the proxy's CPU time per request meanwhile (µs): steadier than the
     rate on a shared machine, where the rate also follows the other processes."""
-    t0 = proc_ticks([pid])
+    t0 = procstat.cpu_with_children(pid)
     r = wrk(url, conns, seconds, want_bytes)
-    t1 = proc_ticks([pid])
+    t1 = procstat.cpu_with_children(pid)
     if r.get("requests"):
-        r["cpu_us_per_req"] = (t1 - t0) * 1e6 / os.sysconf("SC_CLK_TCK") / r["requests"]
+        r["cpu_us_per_req"] = (t1 - t0) * 1e6 / r["requests"]
     return r
 
 
