@@ -65,6 +65,11 @@ const char *mem_find(const char *s, char c, size_t n);
 /* The first of either byte (a line's end: '\n' or '\r'), one pass. */
 const char *mem_find2(const char *s, char a, char b, size_t n);
 bool utf8_valid(const unsigned char *s, size_t len);
+struct sockaddr;
+/* A client's numeric address, as inet_ntop writes it (IPv4 without printf:
+ * this runs for every API request). False, and out "?", for another family
+ * or a buffer too small (len >= INET6_ADDRSTRLEN always fits). */
+bool sockaddr_text(const struct sockaddr *sa, char *out, size_t len);
 /* Length (0-3) of a trailing incomplete but so-far valid UTF-8 sequence. */
 size_t utf8_incomplete_tail(const unsigned char *s, size_t len);
 

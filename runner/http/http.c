@@ -304,14 +304,7 @@ static void client_addr(struct http_req *req)
 {
 	const union MHD_ConnectionInfo *ci =
 		MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
-	const void *a = NULL;
-	if (sa && sa->sa_family == AF_INET)
-		a = &((const struct sockaddr_in *)sa)->sin_addr;
-	else if (sa && sa->sa_family == AF_INET6)
-		a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-	if (!a || !inet_ntop(sa->sa_family, a, req->client, sizeof(req->client)))
-		snprintf(req->client, sizeof(req->client), "?");
+	sockaddr_text(ci ? ci->client_addr : NULL, req->client, sizeof(req->client));
 }
 
 /* A handler runs: what it causes deeper down (a task) names this client. */
@@ -403,11 +396,18 @@ static void audit_request(struct http_req *req, enum MHD_RequestTerminationCode 
 	}
 	if (req->audit_end)
 		req->audit_end(req);
+	/* "METHOD PATTERN", cut to 255 bytes as snprintf would (no printf per request). */
 	char what[256];
-	snprintf(what, sizeof(what), "%s %s", req->method ? req->method : "?",
-		 req->route  ? req->route->pattern
-		 : req->path ? req->path
-			     : "?");
+	const char *m = req->method ? req->method : "?";
+	const char *pat = req->route ? req->route->pattern : req->path ? req->path : "?";
+	size_t ml = strnlen(m, sizeof(what) - 1), pl = strnlen(pat, sizeof(what) - 1);
+	memcpy(what, m, ml);
+	if (ml < sizeof(what) - 1)
+		what[ml++] = ' ';
+	if (pl > sizeof(what) - 1 - ml)
+		pl = sizeof(what) - 1 - ml;
+	memcpy(what + ml, pat, pl);
+	what[ml + pl] = 0;
 	/* The proxied app's query is its own (it may hold its secrets). */
 	const char *target = strcmp(door, "proxy") && req->raw_target ? req->raw_target : req->path;
 	bool completed = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;

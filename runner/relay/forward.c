@@ -669,20 +669,6 @@ static void on_up_event(struct loop *loop, struct loop_watch *w, uint32_t events
 	up_events(p);
 }
 
-static void peer_ip(struct MHD_Connection *conn, char *out, size_t outlen)
-{
-	snprintf(out, outlen, "unknown");
-	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-	if (!ci || !ci->client_addr)
-		return;
-	const struct sockaddr *sa = ci->client_addr;
-	if (sa->sa_family == AF_INET)
-		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, outlen);
-	else if (sa->sa_family == AF_INET6)
-		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out, outlen);
-}
-
 static enum MHD_Result add_req_field(void *cls, enum MHD_ValueKind kind, const char *key,
 				     size_t key_size, const char *value, size_t value_size)
 {
@@ -709,7 +695,10 @@ int relay_connection_fields(struct MHD_Connection *conn, struct buf *out)
 /* The request head for the upstream, by relay/hop.c's rules. */
 static int build_head(struct proxy *p, struct http_req *req, const char *target)
 {
-	struct buf conn_hdr = {0};
+	/* One buffer for every request (the loop is single-threaded): no
+	 * allocation per request once it has grown to the largest. */
+	static struct buf conn_hdr;
+	buf_reset(&conn_hdr);
 	relay_connection_fields(req->conn, &conn_hdr);
 	const char *upgrade = http_header(req, "Upgrade");
 	p->upgrade = upgrade && *upgrade && h1_list_has_token(conn_hdr.data, "upgrade");
@@ -717,15 +706,12 @@ static int build_head(struct proxy *p, struct http_req *req, const char *target)
 	struct relay_head h;
 	relay_head_start(&h, &p->out, req->method, target, conn_hdr.data);
 	MHD_get_connection_values_n(req->conn, MHD_HEADER_KIND, add_req_field, &h);
-	char ip[INET6_ADDRSTRLEN + 8];
-	peer_ip(req->conn, ip, sizeof(ip));
+	/* http.c formatted the client's address once for the request. */
+	const char *ip = strcmp(req->client, "?") ? req->client : "unknown";
 	const char *cl = http_header(req, "Content-Length");
 	/* http.c let only "chunked" through as Transfer-Encoding */
 	p->chunked_out = !cl && http_header(req, "Transfer-Encoding");
-	int rc =
-		relay_head_finish(&h, p->port, ip, cl, p->chunked_out, p->upgrade ? upgrade : NULL);
-	buf_free(&conn_hdr);
-	return rc;
+	return relay_head_finish(&h, p->port, ip, cl, p->chunked_out, p->upgrade ? upgrade : NULL);
 }
 
 /* ---- the request ---- */

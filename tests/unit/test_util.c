@@ -1,5 +1,7 @@
 #include "core/util.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -482,4 +484,47 @@ TEST(iso_time_ms)
 	CHECK_STR(t, "2026-01-02T03:04:05.678Z");
 	iso_time_ms(t, sizeof(t), 0);
 	CHECK_STR(t, "1970-01-01T00:00:00.000Z");
+}
+
+/* sockaddr_text writes IPv4 by hand: what inet_ntop writes, for the edges of every octet and random
+ * addresses; IPv6 through inet_ntop; anything else "?". */
+TEST(sockaddr_text_matches_inet_ntop)
+{
+	static const unsigned char edges[] = {0, 1, 9, 10, 11, 99, 100, 101, 199, 200, 249, 255};
+	unsigned seed = 4242;
+	int bad = 0;
+	for (int round = 0; round < 30000 && bad < 5; round++) {
+		struct sockaddr_in sin = {.sin_family = AF_INET};
+		unsigned char *b = (unsigned char *)&sin.sin_addr;
+		for (int i = 0; i < 4; i++) {
+			seed = seed * 1103515245u + 12345u;
+			b[i] = round < 20736 ? edges[(round / (i == 0   ? 1
+							       : i == 1 ? 12
+							       : i == 2 ? 144
+									: 1728)) %
+						     12]
+					     : (unsigned char)(seed >> 16);
+		}
+		char got[INET6_ADDRSTRLEN], want[INET6_ADDRSTRLEN];
+		inet_ntop(AF_INET, &sin.sin_addr, want, sizeof(want));
+		if (!sockaddr_text((struct sockaddr *)&sin, got, sizeof(got)) ||
+		    strcmp(got, want)) {
+			bad++;
+			fprintf(stderr, "  sockaddr_text: '%s' want '%s'\n", got, want);
+		}
+	}
+	CHECK(bad == 0);
+	struct sockaddr_in6 s6 = {.sin6_family = AF_INET6};
+	inet_pton(AF_INET6, "2001:db8::1", &s6.sin6_addr);
+	char t[INET6_ADDRSTRLEN];
+	CHECK(sockaddr_text((struct sockaddr *)&s6, t, sizeof(t)));
+	CHECK_STR(t, "2001:db8::1");
+	struct sockaddr_in max = {.sin_family = AF_INET, .sin_addr.s_addr = 0xffffffffu};
+	char small[8];
+	CHECK(!sockaddr_text((struct sockaddr *)&max, small, sizeof(small)));
+	CHECK_STR(small, "?");
+	struct sockaddr un = {.sa_family = AF_UNIX};
+	CHECK(!sockaddr_text(&un, t, sizeof(t)));
+	CHECK_STR(t, "?");
+	CHECK(!sockaddr_text(NULL, t, sizeof(t)));
 }
