@@ -13,6 +13,7 @@
 struct h1_field {
 	const char *name;  /* NUL-terminated, inside the parsed buffer */
 	const char *value; /* NUL-terminated, optional white space trimmed */
+	size_t name_len;   /* name's length: lookups compare it first */
 };
 
 struct h1_head {

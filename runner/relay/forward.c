@@ -139,6 +139,7 @@ struct proxy {
 	bool hs_waiting; /* the stream is suspended until the upstream is readable */
 	bool big_block;  /* ... through a buffer counted in the table's big_blocks */
 	enum h1_body_kind body_kind;
+	bool framing_bad;   /* h1_response_body refused the head (or a 101) */
 	uint64_t body_left; /* H1_BODY_LENGTH */
 	struct h1_chunked ch;
 	bool body_end;
@@ -525,11 +526,14 @@ static bool head_parsed(struct proxy *p)
 	}
 	p->head_done = true;
 	p->pend_off = p->head.head_len;
-	enum h1_body_kind k;
-	uint64_t len;
-	if (p->head.status != 101 && h1_response_body(&p->head, p->head_request, &k, &len) == 0)
-		p->in_hand = k == H1_BODY_NONE ||
-			     (k == H1_BODY_LENGTH && p->in_len - p->pend_off >= len);
+	/* The body's framing, told once: the answer (respond) uses it too. */
+	p->framing_bad =
+		p->head.status == 101 ||
+		h1_response_body(&p->head, p->head_request, &p->body_kind, &p->body_left) < 0;
+	if (!p->framing_bad)
+		p->in_hand =
+			p->body_kind == H1_BODY_NONE ||
+			(p->body_kind == H1_BODY_LENGTH && p->in_len - p->pend_off >= p->body_left);
 	return true;
 }
 
@@ -1012,7 +1016,7 @@ static enum MHD_Result respond(struct proxy *p, struct http_req *req)
 		}
 		return MHD_YES;
 	}
-	if (h1_response_body(&p->head, p->head_request, &p->body_kind, &p->body_left) < 0) {
+	if (p->framing_bad) {
 		error_set(&p->err, 0, "BAD_GATEWAY", "port %u: invalid Content-Length", p->port);
 		fail(p);
 		return http_fail(req, &p->err);
