@@ -116,36 +116,39 @@ static bool cpu_has_sha(void)
 }
 #endif
 
-/* -1: not yet known; 0: the portable rounds; 1: the CPU's. */
+/* -1: not yet known; 0: the portable rounds; 1: the CPU's. Relaxed atomics:
+ * any thread may hash (a checkpoint's), and every one finds the same answer. */
 static int accel = -1;
+
+static int accel_get(void)
+{
+	int a = __atomic_load_n(&accel, __ATOMIC_RELAXED);
+	if (a < 0) {
+#if defined(__x86_64__)
+		a = cpu_has_sha();
+#else
+		a = 0;
+#endif
+		__atomic_store_n(&accel, a, __ATOMIC_RELAXED);
+	}
+	return a;
+}
 
 bool sha256_accelerated(void)
 {
-#if defined(__x86_64__)
-	if (accel < 0)
-		accel = cpu_has_sha();
-#else
-	accel = 0;
-#endif
-	return accel == 1;
+	return accel_get() == 1;
 }
 
 bool sha256_set_accelerated(bool on)
 {
-	if (!on) {
-		accel = 0;
-		return true;
-	}
-	accel = -1;
-	return sha256_accelerated();
+	__atomic_store_n(&accel, on ? -1 : 0, __ATOMIC_RELAXED);
+	return on && sha256_accelerated();
 }
 
 static void blocks(struct sha256 *c, const unsigned char *p, size_t n)
 {
 #if defined(__x86_64__)
-	if (accel < 0)
-		sha256_accelerated();
-	if (accel == 1) {
+	if (accel_get() == 1) {
 		blocks_x86(c->h, p, n);
 		return;
 	}

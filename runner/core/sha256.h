@@ -18,5 +18,5 @@ void sha256_final(struct sha256 *c, unsigned char out[32]);
  * extensions, detected once)? */
 bool sha256_accelerated(void);
 /* Tests: false = the portable rounds from now on; true = the CPU's if it has
- * them (returns whether it does). */
+ * them. Returns whether the CPU's rounds are used now. */
 bool sha256_set_accelerated(bool on);

@@ -87,6 +87,10 @@ struct relay_table {
 	struct proxy *spare_p[SPARES];
 	char *spare_in[SPARES];
 	unsigned n_spare_p, n_spare_in;
+	/* The request's Connection fields while its head is built: one buffer
+	 * for every request (the loop is single-threaded), no allocation per
+	 * request once it has grown to the largest. */
+	struct buf conn_hdr;
 	uint64_t reused, opened, retried;
 };
 
@@ -699,16 +703,15 @@ int relay_connection_fields(struct MHD_Connection *conn, struct buf *out)
 /* The request head for the upstream, by relay/hop.c's rules. */
 static int build_head(struct proxy *p, struct http_req *req, const char *target)
 {
-	/* One buffer for every request (the loop is single-threaded): no
-	 * allocation per request once it has grown to the largest. */
-	static struct buf conn_hdr;
-	buf_reset(&conn_hdr);
-	relay_connection_fields(req->conn, &conn_hdr);
+	struct buf *conn_hdr = &p->r->proxies->conn_hdr;
+	buf_reset(conn_hdr);
+	if (relay_connection_fields(req->conn, conn_hdr) < 0)
+		return -1;
 	const char *upgrade = http_header(req, "Upgrade");
-	p->upgrade = upgrade && *upgrade && h1_list_has_token(conn_hdr.data, "upgrade");
+	p->upgrade = upgrade && *upgrade && h1_list_has_token(conn_hdr->data, "upgrade");
 
 	struct relay_head h;
-	relay_head_start(&h, &p->out, req->method, target, conn_hdr.data);
+	relay_head_start(&h, &p->out, req->method, target, conn_hdr->data);
 	MHD_get_connection_values_n(req->conn, MHD_HEADER_KIND, add_req_field, &h);
 	/* http.c formatted the client's address once for the request. */
 	const char *ip = strcmp(req->client, "?") ? req->client : "unknown";
@@ -1230,6 +1233,7 @@ void relay_free_all(struct runner *r)
 	}
 	while (t->n_spare_in)
 		free(t->spare_in[--t->n_spare_in]);
+	buf_free(&t->conn_hdr);
 	free(r->proxies);
 	r->proxies = NULL;
 }
