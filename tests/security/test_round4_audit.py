@@ -1,0 +1,263 @@
+"""Red-team round four (issue 44, finding 5 and the trail's head), from the
+attacker's side: a task cannot crowd the client's actions out of the audit
+trail, and a trail whose end was cut off is found out.
+
+1. Eight task processes connect to the API in a loop (each refusal at the gate
+   is an event a task can cause at will) while the client, with the token,
+   runs 20 commands and 20 downloads, with --audit-rate 300: every one of the
+   client's 40 actions is in the trail (stderr, the file, GET /v1/audit), and
+   the `events dropped` markers name whose events were dropped (the task's
+   uid), their counts summing to status.dropped. On the old build (one bucket
+   for every door) client actions vanished and the marker named no one.
+2. The head the runner publishes (GET /v1/audit's `head`, the reset's answer,
+   the last log line at exit) makes --verify-audit --audit-head fail on a trail
+   cut at its end; the intact trail passes with it."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+from harness import RUNNER, Runner, record_figure
+
+TOKEN = "round4-audit-token-" + os.urandom(6).hex()
+FIGURES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__)))), "build", "figures", "round4_audit.json")
+
+
+def audit_events(text):
+    out = []
+    for line in text.splitlines():
+        if '"audit":true' in line:
+            try:
+                out.append(json.loads(line[line.index("{"):]))
+            except ValueError:
+                pass
+    return out
+
+
+def verify(path, head=None):
+    cmd = [RUNNER, "--verify-audit", path] + (["--audit-head", head] if head else [])
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    return p.returncode, p.stdout + p.stderr
+
+
+# Eight processes, each connecting to the API as fast as it can for `secs`.
+FLOOD = r'''
+import os, socket, sys, time
+port, secs = int(sys.argv[1]), float(sys.argv[2])
+kids = []
+for _ in range(8):
+    pid = os.fork()
+    if pid == 0:
+        end, n = time.time() + secs, 0
+        while time.time() < end:
+            s = socket.socket()
+            try:
+                s.connect(("127.0.0.1", port)); s.recv(1)
+            except OSError:
+                pass
+            s.close(); n += 1
+        print("tries", n, flush=True)
+        os._exit(0)
+    kids.append(pid)
+for k in kids:
+    os.waitpid(k, 0)
+print("flood done", flush=True)
+'''
+
+
+class ClientActionsSurviveATaskFlood(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.own = tempfile.mkdtemp(prefix="audit4-own-", dir="/var/tmp")  # not a writable root
+        os.chmod(cls.own, 0o755)
+        cls.audit_file = os.path.join(cls.own, "audit.log")
+        cls.r = Runner(["--audit-file", cls.audit_file, "--audit-rate", "300"], token=TOKEN)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.r.close()
+        shutil.rmtree(cls.own, True)
+
+    def test_40_client_actions_under_8_flooding_task_processes(self):
+        r = self.r
+        flood_py = os.path.join(r.work, "flood.py")
+        with open(flood_py, "w") as f:
+            f.write(FLOOD)
+        secs = 10
+        out = {}
+        th = threading.Thread(target=lambda: out.setdefault("ev", r.execd(
+            {"command": "python3 %s %d %d" % (flood_py, r.port, secs), "cwd": r.work},
+            timeout=secs + 60)))
+        th.start()
+        # The flood is under way when the refusals start to count.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and r.logtext().count('"connection refused"') < 50:
+            time.sleep(0.05)
+        cmds, downloads = [], []
+        t0 = time.monotonic()
+        for i in range(20):
+            tag = "client-cmd-%d-%s" % (i, os.urandom(3).hex())
+            path = os.path.join(r.work, "cl-%d.txt" % i)
+            ev = r.execd({"command": "echo %s > %s" % (tag, path), "cwd": r.work})
+            self.assertTrue(any(e.get("type") == "execution_complete" for e in ev), ev)
+            cmds.append(tag)
+            st, _, body = r.request("GET", "/files/download?path=" + path)
+            self.assertEqual(st, 200)
+            self.assertIn(tag.encode(), body)
+            downloads.append(path)
+        client_secs = time.monotonic() - t0
+        th.join(secs + 90)
+        tries = sum(int(l.split()[1]) for e in out.get("ev", []) if e.get("type") == "stdout"
+                    for l in e.get("text", "").splitlines() if l.startswith("tries"))
+        time.sleep(2.5)  # the markers of the flood's last second
+        st, j = r.json("GET", "/v1/audit?limit=10000")
+        self.assertEqual(st, 200)
+        time.sleep(0.1)
+        sinks = {"stderr": audit_events(r.logtext()),
+                 "file": audit_events(open(self.audit_file).read()),
+                 "GET /v1/audit": j["events"]}
+        events = sinks["stderr"]
+        markers = [e for e in events if e["what"] == "events dropped"]
+        refused = sum(1 for e in events if e["what"] == "connection refused")
+        fig = {"flood_tries": tries, "client_seconds": round(client_secs, 1),
+               "refusals_kept": refused, "markers": len(markers),
+               "dropped": j["status"]["dropped"],
+               "marker_sources": sorted({m.get("source", "(none)") for m in markers})}
+        missing = {}
+        for name, evs in sinks.items():
+            started = {e.get("command", "") for e in evs if e["what"] == "task started"}
+            posts = sum(1 for e in evs if e["what"] == "POST /command"
+                        and e.get("outcome") == "ok")
+            got = {e.get("path") or e.get("target", "") for e in evs
+                   if e["what"].startswith("GET /files/download")}
+            lost = [t for t in cmds if not any(t in c for c in started)]
+            lost += [p for p in downloads if not any(p in g for g in got)]
+            if posts < len(cmds) + 1:  # the flood's own command too
+                lost.append("%d POST /command events of %d" % (posts, len(cmds) + 1))
+            if lost:
+                missing[name] = lost
+        fig["client_actions_missing"] = {k: len(v) for k, v in missing.items()}
+        record_figure(FIGURES, "client_actions_under_task_flood", fig)
+        self.assertGreater(tries, 3000, fig)  # it was a flood
+        self.assertEqual(missing, {}, fig)
+        # The flood was bounded: refusals dropped and counted, by whose.
+        self.assertTrue(markers, fig)
+        self.assertGreater(j["status"]["dropped"], 0, fig)
+        for m in markers:
+            self.assertEqual(m.get("source"), "uid:1000", m)  # the task's uid, never the client
+            self.assertEqual(set(m["by_door"]), {"native"}, m)
+        self.assertEqual(sum(m["count"] for m in markers), j["status"]["dropped"], fig)
+        # Bounded on its own: at most --audit-rate refusals a second (bursts of as many).
+        self.assertLessEqual(refused, 300 * (secs + 6), fig)
+        log = os.path.join(r.tmp, "flood.log")
+        with open(log, "w") as f:
+            f.write(r.logtext())
+        for path in (log, self.audit_file):
+            rc, v = verify(path)
+            self.assertEqual(rc, 0, v)
+
+
+class CutTrailIsFoundByItsHead(unittest.TestCase):
+    """A trail cut at its end (the attacker's edit that a hash chain alone
+    cannot see) fails --verify-audit against the head the runner published."""
+
+    def setUp(self):
+        self.own = tempfile.mkdtemp(prefix="audit4-head-", dir="/var/tmp")
+        os.chmod(self.own, 0o755)
+        self.addCleanup(shutil.rmtree, self.own, True)
+        self.audit_file = os.path.join(self.own, "audit.log")
+        self.r = Runner(["--audit-file", self.audit_file, "--allow-reset"], token=TOKEN)
+        self.addCleanup(self.r.close)
+
+    def cut(self, src, n):
+        """A copy of src without its last n audit events."""
+        lines = open(src).read().splitlines(True)
+        idx = [i for i, l in enumerate(lines) if '"audit":true' in l]
+        drop = set(idx[-n:])
+        dst = src + ".cut%d" % n
+        with open(dst, "w") as f:
+            f.writelines(l for i, l in enumerate(lines) if i not in drop)
+        return dst
+
+    def actions(self, k):
+        for i in range(k):
+            self.r.execd({"command": "echo secret-step-%d" % i, "cwd": self.r.work})
+
+    def test_head_from_get_audit(self):
+        self.actions(3)
+        st, j = self.r.json("GET", "/v1/audit")
+        self.assertEqual(st, 200)
+        head = j["head"]
+        seq, _, h = head.partition(":")
+        self.assertEqual(int(seq), j["last_seq"], j)
+        self.assertEqual(len(h), 64)
+        # The head's line is in the file the moment it is published.
+        rc, v = verify(self.audit_file, head)
+        self.assertEqual(rc, 0, v)
+        self.assertIn("head", v)
+        # Without the head the cut trail passes (the old weakness) ...
+        cut = self.cut(self.audit_file, 2)
+        rc, v = verify(cut)
+        self.assertEqual(rc, 0, v)
+        # ... with it, it is found out and said.
+        rc, v = verify(cut, head)
+        self.assertEqual(rc, 1, v)
+        self.assertIn("CUT", v)
+        self.assertIn("cut off", v)
+        self.assertIn("seq %s" % seq, v)
+        # Events written after the head was read are fine.
+        self.actions(2)
+        time.sleep(0.1)
+        rc, v = verify(self.audit_file, head)
+        self.assertEqual(rc, 0, v)
+        # A head whose line was changed (same seq, another hash) is named too.
+        forged = "%s:%s" % (seq, "0" * 64)
+        rc, v = verify(self.audit_file, forged)
+        self.assertEqual(rc, 1, v)
+        self.assertIn("hash differs", v)
+
+    def test_head_in_the_reset_answer(self):
+        self.actions(2)
+        st, j = self.r.json("POST", "/v1/reset", {})
+        self.assertEqual(st, 200, j)
+        head = j["audit"]["head"]
+        self.assertEqual(head, "%d:%s" % (j["audit"]["last_seq"], j["audit"]["last_hash"]))
+        rc, v = verify(self.audit_file, head)
+        self.assertEqual(rc, 0, v)
+        rc, v = verify(self.cut(self.audit_file, 3), head)  # the closed chain's end and after
+        self.assertEqual(rc, 1, v)
+
+    def test_head_in_the_last_log_line(self):
+        self.actions(3)
+        self.assertEqual(self.r.stop(), 0)
+        lines = [l for l in self.r.logtext().splitlines() if l.strip()]
+        last = json.loads(lines[-1])
+        self.assertEqual(last.get("msg"), "exited", lines[-1])
+        head = last["audit_head"]
+        events = audit_events(self.r.logtext())
+        self.assertEqual(int(head.split(":")[0]), events[-1]["seq"])
+        log = os.path.join(self.own, "stderr.log")
+        with open(log, "w") as f:
+            f.write(self.r.logtext())
+        for path in (log, self.audit_file):
+            rc, v = verify(path, head)
+            self.assertEqual(rc, 0, v)
+            rc, v = verify(self.cut(path, 1), head)
+            self.assertEqual(rc, 1, v)
+            self.assertIn("cut off", v)
+
+    def test_bad_head_is_a_usage_error(self):
+        for bad in ("12", "x:" + "a" * 64, "0:" + "a" * 64, "5:" + "g" * 64, "5:abc"):
+            p = subprocess.run([RUNNER, "--verify-audit", self.audit_file, "--audit-head", bad],
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(p.returncode, 2, (bad, p.stdout, p.stderr))
+            self.assertIn("--audit-head", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
