@@ -175,7 +175,13 @@ class CutTrailIsFoundByItsHead(unittest.TestCase):
         os.chmod(self.own, 0o755)
         self.addCleanup(shutil.rmtree, self.own, True)
         self.audit_file = os.path.join(self.own, "audit.log")
-        self.r = Runner(["--audit-file", self.audit_file, "--allow-reset"], token=TOKEN)
+        # Its own writable root: --allow-reset examines the roots at start, and
+        # the shared /tmp changes under other tests meanwhile.
+        self.roots = os.path.realpath(tempfile.mkdtemp(prefix="audit4-roots-"))
+        os.chmod(self.roots, 0o777)
+        self.addCleanup(shutil.rmtree, self.roots, True)
+        self.r = Runner(["--landlock-roots", self.roots, "--audit-file", self.audit_file,
+                         "--allow-reset"], token=TOKEN)
         self.addCleanup(self.r.close)
 
     def cut(self, src, n):
