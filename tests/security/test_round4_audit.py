@@ -166,6 +166,51 @@ class ClientActionsSurviveATaskFlood(unittest.TestCase):
             self.assertEqual(rc, 0, v)
 
 
+    def test_unauthenticated_flood_is_its_address_alone(self):
+        """Requests without the token (an outside party, or a task coming back
+        in through a NAT) are bound per address: a flood of 401s keeps none of
+        the client's actions out, and its marker names the address."""
+        r = self.r
+        st, j = r.json("GET", "/v1/audit?limit=1")
+        seq0 = j["last_seq"]
+        stop = []
+        sent = [0]
+
+        def flood():
+            import http.client
+            c = http.client.HTTPConnection("127.0.0.1", r.port, timeout=10)
+            while not stop:
+                c.request("GET", "/v1/tasks")  # no token
+                c.getresponse().read()
+                sent[0] += 1
+
+        ths = [threading.Thread(target=flood) for _ in range(2)]
+        for t in ths:
+            t.start()
+        time.sleep(0.5)
+        tags = []
+        for i in range(10):
+            tag = "unauth-flood-cmd-%d-%s" % (i, os.urandom(3).hex())
+            r.execd({"command": "echo " + tag, "cwd": r.work})
+            tags.append(tag)
+        time.sleep(1)
+        stop.append(1)
+        for t in ths:
+            t.join(30)
+        time.sleep(2.5)
+        events = [e for e in audit_events(r.logtext()) if e["seq"] > seq0]
+        started = [e.get("command", "") for e in events if e["what"] == "task started"]
+        unauth = sum(1 for e in events if e["what"] == "GET /v1/tasks" and e.get("status") == 401)
+        markers = [e for e in events if e["what"] == "events dropped"]
+        fig = {"sent": sent[0], "401_kept": unauth, "markers": len(markers),
+               "sources": sorted({m.get("source", "(none)") for m in markers})}
+        record_figure(FIGURES, "client_actions_under_unauthenticated_flood", fig)
+        self.assertGreater(sent[0], 1000, fig)
+        self.assertEqual([t for t in tags if not any(t in c for c in started)], [], fig)
+        self.assertTrue(markers, fig)
+        self.assertEqual({m.get("source") for m in markers}, {"addr:127.0.0.1"}, fig)
+
+
 class CutTrailIsFoundByItsHead(unittest.TestCase):
     """A trail cut at its end (the attacker's edit that a hash chain alone
     cannot see) fails --verify-audit against the head the runner published."""
