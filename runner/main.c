@@ -596,6 +596,7 @@ int main(int argc, char **argv)
 	/* The trail's head in the container log's last line: a verifier given it
 	 * finds a trail cut at its end (docs/design.md §13.10). */
 	char head[AUDIT_HEAD_MAX];
+	audit_shutdown(r);
 	audit_head(r, head);
 	audit_free(r);
 	log_info("exited", "{s:i,s:i,s:s*}", "exit_code", r->exit_code, "orphans_reaped",

@@ -354,6 +354,12 @@ void audit_head(struct runner *r, char out[AUDIT_HEAD_MAX])
 	auditchain_head_format(a->seq, a->prev, out);
 }
 
+void audit_shutdown(struct runner *r)
+{
+	if (r->audit)
+		flush_dropped(r, true);
+}
+
 void audit_tick(struct runner *r)
 {
 	struct audit *a = r->audit;

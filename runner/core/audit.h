@@ -80,6 +80,10 @@ json_t *audit_resource(const struct runner *r);
  * the log when it moved. */
 void audit_tick(struct runner *r);
 
+/* At shutdown, before the last head is read: the drops not yet in a marker
+ * are written in one (the trail says what it dropped, and whose). */
+void audit_shutdown(struct runner *r);
+
 /* The trail's head, "SEQ:HASH" (the last event's seq and its line's
  * SHA-256), for a verifier to check a trail was not cut at its end
  * (--verify-audit --audit-head); the lines up to it are written to the
