@@ -16,12 +16,17 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 import unittest
 
 from harness import RUNNER, Runner, record_figure
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "gateway"))
+from test_gateway import TestGateway  # noqa: E402
 
 TOKEN = "round4-audit-token-" + os.urandom(6).hex()
 FIGURES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
@@ -209,6 +214,69 @@ class ClientActionsSurviveATaskFlood(unittest.TestCase):
         self.assertEqual([t for t in tags if not any(t in c for c in started)], [], fig)
         self.assertTrue(markers, fig)
         self.assertEqual({m.get("source") for m in markers}, {"addr:127.0.0.1"}, fig)
+
+
+# A task's calls to the model proxy as fast as it can for argv[1] s, each with
+# a token that is not its own (refused at once, no gateway call): each one a
+# `model call` event the task causes at will.
+MODEL_FLOOD = r'''
+import http.client, os, sys, time, urllib.parse
+u = urllib.parse.urlparse(os.environ["OPENAI_BASE_URL"])
+end, n = time.time() + float(sys.argv[1]), 0
+c = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+while time.time() < end:
+    c.request("POST", u.path + "/chat/completions", b"{}",
+              {"Authorization": "Bearer not-mine", "Content-Type": "application/json"})
+    c.getresponse().read(); n += 1
+print("calls", n, flush=True)
+'''
+
+
+class ModelProxyFloodIsTheTasks(unittest.TestCase):
+    """A task floods the model proxy (it is the task's door): its `model call`
+    events are bound by its uid, the client's actions meanwhile all kept."""
+
+    def test_model_proxy_flood_is_bound_by_the_tasks_uid(self):
+        gw = TestGateway(key="sk-gw-" + os.urandom(8).hex())
+        self.addCleanup(gw.close)
+        r = Runner(["--audit-rate", "100"], token=TOKEN,
+                   env={"FORCEAI_GATEWAY_URL": gw.url, "FORCEAI_GATEWAY_KEY": gw.key,
+                        "FORCEAI_MODEL": "test-model"})
+        self.addCleanup(r.close)
+        path = os.path.join(r.work, "mflood.py")
+        with open(path, "w") as f:
+            f.write(MODEL_FLOOD)
+        out = {}
+        th = threading.Thread(target=lambda: out.setdefault("ev", r.native(
+            {"task": "python3 %s 4" % path, "capability": "chat"}, timeout=60)))
+        th.start()
+        time.sleep(1)
+        tags = []
+        for i in range(10):
+            tag = "model-flood-cmd-%d-%s" % (i, os.urandom(3).hex())
+            r.execd({"command": "echo " + tag, "cwd": r.work})
+            tags.append(tag)
+        th.join(60)
+        time.sleep(2.5)
+        calls = 0
+        for e in out.get("ev", []):
+            if e.get("event") == "stdout" and "calls" in e["data"].get("text", ""):
+                calls = int(e["data"]["text"].split()[1])
+        events = audit_events(r.logtext())
+        started = [e.get("command", "") for e in events if e["what"] == "task started"]
+        kept = sum(1 for e in events if e["what"] == "model call")
+        markers = [e for e in events if e["what"] == "events dropped"]
+        fig = {"calls": calls, "model_calls_kept": kept, "markers": len(markers),
+               "sources": sorted({m.get("source", "(none)") for m in markers}),
+               "doors": sorted({d for m in markers for d in m.get("by_door", {})})}
+        record_figure(FIGURES, "client_actions_under_model_proxy_flood", fig)
+        self.assertGreater(calls, 800, fig)
+        self.assertEqual([t for t in tags if not any(t in c for c in started)], [], fig)
+        self.assertTrue(markers, fig)
+        self.assertEqual(fig["doors"], ["model"], fig)
+        self.assertEqual(len(fig["sources"]), 1, fig)
+        self.assertTrue(fig["sources"][0].startswith("uid:"), fig)
+        self.assertLessEqual(kept, 100 * 8, fig)
 
 
 class CutTrailIsFoundByItsHead(unittest.TestCase):
