@@ -382,7 +382,7 @@ int main(int argc, char **argv)
 		return rc;
 	}
 	if (r->cfg.verify_audit) {
-		int rc = audit_verify_file(r->cfg.verify_audit);
+		int rc = audit_verify_file(r->cfg.verify_audit, r->cfg.audit_head);
 		config_free(&r->cfg);
 		return rc;
 	}
@@ -593,9 +593,14 @@ int main(int argc, char **argv)
 	json_decref(r->main_env);
 	api_metrics_otlp_stop(r);
 	audit_otlp_stop(r);
+	/* The trail's head in the container log's last line: a verifier given it
+	 * finds a trail cut at its end (docs/design.md §13.10). */
+	char head[AUDIT_HEAD_MAX];
+	audit_shutdown(r);
+	audit_head(r, head);
 	audit_free(r);
-	log_info("exited", "{s:i,s:i}", "exit_code", r->exit_code, "orphans_reaped",
-		 (int)r->reaper.orphans_reaped);
+	log_info("exited", "{s:i,s:i,s:s*}", "exit_code", r->exit_code, "orphans_reaped",
+		 (int)r->reaper.orphans_reaped, "audit_head", head[0] ? head : NULL);
 	confine_policy_free(r->policy);
 	config_free(&r->cfg);
 	loop_close(&r->loop);

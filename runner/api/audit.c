@@ -182,9 +182,13 @@ enum MHD_Result api_audit(struct http_req *req)
 	}
 	json_t *status = audit_status(r);
 	json_object_set_new(status, "otlp", audit_otlp_status(r));
-	json_t *body = json_pack("{s:i,s:I,s:I,s:I,s:I,s:o,s:o}", "chain", chain, "chain_first_seq",
-				 (json_int_t)first, "last_seq", (json_int_t)last, "next_since",
-				 (json_int_t)(seq - 1), "lost", (json_int_t)lost, "events", events,
-				 "status", status);
+	/* The head at last_seq: what --verify-audit --audit-head checks a saved
+	 * trail reaches (docs/design.md §13.10). */
+	char head[AUDIT_HEAD_MAX];
+	audit_head(r, head);
+	json_t *body = json_pack("{s:i,s:I,s:I,s:s,s:I,s:I,s:o,s:o}", "chain", chain,
+				 "chain_first_seq", (json_int_t)first, "last_seq", (json_int_t)last,
+				 "head", head, "next_since", (json_int_t)(seq - 1), "lost",
+				 (json_int_t)lost, "events", events, "status", status);
 	return http_json(req, 200, body);
 }

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/auditsrc.h"
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -18,11 +19,10 @@
 #include "core/util.h"
 #include "core/list.h"
 
-#define AUDIT_FLUSH_MS 10          /* the sinks are at most this far behind the events */
-#define AUDIT_OUT_MAX (256 * 1024) /* lines held for the sinks before a write */
-#define AUDIT_RING_COUNT 65536     /* events kept at most, whatever their size */
-#define DROP_DOORS 24              /* doors counted apart in a marker */
-#define MARKER_US 1000000          /* markers at most once a second while a flood lasts */
+#define AUDIT_FLUSH_MS 10             /* the sinks are at most this far behind the events */
+#define AUDIT_OUT_MAX (256 * 1024)    /* lines held for the sinks before a write */
+#define AUDIT_RING_COUNT 65536        /* events kept at most, whatever their size */
+#define HEAD_LOG_US (60ULL * 1000000) /* the head in the log at most this often */
 
 struct audit {
 	uint64_t seq; /* the last written */
@@ -34,20 +34,12 @@ struct audit {
 	uint64_t oldest;        /* the oldest seq kept (0: none) */
 	size_t ring_bytes, ring_max;
 
-	/* Rate: a token bucket of cfg.audit_rate per second. */
-	double tokens;
-	uint64_t refill_us;
-	uint64_t dropped_pending, dropped_total;
-	/* Counted since the last marker, by door: plain counters on the drop
-	 * path (a flood drops most events); the JSON is made for the marker.
-	 * The doors are few (api/audit.c's table); any beyond go to "other". */
-	struct {
-		char door[24];
-		uint64_t n;
-	} dropped_by[DROP_DOORS];
-	unsigned n_dropped_by;
-	uint64_t dropped_other;
-	uint64_t marker_us; /* when the last marker was written */
+	/* The bound on what a party without the token can cause: a bucket of
+	 * cfg.audit_rate per source, its drops counted for its marker
+	 * (auditsrc.h). The client's events are not bound. */
+	struct audit_srcs srcs;
+	uint64_t dropped_total; /* by the bound: the sum of the markers' counts */
+	uint64_t head_logged_seq, head_logged_us;
 
 	int file_fd;
 	uint64_t emitted, stderr_failed, file_failed, mask_failed;
@@ -260,7 +252,9 @@ static void write_event(struct runner *r, const char *door, const char *what, js
 	json_t *own = ev ? NULL : json_object();
 	json_t *body = ev ? ev : own;
 	if (!body) {
-		a->dropped_total++;
+		/* Out of memory: like a failed mask, its seq is skipped (the
+		 * verifier names the gap) and counted, never lost unseen. */
+		write_line(r, door, what, NULL, 0, NULL);
 		return;
 	}
 	cap_strings(body, 0);
@@ -280,89 +274,62 @@ static void write_event(struct runner *r, const char *door, const char *what, js
 	json_decref(own);
 }
 
-static void flush_dropped(struct runner *r)
+/* The "events dropped" markers of the sources whose drops are due (all:
+ * every source with drops, a chain is being closed): one per source, naming
+ * it, with its counts by door. A marker is the runner's own event: never
+ * rate bound (at most one a second per source, AUDIT_SOURCES sources). */
+static void flush_dropped(struct runner *r, bool all)
 {
 	struct audit *a = r->audit;
-	if (!a->dropped_pending)
-		return;
-	json_t *doors = json_object();
-	for (unsigned i = 0; doors && i < a->n_dropped_by; i++)
-		json_object_set_new(doors, a->dropped_by[i].door,
-				    json_integer((json_int_t)a->dropped_by[i].n));
-	if (doors && a->dropped_other)
-		json_object_set_new(doors, "other", json_integer((json_int_t)a->dropped_other));
-	json_t *ev =
-		json_pack("{s:{s:s},s:s,s:I,s:o*}", "who", "runner", "audit", "outcome", "dropped",
-			  "count", (json_int_t)a->dropped_pending, "by_door", doors);
-	a->dropped_pending = 0;
-	a->n_dropped_by = 0;
-	a->dropped_other = 0;
-	a->marker_us = monotonic_us();
-	write_event(r, "audit", "events dropped", ev);
-	json_decref(ev);
-}
-
-static void count_dropped(struct audit *a, const char *door)
-{
-	a->dropped_pending++;
-	a->dropped_total++;
-	unsigned i = 0;
-	while (i < a->n_dropped_by && strcmp(a->dropped_by[i].door, door))
-		i++;
-	if (i == a->n_dropped_by) {
-		/* A copy: the marker may come a second later. */
-		if (i == DROP_DOORS || strlen(door) >= sizeof(a->dropped_by[i].door)) {
-			a->dropped_other++;
-			return;
-		}
-		strcpy(a->dropped_by[i].door, door);
-		a->dropped_by[i].n = 0;
-		a->n_dropped_by++;
-	}
-	a->dropped_by[i].n++;
-}
-
-static bool take_token(struct audit *a, unsigned rate)
-{
 	uint64_t now = monotonic_us();
-	a->tokens += (double)(now - a->refill_us) * rate / 1e6;
-	a->refill_us = now;
-	if (a->tokens > rate)
-		a->tokens = rate;
-	if (a->tokens < 1)
-		return false;
-	a->tokens -= 1;
-	return true;
+	int i = -1;
+	for (struct audit_src *s; (s = audit_srcs_due(&a->srcs, &i, now, all));) {
+		json_t *doors = json_object();
+		for (unsigned k = 0; doors && k < s->n_by; k++)
+			json_object_set_new(doors, s->by[k].door,
+					    json_integer((json_int_t)s->by[k].n));
+		if (doors && s->by_other)
+			json_object_set_new(doors, "other", json_integer((json_int_t)s->by_other));
+		json_t *ev = json_pack("{s:{s:s},s:s,s:s,s:I,s:o*}", "who", "runner", "audit",
+				       "outcome", "dropped", "source", s->key, "count",
+				       (json_int_t)s->pending, "by_door", doors);
+		audit_src_marked(s, now);
+		write_event(r, "audit", "events dropped", ev);
+		json_decref(ev);
+	}
 }
 
-/* The rate bound at every door: false = a flood, the event counted, not
- * kept. The marker that counts them goes before the next kept event, but
- * at most once a second while the flood lasts (a marker before every kept
- * event doubled the trail's work under a flood), and at the 1 s tick once
- * it has passed. */
-static bool admit(struct runner *r, const char *door)
+/* The bound (docs/design.md §13.4): the client's and the runner's own events
+ * (source NULL) are all kept; a source's beyond its bucket are counted for
+ * its marker, written at the 1 s tick. */
+static bool admit(struct runner *r, const char *source, const char *door)
 {
 	struct audit *a = r->audit;
-	if (!take_token(a, r->cfg.audit_rate)) {
-		count_dropped(a, door);
-		return false;
-	}
-	if (a->dropped_pending && monotonic_us() - a->marker_us >= MARKER_US)
-		flush_dropped(r);
-	return true;
+	if (!source)
+		return true;
+	if (audit_srcs_admit(&a->srcs, source, door, r->cfg.audit_rate, monotonic_us()))
+		return true;
+	a->dropped_total++;
+	return false;
 }
 
 void audit_emit(struct runner *r, const char *door, const char *what, json_t *ev)
 {
-	if (r->audit && admit(r, door))
+	audit_emit_from(r, NULL, door, what, ev);
+}
+
+void audit_emit_from(struct runner *r, const char *source, const char *door, const char *what,
+		     json_t *ev)
+{
+	if (r->audit && admit(r, source, door))
 		write_event(r, door, what, ev);
 	json_decref(ev);
 }
 
-void audit_emit_text(struct runner *r, const char *door, const char *what, const char *fields,
-		     size_t len, const char *task)
+void audit_emit_text(struct runner *r, const char *source, const char *door, const char *what,
+		     const char *fields, size_t len, const char *task)
 {
-	if (r->audit && admit(r, door))
+	if (r->audit && admit(r, source, door))
 		write_line(r, door, what, fields, len, task);
 }
 
@@ -376,12 +343,41 @@ bool audit_str_plain(const char *s)
 	return i <= AUDIT_STR_MAX;
 }
 
+void audit_head(struct runner *r, char out[AUDIT_HEAD_MAX])
+{
+	struct audit *a = r->audit;
+	if (!a) {
+		out[0] = 0;
+		return;
+	}
+	/* Published only once its line is in the sinks: a verifier given it
+	 * finds it there unless the trail was cut. */
+	flush_out(a);
+	auditchain_head_format(a->seq, a->prev, out);
+}
+
+void audit_shutdown(struct runner *r)
+{
+	if (r->audit)
+		flush_dropped(r, true);
+}
+
 void audit_tick(struct runner *r)
 {
 	struct audit *a = r->audit;
-	if (a && a->dropped_pending && monotonic_us() - a->marker_us >= MARKER_US &&
-	    take_token(a, r->cfg.audit_rate))
-		flush_dropped(r);
+	if (!a)
+		return;
+	flush_dropped(r, false);
+	/* The head in the container log now and then, so a runner killed
+	 * without its last line still left a recent one. */
+	uint64_t now = monotonic_us();
+	if (a->seq != a->head_logged_seq && now - a->head_logged_us >= HEAD_LOG_US) {
+		char head[AUDIT_HEAD_MAX];
+		audit_head(r, head);
+		log_info("audit head", "{s:s,s:i}", "head", head, "chain", a->chain);
+		a->head_logged_seq = a->seq;
+		a->head_logged_us = now;
+	}
 }
 
 static void chain_start(struct runner *r, json_t *why)
@@ -403,17 +399,18 @@ json_t *audit_chain_restart(struct runner *r, json_t *why)
 	struct audit *a = r->audit;
 	if (!a)
 		return json_null();
-	flush_dropped(r);
+	flush_dropped(r, true);
 	json_t *ev = json_pack("{s:{s:s}}", "who", "runner", "audit");
 	if (why)
 		json_object_set(ev, "reason", why);
 	write_event(r, "audit", "chain closed", ev);
 	json_decref(ev);
-	json_t *closed = json_pack("{s:i,s:I,s:s}", "chain", a->chain, "last_seq",
-				   (json_int_t)a->seq, "last_hash", a->prev);
-	flush_out(a); /* the log line after the event it names */
-	log_info("audit chain closed", "{s:i,s:I,s:s}", "chain", a->chain, "last_seq",
-		 (json_int_t)a->seq, "last_hash", a->prev);
+	char head[AUDIT_HEAD_MAX];
+	audit_head(r, head); /* the log line after the event it names */
+	json_t *closed = json_pack("{s:i,s:I,s:s,s:s}", "chain", a->chain, "last_seq",
+				   (json_int_t)a->seq, "last_hash", a->prev, "head", head);
+	log_info("audit chain closed", "{s:i,s:I,s:s,s:s}", "chain", a->chain, "last_seq",
+		 (json_int_t)a->seq, "last_hash", a->prev, "head", head);
 	/* The new tenant's chain says it follows one (its prev is that one's
 	 * last hash), not what the old tenant left. */
 	json_t *after = json_pack("{s:i,s:I}", "chain", a->chain, "last_seq", (json_int_t)a->seq);
@@ -496,8 +493,7 @@ int audit_init(struct runner *r, struct error *err)
 	a->ring = ring;
 	a->ring_max = r->cfg.audit_ring_max;
 	a->file_fd = -1;
-	a->tokens = r->cfg.audit_rate;
-	a->refill_us = monotonic_us();
+	a->head_logged_us = monotonic_us();
 	memcpy(a->prev, AUDIT_HASH_ZERO, sizeof(a->prev));
 	r->audit = a;
 	if (r->cfg.audit_file && open_file_sink(r, err) < 0) {
@@ -641,44 +637,4 @@ void audit_unwatch(struct runner *r, struct audit_watcher *w)
 	if (!a)
 		return;
 	LIST_UNLINK(a->watchers, w);
-}
-
-int audit_verify_file(const char *path)
-{
-	FILE *f = strcmp(path, "-") ? fopen(path, "re") : stdin;
-	if (!f) {
-		fprintf(stderr, "forceai-runner: --verify-audit %s: %s\n", path, strerror(errno));
-		return 2;
-	}
-	struct auditchain_verifier v;
-	auditchain_verify_init(&v);
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t n;
-	uint64_t lineno = 0;
-	int rc = 0;
-	while ((n = getline(&line, &cap, f)) >= 0) {
-		lineno++;
-		if (auditchain_verify_line(&v, line, (size_t)n) < 0) {
-			rc = 1;
-			break;
-		}
-	}
-	free(line);
-	if (f != stdin)
-		fclose(f);
-	if (rc) {
-		printf("audit trail BROKEN at seq %llu (line %llu): %s\n",
-		       (unsigned long long)v.break_seq, (unsigned long long)lineno, v.why);
-		return 1;
-	}
-	if (!v.events) {
-		printf("audit trail: no audit events in %s\n", path);
-		return 1;
-	}
-	printf("audit trail ok: %llu events, seq %llu..%llu, %llu trail(s), %llu other lines\n",
-	       (unsigned long long)v.events, (unsigned long long)v.first_seq,
-	       (unsigned long long)v.last_seq, (unsigned long long)v.trails,
-	       (unsigned long long)v.skipped);
-	return 0;
 }

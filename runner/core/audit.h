@@ -3,8 +3,11 @@
  * line {"audit":true, seq, ts, chain, prev, door, what, who, outcome, ...}
  * whose "prev" is the SHA-256 of the line before (core/auditchain.h), with
  * every secret the runner knows masked. Sinks: stderr (always), a ring for
- * GET /v1/audit, --audit-file. Bounded: --audit-rate events per second,
- * the rest counted in an "events dropped" marker that is itself chained. */
+ * GET /v1/audit, --audit-file. Bounded where a party without the token
+ * can cause events: --audit-rate events a second per source (a task's uid,
+ * an unauthenticated address), the rest counted in an "events dropped"
+ * marker naming the source, itself chained (core/auditsrc.h). The client's
+ * and the control plane's events are never dropped by the bound. */
 #pragma once
 #include <jansson.h>
 #include <stdbool.h>
@@ -22,19 +25,32 @@ int audit_init(struct runner *r, struct error *err);
 void audit_free(struct runner *r);
 bool audit_enabled(const struct runner *r);
 
-/* The one call at a door: ev (stolen; NULL = {}) holds "who", "outcome"
- * and the action's details; door and what name it. Strings over 4 KiB are
- * cut. Never blocks, never fails the caller: what cannot be kept is
- * counted. Without a "who", the client whose request is being handled
- * (audit_set_client) is filled in. */
+/* The one call at a door, for an action of the client (a request that
+ * proved the token), the control plane or the runner itself: ev (stolen;
+ * NULL = {}) holds "who", "outcome" and the action's details; door and
+ * what name it. Strings over 4 KiB are cut. Never blocks, never fails the
+ * caller, never dropped by the rate bound. Without a "who", the client
+ * whose request is being handled (audit_set_client) is filled in. */
 void audit_emit(struct runner *r, const char *door, const char *what, json_t *ev);
+/* The same for an event a party WITHOUT the token can cause as often as it
+ * likes (a task's connection refused at the gate, a task's model call, a
+ * request that did not prove the token, a task's refused system call):
+ * source names that party, "uid:N" for anything a process inside the box
+ * does (its uid), "addr:A" for a peer outside, "unknown:A" for an in-box
+ * peer whose owner is unknown. Each source has its own bucket of
+ * --audit-rate events a second; beyond, its events are counted and one
+ * "events dropped" marker a second says {source, count, by_door}. Never
+ * taken from the client's share. source NULL: audit_emit. */
+void audit_emit_from(struct runner *r, const char *source, const char *door, const char *what,
+		     json_t *ev);
 /* The same for an event whose fields the caller wrote itself (a hot door:
  * no JSON object per event): fields is an object's compact text "{...}",
  * keys in jansson's order, with "who" and "outcome" and none of the head's
  * keys, every string audit_str_plain (so the bytes are exactly those
- * audit_emit would write); task is its who.task, or NULL. */
-void audit_emit_text(struct runner *r, const char *door, const char *what, const char *fields,
-		     size_t len, const char *task);
+ * audit_emit would write); task is its who.task, or NULL; source as
+ * audit_emit_from's (NULL: the client's). */
+void audit_emit_text(struct runner *r, const char *source, const char *door, const char *what,
+		     const char *fields, size_t len, const char *task);
 #define AUDIT_STR_MAX 4096 /* a longer string in an event is cut */
 /* s needs no escape in JSON and no cut: printable ASCII without '"' or
  * '\\', at most AUDIT_STR_MAX bytes. */
@@ -59,13 +75,24 @@ void audit_set_resource(struct runner *r, json_t *attrs);
 /* The attributes audit_set_resource gave (borrowed; NULL: none). */
 json_t *audit_resource(const struct runner *r);
 
-/* Once a second: the "events dropped" marker, when events were dropped
- * and the flood has passed. */
+/* Once a second: the "events dropped" markers of the sources that had
+ * events dropped (at most one a second each), and every minute the head in
+ * the log when it moved. */
 void audit_tick(struct runner *r);
+
+/* At shutdown, before the last head is read: the drops not yet in a marker
+ * are written in one (the trail says what it dropped, and whose). */
+void audit_shutdown(struct runner *r);
+
+/* The trail's head, "SEQ:HASH" (the last event's seq and its line's
+ * SHA-256), for a verifier to check a trail was not cut at its end
+ * (--verify-audit --audit-head); the lines up to it are written to the
+ * sinks first. "" when the trail is off. */
+void audit_head(struct runner *r, char out[AUDIT_HEAD_MAX]);
 
 /* A reset: the current chain is closed with an event, a new one starts
  * (the next tenant sees only its own). Returns {chain, last_seq,
- * last_hash} of the closed one (new reference). */
+ * last_hash, head} of the closed one (new reference). */
 json_t *audit_chain_restart(struct runner *r, json_t *why);
 
 /* Reading the ring (GET /v1/audit). */
@@ -92,6 +119,7 @@ struct audit_watcher {
 void audit_watch(struct runner *r, struct audit_watcher *w);
 void audit_unwatch(struct runner *r, struct audit_watcher *w);
 
-/* --verify-audit FILE: prints the verdict; the exit status (0 unbroken,
- * 1 broken, 2 unreadable). */
-int audit_verify_file(const char *path);
+/* --verify-audit FILE [--audit-head SEQ:HASH] (core/auditverify.c): prints
+ * the verdict; the exit status (0 unbroken and, with a head, holding it;
+ * 1 broken or cut; 2 unreadable). head NULL: none given. */
+int audit_verify_file(const char *path, const char *head);

@@ -157,7 +157,71 @@ int auditchain_verify_line(struct auditchain_verifier *v, const char *line, size
 		v->prev_seq = seq;
 		v->have_prev = true;
 		auditchain_hash(line, len, v->prev_hash);
+		if (v->have_head && seq == v->head_seq) {
+			v->head_seq_seen = true;
+			if (!strcmp(v->prev_hash, v->head_hash))
+				v->head_found = true;
+		}
 	}
 	json_decref(o);
 	return rc;
+}
+
+int auditchain_head_parse(const char *s, uint64_t *seq, char hash[AUDIT_HASH_HEX])
+{
+	size_t nd = strspn(s, "0123456789");
+	if (!nd || nd > 19 || s[nd] != ':' || strlen(s + nd + 1) != AUDIT_HASH_HEX - 1)
+		return -1;
+	uint64_t n = strtoull(s, NULL, 10);
+	if (!n)
+		return -1; /* the runner numbers from 1 */
+	const char *h = s + nd + 1;
+	for (int i = 0; i < AUDIT_HASH_HEX - 1; i++) {
+		char c = h[i];
+		if (c >= 'A' && c <= 'F')
+			c = (char)(c - 'A' + 'a');
+		if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+			return -1;
+		hash[i] = c;
+	}
+	hash[AUDIT_HASH_HEX - 1] = 0;
+	*seq = n;
+	return 0;
+}
+
+void auditchain_head_format(uint64_t seq, const char hash[AUDIT_HASH_HEX], char out[AUDIT_HEAD_MAX])
+{
+	snprintf(out, AUDIT_HEAD_MAX, "%llu:%.64s", (unsigned long long)seq, hash);
+}
+
+void auditchain_verify_head(struct auditchain_verifier *v, uint64_t seq,
+			    const char hash[AUDIT_HASH_HEX])
+{
+	v->have_head = true;
+	v->head_seq = seq;
+	memcpy(v->head_hash, hash, AUDIT_HASH_HEX);
+	v->head_hash[AUDIT_HASH_HEX - 1] = 0;
+}
+
+int auditchain_verify_end(struct auditchain_verifier *v)
+{
+	if (v->broken)
+		return -1;
+	if (!v->have_head || v->head_found)
+		return 0;
+	unsigned long long hs = (unsigned long long)v->head_seq;
+	if (v->head_seq_seen)
+		return brk(v, v->head_seq,
+			   "seq %llu is not the head's event: its line's hash differs from the "
+			   "head's (changed, or another runner's trail)",
+			   hs);
+	if (v->events && v->last_seq < v->head_seq)
+		return brk(v, v->last_seq + 1,
+			   "the trail ends at seq %llu but its head is seq %llu: the last %llu "
+			   "event(s) were cut off",
+			   (unsigned long long)v->last_seq, hs,
+			   hs - (unsigned long long)v->last_seq);
+	return brk(v, v->head_seq,
+		   "the head's event, seq %llu, is not in this trail (seq %llu..%llu)", hs,
+		   (unsigned long long)v->first_seq, (unsigned long long)v->last_seq);
 }

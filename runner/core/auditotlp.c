@@ -105,9 +105,22 @@ void audit_otlp_tick(struct runner *r)
 			json_array_append_new(recs, record_of(rec));
 	}
 	o->batch_end = seq - 1;
-	json_t *body = json_pack("{s:[{s:{s:o},s:[{s:{s:s},s:o}]}]}", "resourceLogs", "resource",
-				 "attributes", resource_attrs(r, audit_resource(r)), "scopeLogs",
-				 "scope", "name", "forceai-runner.audit", "logRecords", recs);
+	/* The head as of the batch's last event (its seq and its line's hash):
+	 * a collector keeps where the trail reached, for --audit-head. */
+	char head[AUDIT_HEAD_MAX] = "";
+	const struct audit_rec *end = audit_get(r, o->batch_end);
+	if (end && end->line) {
+		char hash[AUDIT_HASH_HEX];
+		auditchain_hash(end->line, end->len, hash);
+		auditchain_head_format(end->seq, hash, head);
+	}
+	json_t *scope_attrs = json_array();
+	if (head[0])
+		json_array_append_new(scope_attrs, attr_str("audit.head", head));
+	json_t *body = json_pack("{s:[{s:{s:o},s:[{s:{s:s,s:o},s:o}]}]}", "resourceLogs",
+				 "resource", "attributes", resource_attrs(r, audit_resource(r)),
+				 "scopeLogs", "scope", "name", "forceai-runner.audit", "attributes",
+				 scope_attrs, "logRecords", recs);
 	char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
 	json_decref(body);
 	if (!s)

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/auditchain.h"
 #include "core/error.h"
 #include "core/ids.h"
 #include "core/util.h"
@@ -304,6 +305,9 @@ static void usage(FILE *out)
 	fprintf(out, "  %-24s %s\n", "--verify-audit V",
 		"check the hash chain of an audit trail as saved (stderr lines or --audit-file), "
 		"exit 0 when unbroken, 1 naming the first break");
+	fprintf(out, "  %-24s %s\n", "--audit-head V",
+		"with --verify-audit: the head SEQ:HASH the runner published (GET /v1/audit, "
+		"the reset's answer, its last log line); a trail cut before it exits 1");
 	fprintf(out, "  %-24s %s\n  %-24s %s\n", "--version", "print the version and exit",
 		"--help", "print this help and exit");
 }
@@ -1058,7 +1062,7 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 		free(key);
 	}
 
-	struct option lopts[N_OPTS + 5];
+	struct option lopts[N_OPTS + 6];
 	for (size_t i = 0; i < N_OPTS; i++) {
 		lopts[i].name = opts[i].name;
 		/* --flag or --flag=VALUE (1/0, true/false, yes/no) */
@@ -1070,7 +1074,8 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 	lopts[N_OPTS + 1] = (struct option){"version", no_argument, NULL, 'V'};
 	lopts[N_OPTS + 2] = (struct option){"ping", no_argument, NULL, 'P'};
 	lopts[N_OPTS + 3] = (struct option){"verify-audit", required_argument, NULL, 'A'};
-	lopts[N_OPTS + 4] = (struct option){0};
+	lopts[N_OPTS + 4] = (struct option){"audit-head", required_argument, NULL, 'H'};
+	lopts[N_OPTS + 5] = (struct option){0};
 
 	opterr = 0;
 	int c, li = -1;
@@ -1100,6 +1105,18 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 		}
 		if (c == 'A') {
 			cfg->verify_audit = optarg;
+			continue;
+		}
+		if (c == 'H') {
+			uint64_t seq;
+			char hash[AUDIT_HASH_HEX];
+			if (auditchain_head_parse(optarg, &seq, hash) < 0)
+				return error_set(err, 0, NULL,
+						 "invalid --audit-head '%.100s': SEQ:HASH, the "
+						 "head the runner published (a seq from 1, 64 "
+						 "hex digits)",
+						 optarg);
+			cfg->audit_head = optarg;
 			continue;
 		}
 		if (c == '?' || c == ':') {
@@ -1142,6 +1159,10 @@ int config_parse(struct runner_config *cfg, int argc, char **argv, struct error 
 					 argv[optind]);
 		cfg->main_argv = &argv[optind];
 	}
+	if (cfg->audit_head && !cfg->verify_audit)
+		return error_set(err, 0, NULL,
+				 "--audit-head is the head --verify-audit checks a trail against: "
+				 "give --verify-audit FILE too");
 	if (check_values(cfg, from, err) < 0 || otel_metrics_env(cfg, err) < 0)
 		return -1;
 	if (check_secret_file(cfg, &cfg->token_file, "token-file", err) ||

@@ -101,6 +101,7 @@ struct runner_config {
 	uint64_t audit_ring_max;  /* bytes of events kept for GET /v1/audit */
 	bool insecure_no_audit;   /* test only: no trail at all (measures its cost) */
 	const char *verify_audit; /* --verify-audit FILE: check a saved trail, then exit */
+	const char *audit_head;   /* --audit-head SEQ:HASH: the head --verify-audit must find */
 	/* Code contexts (docs/design.md §11). */
 	const char *code_interpreter_listen; /* E2B's API: ADDR:PORT, or NULL */
 	unsigned code_max_contexts;

@@ -189,35 +189,38 @@ static const char *gate_door(const struct gate *g)
 	return strstr(g->pol.name, "proxy") ? "proxy" : "native";
 }
 
-/* Is this new connection refused? Counts it against its client if not. */
-static bool admit(struct gate *g, struct gate_conn *gc, struct peer *pp, const char **why)
+/* Is this new connection refused? Counts it against its client if not.
+ * key: who it is, "uid:N" inside the box, "unknown:ADDR" inside with no
+ * owner found, "addr:ADDR" outside (the per-client count's key and the
+ * audit trail's source). */
+static bool admit(struct gate *g, struct gate_conn *gc, struct peer *pp, const char **why,
+		  char key[64])
 {
 	struct peer p;
 	peer_identify(&g->diag, gc->fd, &p);
 	*pp = p;
-	char key[64];
 	gc->uid = (uid_t)-1;
 	switch (p.kind) {
 	case PEER_IN_BOX:
 		gc->uid = p.uid;
+		snprintf(key, 64, "uid:%u", (unsigned)p.uid);
 		if (g->pol.refuse_tasks && g->pol.tasks->is_task_uid(g->r, p.uid)) {
 			g->refused_task++;
 			*why = "a task's connection";
 			return false;
 		}
-		snprintf(key, sizeof(key), "uid:%u", (unsigned)p.uid);
 		break;
 	case PEER_UNKNOWN:
+		snprintf(key, 64, "unknown:%s", p.addr);
 		if (g->pol.refuse_tasks) {
 			g->refused_unknown++;
 			*why = "owner unknown (fail closed)";
 			return false;
 		}
-		snprintf(key, sizeof(key), "unknown:%s", p.addr);
 		break;
 	case PEER_OUTSIDE:
 	default:
-		snprintf(key, sizeof(key), "addr:%s", p.addr);
+		snprintf(key, 64, "addr:%s", p.addr);
 		break;
 	}
 	struct gate_client *c = client_get(g, key);
@@ -264,13 +267,15 @@ void gate_notify(void *cls, struct MHD_Connection *c, void **socket_context,
 	*socket_context = gc;
 	struct peer p;
 	const char *why = NULL;
-	if (!admit(g, gc, &p, &why)) {
+	char key[64];
+	if (!admit(g, gc, &p, &why, key)) {
 		gc->refused = true;
-		/* Counted by the trail's rate bound like any other event. */
-		audit_emit(g->r, gate_door(g), "connection refused",
-			   json_pack("{s:{s:s,s:i},s:s,s:s}", "who", "client", p.addr, "uid",
-				     p.kind == PEER_IN_BOX ? (int)p.uid : -1, "outcome", "refused",
-				     "reason", why ? why : "refused"));
+		/* A refused connection proved nothing: its event is its source's,
+		 * bound and coalesced apart from the client's (§13.4). */
+		audit_emit_from(g->r, key, gate_door(g), "connection refused",
+				json_pack("{s:{s:s,s:i},s:s,s:s}", "who", "client", p.addr, "uid",
+					  p.kind == PEER_IN_BOX ? (int)p.uid : -1, "outcome",
+					  "refused", "reason", why ? why : "refused"));
 		if (shutdown(gc->fd, SHUT_RDWR) < 0 && errno != ENOTCONN)
 			log_errno("shutdown(refused connection) failed", errno, g->pol.name);
 		maybe_log(g, false);

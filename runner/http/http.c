@@ -332,8 +332,8 @@ static const char *outcome_of(unsigned status)
  * bytes are those json_pack + json_dumps write below, key for key (a JSON
  * object per request was most of the trail's cost on the port proxy's small
  * requests, docs/design.md §13.7); false: the general way. */
-static bool audit_request_text(struct http_req *req, const char *door, const char *what,
-			       const char *target, bool completed)
+static bool audit_request_text(struct http_req *req, const char *source, const char *door,
+			       const char *what, const char *target, bool completed)
 {
 	const char *outcome = outcome_of(req->status);
 	if (req->audit || !audit_str_plain(req->client) || (target && !audit_str_plain(target)) ||
@@ -379,7 +379,7 @@ static bool audit_request_text(struct http_req *req, const char *door, const cha
 	rc |= buf_append_lit(&b, "}");
 	if (rc)
 		return false;
-	audit_emit_text(req->r, door, what, b.data, b.len, NULL);
+	audit_emit_text(req->r, source, door, what, b.data, b.len, NULL);
 	return true;
 }
 
@@ -411,7 +411,15 @@ static void audit_request(struct http_req *req, enum MHD_RequestTerminationCode 
 	/* The proxied app's query is its own (it may hold its secrets). */
 	const char *target = strcmp(door, "proxy") && req->raw_target ? req->raw_target : req->path;
 	bool completed = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
-	if (audit_request_text(req, door, what, target, completed))
+	/* A request that did not prove the token is anyone's to repeat: bound
+	 * per address, never taken from the client's share (§13.4). */
+	char source[64];
+	const char *src = NULL;
+	if (!req->authed) {
+		snprintf(source, sizeof(source), "addr:%s", req->client);
+		src = source;
+	}
+	if (audit_request_text(req, src, door, what, target, completed))
 		return;
 	json_t *ev =
 		json_pack("{s:{s:s},s:s,s:s*,s:i,s:s*,s:I,s:I,s:b}", "who", "client", req->client,
@@ -429,7 +437,7 @@ static void audit_request(struct http_req *req, enum MHD_RequestTerminationCode 
 		json_object_set_new(ev, "bytes_out",
 				    json_integer((json_int_t)req->audit_bytes_out));
 	}
-	audit_emit(req->r, door, what, ev);
+	audit_emit_from(req->r, src, door, what, ev);
 }
 
 static uint64_t request_gen(struct runner *r)
@@ -466,7 +474,10 @@ static enum MHD_Result begin_request(struct runner *r, struct http_req *req,
 			break;
 		}
 	}
-	if (!(req->route && req->route->public) && !authorized(req))
+	/* Asked of public routes too: the audit trail bounds the events of
+	 * requests without the token apart from the client's. */
+	req->authed = authorized(req);
+	if (!(req->route && req->route->public) && !req->authed)
 		return unauthorized(req);
 	if (!req->route) {
 		if (path_known)

@@ -75,6 +75,7 @@ struct http_req {
 	/* The audit trail's record of it (core/audit.h): one event when it
 	 * ends, with what handlers noted (http_audit_note). */
 	char client[48];      /* the peer's numeric address */
+	bool authed;          /* it proved the token (or none is set): the client's */
 	unsigned status;      /* the status answered (0: none) */
 	const char *err_code; /* the error code answered, if any */
 	uint64_t start_us;    /* monotonic */

@@ -59,6 +59,7 @@ struct mp_req {
 	struct MHD_Connection *conn;
 	struct task_token *tok;
 	bool begun;           /* on_request has seen it */
+	uid_t uid;            /* the caller's, from the gate; (uid_t)-1: unknown */
 	char *target;         /* the raw request target (path and query), from on_uri */
 	const struct wire *w; /* its format (OpenAI's until the path says) */
 	struct wire_route rt;
@@ -730,12 +731,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	struct modelproxy *p = cls;
 	struct mp_req *q = *con_cls;
 	if (!q || !q->begun) {
-		if (!gate_request_begins(conn, NULL))
+		uid_t uid = (uid_t)-1;
+		if (!gate_request_begins(conn, &uid))
 			return MHD_NO;
 		if (!q && !(q = calloc(1, sizeof(*q))))
 			return MHD_NO;
 		*con_cls = q;
 		q->begun = true;
+		q->uid = uid;
 		q->p = p;
 		q->conn = conn;
 		q->content_length = -1;
@@ -799,8 +802,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	}
 	/* The client left before the answer ended: charged all the same. */
 	settle(q, true);
-	audit_emit(p->r, "model", "model call",
-		   audit_call(q, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK));
+	/* Tasks call it as often as they like: their calls are their uid's to
+	 * bound in the trail, never the client's share (docs/design.md §13.4). */
+	char source[32] = "unknown";
+	if (q->uid != (uid_t)-1)
+		snprintf(source, sizeof(source), "uid:%u", (unsigned)q->uid);
+	audit_emit_from(p->r, source, "model", "model call",
+			audit_call(q, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK));
 	if (q->counted)
 		q->tok->inflight--;
 	if (q->tok)

@@ -748,6 +748,46 @@ if __name__ == "__main__":
     unittest.main()
 
 
+class AuditOtlpHead(AuditBase):
+    """Each OTLP batch carries the trail's head as of its last record
+    (docs/design.md §13.10, issue 44): a collector's copy cut at its end
+    fails --verify-audit --audit-head with the last head it received."""
+
+    def test_each_batch_names_its_head(self):
+        r = self.r
+        for _ in range(3):
+            r.execd({"command": "true", "cwd": r.work})
+        n = len(self.wait_events(7))
+        recs = self.otlp_records(n)
+        self.assertGreaterEqual(len(recs), n)
+        heads = []
+        for _, _, body in list(self.posts):
+            for rl in json.loads(body)["resourceLogs"]:
+                for sl in rl["scopeLogs"]:
+                    if not sl["logRecords"]:
+                        continue
+                    attrs = {a["key"]: a["value"]["stringValue"]
+                             for a in sl["scope"].get("attributes", [])}
+                    last = sl["logRecords"][-1]["body"]["stringValue"]
+                    want = "%d:%s" % (json.loads(last)["seq"],
+                                      hashlib.sha256(last.encode()).hexdigest())
+                    self.assertEqual(attrs.get("audit.head"), want, attrs)
+                    heads.append(want)
+        self.assertTrue(heads)
+        copy = os.path.join(r.tmp, "collector.log")
+        with open(copy, "w") as f:
+            f.writelines(rec["body"]["stringValue"] + "\n" for _, rec in recs)
+        p = subprocess.run([RUNNER, "--verify-audit", copy, "--audit-head", heads[-1]],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stdout)
+        with open(copy, "w") as f:
+            f.writelines(rec["body"]["stringValue"] + "\n" for _, rec in recs[:-1])
+        p = subprocess.run([RUNNER, "--verify-audit", copy, "--audit-head", heads[-1]],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertIn("cut off", p.stdout)
+
+
 class AuditResource(AuditBase):
     """Runtime init binds the box (§12.1): its sandbox id, generation and
     telemetry.attributes are said in the chain and on every later OTLP batch;

@@ -50,6 +50,7 @@ BAD_VALUES = {
     "NAME": "",
     "NAME=PATH": "codex=relative/bin",
     "LIST": "ftp://ide.example.com/path",
+    "SEQ:HASH": "12:not-a-hash",
     None: "maybe",  # an option without a value: on, off, or a usage error
 }
 
@@ -173,7 +174,7 @@ class ConfigTable(unittest.TestCase):
                 with self.subTest(option=name):
                     self.assertIn(name, self.help, "documented, not in --help: " + line)
                     takes, var, hdef = self.help[name]
-                    if name in ("help", "version", "ping", "verify-audit"):
+                    if name in ("help", "version", "ping", "verify-audit", "audit-head"):
                         continue
                     self.assertEqual(takes, ph is not None,
                                      "--%s: docs/configuration.md and --help disagree on its value" % name)
