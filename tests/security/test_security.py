@@ -198,7 +198,10 @@ class Containment(RunnerTest):
 
     def test_setsid_daemons_die_with_their_task(self):
         marker = "41.4213%d" % os.getpid()
-        ev = self.r.execd({"command": "for i in 1 2 3; do setsid sleep %s & done; (setsid sh -c 'sleep %s &' &); echo started" % (marker, marker)})
+        # kill_tree_on_exit: without it they are left running, supervised (issue 46,
+        # test_linger_attacks).
+        ev = self.r.execd({"command": "for i in 1 2 3; do setsid sleep %s & done; (setsid sh -c 'sleep %s &' &); echo started" % (marker, marker),
+                           "kill_tree_on_exit": True})
         self.assertEqual(ev[-1]["type"], "execution_complete")
         time.sleep(0.3)
         left = subprocess.run(["pgrep", "-f", "sleep " + marker], capture_output=True).stdout
