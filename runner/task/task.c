@@ -306,7 +306,9 @@ bool task_may_linger(const struct task_spec *spec)
 		return true;
 	case TASK_API_NATIVE:
 		return !spec->cap || spec->cap == &task_cap_exec;
-	default: /* tool commands, terminals, hooks, code contexts: as before */
+	case TASK_API_TOOL:
+		return spec->tool_command;
+	default: /* MCP servers, CLI engines, terminals, hooks, code contexts: as before */
 		return false;
 	}
 }
@@ -315,7 +317,7 @@ bool task_may_linger(const struct task_spec *spec)
 
 json_t *task_left_behind_json(struct task *t)
 {
-	if (!t->lingering || !t->proc_running)
+	if (!task_left_running(t))
 		return NULL;
 	pid_t pids[LEFT_BEHIND_LISTED];
 	size_t total = 0;

@@ -119,6 +119,9 @@ struct task_spec {
 	 * it exits, as before issue 46. Otherwise an exec command's left-behind processes keep
 	 * running, supervised (docs/design.md §4.11; task_may_linger says which tasks). */
 	bool kill_tree_on_exit;
+	/* TASK_API_TOOL: a run_command (MCP, the built-in agent) rather than an MCP server or a
+	 * CLI engine: its left-behind processes are kept like an exec command's. */
+	bool tool_command;
 };
 
 struct task_reader {
@@ -331,6 +334,11 @@ void task_kill(struct task *t, enum task_status why);
  * commands of execd, the native API and execd sessions, without a terminal, unless the request
  * says kill_tree_on_exit (docs/design.md §4.11). */
 bool task_may_linger(const struct task_spec *spec);
+/* t is a finished command whose left-behind processes run under its shim. */
+static inline bool task_left_running(const struct task *t)
+{
+	return t->lingering && t->proc_running;
+}
 /* What t left behind, for the task lists: {"pids": [...], "count": n, "output_dropped_bytes": n}
  * (pids of the shim's descendants, at most 64 listed), or NULL when nothing is. New reference. */
 json_t *task_left_behind_json(struct task *t);

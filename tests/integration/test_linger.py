@@ -205,6 +205,61 @@ class LeftBehind(unittest.TestCase):
         self.assertIn("kill_tree_on_exit", json.dumps(body))
 
 
+class McpRunCommand(unittest.TestCase):
+    """MCP's run_command goes through the same engine: its left-behind server is kept, listed
+    in GET /v1/tasks (kind tool_command), reached, stopped by DELETE; kill_tree_on_exit kills
+    it with the command."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.r = Runner(("--grace-ms", "1000"))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.r.close()
+
+    def call(self, sid, args):
+        h = {"Content-Type": "application/json", "Accept": "application/json",
+             "Mcp-Session-Id": sid}
+        st, _, data = self.r.request("POST", "/mcp", json.dumps(
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+             "params": {"name": "run_command", "arguments": args}}), h, timeout=30)
+        self.assertEqual(st, 200, data)
+        return json.loads(data)["result"]
+
+    def test_run_command_server_kept_listed_stopped(self):
+        h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        st, hd, _ = self.r.request("POST", "/mcp", json.dumps(
+            {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+             "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                        "clientInfo": {"name": "t", "version": "1"}}}), h)
+        self.assertEqual(st, 200)
+        sid = hd["mcp-session-id"]
+        port = free_port()
+        t0 = time.monotonic()
+        res = self.call(sid, {"command": "cd /tmp && %s & echo started" % (SERVER % port)})
+        self.assertLess(time.monotonic() - t0, 10)
+        self.assertEqual(res["structuredContent"]["exit_code"], 0, res)
+        pids = wait_for(lambda: listeners(port), 10)
+        self.assertTrue(pids)
+        server = {p: starttime(p) for p in pids}
+        self.assertEqual(self.r.request("GET", "/proxy/%d/" % port)[0], 200)
+        st, lst = self.r.json("GET", "/v1/tasks")
+        mine = [t for t in lst["tasks"] if t.get("kind") == "tool_command"]
+        self.assertEqual(len(mine), 1, lst)
+        for pid in server:
+            self.assertIn(pid, mine[0]["left_behind"]["pids"])
+        st, body = self.r.json("DELETE", "/v1/tasks/" + mine[0]["id"])
+        self.assertEqual(st, 202, body)
+        self.assertEqual(wait_for(lambda: not alive(server), 10), True)
+        # The opt-out.
+        port = free_port()
+        res = self.call(sid, {"command": "cd /tmp && %s & sleep 1; echo started" %
+                              (SERVER % port), "kill_tree_on_exit": True})
+        self.assertEqual(res["structuredContent"]["exit_code"], 0, res)
+        self.assertEqual(wait_for(lambda: not listeners(port), 5), True)
+
+
 class EndedWithTheBox(unittest.TestCase):
     """The box's shutdown (SIGTERM to the runner) and --one-shot end what was left behind."""
 
