@@ -110,6 +110,22 @@ static int task_child_main(void *arg)
 	confine_exec(tc->plan);
 }
 
+/* Only the task needs its stdio; holding pipe ends here would keep the
+ * runner from seeing EOF. The status pipe sits at n or above: untouched. */
+static void drop_stdio(int n)
+{
+	for (int fd = 0; fd < n; fd++)
+		close(fd);
+	int devnull = open("/dev/null", O_RDWR);
+	if (devnull >= 0) {
+		dup2(devnull, 0);
+		dup2(devnull, 1);
+		dup2(devnull, 2);
+		if (devnull > 2)
+			close(devnull);
+	}
+}
+
 /* The shim's life once its fds are in place (0..n-1 the task's, the
  * Landlock rulesets and cgroup procs file kept): start the task, wait,
  * take the rest of the tree down, exit like the task. `set` is blocked. */
@@ -129,25 +145,7 @@ _Noreturn void spawn_shim_run(struct confine_plan *plan, int n, int linger_fd, c
 			   CLONE_VM | CLONE_VFORK | SIGCHLD, &tc);
 	if (task < 0)
 		_exit(126);
-	/* Only the task needs its stdio; holding pipe ends here would keep
-	 * the runner from seeing EOF. */
-	for (int fd = 0; fd < n; fd++)
-		close(fd);
-	/* Opened over a closed stdio slot below, the status pipe would be
-	 * taken for /dev/null: it is moved up out of the way first. */
-	if (linger_fd >= 0 && linger_fd < 3) {
-		int hi = fcntl(linger_fd, F_DUPFD_CLOEXEC, 3);
-		close(linger_fd);
-		linger_fd = hi;
-	}
-	int devnull = open("/dev/null", O_RDWR);
-	if (devnull >= 0) {
-		dup2(devnull, 0);
-		dup2(devnull, 1);
-		dup2(devnull, 2);
-		if (devnull > 2)
-			close(devnull);
-	}
+	drop_stdio(n);
 
 	bool done = false, terminating = false, lingering = false;
 	int status = 0;
