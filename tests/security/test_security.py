@@ -171,7 +171,10 @@ class Containment(RunnerTest):
             f.write("b(){ b|b& }; b; sleep 100\n")
 
         def bomb():
-            results["bomb"] = self.r.execd({"command": "bash " + bomb_path, "timeout": 4000})
+            # kill_tree_on_exit: should the bomb's main shell exit early, what it forked
+            # goes with it, as the test's last check expects (issue 46 keeps it otherwise).
+            results["bomb"] = self.r.execd({"command": "bash " + bomb_path, "timeout": 4000,
+                                            "kill_tree_on_exit": True})
 
         ts = threading.Thread(target=steady)
         ts.start()
