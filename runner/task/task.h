@@ -165,6 +165,9 @@ struct task {
 	 * written; the shim lives on until the last of them ends or is stopped). */
 	int linger_fd;
 	struct loop_watch linger_w;
+	/* An execd session's run: its session (task/session.c), whose deletion ends what the run
+	 * left behind. Compared, never dereferenced here. NULL: none. */
+	const void *owner;
 	bool lingering;
 	uint64_t linger_dropped; /* their output after the exit event: read and dropped */
 	int wait_status;

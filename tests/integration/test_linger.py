@@ -168,6 +168,24 @@ class LeftBehind(unittest.TestCase):
                 self.assertEqual(wait_for(lambda: not alive(server), 10), True)
                 self.assertNotEqual(self.proxy(port), 200)
 
+    def test_session_run_server_ends_with_its_session(self):
+        st, b = self.r.json("POST", "/session", {})
+        sid = b["session_id"]
+        port = free_port()
+        ev = self.r.execd({"command": "cd %s && %s & echo started" % (self.root, SERVER % port)},
+                          path="/session/%s/run" % sid, timeout=30)
+        self.assertEqual(ev[-1]["type"], "execution_complete", ev)
+        pids = wait_for(lambda: listeners(port), 10)
+        self.assertTrue(pids)
+        server = {p: starttime(p) for p in pids}
+        self.assertEqual(self.proxy(port), 200)
+        # The session goes on (a next run), the server with it.
+        ev = self.r.execd({"command": "echo again"}, path="/session/%s/run" % sid)
+        self.assertEqual([e["text"] for e in ev if e["type"] == "stdout"], ["again"])
+        self.assertEqual(alive(server), list(server))
+        self.assertEqual(self.r.request("DELETE", "/session/%s" % sid)[0], 200)
+        self.assertEqual(wait_for(lambda: not alive(server), 10), True)
+
     def test_reset_ends_them_and_nothing_is_left(self):
         port = free_port()
         tid, _, _, server = self.left_server(port, "setsid")
