@@ -408,6 +408,10 @@ static int read_spec(json_t *body, const char *cmd_key, struct task_spec *spec, 
 	else if (net)
 		return error_set(err, 0, "INVALID_REQUEST_BODY",
 				 "field 'network' must be \"none\" or \"full\"");
+	/* The same field on every route that starts a command (docs/design.md §4.11). */
+	bool has_kill;
+	if (body_bool(body, "kill_tree_on_exit", &has_kill, &spec->kill_tree_on_exit, err) < 0)
+		return -1;
 	return 0;
 }
 
@@ -665,6 +669,9 @@ enum MHD_Result api_command_status(struct http_req *req)
 			json_object_set_new(o, "error", json_string(e));
 		}
 	}
+	json_t *left = task_left_behind_json(t);
+	if (left)
+		json_object_set_new(o, "left_behind", left);
 	return http_json(req, 200, o);
 }
 

@@ -298,7 +298,9 @@ enum MHD_Result api_task_list(struct http_req *req)
 	json_t *arr = json_array();
 	for (struct task *t = req->r->tasks->head; t; t = t->next) {
 		/* Lifecycle hooks and code contexts are listed too, named. */
-		if (t->api != TASK_API_NATIVE && t->api != TASK_API_HOOK && t->api != TASK_API_CODE)
+		bool tool = t->api == TASK_API_TOOL && task_left_running(t);
+		if (t->api != TASK_API_NATIVE && t->api != TASK_API_HOOK &&
+		    t->api != TASK_API_CODE && !tool)
 			continue;
 		if (state && (!strcmp(state, "running") == t->finished))
 			continue;
@@ -316,6 +318,11 @@ enum MHD_Result api_task_list(struct http_req *req)
 		json_object_set_new(o, "exit", exit_obj(t));
 		json_object_set_new(o, "stdin", json_boolean(task_input_open(t)));
 		json_object_set_new(o, "tty", json_boolean(t->input && t->input->tty));
+		json_t *left = task_left_behind_json(t);
+		if (left)
+			json_object_set_new(o, "left_behind", left);
+		if (tool) /* an MCP or agent run_command that left processes behind */
+			json_object_set_new(o, "kind", json_string("tool_command"));
 		if (t->api == TASK_API_HOOK) {
 			const char *hook = rtinit_hook_name(req->r, t);
 			json_object_set_new(o, "kind", json_string("lifecycle_hook"));
@@ -591,6 +598,9 @@ enum MHD_Result api_command_list(struct http_req *req)
 				json_object_set_new(o, "error", json_string(e));
 			}
 		}
+		json_t *left = task_left_behind_json(t);
+		if (left)
+			json_object_set_new(o, "left_behind", left);
 		json_array_append_new(arr, o);
 	}
 	json_t *pag = json_pack("{s:I}", "limit", (json_int_t)limit);

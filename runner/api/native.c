@@ -219,8 +219,12 @@ static enum MHD_Result start_stream(struct http_req *req, struct task *t, bool f
 static struct task *find_task(struct http_req *req)
 {
 	struct task *t = is_hex_id(req->param) ? task_find(req->r, req->param) : NULL;
-	/* A code context's interpreter is a task like these (code/code.h). */
-	return t && (t->api == TASK_API_NATIVE || t->api == TASK_API_CODE) ? t : NULL;
+	/* A code context's interpreter is a task like these (code/code.h); so is a tool command
+	 * whose left-behind processes run (listed in GET /v1/tasks, stopped by DELETE). */
+	return t && (t->api == TASK_API_NATIVE || t->api == TASK_API_CODE ||
+		     (t->api == TASK_API_TOOL && task_left_running(t)))
+		       ? t
+		       : NULL;
 }
 
 /* The capabilities a client names in POST /v1/tasks, each defined by the layer that owns it:
@@ -516,6 +520,9 @@ enum MHD_Result api_task_get(struct http_req *req)
 		if (t->term_signal)
 			json_object_set_new(o, "signal", json_integer(t->term_signal));
 	}
+	json_t *left = task_left_behind_json(t);
+	if (left)
+		json_object_set_new(o, "left_behind", left);
 	return http_json(req, 200, o);
 }
 
@@ -536,6 +543,13 @@ enum MHD_Result api_task_delete(struct http_req *req)
 	struct task *t = find_task(req);
 	if (!t)
 		return http_failf(req, "NOT_FOUND", "task not found: %.64s", req->param);
+	if (t->finished && t->lingering && t->proc_running) {
+		/* What the finished command left behind is stopped; its status stays. */
+		task_kill(t, TS_CANCELLED);
+		return http_json(req, 202,
+				 json_pack("{s:s,s:s,s:s}", "id", t->id, "status",
+					   task_status_str(t), "left_behind", "stopping"));
+	}
 	if (t->finished)
 		return http_json(req, 200,
 				 json_pack("{s:s,s:s}", "id", t->id, "status", task_status_str(t)));

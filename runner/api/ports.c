@@ -198,7 +198,8 @@ static struct task *owner_task(struct runner *r, pid_t pid)
 		if (pid == r->self_pid)
 			return NULL;
 		for (struct task *t = r->tasks->head; t; t = t->next)
-			if (t->proc_running && t->shim_pid == pid && t->api != TASK_API_TOOL)
+			if (t->proc_running && t->shim_pid == pid &&
+			    (t->api != TASK_API_TOOL || task_left_running(t)))
 				return t;
 		pid = read_ppid(pid);
 	}

@@ -14,14 +14,23 @@
 /* ---- native API (strict) ---- */
 
 static const struct body_field task_create_fields[] = {
-	{"task", FIELD_STRING},        {"capability", FIELD_STRING},
-	{"timeout_ms", FIELD_INTEGER}, {"cwd", FIELD_STRING},
-	{"env", FIELD_OBJECT},         {"network", FIELD_STRING},
-	{"stdin", FIELD_BOOLEAN},      {"tty", FIELD_ANY}, /* {"cols", "rows"} or true */
-	{"model", FIELD_STRING},       {"max_steps", FIELD_INTEGER},
-	{"max_tokens", FIELD_INTEGER}, {"max_model_requests", FIELD_INTEGER},
-	{"engine", FIELD_STRING},      {"conversation", FIELD_STRING},
-	{"changes", FIELD_BOOLEAN},    {NULL, 0},
+	{"task", FIELD_STRING},
+	{"capability", FIELD_STRING},
+	{"timeout_ms", FIELD_INTEGER},
+	{"cwd", FIELD_STRING},
+	{"env", FIELD_OBJECT},
+	{"network", FIELD_STRING},
+	{"stdin", FIELD_BOOLEAN},
+	{"tty", FIELD_ANY}, /* {"cols", "rows"} or true */
+	{"model", FIELD_STRING},
+	{"max_steps", FIELD_INTEGER},
+	{"max_tokens", FIELD_INTEGER},
+	{"max_model_requests", FIELD_INTEGER},
+	{"engine", FIELD_STRING},
+	{"conversation", FIELD_STRING},
+	{"changes", FIELD_BOOLEAN},
+	{"kill_tree_on_exit", FIELD_BOOLEAN},
+	{NULL, 0},
 };
 const struct body_schema schema_task_create = {"POST /v1/tasks", true, task_create_fields};
 
@@ -43,11 +52,17 @@ const struct body_schema schema_task_signal = {"POST /v1/tasks/{id}/signal", tru
 /* ---- execd-compatible API (unknown fields accepted) ---- */
 
 static const struct body_field command_fields[] = {
-	{"command", FIELD_STRING},     {"cwd", FIELD_STRING},
-	{"background", FIELD_BOOLEAN}, {"timeout", FIELD_INTEGER},
-	{"uid", FIELD_INTEGER},        {"gid", FIELD_INTEGER},
-	{"envs", FIELD_OBJECT},        {"network", FIELD_STRING},
-	{"argv", FIELD_ANY},           {NULL, 0},
+	{"command", FIELD_STRING},
+	{"cwd", FIELD_STRING},
+	{"background", FIELD_BOOLEAN},
+	{"timeout", FIELD_INTEGER},
+	{"uid", FIELD_INTEGER},
+	{"gid", FIELD_INTEGER},
+	{"envs", FIELD_OBJECT},
+	{"network", FIELD_STRING},
+	{"argv", FIELD_ANY},
+	{"kill_tree_on_exit", FIELD_BOOLEAN},
+	{NULL, 0},
 };
 const struct body_schema schema_command = {"POST /command", false, command_fields};
 
@@ -63,6 +78,7 @@ static const struct body_field command_operation_fields[] = {
 	{"gid", FIELD_INTEGER},
 	{"envs", FIELD_OBJECT},
 	{"argv", FIELD_ANY},
+	{"kill_tree_on_exit", FIELD_BOOLEAN},
 	{NULL, 0},
 };
 const struct body_schema schema_command_operation = {"POST /command/operations", true,
@@ -79,6 +95,7 @@ static const struct body_field session_run_fields[] = {
 	{"cwd", FIELD_STRING},
 	{"timeout", FIELD_INTEGER},
 	{"network", FIELD_STRING},
+	{"kill_tree_on_exit", FIELD_BOOLEAN},
 	{NULL, 0},
 };
 const struct body_schema schema_session_run = {"POST /session/{id}/run", false, session_run_fields};

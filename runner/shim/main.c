@@ -2,7 +2,7 @@
  * task/spawn.h), exec'd by the runner from a sealed memfd with the task's
  * fds already at 0..n-1 and:
  *
- *   argv: forceai-shim FRSHIMW1 POLICY_FD LL_FD LL_ROOT_FD PROCS_FD NFDS UID GID
+ *   argv: forceai-shim FRSHIMW1 POLICY_FD LL_FD LL_ROOT_FD PROCS_FD NFDS[|LINGER] UID GID
  *         DENY_INET PDEATH_SIGNAL RUNNER_PID CTTY CWD PATH TASK_ARGV...
  *   envp: the task's environment
  *
@@ -70,6 +70,10 @@ int main(int argc, char **argv, char **envp)
 		fail("not started by the runner");
 	int policy_fd = (int)num(argv[2]), ll = (int)num(argv[3]), llr = (int)num(argv[4]);
 	int procs = (int)num(argv[5]), n = (int)num(argv[6]);
+	/* With the flag, fd n is the status pipe of a task whose left-behind
+	 * processes keep running (task/spawn.h). */
+	int linger_fd = n & SHIM_WIRE_LINGER ? n & ~SHIM_WIRE_LINGER : -1;
+	n &= ~SHIM_WIRE_LINGER;
 	pid_t runner = (pid_t)num(argv[11]);
 	/* If the runner dies, take the tree down with us; if it is gone
 	 * already, there is nobody to report to. */
@@ -97,5 +101,5 @@ int main(int argc, char **argv, char **envp)
 		.ctty = num(argv[12]) != 0,
 	};
 	spawn_shim_signals(&set);
-	spawn_shim_run(&plan, n, &set);
+	spawn_shim_run(&plan, n, linger_fd, &set);
 }

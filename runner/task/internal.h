@@ -32,12 +32,21 @@ void task_log_mapping(struct task *t, const char *why_unmapped);
 void task_append_event(struct task *t, const char *name, json_t *data);
 /* which: 0 stdout, 1 stderr. */
 void task_close_pipe(struct task *t, int which);
+/* Everything in the pipes now into the spool, whatever backpressure says (the main process
+ * has exited: its output is complete and goes before its exit event). */
+void task_output_drain(struct task *t);
+/* From now on the pipes are read and their bytes dropped (t->linger_dropped): the output of
+ * left-behind processes after the exit event (docs/design.md §4.11). */
+void task_output_discard(struct task *t);
 
 /* task.c: the lifecycle. */
 /* Finalize a process task once its process is gone and its pipes are closed. */
 void task_maybe_finalize(struct task *t);
 void task_on_timer(struct loop *loop, struct loop_timer *timer);
 void task_on_exit(void *arg, pid_t pid, int status);
+/* The shim's status pipe (task/spawn.h): the main process's status, or EOF. */
+void task_on_linger(struct loop *loop, struct loop_watch *w, uint32_t events);
+void task_linger_close(struct task *t);
 void task_audit_started(struct task *t, const struct task_spec *spec);
 void task_audit_ended(struct task *t, json_t *exit_ev);
 

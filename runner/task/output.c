@@ -268,11 +268,63 @@ static ssize_t read_output(struct task *t, int which, int fd, unsigned char *buf
 	return n;
 }
 
+/* Left-behind processes' output after the exit event: read so they never block or meet
+ * EPIPE (a server that logs each request would die of it), counted, dropped. */
+static void discard_output(struct task *t, int which, int fd)
+{
+	unsigned char scratch[16384];
+	for (int i = 0; i < 16; i++) {
+		ssize_t n = read(fd, scratch, sizeof(scratch));
+		if (n > 0) {
+			t->linger_dropped += (uint64_t)n;
+			continue;
+		}
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		task_close_pipe(t, which); /* EOF, or an error: nothing more comes */
+		return;
+	}
+}
+
+void task_output_discard(struct task *t)
+{
+	task_rest_forget(t);
+	t->paused = false;
+	t->carry_len[0] = t->carry_len[1] = 0;
+	apply_watches(t);
+}
+
+static void read_once(struct task *t, int which, bool *more);
+
+void task_output_drain(struct task *t)
+{
+	for (int which = 0; which < 2; which++) {
+		bool more = true;
+		/* Bounded: a left-behind writer could keep the pipe full forever. */
+		for (int i = 0; i < 64 && more && (which == 0 ? t->out_fd : t->err_fd) >= 0; i++)
+			read_once(t, which, &more);
+	}
+	task_rest_forget(t);
+	apply_watches(t);
+}
+
 void task_on_output(struct loop *loop, struct loop_watch *w, uint32_t events)
 {
 	(void)loop;
+	(void)events;
 	struct task *t = w->arg;
 	int which = w == &t->out_w ? 0 : 1;
+	bool more;
+	if (t->finished && t->lingering)
+		discard_output(t, which, which == 0 ? t->out_fd : t->err_fd);
+	else
+		read_once(t, which, &more);
+}
+
+/* One read of a pipe into the spool; *more: it gave bytes (another may). */
+static void read_once(struct task *t, int which, bool *more)
+{
+	*more = false;
 	int fd = which == 0 ? t->out_fd : t->err_fd;
 	/* Up to 64 KiB (a record's most) per read: streams encode a record
 	 * in pieces, so their buffers stay small whatever its size. The
@@ -312,7 +364,7 @@ void task_on_output(struct loop *loop, struct loop_watch *w, uint32_t events)
 		t->r->tasks->pipes_done(t);
 		return;
 	}
-	(void)events;
+	*more = true;
 	size_t total = carry + (size_t)n;
 	/* Keep a multi-byte character whole across reads, so chunks stay
 	 * valid UTF-8 where the task wrote valid UTF-8. */

@@ -130,3 +130,26 @@ int proctree_kill_descendants(pid_t root, int sig)
 	free(snap);
 	return killed;
 }
+
+size_t proctree_descendants(pid_t root, pid_t *pids, size_t max, size_t *total)
+{
+	*total = 0;
+	struct pp *snap = malloc(sizeof(*snap) * SNAP_MAX);
+	if (!snap)
+		return 0;
+	size_t n = snapshot(snap, SNAP_MAX), got = 0;
+	qsort(snap, n, sizeof(*snap), cmp_pid);
+	char *mark = calloc(n ? n : 1, 1);
+	if (mark) {
+		for (size_t i = 0; i < n; i++) {
+			if (classify(snap, n, mark, i, root) != 1)
+				continue;
+			(*total)++;
+			if (got < max)
+				pids[got++] = snap[i].pid;
+		}
+		free(mark);
+	}
+	free(snap);
+	return got;
+}

@@ -141,6 +141,7 @@ void task_free(struct task *t)
 	task_io_free(t);
 	for (int i = 0; i < 2; i++)
 		task_close_pipe(t, i);
+	task_linger_close(t);
 	if (t->proc_running)
 		reaper_forget(&r->reaper, t->shim_pid);
 	if (t->cgroup)
@@ -170,7 +171,9 @@ static void expire_records(struct runner *r)
 		t = t->next;
 	for (struct task *prev; t; t = prev) {
 		prev = t->prev;
-		if (!t->finished || t->held_ev || t->n_readers ||
+		/* A record whose left-behind processes run is kept: it is how they are
+		 * listed and stopped. */
+		if (!t->finished || t->held_ev || t->n_readers || t->proc_running ||
 		    (t->op_key && t->key_until_mono > now))
 			continue;
 		bool too_many = finished > r->cfg.retain_count;
@@ -224,7 +227,7 @@ void tasks_drop_finished(struct runner *r, unsigned *records, uint64_t *log_byte
 		free(t->op_key);
 		t->op_key = NULL;
 		t->key_until_mono = 0;
-		if (!t->finished || t->held_ev || t->n_readers)
+		if (!t->finished || t->held_ev || t->n_readers || t->proc_running)
 			continue;
 		(*records)++;
 		for (int i = 0; i < t->spool.nseg; i++)

@@ -95,6 +95,15 @@ void session_delete(struct runner *r, struct session *s)
 	session_detach_run(s);
 	if (running)
 		task_kill(running, TS_CANCELLED);
+	/* What its runs left behind was started in it, as a shell's background jobs are: it
+	 * goes with the session (docs/design.md §4.11). */
+	for (struct task *t = r->tasks->head; t; t = t->next) {
+		if (t->owner != s)
+			continue;
+		t->owner = NULL;
+		if (task_left_running(t))
+			task_kill(t, TS_CANCELLED);
+	}
 	log_info("session deleted", "{s:s}", "session", s->id);
 	session_free(s);
 }
@@ -186,6 +195,7 @@ static void on_run_finish(struct task *t, json_t *exit_ev)
 void session_run_attach(struct session *s, struct task *t, int state_out_fd)
 {
 	s->running = t;
+	t->owner = s;
 	s->run_state_fd = state_out_fd;
 	t->on_finish = on_run_finish;
 	t->finish_arg = s;

@@ -10,6 +10,8 @@
 
 #define SHIM_WIRE_MAGIC "FRSHIMW1"
 #define SHIM_WIRE_ARGC 15 /* shim argv before the task's own argv */
+/* Or'ed into NFDS: fd NFDS is the status pipe (task/spawn.h, linger_fd). */
+#define SHIM_WIRE_LINGER 0x100
 
 struct shim_wire_rlimit {
 	int32_t resource;

@@ -25,9 +25,13 @@
 /* Move the task's fds to 0..n-1 without clobbering each other. */
 static int place_fds(const struct spawn_io *io)
 {
-	int src[5] = {io->in_fd, io->out_fd, io->err_fd, io->extra[0], io->extra[1]};
+	int src[6] = {io->in_fd, io->out_fd, io->err_fd, io->extra[0], io->extra[1], -1};
 	int n = 3 + io->n_extra;
-	int tmp[5];
+	/* The shim's own status pipe goes right after the task's fds: the
+	 * task's fd sweep (confine_exec) closes it there. */
+	if (io->linger_fd >= 0)
+		src[n++] = io->linger_fd;
+	int tmp[6];
 	/* First lift every source above the target range. */
 	for (int i = 0; i < n; i++) {
 		tmp[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 16);
@@ -37,7 +41,23 @@ static int place_fds(const struct spawn_io *io)
 	for (int i = 0; i < n; i++)
 		if (dup2(tmp[i], i) < 0)
 			return -errno;
-	return n;
+	return io->linger_fd >= 0 ? n - 1 : n;
+}
+
+/* Any child left (a zombie is reaped on the way). */
+static bool has_children(void)
+{
+	return !(waitpid(-1, NULL, WNOHANG | __WALL) < 0 && errno == ECHILD);
+}
+
+/* The main process is gone and part of its tree is not: tell the runner
+ * its status now (it writes the exit event), keep supervising the rest. */
+static void report_linger(int fd, int status)
+{
+	ssize_t n;
+	while ((n = write(fd, &status, sizeof(status))) < 0 && errno == EINTR)
+		;
+	close(fd);
 }
 
 static void reap_all(pid_t task_pid, bool *task_done, int *task_status)
@@ -90,12 +110,30 @@ static int task_child_main(void *arg)
 	confine_exec(tc->plan);
 }
 
+/* Only the task needs its stdio; holding pipe ends here would keep the
+ * runner from seeing EOF. The status pipe sits at n or above: untouched. */
+static void drop_stdio(int n)
+{
+	for (int fd = 0; fd < n; fd++)
+		close(fd);
+	int devnull = open("/dev/null", O_RDWR);
+	if (devnull >= 0) {
+		dup2(devnull, 0);
+		dup2(devnull, 1);
+		dup2(devnull, 2);
+		if (devnull > 2)
+			close(devnull);
+	}
+}
+
 /* The shim's life once its fds are in place (0..n-1 the task's, the
  * Landlock rulesets and cgroup procs file kept): start the task, wait,
  * take the rest of the tree down, exit like the task. `set` is blocked. */
-_Noreturn void spawn_shim_run(struct confine_plan *plan, int n, const sigset_t *set)
+_Noreturn void spawn_shim_run(struct confine_plan *plan, int n, int linger_fd, const sigset_t *set)
 {
 	plan->nkeep_fds = n;
+	if (linger_fd >= 0 && fcntl(linger_fd, F_SETFD, FD_CLOEXEC) < 0)
+		_exit(126);
 
 	/* The task shares our memory until its execve (CLONE_VM|CLONE_VFORK,
 	 * we are suspended meanwhile): no copy of the address space, no
@@ -107,20 +145,9 @@ _Noreturn void spawn_shim_run(struct confine_plan *plan, int n, const sigset_t *
 			   CLONE_VM | CLONE_VFORK | SIGCHLD, &tc);
 	if (task < 0)
 		_exit(126);
-	/* Only the task needs its stdio; holding pipe ends here would keep
-	 * the runner from seeing EOF. */
-	for (int fd = 0; fd < n; fd++)
-		close(fd);
-	int devnull = open("/dev/null", O_RDWR);
-	if (devnull >= 0) {
-		dup2(devnull, 0);
-		dup2(devnull, 1);
-		dup2(devnull, 2);
-		if (devnull > 2)
-			close(devnull);
-	}
+	drop_stdio(n);
 
-	bool done = false, terminating = false;
+	bool done = false, terminating = false, lingering = false;
 	int status = 0;
 	for (;;) {
 		siginfo_t si;
@@ -145,13 +172,23 @@ _Noreturn void spawn_shim_run(struct confine_plan *plan, int n, const sigset_t *
 			if (done)
 				break;
 		}
-		if (done && !terminating)
+		/* Left-behind processes (a server started with `&`) keep running
+		 * under this subreaper unless the request asked for the whole
+		 * tree to end with the main process (docs/design.md §4.11). */
+		if (done && !terminating && !lingering && linger_fd >= 0 && has_children()) {
+			report_linger(linger_fd, status);
+			linger_fd = -1;
+			lingering = true;
+		}
+		if (done && !terminating && !lingering)
 			break;
 		/* Being terminated, the rest of the tree keeps its grace period
 		 * after the main process is gone: wait for it, or for KILL. */
 		if (done && waitpid(-1, NULL, WNOHANG | __WALL) < 0 && errno == ECHILD)
 			break;
 	}
+	if (linger_fd >= 0)
+		close(linger_fd); /* EOF: nothing was left behind */
 	/* The main process is gone: nothing of its tree may outlive it. */
 	for (;;) {
 		bool dummy = false;
@@ -195,12 +232,14 @@ static _Noreturn void shim_main(struct confine_plan *plan, const struct spawn_io
 	int n = place_fds(io);
 	if (n < 0)
 		_exit(126);
+	int linger_fd = io->linger_fd >= 0 ? n : -1;
+	int keep = linger_fd >= 0 ? n + 1 : n;
 	/* The Landlock ruleset and the cgroup leaf's procs file stay open:
 	 * the task uses both (a closed procs file would fail every task with
 	 * EBADF where cgroup v2 is delegated). */
-	if (confine_close_fds(plan->policy, n, plan->cgroup_procs_fd) < 0)
-		closefds_by_hand((unsigned)n, ~0U);
-	spawn_shim_run(plan, n, &set);
+	if (confine_close_fds(plan->policy, keep, plan->cgroup_procs_fd) < 0)
+		closefds_by_hand((unsigned)keep, ~0U);
+	spawn_shim_run(plan, n, linger_fd, &set);
 }
 
 /* ---- the exec'd shim ---------------------------------------------------- */
@@ -298,6 +337,8 @@ static int exec_child_main(void *arg)
 	int n = place_fds(c->io);
 	if (n < 0)
 		exec_child_fail(c, -n);
+	if (c->io->linger_fd >= 0)
+		n++; /* the status pipe, right after the task's fds */
 	for (int i = 0; i < 4; i++)
 		if (c->keep[i] >= 0 && fcntl(c->keep[i], F_SETFD, 0) < 0)
 			exec_child_fail(c, errno);
@@ -331,7 +372,8 @@ static pid_t spawn_exec(struct spawn_shim *sh, struct confine_plan *plan, const 
 	put_num(nums[1], 24, ll);
 	put_num(nums[2], 24, llr);
 	put_num(nums[3], 24, plan->cgroup_procs_fd);
-	put_num(nums[4], 24, 3 + io->n_extra);
+	/* NFDS, and the status pipe right after them when it is passed. */
+	put_num(nums[4], 24, (3 + io->n_extra) | (io->linger_fd >= 0 ? SHIM_WIRE_LINGER : 0));
 	put_num(nums[5], 24, (long)plan->uid);
 	put_num(nums[6], 24, (long)plan->gid);
 	put_num(nums[7], 24, plan->deny_inet);

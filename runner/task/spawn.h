@@ -7,7 +7,12 @@
  * SIGUSR1 = kill the tree (SIGKILL), SIGUSR2 with a value = that signal to
  * the task's process group. When the task's main process exits the
  * shim kills what is left of the tree and exits with the same status (exit
- * code, or death by the same signal). */
+ * code, or death by the same signal) — unless it was given a status pipe
+ * (spawn_io.linger_fd) and part of the tree is left: it then writes the
+ * main process's wait status (an int) into the pipe, closes it, and goes on
+ * supervising the left-behind processes (signals as above) until none is
+ * left, then exits like the task. EOF on the pipe without a status: nothing
+ * was left behind (docs/design.md §4.11). */
 #pragma once
 #include <signal.h>
 #include <stdbool.h>
@@ -25,6 +30,7 @@ struct spawn_io {
 	int in_fd, out_fd, err_fd; /* become the task's 0, 1, 2 */
 	int extra[2];              /* become 3, 4 */
 	int n_extra;
+	int linger_fd; /* write end of the status pipe, or -1: kill the tree on exit */
 };
 
 /* The shim is a small static program embedded in the runner (runner/shim/,
@@ -55,4 +61,4 @@ pid_t spawn_task(struct spawn_shim *sh, struct confine_plan *plan, const struct 
 
 /* The shim's own part, shared by the fork()ed and the exec'd shim. */
 void spawn_shim_signals(sigset_t *set);
-_Noreturn void spawn_shim_run(struct confine_plan *plan, int n, const sigset_t *set);
+_Noreturn void spawn_shim_run(struct confine_plan *plan, int n, int linger_fd, const sigset_t *set);

@@ -200,7 +200,7 @@ static struct task *task_alloc(struct runner *r, const struct task_spec *spec, c
 		return NULL;
 	}
 	t->r = r;
-	t->out_fd = t->err_fd = -1;
+	t->out_fd = t->err_fd = t->linger_fd = -1;
 	t->timer.w.fd = -1;
 	t->exit_code = -1;
 	t->api = spec->api;
@@ -345,9 +345,13 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, struct e
 		.pdeath_signal = SIGKILL,
 		.ctty = iop.tty,
 	};
+	cleanup_close int linger_r = -1, linger_w = -1;
+	if (!iop.tty && task_may_linger(spec) && (rc = make_pipe(&linger_r, &linger_w)) < 0)
+		return start_failed(err, -rc);
 	struct spawn_io io = {.in_fd = iop.child_in >= 0 ? iop.child_in : devnull,
 			      .out_fd = iop.tty ? iop.child_out : out_w,
-			      .err_fd = iop.tty ? iop.child_out : err_w};
+			      .err_fd = iop.tty ? iop.child_out : err_w,
+			      .linger_fd = linger_w};
 	if (spec->state_in_fd >= 0 && spec->state_out_fd >= 0) {
 		io.extra[0] = spec->state_in_fd;
 		io.extra[1] = spec->state_out_fd;
@@ -375,6 +379,10 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, struct e
 	loop_watch_add(&r->loop, &t->out_w, t->out_fd, EPOLLIN, task_on_output, t);
 	if (t->err_fd >= 0)
 		loop_watch_add(&r->loop, &t->err_w, t->err_fd, EPOLLIN, task_on_output, t);
+	if (linger_r >= 0) {
+		t->linger_fd = take_fd(linger_r);
+		loop_watch_add(&r->loop, &t->linger_w, t->linger_fd, EPOLLIN, task_on_linger, t);
+	}
 	if (spec->timeout_ms)
 		loop_timer_start(&r->loop, &t->timer, spec->timeout_ms, 0);
 	cleanup_json json_t *started = json_pack("{s:s,s:i,s:I,s:s,s:s}", "task_id", t->id, "pid",

@@ -14,6 +14,7 @@
 #include "core/runner.h"
 #include "core/util.h"
 #include "task/internal.h"
+#include "task/proctree.h"
 #include "task/pty.h"
 
 const char *task_status_name(enum task_status s)
@@ -169,7 +170,8 @@ void task_kill(struct task *t, enum task_status why)
 	}
 	if (!t->proc_running || t->kill_phase >= 1)
 		return;
-	t->kill_reason = why;
+	if (!t->finished) /* a lingering record keeps the status its exit event gave */
+		t->kill_reason = why;
 	t->kill_phase = 1;
 	task_signal_shim(t, SHIM_SIG_TERM);
 	loop_timer_start(&t->r->loop, &t->timer, t->r->cfg.grace_ms, 0);
@@ -183,7 +185,7 @@ void task_kill_now(struct task *t, enum task_status why)
 	}
 	if (!t->proc_running)
 		return;
-	if (!t->kill_reason)
+	if (!t->kill_reason && !t->finished)
 		t->kill_reason = why;
 	t->kill_phase = 2;
 	task_signal_shim(t, SHIM_SIG_KILL);
@@ -204,7 +206,7 @@ void tasks_kill_all(struct runner *r, bool hard)
 		if (!t->proc_running)
 			continue;
 		if (hard) {
-			if (!t->kill_reason)
+			if (!t->kill_reason && !t->finished)
 				t->kill_reason = TS_KILLED;
 			t->kill_phase = 2;
 			task_signal_shim(t, SHIM_SIG_KILL);
@@ -216,11 +218,69 @@ void tasks_kill_all(struct runner *r, bool hard)
 	}
 }
 
+void task_linger_close(struct task *t)
+{
+	if (t->linger_fd < 0)
+		return;
+	loop_watch_del(&t->r->loop, &t->linger_w);
+	close(t->linger_fd);
+	t->linger_fd = -1;
+}
+
+/* The main process exited and part of its tree runs on under the shim: its output so far
+ * goes into the log, then its exit event; what the rest prints after that is dropped. The
+ * command's time limit is over (a server it started is not killed by it), the shim stays
+ * counted as running (--max-tasks bounds the left-behind sets too) until it exits. */
+static void linger_begin(struct task *t, int status)
+{
+	t->wait_status = status;
+	t->lingering = true;
+	t->finished_mono = monotonic_ms();
+	if (t->kill_phase == 0)
+		loop_timer_stop(&t->r->loop, &t->timer);
+	task_output_drain(t);
+	log_info("task left processes behind", "{s:s,s:i}", "task", t->id, "shim",
+		 (int)t->shim_pid);
+	task_finalize(t);
+	task_output_discard(t);
+}
+
+void task_on_linger(struct loop *loop, struct loop_watch *w, uint32_t events)
+{
+	(void)loop;
+	(void)events;
+	struct task *t = w->arg;
+	int status;
+	ssize_t n = read(t->linger_fd, &status, sizeof(status));
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	task_linger_close(t); /* one status at most, or EOF: nothing was left behind */
+	if (n == (ssize_t)sizeof(status) && t->proc_running && !t->finished)
+		linger_begin(t, status);
+}
+
 void task_on_exit(void *arg, pid_t pid, int status)
 {
 	(void)pid;
 	struct task *t = arg;
+	task_linger_close(t);
 	t->proc_running = false;
+	if (t->lingering) {
+		/* The last left-behind process is gone (or was stopped): the record
+		 * already holds the main process's status. */
+		t->r->tasks->running--;
+		loop_timer_close(&t->r->loop, &t->timer);
+		if (t->cgroup) {
+			cgroup_task_kill(t->id);
+			cgroup_task_remove(t->id);
+			t->cgroup = false;
+		}
+		task_close_pipe(t, 0);
+		task_close_pipe(t, 1);
+		log_info("left-behind processes ended", "{s:s,s:I}", "task", t->id,
+			 "output_dropped_bytes", (json_int_t)t->linger_dropped);
+		return;
+	}
 	t->wait_status = status;
 	t->finished_mono = monotonic_ms();
 	t->r->tasks->running--;
@@ -234,6 +294,39 @@ void task_on_exit(void *arg, pid_t pid, int status)
 	/* Drain what is already in the pipes; EOF follows since the shim
 	 * killed the rest of the tree. */
 	task_maybe_finalize(t);
+}
+
+bool task_may_linger(const struct task_spec *spec)
+{
+	if (spec->kill_tree_on_exit || spec->tty)
+		return false;
+	switch (spec->api) {
+	case TASK_API_EXECD:
+	case TASK_API_SESSION:
+		return true;
+	case TASK_API_NATIVE:
+		return !spec->cap || spec->cap == &task_cap_exec;
+	case TASK_API_TOOL:
+		return spec->tool_command;
+	default: /* MCP servers, CLI engines, terminals, hooks, code contexts: as before */
+		return false;
+	}
+}
+
+#define LEFT_BEHIND_LISTED 64
+
+json_t *task_left_behind_json(struct task *t)
+{
+	if (!task_left_running(t))
+		return NULL;
+	pid_t pids[LEFT_BEHIND_LISTED];
+	size_t total = 0;
+	size_t n = proctree_descendants(t->shim_pid, pids, LEFT_BEHIND_LISTED, &total);
+	json_t *arr = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(arr, json_integer(pids[i]));
+	return json_pack("{s:o,s:I,s:I}", "pids", arr, "count", (json_int_t)total,
+			 "output_dropped_bytes", (json_int_t)t->linger_dropped);
 }
 
 static json_t *exit_json(struct task *t)
@@ -283,8 +376,10 @@ static void task_finalize(struct task *t)
 	}
 	t->r->tasks->finished++;
 	/* Its time limit is over: a kept record holds no fd (256 of them
-	 * would otherwise each keep a timerfd, and every spawn copies them). */
-	loop_timer_close(&t->r->loop, &t->timer);
+	 * would otherwise each keep a timerfd, and every spawn copies them).
+	 * A lingering one keeps it for the grace of a stop (task_kill). */
+	if (!t->lingering)
+		loop_timer_close(&t->r->loop, &t->timer);
 	log_info("task finished", "{s:s,s:s,s:i,s:I}", "task", t->id, "status", task_status_str(t),
 		 "exit_code", t->exit_code, "duration_ms",
 		 (json_int_t)(t->finished_ms - t->started_ms));

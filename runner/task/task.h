@@ -115,6 +115,13 @@ struct task_spec {
 	/* The owner holds the terminal event back (see struct task: exit_hold). NULL: none. */
 	void (*exit_hold)(struct task *t, void *arg, bool gone);
 	void *exit_hold_arg;
+	/* Request field "kill_tree_on_exit": what the main process leaves behind is killed when
+	 * it exits, as before issue 46. Otherwise an exec command's left-behind processes keep
+	 * running, supervised (docs/design.md §4.11; task_may_linger says which tasks). */
+	bool kill_tree_on_exit;
+	/* TASK_API_TOOL: a run_command (MCP, the built-in agent) rather than an MCP server or a
+	 * CLI engine: its left-behind processes are kept like an exec command's. */
+	bool tool_command;
 };
 
 struct task_reader {
@@ -151,7 +158,18 @@ struct task {
 	bool net_none; /* no IP sockets (network policy "none") */
 
 	pid_t shim_pid;
-	bool proc_running;
+	bool proc_running; /* the shim is alive (while lingering too) */
+	/* Left-behind processes (docs/design.md §4.11): the read end of the shim's status pipe
+	 * while the main process runs (-1: none), and whether the main process has exited with
+	 * part of its tree still running under the shim (the record is finished, its exit event
+	 * written; the shim lives on until the last of them ends or is stopped). */
+	int linger_fd;
+	struct loop_watch linger_w;
+	/* An execd session's run: its session (task/session.c), whose deletion ends what the run
+	 * left behind. Compared, never dereferenced here. NULL: none. */
+	const void *owner;
+	bool lingering;
+	uint64_t linger_dropped; /* their output after the exit event: read and dropped */
 	int wait_status;
 	int out_fd, err_fd;
 	struct loop_watch out_w, err_w;
@@ -312,8 +330,21 @@ void task_driven_fail(struct task *t, const char *code, const char *message, jso
 /* Write the terminal event held for the owner (struct task: exit_hold; it may have added
  * fields to t->held_ev), wake the readers. */
 void task_exit_release(struct task *t);
-/* SIGTERM the tree now, SIGKILL after the grace period. */
+/* SIGTERM the tree now, SIGKILL after the grace period. Also stops what a finished task left
+ * behind (t->lingering): the record keeps its status. */
 void task_kill(struct task *t, enum task_status why);
+/* Whether processes the main process of this spec leaves behind may keep running: exec
+ * commands of execd, the native API and execd sessions, without a terminal, unless the request
+ * says kill_tree_on_exit (docs/design.md §4.11). */
+bool task_may_linger(const struct task_spec *spec);
+/* t is a finished command whose left-behind processes run under its shim. */
+static inline bool task_left_running(const struct task *t)
+{
+	return t->lingering && t->proc_running;
+}
+/* What t left behind, for the task lists: {"pids": [...], "count": n, "output_dropped_bytes": n}
+ * (pids of the shim's descendants, at most 64 listed), or NULL when nothing is. New reference. */
+json_t *task_left_behind_json(struct task *t);
 /* SIGKILL the tree now (an interactive shell ignores SIGTERM). */
 void task_kill_now(struct task *t, enum task_status why);
 

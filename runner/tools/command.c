@@ -179,8 +179,9 @@ static void on_created(void *arg, unsigned status, json_t *body)
 
 int tool_run_command(struct tool_call *c, json_t *args)
 {
-	bool changes = false;
-	if (tool_arg_bool(c, args, "changes", &changes) < 0)
+	bool changes = false, kill = false;
+	if (tool_arg_bool(c, args, "changes", &changes) < 0 ||
+	    tool_arg_bool(c, args, "kill_tree_on_exit", &kill) < 0)
 		return 0;
 	c->release = command_stop;
 	if (!changes)
@@ -231,7 +232,11 @@ static int start_command(struct tool_call *c, json_t *args)
 				 .cap = &task_cap_exec,
 				 .network = c->ctx.network,
 				 .state_in_fd = -1,
-				 .state_out_fd = -1};
+				 .state_out_fd = -1,
+				 .tool_command = true};
+	bool kill = false;
+	(void)tool_arg_bool(c, args, "kill_tree_on_exit", &kill); /* checked in tool_run_command */
+	spec.kill_tree_on_exit = kill;
 	c->started_ms = now_ms();
 	struct task *t = task_start(c->r, &spec, &err);
 	if (!t)

@@ -45,7 +45,10 @@ class Attack(unittest.TestCase):
 
     def attacker(self, name, cmd, uid, out):
         s = Stream(self.r.port, "POST", "/command",
-                   {"command": cmd, "uid": uid, "gid": uid, "timeout": ATTACK_MS}, timeout=120)
+                   # kill_tree_on_exit: an attacker whose main process gives up early
+                   # must not leave its bomb running (issue 46 keeps such processes).
+                   {"command": cmd, "uid": uid, "gid": uid, "timeout": ATTACK_MS,
+                    "kill_tree_on_exit": True}, timeout=120)
         try:
             s.read_head()
             data = s.read_all()

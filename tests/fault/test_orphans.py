@@ -2,7 +2,8 @@
 zombie is left, the runner's fds do not grow. Orphans of a task are
 reparented to its shim (a child subreaper); orphans of the box's main
 process go to the runner itself when it is PID 1 — both are exercised, and
-so are orphans still alive when their task ends (the shim kills the tree)."""
+so are orphans still alive when their task ends (killed with it when the request says
+kill_tree_on_exit, else kept under the shim until stopped: issue 46)."""
 import json
 import os
 import shutil
@@ -54,13 +55,35 @@ class TaskOrphans(unittest.TestCase):
                orphans_per_s=round(ORPHANS / dt), fds_before=fds0, fds_after=fds1)
 
     def test_2_lingering_orphans_killed_with_the_task(self):
+        # kill_tree_on_exit: the old default (issue 46 made left-behind processes keep
+        # running, test_3).
         cmd = ("for i in $(seq 1 %d); do ( sleep 300 & ); done; echo spawned" % LINGERING)
         s = self.r.curl("-H", "Content-Type: application/json", "-d",
-                        json.dumps({"task": cmd}), self.r.url + "/v1/tasks", timeout=120)
+                        json.dumps({"task": cmd, "kill_tree_on_exit": True}),
+                        self.r.url + "/v1/tasks", timeout=120)
         self.assertIn(b"spawned", s.stdout)
         self.assertIn(b"event: exit", s.stdout)
         # The task's main process exited: its shim killed the sleeping
         # orphans and reaped them.
+        self.assertEqual(wait_for(lambda: not descendants(self.pid), 10), True,
+                         "processes left: %d" % len(descendants(self.pid)))
+        self.assertFalse(zombies_below(self.pid))
+
+    def test_3_lingering_orphans_stay_under_their_shim_until_stopped(self):
+        """The default: the orphans outlive the exit event, all below the task's shim
+        (none re-parented to the runner), listed; a DELETE ends them, none is left a
+        zombie."""
+        cmd = ("for i in $(seq 1 %d); do ( sleep 300 & ); done; echo spawned" % LINGERING)
+        s = self.r.curl("-H", "Content-Type: application/json", "-d",
+                        json.dumps({"task": cmd}), self.r.url + "/v1/tasks", timeout=120)
+        self.assertIn(b"event: exit", s.stdout)
+        started = json.loads(s.stdout.split(b"data: ", 1)[1].split(b"\n", 1)[0])
+        tid, shim = started["task_id"], started["pid"]
+        self.assertEqual(len(descendants(shim)), LINGERING)
+        self.assertEqual(len(descendants(self.pid)), LINGERING + 1)  # and the shim
+        st, one = self.r.json("GET", "/v1/tasks/" + tid)
+        self.assertEqual(one["left_behind"]["count"], LINGERING)
+        self.assertEqual(self.r.request("DELETE", "/v1/tasks/" + tid)[0], 202)
         self.assertEqual(wait_for(lambda: not descendants(self.pid), 10), True,
                          "processes left: %d" % len(descendants(self.pid)))
         self.assertFalse(zombies_below(self.pid))

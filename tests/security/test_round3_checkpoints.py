@@ -172,7 +172,7 @@ class TaskExitDiffRace(CkAttack):
             ev = self.r.native({"task": "(setsid python3 %s %s %s 2 >/dev/null 2>&1 &) ; "
                                         "echo x > %s/made-%d; sleep 0.05" %
                                         (swapper, R.ws, R.outside, R.ws, runs),
-                                "changes": True}, timeout=120)
+                                "changes": True, "kill_tree_on_exit": True}, timeout=120)
             runs += 1
             self.assertEqual(ev[-1].get("event"), "exit", ev[-1:])
             x = ev[-1]["data"]

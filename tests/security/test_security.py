@@ -171,7 +171,10 @@ class Containment(RunnerTest):
             f.write("b(){ b|b& }; b; sleep 100\n")
 
         def bomb():
-            results["bomb"] = self.r.execd({"command": "bash " + bomb_path, "timeout": 4000})
+            # kill_tree_on_exit: should the bomb's main shell exit early, what it forked
+            # goes with it, as the test's last check expects (issue 46 keeps it otherwise).
+            results["bomb"] = self.r.execd({"command": "bash " + bomb_path, "timeout": 4000,
+                                            "kill_tree_on_exit": True})
 
         ts = threading.Thread(target=steady)
         ts.start()
@@ -198,7 +201,10 @@ class Containment(RunnerTest):
 
     def test_setsid_daemons_die_with_their_task(self):
         marker = "41.4213%d" % os.getpid()
-        ev = self.r.execd({"command": "for i in 1 2 3; do setsid sleep %s & done; (setsid sh -c 'sleep %s &' &); echo started" % (marker, marker)})
+        # kill_tree_on_exit: without it they are left running, supervised (issue 46,
+        # test_linger_attacks).
+        ev = self.r.execd({"command": "for i in 1 2 3; do setsid sleep %s & done; (setsid sh -c 'sleep %s &' &); echo started" % (marker, marker),
+                           "kill_tree_on_exit": True})
         self.assertEqual(ev[-1]["type"], "execution_complete")
         time.sleep(0.3)
         left = subprocess.run(["pgrep", "-f", "sleep " + marker], capture_output=True).stdout
