@@ -432,5 +432,6 @@ struct task *task_start_driven(struct runner *r, const struct task_spec *spec,
 const struct task_capability task_cap_exec = {
 	.name = "exec",
 	.changes = TASK_CHANGES_OFF,
+	.may_linger = true,
 	.start = task_start,
 };

@@ -305,7 +305,7 @@ bool task_may_linger(const struct task_spec *spec)
 	case TASK_API_SESSION:
 		return true;
 	case TASK_API_NATIVE:
-		return !spec->cap || spec->cap == &task_cap_exec;
+		return !spec->cap || spec->cap->may_linger;
 	case TASK_API_TOOL:
 		return spec->tool_command;
 	default: /* MCP servers, CLI engines, terminals, hooks, code contexts: as before */

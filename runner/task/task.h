@@ -68,6 +68,8 @@ struct task_capability {
 	 * GET /v1/tasks shows it as "goal", a checkpoint's diff counts them as its own. */
 	bool goal;
 	bool no_input; /* takes no stdin and no terminal */
+	/* What its main process leaves behind keeps running, supervised (design §4.11). */
+	bool may_linger;
 	enum { TASK_CHANGES_NO, TASK_CHANGES_OFF, TASK_CHANGES_ON } changes; /* field "changes" */
 	/* What start would refuse, found without starting anything (NULL: nothing to check):
 	 * the API asks before it spends anything on the request, e.g. the checkpoint of
