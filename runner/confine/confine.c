@@ -30,6 +30,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "confine/ptracedeny.h"
 #include "core/closefds.h"
 #include "core/config.h"
 #include "core/error.h"
@@ -252,6 +253,9 @@ _Noreturn void confine_exec(const struct confine_plan *plan)
 			if ((rc = landlock_apply(ll_fd)) < 0)
 				die("landlock", NULL, -rc, 126);
 			close(ll_fd);
+		} else if ((rc = ptracedeny_apply()) < 0) {
+			/* No domain to scope ptrace to: refused (ptracedeny.h). */
+			die("seccomp", "(ptrace without Landlock)", -rc, 126);
 		}
 		/* 8. Last: from here on only the policy's system calls. */
 		if ((rc = seccomp_policy_apply(&pol->seccomp)) < 0)
@@ -472,6 +476,16 @@ json_t *confine_report(const struct confine_policy *pol)
 						   : "confinement disabled"));
 	}
 	json_object_set_new(o, "landlock", ll);
+	/* The policy allows ptrace; where it reaches (docs/design.md §5.9). */
+	json_object_set_new(
+		o, "ptrace",
+		json_string(
+			!on     ? "not confined (confinement disabled)"
+			: ll_on ? "a task's own process tree only: Landlock scopes ptrace, "
+				  "process_vm_readv/writev and /proc/PID/mem to the caller's domain "
+				  "and the domains nested in it"
+				: "refused (no Landlock domain to scope it to: the uid check alone "
+				  "would let a task trace every other task)"));
 
 	json_object_set_new(o, "cgroup",
 			    json_pack("{s:s,s:s}", "mode",
