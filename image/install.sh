@@ -14,7 +14,11 @@
 #   - the CA bundle is installed only when /etc/ssl/certs/ca-certificates.crt
 #     is missing;
 #   - always: /etc/forceai-runner/seccomp.json, /workspace owned by the task
-#     user, /tmp 1777, /run 0755.
+#     user, /tmp and /var/tmp 1777, /run 0755;
+#   - a ping of the base that carries a file capability (Debian's iputils-ping:
+#     cap_net_raw=ep) is rewritten without it: tasks run with an empty
+#     bounding set, under which the kernel refuses to exec such a file; without
+#     it, ping uses an ICMP datagram socket (net.ipv4.ping_group_range).
 set -eu
 umask 022
 
@@ -87,11 +91,22 @@ if [ -n "$home" ] && [ "$home" != / ] && [ ! -e "$home" ]; then
 fi
 
 # --- directories ---------------------------------------------------------------
-bb mkdir -p /workspace /tmp /run
+bb mkdir -p /workspace /tmp /var/tmp /run
 bb chown -R "$TASK_UID:$TASK_GID" /workspace
 bb chmod 0755 /workspace
-bb chmod 1777 /tmp
+bb chmod 1777 /tmp /var/tmp
 bb chmod 0755 /run
+
+# --- ping without file capabilities ----------------------------------------------
+# busybox cp writes a new file without extended attributes, so without
+# security.capability: same bytes, same mode, no capability.
+for f in /bin/ping /usr/bin/ping /sbin/ping /usr/sbin/ping; do
+	[ -f "$f" ] && [ ! -L "$f" ] || continue
+	bb cp "$f" "$f.forceai-new"
+	bb chmod 0755 "$f.forceai-new"
+	bb mv -f "$f.forceai-new" "$f"
+	log "$f: file capabilities dropped (ping uses ICMP datagram sockets)"
+done
 
 # --- runner files and trust ------------------------------------------------------
 bb mkdir -p /etc/forceai-runner

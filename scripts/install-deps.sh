@@ -11,8 +11,9 @@ what=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
 
 build_pkgs="gcc musl-tools make pkg-config libmicrohttpd-dev libjansson-dev libseccomp-dev libcap-ng-dev libcurl4-openssl-dev dpkg-dev"
-# (`make check` runs fuzz-smoke too: clang and its sanitizer and libFuzzer runtimes)
-check_pkgs="$build_pkgs curl python3 python3-websockets python3-yaml procps valgrind nodejs npm bash coreutils util-linux git gcc tini binutils clang-format tmux expect clang libclang-rt-14-dev python3-ipython python3-numpy python3-pandas python3-matplotlib"
+# (`make check` runs fuzz-smoke too: clang and its sanitizer and libFuzzer runtimes;
+# the workloads stage runs strace, gdb, ping, a venv and `ip` as tasks, getcap reads ping's capability)
+check_pkgs="$build_pkgs curl python3 python3-websockets python3-yaml procps valgrind nodejs npm bash coreutils util-linux git gcc tini binutils clang-format tmux expect clang libclang-rt-14-dev python3-ipython python3-numpy python3-pandas python3-matplotlib strace gdb iputils-ping python3-venv iproute2 libcap2-bin"
 # `make static`: musl and what scripts/build-static-deps.sh needs to build the
 # static libraries from Debian's source packages (it checks them again itself)
 static_pkgs="gcc make musl-tools gperf cmake dpkg-dev autoconf automake libtool patch xz-utils m4 pkg-config linux-libc-dev"

@@ -54,6 +54,9 @@ stage integration env RUNNER_BIN=build/asan/forceai-runner TEST_SHARDS=2 python3
 # under ASan or valgrind) once more against the plain build.
 stage integration-memory env TEST_MEMORY_ONLY=1 python3 tests/run.py integration
 stage security python3 tests/run.py security
+# Real tools as tasks under the default policy (issue 46): ASan, strace, git, a venv, SQLite,
+# npm, a ::1 server through /proxy, 1,500 threads, ping; Chromium where the machine has one.
+stage workloads python3 tests/run.py workloads
 stage sdk python3 tests/sdk/run_sdk.py
 # /mcp with the official MCP TypeScript SDK client and the MCP conformance suite (Node.js 22
 # from npm, cached outside the clone: tests/mcp/setup.sh).

@@ -20,11 +20,15 @@
 #define PR_CAP_AMBIENT_CLEAR_ALL 4
 #endif
 
+/* KEEP_CAPS is clear but not locked: it only keeps capabilities across a
+ * uid change away from 0, and a task has none, can gain none (empty bounding
+ * set, no_new_privs) and is not uid 0; locked, PR_SET_KEEPCAPS fails and
+ * programs that drop their privileges with it (Debian's ping) exit. */
 unsigned caps_task_securebits(void)
 {
 	return SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
-	       SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
-	       SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+	       SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
+	       SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
 }
 
 /* /proc/sys/kernel/cap_last_cap, or probe the bounding set when /proc is

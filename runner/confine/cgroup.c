@@ -37,6 +37,11 @@ const char *cgroup_mode_reason(void)
 	return cg.reason;
 }
 
+bool cgroup_has_pids(void)
+{
+	return cg.mode == CGROUP_V2 && cg.pids;
+}
+
 static int write_str(const char *path, const char *s)
 {
 	int fd = open(path, O_WRONLY | O_CLOEXEC);

@@ -20,6 +20,8 @@ enum cgroup_mode { CGROUP_NONE = 0, CGROUP_V2 = 1 };
 enum cgroup_mode cgroup_init(void);
 /* Why the mode is what it is (for the hardening report). */
 const char *cgroup_mode_reason(void);
+/* Is the pids controller enabled for the task leaves (pids.max per task)? */
+bool cgroup_has_pids(void);
 
 /* Create the task's leaf with its limits (0 / NULL = no limit) and open its
  * cgroup.procs for the child to join (confine_plan.cgroup_procs_fd; close it

@@ -30,15 +30,21 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "confine/ptracedeny.h"
 #include "core/closefds.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
 
-/* Built-in limits; see docs/design.md §5.1. RLIMIT_NPROC counts every process
- * and thread of the task's real uid, across all tasks of that uid. */
-#define DEFAULT_NPROC 1024
-#define DEFAULT_NOFILE 4096
+/* Built-in limits; see docs/design.md §5.1 and §5.11. RLIMIT_NPROC counts
+ * every process and thread of the task's real uid, across all tasks of that
+ * uid: where each task has a cgroup with pids.max (--task-pids-max), that is
+ * the per-task bound and the rlimit only a backstop for the uid; elsewhere
+ * the rlimit is the only bound, shared by every task, sized so that one JVM,
+ * Chromium or make -j fits and a fork bomb still stops. */
+#define DEFAULT_NPROC 4096
+#define DEFAULT_NPROC_CGROUP 32768
+#define DEFAULT_NOFILE 65536
 
 #ifndef PIPEFS_MAGIC
 #define PIPEFS_MAGIC 0x50495045
@@ -252,6 +258,9 @@ _Noreturn void confine_exec(const struct confine_plan *plan)
 			if ((rc = landlock_apply(ll_fd)) < 0)
 				die("landlock", NULL, -rc, 126);
 			close(ll_fd);
+		} else if ((rc = ptracedeny_apply()) < 0) {
+			/* No domain to scope ptrace to: refused (ptracedeny.h). */
+			die("seccomp", "(ptrace without Landlock)", -rc, 126);
 		}
 		/* 8. Last: from here on only the policy's system calls. */
 		if ((rc = seccomp_policy_apply(&pol->seccomp)) < 0)
@@ -347,9 +356,13 @@ int confine_policy_init(struct confine_policy *pol, const struct runner_config *
 		log_warn("seccomp policy", "{s:s,s:s}", "policy", cfg->seccomp_policy, "warning",
 			 pol->seccomp.warning);
 
+	const bool per_task_pids = cgroup_has_pids() && cfg->task_pids_max != 0;
+	pol->pids_per_task = per_task_pids ? cfg->task_pids_max : 0;
+	const rlim_t nproc = cfg->rlimit_nproc ? cfg->rlimit_nproc
+			     : per_task_pids   ? DEFAULT_NPROC_CGROUP
+					       : DEFAULT_NPROC;
 	if (add_rlimit(pol, RLIMIT_CORE, 0, false, "", err) < 0 ||
-	    add_rlimit(pol, RLIMIT_NPROC, cfg->rlimit_nproc ? cfg->rlimit_nproc : DEFAULT_NPROC,
-		       cfg->rlimit_nproc != 0, "limit-nproc", err) < 0 ||
+	    add_rlimit(pol, RLIMIT_NPROC, nproc, cfg->rlimit_nproc != 0, "limit-nproc", err) < 0 ||
 	    add_rlimit(pol, RLIMIT_NOFILE, cfg->rlimit_nofile ? cfg->rlimit_nofile : DEFAULT_NOFILE,
 		       cfg->rlimit_nofile != 0, "limit-nofile", err) < 0 ||
 	    (cfg->rlimit_as &&
@@ -436,8 +449,8 @@ json_t *confine_report(const struct confine_policy *pol)
 	json_object_set_new(o, "capabilities", json_string(caps));
 	json_object_set_new(o, "securebits",
 			    json_string(on && priv ? "noroot, no_setuid_fixup, "
-						     "no_cap_ambient_raise set; keep_caps "
-						     "clear; all locked"
+						     "no_cap_ambient_raise set and locked; "
+						     "keep_caps clear"
 					: on       ? "unchanged (locking them needs CAP_SETPCAP)"
 						   : "unchanged"));
 	json_object_set_new(o, "no_new_privs", json_boolean(on));
@@ -472,6 +485,16 @@ json_t *confine_report(const struct confine_policy *pol)
 						   : "confinement disabled"));
 	}
 	json_object_set_new(o, "landlock", ll);
+	/* The policy allows ptrace; where it reaches (docs/design.md §5.9). */
+	json_object_set_new(
+		o, "ptrace",
+		json_string(
+			!on     ? "not confined (confinement disabled)"
+			: ll_on ? "a task's own process tree only: Landlock scopes ptrace, "
+				  "process_vm_readv/writev and /proc/PID/mem to the caller's domain "
+				  "and the domains nested in it"
+				: "refused (no Landlock domain to scope it to: the uid check alone "
+				  "would let a task trace every other task)"));
 
 	json_object_set_new(o, "cgroup",
 			    json_pack("{s:s,s:s}", "mode",
@@ -486,6 +509,20 @@ json_t *confine_report(const struct confine_policy *pol)
 						       : json_integer((json_int_t)v));
 	}
 	json_object_set_new(o, "rlimits", rl);
+	/* Which bound stops a fork bomb, and whose processes it counts. */
+	char procs[200];
+	if (!on)
+		snprintf(procs, sizeof(procs), "none (confinement disabled)");
+	else if (pol->pids_per_task)
+		snprintf(procs, sizeof(procs),
+			 "per task: pids.max %llu in each task's cgroup; RLIMIT_NPROC a backstop "
+			 "for every task of the uid together",
+			 (unsigned long long)pol->pids_per_task);
+	else
+		snprintf(procs, sizeof(procs),
+			 "RLIMIT_NPROC only, shared by every task of the uid (no per-task cgroup "
+			 "with the pids controller)");
+	json_object_set_new(o, "process_limit", json_string(procs));
 	json_object_set_new(o, "task_uid", json_integer(pol->task_uid));
 	json_object_set_new(o, "task_gid", json_integer(pol->task_gid));
 	json_object_set_new(o, "root_tasks_allowed", json_boolean(pol->allow_root_tasks));

@@ -4,6 +4,7 @@
  * calls there. */
 #pragma once
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 #include <sys/resource.h>
 #include <sys/types.h>
@@ -33,6 +34,7 @@ struct confine_policy {
 	struct confine_rlimit rlimits[8];
 	size_t n_rlimits;
 	enum cgroup_mode cgroup_mode;
+	uint64_t pids_per_task; /* pids.max of each task's cgroup; 0 = no per-task bound */
 	bool allow_root_tasks;
 	/* Filled by confine_policy_init, for the child and the report. */
 	struct caps_state caps;        /* cap_last_cap, whether we can change identity */

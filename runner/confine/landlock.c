@@ -70,7 +70,7 @@ struct ll_path_beneath_attr {
 	__s32 parent_fd;
 } __attribute__((packed));
 
-#define DEFAULT_ROOTS "/workspace:/tmp:/home"
+#define DEFAULT_ROOTS "/workspace:/tmp:/var/tmp:/home"
 
 static __u64 fs_rights(int abi)
 {

@@ -21,7 +21,7 @@ struct landlock_info {
 };
 
 /* `roots`: colon-separated absolute directories (NULL: the default
- * "/workspace:/tmp:/home"). A kernel without Landlock is not an error
+ * "/workspace:/tmp:/var/tmp:/home"). A kernel without Landlock is not an error
  * (abi 0 and a reason); a ruleset that cannot be built is (fail closed). */
 struct error;
 /* envs_file: OpenSandbox's EXECD_ENVS file, which tasks may write (file

@@ -104,14 +104,16 @@ static const struct opt_def opts[] = {
 	 "time a server behind /proxy/{port} has to take a request and start its answer (504; "
 	 "0 = none)"},
 	{"landlock-roots", "FORCEAI_LANDLOCK_ROOTS", OPT_ROOTS, OFF(landlock_roots),
-	 "/workspace:/tmp:/home", "colon-separated roots tasks may write under (Landlock)"},
+	 "/workspace:/tmp:/var/tmp:/home",
+	 "colon-separated roots tasks may write under (Landlock)"},
 	{"execd-envs", "EXECD_ENVS", OPT_PATH, OFF(execd_envs), NULL,
 	 "OpenSandbox's extra-environment file (KEY='value' lines), read again for every command; "
 	 "a request's envs win; tasks may write that one file"},
 	{"limit-nproc", "FORCEAI_LIMIT_NPROC", OPT_U64, OFF(rlimit_nproc), NULL,
-	 "RLIMIT_NPROC of tasks (unset: the built-in default)"},
+	 "RLIMIT_NPROC of tasks: processes and threads of the task uid, all tasks together "
+	 "(unset: 4096, or 32768 where each task's cgroup has pids.max)"},
 	{"limit-nofile", "FORCEAI_LIMIT_NOFILE", OPT_U64, OFF(rlimit_nofile), NULL,
-	 "RLIMIT_NOFILE of tasks (unset: the built-in default)"},
+	 "RLIMIT_NOFILE of tasks (unset: 65536)"},
 	{"limit-as", "FORCEAI_LIMIT_AS", OPT_U64, OFF(rlimit_as), "0",
 	 "RLIMIT_AS of tasks in bytes (0 = unlimited)"},
 	{"limit-fsize", "FORCEAI_LIMIT_FSIZE", OPT_U64, OFF(rlimit_fsize), "0",

@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/ptrace.h>
 #include <sys/wait.h>
 
 #include "core/log.h"
@@ -60,6 +62,14 @@ void reaper_reap(struct reaper *rp)
 			if (errno != ECHILD)
 				log_errno("waitpid failed", errno, NULL);
 			return;
+		}
+		if (WIFSTOPPED(status)) {
+			/* Only a ptrace stop reaches us (no WUNTRACED): an orphan
+			 * made the runner its tracer with PTRACE_TRACEME (design
+			 * §5.9). It is no exit: let it go, with its signal. */
+			int sig = WSTOPSIG(status);
+			ptrace(PTRACE_DETACH, pid, NULL, (void *)(long)(sig == SIGTRAP ? 0 : sig));
+			continue;
 		}
 		struct reaper_entry *e = take(rp, pid);
 		if (!e) {

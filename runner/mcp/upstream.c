@@ -730,7 +730,7 @@ static int start(struct mcp_server *s)
 		.task_gid = r->cfg.task_gid,
 		.roots = !r->cfg.allow_root_tasks ? NULL
 			 : r->cfg.landlock_roots  ? r->cfg.landlock_roots
-						  : "/workspace:/tmp:/home",
+						  : "/workspace:/tmp:/var/tmp:/home",
 	};
 	cleanup_free char *path = trusted_path(s->name, &tmpl);
 	cleanup_free char *exe = path ? resolve_program(s->program, path, &tmpl, &err) : NULL;

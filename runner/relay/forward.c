@@ -627,6 +627,8 @@ static void up_events(struct proxy *p)
 	loop_watch_set(&p->r->loop, &p->up->w, ev);
 }
 
+static int connect_v6(struct proxy *p);
+
 static void on_up_event(struct loop *loop, struct loop_watch *w, uint32_t events)
 {
 	(void)loop;
@@ -637,7 +639,15 @@ static void on_up_event(struct loop *loop, struct loop_watch *w, uint32_t events
 		socklen_t sl = sizeof(soerr);
 		if (getsockopt(p->up_fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
 			soerr = errno;
-		if (soerr) {
+		if (soerr == ECONNREFUSED && p->up->family == AF_INET) {
+			/* Nobody on 127.0.0.1: the server may listen on ::1 only. */
+			if (connect_v6(p) < 0) {
+				fail(p);
+				return;
+			}
+			if (p->phase == P_CONNECTING)
+				break;
+		} else if (soerr) {
 			error_set(&p->err, soerr, "BAD_GATEWAY", "port %u: cannot connect",
 				  p->port);
 			fail(p);
@@ -734,8 +744,25 @@ static void up_attach(struct proxy *p, struct relay_conn *u)
 static int connect_upstream(struct proxy *p)
 {
 	bool connecting = false;
-	struct relay_conn *u = relay_conn_open(&p->r->proxies->pool, p->port, on_up_event, p,
-					       &connecting, &p->err);
+	struct relay_conn *u = relay_conn_open(&p->r->proxies->pool, p->port, AF_INET, on_up_event,
+					       p, &connecting, &p->err);
+	if (!u)
+		return -1;
+	up_attach(p, u);
+	p->phase = connecting ? P_CONNECTING : P_REQUEST;
+	return 0;
+}
+
+/* 127.0.0.1 refused after an asynchronous connect: the same request on a
+ * new connection to [::1]:port (the head is still all in p->out). */
+static int connect_v6(struct proxy *p)
+{
+	relay_conn_close(&p->r->proxies->pool, p->up);
+	p->up = NULL;
+	p->up_fd = -1;
+	bool connecting = false;
+	struct relay_conn *u = relay_conn_open(&p->r->proxies->pool, p->port, AF_INET6, on_up_event,
+					       p, &connecting, &p->err);
 	if (!u)
 		return -1;
 	up_attach(p, u);

@@ -32,40 +32,68 @@ void relay_conn_close(struct relay_pool *pool, struct relay_conn *c)
 		free(c);
 }
 
-struct relay_conn *relay_conn_open(struct relay_pool *pool, unsigned port, loop_fd_cb cb, void *arg,
-				   bool *connecting, struct error *err)
+/* A server that listens on ::1 only (Node resolves "localhost" to ::1)
+ * is as much the box's as one on 127.0.0.1: both are tried, IPv4 first. */
+static int dial(unsigned port, int family, int *fd_out)
 {
+	int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	int rc;
+	if (family == AF_INET6) {
+		struct sockaddr_in6 sa = {.sin6_family = AF_INET6,
+					  .sin6_port = htons((uint16_t)port),
+					  .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+		rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	} else {
+		struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	}
+	if (rc < 0 && errno != EINPROGRESS) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	*fd_out = fd;
+	return rc < 0 ? 1 : 0; /* 1: still connecting */
+}
+
+struct relay_conn *relay_conn_open(struct relay_pool *pool, unsigned port, int family,
+				   loop_fd_cb cb, void *arg, bool *connecting, struct error *err)
+{
+	int fd = -1;
+	int rc = dial(port, family, &fd);
+	if (rc == -ECONNREFUSED && family == AF_INET)
+		rc = dial(port, family = AF_INET6, &fd);
+	if (rc < 0) {
+		/* No IPv6 in the box: the refusal on 127.0.0.1 is the answer. */
+		if (rc == -EAFNOSUPPORT || rc == -EADDRNOTAVAIL)
+			rc = -ECONNREFUSED;
+		bool ours = rc == -EMFILE || rc == -ENFILE || rc == -ENOBUFS || rc == -ENOMEM;
+		error_set(err, -rc, ours ? "RUNTIME_ERROR" : "BAD_GATEWAY",
+			  "port %u: cannot connect", port);
+		return NULL;
+	}
 	struct relay_conn *c = calloc(1, sizeof(*c));
 	if (!c) {
+		close(fd);
 		error_set(err, ENOMEM, "RUNTIME_ERROR", "out of memory");
 		return NULL;
 	}
 	c->pool = pool;
 	c->port = port;
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		error_set(err, errno, "RUNTIME_ERROR", "socket");
-		free(c);
-		return NULL;
-	}
-	int one = 1;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	int rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
-	int e = errno;
-	int wrc = rc < 0 && e != EINPROGRESS ? 0
-					     : loop_watch_add(pool->loop, &c->w, fd, 0, cb, arg);
-	if ((rc < 0 && e != EINPROGRESS) || wrc < 0) {
+	c->family = family;
+	int wrc = loop_watch_add(pool->loop, &c->w, fd, 0, cb, arg);
+	if (wrc < 0) {
 		close(fd);
 		free(c);
-		if (wrc < 0)
-			error_set(err, -wrc, "RUNTIME_ERROR", "epoll_ctl");
-		else
-			error_set(err, e, "BAD_GATEWAY", "port %u: cannot connect", port);
+		error_set(err, -wrc, "RUNTIME_ERROR", "epoll_ctl");
 		return NULL;
 	}
-	*connecting = rc < 0;
+	*connecting = rc == 1;
 	return c;
 }
 

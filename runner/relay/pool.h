@@ -16,6 +16,7 @@ struct relay_conn {
 	struct relay_conn *next, *prev; /* in the idle list */
 	struct loop_watch w;            /* the socket; its callback says whose it is */
 	unsigned port;
+	int family;        /* AF_INET (127.0.0.1) or AF_INET6 (::1) */
 	uint64_t since_ms; /* idle since */
 };
 
@@ -28,11 +29,14 @@ struct relay_pool {
 	bool final;             /* the loop has ended: connections are freed at once */
 };
 
-/* A new non-blocking connection to 127.0.0.1:port, watched (no events yet)
- * with cb/arg; *connecting when the connect is still in progress. NULL
- * with err set (BAD_GATEWAY when refused). */
-struct relay_conn *relay_conn_open(struct relay_pool *pool, unsigned port, loop_fd_cb cb, void *arg,
-				   bool *connecting, struct error *err);
+/* A new non-blocking connection to 127.0.0.1:port (family AF_INET) or
+ * [::1]:port (AF_INET6), watched (no events yet) with cb/arg; *connecting
+ * when the connect is still in progress. A refusal on 127.0.0.1 known at
+ * once is tried again on ::1 here; one that comes later is the caller's to
+ * retry (relay_conn_retry_v6). NULL with err set (BAD_GATEWAY when
+ * refused). */
+struct relay_conn *relay_conn_open(struct relay_pool *pool, unsigned port, int family,
+				   loop_fd_cb cb, void *arg, bool *connecting, struct error *err);
 /* Closed, and freed after the loop's batch (a watch may point at it). */
 void relay_conn_close(struct relay_pool *pool, struct relay_conn *c);
 

@@ -13,6 +13,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -67,6 +68,14 @@ static void reap_all(pid_t task_pid, bool *task_done, int *task_status)
 		pid_t p = waitpid(-1, &st, WNOHANG | __WALL);
 		if (p <= 0)
 			return;
+		if (WIFSTOPPED(st)) {
+			/* Only a ptrace stop reaches us (no WUNTRACED): a child
+			 * made the shim its tracer with PTRACE_TRACEME (design
+			 * §5.9). Let it go, with the signal it stopped for. */
+			int sig = WSTOPSIG(st);
+			ptrace(PTRACE_DETACH, p, NULL, (void *)(long)(sig == SIGTRAP ? 0 : sig));
+			continue;
+		}
 		if (p == task_pid) {
 			*task_done = true;
 			*task_status = st;

@@ -119,10 +119,12 @@ class Runner:
     """One runner process on a loopback port with a private state dir."""
 
     def __init__(self, args=(), env=None, main=None, pid1=False, token=None, wrap=None,
-                 ready=True, owner=None, state_dir=True):
+                 ready=True, owner=None, state_dir=True, default_roots=False):
         """owner: a uid the scratch directory is handed to (a non-root runner
         under `wrap`, e.g. setpriv, must create its state dir there);
-        state_dir=False: no --state-dir (the runner picks its default)."""
+        state_dir=False: no --state-dir (the runner picks its default);
+        default_roots=True: no --landlock-roots (the built-in writable roots,
+        which hold the scratch directory under /tmp)."""
         self.port = free_port()
         self.tmp = tempfile.mkdtemp(prefix="forceai-test-")
         os.chmod(self.tmp, 0o755)
@@ -137,7 +139,8 @@ class Runner:
         self.binary, policy = nonroot_files() if wrap else (RUNNER, POLICY)
         cmd = [self.binary, "--listen", "127.0.0.1:%d" % self.port] + \
             (["--state-dir", self.state] if state_dir else []) + \
-            ["--seccomp-policy", policy, "--landlock-roots", "/tmp:" + self.tmp]
+            ["--seccomp-policy", policy] + \
+            ([] if default_roots else ["--landlock-roots", "/tmp:" + self.tmp])
         cmd += list(args)
         if os.environ.get("RUNNER_EXTRA_ARGS"):
             cmd += os.environ["RUNNER_EXTRA_ARGS"].split()
