@@ -29,8 +29,9 @@ python|localhost/forceai-base-python:bookworm|the default: `make image` tags it 
 code|localhost/forceai-base-code:bookworm|code contexts (`/code`, E2B'"'"'s code interpreter; `/code/languages` offers python only where IPython is): `make image-code`, or `IMAGE_LOCAL_FROM=code` to make it `:local`|Debian 12 minbase + `python3`, `python3-ipython`, `-numpy`, `-pandas`, `-matplotlib` (`TIER=code`) + the runner'"'"'s layer
 opensandbox-execd||the OpenSandbox drop-in: the runner as execd in any sandbox image ([opensandbox/README.md](opensandbox/README.md))|`FROM scratch`: the runner as `/execd`, `bootstrap.sh`, busybox'
 
+grep -q '<!-- sizes: start -->' "$README" && grep -q '<!-- sizes: end -->' "$README" ||
+	{ echo "sizes: no '<!-- sizes: start -->' ... '<!-- sizes: end -->' block in $README" >&2; exit 1; }
 old=$(awk '/<!-- sizes: start -->/ { on = 1; next } /<!-- sizes: end -->/ { on = 0 } on' "$README")
-[ -n "$old" ] || { echo "sizes: no '<!-- sizes: start -->' block in $README" >&2; exit 1; }
 
 new=$(printf '%s\n' "$tiers" | {
 	printf '| tag | for | what is in it | size (uncompressed) |\n|---|---|---|---|\n'
