@@ -1,23 +1,35 @@
 #!/bin/sh
-# base-python.sh - create the local base image localhost/forceai-base-python:bookworm
-# (Debian 12 minbase + python3) without any registry: debootstrap into a
-# folder, tar it (cached: debootstrap takes a minute or more), podman import.
+# base-python.sh - create a local Debian 12 minbase base image without any
+# registry: debootstrap into a folder, tar it (cached: debootstrap takes a
+# minute or more), podman import. Two tiers (image/README.md "Tags"):
+#   TIER=python  localhost/forceai-base-python:bookworm  python3 only: the lean
+#                base of :python (= :local), what command tasks need
+#   TIER=code    localhost/forceai-base-code:bookworm    python3 + IPython, numpy,
+#                pandas, matplotlib: the base of :code, for code contexts (/code)
 #
 # Usage: image/base-python.sh [IMAGE]     (run as root)
-# Env:   ENGINE=podman|docker   CACHE_DIR=build/image-base   SUITE=bookworm
+# Env:   TIER=python|code  INCLUDE=pkg,pkg (overrides the tier's package list)
+#        ENGINE=podman|docker   CACHE_DIR=build/image-base   SUITE=bookworm
 #        MIRROR=http://deb.debian.org/debian (default: this host's apt source)
 #        REBUILD=1 (ignore the cached tarball)
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
-IMAGE=${1:-localhost/forceai-base-python:bookworm}
+TIER=${TIER:-python}
+case $TIER in
+# python3 alone: every ephemeral box starts from this one, so it stays small
+python) tier_include=python3 ;;
+# the code contexts' interpreter (IPython) and the libraries agents reach for
+# first (runner/code/driver.py; docs/design.md §11): most of the :code image's size
+code) tier_include=python3,python3-ipython,python3-numpy,python3-pandas,python3-matplotlib ;;
+*) printf 'base-python: TIER must be python or code, not %s\n' "$TIER" >&2; exit 2 ;;
+esac
+IMAGE=${1:-localhost/forceai-base-$TIER:bookworm}
 ENGINE=${ENGINE:-podman}
 CACHE_DIR=${CACHE_DIR:-$top/build/image-base}
 SUITE=${SUITE:-bookworm}
-# python3 with the code contexts' interpreter (IPython) and the libraries agents
-# reach for first (runner/code/driver.py; docs/design.md §22).
-INCLUDE=${INCLUDE:-python3,python3-ipython,python3-numpy,python3-pandas,python3-matplotlib}
+INCLUDE=${INCLUDE:-$tier_include}
 log() { printf 'base-python: %s\n' "$*" >&2; }
 
 if [ -z "${MIRROR:-}" ]; then

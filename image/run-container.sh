@@ -57,15 +57,31 @@ until curl -fsS -o /dev/null -H "X-EXECD-ACCESS-TOKEN: $TOKEN" "http://127.0.0.1
 	sleep 0.1
 done
 
+# The example tasks are the ones this image can run: python3 where it has one
+# (:python, :code), busybox's shell arithmetic where not (:latest), and a code
+# context where /code offers python (:code).
+if "$ENGINE" exec "$NAME" /bin/sh -c 'command -v python3' >/dev/null 2>&1; then
+	task='python3 -c \"print(6*7)\"'
+else
+	task='echo $((6*7))'
+fi
+code=
+if curl -fsS -H "X-EXECD-ACCESS-TOKEN: $TOKEN" "http://127.0.0.1:$p/code/languages" 2>/dev/null |
+	grep -q '"python"'; then
+	code="  curl -sN -H 'X-EXECD-ACCESS-TOKEN: $TOKEN' -d '{\"context\":{\"language\":\"python\"},\"code\":\"import numpy; numpy.arange(4).sum()\"}' http://127.0.0.1:$p/code"
+fi
+
 cat <<EOF
 forceai-runner is running in container '$NAME' ($IMAGE${IMAGE_ABOUT:+ $IMAGE_ABOUT})
   endpoint: http://127.0.0.1:$p
   token:    $TOKEN
 run a task:
   curl -sN -H 'X-EXECD-ACCESS-TOKEN: $TOKEN' -d '{"command":"id"}' http://127.0.0.1:$p/command
-  curl -sN -H 'X-EXECD-ACCESS-TOKEN: $TOKEN' -d '{"task":"python3 -c \\"print(6*7)\\""}' http://127.0.0.1:$p/v1/tasks
-stop it:
+  curl -sN -H 'X-EXECD-ACCESS-TOKEN: $TOKEN' -d '{"task":"$task"}' http://127.0.0.1:$p/v1/tasks
+${code:+$code
+}stop it (it holds 127.0.0.1:$p; the README's host runner needs the port or another one):
   $ENGINE stop $NAME && $ENGINE rm $NAME
-other images: make run IMAGE_RUN_TAG=latest (the minimal one: the runner and busybox, no
-  python3), or IMAGE_RUN_TAG=opensandbox-execd (the OpenSandbox drop-in)
+other images (image/README.md, Tags): make run IMAGE_RUN_TAG=latest (the minimal one: the
+  runner and busybox, no python3), IMAGE_RUN_TAG=code (code contexts: IPython, numpy, pandas,
+  matplotlib), or IMAGE_RUN_TAG=opensandbox-execd (the OpenSandbox drop-in)
 EOF

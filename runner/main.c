@@ -350,10 +350,12 @@ static int setup_state_dir(struct runner *r, struct error *err)
 }
 
 /* A start-up failure: one line on stderr, exit status 1. */
+/* Exit 1, or 2 when the failure is bad configuration found only once a
+ * file was parsed (docs/configuration.md, Exit status). */
 static int start_failed(const struct error *err)
 {
 	fprintf(stderr, "forceai-runner: %s\n", err->msg);
-	return 1;
+	return strcmp(error_code(err), "INVALID_CONFIG") == 0 ? 2 : 1;
 }
 
 int main(int argc, char **argv)

@@ -13,15 +13,24 @@
 #include "core/util.h"
 #include "profile/profile.h"
 
-enum MHD_Result api_metrics(struct http_req *req)
+/* The one object GET /metrics answers and /metrics/watch writes every
+ * second (docs/api.md: "the same object"). */
+static json_t *metrics_object(struct runner *r)
 {
 	json_t *m = api_metrics_now();
-	rtinit_add_binding(req->r, m);
+	if (!m)
+		return NULL;
+	rtinit_add_binding(r, m);
 	/* What the audit trail emitted, dropped and its sinks missed (§13). */
-	json_object_set_new(m, "audit", audit_status(req->r));
+	json_object_set_new(m, "audit", audit_status(r));
 	/* The OTLP metrics exporter's own counts (§13.8), null when off. */
-	json_object_set_new(m, "otlp_metrics", api_metrics_otlp_status(req->r));
-	return http_json(req, 200, m);
+	json_object_set_new(m, "otlp_metrics", api_metrics_otlp_status(r));
+	return m;
+}
+
+enum MHD_Result api_metrics(struct http_req *req)
+{
+	return http_json(req, 200, metrics_object(req->r));
 }
 
 struct watch_stream {
@@ -34,9 +43,8 @@ static void ws_produce(struct http_stream *hs)
 	struct watch_stream *ws = (struct watch_stream *)hs;
 	if (ws->due) {
 		ws->due = false;
-		cleanup_json json_t *m = api_metrics_now();
-		rtinit_add_binding(hs->r, m);
-		cleanup_free char *s = json_dumps(m, JSON_COMPACT);
+		cleanup_json json_t *m = metrics_object(hs->r);
+		cleanup_free char *s = m ? json_dumps(m, JSON_COMPACT) : NULL;
 		if (s) {
 			buf_append_str(&hs->out, s);
 			buf_append_str(&hs->out, "\n");

@@ -649,8 +649,13 @@ int seccomp_policy_compile(const char *path, const char *data, size_t len,
 	json_error_t jerr;
 	json_t *root = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root) {
-		fail(ld, "invalid JSON at line %d, column %d: %s", jerr.line, jerr.column,
-		     jerr.text);
+		/* A policy file that does not parse is bad configuration (exit 2,
+		 * docs/configuration.md), like one that cannot be read. */
+		error_set(err, 0, "INVALID_CONFIG",
+			  "seccomp policy %s: invalid JSON at line %d, column %d: %s; fix the "
+			  "file or point --seccomp-policy (FORCEAI_SECCOMP_POLICY) at a valid "
+			  "one, e.g. the repository's seccomp/default.json",
+			  ld->path, jerr.line, jerr.column, jerr.text);
 		goto out;
 	}
 	const char *base = path ? strrchr(path, '/') : NULL;

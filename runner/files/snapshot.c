@@ -443,7 +443,9 @@ int snapshot_take(struct snapshot *s, const char *const *roots, unsigned n_roots
 	if (c.over)
 		return error_set(e, 0, NULL,
 				 "the writable roots hold %llu bytes of files, more than "
-				 "--reset-snapshot-max (%llu) that --allow-reset may keep",
+				 "--reset-snapshot-max (%llu) that --allow-reset may keep: raise "
+				 "--reset-snapshot-max or shrink the roots (--landlock-roots, or "
+				 "what the image puts in them)",
 				 (unsigned long long)c.total_bytes, (unsigned long long)max_bytes);
 	/* The manifest moves to a shared mapping: a restore in a child process
 	 * writes the inodes it recreated there. */

@@ -687,7 +687,7 @@ int http_start(struct runner *r, const struct http_route *routes, size_t n_route
 	r->http = h;
 	int fd = http_listen(r->cfg.listen_host, r->cfg.listen_port, &h->port, err);
 	if (fd < 0)
-		return -1;
+		return error_wrap(err, "--listen (FORCEAI_RUNNER_LISTEN)");
 	unsigned timeout_s = (unsigned)((r->cfg.header_timeout_ms + 999) / 1000);
 	unsigned max_conns = gate_connection_limit(1024, 2 + HTTP_EXTRA_MAX);
 	h->gate = client_gate(r, "http", tasks, max_conns);

@@ -44,6 +44,16 @@ int http_listen(const char *host, unsigned port, unsigned *bound_port, struct er
 		log_errno("setsockopt(SO_REUSEADDR) failed", errno, host);
 	if (bind(fd, (struct sockaddr *)&ss, slen) < 0 || listen(fd, 256) < 0) {
 		bool v6 = family == AF_INET6;
+		if (errno == EADDRINUSE)
+			/* A newcomer's first start after `make run` meets this:
+			 * name what holds the port and the two ways out. */
+			return error_set(
+				err, 0, NULL,
+				"cannot listen on %s%s%s:%u: Address already in use: stop "
+				"what listens there (another runner, or the container `make "
+				"run` started: podman stop forceai-runner) or choose another "
+				"port",
+				v6 ? "[" : "", host, v6 ? "]" : "", port);
 		return error_set(err, errno, NULL, "cannot listen on %s%s%s:%u", v6 ? "[" : "",
 				 host, v6 ? "]" : "", port);
 	}

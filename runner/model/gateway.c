@@ -272,7 +272,7 @@ static void check_done(struct gateway *gw)
 		const struct gw_call_ops *ops = c->ops;
 		void *arg = c->arg;
 		enum gw_err e = map_curl(cc, c->head_done);
-		char msg[CURL_ERROR_SIZE + 64];
+		char msg[CURL_ERROR_SIZE + 160];
 		if (cc == CURLE_OK)
 			msg[0] = 0;
 		else
@@ -281,6 +281,12 @@ static void check_done(struct gateway *gw)
 		size_t n = strlen(msg);
 		while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
 			msg[--n] = 0;
+		/* The message reaches the task (the proxy's 502 body) and the
+		 * log: say where the fix is, not only what libcurl saw. */
+		if (e == GW_UNREACHABLE)
+			snprintf(msg + n, sizeof(msg) - n,
+				 " (check --gateway-url / FORCEAI_GATEWAY_URL and that the box's "
+				 "network lets the runner reach it)");
 		if (cc == CURLE_OK && !c->head_done && ops && ops->head) {
 			/* A response without a body. */
 			c->head_done = true;

@@ -510,9 +510,13 @@ json_t *rtinit_ready(struct runner *r, unsigned *status)
 	struct rtinit *rt = rt_of(r);
 	struct error e;
 	*status = 200;
-	json_t *o = json_pack("{s:b,s:s,s:i}", "initialized",
-			      !rt || !r->cfg.runtime_init || rt->initialized, "status", "ready",
-			      "runtimeInitProtocol", RTINIT_PROTOCOL_VERSION);
+	json_t *o = json_pack("{s:b,s:s}", "initialized",
+			      !rt || !r->cfg.runtime_init || rt->initialized, "status", "ready");
+	/* The protocol is named only where it is on (docs/api.md, GET /ready): a
+	 * box without --runtime-init speaks none. */
+	if (o && r->cfg.runtime_init)
+		json_object_set_new(o, "runtimeInitProtocol",
+				    json_integer(RTINIT_PROTOCOL_VERSION));
 	if (!o || !rt)
 		return o;
 	if (rtinit_admit(r, false, &e) < 0) {

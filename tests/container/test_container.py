@@ -10,7 +10,9 @@ endpoint published on a loopback port:
     capabilities, and /v1/hardening says so;
   - `podman stop` with a running task: the task tree gets SIGTERM, the
     container exits within the grace period with exit code 0;
-  - the BASE-built Python variant runs python3 -c "print(6*7)" and streams 42;
+  - the BASE-built Python variant runs python3 -c "print(6*7)" and streams 42 and
+    stays lean; the :code tier's code contexts import numpy, pandas, matplotlib;
+    image/README.md's sizes table is the built images' (image/sizes.sh --check);
   - the OpenSandbox drop-in: the runner as child of a bootstrap-like PID 1
     wrapper (subreaper mode), and the replacement execd image (/execd +
     /bootstrap.sh) installed the way OpenSandbox's Docker and Kubernetes
@@ -51,8 +53,10 @@ ENGINE = os.environ.get("IMAGE_ENGINE", "podman")
 NAME = os.environ.get("IMAGE_NAME", "forceai/runtime-runner")
 IMG = NAME + ":latest"
 IMG_PY = NAME + ":python"
+IMG_CODE = NAME + ":code"
 IMG_EXECD = NAME + ":opensandbox-execd"
 BASE_PY = "localhost/forceai-base-python:bookworm"
+BASE_CODE = "localhost/forceai-base-code:bookworm"
 RUNNER_BIN = os.environ.get("RUNNER_BIN", os.path.join(ROOT, "build/static/forceai-runner"))
 TOKEN = "ct-" + os.urandom(12).hex()
 GRACE_S = 5.0  # the runner's default --grace-ms
@@ -929,27 +933,36 @@ def t_start_latency():
     return ok
 
 
-def t_python():
-    if not (os.environ.get("CT_REUSE_IMAGES") == "1" and image_size(IMG_PY)):
-        r = sh([os.path.join(ROOT, "image/base-python.sh"), BASE_PY], timeout=900,
-               env=dict(os.environ, ENGINE=ENGINE))
-        if not check("local Python base (debootstrap cache + import)", r.returncode == 0,
-                     tail(r.stderr, 400)):
-            return
-        src = clean_copy()
-        r = sh([os.path.join(src, "image/stage-rootfs.sh")], timeout=120)
-        cmd, isolated = offline([ENGINE, "build", "--pull=never", "--network", "none", "--layers=false"]
-                                + build_args() + ["--build-arg", "BASE=" + BASE_PY,
-                                                  "-f", "Containerfile", "-t", IMG_PY, src])
-        t0 = time.monotonic()
-        r = sh(cmd, timeout=900)
-        if not check("BASE=%s variant builds offline" % BASE_PY, r.returncode == 0,
-                     tail(r.stderr, 600) if r.returncode else "%.1f s" % (time.monotonic() - t0)):
-            return
-        prune()
-    n, b = image_size(IMG_PY), image_size(BASE_PY)
+def build_tier(tier, img, base):
+    """image/base-python.sh TIER=tier, then the runner's Containerfile on it,
+    offline from a clean copy (skipped with CT_REUSE_IMAGES=1 when built)."""
+    if os.environ.get("CT_REUSE_IMAGES") == "1" and image_size(img):
+        return True
+    r = sh([os.path.join(ROOT, "image/base-python.sh"), base], timeout=1800,
+           env=dict(os.environ, ENGINE=ENGINE, TIER=tier))
+    if not check("local %s base (debootstrap cache + import)" % tier, r.returncode == 0,
+                 tail(r.stderr, 400)):
+        return False
+    src = clean_copy()
+    r = sh([os.path.join(src, "image/stage-rootfs.sh")], timeout=120)
+    cmd, isolated = offline([ENGINE, "build", "--pull=never", "--network", "none", "--layers=false"]
+                            + build_args() + ["--build-arg", "BASE=" + base,
+                                              "-f", "Containerfile", "-t", img, src])
+    t0 = time.monotonic()
+    r = sh(cmd, timeout=1800)
+    if not check("BASE=%s variant builds offline" % base, r.returncode == 0,
+                 tail(r.stderr, 600) if r.returncode else "%.1f s" % (time.monotonic() - t0)):
+        return False
+    prune()
+    n, b = image_size(img), image_size(base)
     if n and b:
-        figure("Python variant size / its base / extra layer", "%s / %s / %s" % (mib(n), mib(b), mib(n - b)))
+        figure("%s size / its base / extra layer" % img, "%s / %s / %s" % (mib(n), mib(b), mib(n - b)))
+    return True
+
+
+def t_python():
+    if not build_tier("python", IMG_PY, BASE_PY):
+        return
     r = eng("run", "--rm", "--network", "none", "--entrypoint", "/bin/sh", IMG_PY, "-c",
             "readlink -f /bin/sh; grep -c '^agent:x:1000:1000:' /etc/passwd; stat -c '%u:%g' /workspace")
     check("BASE variant keeps the base's shell and adds the agent user",
@@ -973,10 +986,29 @@ def t_python():
           "HTTP %s %r" % (st, tail(raw.decode("utf-8", "replace"), 300)))
     comm = eng("exec", name, "cat", "/proc/1/comm").stdout.strip()
     check("Python variant: runner is PID 1", comm == "forceai-runner", comm)
-    # Code contexts (issue 35): the image has IPython, numpy, pandas and matplotlib, so
-    # /code offers python and a cell's state and last value come back.
+    # Lean (issue 46): python3 only; code contexts' libraries are the :code tag's.
     st, _, raw = http("GET", "http://127.0.0.1:%d/code/languages" % port, timeout=30)
-    check("Python variant: /code/languages offers python", st == 200 and
+    check("Python variant is lean: /code/languages does not offer python (that is :code)",
+          st == 200 and "python" not in (json.loads(raw or b"{}").get("languages") or []),
+          "HTTP %s %r" % (st, raw[:300]))
+    n = image_size(IMG_PY)
+    check("Python variant <= 250 MB (python3 only)", n is not None and n <= 250e6, mib(n or 0))
+    t_local_seed_tasks()
+
+
+def t_code():
+    """:code, the tier for code contexts (issue 35, split out in issue 46): IPython,
+    numpy, pandas and matplotlib, so /code offers python and a cell's state and
+    last value come back."""
+    if not build_tier("code", IMG_CODE, BASE_CODE):
+        return
+    port = free_port()
+    name, r = run_container("code", IMG_CODE, port=port)
+    if not check(":code: container starts", r.returncode == 0 and wait_ping(port) is not None,
+                 tail(r.stderr) or tail(logs(name))):
+        return
+    st, _, raw = http("GET", "http://127.0.0.1:%d/code/languages" % port, timeout=30)
+    check(":code: /code/languages offers python", st == 200 and
           "python" in (json.loads(raw or b"{}").get("languages") or []), "HTTP %s %r" % (st, raw[:300]))
     st, _, raw = http("POST", "http://127.0.0.1:%d/code" % port,
                       {"context": {"language": "python"},
@@ -986,9 +1018,17 @@ def t_python():
     results = [json.loads(x) for x in raw.decode("utf-8", "replace").split("\n\n") if x.strip()] \
         if st == 200 else []
     texts = [e.get("results", {}).get("text/plain") for e in results if e.get("type") == "result"]
-    check("Python variant: a code context imports numpy, pandas, matplotlib; its last value is 8",
+    check(":code: a code context imports numpy, pandas, matplotlib; its last value is 8",
           texts == ["8"], "HTTP %s %r" % (st, tail(raw.decode("utf-8", "replace"), 400)))
-    t_local_seed_tasks()
+
+
+def t_sizes_table():
+    """image/README.md's sizes table is the built images' (issue 46: figures
+    generated, never typed): image/sizes.sh --check, 5% either way."""
+    r = sh([os.path.join(ROOT, "image/sizes.sh"), "--check"], timeout=120,
+           env=dict(os.environ, ENGINE=ENGINE, IMAGE=NAME))
+    check("image/README.md's sizes table matches the built images (make image-sizes)",
+          r.returncode == 0, tail(r.stderr, 400))
 
 
 def t_local_seed_tasks():
@@ -1773,6 +1813,10 @@ def main():
             if want("python"):
                 t_python()
                 t_dropin_wrapper()
+            if want("code"):
+                t_code()
+            if want("sizes"):
+                t_sizes_table()
             if want("execd"):
                 t_execd_image()
             if want("privilege"):
