@@ -158,6 +158,20 @@ class RestoreRights(Base):
         with open(self.vault + "/policy.json", "rb") as f:
             self.assertIn(self.secret, f.read())
 
+    def test_restore_for_the_agent_reopens_its_own_locked_directory(self):
+        """The guard: what is the agent's own is restored even where it took its own rights away
+        (chmod 000 on its directory): acting as its owner, the restore gives them back."""
+        self.mcp()
+        ck = json.loads(self.text(self.call("checkpoint_create", {})))["id"]
+        self.sh("echo broken > src/main.c; echo x > src/new.c; chmod 000 src")
+        rr = self.call("checkpoint_restore", {"id": ck})
+        self.assertFalse(rr.get("isError"), rr)
+        self.assertTrue(json.loads(self.text(rr))["complete"], self.text(rr))
+        with open(self.R.ws + "/src/main.c", "rb") as f:
+            self.assertEqual(f.read(), b"int main(void){return 0;}\n")
+        self.assertFalse(os.path.exists(self.R.ws + "/src/new.c"))
+        self.assertEqual(os.stat(self.R.ws + "/src").st_mode & 0o777, 0o755)
+
     def test_restore_for_the_agent_writes_no_content_it_could_not_read(self):
         """Renaming root's directory away and restoring must not recreate its file owned by
         (and readable to) the task user: the restore names it as left, the content stays out."""
