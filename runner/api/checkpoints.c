@@ -47,7 +47,7 @@ static enum MHD_Result run(struct http_req *req, enum ckpt_op op, json_t *args)
 	req->ctx = w;
 	req->ctx_free = wait_free;
 	struct error e = {0};
-	if (ckpt_start(req->r, op, req->param, args, on_done, req, &e) < 0) {
+	if (ckpt_start(req->r, op, CKPT_FOR_GATEWAY, req->param, args, on_done, req, &e) < 0) {
 		w->waiting = false;
 		return http_fail(req, &e);
 	}

@@ -19,6 +19,7 @@
 #include "core/sha256.h"
 #include "core/util.h"
 #include "files/fsx.h"
+#include "files/ident.h"
 #include "files/xattr.h"
 
 #define STORE_DIR "checkpoints"
@@ -552,6 +553,48 @@ static int cmp_nref(const void *a, const void *b)
 
 static int take_entry(struct take *c, int dfd, const char *name, uint32_t parent, int depth);
 
+/* The kernel's own check, as the task user: faccessat2(AT_EACCESS) under its fsuid (the
+ * runner's capabilities dropped with it, files/ident.h). It also needs search on dfd. */
+static bool task_may(const struct files_ident *t, int dfd, const char *name, int mode)
+{
+	if (files_enter(t) < 0)
+		return false;
+	long rc = syscall(SYS_faccessat2, dfd, name, mode, AT_EACCESS | AT_SYMLINK_NOFOLLOW);
+	files_leave();
+	return rc == 0;
+}
+
+/* What the task user could do with the entry idx (dfd/name): the store's copy is taken as the
+ * runner, and a diff or restore for the task shows or writes only what this says it could
+ * read (docs/design.md §10.2, "For whom"). */
+static void task_access(struct take *c, int dfd, const char *name, uint32_t idx)
+{
+	struct ck_ent *e = &c->m->ent[idx];
+	const struct files_ident *t = c->s ? c->s->task : NULL;
+	if (!t || e->type == CK_KEEP)
+		return;
+	bool seen = e->parent == CK_NONE ? c->root->task_reach
+					 : (c->m->ent[e->parent].flags & CK_TASK_OK) != 0;
+	if (!seen)
+		return;
+	e->flags |= CK_TASK_SEEN;
+	if (e->type == CK_REG) {
+		/* A file's own rights move its ctime: unchanged since the previous checkpoint
+		 * (which checked it, from a directory it could enter), the answer stands. */
+		long p = ck_find(c->prev, c->path);
+		const struct ck_ent *pe = p >= 0 ? &c->prev->ent[p] : NULL;
+		if (pe && pe->type == CK_REG && (pe->flags & CK_TASK_SEEN) && pe->ino == e->ino &&
+		    pe->dev == e->dev && pe->ctime_sec == e->ctime_sec &&
+		    pe->ctime_nsec == e->ctime_nsec) {
+			e->flags |= pe->flags & CK_TASK_OK;
+			return;
+		}
+	}
+	int mode = e->type == CK_DIR ? R_OK | X_OK : e->type == CK_REG ? R_OK : F_OK;
+	if (task_may(t, dfd, name, mode))
+		e->flags |= CK_TASK_OK;
+}
+
 static int take_children(struct take *c, int fd, uint32_t di, int depth)
 {
 	if (depth >= CK_MAX_DEPTH)
@@ -633,6 +676,7 @@ static int take_entry(struct take *c, int dfd, const char *name, uint32_t parent
 		e->type = CK_KEEP; /* a mount point or the state dir: never entered */
 		return 0;
 	}
+	task_access(c, dfd, name, idx);
 	switch (e->type) {
 	case CK_DIR: {
 		c->ts->dirs++;
@@ -1106,9 +1150,19 @@ static int write_file(struct rst *c, int dfd, const char *name, const struct ck_
 {
 	char hex[65], tmp[64];
 	ck_hex(e->sha, hex);
+	/* The store is the runner's (0700): its object is opened as the runner, everything
+	 * else of a restore for the task as the task user. */
+	if (c->s->as_task)
+		files_leave();
 	int src = openat(c->s->obj_fd, hex, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int err = errno;
+	if (c->s->as_task && files_enter(c->s->task) < 0) {
+		if (src >= 0)
+			close(src);
+		return -EPERM; /* never goes on as the runner */
+	}
 	if (src < 0)
-		return -errno;
+		return -err;
 	int dst = -1;
 	for (int i = 0; i < 100 && dst < 0; i++) {
 		tmp_name(c, tmp);
@@ -1229,6 +1283,32 @@ static void restore_children(struct rst *c, int fd, uint32_t di, int depth)
 	}
 }
 
+/* A restore for the task user: false when e is left as it is. What it could not list and
+ * enter, or read, when the checkpoint was taken is not written back for it (its content, its
+ * entries' names would be disclosed), nor touched when it is still there. */
+static bool task_left(struct rst *c, const struct ck_ent *e, bool exists, enum ck_type cur,
+		      const struct kstatx *st)
+{
+	if ((e->flags & CK_TASK_OK) || e->type == CK_SOCK ||
+	    (e->type != CK_DIR && e->type != CK_REG && (e->flags & CK_TASK_SEEN)))
+		return true;
+	const char *path = ck_path(c->m, e);
+	if (e->type == CK_DIR && exists && cur == CK_DIR && st->ino == e->ino &&
+	    fsx_dev(st) == e->dev)
+		return false; /* the same directory: nothing of it is the task's to restore */
+	if (e->type == CK_REG && exists && cur == CK_REG && st->ino == e->ino &&
+	    fsx_dev(st) == e->dev && st->ctime.tv_sec == e->ctime_sec &&
+	    st->ctime.tv_nsec == e->ctime_nsec && st->size == e->size)
+		return false; /* untouched since */
+	failed(c, path,
+	       e->type == CK_DIR ? "the task user could not list and enter it when the checkpoint "
+				   "was taken: left as it is"
+				 : "the task user could not read it when the checkpoint was taken: "
+				   "left as it is",
+	       0);
+	return false;
+}
+
 static void restore_entry(struct rst *c, int dfd, const char *name, uint32_t idx, int depth)
 {
 	const struct ck_ent *e = &c->m->ent[idx];
@@ -1252,6 +1332,8 @@ static void restore_entry(struct rst *c, int dfd, const char *name, uint32_t idx
 		return;
 	}
 	enum ck_type cur = exists ? type_of(st.mode) : 0;
+	if (c->s->as_task && !task_left(c, e, exists, cur, &st))
+		return;
 	/* A checkpoint's own path is replaced or recreated only where its
 	 * parent may be written too. */
 	bool is_root = e->parent == CK_NONE && !c->root->replaceable;
@@ -1414,7 +1496,8 @@ static void restore_links(struct rst *c, const struct ck_root *roots, unsigned n
 	size_t n = 0;
 	for (size_t i = 0; v && i < m->n; i++)
 		if (m->ent[i].type == CK_REG && m->ent[i].nlink > 1 &&
-		    (m->ent[i].flags & CK_HAS_SHA))
+		    (m->ent[i].flags & CK_HAS_SHA) &&
+		    (!c->s->as_task || (m->ent[i].flags & CK_TASK_OK)))
 			v[n++] = (uint32_t)i;
 	if (!v)
 		return;
@@ -1471,7 +1554,12 @@ static void restore_links(struct rst *c, const struct ck_root *roots, unsigned n
 unsigned ck_restore(struct ck_store *s, const struct ck_manifest *m, const struct ck_root *roots,
 		    unsigned n_roots, ck_note_fn note, void *arg)
 {
-	struct rst c = {.s = s, .m = m, .note = note, .arg = arg, .root_user = geteuid() == 0};
+	/* For the task user, what it may not do (chown, trusted.*) is a failure, as for root. */
+	struct rst c = {.s = s,
+			.m = m,
+			.note = note,
+			.arg = arg,
+			.root_user = geteuid() == 0 || s->as_task};
 	/* Children of each entry, in manifest (name) order: a counting sort. */
 	c.kid_start = calloc(m->n + 2, sizeof(uint32_t));
 	c.kids = malloc((m->n ? m->n : 1) * sizeof(uint32_t));

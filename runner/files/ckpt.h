@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 struct error;
+struct files_ident;
 
 #define CK_NONE UINT32_MAX
 #define CK_MAX_ENTRIES 500000u
@@ -32,6 +33,10 @@ enum ck_type { CK_DIR = 1, CK_REG, CK_LNK, CK_FIFO, CK_CHR, CK_BLK, CK_SOCK, CK_
 enum {
 	CK_HAS_SHA = 1,    /* content in the store */
 	CK_UNREADABLE = 2, /* a regular file that could not be read: not in the store */
+	/* What the task user could do when the entry was examined (the kernel's check as that
+	 * user, the whole path: every directory above searchable and listable by it). */
+	CK_TASK_SEEN = 4, /* it could reach the entry */
+	CK_TASK_OK = 8,   /* and read it (a file), list and enter it (a directory) */
 };
 
 struct ck_ent {
@@ -62,6 +67,7 @@ struct ck_root {
 	int pfd, fd;
 	uint64_t dev, mnt_id;
 	bool replaceable; /* its parent is writable too: a restore may replace or recreate it */
+	bool task_reach;  /* the task user could resolve its parent and search it */
 };
 
 struct ck_store {
@@ -73,6 +79,11 @@ struct ck_store {
 	size_t n_new, cap_new;
 	uint64_t excl_dev, excl_ino; /* the state dir: never entered */
 	char *buf;                   /* 1 MiB of copy buffer */
+	/* The task user whose rights each entry records (CK_TASK_*; NULL: none recorded); with
+	 * as_task a restore works on the tree as that user (files_enter), only the store's
+	 * objects being opened as the runner, and leaves what it could not read or enter. */
+	const struct files_ident *task;
+	bool as_task;
 };
 
 struct ck_take_stats {

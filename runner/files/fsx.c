@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -151,9 +152,10 @@ int fsx_copy(int src, loff_t *src_off, uint64_t len, int dst, uint64_t *copied)
 }
 
 /* A directory a tenant took its own rights away from (chmod 0): a root
- * runner opens it anyway (CAP_DAC_OVERRIDE), a non-root runner is its owner
- * (tasks share its uid) and gives the rights back first, on the very inode
- * examined (O_PATH, no symlink followed). -errno on failure. */
+ * runner opens it anyway (CAP_DAC_OVERRIDE), a non-root runner or a restore
+ * acting as the task user is its owner (tasks share its uid) and gives the
+ * rights back first, on the very inode examined (O_PATH, no symlink
+ * followed). -errno on failure. */
 static int open_own_dir(int dfd, const char *name, uint64_t want_ino)
 {
 	int pfd = openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -161,7 +163,8 @@ static int open_own_dir(int dfd, const char *name, uint64_t want_ino)
 		return -errno;
 	struct kstatx st;
 	int rc = fsx_statx(pfd, "", AT_EMPTY_PATH, &st);
-	if (rc == 0 && (st.ino != want_ino || st.uid != geteuid()))
+	/* Its owner is whom the runner acts as: itself, or the task user (files_enter). */
+	if (rc == 0 && (st.ino != want_ino || st.uid != (uid_t)setfsuid((uid_t)-1)))
 		rc = -EACCES;
 	char path[40];
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", pfd);

@@ -1,10 +1,17 @@
 /* File work as the task user, in slices: see userjob.h. */
 #include "files/userjob.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/runner.h"
 #include "files/fserror.h"
+#include "files/path.h"
 
 void files_task_ident(const struct runner *r, struct files_ident *id)
 {
@@ -68,4 +75,45 @@ void files_userjob_release(struct files_userjob *j)
 	j->release(j);
 	if (entered)
 		files_leave();
+}
+
+int files_user_realpath(const struct files_ident *id, const char *path, char *out, size_t outsz)
+{
+	int rc = files_enter(id);
+	if (rc < 0)
+		return rc;
+	int fd = files_open(AT_FDCWD, path, O_PATH | O_DIRECTORY, 0);
+	files_leave();
+	if (fd < 0)
+		return fd;
+	char link[40];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(link, out, outsz);
+	int err = errno;
+	close(fd);
+	if (n < 0)
+		return -err;
+	if ((size_t)n >= outsz)
+		return -ENAMETOOLONG;
+	out[n] = 0;
+	/* Removed meanwhile ("... (deleted)"), or not a path of this mount namespace. */
+	if (out[0] != '/' || (n > 10 && !strcmp(out + n - 10, " (deleted)")))
+		return -ENOENT;
+	return 0;
+}
+
+bool files_user_reaches_parent(const struct files_ident *id, const char *path, int pfd)
+{
+	if (files_enter(id) < 0)
+		return false;
+	const char *base;
+	int fd = files_open_parent(path, &base);
+	files_leave();
+	if (fd < 0)
+		return false;
+	struct stat a, b;
+	bool same = fstat(fd, &a) == 0 && fstat(pfd, &b) == 0 && a.st_dev == b.st_dev &&
+		    a.st_ino == b.st_ino;
+	close(fd);
+	return same;
 }

@@ -5,6 +5,7 @@
  * holds is released as the task user too: descriptors it opened, temporaries it made. */
 #pragma once
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/error.h"
@@ -43,3 +44,11 @@ int files_userjob_schedule(struct files_userjob *j);
 /* Off the loop's turns, and release() run as the task user (as the runner if the user
  * cannot be acted as: what the job holds must be freed anyway). */
 void files_userjob_release(struct files_userjob *j);
+
+/* The directory path names for the task user: resolved as it would be (its search rights on
+ * every directory, ordinary links followed, magic ones not), its real path into out (what was
+ * resolved, to be recorded). 0 or -errno. */
+int files_user_realpath(const struct files_ident *id, const char *path, char *out, size_t outsz);
+/* True when the task user can resolve the parent directory of the clean path and it is
+ * the directory pfd (the runner's own resolution): every directory above is searchable. */
+bool files_user_reaches_parent(const struct files_ident *id, const char *path, int pfd);

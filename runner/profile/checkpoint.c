@@ -29,6 +29,7 @@
 #include "files/ident.h"
 #include "files/path.h"
 #include "files/udiff.h"
+#include "files/userjob.h"
 #include "profile/profile.h"
 #include "task/task.h"
 
@@ -71,6 +72,11 @@ struct checkpoints {
 	const char *unavailable;
 	/* the operation running */
 	enum op op;
+	enum ckpt_actor actor; /* for whom it acts */
+	bool follow;           /* a task's exit diff: its path as the task user resolves it now */
+	struct files_ident task_id;
+	char *open_paths[CK_MAX_ROOTS]; /* where a root was opened, when not its path */
+	json_t *resolved;               /* [{path, now}]: the paths followed */
 	pid_t worker;
 	bool worker_running;
 	int out_fd;
@@ -106,8 +112,12 @@ static void close_roots(struct checkpoints *c)
 			close(c->roots[i].fd);
 		free(c->root_paths[i]);
 		c->root_paths[i] = NULL;
+		free(c->open_paths[i]);
+		c->open_paths[i] = NULL;
 	}
 	c->n_roots = 0;
+	json_decref(c->resolved);
+	c->resolved = NULL;
 }
 
 static int cmp_path(const void *a, const void *b)
@@ -115,20 +125,110 @@ static int cmp_path(const void *a, const void *b)
 	return ck_pathcmp(*(char *const *)a, *(char *const *)b);
 }
 
+static bool in_a_root(struct runner *r, const char *path);
+
+/* Where path is opened: itself (NULL), or for a task's exit diff (c->follow) the directory
+ * it names now for the task user when that is another one inside a writable root: the task
+ * replaced its cwd by a link, and its work went on there. Recorded in c->resolved. */
+static char *followed(struct checkpoints *c, const char *path)
+{
+	char real[4096];
+	if (!c->follow || files_user_realpath(&c->task_id, path, real, sizeof(real)) < 0 ||
+	    !strcmp(real, path) || !in_a_root(c->r, real))
+		return NULL;
+	if (!c->resolved)
+		c->resolved = json_array();
+	json_array_append_new(c->resolved, json_pack("{s:s,s:s}", "path", path, "now", real));
+	return strdup(real);
+}
+
+/* The descriptors of one root, opened at `at` (as the task user for a task: files_enter). */
+static int open_root_fds(struct checkpoints *c, struct ck_root *ro, const char *at,
+			 bool may_be_missing, struct error *e)
+{
+	struct runner *r = c->r;
+	const struct files_ident wid = {.uid = r->cfg.task_uid,
+					.gid = r->cfg.task_gid,
+					.write_roots = r->cfg.landlock_roots};
+	const char *as = c->actor == CKPT_FOR_TASK ? " (acting as the task user)" : "";
+	const char *base;
+	int pfd = strcmp(at, "/") ? files_open_parent(at, &base) : -EINVAL;
+	if (pfd < 0)
+		return error_set(e, 0, pfd == -ENOENT ? "FILE_NOT_FOUND" : "PERMISSION_DENIED",
+				 "paths: %.1024s: %s%s", ro->path,
+				 pfd == -EINVAL ? "not allowed" : strerror(-pfd), as);
+	ro->pfd = pfd;
+	ro->name = base;
+	struct stat st;
+	bool exists = fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	if (!exists && (errno != ENOENT || !may_be_missing))
+		return error_set(e, 0, errno == ENOENT ? "FILE_NOT_FOUND" : "PERMISSION_DENIED",
+				 "paths: %.1024s: %s%s", ro->path, strerror(errno), as);
+	int check_fd = pfd;
+	if (exists && S_ISDIR(st.st_mode)) {
+		ro->fd = files_open_last(pfd, base, O_RDONLY | O_DIRECTORY);
+		if (ro->fd < 0)
+			return error_set(e, 0, "PERMISSION_DENIED", "paths: %.1024s: %s%s",
+					 ro->path, strerror(-ro->fd), as);
+		check_fd = ro->fd;
+	}
+	if (files_check_writable(&wid, check_fd) < 0)
+		return error_set(e, 0, "PERMISSION_DENIED",
+				 "paths: %.1024s is outside the directories tasks may write "
+				 "(%.300s)",
+				 ro->path, r->cfg.landlock_roots);
+	/* A checkpoint's own path is replaced or recreated by a restore
+	 * only where its parent is writable too (never a root itself). */
+	ro->replaceable = check_fd == pfd || files_check_writable(&wid, pfd) == 0;
+	struct kstatx kst;
+	int k2 = fsx_statx(check_fd, "", AT_EMPTY_PATH, &kst);
+	if (k2 < 0)
+		return error_set(e, -k2, NULL, "paths: %.1024s", ro->path);
+	ro->dev = fsx_dev(&kst);
+	ro->mnt_id = kst.mnt_id;
+	return 0;
+}
+
+/* One path of a checkpoint (owned from now): its root opened. For the task, the whole path
+ * is resolved with the task user's rights (a directory above it may not be searchable). */
+static int open_root(struct checkpoints *c, char *path, bool may_be_missing, struct error *e)
+{
+	struct ck_root *ro = &c->roots[c->n_roots];
+	memset(ro, 0, sizeof(*ro));
+	ro->pfd = ro->fd = -1;
+	ro->name = "";
+	ro->path = path;
+	c->root_paths[c->n_roots] = path;
+	char *live = followed(c, path);
+	c->open_paths[c->n_roots] = live;
+	c->n_roots++;
+	const char *at = live ? live : path;
+	bool as_task = c->actor == CKPT_FOR_TASK;
+	int rc = as_task ? files_enter(&c->task_id) : 0;
+	if (rc < 0)
+		return error_set(e, -rc, "PERMISSION_DENIED",
+				 "paths: %.1024s: cannot act as the task user", path);
+	rc = open_root_fds(c, ro, at, may_be_missing, e);
+	if (as_task)
+		files_leave();
+	/* Whether the task user reaches it, whoever acts: what a diff or restore for the
+	 * task may show or write back (CK_TASK_*). */
+	if (rc == 0)
+		ro->task_reach = as_task || files_user_reaches_parent(&c->task_id, at, ro->pfd);
+	return rc;
+}
+
 /* Open the paths (clean, absolute, inside the writable roots: the files
  * API's rules, with the configured roots whether Landlock runs or not).
  * `may_be_missing`: a restore brings back a path that is gone. */
 static int open_roots(struct checkpoints *c, json_t *paths, bool may_be_missing, struct error *e)
 {
-	struct runner *r = c->r;
-	struct files_ident id = {.uid = r->cfg.task_uid,
-				 .gid = r->cfg.task_gid,
-				 .write_roots = r->cfg.landlock_roots};
 	char *list[CK_MAX_ROOTS];
 	unsigned n = 0;
 	size_t i;
 	json_t *v;
 	int bad = 0;
+	files_task_ident(c->r, &c->task_id);
 	json_array_foreach(paths, i, v) {
 		const char *p = json_string_value(v);
 		char clean[4096];
@@ -160,63 +260,10 @@ static int open_roots(struct checkpoints *c, json_t *paths, bool may_be_missing,
 			inside = !strncmp(list[k], c->root_paths[j], l) &&
 				 (list[k][l] == 0 || list[k][l] == '/' || l == 1);
 		}
-		if (inside || rc < 0) {
+		if (inside || rc < 0)
 			free(list[k]);
-			continue;
-		}
-		struct ck_root *ro = &c->roots[c->n_roots];
-		ro->pfd = ro->fd = -1;
-		const char *base;
-		int pfd = strcmp(list[k], "/") ? files_open_parent(list[k], &base) : -EINVAL;
-		if (pfd < 0) {
-			rc = error_set(e, 0,
-				       pfd == -ENOENT ? "FILE_NOT_FOUND" : "PERMISSION_DENIED",
-				       "paths: %.1024s: %s", list[k],
-				       pfd == -EINVAL ? "not allowed" : strerror(-pfd));
-			free(list[k]);
-			continue;
-		}
-		ro->pfd = pfd;
-		c->root_paths[c->n_roots] = list[k];
-		ro->path = list[k];
-		ro->name = base;
-		c->n_roots++;
-		struct stat st;
-		bool exists = fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0;
-		if (!exists && (errno != ENOENT || !may_be_missing)) {
-			rc = error_set(e, 0,
-				       errno == ENOENT ? "FILE_NOT_FOUND" : "PERMISSION_DENIED",
-				       "paths: %.1024s: %s", list[k], strerror(errno));
-			continue;
-		}
-		int check_fd = pfd;
-		if (exists && S_ISDIR(st.st_mode)) {
-			ro->fd = files_open_last(pfd, base, O_RDONLY | O_DIRECTORY);
-			if (ro->fd < 0) {
-				rc = error_set(e, -ro->fd, "PERMISSION_DENIED", "paths: %.1024s",
-					       list[k]);
-				continue;
-			}
-			check_fd = ro->fd;
-		}
-		if (files_check_writable(&id, check_fd) < 0) {
-			rc = error_set(e, 0, "PERMISSION_DENIED",
-				       "paths: %.1024s is outside the directories tasks may write "
-				       "(%.300s)",
-				       list[k], r->cfg.landlock_roots);
-			continue;
-		}
-		/* A checkpoint's own path is replaced or recreated by a restore
-		 * only where its parent is writable too (never a root itself). */
-		ro->replaceable = check_fd == pfd || files_check_writable(&id, pfd) == 0;
-		struct kstatx kst;
-		int k2 = fsx_statx(check_fd, "", AT_EMPTY_PATH, &kst);
-		if (k2 < 0) {
-			rc = error_set(e, -k2, NULL, "paths: %.1024s", list[k]);
-			continue;
-		}
-		ro->dev = fsx_dev(&kst);
-		ro->mnt_id = kst.mnt_id;
+		else
+			rc = open_root(c, list[k], may_be_missing, e);
 	}
 	if (rc == 0 && c->n_roots == 0)
 		rc = error_set(e, 0, "INVALID_REQUEST_BODY", "paths: none exists");
@@ -310,6 +357,8 @@ static void end_op(struct checkpoints *c)
 		ckpt_free(c->target);
 	c->target = c->to = NULL;
 	c->op = OP_NONE;
+	c->actor = CKPT_FOR_GATEWAY;
+	c->follow = false;
 }
 
 /* ---- the worker ---- */
@@ -355,16 +404,6 @@ struct diffctx {
 	bool patch_truncated;
 };
 
-static bool task_can_read(const struct runner *r, const struct ck_ent *e)
-{
-	uid_t u = r->cfg.task_uid;
-	if (e->uid == u)
-		return e->mode & 0400;
-	if (e->gid == r->cfg.task_gid)
-		return e->mode & 0040;
-	return e->mode & 0004;
-}
-
 /* One side's content for a patch: NULL (with *why) when not shown. */
 static char *side(struct diffctx *d, const struct ck_manifest *m, const struct ck_ent *e,
 		  bool current, size_t *len, const char **why)
@@ -380,15 +419,22 @@ static char *side(struct diffctx *d, const struct ck_manifest *m, const struct c
 		return *why = "not a regular file", NULL;
 	if (e->size > PATCH_FILE_MAX)
 		return *why = "larger than 256 KiB", NULL;
-	/* What the files API would not show the client, a patch does not either. */
-	if (!task_can_read(d->c->r, e))
+	/* What the files API would not show the client, a patch does not either: the task
+	 * user's rights on the whole path, as the kernel decided them when the side was
+	 * examined (the store's copy: when captured; the tree: now), and a current side read
+	 * as that user. */
+	if (!(e->flags & CK_TASK_OK))
 		return *why = "not readable by the task user", NULL;
 	char *buf = NULL;
 	int rc = -ENOENT;
-	if (current)
-		rc = ck_read_current(d->c->roots, d->c->n_roots, ck_path(m, e), PATCH_FILE_MAX,
-				     &buf, len);
-	else if (e->flags & CK_HAS_SHA)
+	if (current) {
+		rc = files_enter(&d->c->task_id);
+		if (rc == 0) {
+			rc = ck_read_current(d->c->roots, d->c->n_roots, ck_path(m, e),
+					     PATCH_FILE_MAX, &buf, len);
+			files_leave();
+		}
+	} else if (e->flags & CK_HAS_SHA)
 		rc = ck_object_read(d->store, e->sha, PATCH_FILE_MAX, &buf, len);
 	if (rc < 0)
 		return *why = "could not be read", NULL;
@@ -436,6 +482,16 @@ static void on_change(void *arg, const struct ck_ent *a, const struct ck_ent *b,
 {
 	struct diffctx *d = arg;
 	const char *change;
+	if (d->c->actor == CKPT_FOR_TASK) {
+		/* For the task, each side as it could see it: what lay beyond a directory it
+		 * could not list and enter is not there for it. */
+		if (a && !(a->flags & CK_TASK_SEEN))
+			a = NULL;
+		if (b && !(b->flags & CK_TASK_SEEN))
+			b = NULL;
+		if (!a && !b)
+			return;
+	}
 	if (!a) {
 		change = "added";
 		d->added++;
@@ -587,6 +643,9 @@ static json_t *do_diff(struct checkpoints *c, struct ck_store *s, struct error *
 			      d.attrs, "truncated", d.truncated);
 	if (!c->to)
 		json_object_set_new(o, "read_files", json_integer((json_int_t)ts.read_files));
+	json_object_set(o, "paths", c->target->paths);
+	if (c->resolved) /* a task's exit diff that followed its cwd */
+		json_object_set(o, "resolved", c->resolved);
 	if (d.patch_truncated)
 		json_object_set_new(o, "patch_truncated", json_true());
 	ck_manifest_free(&a);
@@ -602,7 +661,18 @@ static json_t *do_restore(struct checkpoints *c, struct ck_store *s, struct erro
 	if (ck_load(s->dir_fd, name, &m, e) < 0)
 		return NULL;
 	struct notes nt = {.list = json_array(), .counts = json_object()};
-	unsigned failures = ck_restore(s, &m, c->roots, c->n_roots, note, &nt);
+	unsigned failures;
+	/* For the task, the tree is worked on as the task user: the kernel refuses what it
+	 * may not do, each refusal a failure named in the answer. */
+	s->as_task = c->actor == CKPT_FOR_TASK;
+	if (s->as_task && files_enter(&c->task_id) < 0) {
+		note(&nt, "failed", "", "cannot act as the task user");
+		failures = 1;
+	} else {
+		failures = ck_restore(s, &m, c->roots, c->n_roots, note, &nt);
+		if (s->as_task)
+			files_leave();
+	}
 	ck_manifest_free(&m);
 	return json_pack("{s:s,s:b,s:o,s:o,s:b,s:i}", "id", c->target->id, "complete",
 			 failures == 0, "changes", nt.list, "counts", nt.counts, "truncated",
@@ -661,7 +731,9 @@ static _Noreturn void worker_main(struct checkpoints *c)
 	umask(0);
 	uint64_t t0 = monotonic_ms();
 	ck_purge_dead(r->state_dir_fd);
-	struct ck_store s = {.used = c->store_bytes, .max = r->cfg.checkpoint_max_bytes};
+	struct ck_store s = {.used = c->store_bytes,
+			     .max = r->cfg.checkpoint_max_bytes,
+			     .task = &c->task_id};
 	struct error e = {0};
 	json_t *o = NULL;
 	if (ck_store_open(&s, r->state_dir_fd, &e) == 0) {
@@ -1004,15 +1076,19 @@ static int ckpt_diff(struct runner *r, const char *id, json_t *args, ckpt_done_f
 	struct checkpoints *c = cs_of(r);
 	if (ready(c, e) < 0)
 		return -1;
-	static const char *const fields[] = {"to", "patch", NULL};
+	/* follow: a task's exit diff (ckpt_task_watch; no door passes it on from a client). */
+	static const char *const fields[] = {"to", "patch", "follow", NULL};
 	if (only_fields(args, fields, e) < 0)
 		return -1;
 	json_t *tj = json_object_get(args, "to"), *pj = json_object_get(args, "patch");
-	if ((tj && !json_is_string(tj) && !json_is_null(tj)) || (pj && !json_is_boolean(pj)))
+	json_t *fj = json_object_get(args, "follow");
+	if ((tj && !json_is_string(tj) && !json_is_null(tj)) || (pj && !json_is_boolean(pj)) ||
+	    (fj && !json_is_boolean(fj)))
 		return error_set(e, 0, "INVALID_REQUEST_BODY",
 				 "to must be a checkpoint id, patch a boolean");
 	const char *to = json_string_value(tj);
 	c->patch = json_is_true(pj);
+	c->follow = json_is_true(fj) && c->actor == CKPT_FOR_TASK;
 	struct ckpt *keep_to = NULL;
 	if (to && *to && !(keep_to = find(c, to)))
 		return error_set(e, 0, "CHECKPOINT_NOT_FOUND", "no checkpoint '%.64s' (to)", to);
@@ -1102,9 +1178,15 @@ static int ckpt_restore(struct runner *r, const char *id, json_t *body, ckpt_don
 	return 0;
 }
 
-int ckpt_start(struct runner *r, enum ckpt_op op, const char *id, json_t *args, ckpt_done_fn done,
-	       void *arg, struct error *e)
+int ckpt_start(struct runner *r, enum ckpt_op op, enum ckpt_actor actor, const char *id,
+	       json_t *args, ckpt_done_fn done, void *arg, struct error *e)
 {
+	struct checkpoints *c = cs_of(r);
+	if (ready(c, e) < 0)
+		return -1;
+	c->actor = actor; /* reset by end_op */
+	c->follow = false;
+	files_task_ident(r, &c->task_id);
 	json_t *empty = args ? NULL : json_object();
 	if (!args)
 		args = empty;
@@ -1229,7 +1311,7 @@ static int start_queued(struct runner *r, enum ckpt_op op, const char *id, json_
 			ckpt_done_fn done, void *arg, struct error *e)
 {
 	struct checkpoints *c = cs_of(r);
-	if (ckpt_start(r, op, id, args, done, arg, e) == 0)
+	if (ckpt_start(r, op, CKPT_FOR_TASK, id, args, done, arg, e) == 0)
 		return 0;
 	if (!c || strcmp(error_code(e), "CHECKPOINT_BUSY"))
 		return -1;
@@ -1254,8 +1336,8 @@ static void run_queue(struct checkpoints *c)
 		struct queued *q = c->queue;
 		c->queue = q->next;
 		struct error e = {0};
-		int rc = ckpt_start(c->r, q->op, q->id[0] ? q->id : NULL, q->args, q->done, q->arg,
-				    &e);
+		int rc = ckpt_start(c->r, q->op, CKPT_FOR_TASK, q->id[0] ? q->id : NULL, q->args,
+				    q->done, q->arg, &e);
 		json_decref(q->args);
 		if (rc < 0)
 			q->done(q->arg, error_http_status(&e),
@@ -1286,9 +1368,18 @@ int ckpt_task_before(struct runner *r, const char *cwd, ckpt_done_fn done, void 
 	struct stat st;
 	if (!cwd && stat("/workspace", &st) == 0 && S_ISDIR(st.st_mode))
 		cwd = "/workspace"; /* the task's own default (task/task.c) */
-	json_t *a = cwd && cwd[0] == '/' && !strstr(cwd, "/..") && in_a_root(r, cwd)
-			    ? json_pack("{s:s,s:[s]}", "label", "task", "paths", cwd)
-			    : json_pack("{s:s}", "label", "task");
+	/* Resolved once, as the task will (its chdir follows links, with its rights): a cwd the
+	 * task made a link to another directory is checkpointed where it leads, and that path
+	 * is what the checkpoint records (its paths), not the link. */
+	char real[4096];
+	struct files_ident id;
+	files_task_ident(r, &id);
+	const char *at = cwd && cwd[0] == '/' &&
+					 files_user_realpath(&id, cwd, real, sizeof(real)) == 0
+				 ? real
+				 : NULL;
+	json_t *a = at && in_a_root(r, at) ? json_pack("{s:s,s:[s]}", "label", "task", "paths", at)
+					   : json_pack("{s:s}", "label", "task");
 	int rc = start_queued(r, CKPT_CREATE, NULL, a, done, arg, e);
 	json_decref(a);
 	return rc;
@@ -1390,6 +1481,11 @@ static void on_task_diff(void *arg, unsigned status, json_t *body)
 		json_object_set_new(o, "others_running", others);
 	else
 		json_decref(others);
+	/* What was checkpointed (the cwd resolved), and where it leads now if the task moved
+	 * it: the lists are of what it holds there. */
+	json_object_set(o, "paths", json_object_get(body, "paths"));
+	if (json_object_get(body, "resolved"))
+		json_object_set(o, "resolved", json_object_get(body, "resolved"));
 	json_decref(body);
 	watch_end(w, o);
 }
@@ -1424,12 +1520,16 @@ static void on_task_exit_hold(struct task *t, void *arg, bool gone)
 		return;
 	}
 	w->timer_open = true;
+	/* Its paths as the task resolves them now: it may have replaced its cwd by a link. */
+	json_t *follow = json_pack("{s:b}", "follow", 1);
 	if (loop_timer_start(&w->r->loop, &w->timer, TASK_CHANGES_WAIT_MS, 0) < 0 ||
-	    start_queued(w->r, CKPT_DIFF, w->ck, NULL, on_task_diff, w, &e) < 0) {
+	    start_queued(w->r, CKPT_DIFF, w->ck, follow, on_task_diff, w, &e) < 0) {
+		json_decref(follow);
 		watch_end(w, json_pack("{s:s,s:s}", "error", "the diff could not start", "message",
 				       e.msg[0] ? e.msg : "timerfd"));
 		return;
 	}
+	json_decref(follow);
 	w->waiting = true;
 }
 

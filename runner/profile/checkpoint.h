@@ -24,9 +24,14 @@ bool ckpt_restoring(struct runner *r);
  * {}): create {paths?, label?}; diff {to?, patch?}; restore {stop_tasks?}; delete none. One
  * operation at a time (409 CHECKPOINT_BUSY). */
 enum ckpt_op { CKPT_CREATE = 1, CKPT_DIFF, CKPT_RESTORE, CKPT_DELETE };
+/* For whom an operation acts (docs/design.md §10.2, "For whom"): the control plane's own
+ * routes act as the runner; what an agent or a task reaches (the MCP tools, run_command's
+ * and a task's "changes") acts with the task user's rights: it lists, shows and writes back
+ * only what that user could see, read and write. */
+enum ckpt_actor { CKPT_FOR_GATEWAY = 0, CKPT_FOR_TASK };
 typedef void (*ckpt_done_fn)(void *arg, unsigned status, json_t *body);
-int ckpt_start(struct runner *r, enum ckpt_op op, const char *id, json_t *args, ckpt_done_fn done,
-	       void *arg, struct error *e);
+int ckpt_start(struct runner *r, enum ckpt_op op, enum ckpt_actor actor, const char *id,
+	       json_t *args, ckpt_done_fn done, void *arg, struct error *e);
 /* The receiver arg went away: done is not called (the operation still ends). */
 void ckpt_forget_waiter(struct runner *r, void *arg);
 /* Answered at once: NULL with e set on failure. */

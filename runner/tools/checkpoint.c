@@ -42,7 +42,7 @@ static void on_done(void *arg, unsigned status, json_t *body)
 static int start(struct tool_call *c, enum ckpt_op op, const char *id, json_t *args)
 {
 	struct error e = {0};
-	int rc = ckpt_start(c->r, op, id, args, on_done, c, &e);
+	int rc = ckpt_start(c->r, op, CKPT_FOR_TASK, id, args, on_done, c, &e);
 	json_decref(args);
 	if (rc < 0)
 		return tool_result_fail(&c->res, "%s: %s", error_code(&e), e.msg);

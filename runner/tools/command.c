@@ -137,7 +137,8 @@ static void on_wake(struct task_reader *rd)
 		 * the tree now. */
 		struct error e = {0};
 		json_t *a = json_object();
-		c->ck_waiting = ckpt_start(c->r, CKPT_DIFF, c->ck_id, a, on_diff, c, &e) == 0;
+		c->ck_waiting = ckpt_start(c->r, CKPT_DIFF, CKPT_FOR_TASK, c->ck_id, a, on_diff, c,
+					   &e) == 0;
 		json_decref(a);
 		if (c->ck_waiting)
 			return;
@@ -192,7 +193,7 @@ int tool_run_command(struct tool_call *c, json_t *args)
 	c->cmd_args = json_incref(args);
 	json_t *a = json_pack("{s:s}", "label", "run_command");
 	struct error e = {0};
-	int rc = ckpt_start(c->r, CKPT_CREATE, NULL, a, on_created, c, &e);
+	int rc = ckpt_start(c->r, CKPT_CREATE, CKPT_FOR_TASK, NULL, a, on_created, c, &e);
 	json_decref(a);
 	if (rc < 0)
 		return tool_result_fail(&c->res, "changes: %s: %s", error_code(&e), e.msg);
