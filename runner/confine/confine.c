@@ -178,8 +178,10 @@ _Noreturn void confine_exec(const struct confine_plan *plan)
 			  : same_uid && pol->landlock.root_ruleset_fd >= 0
 				  ? pol->landlock.root_ruleset_fd
 				  : pol->landlock_ruleset_fd;
-	int keep[2] = {ll_fd, plan->cgroup_procs_fd};
-	rc = closefds_except(plan->nkeep_fds, keep, 2);
+	/* The supervisor's fd stays: with a shared fd table (listener_out) closing it here would
+	 * close it for the shim too; it is close-on-exec, so the task never holds it. */
+	int keep[3] = {ll_fd, plan->cgroup_procs_fd, plan->listener_out ? plan->supervisor_fd : -1};
+	rc = closefds_except(plan->nkeep_fds, keep, 3);
 	if (rc < 0)
 		die("close_range", NULL, -rc, 126);
 
@@ -254,7 +256,7 @@ _Noreturn void confine_exec(const struct confine_plan *plan)
 			close(ll_fd);
 		}
 		/* 8. Last: from here on only the policy's system calls. */
-		if ((rc = seccomp_policy_apply(&pol->seccomp)) < 0)
+		if ((rc = seccomp_policy_apply_notify(&pol->seccomp, plan->listener_out)) < 0)
 			die("seccomp", NULL, -rc, 126);
 	}
 	execve(plan->path, plan->argv, plan->envp);
@@ -346,6 +348,11 @@ int confine_policy_init(struct confine_policy *pol, const struct runner_config *
 	if (pol->seccomp.warning[0])
 		log_warn("seccomp policy", "{s:s,s:s}", "policy", cfg->seccomp_policy, "warning",
 			 pol->seccomp.warning);
+	/* Refusals explained (docs/design.md §5.4.1): the program that notifies the shim. */
+	if (seccomp_policy_notify_build(&pol->seccomp) < 0) {
+		error_set(err, ENOMEM, NULL, "seccomp policy %s", cfg->seccomp_policy);
+		goto fail;
+	}
 
 	if (add_rlimit(pol, RLIMIT_CORE, 0, false, "", err) < 0 ||
 	    add_rlimit(pol, RLIMIT_NPROC, cfg->rlimit_nproc ? cfg->rlimit_nproc : DEFAULT_NPROC,

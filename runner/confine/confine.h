@@ -57,6 +57,11 @@ struct confine_plan {
 	int pdeath_signal;   /* 0, or re-armed after the identity change (which
 			      * clears PR_SET_PDEATHSIG); the child exits if its
 			      * parent is already gone by then */
+	/* Refusals explained (docs/design.md §5.4.1): NULL, or where the child stores the
+	 * seccomp listener fd (-1: none) for its supervisor, which shares the child's memory
+	 * and fd table until execve (the shim's clone). */
+	int *listener_out;
+	int supervisor_fd; /* the supervisor's own fd the child's fd sweep spares (close-on-exec) */
 };
 
 /* Child side: every step of docs/design.md §5.2 in order, then execve. Never returns.

@@ -149,6 +149,7 @@ void task_free(struct task *t)
 	free(t->command);
 	free(t->cwd);
 	free(t->op_key);
+	json_decref(t->denied);
 	free(t);
 }
 

@@ -11,12 +11,14 @@
 #include <sys/prctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "confine/seccomp_notify.h"
 #include "task/proctree.h"
 #include "task/shimwire.h"
 #include "core/closefds.h"
@@ -103,10 +105,20 @@ _Noreturn void spawn_shim_run(struct confine_plan *plan, int n, const sigset_t *
 	 * uses only system calls and its own frame, and no signal handler can
 	 * run in it (there are none: dispositions are default or ignored). */
 	struct task_child tc = {.plan = plan};
+	/* Refusals explained (docs/design.md §5.4.1): the child installs the notifying filter
+	 * and leaves its listener in our shared fd table (CLONE_FILES until its execve, which
+	 * unshares the table and closes the close-on-exec listener on the task's side only). */
+	static struct seccomp_denied den;
+	int listener = -1;
+	const struct seccomp_policy *sp = &plan->policy->seccomp;
+	bool notify = plan->policy->enabled && sp->notify_prog.filter && plan->supervisor_fd >= 0 &&
+		      fcntl(plan->supervisor_fd, F_SETFD, FD_CLOEXEC) == 0;
+	plan->listener_out = notify ? &listener : NULL;
 	pid_t task = clone(task_child_main, tc.stack + sizeof(tc.stack),
-			   CLONE_VM | CLONE_VFORK | SIGCHLD, &tc);
+			   CLONE_VM | CLONE_VFORK | (notify ? CLONE_FILES : 0) | SIGCHLD, &tc);
 	if (task < 0)
 		_exit(126);
+	seccomp_denied_init(&den, listener, plan->supervisor_fd);
 	/* Only the task needs its stdio; holding pipe ends here would keep
 	 * the runner from seeing EOF. */
 	for (int fd = 0; fd < n; fd++)
@@ -124,7 +136,7 @@ _Noreturn void spawn_shim_run(struct confine_plan *plan, int n, const sigset_t *
 	int status = 0;
 	for (;;) {
 		siginfo_t si;
-		int sig = sigwaitinfo(set, &si);
+		int sig = seccomp_denied_wait(&den, set, &si);
 		if (sig < 0)
 			continue;
 		if (sig == SIGCHLD) {
@@ -166,6 +178,8 @@ _Noreturn void spawn_shim_run(struct confine_plan *plan, int n, const sigset_t *
 		struct timespec ts = {0, 1000000};
 		nanosleep(&ts, NULL);
 	}
+	/* Before we exit: the runner reads it as it reaps us. */
+	seccomp_denied_send(&den);
 	exit_like(status);
 }
 
@@ -198,7 +212,11 @@ static _Noreturn void shim_main(struct confine_plan *plan, const struct spawn_io
 	/* The Landlock ruleset and the cgroup leaf's procs file stay open:
 	 * the task uses both (a closed procs file would fail every task with
 	 * EBADF where cgroup v2 is delegated). */
-	if (confine_close_fds(plan->policy, n, plan->cgroup_procs_fd) < 0)
+	const struct confine_policy *pol = plan->policy;
+	int keep[4] = {pol->enabled ? pol->landlock_ruleset_fd : -1,
+		       pol->enabled ? pol->landlock.root_ruleset_fd : -1, plan->cgroup_procs_fd,
+		       plan->supervisor_fd};
+	if (closefds_except(n, keep, 4) < 0)
 		closefds_by_hand((unsigned)n, ~0U);
 	spawn_shim_run(plan, n, &set);
 }
@@ -207,11 +225,31 @@ static _Noreturn void shim_main(struct confine_plan *plan, const struct spawn_io
 
 extern const char spawn_shim_elf[], spawn_shim_elf_end[];
 
+/* The report socket, out of the way of the stdio dup2s in the spawn child (0..4). */
+static void report_socket(struct spawn_shim *sh)
+{
+	int sv[2];
+	sh->report_rd = sh->report_wr = -1;
+	if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0)
+		return;
+	sh->report_rd = sv[0];
+	sh->report_wr = fcntl(sv[1], F_DUPFD_CLOEXEC, 64);
+	close(sv[1]);
+	/* Only shims write: the runner's end never sends. */
+	if (sh->report_wr < 0 || shutdown(sh->report_rd, SHUT_WR) < 0) {
+		if (sh->report_wr >= 0)
+			close(sh->report_wr);
+		close(sh->report_rd);
+		sh->report_rd = sh->report_wr = -1;
+	}
+}
+
 int spawn_shim_init(struct spawn_shim *sh, const struct confine_policy *pol)
 {
 	sh->exe_fd = sh->policy_fd = -1;
 	sh->disabled = false;
 	sh->child = NULL;
+	report_socket(sh);
 	size_t len = (size_t)(spawn_shim_elf_end - spawn_shim_elf);
 	if (len < 64 || memcmp(spawn_shim_elf, "\177ELF", 4))
 		return -ENOEXEC;
@@ -237,7 +275,7 @@ int spawn_shim_init(struct spawn_shim *sh, const struct confine_policy *pol)
 		close(fd);
 		return rc;
 	}
-	int pfd = shim_wire_write(pol);
+	int pfd = shim_wire_write(pol, sh->report_wr);
 	if (pfd < 0) {
 		close(fd);
 		return pfd;
@@ -266,6 +304,11 @@ void spawn_shim_free(struct spawn_shim *sh)
 	if (sh->policy_fd >= 0)
 		close(sh->policy_fd);
 	sh->exe_fd = sh->policy_fd = -1;
+	if (sh->report_rd >= 0)
+		close(sh->report_rd);
+	if (sh->report_wr >= 0)
+		close(sh->report_wr);
+	sh->report_rd = sh->report_wr = -1;
 	free(sh->child);
 	sh->child = NULL;
 }
@@ -274,7 +317,7 @@ struct exec_child {
 	const struct spawn_shim *shim;
 	const struct spawn_io *io;
 	char *const *argv, *const *envp;
-	int keep[4];
+	int keep[5];
 	int err_fd; /* write end of a close-on-exec pipe: errno when exec fails */
 	int err;    /* set by the child when it could not exec (shared memory) */
 	_Alignas(16) char stack[16 * 1024];
@@ -298,13 +341,14 @@ static int exec_child_main(void *arg)
 	int n = place_fds(c->io);
 	if (n < 0)
 		exec_child_fail(c, -n);
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 5; i++)
 		if (c->keep[i] >= 0 && fcntl(c->keep[i], F_SETFD, 0) < 0)
 			exec_child_fail(c, errno);
 	if (c->err_fd >= 0 && c->err_fd < n)
 		c->err_fd = -1; /* placed over by the task's stdio: the memory tells */
-	int keep[6] = {c->keep[0], c->keep[1], c->keep[2], c->keep[3], c->shim->exe_fd, c->err_fd};
-	if (closefds_except(n, keep, 6) < 0)
+	int keep[7] = {c->keep[0], c->keep[1],      c->keep[2], c->keep[3],
+		       c->keep[4], c->shim->exe_fd, c->err_fd};
+	if (closefds_except(n, keep, 7) < 0)
 		closefds_by_hand((unsigned)n,
 				 ~0U); /* cannot spare the exe fd here: exec then fails */
 	syscall(SYS_execveat, c->shim->exe_fd, "", c->argv, c->envp, AT_EMPTY_PATH);
@@ -366,6 +410,7 @@ static pid_t spawn_exec(struct spawn_shim *sh, struct confine_plan *plan, const 
 	c->keep[1] = ll;
 	c->keep[2] = llr;
 	c->keep[3] = plan->cgroup_procs_fd;
+	c->keep[4] = sh->report_wr;
 	c->err_fd = -1;
 	c->err = 0;
 	int errpipe[2];
@@ -406,6 +451,8 @@ static pid_t spawn_exec(struct spawn_shim *sh, struct confine_plan *plan, const 
 
 pid_t spawn_task(struct spawn_shim *sh, struct confine_plan *plan, const struct spawn_io *io)
 {
+	plan->supervisor_fd = sh ? sh->report_wr : -1;
+	plan->listener_out = NULL;
 	if (sh && sh->exe_fd >= 0 && !sh->disabled) {
 		pid_t pid = spawn_exec(sh, plan, io);
 		if (pid > 0)
