@@ -147,5 +147,33 @@ class Refusals(RunnerTest):
         self.assertNotIn("refused", "".join(c.get("text", "") for c in res["content"]))
 
 
+# A runner without root (design §6.3): its tasks share its uid, and their shims' too.
+NONROOT = ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "--inh-caps=-all", "--"]
+
+
+class RefusalsNonRoot(RunnerTest):
+    runner_kwargs = {"wrap": NONROOT, "owner": 1000, "state_dir": False}
+
+    def test_recorded_and_the_shims_fds_out_of_reach(self):
+        # Same uid as its shim: the listener (a task holding it could answer its own refused
+        # calls "continue") must still be out of reach through /proc/<shim>/fd.
+        probe = ("import os\n"
+                 "pp = os.getppid(); n = 0\n"
+                 "for f in os.listdir('/proc/%d/fd' % pp):\n"
+                 "    try:\n"
+                 "        os.close(os.open('/proc/%d/fd/%s' % (pp, f), os.O_RDONLY)); n += 1\n"
+                 "    except OSError:\n"
+                 "        pass\n"
+                 "print('opened', n)\n")
+        path = os.path.join(self.r.work, "probe.py")
+        with open(path, "w") as f:
+            f.write(probe)
+        os.chmod(path, 0o644)
+        ev = self.r.native({"task": "unshare -U true; exec python3 " + path})
+        out = "".join(e["data"].get("text", "") for e in ev if e.get("event") == "stdout")
+        self.assertIn("opened 0", out)
+        self.assertEqual(exit_event(ev).get("denied"), {"unshare": 1}, ev)
+
+
 if __name__ == "__main__":
     unittest.main()
