@@ -73,6 +73,13 @@ class Refusals(RunnerTest):
         ev, ex = self.native(self.bin + " fork 7; " + self.bin + " flood 1 & wait")
         self.assertEqual(ex.get("denied"), {"keyctl": 8}, ex)
 
+    def test_timed_out_task_keeps_its_record(self):
+        # The shim is told to end the tree (not killed itself): its report still comes.
+        ev = self.r.native({"task": self.bin + " flood 5; sleep 30", "timeout_ms": 500})
+        ex = exit_event(ev)
+        self.assertEqual(ex.get("status"), "timeout", ex)
+        self.assertEqual(ex.get("denied"), {"keyctl": 5}, ex)
+
     def test_distinct_syscalls_bounded(self):
         # 1001 syscall numbers no kernel has: the report names at most 64, sums the rest.
         ev, ex = self.native(self.bin + " spread 500 1500")
