@@ -19,6 +19,7 @@ PURE_SRCS := runner/core/util.c runner/core/error.c runner/core/log.c runner/cor
 	     runner/http/h1parse.c runner/http/sse.c runner/http/body.c runner/relay/hop.c \
 	     runner/relay/splice.c \
 	     runner/model/chatstream.c runner/confine/seccomp.c runner/confine/seccomp_cache.c \
+	     runner/confine/seccomp_notify.c \
 	     runner/model/engine_events.c runner/model/engine_codex.c runner/model/engine_claude.c \
 	     runner/model/engine_parse.c \
 	     runner/model/usage.c runner/model/budget.c runner/model/wire.c \

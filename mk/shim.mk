@@ -13,7 +13,7 @@
 SHIM_SRCS := runner/shim/main.c runner/task/spawn.c runner/task/shimwire.c \
 	     runner/task/proctree.c runner/confine/confine.c runner/confine/caps.c \
 	     runner/confine/landlock.c runner/confine/seccomp.c runner/confine/netdeny.c \
-	     runner/confine/ptracedeny.c \
+	     runner/confine/ptracedeny.c runner/confine/seccomp_notify.c \
 	     runner/core/signals.c runner/core/procfs.c runner/core/closefds.c
 SHIM_HDRS := $(wildcard runner/*/*.h)
 SHIM_MUSL := $(shell command -v musl-gcc 2>/dev/null)

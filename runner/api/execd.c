@@ -180,6 +180,21 @@ static int on_line(void *arg, const char *line, size_t len)
 	return 0;
 }
 
+/* What the seccomp policy refused the command (docs/api.md "Refusals"), when anything:
+ * "denied":{"ptrace":3}, in its terminal event. */
+static void ev_denied(struct execd_stream *es, const struct task *t)
+{
+	if (!t->denied)
+		return;
+	char *d = json_dumps(t->denied, JSON_COMPACT | JSON_SORT_KEYS);
+	if (!d)
+		return;
+	buf_append_lit(&es->hs.out, "\"denied\":");
+	buf_append_str(&es->hs.out, d);
+	buf_append_lit(&es->hs.out, ",");
+	free(d);
+}
+
 static void ev_terminal(struct execd_stream *es, struct task *t)
 {
 	uint64_t ts = now_ms();
@@ -202,6 +217,7 @@ static void ev_terminal(struct execd_stream *es, struct task *t)
 		buf_appendf(&es->hs.out, "\"execution_time\":%llu,\"eid\":%llu,",
 			    (unsigned long long)(t->finished_ms - t->started_ms),
 			    (unsigned long long)eid);
+		ev_denied(es, t);
 		ev_end(es, ts);
 		return;
 	}
@@ -219,6 +235,7 @@ static void ev_terminal(struct execd_stream *es, struct task *t)
 		    t->exit_code ? t->exit_code : 124);
 	buf_append_json_str(&es->hs.out, trace, strlen(trace));
 	buf_appendf(&es->hs.out, "]},\"eid\":%llu,", (unsigned long long)eid);
+	ev_denied(es, t);
 	ev_end(es, ts);
 }
 
@@ -660,6 +677,8 @@ enum MHD_Result api_command_status(struct http_req *req)
 		iso_time_ms(finished, sizeof(finished), t->finished_ms);
 		json_object_set_new(o, "exit_code", json_integer(t->exit_code));
 		json_object_set_new(o, "finished_at", json_string(finished));
+		if (t->denied)
+			json_object_set(o, "denied", t->denied);
 		if (t->exit_code != 0) {
 			char e[64];
 			if (t->term_signal)

@@ -519,6 +519,8 @@ enum MHD_Result api_task_get(struct http_req *req)
 				    json_integer((json_int_t)(t->finished_ms - t->started_ms)));
 		if (t->term_signal)
 			json_object_set_new(o, "signal", json_integer(t->term_signal));
+		if (t->denied)
+			json_object_set(o, "denied", t->denied);
 	}
 	json_t *left = task_left_behind_json(t);
 	if (left)

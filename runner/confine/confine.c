@@ -119,11 +119,11 @@ static _Noreturn void die(const char *step, const char *what, int err, int code)
 	_exit(code);
 }
 
-int confine_close_fds(const struct confine_policy *pol, int lowfd, int keep)
+int confine_close_fds(const struct confine_policy *pol, int lowfd, int keep, int keep2)
 {
-	int k[3] = {pol->enabled ? pol->landlock_ruleset_fd : -1,
-		    pol->enabled ? pol->landlock.root_ruleset_fd : -1, keep};
-	return closefds_except(lowfd, k, 3);
+	int k[4] = {pol->enabled ? pol->landlock_ruleset_fd : -1,
+		    pol->enabled ? pol->landlock.root_ruleset_fd : -1, keep, keep2};
+	return closefds_except(lowfd, k, 4);
 }
 
 /* The runner's pipes belong to root with mode 0600, so a task could not
@@ -184,8 +184,10 @@ _Noreturn void confine_exec(const struct confine_plan *plan)
 			  : same_uid && pol->landlock.root_ruleset_fd >= 0
 				  ? pol->landlock.root_ruleset_fd
 				  : pol->landlock_ruleset_fd;
-	int keep[2] = {ll_fd, plan->cgroup_procs_fd};
-	rc = closefds_except(plan->nkeep_fds, keep, 2);
+	/* The supervisor's fd stays: with a shared fd table (listener_out) closing it here would
+	 * close it for the shim too; it is close-on-exec, so the task never holds it. */
+	int keep[3] = {ll_fd, plan->cgroup_procs_fd, plan->listener_out ? plan->supervisor_fd : -1};
+	rc = closefds_except(plan->nkeep_fds, keep, 3);
 	if (rc < 0)
 		die("close_range", NULL, -rc, 126);
 
@@ -263,7 +265,7 @@ _Noreturn void confine_exec(const struct confine_plan *plan)
 			die("seccomp", "(ptrace without Landlock)", -rc, 126);
 		}
 		/* 8. Last: from here on only the policy's system calls. */
-		if ((rc = seccomp_policy_apply(&pol->seccomp)) < 0)
+		if ((rc = seccomp_policy_apply_notify(&pol->seccomp, plan->listener_out)) < 0)
 			die("seccomp", NULL, -rc, 126);
 	}
 	execve(plan->path, plan->argv, plan->envp);
@@ -355,6 +357,11 @@ int confine_policy_init(struct confine_policy *pol, const struct runner_config *
 	if (pol->seccomp.warning[0])
 		log_warn("seccomp policy", "{s:s,s:s}", "policy", cfg->seccomp_policy, "warning",
 			 pol->seccomp.warning);
+	/* Refusals explained (docs/design.md §5.4.1): the program that notifies the shim. */
+	if (seccomp_policy_notify_build(&pol->seccomp) < 0) {
+		error_set(err, ENOMEM, NULL, "seccomp policy %s", cfg->seccomp_policy);
+		goto fail;
+	}
 
 	const bool per_task_pids = cgroup_has_pids() && cfg->task_pids_max != 0;
 	pol->pids_per_task = per_task_pids ? cfg->task_pids_max : 0;

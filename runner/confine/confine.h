@@ -59,6 +59,11 @@ struct confine_plan {
 	int pdeath_signal;   /* 0, or re-armed after the identity change (which
 			      * clears PR_SET_PDEATHSIG); the child exits if its
 			      * parent is already gone by then */
+	/* Refusals explained (docs/design.md §5.4.1): NULL, or where the child stores the
+	 * seccomp listener fd (-1: none) for its supervisor, which shares the child's memory
+	 * and fd table until execve (the shim's clone). */
+	int *listener_out;
+	int supervisor_fd; /* the supervisor's own fd the child's fd sweep spares (close-on-exec) */
 };
 
 /* Child side: every step of docs/design.md §5.2 in order, then execve. Never returns.
@@ -74,10 +79,10 @@ struct confine_plan {
 _Noreturn void confine_exec(const struct confine_plan *plan);
 
 /* Async-signal-safe: close every fd >= lowfd except the policy's Landlock
- * ruleset fds (the task child still needs one) and `keep` (-1: none). For an
+ * ruleset fds (the task child still needs one), `keep` and `keep2` (-1: none). For an
  * intermediate process between the runner and confine_exec (spawn's shim).
  * Returns 0 or -errno. */
-int confine_close_fds(const struct confine_policy *pol, int lowfd, int keep);
+int confine_close_fds(const struct confine_policy *pol, int lowfd, int keep, int keep2);
 
 /* Parent side, at start: detect Landlock, build the ruleset, compile the
  * seccomp policy from `seccomp_path` (or take its verified cache: beside the

@@ -51,6 +51,12 @@
 #ifndef SECCOMP_FILTER_FLAG_LOG
 #define SECCOMP_FILTER_FLAG_LOG (1UL << 1)
 #endif
+#ifndef SECCOMP_FILTER_FLAG_NEW_LISTENER
+#define SECCOMP_FILTER_FLAG_NEW_LISTENER (1UL << 3)
+#endif
+#ifndef SECCOMP_RET_USER_NOTIF
+#define SECCOMP_RET_USER_NOTIF 0x7fc00000U
+#endif
 #ifndef SECCOMP_FILTER_FLAG_SPEC_ALLOW
 #define SECCOMP_FILTER_FLAG_SPEC_ALLOW (1UL << 2)
 #endif
@@ -727,9 +733,62 @@ int seccomp_policy_apply(const struct seccomp_policy *p)
 	return -errno;
 }
 
+/* The refused set is what the program answers EPERM (the default action of a default-deny
+ * policy, and any rule that says the same): those returns become user notifications, which
+ * the shim answers with EPERM again, so a task sees exactly what the plain program gives it.
+ * Other errnos (clone3's ENOSYS, which every C library falls back from on each thread it
+ * starts) stay answered by the kernel, uncounted. */
+int seccomp_policy_notify_build(struct seccomp_policy *p)
+{
+	const uint32_t eperm = SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA);
+	p->notify_prog.filter = NULL;
+	p->n_notify = 0;
+	if (!p->prog.filter || p->prog.len == 0)
+		return 0;
+	struct sock_filter *f = malloc((size_t)p->prog.len * sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	memcpy(f, p->prog.filter, (size_t)p->prog.len * sizeof(*f));
+	unsigned n = 0;
+	for (unsigned i = 0; i < p->prog.len; i++)
+		if (f[i].code == (BPF_RET | BPF_K) && f[i].k == eperm) {
+			f[i].k = SECCOMP_RET_USER_NOTIF;
+			n++;
+		}
+	if (n == 0) {
+		free(f);
+		return 0;
+	}
+	p->notify_prog.filter = f;
+	p->notify_prog.len = p->prog.len;
+	p->n_notify = n;
+	return 0;
+}
+
+int seccomp_policy_apply_notify(const struct seccomp_policy *p, int *listener)
+{
+	if (listener)
+		*listener = -1;
+	if (!listener || !p->notify_prog.filter)
+		return seccomp_policy_apply(p);
+	struct sock_fprog prog = p->notify_prog;
+	long fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+			  p->flags | SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+	if (fd >= 0) {
+		*listener = (int)fd;
+		return 0;
+	}
+	/* EBUSY: a filter above ours has a listener already (the runner itself supervised);
+	 * EINVAL: a kernel before 5.0. Refusals are then the kernel's, uncounted. */
+	return seccomp_policy_apply(p);
+}
+
 void seccomp_policy_free(struct seccomp_policy *p)
 {
 	free(p->prog.filter);
 	p->prog.filter = NULL;
 	p->prog.len = 0;
+	free(p->notify_prog.filter);
+	p->notify_prog.filter = NULL;
+	p->notify_prog.len = 0;
 }

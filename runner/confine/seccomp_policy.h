@@ -13,6 +13,11 @@ struct seccomp_policy {
 	unsigned n_unknown;     /* names libseccomp knows on no architecture (skipped) */
 	char warning[256];      /* non-fatal problems worth a log line; "" when none */
 	char source[256];       /* where the program came from (seccomp_policy_load_cached) */
+	/* The same program with every "fail with EPERM" return made a user notification
+	 * (SECCOMP_RET_USER_NOTIF): the task's shim answers EPERM and counts the call
+	 * (seccomp_notify.h, docs/design.md §5.4.1). filter NULL: no such return. */
+	struct sock_fprog notify_prog;
+	unsigned n_notify; /* returns turned into notifications */
 };
 
 /* Parse and compile `path`. Returns 0, or -1 with err set: a one-line
@@ -45,5 +50,11 @@ int seccomp_cache_write_file(const char *path, const char *cache_path, struct er
 /* Child side, async-signal-safe: install the precompiled filter.
  * Returns 0 or -errno. */
 int seccomp_policy_apply(const struct seccomp_policy *p);
+/* The same with the notifying program when there is one and listener is not NULL: *listener
+ * is then the listener fd (close-on-exec), or -1 where the kernel refused one (too old, or
+ * a listener is already stacked above us) and the plain program was installed instead. */
+int seccomp_policy_apply_notify(const struct seccomp_policy *p, int *listener);
+/* Parent side, once: build p->notify_prog from p->prog. 0 or -ENOMEM. */
+int seccomp_policy_notify_build(struct seccomp_policy *p);
 
 void seccomp_policy_free(struct seccomp_policy *p);

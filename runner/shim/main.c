@@ -84,7 +84,8 @@ int main(int argc, char **argv, char **envp)
 	setpgid(0, 0);
 
 	static struct confine_policy pol;
-	if (shim_wire_read(policy_fd, &pol, ll, llr) < 0)
+	int report_fd;
+	if (shim_wire_read(policy_fd, &pol, ll, llr, &report_fd) < 0)
 		fail("cannot read the policy");
 	close(policy_fd);
 	struct confine_plan plan = {
@@ -99,6 +100,7 @@ int main(int argc, char **argv, char **envp)
 		.deny_inet = num(argv[9]) != 0,
 		.pdeath_signal = (int)num(argv[10]),
 		.ctty = num(argv[12]) != 0,
+		.supervisor_fd = report_fd,
 	};
 	spawn_shim_signals(&set);
 	spawn_shim_run(&plan, n, linger_fd, &set);

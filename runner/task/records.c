@@ -150,6 +150,7 @@ void task_free(struct task *t)
 	free(t->command);
 	free(t->cwd);
 	free(t->op_key);
+	json_decref(t->denied);
 	free(t);
 }
 

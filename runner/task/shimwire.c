@@ -10,10 +10,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int shim_wire_write(const struct confine_policy *pol)
+int shim_wire_write(const struct confine_policy *pol, int report_fd)
 {
 	uint32_t len = pol->enabled ? pol->seccomp.prog.len : 0;
-	size_t size = sizeof(struct shim_wire) + (size_t)len * sizeof(struct sock_filter);
+	uint32_t nlen =
+		pol->enabled && pol->seccomp.notify_prog.filter ? pol->seccomp.notify_prog.len : 0;
+	size_t size = sizeof(struct shim_wire) + (size_t)(len + nlen) * sizeof(struct sock_filter);
 	struct shim_wire *w = calloc(1, size);
 	if (!w)
 		return -ENOMEM;
@@ -35,6 +37,11 @@ int shim_wire_write(const struct confine_policy *pol)
 	if (len)
 		memcpy(w->seccomp, pol->seccomp.prog.filter,
 		       (size_t)len * sizeof(struct sock_filter));
+	w->notify_len = nlen;
+	w->report_fd = report_fd;
+	if (nlen)
+		memcpy(w->seccomp + len, pol->seccomp.notify_prog.filter,
+		       (size_t)nlen * sizeof(struct sock_filter));
 	int fd = memfd_create("forceai-shim-policy", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	int rc = fd < 0 ? -errno : 0;
 	if (rc == 0 && write(fd, w, size) != (ssize_t)size)
@@ -51,7 +58,7 @@ int shim_wire_write(const struct confine_policy *pol)
 	return fd;
 }
 
-int shim_wire_read(int fd, struct confine_policy *pol, int ll_fd, int ll_root_fd)
+int shim_wire_read(int fd, struct confine_policy *pol, int ll_fd, int ll_root_fd, int *report_fd)
 {
 	struct stat st;
 	if (fstat(fd, &st) < 0)
@@ -62,8 +69,9 @@ int shim_wire_read(int fd, struct confine_policy *pol, int ll_fd, int ll_root_fd
 	if (w == MAP_FAILED)
 		return -errno;
 	if (memcmp(w->magic, SHIM_WIRE_MAGIC, sizeof(w->magic)) || w->size != st.st_size ||
-	    w->n_rlimits > 8 ||
-	    sizeof(*w) + (size_t)w->seccomp_len * sizeof(struct sock_filter) != w->size)
+	    w->n_rlimits > 8 || w->notify_len > w->seccomp_len ||
+	    sizeof(*w) + (size_t)(w->seccomp_len + w->notify_len) * sizeof(struct sock_filter) !=
+		    w->size)
 		return -EINVAL;
 	memset(pol, 0, sizeof(*pol));
 	pol->enabled = w->enabled;
@@ -80,6 +88,10 @@ int shim_wire_read(int fd, struct confine_policy *pol, int ll_fd, int ll_root_fd
 	pol->seccomp.prog.len = (unsigned short)w->seccomp_len;
 	pol->seccomp.prog.filter = (struct sock_filter *)w->seccomp;
 	memcpy(pol->netdeny.insns, w->netdeny, sizeof(pol->netdeny.insns));
+	pol->seccomp.notify_prog.len = (unsigned short)w->notify_len;
+	pol->seccomp.notify_prog.filter =
+		w->notify_len ? (struct sock_filter *)w->seccomp + w->seccomp_len : NULL;
+	*report_fd = w->report_fd;
 	pol->landlock_ruleset_fd = pol->landlock.ruleset_fd = ll_fd;
 	pol->landlock.root_ruleset_fd = ll_root_fd;
 	return 0;

@@ -28,12 +28,16 @@ struct shim_wire {
 	uint32_t n_rlimits;
 	struct shim_wire_rlimit rlimits[8];
 	uint32_t seccomp_flags, seccomp_len;
+	/* Refusals explained (docs/design.md §5.4.1): the notifying program's length (0: none),
+	 * its instructions after the plain program's; the runner's report socket (-1: none). */
+	uint32_t notify_len;
+	int32_t report_fd;
 	struct sock_filter netdeny[NETDENY_LEN];
-	struct sock_filter seccomp[]; /* seccomp_len instructions */
+	struct sock_filter seccomp[]; /* seccomp_len + notify_len instructions */
 };
 
 /* Runner side: the policy as a sealed memfd (close-on-exec; the spawn
  * child keeps it open for the shim). The fd or -errno. */
-int shim_wire_write(const struct confine_policy *pol);
-/* Shim side: map fd and fill pol (landlock fds as given). 0 or -errno. */
-int shim_wire_read(int fd, struct confine_policy *pol, int ll_fd, int ll_root_fd);
+int shim_wire_write(const struct confine_policy *pol, int report_fd);
+/* Shim side: map fd and fill pol (landlock fds as given) and *report_fd. 0 or -errno. */
+int shim_wire_read(int fd, struct confine_policy *pol, int ll_fd, int ll_root_fd, int *report_fd);

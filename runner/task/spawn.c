@@ -11,6 +11,7 @@
 #include <sys/prctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/ptrace.h>
@@ -18,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "confine/seccomp_notify.h"
 #include "task/proctree.h"
 #include "task/shimwire.h"
 #include "core/closefds.h"
@@ -135,6 +137,42 @@ static void drop_stdio(int n)
 	}
 }
 
+/* The task shares our memory until its execve (CLONE_VM|CLONE_VFORK, we are suspended
+ * meanwhile): no copy of the address space, no copy-on-write faults after. Its stack is
+ * tc's array; confine_exec uses only system calls and its own frame, and no signal handler
+ * can run in it (there are none: dispositions are default or ignored).
+ * Refusals explained (docs/design.md §5.4.1): the child installs the notifying filter and
+ * leaves its listener in our shared fd table (CLONE_FILES until its execve, which unshares
+ * the table and closes the close-on-exec listener on the task's side only). */
+static pid_t start_task(struct confine_plan *plan, struct task_child *tc, int *listener)
+{
+	const struct seccomp_policy *sp = &plan->policy->seccomp;
+	bool notify = plan->policy->enabled && sp->notify_prog.filter && plan->supervisor_fd >= 0 &&
+		      fcntl(plan->supervisor_fd, F_SETFD, FD_CLOEXEC) == 0;
+	*listener = -1;
+	plan->listener_out = notify ? listener : NULL;
+	return clone(task_child_main, tc->stack + sizeof(tc->stack),
+		     CLONE_VM | CLONE_VFORK | (notify ? CLONE_FILES : 0) | SIGCHLD, tc);
+}
+
+/* The main process is gone: nothing of its tree may outlive it. */
+static void end_tree(void)
+{
+	for (;;) {
+		bool dummy = false;
+		int st;
+		reap_all(-1, &dummy, &st);
+		/* As subreaper, no child means no descendant at all: the common
+		 * case ends here without walking /proc. */
+		pid_t p = waitpid(-1, &st, WNOHANG | __WALL);
+		if (p < 0 && errno == ECHILD)
+			break;
+		proctree_kill_descendants(getpid(), SIGKILL);
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+	}
+}
+
 /* The shim's life once its fds are in place (0..n-1 the task's, the
  * Landlock rulesets and cgroup procs file kept): start the task, wait,
  * take the rest of the tree down, exit like the task. `set` is blocked. */
@@ -144,23 +182,18 @@ _Noreturn void spawn_shim_run(struct confine_plan *plan, int n, int linger_fd, c
 	if (linger_fd >= 0 && fcntl(linger_fd, F_SETFD, FD_CLOEXEC) < 0)
 		_exit(126);
 
-	/* The task shares our memory until its execve (CLONE_VM|CLONE_VFORK,
-	 * we are suspended meanwhile): no copy of the address space, no
-	 * copy-on-write faults after. Its stack is this array; confine_exec
-	 * uses only system calls and its own frame, and no signal handler can
-	 * run in it (there are none: dispositions are default or ignored). */
 	struct task_child tc = {.plan = plan};
-	pid_t task = clone(task_child_main, tc.stack + sizeof(tc.stack),
-			   CLONE_VM | CLONE_VFORK | SIGCHLD, &tc);
-	if (task < 0)
-		_exit(126);
+	static struct seccomp_denied den;
+	int listener;
+	pid_t task = start_task(plan, &tc, &listener);
+	seccomp_denied_init(&den, listener, plan->supervisor_fd);
 	drop_stdio(n);
 
 	bool done = false, terminating = false, lingering = false;
 	int status = 0;
 	for (;;) {
 		siginfo_t si;
-		int sig = sigwaitinfo(set, &si);
+		int sig = seccomp_denied_wait(&den, set, &si);
 		if (sig < 0)
 			continue;
 		if (sig == SIGCHLD) {
@@ -185,6 +218,8 @@ _Noreturn void spawn_shim_run(struct confine_plan *plan, int n, int linger_fd, c
 		 * under this subreaper unless the request asked for the whole
 		 * tree to end with the main process (docs/design.md §4.11). */
 		if (done && !terminating && !lingering && linger_fd >= 0 && has_children()) {
+			/* The report first: the runner reads it with the status. */
+			seccomp_denied_send(&den);
 			report_linger(linger_fd, status);
 			linger_fd = -1;
 			lingering = true;
@@ -198,20 +233,10 @@ _Noreturn void spawn_shim_run(struct confine_plan *plan, int n, int linger_fd, c
 	}
 	if (linger_fd >= 0)
 		close(linger_fd); /* EOF: nothing was left behind */
-	/* The main process is gone: nothing of its tree may outlive it. */
-	for (;;) {
-		bool dummy = false;
-		int st;
-		reap_all(-1, &dummy, &st);
-		/* As subreaper, no child means no descendant at all: the common
-		 * case ends here without walking /proc. */
-		pid_t p = waitpid(-1, &st, WNOHANG | __WALL);
-		if (p < 0 && errno == ECHILD)
-			break;
-		proctree_kill_descendants(getpid(), SIGKILL);
-		struct timespec ts = {0, 1000000};
-		nanosleep(&ts, NULL);
-	}
+	end_tree();
+	/* Before we exit: the runner reads it as it reaps us (sent already if we lingered). */
+	if (!lingering)
+		seccomp_denied_send(&den);
 	exit_like(status);
 }
 
@@ -246,7 +271,7 @@ static _Noreturn void shim_main(struct confine_plan *plan, const struct spawn_io
 	/* The Landlock ruleset and the cgroup leaf's procs file stay open:
 	 * the task uses both (a closed procs file would fail every task with
 	 * EBADF where cgroup v2 is delegated). */
-	if (confine_close_fds(plan->policy, keep, plan->cgroup_procs_fd) < 0)
+	if (confine_close_fds(plan->policy, keep, plan->cgroup_procs_fd, plan->supervisor_fd) < 0)
 		closefds_by_hand((unsigned)keep, ~0U);
 	spawn_shim_run(plan, n, linger_fd, &set);
 }
@@ -255,11 +280,31 @@ static _Noreturn void shim_main(struct confine_plan *plan, const struct spawn_io
 
 extern const char spawn_shim_elf[], spawn_shim_elf_end[];
 
+/* The report socket, out of the way of the stdio dup2s in the spawn child (0..4). */
+static void report_socket(struct spawn_shim *sh)
+{
+	int sv[2];
+	sh->report_rd = sh->report_wr = -1;
+	if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0)
+		return;
+	sh->report_rd = sv[0];
+	sh->report_wr = fcntl(sv[1], F_DUPFD_CLOEXEC, 64);
+	close(sv[1]);
+	/* Only shims write: the runner's end never sends. */
+	if (sh->report_wr < 0 || shutdown(sh->report_rd, SHUT_WR) < 0) {
+		if (sh->report_wr >= 0)
+			close(sh->report_wr);
+		close(sh->report_rd);
+		sh->report_rd = sh->report_wr = -1;
+	}
+}
+
 int spawn_shim_init(struct spawn_shim *sh, const struct confine_policy *pol)
 {
 	sh->exe_fd = sh->policy_fd = -1;
 	sh->disabled = false;
 	sh->child = NULL;
+	report_socket(sh);
 	size_t len = (size_t)(spawn_shim_elf_end - spawn_shim_elf);
 	if (len < 64 || memcmp(spawn_shim_elf, "\177ELF", 4))
 		return -ENOEXEC;
@@ -285,7 +330,7 @@ int spawn_shim_init(struct spawn_shim *sh, const struct confine_policy *pol)
 		close(fd);
 		return rc;
 	}
-	int pfd = shim_wire_write(pol);
+	int pfd = shim_wire_write(pol, sh->report_wr);
 	if (pfd < 0) {
 		close(fd);
 		return pfd;
@@ -314,6 +359,11 @@ void spawn_shim_free(struct spawn_shim *sh)
 	if (sh->policy_fd >= 0)
 		close(sh->policy_fd);
 	sh->exe_fd = sh->policy_fd = -1;
+	if (sh->report_rd >= 0)
+		close(sh->report_rd);
+	if (sh->report_wr >= 0)
+		close(sh->report_wr);
+	sh->report_rd = sh->report_wr = -1;
 	free(sh->child);
 	sh->child = NULL;
 }
@@ -322,7 +372,7 @@ struct exec_child {
 	const struct spawn_shim *shim;
 	const struct spawn_io *io;
 	char *const *argv, *const *envp;
-	int keep[4];
+	int keep[5];
 	int err_fd; /* write end of a close-on-exec pipe: errno when exec fails */
 	int err;    /* set by the child when it could not exec (shared memory) */
 	_Alignas(16) char stack[16 * 1024];
@@ -348,13 +398,14 @@ static int exec_child_main(void *arg)
 		exec_child_fail(c, -n);
 	if (c->io->linger_fd >= 0)
 		n++; /* the status pipe, right after the task's fds */
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 5; i++)
 		if (c->keep[i] >= 0 && fcntl(c->keep[i], F_SETFD, 0) < 0)
 			exec_child_fail(c, errno);
 	if (c->err_fd >= 0 && c->err_fd < n)
 		c->err_fd = -1; /* placed over by the task's stdio: the memory tells */
-	int keep[6] = {c->keep[0], c->keep[1], c->keep[2], c->keep[3], c->shim->exe_fd, c->err_fd};
-	if (closefds_except(n, keep, 6) < 0)
+	int keep[7] = {c->keep[0], c->keep[1],      c->keep[2], c->keep[3],
+		       c->keep[4], c->shim->exe_fd, c->err_fd};
+	if (closefds_except(n, keep, 7) < 0)
 		closefds_by_hand((unsigned)n,
 				 ~0U); /* cannot spare the exe fd here: exec then fails */
 	syscall(SYS_execveat, c->shim->exe_fd, "", c->argv, c->envp, AT_EMPTY_PATH);
@@ -417,6 +468,7 @@ static pid_t spawn_exec(struct spawn_shim *sh, struct confine_plan *plan, const 
 	c->keep[1] = ll;
 	c->keep[2] = llr;
 	c->keep[3] = plan->cgroup_procs_fd;
+	c->keep[4] = sh->report_wr;
 	c->err_fd = -1;
 	c->err = 0;
 	int errpipe[2];
@@ -457,6 +509,8 @@ static pid_t spawn_exec(struct spawn_shim *sh, struct confine_plan *plan, const 
 
 pid_t spawn_task(struct spawn_shim *sh, struct confine_plan *plan, const struct spawn_io *io)
 {
+	plan->supervisor_fd = sh ? sh->report_wr : -1;
+	plan->listener_out = NULL;
 	if (sh && sh->exe_fd >= 0 && !sh->disabled) {
 		pid_t pid = spawn_exec(sh, plan, io);
 		if (pid > 0)

@@ -43,6 +43,10 @@ struct spawn_shim {
 	int exe_fd;    /* sealed memfd holding the shim binary; -1: none */
 	int policy_fd; /* sealed memfd with the policy (shimwire.h) */
 	bool disabled; /* exec failed once: fork from then on */
+	/* Refusals explained (confine/seccomp_notify.h): every shim sends its task's report on
+	 * report_wr (a datagram socket pair, close-on-exec, never the task's); the runner reads
+	 * report_rd as it reaps. -1: none (then no refusal is counted). */
+	int report_rd, report_wr;
 	int disabled_errno;
 	/* The exec child's record and stack, made at the first spawn and kept:
 	 * a fresh 20 KiB one per task was an mmap, page faults on its zeroing

@@ -6,9 +6,11 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include "confine/cgroup.h"
+#include "confine/seccomp_notify.h"
 #include "core/audit.h"
 #include "core/log.h"
 #include "core/runner.h"
@@ -245,6 +247,42 @@ static void linger_begin(struct task *t, int status)
 	task_output_discard(t);
 }
 
+/* The shims' refusal reports (confine/seccomp_notify.h) waiting on the socket: each to its
+ * task by the shim's pid. A shim sends before it exits (or, when it keeps left-behind
+ * processes, before it reports the main process's status), so its own is here then; a task refused
+ * nothing sent none, and this is one empty read. */
+static void denied_drain(struct runner *r)
+{
+	int fd = r->tasks->shim.report_rd;
+	if (fd < 0)
+		return;
+	for (;;) {
+		struct seccomp_denied_msg m;
+		ssize_t n = recv(fd, &m, sizeof(m), MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return; /* EAGAIN: all read */
+		pid_t pid;
+		json_t *d = seccomp_denied_decode(&m, (size_t)n, &pid);
+		if (!d) {
+			log_warn("a malformed refusal report was dropped", "{s:i}", "bytes",
+				 (int)n);
+			continue;
+		}
+		struct task *t = NULL;
+		for (struct task *c = r->tasks->head; c; c = c->next)
+			if (c->shim_pid == pid && !c->finished && !c->driver)
+				t = c;
+		if (t) {
+			json_decref(t->denied);
+			t->denied = d;
+		} else {
+			json_decref(d);
+		}
+	}
+}
+
 void task_on_linger(struct loop *loop, struct loop_watch *w, uint32_t events)
 {
 	(void)loop;
@@ -255,8 +293,11 @@ void task_on_linger(struct loop *loop, struct loop_watch *w, uint32_t events)
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
 	task_linger_close(t); /* one status at most, or EOF: nothing was left behind */
-	if (n == (ssize_t)sizeof(status) && t->proc_running && !t->finished)
+	if (n == (ssize_t)sizeof(status) && t->proc_running && !t->finished) {
+		/* The shim sent its refusal report before the status: the exit event has it. */
+		denied_drain(t->r);
 		linger_begin(t, status);
+	}
 }
 
 void task_on_exit(void *arg, pid_t pid, int status)
@@ -264,6 +305,7 @@ void task_on_exit(void *arg, pid_t pid, int status)
 	(void)pid;
 	struct task *t = arg;
 	task_linger_close(t);
+	denied_drain(t->r);
 	t->proc_running = false;
 	if (t->lingering) {
 		/* The last left-behind process is gone (or was stopped): the record
@@ -338,6 +380,8 @@ static json_t *exit_json(struct task *t)
 		json_object_set_new(o, "signal", json_integer(t->term_signal));
 		json_object_set_new(o, "signal_name", json_string(signal_name(t->term_signal)));
 	}
+	if (t->denied)
+		json_object_set(o, "denied", t->denied);
 	return o;
 }
 

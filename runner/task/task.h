@@ -244,6 +244,10 @@ struct task {
 
 	struct task *next, *prev; /* in the table */
 	bool linked;
+	/* What the seccomp policy refused it, {"syscall": count} from its shim's report
+	 * (docs/design.md §5.4.1); NULL when nothing was refused. In its exit event, the audit
+	 * trail's "task ended" and the APIs' views of it. */
+	json_t *denied;
 	const char *audit_door; /* its door in the audit trail (static string) */
 	uint64_t audit_seq;     /* the seq of its "task started" event (0: none) */
 };

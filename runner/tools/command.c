@@ -36,6 +36,21 @@ static void command_stop(struct tool_call *c)
 	tool_outcap_free(&c->err);
 }
 
+/* What the seccomp policy refused the command, for the agent to change course on: "denied"
+ * in the structured result, a line in the text ("refused by the seccomp policy: ptrace (3)"). */
+static void denied_note(const struct task *t, struct tool_result *res)
+{
+	if (!t->denied || !res->structured)
+		return;
+	json_object_set(res->structured, "denied", t->denied);
+	buf_append_lit(&res->text, "refused by the seccomp policy (EPERM):");
+	const char *name;
+	json_t *n;
+	json_object_foreach(t->denied, name, n)
+		buf_appendf(&res->text, " %s (%lld)", name, (long long)json_integer_value(n));
+	buf_append_lit(&res->text, "\n");
+}
+
 static void result(struct tool_call *c)
 {
 	struct task *t = c->child;
@@ -63,6 +78,7 @@ static void result(struct tool_call *c)
 					    tool_outcap_truncated(&c->err));
 	buf_free(&o);
 	buf_free(&e);
+	denied_note(t, res);
 }
 
 static void changes_failed(struct tool_call *c, const struct error *e)
