@@ -186,8 +186,10 @@ _Noreturn void confine_exec(const struct confine_plan *plan)
 				  : pol->landlock_ruleset_fd;
 	/* The supervisor's fd stays: with a shared fd table (listener_out) closing it here would
 	 * close it for the shim too; it is close-on-exec, so the task never holds it. */
-	int keep[3] = {ll_fd, plan->cgroup_procs_fd, plan->listener_out ? plan->supervisor_fd : -1};
-	rc = closefds_except(plan->nkeep_fds, keep, 3);
+	/* With a listener the fd table is the supervisor's too (CLONE_FILES): spare its fds. */
+	int keep[4] = {ll_fd, plan->cgroup_procs_fd, plan->listener_out ? plan->supervisor_fd : -1,
+		       plan->listener_out ? plan->supervisor_fd2 : -1};
+	rc = closefds_except(plan->nkeep_fds, keep, 4);
 	if (rc < 0)
 		die("close_range", NULL, -rc, 126);
 

@@ -64,6 +64,7 @@ struct confine_plan {
 	 * and fd table until execve (the shim's clone). */
 	int *listener_out;
 	int supervisor_fd; /* the supervisor's own fd the child's fd sweep spares (close-on-exec) */
+	int supervisor_fd2; /* another (the shim's status pipe, task/spawn.h), or -1 */
 };
 
 /* Child side: every step of docs/design.md §5.2 in order, then execve. Never returns.

@@ -181,6 +181,7 @@ _Noreturn void spawn_shim_run(struct confine_plan *plan, int n, int linger_fd, c
 	plan->nkeep_fds = n;
 	if (linger_fd >= 0 && fcntl(linger_fd, F_SETFD, FD_CLOEXEC) < 0)
 		_exit(126);
+	plan->supervisor_fd2 = linger_fd; /* the task's fd sweep must not close it in our table */
 
 	struct task_child tc = {.plan = plan};
 	static struct seccomp_denied den;

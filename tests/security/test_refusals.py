@@ -49,6 +49,18 @@ class Refusals(RunnerTest):
         self.assertEqual(ended[0].get("denied"), {"keyctl": 3})
         self.assertEqual(len(au["events"]), 2, au)  # started, ended
 
+    def test_a_command_that_leaves_a_process_behind_reports_its_refusals(self):
+        # Its exit event comes when the main process exits while a sleeper runs on under the
+        # shim (design §4.11): the report must come with it, not at the shim's end.
+        ev, ex = self.native(self.bin + " flood 2; sleep 30 >/dev/null 2>&1 &")
+        self.assertEqual(ex.get("denied"), {"keyctl": 2}, ex)
+        tid = next(e for e in ev if e.get("event") == "started")["data"]["task_id"]
+        st, rec = self.r.json("GET", "/v1/tasks/" + tid)
+        self.assertTrue(rec.get("left_behind"), rec)
+        self.assertEqual(rec.get("denied"), {"keyctl": 2}, rec)
+        st, _ = self.r.json("DELETE", "/v1/tasks/" + tid)
+        self.assertIn(st, (200, 202))
+
     def test_refused_nothing_has_no_denied_field(self):
         for cmd in ("true", "echo hi; ls / >/dev/null"):
             ev, ex = self.native(cmd)
