@@ -253,20 +253,39 @@ class ConfigFromTrustedPlaces(unittest.TestCase):
                     self.assert_refused(p, path, why)
 
     def test_a_task_symlink_in_a_sticky_directory_is_refused(self):
-        # Sticky /tmp: a task cannot replace root's entries there, but a link it made is its.
-        good = self.plant("good/mcp.json", '{"mcpServers": {}}')
-        link = os.path.join(self.d, "sticky", "mcp.json")
-        os.makedirs(os.path.dirname(link))
-        os.chmod(os.path.dirname(link), 0o1777)
-        os.symlink(good, link)
-        os.lchown(link, TASK, TASK)
-        p = self.start(["--mcp-servers", link])
-        self.assert_refused(p, link, "is owned by uid 1000, a task's")
-        # The same link made by root is fine: a task may not swap it in a sticky directory.
-        os.lchown(link, 0, 0)
-        r = Runner(["--mcp-servers", link])
-        self.assertEqual(r.stop(), 0, r.logtext()[-2000:])
-        r.close()
+        # Sticky /tmp: a task cannot replace root's entries there, but a link it made is its:
+        # the file the link reaches is root's, the redirection is the task's.
+        lc = "[[periodic]]\nname = 'x'\nintervalSeconds = 60\ncommand = 'true'\n"
+        sticky = os.path.join(self.d, "sticky")
+        os.makedirs(sticky)
+        os.chmod(sticky, 0o1777)
+        kinds = [
+            ("--mcp-servers", "mcp.json", '{"mcpServers": {}}',
+             lambda link: (["--mcp-servers", link], {})),
+            ("EXECD_LIFECYCLE_CONFIG", "lifecycle.toml", lc,
+             lambda link: ([], {"EXECD_LIFECYCLE_CONFIG": link})),
+            ("--token-file", "token", "tok-linked\n",
+             lambda link: (["--token-file", link], {})),
+        ]
+        for label, name, text, use in kinds:
+            with self.subTest(file=label):
+                good = self.plant("good/" + name, text,
+                                  mode=0o600 if label == "--token-file" else 0o644)
+                link = os.path.join(sticky, name)
+                os.symlink(good, link)
+                os.lchown(link, TASK, TASK)
+                args, env = use(link)
+                p = self.start(args, env)
+                self.assert_refused(p, link, "is owned by uid 1000, a task's")
+                if label == "EXECD_LIFECYCLE_CONFIG":
+                    continue  # its reader opens it O_NOFOLLOW: no link is taken (rtinit.c)
+                # The same link made by root is fine: a task may not swap it in a sticky
+                # directory.
+                os.lchown(link, 0, 0)
+                r = Runner(args, env=env, token="tok-linked" if label == "--token-file"
+                           else None)
+                self.assertEqual(r.stop(), 0, r.logtext()[-2000:])
+                r.close()
 
     def test_trusted_places_still_start(self):
         # Root's files in root's directories (under a writable root and outside), the
