@@ -903,6 +903,8 @@ enum MHD_Result code_exec_start(struct http_req *req, struct code_ctx *c, const 
 	x->ctx = c;
 	snprintf(x->ctx_id, sizeof(x->ctx_id), "%s", c->id);
 	x->start_mono = x->last_event_mono = monotonic_ms();
+	if (flavor == CODE_EXECD) /* first, before a note exec_begin may add */
+		ev_text(x, "init", c->id, strlen(c->id));
 	if (busy) {
 		/* As a kernel does: it runs once those before it are over. */
 		x->queued = true;
@@ -919,8 +921,6 @@ enum MHD_Result code_exec_start(struct http_req *req, struct code_ctx *c, const 
 		exec_free(x);
 		return http_fail(req, &err);
 	}
-	if (flavor == CODE_EXECD)
-		ev_text(x, "init", c->id, strlen(c->id));
 	return http_stream_start(req, &x->hs, &exec_ops,
 				 flavor == CODE_EXECD ? "text/event-stream"
 						      : "application/x-ndjson");

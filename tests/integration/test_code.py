@@ -258,6 +258,26 @@ class CodeApi(RunnerTest):
         ev = self.run_code(cid, "1 + 1")
         self.assertEqual(self.of(ev, "result")[0]["results"]["text/plain"], "2")
 
+    def test_an_interpreter_killed_between_executions_is_said(self):
+        """Killed while no execution streams (a task, the OOM killer): the next execution is
+        told on stderr that the state is gone, instead of a bare NameError (docs/design.md
+        §11.6)."""
+        cid = self.ctx()
+        self.run_code(cid, "z = 1")
+        st, c = self.r.json("GET", "/code/contexts/" + cid)
+        self.assertEqual(st, 200, c)
+        st, _, _ = self.r.request("DELETE", "/v1/tasks/" + c["task_id"])
+        self.assertIn(st, (200, 202, 204))
+        deadline = time.monotonic() + slow(10)
+        while time.monotonic() < deadline and self.r.json(
+                "GET", "/code/contexts/" + cid)[1].get("task_id"):
+            time.sleep(0.05)
+        ev = self.run_code(cid, "z")
+        err = "".join(e.get("text", "") for e in self.of(ev, "stderr"))
+        self.assertIn("while no execution was streaming", err, ev)
+        self.assertIn("its state is lost", err, ev)
+        self.assertEqual(self.of(ev, "error")[0]["error"]["ename"], "NameError", ev)
+
     def test_killed_by_signal(self):
         cid = self.ctx()
         ev = self.run_code(cid, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)",
