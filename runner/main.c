@@ -1,5 +1,6 @@
 /* forceai-runner: init (PID 1 or subreaper) and task endpoint of a box. */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,7 @@
 #include "task/session.h"
 #include "core/signals.h"
 #include "core/statedir.h"
+#include "core/trustfile.h"
 #include "core/audit.h"
 #include "core/auditotlp.h"
 #include "core/ping.h"
@@ -349,9 +351,25 @@ static int setup_state_dir(struct runner *r, struct error *err)
 	return 0;
 }
 
-/* A start-up failure: one line on stderr, exit status 1. */
-/* Exit 1, or 2 when the failure is bad configuration found only once a
- * file was parsed (docs/configuration.md, Exit status). */
+/* The files read as configuration at start come from where no task could
+ * have written them (docs/design.md §14.10): once the mode, the task user
+ * and the roots Landlock keeps tasks to are known, before anything reads
+ * them but the token files (read and dropped from memory at parse time). */
+static int check_trusted_config(struct runner *r, struct error *err)
+{
+	struct trust_scope scope = {
+		.runner_uid = geteuid(),
+		.task_uid = r->cfg.task_uid,
+		.shared_uid = !r->policy->caps.privileged,
+		.root_tasks = r->cfg.allow_root_tasks,
+		.roots = r->task_write_roots,
+	};
+	char buf[PATH_MAX];
+	return trust_check_config(&r->cfg, &scope, rtinit_config_file(buf, sizeof(buf)), err);
+}
+
+/* A start-up failure: one line on stderr; exit 1, or 2 when the failure is bad
+ * configuration found only once a file was parsed (docs/configuration.md, Exit status). */
 static int start_failed(const struct error *err)
 {
 	fprintf(stderr, "forceai-runner: %s\n", err->msg);
@@ -397,13 +415,6 @@ int main(int argc, char **argv)
 		config_free(&r->cfg);
 		return 2;
 	}
-	if (r->cfg.mcp_servers && mcp_upstream_load(r, r->cfg.mcp_servers, &err) < 0) {
-		fprintf(stderr, "forceai-runner: %s\n", err.msg);
-		mcp_upstream_free(r);
-		config_free(&r->cfg);
-		return 2;
-	}
-	mcp_upstream_on_change(r, mcp_notify_tools_changed);
 
 	if (r->cfg.write_seccomp_cache) {
 		char out[4096];
@@ -484,6 +495,18 @@ int main(int argc, char **argv)
 		fprintf(stderr, "forceai-runner: %s\n", err.msg);
 		return 2;
 	}
+	if (check_trusted_config(r, &err) < 0) {
+		fprintf(stderr, "forceai-runner: %s\n", err.msg);
+		return 2; /* configuration refused: exit 2 (docs/configuration.md) */
+	}
+	/* Read once trusted (a bad file is a configuration error too). */
+	if (r->cfg.mcp_servers && mcp_upstream_load(r, r->cfg.mcp_servers, &err) < 0) {
+		fprintf(stderr, "forceai-runner: %s\n", err.msg);
+		mcp_upstream_free(r);
+		config_free(&r->cfg);
+		return 2;
+	}
+	mcp_upstream_on_change(r, mcp_notify_tools_changed);
 	/* The files API acts with the task user's file-system identity; our own
 	 * supplementary groups must not widen it. */
 	if (files_init() < 0) {

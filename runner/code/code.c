@@ -58,6 +58,8 @@ static const struct code_lang {
  * takes seconds in a busy box) finds no handler and kills it. The start-up
  * has this bound of its own. */
 #define CODE_START_MAX_MS 60000
+/* Executions that may wait behind a busy context. */
+#define CODE_QUEUE_MAX 4
 
 struct code_exec {
 	struct http_stream hs; /* first: the stream ops get it */
@@ -71,6 +73,11 @@ struct code_exec {
 	bool ping_due;
 	uint64_t interrupted_mono; /* the execution timeout's SIGINT (0: none) */
 	uint64_t ready_mono;       /* its interpreter was ready (0: not yet) */
+	/* Waiting in its context's queue: the request line not yet sent. */
+	bool queued;
+	char *request;
+	size_t request_len;
+	struct code_exec *qnext;
 };
 
 static struct code_table *table(struct runner *r)
@@ -243,15 +250,24 @@ static void ev_complete(struct code_exec *x)
 
 /* ---- the execution a context runs ---- */
 
+/* The context may take the next execution: the first waiting one's stream
+ * starts it when it next produces (x_produce). */
+static void queue_wake(struct code_ctx *c)
+{
+	if (c->queue && !c->exec && !c->draining)
+		http_stream_wake(&c->queue->hs);
+}
+
 static void exec_detach(struct code_ctx *c)
 {
 	struct code_exec *x = c->exec;
 	c->exec = NULL;
 	c->last_used_mono = monotonic_ms();
-	if (!x)
-		return;
-	x->ctx = NULL;
-	http_stream_wake(&x->hs);
+	if (x) {
+		x->ctx = NULL;
+		http_stream_wake(&x->hs);
+	}
+	queue_wake(c);
 }
 
 /* The execution ends here, not by the driver (the interpreter died, the
@@ -264,6 +280,31 @@ static void exec_abort(struct code_ctx *c, const char *ename, const char *evalue
 		ev_complete(x);
 	}
 	exec_detach(c);
+}
+
+static void queue_unlink(struct code_ctx *c, struct code_exec *x)
+{
+	for (struct code_exec **p = &c->queue; *p; p = &(*p)->qnext)
+		if (*p == x) {
+			*p = x->qnext;
+			c->n_queued--;
+			break;
+		}
+	x->qnext = NULL;
+	x->queued = false;
+}
+
+/* Every waiting execution ends unrun, with the reason. */
+static void queue_abort(struct code_ctx *c, const char *ename, const char *evalue)
+{
+	while (c->queue) {
+		struct code_exec *x = c->queue;
+		queue_unlink(c, x);
+		ev_error(x, ename, evalue, NULL);
+		ev_complete(x);
+		x->ctx = NULL;
+		http_stream_wake(&x->hs);
+	}
 }
 
 static void exec_output(struct code_ctx *c, bool err, const char *s, size_t len)
@@ -454,7 +495,11 @@ static void interp_gone(struct code_ctx *c)
 	log_info("code: interpreter ended", "{s:s,s:s,s:s,s:s}", "context", c->id, "task", t->id,
 		 "why", why, "status", task_status_name(t->status));
 	interp_forget(c);
-	if (c->exec) {
+	if (!c->exec) {
+		/* The next execution is told its state is gone. */
+		snprintf(c->lost_why, sizeof(c->lost_why), "%s", why);
+		queue_wake(c);
+	} else {
 		char msg[300];
 		snprintf(msg, sizeof(msg),
 			 "the %s interpreter of this context %s during the execution: its state "
@@ -663,6 +708,7 @@ void code_ctx_delete(struct code_ctx *c)
 {
 	struct code_table *ct = table(c->r);
 	exec_abort(c, "ContextDeleted", "the context was deleted during the execution");
+	queue_abort(c, "ContextDeleted", "the context was deleted before the execution ran");
 	interp_kill(c);
 	LIST_UNLINK(ct->head, c);
 	ct->n--;
@@ -673,14 +719,18 @@ void code_ctx_delete(struct code_ctx *c)
 int code_ctx_restart(struct code_ctx *c, struct error *err)
 {
 	exec_abort(c, "ContextRestarted", "the context was restarted during the execution");
+	queue_abort(c, "ContextRestarted", "the context was restarted before the execution ran");
 	interp_kill(c);
 	c->executions = 0;
+	c->lost_why[0] = 0;
 	return interp_start(c, err);
 }
 
 int code_ctx_interrupt(struct code_ctx *c, struct error *err)
 {
-	if (!c->exec || !c->t)
+	/* An abandoned execution still running counts: the executions waiting
+	 * behind it are what the caller wants to free. */
+	if ((!c->exec && !c->draining) || !c->t)
 		return error_set(err, 0, "TASK_NOT_RUNNING",
 				 "context %s is not running an execution", c->id);
 	return task_signal(c->t, SIGINT, false, err);
@@ -689,16 +739,74 @@ int code_ctx_interrupt(struct code_ctx *c, struct error *err)
 json_t *code_ctx_json(const struct code_ctx *c)
 {
 	return json_pack("{s:s,s:s,s:s?,s:b,s:s?,s:I}", "id", c->id, "language", c->language, "cwd",
-			 c->cwd ? c->cwd : "", "running", c->exec != NULL || c->draining, "task_id",
-			 c->t ? c->t->id : NULL, "executions", (json_int_t)c->executions);
+			 c->cwd ? c->cwd : "", "running", c->exec || c->draining || c->queue,
+			 "task_id", c->t ? c->t->id : NULL, "executions",
+			 (json_int_t)c->executions);
 }
 
 /* ---- the execution's stream ---- */
 
+static void exec_free(struct code_exec *x)
+{
+	free(x->request);
+	free(x);
+}
+
+/* Sends the execution's request to the interpreter (started first when
+ * there is none) and makes it the context's running one. */
+static int exec_begin(struct code_ctx *c, struct code_exec *x, const char *line, size_t len,
+		      struct error *err)
+{
+	if (c->t && c->t->finished)
+		pump(c); /* what is left of it, then it is forgotten */
+	if (!c->t && interp_start(c, err) < 0)
+		return -1;
+	if (task_input_write(c->t, line, len, err) < 0)
+		return -1;
+	x->start_mono = x->last_event_mono = monotonic_ms();
+	x->ready_mono = c->ready ? x->start_mono : 0;
+	c->exec = x;
+	c->last_used_mono = x->start_mono;
+	if (c->lost_why[0]) {
+		char note[300];
+		int n = snprintf(
+			note, sizeof(note),
+			"[forceai-runner: the %s interpreter of this context %s while no "
+			"execution was streaming: its state is lost; this execution runs in "
+			"a fresh interpreter]\n",
+			c->language, c->lost_why);
+		ev_text(x, "stderr", note, (size_t)n);
+		c->lost_why[0] = 0;
+	}
+	return 0;
+}
+
+/* The first waiting execution's turn (the context is free). */
+static void queue_start(struct code_ctx *c)
+{
+	struct code_exec *x = c->queue;
+	c->queue = x->qnext;
+	c->n_queued--;
+	x->qnext = NULL;
+	x->queued = false;
+	struct error err;
+	if (exec_begin(c, x, x->request, x->request_len, &err) < 0) {
+		ev_error(x, "RuntimeError", err.msg, NULL);
+		ev_complete(x);
+		x->ctx = NULL;
+		queue_wake(c);
+	}
+	free(x->request);
+	x->request = NULL;
+}
+
 static void x_produce(struct http_stream *hs)
 {
 	struct code_exec *x = (struct code_exec *)hs;
-	if (x->ctx)
+	struct code_ctx *c = x->ctx;
+	if (c && x->queued && c->queue == x && !c->exec && !c->draining)
+		queue_start(c);
+	if (x->ctx && !x->queued)
 		pump(x->ctx);
 	/* A keep-alive: execd's ping; E2B's client ignores a type it does not
 	 * know. Either way a client that went away is noticed at the next
@@ -714,20 +822,25 @@ static void x_close(struct http_stream *hs)
 {
 	struct code_exec *x = (struct code_exec *)hs;
 	struct code_ctx *c = x->ctx;
-	if (c) {
+	if (c && x->queued) {
+		queue_unlink(c, x); /* never sent: nothing runs for it */
+		queue_wake(c);      /* it may have been woken for its turn */
+	} else if (c) {
 		/* The client went away mid-execution: it is interrupted (nobody
 		 * would see the rest), and what it still prints is read and
-		 * dropped. */
+		 * dropped until its end; executions waiting go on after it. */
 		struct error e;
 		if (c->t && task_signal(c->t, SIGINT, false, &e) < 0)
 			log_warn("code: cannot interrupt", "{s:s,s:s}", "context", c->id, "error",
 				 e.msg);
 		c->exec = NULL;
 		c->draining = true;
+		c->drain_int_mono = monotonic_ms();
+		c->drain_ready_mono = x->ready_mono ? x->ready_mono : c->drain_int_mono;
 		x->ctx = NULL;
 		ctx_wake(&c->rd);
 	}
-	free(x);
+	exec_free(x);
 }
 
 static void x_tick(struct http_stream *hs, uint64_t now)
@@ -745,43 +858,44 @@ static const struct http_stream_ops exec_ops = {
 	.tick = x_tick,
 };
 
-enum MHD_Result code_exec_start(struct http_req *req, struct code_ctx *c, const char *code,
-				json_t *env, enum code_flavor flavor)
+/* The interpreter's request line for one execution. -1 when out of memory. */
+static int request_line(const struct code_ctx *c, const char *code, json_t *env, struct buf *out)
 {
-	struct error err;
-	if (c->exec || c->draining)
-		return http_failf(req, "CONTEXT_BUSY",
-				  "context %s is running an execution: wait for it or interrupt "
-				  "it (DELETE /code?id=%s)",
-				  c->id, c->id);
-	if (c->t && c->t->finished)
-		pump(c); /* what is left of it, then it is forgotten */
-	if (!c->t && interp_start(c, &err) < 0)
-		return http_fail(req, &err);
-	cleanup_buf struct buf req_line = {0};
 	if (c->raw) {
 		/* bash: the code and each NAME=value in base64, space-separated. */
-		buf_append_base64(&req_line, (const unsigned char *)code, strlen(code));
+		buf_append_base64(out, (const unsigned char *)code, strlen(code));
 		if (!*code)
-			buf_append_lit(&req_line, "Cg=="); /* an empty line */
+			buf_append_lit(out, "Cg=="); /* an empty line */
 		const char *k;
 		json_t *v;
 		json_object_foreach(env, k, v) {
 			cleanup_buf struct buf kv = {0};
 			buf_appendf(&kv, "%s=%s", k, json_string_value(v));
-			buf_append_lit(&req_line, " ");
-			buf_append_base64(&req_line, (const unsigned char *)kv.data, kv.len);
+			buf_append_lit(out, " ");
+			buf_append_base64(out, (const unsigned char *)kv.data, kv.len);
 		}
 	} else {
 		cleanup_json json_t *msg = json_pack("{s:s,s:O?}", "code", code, "env", env);
 		cleanup_free char *js = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
 		if (js)
-			buf_append_str(&req_line, js);
+			buf_append_str(out, js);
 	}
-	if (!req_line.len || buf_append_lit(&req_line, "\n") < 0)
+	return !out->len || buf_append_lit(out, "\n") < 0 ? -1 : 0;
+}
+
+enum MHD_Result code_exec_start(struct http_req *req, struct code_ctx *c, const char *code,
+				json_t *env, enum code_flavor flavor)
+{
+	struct error err;
+	bool busy = c->exec || c->draining || c->queue;
+	if (busy && c->n_queued >= CODE_QUEUE_MAX)
+		return http_failf(req, "CONTEXT_BUSY",
+				  "context %s is running an execution and %u more wait: wait for "
+				  "them or interrupt the running one (DELETE /code?id=%s)",
+				  c->id, c->n_queued, c->id);
+	cleanup_buf struct buf line = {0};
+	if (request_line(c, code, env, &line) < 0)
 		return http_failf(req, "RUNTIME_ERROR", "out of memory");
-	if (task_input_write(c->t, req_line.data, req_line.len, &err) < 0)
-		return http_fail(req, &err);
 	struct code_exec *x = calloc(1, sizeof(*x));
 	if (!x)
 		return MHD_NO;
@@ -789,17 +903,45 @@ enum MHD_Result code_exec_start(struct http_req *req, struct code_ctx *c, const 
 	x->ctx = c;
 	snprintf(x->ctx_id, sizeof(x->ctx_id), "%s", c->id);
 	x->start_mono = x->last_event_mono = monotonic_ms();
-	x->ready_mono = c->ready ? x->start_mono : 0;
-	c->exec = x;
-	c->last_used_mono = x->start_mono;
-	if (flavor == CODE_EXECD)
+	if (flavor == CODE_EXECD) /* first, before a note exec_begin may add */
 		ev_text(x, "init", c->id, strlen(c->id));
+	if (busy) {
+		/* As a kernel does: it runs once those before it are over. */
+		x->queued = true;
+		x->request_len = line.len;
+		x->request = line.data; /* taken from the buffer */
+		line = (struct buf){0};
+		struct code_exec **p = &c->queue;
+		while (*p)
+			p = &(*p)->qnext;
+		*p = x;
+		c->n_queued++;
+		c->last_used_mono = x->start_mono;
+	} else if (exec_begin(c, x, line.data, line.len, &err) < 0) {
+		exec_free(x);
+		return http_fail(req, &err);
+	}
 	return http_stream_start(req, &x->hs, &exec_ops,
 				 flavor == CODE_EXECD ? "text/event-stream"
 						      : "application/x-ndjson");
 }
 
 /* ---- bounds over time ---- */
+
+/* An abandoned execution (interrupted when its client left) keeps its
+ * clock: one that does not stop goes with its interpreter once it is over
+ * --code-exec-timeout-ms, so no context is held for ever. */
+static void drain_tick(struct code_ctx *c, uint64_t now)
+{
+	uint64_t limit = c->r->cfg.code_exec_timeout_ms;
+	if (!c->t || !limit || now - c->drain_ready_mono < limit ||
+	    now - c->drain_int_mono < CODE_KILL_AFTER_MS)
+		return;
+	log_warn("code: an abandoned execution ran over --code-exec-timeout-ms: its interpreter is "
+		 "killed",
+		 "{s:s,s:I}", "context", c->id, "ms", (json_int_t)(now - c->drain_ready_mono));
+	task_kill_now(c->t, TS_TIMEOUT);
+}
 
 static void on_tick(struct loop *loop, struct loop_timer *timer)
 {
@@ -810,9 +952,13 @@ static void on_tick(struct loop *loop, struct loop_timer *timer)
 	for (struct code_ctx *c = ct->head, *next; c; c = next) {
 		next = c->next;
 		struct code_exec *x = c->exec;
+		if (!x && c->draining) {
+			drain_tick(c, now);
+			continue;
+		}
 		if (!x) {
 			uint64_t idle = r->cfg.code_idle_timeout_ms;
-			if (idle && now - c->last_used_mono >= idle) {
+			if (idle && !c->queue && now - c->last_used_mono >= idle) {
 				log_info("code: idle context ends", "{s:s,s:I}", "context", c->id,
 					 "idle_ms", (json_int_t)(now - c->last_used_mono));
 				code_ctx_delete(c);

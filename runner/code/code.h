@@ -43,6 +43,15 @@ struct code_ctx {
 	 * context is busy until its `done`, so its last messages are not taken
 	 * for the next execution's. */
 	bool draining;
+	uint64_t drain_ready_mono, drain_int_mono; /* its clock, and its SIGINT */
+	/* Executions accepted while the context was busy, first first: each is
+	 * sent to the interpreter once the one before is over (docs/design.md
+	 * §11.6), as a kernel queues them. */
+	struct code_exec *queue;
+	unsigned n_queued;
+	/* The interpreter ended while no client streamed: why, for the next
+	 * execution's note ("" none). */
+	char lost_why[96];
 	uint64_t last_used_mono;
 	uint64_t executions;
 	struct code_ctx *next, *prev;

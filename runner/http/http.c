@@ -17,7 +17,6 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
-#include "core/sha256.h"
 #include "core/util.h"
 #include "core/list.h"
 #include "http/gate.h"
@@ -59,46 +58,25 @@ json_t *http_public_routes(struct runner *r)
 	return list;
 }
 
-/* A runtime init's token hash (core/runner.h): the presented token's
- * SHA-256 against it, every byte compared whatever differs. */
-static bool hash_equal(const char *got, const unsigned char want[32])
-{
-	unsigned char h[32];
-	struct sha256 c;
-	sha256_init(&c);
-	sha256_update(&c, got, strlen(got));
-	sha256_final(&c, h);
-	unsigned char diff = 0;
-	for (int i = 0; i < 32; i++)
-		diff |= (unsigned char)(h[i] ^ want[i]);
-	return diff == 0;
-}
-
-static bool token_ok(struct runner *r, const char *got)
-{
-	if (r->auth_hash_set)
-		return hash_equal(got, r->auth_hash);
-	return secret_equal(got, r->cfg.token);
-}
-
 static bool authorized(struct http_req *req)
 {
 	struct runner *r = req->r;
 	if (!r->cfg.token && !r->auth_hash_set)
 		return true;
 	const char *got = http_header(req, "X-EXECD-ACCESS-TOKEN");
-	if (got)
-		return token_ok(r, got);
-	if (req->route && req->route->token_header &&
-	    (got = http_header(req, req->route->token_header)))
-		return token_ok(r, got);
 	/* MCP clients are configured with a bearer token: the same token, on /mcp only (the
 	 * port proxy forwards Authorization to the app behind it, so it is not the runner's
 	 * there). */
 	const char *auth = http_header(req, "Authorization");
-	if (auth && !strcmp(req->path, "/mcp") && !strncasecmp(auth, "Bearer ", 7))
-		return token_ok(r, auth + 7 + strspn(auth + 7, " "));
-	return false;
+	if (!got && req->route && req->route->token_header)
+		got = http_header(req, req->route->token_header);
+	if (!got && auth && !strcmp(req->path, "/mcp") && !strncasecmp(auth, "Bearer ", 7))
+		got = auth + 7 + strspn(auth + 7, " ");
+	if (!got || !http_token_ok(r, got))
+		return false;
+	/* Kept for the doors that forward (http_field_carries_token). */
+	req->auth_token = got;
+	return true;
 }
 
 /* execd's clients read "error" as well as {code, message}. An MCP client

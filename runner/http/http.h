@@ -87,6 +87,9 @@ struct http_req {
 	/* http_audit_note_bytes: the byte counts of the event, without an object. */
 	bool audit_bytes;
 	uint64_t audit_bytes_in, audit_bytes_out;
+	/* The field value that authenticated it (NULL: none), for the doors that
+	 * forward (http_field_carries_token). */
+	const char *auth_token;
 };
 
 /* Fields (stolen) for this request's audit event: path, bytes, a content
@@ -245,3 +248,15 @@ unsigned http_stream_count(struct runner *r);
 json_t *http_body_json(struct http_req *req, bool allow_empty);
 const char *http_query(struct http_req *req, const char *name);
 const char *http_header(struct http_req *req, const char *name);
+/* Is got the runner's access token (its SHA-256 once a runtime init bound
+ * one)? Compared in constant time (http/token.c). */
+bool http_token_ok(struct runner *r, const char *got);
+/* Must a door that forwards the client's request (the port proxy, any
+ * face that relays) drop this field, because it carries the runner's
+ * access token? Yes for every field the runner reads its token from
+ * (X-EXECD-ACCESS-TOKEN, X-Access-Token) whatever they hold, and for any
+ * other (Authorization, Cookie, a custom field) whose value holds the token
+ * that authenticated the request, or the startup token, written as is,
+ * %-encoded or inside base64 (docs/design.md §9.14). Fails closed. */
+bool http_field_carries_token(const struct http_req *req, const char *name, size_t name_len,
+			      const char *value, size_t value_len);

@@ -101,6 +101,11 @@ json_t *reset_answer(struct http_req *req, unsigned *status);
 /* At start (profile_init): the hooks' configuration from the environment
  * or lifecycle.toml; a bad one is -1 (the runner does not start). */
 int rtinit_init(struct runner *r, struct error *e);
+/* The lifecycle configuration file rtinit_init reads (execd's order:
+ * EXECD_LIFECYCLE_CONFIG, else $HOME/.execd/lifecycle.toml if present), or
+ * NULL: none, or the hooks come in OPEN_SANDBOX_LIFECYCLE. buf holds the
+ * default's path. */
+const char *rtinit_config_file(char *buf, size_t len);
 /* Once the API serves: the hooks start (or wait for the binding). */
 void rtinit_start(struct runner *r);
 /* May the main process (-- CMD) start now (no preStart in the way)? */

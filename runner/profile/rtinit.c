@@ -360,6 +360,23 @@ static int read_small_file(const char *path, char **out, size_t *len, struct err
 	return 0;
 }
 
+const char *rtinit_config_file(char *buf, size_t len)
+{
+	const char *js = getenv("OPEN_SANDBOX_LIFECYCLE");
+	if (!js || !*js)
+		js = getenv("OPENSANDBOX_LIFECYCLE");
+	if (js && *js)
+		return NULL;
+	const char *path = getenv("EXECD_LIFECYCLE_CONFIG");
+	if (path && *path)
+		return path; /* must exist: its reader says so */
+	const char *home = getenv("HOME");
+	if (snprintf(buf, len, "%s/.execd/lifecycle.toml", home && *home ? home : "/root") >=
+	    (int)len)
+		return NULL;
+	return access(buf, F_OK) == 0 ? buf : NULL;
+}
+
 /* execd's order: the transport variable (OPEN_SANDBOX_LIFECYCLE, JSON),
  * else EXECD_LIFECYCLE_CONFIG exactly (a file that must exist), else
  * $HOME/.execd/lifecycle.toml if present. A configuration that is there
@@ -385,17 +402,9 @@ static int load_startup_config(struct runner *r, struct error *e)
 		from = var;
 	} else {
 		char def[PATH_MAX];
-		const char *path = getenv("EXECD_LIFECYCLE_CONFIG");
-		bool must = path && *path;
-		if (!must) {
-			const char *home = getenv("HOME");
-			if (snprintf(def, sizeof(def), "%s/.execd/lifecycle.toml",
-				     home && *home ? home : "/root") >= (int)sizeof(def))
-				return 0;
-			path = def;
-			if (access(path, F_OK) != 0)
-				return 0;
-		}
+		const char *path = rtinit_config_file(def, sizeof(def));
+		if (!path)
+			return 0;
 		cleanup_free char *text = NULL;
 		size_t len = 0;
 		if (read_small_file(path, &text, &len, e) < 0)

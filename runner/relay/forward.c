@@ -687,11 +687,19 @@ static void on_up_event(struct loop *loop, struct loop_watch *w, uint32_t events
 	up_events(p);
 }
 
+struct head_fields {
+	struct relay_head h;
+	const struct http_req *req;
+};
+
 static enum MHD_Result add_req_field(void *cls, enum MHD_ValueKind kind, const char *key,
 				     size_t key_size, const char *value, size_t value_size)
 {
 	(void)kind;
-	relay_head_field(cls, key, key_size, value, value_size);
+	struct head_fields *f = cls;
+	/* The app behind the port is the task's: the runner's token is not its to see. */
+	if (!http_field_carries_token(f->req, key, key_size, value, value_size))
+		relay_head_field(&f->h, key, key_size, value, value_size);
 	return MHD_YES;
 }
 
@@ -720,15 +728,16 @@ static int build_head(struct proxy *p, struct http_req *req, const char *target)
 	const char *upgrade = http_header(req, "Upgrade");
 	p->upgrade = upgrade && *upgrade && h1_list_has_token(conn_hdr->data, "upgrade");
 
-	struct relay_head h;
-	relay_head_start(&h, &p->out, req->method, target, conn_hdr->data);
-	MHD_get_connection_values_n(req->conn, MHD_HEADER_KIND, add_req_field, &h);
+	struct head_fields f = {.req = req};
+	relay_head_start(&f.h, &p->out, req->method, target, conn_hdr->data);
+	MHD_get_connection_values_n(req->conn, MHD_HEADER_KIND, add_req_field, &f);
 	/* http.c formatted the client's address once for the request. */
 	const char *ip = strcmp(req->client, "?") ? req->client : "unknown";
 	const char *cl = http_header(req, "Content-Length");
 	/* http.c let only "chunked" through as Transfer-Encoding */
 	p->chunked_out = !cl && http_header(req, "Transfer-Encoding");
-	return relay_head_finish(&h, p->port, ip, cl, p->chunked_out, p->upgrade ? upgrade : NULL);
+	return relay_head_finish(&f.h, p->port, ip, cl, p->chunked_out,
+				 p->upgrade ? upgrade : NULL);
 }
 
 /* ---- the request ---- */

@@ -152,28 +152,94 @@ class CodeApi(RunnerTest):
         st, body = self.r.json("DELETE", "/code?id=" + cid)
         self.assertEqual(st, 409, body)
 
-    def test_a_client_that_leaves(self):
-        """Its execution is interrupted; the context is busy until that one
-        ended, and the next execution gets its own events, not the old's."""
-        cid = self.ctx()
-        c = http.client.HTTPConnection("127.0.0.1", self.r.port, timeout=10)
-        c.request("POST", "/code", body=json.dumps({"context": {"id": cid},
-                                                    "code": "import time\ntime.sleep(30)"}),
-                  headers={"Content-Type": "application/json"})
+    def leave(self, port, path, body, token=None):
+        """Start an execution and go away (as E2B's SDK on timeoutMs) once it has begun."""
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        h = {"Content-Type": "application/json"}
+        if token:
+            h["X-Access-Token"] = token
+        c.request("POST", path, body=json.dumps(body), headers=h)
         r = c.getresponse()
+        self.assertEqual(r.status, 200)
         r.read1(100)
         c.sock.shutdown(2)
         c.close()
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            st, ev = stream(self.r.port, "/code", {"context": {"id": cid}, "code": "'new'"})
-            if st == 200:
-                break
-            self.assertEqual(ev["code"], "CONTEXT_BUSY")
-            time.sleep(0.05)
-        self.assertEqual(st, 200)
+
+    def test_a_client_that_leaves(self):
+        """Its execution is interrupted (nobody reads it) and the next one on the context is
+        taken at once, run after it, with its own events only (docs/design.md §11.6). Before:
+        409 CONTEXT_BUSY until the abandoned one ended."""
+        cid = self.ctx()
+        self.run_code(cid, "x = 1")
+        self.leave(self.r.port, "/code", {"context": {"id": cid},
+                                          "code": "x = 2\nimport time\ntime.sleep(30)\nx = 3"})
+        t0 = time.monotonic()
+        st, ev = stream(self.r.port, "/code", {"context": {"id": cid}, "code": "x"})
+        self.assertEqual(st, 200, ev)
+        self.assertLess(time.monotonic() - t0, slow(10))
+        # The state is the interrupted cell's: it ran to its sleep, not past it.
         self.assertEqual(self.of(ev, "error"), [], ev)
+        self.assertEqual(self.of(ev, "result")[0]["results"]["text/plain"], "2", ev)
+        self.assertEqual(ev[-1]["type"], "execution_complete", ev)
+        ev = self.run_code(cid, "'new'")
         self.assertEqual(self.of(ev, "result")[0]["results"]["text/plain"], "'new'")
+
+    def test_the_next_execution_waits_for_a_cell_that_ignores_the_interrupt(self):
+        """A cell that catches KeyboardInterrupt and goes on: the next execution is taken,
+        waits behind it as a kernel queues, and sees what it did; none of the abandoned
+        cell's output reaches it."""
+        cid = self.ctx()
+        self.leave(self.r.port, "/code", {"context": {"id": cid}, "code": (
+            "import time\ntry:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n"
+            "    print('abandoned output')\n    time.sleep(1.5)\n    y = 'late'\n"
+            "print('more abandoned output')")})
+        t0 = time.monotonic()
+        st, ev = stream(self.r.port, "/code", {"context": {"id": cid}, "code": "y"})
+        took = time.monotonic() - t0
+        self.assertEqual(st, 200, ev)
+        self.assertGreater(took, 1.0)  # it waited for the abandoned cell's end
+        self.assertEqual(self.of(ev, "result")[0]["results"]["text/plain"], "'late'", ev)
+        self.assertEqual(self.of(ev, "stdout"), [], ev)
+        self.assertEqual(self.of(ev, "error"), [], ev)
+        # One waits at a time, per context, up to a bound; the waiting one is listed.
+        st, c = self.r.json("GET", "/code/contexts/" + cid)
+        self.assertFalse(c["running"], c)
+
+    def test_an_abandoned_cell_can_be_interrupted(self):
+        """A cell that swallowed the first interrupt holds the context: DELETE /code?id=
+        interrupts it again (before: 409, nothing running), and the waiting one runs."""
+        cid = self.ctx()
+        self.leave(self.r.port, "/code", {"context": {"id": cid}, "code": (
+            "import time\ntry:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n"
+            "    time.sleep(30)")})
+        out = {}
+        th = threading.Thread(target=lambda: out.update(ev=stream(
+            self.r.port, "/code", {"context": {"id": cid}, "code": "'after'"})))
+        th.start()
+        time.sleep(0.5)
+        st, body = self.r.json("DELETE", "/code?id=" + cid)
+        self.assertEqual(st, 200, body)
+        th.join(slow(10))
+        self.assertFalse(th.is_alive())
+        st, ev = out["ev"]
+        self.assertEqual(self.of(ev, "result")[0]["results"]["text/plain"], "'after'", ev)
+
+    def test_an_execution_while_another_streams_waits_its_turn(self):
+        """Two clients at once on one context: the second waits (a kernel's queue), then
+        runs; before, it was refused 409."""
+        cid = self.ctx()
+        out = {}
+        th = threading.Thread(target=lambda: out.update(
+            first=self.run_code(cid, "import time\ntime.sleep(1)\nz = 5")))
+        th.start()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not self.r.json(
+                "GET", "/code/contexts/" + cid)[1].get("running"):
+            time.sleep(0.02)
+        ev = self.run_code(cid, "z * 2")
+        th.join(15)
+        self.assertEqual(self.of(ev, "result")[0]["results"]["text/plain"], "10", ev)
+        self.assertEqual(self.of(out["first"], "error"), [], out["first"])
 
     def test_an_interpreter_that_dies(self):
         """os._exit in a cell: that execution ends with an error (never a
@@ -191,6 +257,26 @@ class CodeApi(RunnerTest):
         self.assertEqual(self.of(ev, "error")[0]["error"]["ename"], "NameError")
         ev = self.run_code(cid, "1 + 1")
         self.assertEqual(self.of(ev, "result")[0]["results"]["text/plain"], "2")
+
+    def test_an_interpreter_killed_between_executions_is_said(self):
+        """Killed while no execution streams (a task, the OOM killer): the next execution is
+        told on stderr that the state is gone, instead of a bare NameError (docs/design.md
+        §11.6)."""
+        cid = self.ctx()
+        self.run_code(cid, "z = 1")
+        st, c = self.r.json("GET", "/code/contexts/" + cid)
+        self.assertEqual(st, 200, c)
+        st, _, _ = self.r.request("DELETE", "/v1/tasks/" + c["task_id"])
+        self.assertIn(st, (200, 202, 204))
+        deadline = time.monotonic() + slow(10)
+        while time.monotonic() < deadline and self.r.json(
+                "GET", "/code/contexts/" + cid)[1].get("task_id"):
+            time.sleep(0.05)
+        ev = self.run_code(cid, "z")
+        err = "".join(e.get("text", "") for e in self.of(ev, "stderr"))
+        self.assertIn("while no execution was streaming", err, ev)
+        self.assertIn("its state is lost", err, ev)
+        self.assertEqual(self.of(ev, "error")[0]["error"]["ename"], "NameError", ev)
 
     def test_killed_by_signal(self):
         cid = self.ctx()
@@ -269,14 +355,33 @@ class CodeApi(RunnerTest):
         st, b = self.r.json("DELETE", "/code/contexts")
         self.assertEqual((st, b["code"]), (400, "MISSING_QUERY"))
 
-    def test_busy_context_is_409(self):
+    def test_the_queue_is_bounded(self):
+        """Four executions may wait behind a running one; a fifth is 409 CONTEXT_BUSY; those
+        that waited run in order."""
         cid = self.ctx()
-        th = threading.Thread(target=lambda: self.run_code(cid, "import time\ntime.sleep(1.5)"))
-        th.start()
-        time.sleep(0.5)
+        self.run_code(cid, "order = []")
+        res = {}
+        first = threading.Thread(target=lambda: res.update(
+            first=self.run_code(cid, "import time\ntime.sleep(2)")))
+        first.start()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not self.r.json(
+                "GET", "/code/contexts/" + cid)[1].get("running"):
+            time.sleep(0.02)
+        waiting = []
+        for i in range(4):
+            th = threading.Thread(target=lambda i=i: res.update(
+                {i: self.run_code(cid, "order.append(%d)" % i)}))
+            th.start()
+            waiting.append(th)
+            time.sleep(0.1)  # in this order
         st, b = stream(self.r.port, "/code", {"context": {"id": cid}, "code": "1"})
-        th.join()
-        self.assertEqual((st, b["code"]), (409, "CONTEXT_BUSY"))
+        self.assertEqual((st, b["code"]), (409, "CONTEXT_BUSY"), b)
+        self.assertIn("4 more wait", b["message"])
+        for th in [first] + waiting:
+            th.join(30)
+        ev = self.run_code(cid, "order")
+        self.assertEqual(self.of(ev, "result")[0]["results"]["text/plain"], "[0, 1, 2, 3]")
 
 
 @unittest.skipUnless(os.access("/usr/bin/node", os.X_OK), "no /usr/bin/node")
@@ -498,6 +603,22 @@ class E2bWire(unittest.TestCase):
         self.assertEqual(st, 200)
         st, _ = self.req("DELETE", "/contexts/" + c["id"])
         self.assertEqual(st, 404)
+
+    def test_execute_after_a_client_that_left(self):
+        """E2B's /execute as its SDK does after runCode's timeoutMs: the next execution on the
+        context is taken (E2B's own server fixed the same lock, its issue #213)."""
+        st, data = self.req("POST", "/contexts", {"language": "python"})
+        cid = json.loads(data)["id"]
+        self.execute({"code": "w = 'kept'", "context_id": cid})
+        CodeApi.leave(self, self.port, "/execute",
+                      {"code": "import time\ntime.sleep(30)", "context_id": cid},
+                      token="tok-e2b")
+        st, ev = self.execute({"code": "w", "context_id": cid})
+        self.assertEqual(st, 200, ev)
+        ev = [e for e in ev if e["type"] != "ping"]  # while it waited
+        self.assertEqual([e["type"] for e in ev],
+                         ["result", "number_of_executions", "end_of_execution"], ev)
+        self.assertEqual(ev[0]["text"], "'kept'")
 
     def test_token(self):
         st, _ = self.req("POST", "/execute", {"code": "1"}, token=None)

@@ -42,7 +42,9 @@ class Hooks(unittest.TestCase):
     def setUp(self):
         self.tmpdir = "/tmp/forceai-lc-%d-%s" % (os.getpid(), os.urandom(3).hex())
         os.makedirs(self.tmpdir)
-        os.chmod(self.tmpdir, 0o777)
+        # Hooks (the task user) write here; the configuration root writes here must stay
+        # root's (sticky: docs/design.md §14.10).
+        os.chmod(self.tmpdir, 0o1777)
 
     def start(self, lifecycle=None, args=(), env=None, toml=None, main=None):
         if "--allow-reset" in args:
