@@ -298,7 +298,8 @@ enum MHD_Result api_task_list(struct http_req *req)
 	json_t *arr = json_array();
 	for (struct task *t = req->r->tasks->head; t; t = t->next) {
 		/* Lifecycle hooks and code contexts are listed too, named. */
-		if (t->api != TASK_API_NATIVE && t->api != TASK_API_HOOK && t->api != TASK_API_CODE)
+		if (t->api != TASK_API_NATIVE && t->api != TASK_API_HOOK && t->api != TASK_API_CODE &&
+		    t->api != TASK_API_ENVD)
 			continue;
 		if (state && (!strcmp(state, "running") == t->finished))
 			continue;
@@ -316,6 +317,8 @@ enum MHD_Result api_task_list(struct http_req *req)
 		json_object_set_new(o, "exit", exit_obj(t));
 		json_object_set_new(o, "stdin", json_boolean(task_input_open(t)));
 		json_object_set_new(o, "tty", json_boolean(t->input && t->input->tty));
+		if (t->api == TASK_API_ENVD)
+			json_object_set_new(o, "kind", json_string("envd_process"));
 		if (t->api == TASK_API_HOOK) {
 			const char *hook = rtinit_hook_name(req->r, t);
 			json_object_set_new(o, "kind", json_string("lifecycle_hook"));

@@ -55,6 +55,8 @@ static const char *task_door(const struct task *t)
 		return "execd";
 	case TASK_API_PTY:
 		return "pty";
+	case TASK_API_ENVD:
+		return "envd";
 	case TASK_API_TOOL:
 		return audit_client(t->r) ? "mcp" : "agent";
 	case TASK_API_NATIVE:
