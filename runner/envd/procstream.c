@@ -143,7 +143,7 @@ static void ps_close(struct http_stream *hs)
 	free(ps);
 }
 
-static void ps_tick(struct http_stream *hs, uint64_t now)
+void envd_pstream_tick(struct http_stream *hs, uint64_t now)
 {
 	struct envd_pstream *ps = (struct envd_pstream *)hs;
 	if (hs->done)
@@ -156,7 +156,8 @@ static void ps_tick(struct http_stream *hs, uint64_t now)
 		return;
 	}
 	if (!buf_avail(&hs->out) && now - hs->last_send_ms >= ps->keepalive_ms) {
-		ps_env(ps, "{\"event\":{\"keepalive\":{}}}");
+		ps_env(ps,
+		       ps->keepalive_msg ? ps->keepalive_msg : "{\"event\":{\"keepalive\":{}}}");
 		hs->last_send_ms = now;
 		http_stream_wake(hs);
 	}
@@ -172,11 +173,11 @@ static void ps_wake(struct task_reader *rd)
 static const struct http_stream_ops pstream_ops = {
 	.produce = ps_produce,
 	.close = ps_close,
-	.tick = ps_tick,
+	.tick = envd_pstream_tick,
 };
 
 /* Keepalive-Ping-Interval (seconds; envd's default 90 s), Connect-Timeout-Ms. */
-static void ps_headers(struct envd_pstream *ps, struct http_req *req)
+void envd_pstream_headers(struct envd_pstream *ps, struct http_req *req)
 {
 	const char *ka = http_header(req, "Keepalive-Ping-Interval");
 	long s = ka ? strtol(ka, NULL, 10) : 0;
@@ -203,7 +204,7 @@ enum MHD_Result envd_pstream_start(struct http_req *req, struct task *t, bool fr
 	if (!ps)
 		return MHD_NO;
 	ps->tty = t->input && t->input->tty;
-	ps_headers(ps, req);
+	envd_pstream_headers(ps, req);
 	char ev[96];
 	snprintf(ev, sizeof(ev), "{\"event\":{\"start\":{\"pid\":%u}}}", (unsigned)t->shim_pid);
 	ps_env(ps, ev);
