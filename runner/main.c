@@ -324,6 +324,7 @@ static const struct profile_hooks profile_hooks = {
 	.prestart_done = on_prestart_done,
 	.restart_main = restart_main,
 	.end_code_contexts = code_end_all,
+	.end_envd = envd_reset,
 	.revoke_model_tokens = modelproxy_revoke_all,
 	.forget_conversations = conv_forget_all,
 };

@@ -298,8 +298,8 @@ enum MHD_Result api_task_list(struct http_req *req)
 	json_t *arr = json_array();
 	for (struct task *t = req->r->tasks->head; t; t = t->next) {
 		/* Lifecycle hooks and code contexts are listed too, named. */
-		if (t->api != TASK_API_NATIVE && t->api != TASK_API_HOOK && t->api != TASK_API_CODE &&
-		    t->api != TASK_API_ENVD)
+		if (t->api != TASK_API_NATIVE && t->api != TASK_API_HOOK &&
+		    t->api != TASK_API_CODE && t->api != TASK_API_ENVD)
 			continue;
 		if (state && (!strcmp(state, "running") == t->finished))
 			continue;

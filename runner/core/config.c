@@ -803,8 +803,7 @@ static int out_of_bounds(const enum origin *from, const char *opt, uint64_t v, c
 
 /* An extra listener's ADDR:PORT: the same form as --listen's IPv4 one, checked here so a bad
  * value is a usage error (the listener itself starts in main). */
-static int listen_check(const enum origin *from, const char *name, const char *v,
-			struct error *err)
+static int listen_check(const enum origin *from, const char *name, const char *v, struct error *err)
 {
 	const char *colon = strrchr(v, ':');
 	char host[64];

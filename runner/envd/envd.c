@@ -1,6 +1,6 @@
 /* The envd face's routes and what its parts share: the Connect answers, the user a request
  * asks for, paths relative to envd's workdir; and envd's plain HTTP routes /health, /envs,
- * /metrics and /init (docs/design.md §24). */
+ * /metrics and /init (docs/design.md §18). */
 #include "envd/envd.h"
 
 #include <errno.h>
@@ -26,23 +26,6 @@
 struct envd_state *envd_state(struct runner *r)
 {
 	return r->envd;
-}
-
-int envd_init(struct runner *r)
-{
-	r->envd = calloc(1, sizeof(*r->envd));
-	return r->envd ? 0 : -ENOMEM;
-}
-
-void envd_free_all(struct runner *r)
-{
-	if (!r->envd)
-		return;
-	envd_watchers_free(r);
-	envd_procs_free(r);
-	json_decref(r->envd->env);
-	free(r->envd);
-	r->envd = NULL;
 }
 
 /* ---- Connect answers ---- */

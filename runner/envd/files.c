@@ -1,4 +1,4 @@
-/* envd's GET and POST /files on the files layer, as the task user (docs/design.md §24.3):
+/* envd's GET and POST /files on the files layer, as the task user (docs/design.md §18.3):
  * `path` (relative: under envd's workdir) and `username` (the task user only), a multipart
  * body (each part named "file", its filename the path when the query has none) or a raw
  * application/octet-stream one; each file written beside its target and renamed into place

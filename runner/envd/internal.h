@@ -16,6 +16,7 @@ struct envd_state {
 	json_t *env;            /* /init's envVars: every envd process gets them (NULL: none) */
 	char workdir[PATH_MAX]; /* /init's defaultWorkdir ("" none: the task default) */
 	void *procs;            /* envd_proc list (envd/process.c) */
+	bool token_set;         /* /init bound the access token (a reset unbinds it) */
 	struct envd_watcher *watchers;
 	unsigned n_watchers;
 };

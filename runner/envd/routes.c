@@ -1,5 +1,5 @@
 /* envd's plain HTTP routes (/health, /envs, /metrics, /init) and the face's route table
- * (docs/design.md §24). */
+ * (docs/design.md §18). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +17,42 @@
 #include "envd/envd.h"
 #include "envd/internal.h"
 #include "http/body.h"
+
+/* ---- envd's state: made at start, forgotten by a reset, freed at exit ---- */
+
+int envd_init(struct runner *r)
+{
+	r->envd = calloc(1, sizeof(*r->envd));
+	return r->envd ? 0 : -ENOMEM;
+}
+
+void envd_free_all(struct runner *r)
+{
+	if (!r->envd)
+		return;
+	envd_watchers_free(r);
+	envd_procs_free(r);
+	json_decref(r->envd->env);
+	free(r->envd);
+	r->envd = NULL;
+}
+
+void envd_reset(struct runner *r)
+{
+	if (!r->envd)
+		return;
+	envd_watchers_free(r);
+	envd_procs_free(r);
+	json_decref(r->envd->env);
+	r->envd->env = NULL;
+	r->envd->workdir[0] = 0;
+	if (r->envd->token_set) {
+		/* The tenant's token goes with it: the box answers its startup token again. */
+		r->auth_hash_set = false;
+		memset(r->auth_hash, 0, sizeof(r->auth_hash));
+		r->envd->token_set = false;
+	}
+}
 
 static enum MHD_Result envd_health(struct http_req *req)
 {
@@ -92,6 +128,7 @@ static void init_token(struct runner *r, const char *tok)
 	sha256_update(&c, tok, strlen(tok));
 	sha256_final(&c, r->auth_hash);
 	r->auth_hash_set = true;
+	r->envd->token_set = true;
 }
 
 static int init_apply(struct http_req *req, json_t *body, struct error *e)
