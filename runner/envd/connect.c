@@ -188,6 +188,36 @@ json_t *connect_field(json_t *msg, const char *camel, const char *proto)
 	return v && !json_is_null(v) ? v : NULL;
 }
 
+/* Two base64 characters per 12 bits: half the lookups and stores of a character at a time
+ * (base64 was a fifth of the runner's CPU on a bulk envd stream). Built on first use. */
+static uint16_t b64_pairs[4096];
+
+static void b64_pairs_init(void)
+{
+	static const char tbl[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	for (unsigned i = 0; i < 4096; i++) {
+		char two[2] = {tbl[i >> 6], tbl[i & 63]};
+		memcpy(&b64_pairs[i], two, 2);
+	}
+}
+
+size_t connect_b64_encode(char *o, const unsigned char *s, size_t len)
+{
+	if (!b64_pairs[0])
+		b64_pairs_init();
+	char *start = o;
+	size_t i = 0;
+	for (; i + 2 < len; i += 3, o += 4) {
+		uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
+		memcpy(o, &b64_pairs[v >> 12], 2);
+		memcpy(o + 2, &b64_pairs[v & 4095], 2);
+	}
+	if (i < len)
+		o += base64_encode_to(o, s + i, len - i);
+	return (size_t)(o - start);
+}
+
 static int b64_val(unsigned char c)
 {
 	if (c >= 'A' && c <= 'Z')

@@ -66,6 +66,8 @@ json_t *connect_field(json_t *msg, const char *camel, const char *proto);
 /* Base64 (standard or URL-safe, padded or not) into a new buffer (*out, *out_len; NUL
  * after it). 0, -1 when not base64, -ENOMEM. */
 int connect_b64_decode(const char *s, size_t len, unsigned char **out, size_t *out_len);
+/* Base64 of s at o ((len + 2) / 3 * 4 bytes, padded), as base64_encode_to, faster. */
+size_t connect_b64_encode(char *o, const unsigned char *s, size_t len);
 /* A uint32 field given as a number or a decimal string (both are proto JSON). 0 absent
  * (*v untouched), 1 set, -1 not a uint32. */
 int connect_u32(json_t *msg, const char *camel, const char *proto, uint32_t *v);

@@ -15,31 +15,9 @@
 #include "envd/procstream.h"
 #include "task/pty.h"
 
-/* A stream holds at most this much ready to send before it stops reading the task: the
- * reader is live, so a slow client holds the task's pipe back (§4.4). */
-#define PS_OUT_HIGH (256u * 1024)
-
 static void ps_env(struct envd_pstream *ps, const char *json)
 {
 	connect_env_append(&ps->hs.out, 0, json, strlen(json));
-}
-
-/* {"event":{"data":{"<kind>":"<base64>"}}} written straight into the buffer. */
-static int ps_data(struct envd_pstream *ps, const char *kind, const char *data, size_t len)
-{
-	char head[48];
-	int h = snprintf(head, sizeof(head), "{\"event\":{\"data\":{\"%s\":\"", kind);
-	size_t b64 = (len + 2) / 3 * 4, total = (size_t)h + b64 + 4;
-	struct buf *o = &ps->hs.out;
-	if (buf_reserve(o, 5 + total) < 0)
-		return -1;
-	unsigned char e[5] = {0, (unsigned char)(total >> 24), (unsigned char)(total >> 16),
-			      (unsigned char)(total >> 8), (unsigned char)total};
-	buf_append(o, e, 5);
-	buf_append(o, head, (size_t)h);
-	o->len += base64_encode_to(o->data + o->len, (const unsigned char *)data, len);
-	buf_append(o, "\"}}}", 4);
-	return 0;
 }
 
 /* Go's names of the signals envd's status says ("signal: killed"). */
@@ -107,39 +85,108 @@ static void ps_event(struct envd_pstream *ps, const struct spool_rec *rec, const
 		ps->exit_seen = true; /* finished once the reader is at the end */
 }
 
-static void ps_produce(struct http_stream *hs)
+/* The next piece of the data record ps->cur into dst: stage 0 the envelope's prefix and
+ * {"event":{"data":{"<kind>":", 1 its base64 (whole groups of 3 until the last), 2 the tail.
+ * The envelope's length is known before its first byte (4/3 of the record, padded), so a
+ * record of any size goes straight into the send buffer in as many pieces as it takes. */
+static size_t data_piece(struct envd_pstream *ps, char *dst, size_t max)
+{
+	static char scratch[SPOOL_MAX_REC];
+	struct task_rec_ref *c = &ps->cur;
+	size_t n = 0;
+	if (ps->stage == 0) {
+		const char *kind = c->rec.type == SPOOL_STDERR ? "stderr"
+				   : ps->tty                   ? "pty"
+							       : "stdout";
+		char head[48];
+		int h = snprintf(head, sizeof(head), "{\"event\":{\"data\":{\"%s\":\"", kind);
+		size_t total = (size_t)h + (c->rec.len + 2) / 3 * 4 + 4;
+		if (max < 5 + (size_t)h + 4)
+			return 0;
+		unsigned char e[5] = {0, (unsigned char)(total >> 24), (unsigned char)(total >> 16),
+				      (unsigned char)(total >> 8), (unsigned char)total};
+		memcpy(dst, e, 5);
+		memcpy(dst + 5, head, (size_t)h);
+		n = 5 + (size_t)h;
+		ps->stage = 1;
+		ps->had_data = true;
+	}
+	if (ps->stage == 1) {
+		const char *data;
+		if (task_reader_rest(&ps->rd, c, scratch, &data) < 0) {
+			/* No longer retained (a reader far behind): what was lost is lost. */
+			envd_pstream_end(ps, CC_DATA_LOSS, "the process's output was lost");
+			c->active = false;
+			/* A prefix written in this call is dropped, so the end frame follows a
+			 * whole envelope; one already sent cannot be. */
+			return c->done == 0 && n > 0 ? 0 : n;
+		}
+		size_t left = c->rec.len - c->done, take = (max - n) / 4 * 3;
+		if (take >= left)
+			take = left;
+		n += connect_b64_encode(dst + n, (const unsigned char *)data, take);
+		c->done += (uint32_t)take;
+		if (c->done < c->rec.len)
+			return n;
+		ps->stage = 2;
+	}
+	if (max - n < 4)
+		return n;
+	memcpy(dst + n, "\"}}}", 4);
+	c->active = false;
+	return n + 4;
+}
+
+static size_t ps_produce_into(struct http_stream *hs, char *dst, size_t max)
 {
 	static char rbuf[SPOOL_MAX_REC];
 	struct envd_pstream *ps = (struct envd_pstream *)hs;
 	struct task *t = ps->rd.task;
-	while (!hs->done && buf_avail(&hs->out) < PS_OUT_HIGH) {
-		struct spool_rec rec;
+	size_t n = 0;
+	for (;;) {
+		n += buf_take(&hs->out, dst + n, max - n);
+		if (buf_avail(&hs->out) || n == max || hs->done)
+			break;
+		if (ps->cur.active) {
+			n += data_piece(ps, dst + n, max - n);
+			if (ps->cur.active)
+				break; /* dst is full */
+			continue;
+		}
 		const char *data;
-		int rc = t ? task_reader_next_ref(&ps->rd, &rec, rbuf, &data) : 0;
+		int rc = t ? task_reader_next_rec(&ps->rd, &ps->cur, rbuf, &data) : 0;
 		if (rc < 0) {
 			log_errno("reading the task log failed", -rc, t->id);
 			envd_pstream_end(ps, CC_DATA_LOSS,
 					 "the process's output could not be read");
-			break;
+			continue;
 		}
 		if (rc == 0) {
+			ps->cur.active = false;
 			if (t && task_reader_at_end(&ps->rd))
 				ps_finish(ps, t);
-			break;
+			else
+				break;
+			continue;
 		}
-		if (rec.type == SPOOL_EVENT) {
-			/* The terminal record is the task's last: the end goes now, as the
-			 * native stream's does, not at the reader's next wake. */
-			ps_event(ps, &rec, data);
+		if (ps->cur.rec.type == SPOOL_EVENT) {
+			/* The terminal record is the task's last: the end goes now. */
+			ps->cur.active = false;
+			ps_event(ps, &ps->cur.rec, data);
 			if (ps->exit_seen)
 				ps_finish(ps, t);
-		} else if (ps_data(ps,
-				   rec.type == SPOOL_STDERR ? "stderr"
-				   : ps->tty                ? "pty"
-							    : "stdout",
-				   data, rec.len) < 0)
-			break;
+			continue;
+		}
+		ps->stage = 0;
 	}
+	return n;
+}
+
+static bool ps_more_soon(struct http_stream *hs)
+{
+	struct envd_pstream *ps = (struct envd_pstream *)hs;
+	/* Never the start event: the SDK waits for it before it returns the handle. */
+	return ps->had_data && ps->rd.task && task_reader_more_due(&ps->rd);
 }
 
 static void ps_close(struct http_stream *hs)
@@ -178,7 +225,8 @@ static void ps_wake(struct task_reader *rd)
 }
 
 static const struct http_stream_ops pstream_ops = {
-	.produce = ps_produce,
+	.produce_into = ps_produce_into,
+	.more_soon = ps_more_soon,
 	.close = ps_close,
 	.tick = envd_pstream_tick,
 };
@@ -232,5 +280,12 @@ enum MHD_Result envd_pstream_start(struct http_req *req, struct task *t, bool fr
 	if (from_now)
 		spool_seek_seq(&t->spool, &ps->rd.cur, t->spool.next_seq);
 	task_reader_attach(t, &ps->rd, true);
-	return http_stream_start(req, &ps->hs, &pstream_ops, "application/connect+json");
+	/* 64 KiB a send: a bulk writer's records go out whole, not in 16 KiB pieces. */
+	struct MHD_Response *resp =
+		http_stream_response(req, &ps->hs, &pstream_ops, UINT64_MAX, 64 * 1024);
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, "Content-Type", "application/connect+json");
+	MHD_add_response_header(resp, "Cache-Control", "no-cache");
+	return http_queue(req, 200, resp);
 }

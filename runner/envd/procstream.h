@@ -10,8 +10,11 @@
 struct envd_pstream {
 	struct http_stream hs; /* first */
 	struct task_reader rd;
-	bool tty;       /* its output is "pty" data */
-	bool exit_seen; /* the terminal record was read */
+	struct task_rec_ref cur; /* the data record going out in pieces */
+	int stage;               /* of cur: 0 prefix, 1 base64, 2 tail */
+	bool tty;                /* its output is "pty" data */
+	bool exit_seen;          /* the terminal record was read */
+	bool had_data;           /* a data event went out (the start event is never held back) */
 	uint32_t keepalive_ms;
 	const char *keepalive_msg; /* NULL: a ProcessEvent's */
 	uint64_t deadline_ms;      /* monotonic; 0: none */
