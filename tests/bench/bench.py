@@ -1232,7 +1232,8 @@ def bench_envd(cfg, res, binary):
     eport = free_port()
     r = Runner(binary, cfg, extra=("--envd-listen", "127.0.0.1:%d" % eport), name="envd")
     try:
-        start = connect_env({"process": {"cmd": "/bin/sh", "args": ["-c", "true"]}})
+        # As E2B's SDK sends it: commands.run() asks for stdin only with `stdin: true`.
+        start = connect_env({"process": {"cmd": "/bin/sh", "args": ["-c", "true"]}, "stdin": False})
         cmd = json.dumps({"command": "true"})
         envd_t, cmd_t = [], []
         for _ in range(max(1, cfg.rtt_n // 10)):
@@ -1241,7 +1242,7 @@ def bench_envd(cfg, res, binary):
         gen = "yes \"$(printf '%%099d' 0)\" | head -c %d" % cfg.tput_bytes
         body = os.path.join(r.tmp, "start.bin")
         with open(body, "wb") as f:
-            f.write(connect_env({"process": {"cmd": "/bin/sh", "args": ["-c", gen]}}))
+            f.write(connect_env({"process": {"cmd": "/bin/sh", "args": ["-c", gen]}, "stdin": False}))
         st, rl, wire = [], [], []
         for i in range(cfg.tput_reps):
             if i % 2:
