@@ -1,6 +1,5 @@
-/* The envd face's routes and what its parts share: the Connect answers, the user a request
- * asks for, paths relative to envd's workdir; and envd's plain HTTP routes /health, /envs,
- * /metrics and /init (docs/design.md §18). */
+/* What the envd face's parts share: the Connect answers, the user a request asks for, paths
+ * relative to envd's workdir (docs/design.md §18.1, §18.6). The routes are in routes.c. */
 #include "envd/envd.h"
 
 #include <errno.h>

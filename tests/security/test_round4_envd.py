@@ -246,3 +246,38 @@ class EnvdToken(EnvdAttacks):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class EnvdReset(unittest.TestCase):
+    """A pooled box's next tenant meets a fresh envd: what the last one's /init set (its
+    token, variables, workdir), its processes and its polling watchers do not survive
+    POST /v1/reset (profile hook end_envd, docs/design.md §18.5)."""
+
+    def setUp(self):
+        self.port = free_port()
+        self.r = Runner(("--envd-listen", "127.0.0.1:%d" % self.port, "--allow-reset"))
+
+    TOKEN = None
+    tearDown = EnvdAttacks.tearDown
+    envd, rpc, start, run_py = EnvdAttacks.envd, EnvdAttacks.rpc, EnvdAttacks.start, EnvdAttacks.run_py
+
+    def test_a_reset_forgets_the_tenants_envd(self):
+        st, _, _ = self.envd("POST", "/init", json.dumps(
+            {"envVars": {"TENANT_SECRET": "s3cret"}, "defaultWorkdir": "/tmp",
+             "accessToken": "tenant-a"}), {"Content-Type": "application/json"})
+        self.assertEqual(st, 204)
+        a = {"X-Access-Token": "tenant-a"}
+        self.assertEqual(self.envd("GET", "/envs")[0], 401)  # the token now binds
+        st, w = self.rpc("/filesystem.Filesystem/CreateWatcher", {"path": "/tmp"}, a)
+        self.assertEqual(st, 200, w)
+        st, _, body = self.r.request("POST", "/v1/reset",
+                                     headers={"X-EXECD-ACCESS-TOKEN": "tenant-a"}, timeout=300)
+        self.assertEqual(st, 200, body)
+        st, _, data = self.envd("GET", "/envs")
+        self.assertEqual(st, 200, "the tenant's token outlived the reset")
+        self.assertNotIn("TENANT_SECRET", json.loads(data))
+        st, got = self.rpc("/filesystem.Filesystem/GetWatcherEvents",
+                           {"watcherId": w["watcherId"]})
+        self.assertEqual(st, 404, got)
+        ev = self.run_py("import os; print(os.getcwd())")[1]
+        self.assertNotEqual(ev.strip(), b"/tmp", "the tenant's defaultWorkdir outlived the reset")
