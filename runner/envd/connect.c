@@ -208,6 +208,19 @@ size_t connect_b64_encode(char *o, const unsigned char *s, size_t len)
 		b64_pairs_init();
 	char *start = o;
 	size_t i = 0;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	/* Six bytes to eight characters in one store (the pairs' bytes are in memory order). */
+	for (; i + 6 <= len; i += 6, o += 8) {
+		uint64_t v = (uint64_t)s[i] << 40 | (uint64_t)s[i + 1] << 32 |
+			     (uint64_t)s[i + 2] << 24 | (uint64_t)s[i + 3] << 16 |
+			     (uint64_t)s[i + 4] << 8 | s[i + 5];
+		uint64_t w = (uint64_t)b64_pairs[v >> 36] |
+			     (uint64_t)b64_pairs[(v >> 24) & 4095] << 16 |
+			     (uint64_t)b64_pairs[(v >> 12) & 4095] << 32 |
+			     (uint64_t)b64_pairs[v & 4095] << 48;
+		memcpy(o, &w, 8);
+	}
+#endif
 	for (; i + 2 < len; i += 3, o += 4) {
 		uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
 		memcpy(o, &b64_pairs[v >> 12], 2);
