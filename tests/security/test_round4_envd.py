@@ -19,6 +19,7 @@ import base64
 import http.client
 import json
 import os
+import shutil
 import struct
 import subprocess
 import tempfile
@@ -255,7 +256,13 @@ class EnvdReset(unittest.TestCase):
 
     def setUp(self):
         self.port = free_port()
-        self.r = Runner(("--envd-listen", "127.0.0.1:%d" % self.port, "--allow-reset"))
+        # A writable root of its own: the machine's /tmp may hold more than a reset keeps.
+        self.root = tempfile.mkdtemp(prefix="forceai-envd-reset-")
+        os.chmod(self.root, 0o755)
+        os.chown(self.root, 1000, 1000)
+        self.addCleanup(shutil.rmtree, self.root, True)
+        self.r = Runner(("--envd-listen", "127.0.0.1:%d" % self.port, "--allow-reset",
+                         "--landlock-roots", self.root))
 
     TOKEN = None
     tearDown = EnvdAttacks.tearDown
@@ -263,12 +270,12 @@ class EnvdReset(unittest.TestCase):
 
     def test_a_reset_forgets_the_tenants_envd(self):
         st, _, _ = self.envd("POST", "/init", json.dumps(
-            {"envVars": {"TENANT_SECRET": "s3cret"}, "defaultWorkdir": "/tmp",
+            {"envVars": {"TENANT_SECRET": "s3cret"}, "defaultWorkdir": self.root,
              "accessToken": "tenant-a"}), {"Content-Type": "application/json"})
         self.assertEqual(st, 204)
         a = {"X-Access-Token": "tenant-a"}
         self.assertEqual(self.envd("GET", "/envs")[0], 401)  # the token now binds
-        st, w = self.rpc("/filesystem.Filesystem/CreateWatcher", {"path": "/tmp"}, a)
+        st, w = self.rpc("/filesystem.Filesystem/CreateWatcher", {"path": self.root}, a)
         self.assertEqual(st, 200, w)
         st, _, body = self.r.request("POST", "/v1/reset",
                                      headers={"X-EXECD-ACCESS-TOKEN": "tenant-a"}, timeout=300)
@@ -280,4 +287,5 @@ class EnvdReset(unittest.TestCase):
                            {"watcherId": w["watcherId"]})
         self.assertEqual(st, 404, got)
         ev = self.run_py("import os; print(os.getcwd())")[1]
-        self.assertNotEqual(ev.strip(), b"/tmp", "the tenant's defaultWorkdir outlived the reset")
+        self.assertNotEqual(ev.strip().decode(), self.root,
+                            "the tenant's defaultWorkdir outlived the reset")
