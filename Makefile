@@ -26,7 +26,7 @@ PURE_SRCS := runner/core/util.c runner/core/error.c runner/core/log.c runner/cor
 	     runner/model/wire_openai.c runner/model/wire_anthropic.c runner/model/wire_gemini.c \
 	     runner/core/sha256.c runner/core/auditchain.c runner/core/auditsrc.c \
 	     runner/http/peer.c runner/mcp/proto.c \
-	     runner/profile/initcfg.c \
+	     runner/profile/initcfg.c runner/envd/connect.c \
 	     $(filter-out runner/files/sched.c runner/files/userjob.c,$(wildcard runner/files/*.c))
 pure_objs = $(patsubst runner/%.c,$(1)/%.o,$(filter $(RUNNER_SRCS),$(PURE_SRCS)))
 

@@ -32,7 +32,9 @@ LINT_CHECKS  := modgraph-selftest fuzzrun-selftest modgraph format-check
 #   tools                    the tools of /mcp and of the built-in agent
 #   model                    model calls, the model proxy, agent engines
 #   api shim                 the routes; the task shim (a program of its own)
-LAYERS := core < confine files http < task < relay code mcp profile < tools < model < api shim
+#   envd                     E2B's envd face: a codec over the routes' files prologue and the
+#                            engine below (docs/design.md §18)
+LAYERS := core < confine files http < task < relay code mcp profile < tools < model < api shim < envd
 
 .PHONY: lint modgraph modgraph-selftest fuzzrun-selftest format format-check
 

@@ -31,6 +31,7 @@
 #include "relay/forward.h"
 #include "task/proctree.h"
 #include "api/api.h"
+#include "envd/envd.h"
 #include "code/code.h"
 #include "core/runner.h"
 #include "task/session.h"
@@ -325,6 +326,7 @@ static const struct profile_hooks profile_hooks = {
 	.prestart_done = on_prestart_done,
 	.restart_main = restart_main,
 	.end_code_contexts = code_end_all,
+	.end_envd = envd_reset,
 	.revoke_model_tokens = modelproxy_revoke_all,
 	.forget_conversations = conv_forget_all,
 };
@@ -567,6 +569,19 @@ int main(int argc, char **argv)
 		log_info("code interpreter API listening", "{s:s,s:i}", "listen", host, "port",
 			 (int)bound);
 	}
+	if (r->cfg.envd_listen) {
+		/* E2B's envd API on a port of its own (envd/envd.h). */
+		char host[64];
+		unsigned port, bound;
+		if (envd_init(r) < 0 ||
+		    code_parse_listen(r->cfg.envd_listen, host, sizeof(host), &port, &err) < 0 ||
+		    !(bound = http_listen_extra(r, "envd", host, port, envd_routes, envd_n_routes,
+						&err))) {
+			error_wrap(&err, "--envd-listen");
+			return start_failed(&err);
+		}
+		log_info("envd API listening", "{s:s,s:i}", "listen", host, "port", (int)bound);
+	}
 	if (gateway_init(r, &err) < 0 || modelproxy_start(r, &err) < 0 ||
 	    engines_check_config(r, &err) < 0)
 		return start_failed(&err);
@@ -610,6 +625,7 @@ int main(int argc, char **argv)
 	sessions_free_all(r);
 	pty_free_all(r);
 	code_free_all(r); /* before the tasks: each context reads its interpreter's */
+	envd_free_all(r);
 	tasks_free_all(r);
 	modelproxy_stop(r); /* after the tasks: chat tasks hold proxy tokens */
 	conv_free_all(r);   /* after the tasks: agents hold conversations */

@@ -64,6 +64,9 @@ stage mcp python3 tests/mcp/run_mcp.py
 # Code contexts with E2B's own @e2b/code-interpreter client in debug mode (localhost:49999;
 # pinned, cached outside the clone: tests/code/setup.sh).
 stage code python3 tests/code/run_code.py
+# E2B's envd face with E2B's own SDK (npm e2b, pinned, cached outside the clone:
+# tests/e2b/setup.sh) in debug mode (localhost:49983, or E2B_SANDBOX_URL when it is taken).
+stage e2b python3 tests/e2b/run_e2b.py
 stage gateway python3 tests/run.py gateway
 # Agent engines with the real Codex and Claude Code CLIs (npm, cached in /var/cache/forceai-npm).
 stage engines python3 tests/run.py engines

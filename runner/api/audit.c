@@ -48,6 +48,13 @@ const char *api_audit_door(const char *path)
 		 * is one operation a reader filters for, not a files API call. */
 		{"/execution", "execd"},
 		{"/v1/checkpoints", "checkpoint"},
+		/* E2B's envd face (--envd-listen): its RPCs, its variables; its /init is init's,
+		 * its /health a probe. */
+		{"/process.Process", "envd"},
+		{"/filesystem.Filesystem", "envd"},
+		{"/envs", "envd"},
+		{"/init", "init"},
+		{"/health", NULL},
 	};
 	for (size_t i = 0; i < sizeof(doors) / sizeof(doors[0]); i++) {
 		size_t n = strlen(doors[i].prefix);

@@ -300,7 +300,7 @@ enum MHD_Result api_task_list(struct http_req *req)
 		/* Lifecycle hooks and code contexts are listed too, named. */
 		bool tool = t->api == TASK_API_TOOL && task_left_running(t);
 		if (t->api != TASK_API_NATIVE && t->api != TASK_API_HOOK &&
-		    t->api != TASK_API_CODE && !tool)
+		    t->api != TASK_API_CODE && t->api != TASK_API_ENVD && !tool)
 			continue;
 		if (state && (!strcmp(state, "running") == t->finished))
 			continue;
@@ -323,6 +323,8 @@ enum MHD_Result api_task_list(struct http_req *req)
 			json_object_set_new(o, "left_behind", left);
 		if (tool) /* an MCP or agent run_command that left processes behind */
 			json_object_set_new(o, "kind", json_string("tool_command"));
+		if (t->api == TASK_API_ENVD)
+			json_object_set_new(o, "kind", json_string("envd_process"));
 		if (t->api == TASK_API_HOOK) {
 			const char *hook = rtinit_hook_name(req->r, t);
 			json_object_set_new(o, "kind", json_string("lifecycle_hook"));

@@ -71,6 +71,10 @@ struct watch_stream {
 	uint64_t dropped; /* events lost since the last overflow event */
 	bool limit_hit;   /* a recursive walk stopped at WATCH_MAX_DIRS */
 	char *last_write; /* the path of the last queued write (coalesced) */
+	/* Another face's sink instead of the SSE stream (api_watch_open: envd's WatchDir and
+	 * polling watchers): each event goes to it as it is read, nothing queued here. */
+	const struct api_watch_sink *sink;
+	void *sink_arg;
 	struct watch_stream *next, *prev;
 };
 
@@ -89,10 +93,29 @@ static void wake(struct watch_stream *s)
 		http_stream_wake(&s->hs);
 }
 
+/* An event for a sink: its fields as the engine made them. */
+static void put_sink(struct watch_stream *s, json_t *ev)
+{
+	const char *type = json_string_value(json_object_get(ev, "type"));
+	if (!type)
+		return;
+	if (!strcmp(type, "end"))
+		s->sink->end(s->sink_arg, json_string_value(json_object_get(ev, "reason")));
+	else
+		s->sink->event(s->sink_arg, type, json_string_value(json_object_get(ev, "path")),
+			       json_string_value(json_object_get(ev, "old_path")),
+			       json_is_true(json_object_get(ev, "is_dir")));
+}
+
 static void put(struct watch_stream *s, json_t *ev)
 {
 	if (!ev)
 		return;
+	if (s->sink) {
+		put_sink(s, ev);
+		json_decref(ev);
+		return;
+	}
 	if (!json_object_get(ev, "time"))
 		json_object_set_new(ev, "time", json_integer((json_int_t)now_ms()));
 	char *js = json_dumps(ev, JSON_COMPACT);
@@ -498,6 +521,73 @@ static int watch_root(struct watch_stream *s, const char *path, struct error *er
 	return rc;
 }
 
+/* A watch of path as the task user, its events to sink (NULL: the SSE stream's queue).
+ * NULL with err (TOO_MANY_WATCHES, FILE_NOT_FOUND, INVALID_FILE, PERMISSION_DENIED...). */
+static struct watch_stream *watch_new(struct runner *r, const char *path, bool recursive,
+				      const struct api_watch_sink *sink, void *arg,
+				      struct error *err)
+{
+	struct watch_table *t = table(r);
+	if (!t) {
+		error_set(err, ENOMEM, NULL, "watch table");
+		return NULL;
+	}
+	if (t->streams >= WATCH_MAX_STREAMS) {
+		error_set(err, 0, "TOO_MANY_WATCHES",
+			  "%u directory watches are open, the runner's limit", t->streams);
+		return NULL;
+	}
+	struct watch_stream *s = calloc(1, sizeof(*s));
+	if (!s) {
+		error_set(err, ENOMEM, NULL, "watch");
+		return NULL;
+	}
+	s->r = r;
+	s->recursive = recursive;
+	s->sink = sink;
+	s->sink_arg = arg;
+	files_task_ident(r, &s->id);
+	s->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (s->ifd < 0) {
+		int e = errno;
+		free(s);
+		if (e == EMFILE)
+			error_set(err, 0, "TOO_MANY_WATCHES",
+				  "the kernel's inotify instance limit is reached");
+		else
+			error_set(err, e, "RUNTIME_ERROR", "inotify_init1");
+		return NULL;
+	}
+	LIST_PUSH(t->head, s);
+	t->streams++;
+	if (watch_root(s, path, err) < 0) {
+		w_close(&s->hs);
+		return NULL;
+	}
+	if (loop_watch_add(&r->loop, &s->w, s->ifd, EPOLLIN, on_inotify, s) < 0) {
+		w_close(&s->hs);
+		error_set(err, 0, "RUNTIME_ERROR", "cannot watch the inotify descriptor");
+		return NULL;
+	}
+	s->watching = true;
+	return s;
+}
+
+struct watch_stream *api_watch_open(struct runner *r, const char *path, bool recursive,
+				    const struct api_watch_sink *sink, void *arg, struct error *err)
+{
+	struct watch_stream *s = watch_new(r, path, recursive, sink, arg, err);
+	if (s && s->limit_hit)
+		sink->event(arg, "overflow", path, NULL, true);
+	return s;
+}
+
+void api_watch_close(struct watch_stream *s)
+{
+	if (s)
+		w_close(&s->hs);
+}
+
 enum MHD_Result api_files_watch(struct http_req *req)
 {
 	struct runner *r = req->r;
@@ -517,38 +607,9 @@ enum MHD_Result api_files_watch(struct http_req *req)
 	else if (rec && *rec && strcmp(rec, "false") && strcmp(rec, "0"))
 		return http_error(req, 400, "INVALID_QUERY",
 				  "query parameter 'recursive' must be true or false");
-	struct watch_table *t = table(r);
-	if (!t)
-		return MHD_NO;
-	if (t->streams >= WATCH_MAX_STREAMS)
-		return http_error(req, 429, "TOO_MANY_WATCHES",
-				  "%u directory watches are open, the runner's limit", t->streams);
-	struct watch_stream *s = calloc(1, sizeof(*s));
+	struct watch_stream *s = watch_new(r, path, recursive, NULL, NULL, &err);
 	if (!s)
-		return MHD_NO;
-	s->r = r;
-	s->recursive = recursive;
-	files_task_ident(r, &s->id);
-	s->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (s->ifd < 0) {
-		int e = errno;
-		free(s);
-		return e == EMFILE ? http_error(req, 429, "TOO_MANY_WATCHES",
-						"the kernel's inotify instance limit is reached")
-				   : http_error(req, 500, "RUNTIME_ERROR", "inotify_init1: %s",
-						strerror(e));
-	}
-	LIST_PUSH(t->head, s);
-	t->streams++;
-	if (watch_root(s, path, &err) < 0) {
-		w_close(&s->hs);
 		return http_fail(req, &err);
-	}
-	if (loop_watch_add(&r->loop, &s->w, s->ifd, EPOLLIN, on_inotify, s) < 0) {
-		w_close(&s->hs);
-		return http_error(req, 500, "RUNTIME_ERROR", "cannot watch the inotify descriptor");
-	}
-	s->watching = true;
 	put(s, json_pack("{s:s,s:s,s:b,s:I}", "type", "watching", "path", path, "recursive",
 			 recursive, "dirs", (json_int_t)s->ndirs));
 	if (s->limit_hit) {

@@ -187,6 +187,9 @@ static const struct opt_def opts[] = {
 	 OFF(code_interpreter_listen), NULL,
 	 "ADDR:PORT (numeric IPv4) of E2B's code-interpreter API (E2B's port is 49999); unset: "
 	 "not served"},
+	{"envd-listen", "FORCEAI_ENVD_LISTEN", OPT_STR, OFF(envd_listen), NULL,
+	 "ADDR:PORT (numeric IPv4) of E2B's envd API, the SDK's commands, files and pty (E2B's "
+	 "port is 49983); unset: not served"},
 	{"code-max-contexts", "FORCEAI_CODE_MAX_CONTEXTS", OPT_UINT, OFF(code_max_contexts), "32",
 	 "code contexts at once, 1..1024 (each a long-lived interpreter task)"},
 	{"code-idle-timeout-ms", "FORCEAI_CODE_IDLE_TIMEOUT_MS", OPT_U64, OFF(code_idle_timeout_ms),
@@ -257,6 +260,7 @@ static const struct {
 	{"Audit trail", "audit-file otlp-endpoint audit-rate audit-ring-max insecure-no-audit"},
 	{"Code interpreter", "code-interpreter-listen code-max-contexts code-idle-timeout-ms "
 			     "code-exec-timeout-ms code-output-max code-result-max"},
+	{"E2B envd", "envd-listen"},
 };
 
 static void usage_opt(FILE *out, const struct opt_def *o)
@@ -802,6 +806,28 @@ static int out_of_bounds(const enum origin *from, const char *opt, uint64_t v, c
 }
 
 /* The checks that need more than one option, or a bound: after parsing. */
+
+/* An extra listener's ADDR:PORT: the same form as --listen's IPv4 one, checked here so a bad
+ * value is a usage error (the listener itself starts in main). */
+static int listen_check(const enum origin *from, const char *name, const char *v, struct error *err)
+{
+	const char *colon = strrchr(v, ':');
+	char host[64];
+	struct in_addr a4;
+	uint64_t port;
+	size_t n = colon ? (size_t)(colon - v) : 0;
+	struct src s = src_of(from, name, err);
+	if (!colon || !n || n >= sizeof(host))
+		return bad(&s, name, v, "expected ADDR:PORT");
+	memcpy(host, v, n);
+	host[n] = 0;
+	if (inet_pton(AF_INET, host, &a4) != 1)
+		return bad(&s, name, v, "not a numeric IPv4 address");
+	if (parse_u64(colon + 1, &port) < 0 || port > 65535)
+		return bad(&s, name, v, "port must be 0..65535");
+	return 0;
+}
+
 static int check_values(struct runner_config *cfg, const enum origin *from, struct error *err)
 {
 	if (cfg->grace_ms > 3600000)
@@ -918,24 +944,11 @@ static int check_values(struct runner_config *cfg, const enum origin *from, stru
 	if (cfg->code_result_max < 65536 || cfg->code_result_max > 256ull << 20)
 		return out_of_bounds(from, "code-result-max", cfg->code_result_max,
 				     "must be 65536..268435456 (bytes)", err);
-	if (cfg->code_interpreter_listen) {
-		/* The same form as --listen's IPv4 one, checked here so a bad value is
-		 * a usage error (the listener itself starts in main). */
-		const char *v = cfg->code_interpreter_listen, *colon = strrchr(v, ':');
-		char host[64];
-		struct in_addr a4;
-		uint64_t port;
-		size_t n = colon ? (size_t)(colon - v) : 0;
-		struct src s = src_of(from, "code-interpreter-listen", err);
-		if (!colon || !n || n >= sizeof(host))
-			return bad(&s, "code-interpreter-listen", v, "expected ADDR:PORT");
-		memcpy(host, v, n);
-		host[n] = 0;
-		if (inet_pton(AF_INET, host, &a4) != 1)
-			return bad(&s, "code-interpreter-listen", v, "not a numeric IPv4 address");
-		if (parse_u64(colon + 1, &port) < 0 || port > 65535)
-			return bad(&s, "code-interpreter-listen", v, "port must be 0..65535");
-	}
+	if (cfg->code_interpreter_listen &&
+	    listen_check(from, "code-interpreter-listen", cfg->code_interpreter_listen, err) < 0)
+		return -1;
+	if (cfg->envd_listen && listen_check(from, "envd-listen", cfg->envd_listen, err) < 0)
+		return -1;
 	if (cfg->code_output_max < 1)
 		return out_of_bounds(from, "code-output-max", cfg->code_output_max,
 				     "must be at least 1 (bytes)", err);

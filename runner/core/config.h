@@ -104,6 +104,7 @@ struct runner_config {
 	const char *audit_head;   /* --audit-head SEQ:HASH: the head --verify-audit must find */
 	/* Code contexts (docs/design.md §11). */
 	const char *code_interpreter_listen; /* E2B's API: ADDR:PORT, or NULL */
+	const char *envd_listen;             /* E2B's envd API: ADDR:PORT, or NULL */
 	unsigned code_max_contexts;
 	uint64_t code_idle_timeout_ms; /* 0 = none */
 	uint64_t code_exec_timeout_ms; /* 0 = none */

@@ -33,6 +33,7 @@ struct audit;
 struct otlp;
 struct otlp_metrics;
 struct code_table;
+struct envd_state;
 
 enum init_mode { INIT_PID1, INIT_SUBREAPER };
 
@@ -103,4 +104,5 @@ struct runner {
 	struct otlp *otlp;                 /* its OTLP sink (core/auditotlp.h), or NULL */
 	struct otlp_metrics *otlp_metrics; /* OTLP metrics exporter (api/metricsotlp.c) */
 	struct code_table *code;           /* code contexts (code/code.h) */
+	struct envd_state *envd;           /* E2B's envd face (envd/envd.h) */
 };

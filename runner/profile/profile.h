@@ -44,6 +44,9 @@ struct profile_hooks {
 	unsigned (*revoke_model_tokens)(struct runner *r, unsigned *requests);
 	/* The agent tasks' conversations, forgotten: how many (model/conversation.h). */
 	unsigned (*forget_conversations)(struct runner *r);
+	/* E2B's envd face (envd/envd.h): its /init's variables and workdir, its watchers and
+	 * process records, forgotten with the tenant. */
+	void (*end_envd)(struct runner *r);
 };
 
 struct profile {

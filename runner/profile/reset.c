@@ -874,6 +874,8 @@ int reset_start(struct runner *r, struct http_req *req, struct error *e)
 		hk->end_mcp_sessions(r);
 	if (hk && hk->end_code_contexts)
 		hk->end_code_contexts(r);
+	if (hk && hk->end_envd)
+		hk->end_envd(r);
 	rs->tokens = hk && hk->revoke_model_tokens ? hk->revoke_model_tokens(r, &rs->proxy_requests)
 						   : 0;
 	rs->conversations = hk && hk->forget_conversations ? hk->forget_conversations(r) : 0;

@@ -58,6 +58,8 @@ static const char *task_door(const struct task *t)
 		return "execd";
 	case TASK_API_PTY:
 		return "pty";
+	case TASK_API_ENVD:
+		return "envd";
 	case TASK_API_TOOL:
 		return audit_client(t->r) ? "mcp" : "agent";
 	case TASK_API_NATIVE:
@@ -345,6 +347,7 @@ bool task_may_linger(const struct task_spec *spec)
 	switch (spec->api) {
 	case TASK_API_EXECD:
 	case TASK_API_SESSION:
+	case TASK_API_ENVD: /* envd keeps them too */
 		return true;
 	case TASK_API_NATIVE:
 		return !spec->cap || spec->cap->may_linger;

@@ -25,6 +25,7 @@ enum task_api {
 	 * GET /v1/tasks, never given the EXECD_ENVS file's variables. */
 	TASK_API_HOOK,
 	TASK_API_CODE, /* the interpreter of a code context (code/code.h) */
+	TASK_API_ENVD, /* a process of E2B's envd face (envd/envd.h) */
 };
 
 enum task_status {

@@ -56,6 +56,7 @@ import shutil
 import signal
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -1201,6 +1202,78 @@ def bench_code(cfg, res, binary):
             extra={"errors": ru["sixteen_errors"], "runner_rss_kib": ru["runner_rss_kib"]})
 
 
+def envd_rtt(port, path, body, ctype, n):
+    """p50/p90 (ms) of n round trips on one keep-alive connection: the whole answer read."""
+    import http.client
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    times = []
+    for _ in range(n):
+        t0 = time.monotonic()
+        c.request("POST", path, body=body, headers={"Content-Type": ctype})
+        r = c.getresponse()
+        data = r.read()
+        times.append((time.monotonic() - t0) * 1000)
+        if r.status != 200 or not data:
+            raise BenchError("%s: HTTP %d %r" % (path, r.status, data[-200:]))
+    c.close()
+    return times
+
+
+def connect_env(obj):
+    b = json.dumps(obj).encode()
+    return struct.pack(">BI", 0, len(b)) + b
+
+
+def bench_envd(cfg, res, binary):
+    """17: E2B's envd face (--envd-listen, docs/design.md §18) against the runner's own APIs,
+    same runner, same run: the round trip of `true` through process.Process/Start vs POST
+    /command (one Python client, keep-alive, interleaved in blocks of 10), and a stream of
+    tput_mib MiB through Start (base64 in Connect envelopes, curl) vs the relay floor."""
+    eport = free_port()
+    r = Runner(binary, cfg, extra=("--envd-listen", "127.0.0.1:%d" % eport), name="envd")
+    try:
+        # As E2B's SDK sends it: commands.run() asks for stdin only with `stdin: true`.
+        start = connect_env({"process": {"cmd": "/bin/sh", "args": ["-c", "true"]}, "stdin": False})
+        cmd = json.dumps({"command": "true"})
+        envd_t, cmd_t = [], []
+        for _ in range(max(1, cfg.rtt_n // 10)):
+            envd_t += envd_rtt(eport, "/process.Process/Start", start, "application/connect+json", 10)
+            cmd_t += envd_rtt(r.port, "/command", cmd, "application/json", 10)
+        gen = "yes \"$(printf '%%099d' 0)\" | head -c %d" % cfg.tput_bytes
+        body = os.path.join(r.tmp, "start.bin")
+        with open(body, "wb") as f:
+            f.write(connect_env({"process": {"cmd": "/bin/sh", "args": ["-c", gen]}, "stdin": False}))
+        st, rl, wire = [], [], []
+        for i in range(cfg.tput_reps):
+            if i % 2:
+                rl.append(relay_run(cfg, gen))
+            t0 = time.monotonic()
+            c = subprocess.run(["curl", "-sN", "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
+                                "-H", "Content-Type: application/connect+json", "--data-binary",
+                                "@" + body, "http://127.0.0.1:%d/process.Process/Start" % eport],
+                               stdout=subprocess.PIPE, text=True)
+            st.append(time.monotonic() - t0)
+            code, size = (c.stdout.split() + ["0", "0"])[:2]
+            if c.returncode != 0 or code != "200" or int(size) < cfg.tput_bytes * 4 // 3:
+                raise BenchError("envd stream: curl exit %d, HTTP %s, %s bytes" % (
+                    c.returncode, code, size))
+            wire.append(int(size))
+            if not i % 2:
+                rl.append(relay_run(cfg, gen))
+    finally:
+        r.close()
+    e50, c50 = pct(envd_t, 50), pct(cmd_t, 50)
+    res.add("17", "round trip of `true`, envd Start (Connect stream), p50 of %d" % len(envd_t),
+            e50, "ms", "POST /command, same runner, same client", c50, goal="<= 1.1x",
+            ok=e50 <= 1.1 * c50, extra={"p90_ms": pct(envd_t, 90), "baseline_p90_ms": pct(cmd_t, 90)})
+    stat = min if cfg.tput_stat == "best" else statistics.median
+    mbs, relay_mbs = cfg.tput_bytes / stat(st) / 1e6, cfg.tput_bytes / stat(rl) / 1e6
+    res.add("17", "stream %d MiB through envd Start (base64 in envelopes, %s of %d)" % (
+        cfg.tput_bytes // MIB, cfg.tput_stat, len(st)), mbs, "MB/s", "relay (the floor)",
+        relay_mbs, goal=">= 0.8x", ok=mbs >= 0.8 * relay_mbs,
+        extra={"seconds": st, "baseline_seconds": rl, "wire_bytes": wire})
+
+
 # ---------------------------------------------------------------- main
 
 def main():
@@ -1283,6 +1356,7 @@ def main():
         ("14", "checkpoints", lambda: bench_checkpoints(cfg, res, static or cfg.runner)),
         ("15", "audit cost", lambda: bench_audit(cfg, res, cfg.runner)),
         ("16", "code contexts", lambda: bench_code(cfg, res, cfg.runner)),
+        ("17", "envd face", lambda: bench_envd(cfg, res, static or cfg.runner)),
     ]
     try:
         for num, label, fn in steps:

@@ -396,7 +396,7 @@ class HelpAndNames(unittest.TestCase):
         out = subprocess.run([RUNNER, "--help"], capture_output=True, text=True, timeout=10)
         groups, cur = {}, None
         for line in out.stdout.splitlines():
-            m = re.fullmatch(r"([A-Z][A-Za-z ]+):", line)
+            m = re.fullmatch(r"([A-Z][A-Za-z0-9 ]+):", line)
             if m:
                 cur = groups.setdefault(m.group(1), [])
                 continue
@@ -529,6 +529,22 @@ class Routes(RunnerTest):
                                 "design document lists it" % (m, pattern))
                 where = {docs[d] for d in found}
                 self.assertIn("api.md", where, "%s %s: not in docs/api.md" % (m, pattern))
+
+
+class EnvdRoutes(unittest.TestCase):
+    """The envd face's routes (runner/envd/routes.c, its own port) are exactly
+    docs/api.md's `:49983` rows."""
+
+    def test_envd_routes_are_the_documented_ones(self):
+        text = read(os.path.join(ROOT, "runner", "envd", "routes.c"))
+        served = set(re.findall(r'\{"([A-Z]+)", "(/[^"]*)",', text))
+        served |= {("POST", "/process.Process/" + m) for m in re.findall(r'PROC\("(\w+)"', text)}
+        served |= {("POST", "/filesystem.Filesystem/" + m)
+                   for m in re.findall(r'FS\("(\w+)"', text)}
+        self.assertGreater(len(served), 20, "envd's route table not found")
+        documented = set(re.findall(r"^\| (GET|POST) :49983(/[^ |]*) \|", read(API), re.M))
+        self.assertEqual(sorted(served - documented), [], "served on --envd-listen, not in api.md")
+        self.assertEqual(sorted(documented - served), [], "in api.md, not served")
 
 
 class Layout(unittest.TestCase):

@@ -1,0 +1,291 @@
+"""Red-team round four (issue 47): E2B's envd face (--envd-listen) from the attacker's side.
+
+- A process started through envd reaches for the runner's doors (the main API, the envd port
+  itself, on 127.0.0.1 and 127.0.0.2): the connection gate (docs/design.md §14.1) answers it
+  nothing, as it answers any task.
+- A task calls envd's POST /init to set its own access token: no answer, the token unchanged.
+- `root` asked for (Basic auth's user, ?username=, /init's defaultUser): refused with a Connect
+  error (or envd's HTTP error) that says why, and nothing runs.
+- A file outside the task user's reach (read /etc/shadow, write into /etc, list /root): refused
+  as the task user would be, nothing written.
+- Watchers left open forever: polling watchers are bounded in number and each one's queue is
+  bounded (a flood of changes nobody polls holds at most WATCHER_EVENTS_MAX events); WatchDir
+  streams share the watch engine's limit.
+- A Connect envelope that lies about its length (longer than the body, shorter, 4 GiB, or a
+  second envelope smuggled after the first): refused as invalid_argument, no process started.
+- The token: without X-Access-Token (and the runner's own header) every route but /health is
+  401; and a process started through envd is in /v1/tasks and the audit trail (door envd)."""
+import base64
+import http.client
+import json
+import os
+import shutil
+import struct
+import subprocess
+import tempfile
+import time
+import unittest
+
+from harness import Runner, free_port
+
+PY = "/usr/bin/python3"
+
+PROBE = r'''
+import json, socket, sys
+out = {}
+for port in sys.argv[1:]:
+    for addr in ("127.0.0.1", "127.0.0.2"):
+        try:
+            s = socket.create_connection((addr, int(port)), timeout=3)
+            s.sendall(b"POST /init HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: 27\r\n\r\n{\"accessToken\":\"attacker\"}")
+            got = s.recv(200)
+            out[addr + ":" + port] = got.split(b"\r\n")[0].decode() if got else "closed"
+            s.close()
+        except OSError as e:
+            out[addr + ":" + port] = "error: " + e.__class__.__name__
+print(json.dumps(out))
+'''
+
+
+def envelope(obj, flags=0):
+    b = json.dumps(obj).encode()
+    return struct.pack(">BI", flags, len(b)) + b
+
+
+def frames(data):
+    out = []
+    while len(data) >= 5:
+        f, n = struct.unpack(">BI", data[:5])
+        out.append((f, json.loads(data[5:5 + n])))
+        data = data[5 + n:]
+    return out
+
+
+class EnvdAttacks(unittest.TestCase):
+    TOKEN = None
+
+    def setUp(self):
+        self.port = free_port()
+        self.r = Runner(("--envd-listen", "127.0.0.1:%d" % self.port), token=self.TOKEN)
+
+    def tearDown(self):
+        rc = self.r.stop()
+        log = self.r.logtext()
+        self.r.close()
+        if rc != 0:
+            raise AssertionError("runner exited %s:\n%s" % (rc, log[-3000:]))
+
+    def envd(self, method, path, body=b"", headers=None, timeout=30):
+        h = {"X-Access-Token": self.TOKEN} if self.TOKEN else {}
+        h.update(headers or {})
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        c.request(method, path, body=body, headers=h)
+        resp = c.getresponse()
+        data = resp.read()
+        c.close()
+        return resp.status, resp.getheader("Content-Type"), data
+
+    def rpc(self, method, msg, headers=None):
+        h = {"Content-Type": "application/json"}
+        h.update(headers or {})
+        st, _, data = self.envd("POST", method, json.dumps(msg), h)
+        return st, json.loads(data) if data else None
+
+    def start(self, msg, headers=None, raw=None):
+        h = {"Content-Type": "application/connect+json"}
+        h.update(headers or {})
+        st, ct, data = self.envd("POST", "/process.Process/Start",
+                                 raw if raw is not None else envelope(msg), h)
+        self.assertEqual(st, 200)
+        self.assertEqual(ct, "application/connect+json")
+        return frames(data)
+
+    def run_py(self, code, *args):
+        ev = self.start({"process": {"cmd": PY, "args": ["-c", code] + list(args)}})
+        out = b"".join(base64.b64decode(e["event"]["data"].get("stdout", ""))
+                       for _, e in ev if "data" in e.get("event", {}))
+        return ev, out
+
+    def envd_tasks(self):
+        st, body = self.r.json("GET", "/v1/tasks")
+        self.assertEqual(st, 200)
+        return [t for t in body["tasks"] if t.get("kind") == "envd_process"]
+
+    def test_a_process_started_through_envd_reaches_no_door(self):
+        ev, out = self.run_py(PROBE, str(self.r.port), str(self.port))
+        self.assertEqual(ev[-1], (2, {}), ev)
+        got = json.loads(out)
+        for k, v in got.items():
+            self.assertNotIn("HTTP/1.1", v, "a task got an answer from %s: %s" % (k, v))
+        # The task's /init set no token: the envd API still answers without one.
+        st, _ = self.rpc("/process.Process/List", {})
+        self.assertEqual(st, 200)
+        self.assertEqual(self.envd("GET", "/envs")[0], 200)
+
+    def test_root_is_refused_and_says_why(self):
+        basic = {"Authorization": "Basic " + base64.b64encode(b"root:").decode()}
+        ev = self.start({"process": {"cmd": "/usr/bin/id"}}, basic)
+        self.assertEqual(len(ev), 1, ev)
+        self.assertEqual(ev[0][0], 2)
+        err = ev[0][1]["error"]
+        self.assertEqual(err["code"], "permission_denied")
+        self.assertIn("root", err["message"])
+        self.assertIn("task user", err["message"])
+        st, body = self.rpc("/filesystem.Filesystem/ListDir", {"path": "/"}, basic)
+        self.assertEqual((st, body["code"]), (403, "permission_denied"))
+        st, _, data = self.envd("GET", "/files?path=/etc/hostname&username=root")
+        self.assertEqual(st, 403)
+        self.assertIn(b"root", data)
+        st, _, _ = self.envd("POST", "/init", json.dumps({"defaultUser": "root"}),
+                             {"Content-Type": "application/json"})
+        self.assertEqual(st, 403)
+        self.assertEqual(self.envd_tasks(), [], "nothing ran")
+        # Another unknown user: unauthenticated, as envd answers it.
+        ev = self.start({"process": {"cmd": "/usr/bin/id"}},
+                        {"Authorization": "Basic " + base64.b64encode(b"nobody2:").decode()})
+        self.assertEqual(ev[0][1]["error"]["code"], "unauthenticated")
+
+    def test_files_outside_the_task_users_reach(self):
+        st, _, data = self.envd("GET", "/files?path=/etc/shadow")
+        self.assertEqual(st, 403, data)
+        st, _, data = self.envd("POST", "/files?path=/etc/forceai-envd-attack",
+                                b"x", {"Content-Type": "application/octet-stream"})
+        self.assertIn(st, (403,), data)
+        self.assertFalse(os.path.exists("/etc/forceai-envd-attack"))
+        st, body = self.rpc("/filesystem.Filesystem/Remove", {"path": "/etc/hostname"})
+        self.assertEqual(body["code"], "permission_denied")
+        self.assertTrue(os.path.exists("/etc/hostname"))
+        st, body = self.rpc("/filesystem.Filesystem/Move",
+                            {"source": "/etc/hostname", "destination": "/tmp/stolen"})
+        self.assertEqual(body["code"], "permission_denied")
+        d = tempfile.mkdtemp(prefix="forceai-envd-priv-")
+        self.addCleanup(os.rmdir, d)
+        os.chmod(d, 0o700)
+        st, body = self.rpc("/filesystem.Filesystem/ListDir", {"path": d})
+        self.assertEqual(body["code"], "permission_denied", body)
+
+    def test_watchers_left_open_are_bounded(self):
+        d = tempfile.mkdtemp(prefix="forceai-envd-w-", dir=self.r.work)
+        os.chmod(d, 0o777)
+        ids = []
+        for _ in range(16):
+            st, body = self.rpc("/filesystem.Filesystem/CreateWatcher", {"path": d})
+            self.assertEqual(st, 200, body)
+            ids.append(body["watcherId"])
+        st, body = self.rpc("/filesystem.Filesystem/CreateWatcher", {"path": d})
+        self.assertEqual((st, body["code"]), (429, "resource_exhausted"))
+        self.assertIn("RemoveWatcher", body["message"])
+        for i in range(5000):  # a flood nobody polls
+            open(os.path.join(d, "f%d" % i), "w").close()
+        time.sleep(1)
+        st, body = self.rpc("/filesystem.Filesystem/GetWatcherEvents", {"watcherId": ids[0]})
+        self.assertEqual(st, 200)
+        self.assertLessEqual(len(body["events"]), 4096)
+        self.assertGreater(len(body["events"]), 100)
+        st, body = self.rpc("/filesystem.Filesystem/RemoveWatcher", {"watcherId": ids[0]})
+        self.assertEqual(st, 200)
+        st, body = self.rpc("/filesystem.Filesystem/CreateWatcher", {"path": d})
+        self.assertEqual(st, 200, body)
+        st, body = self.rpc("/filesystem.Filesystem/GetWatcherEvents", {"watcherId": "nope"})
+        self.assertEqual(body["code"], "not_found")
+
+    def test_an_envelope_that_lies_about_its_length(self):
+        real = envelope({"process": {"cmd": "/bin/true"}})
+        lies = {
+            "longer than the body": struct.pack(">BI", 0, len(real) + 100) + real[5:],
+            "shorter than the body": struct.pack(">BI", 0, len(real) - 10) + real[5:],
+            "4 GiB": struct.pack(">BI", 0, 0xFFFFFFFF) + real[5:],
+            "a second envelope smuggled": real + envelope({"process": {"cmd": "/bin/id"}}),
+            "compressed without a codec": struct.pack(">BI", 1, len(real) - 5) + real[5:],
+            "shorter than the prefix": b"\x00\x00\x00",
+        }
+        for why, body in lies.items():
+            ev = self.start(None, raw=body)
+            self.assertEqual(len(ev), 1, why)
+            self.assertEqual(ev[0][0], 2, why)
+            self.assertEqual(ev[0][1]["error"]["code"], "invalid_argument", (why, ev))
+        self.assertEqual(self.envd_tasks(), [], "no process started")
+        # And a unary RPC sent as a stream, or JSON sent where Connect+JSON is due.
+        ev = self.start(None, raw=json.dumps({"process": {"cmd": "/bin/true"}}).encode())
+        self.assertEqual(ev[0][1]["error"]["code"], "invalid_argument")
+
+    def test_a_process_is_a_task_and_audited(self):
+        ev, out = self.run_py("print('hi')")
+        pid = ev[0][1]["event"]["start"]["pid"]
+        self.assertEqual(out, b"hi\n")
+        tasks = self.envd_tasks()
+        self.assertEqual([t["pid"] for t in tasks], [pid])
+        st, h, data = self.r.request("GET", "/v1/audit?format=json")
+        self.assertEqual(st, 200, data)
+        text = data.decode()
+        self.assertIn('"door":"envd"', text)
+        self.assertIn("task started", text)
+
+
+class EnvdToken(EnvdAttacks):
+    """The same attacks on a box with an access token, and the token's own rules."""
+    TOKEN = "envd-" + os.urandom(8).hex()
+
+    def test_the_token_is_required(self):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        c.request("POST", "/process.Process/List", "{}", {"Content-Type": "application/json"})
+        self.assertEqual(c.getresponse().status, 401)
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        c.request("GET", "/files?path=/etc/hostname")
+        self.assertEqual(c.getresponse().status, 401)
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        c.request("GET", "/health")
+        self.assertEqual(c.getresponse().status, 204)
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        c.request("POST", "/init", json.dumps({"accessToken": "mine"}),
+                  {"Content-Type": "application/json"})
+        self.assertEqual(c.getresponse().status, 401)
+        st, _ = self.rpc("/process.Process/List", {})
+        self.assertEqual(st, 200)
+
+
+if __name__ == "__main__":
+    unittest.main()
+
+
+class EnvdReset(unittest.TestCase):
+    """A pooled box's next tenant meets a fresh envd: what the last one's /init set (its
+    token, variables, workdir), its processes and its polling watchers do not survive
+    POST /v1/reset (profile hook end_envd, docs/design.md §18.5)."""
+
+    def setUp(self):
+        self.port = free_port()
+        # A writable root of its own: the machine's /tmp may hold more than a reset keeps.
+        self.root = tempfile.mkdtemp(prefix="forceai-envd-reset-")
+        os.chmod(self.root, 0o755)
+        os.chown(self.root, 1000, 1000)
+        self.addCleanup(shutil.rmtree, self.root, True)
+        self.r = Runner(("--envd-listen", "127.0.0.1:%d" % self.port, "--allow-reset",
+                         "--landlock-roots", self.root))
+
+    TOKEN = None
+    tearDown = EnvdAttacks.tearDown
+    envd, rpc, start, run_py = EnvdAttacks.envd, EnvdAttacks.rpc, EnvdAttacks.start, EnvdAttacks.run_py
+
+    def test_a_reset_forgets_the_tenants_envd(self):
+        st, _, _ = self.envd("POST", "/init", json.dumps(
+            {"envVars": {"TENANT_SECRET": "s3cret"}, "defaultWorkdir": self.root,
+             "accessToken": "tenant-a"}), {"Content-Type": "application/json"})
+        self.assertEqual(st, 204)
+        a = {"X-Access-Token": "tenant-a"}
+        self.assertEqual(self.envd("GET", "/envs")[0], 401)  # the token now binds
+        st, w = self.rpc("/filesystem.Filesystem/CreateWatcher", {"path": self.root}, a)
+        self.assertEqual(st, 200, w)
+        st, _, body = self.r.request("POST", "/v1/reset",
+                                     headers={"X-EXECD-ACCESS-TOKEN": "tenant-a"}, timeout=300)
+        self.assertEqual(st, 200, body)
+        st, _, data = self.envd("GET", "/envs")
+        self.assertEqual(st, 200, "the tenant's token outlived the reset")
+        self.assertNotIn("TENANT_SECRET", json.loads(data))
+        st, got = self.rpc("/filesystem.Filesystem/GetWatcherEvents",
+                           {"watcherId": w["watcherId"]})
+        self.assertEqual(st, 404, got)
+        ev = self.run_py("import os; print(os.getcwd())")[1]
+        self.assertNotEqual(ev.strip().decode(), self.root,
+                            "the tenant's defaultWorkdir outlived the reset")
