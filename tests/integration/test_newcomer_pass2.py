@@ -239,7 +239,7 @@ class ReadmeFirstSteps(unittest.TestCase):
         body = (body.replace("127.0.0.1:8090", "127.0.0.1:%d" % port)
                 .replace("/tmp/pool.log", os.path.join(tmp, "pool.log"))
                 .replace("/tmp/pool", root).replace("build/forceai-runner", RUNNER))
-        lines = ["set -e", "trap 'kill $(jobs -p) 2>/dev/null; wait' EXIT", "cd " + ROOT]
+        lines = ["set -e", "trap 'kill $(jobs -p) 2>/dev/null || true; wait' EXIT", "cd " + ROOT]
         for l in body.splitlines():
             lines.append(l)
             if l.endswith("&"):
