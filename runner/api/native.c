@@ -219,10 +219,11 @@ static enum MHD_Result start_stream(struct http_req *req, struct task *t, bool f
 static struct task *find_task(struct http_req *req)
 {
 	struct task *t = is_hex_id(req->param) ? task_find(req->r, req->param) : NULL;
-	/* A code context's interpreter is a task like these (code/code.h); so is a tool command
-	 * whose left-behind processes run (listed in GET /v1/tasks, stopped by DELETE). */
+	/* A code context's interpreter is a task like these (code/code.h), so is a process of
+	 * the envd face, and a tool command whose left-behind processes run (listed in GET
+	 * /v1/tasks, stopped by DELETE). */
 	return t && (t->api == TASK_API_NATIVE || t->api == TASK_API_CODE ||
-		     (t->api == TASK_API_TOOL && task_left_running(t)))
+		     t->api == TASK_API_ENVD || (t->api == TASK_API_TOOL && task_left_running(t)))
 		       ? t
 		       : NULL;
 }

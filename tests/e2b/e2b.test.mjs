@@ -68,6 +68,26 @@ test('background, list, connect by pid, kill', async () => {
   }
 })
 
+test('what a command leaves running with & outlives it, listed and stoppable', async () => {
+  const t0 = Date.now()
+  const r = await sbx.commands.run('sleep 60 >/dev/null 2>&1 & echo $!')
+  assert.ok(Date.now() - t0 < 5000, 'the command ends when its main process does')
+  const pid = r.stdout.trim()
+  assert.equal((await sbx.commands.run(`kill -0 ${pid} && echo alive`)).stdout, 'alive\n')
+  if (RUNNER) {
+    const tasks = await (await fetch(`${RUNNER}/v1/tasks`)).json()
+    const t = tasks.tasks.find((x) => x.kind === 'envd_process' && x.left_behind)
+    assert.ok(t, 'listed with its left-behind processes')
+    assert.equal((await fetch(`${RUNNER}/v1/tasks/${t.id}`, { method: 'DELETE' })).status, 202)
+    let gone = false
+    for (let i = 0; i < 50 && !gone; i++) {
+      gone = (await sbx.commands.run(`kill -0 ${pid} 2>/dev/null && echo alive || echo gone`)).stdout === 'gone\n'
+      if (!gone) await new Promise((res) => setTimeout(res, 100))
+    }
+    assert.ok(gone, 'stopped by DELETE /v1/tasks/{id}')
+  }
+})
+
 test('timeoutMs ends a command that runs too long', async () => {
   const t0 = Date.now()
   await assert.rejects(sbx.commands.run('sleep 20', { timeoutMs: 1000 }))
