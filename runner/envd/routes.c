@@ -136,7 +136,7 @@ static int init_apply(struct http_req *req, json_t *body, struct error *e)
 	struct envd_state *s = envd_state(req->r);
 	json_t *v;
 	char msg[256];
-	enum connect_code code;
+	enum connect_code code = CC_INVALID_ARGUMENT; /* a defaultUser that is not a string */
 	if ((v = json_object_get(body, "defaultUser")) && !json_is_null(v)) {
 		if (!json_is_string(v) ||
 		    envd_user_check(req, json_string_value(v), &code, msg, sizeof(msg)) < 0)
