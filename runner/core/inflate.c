@@ -371,10 +371,12 @@ static int dyn_counts(struct inflate *z, struct io *io)
 	return 1;
 }
 
-/* A code a block may use: complete, or (as zlib allows) one symbol of one bit. */
+/* A code a block may use: complete, or (as zlib allows) one symbol of one bit, or no symbol at
+ * all (a distance code of a block of literals only; using it is then a bad code). */
 static bool usable(const struct inflate_huff *h, int built, unsigned n)
 {
-	return built == 0 || (built > 0 && h->count[1] == 1 && n - h->count[0] == 1);
+	unsigned used = n - h->count[0];
+	return built == 0 || (built > 0 && (used == 0 || (used == 1 && h->count[1] == 1)));
 }
 
 /* The literal/length and distance codes' lengths, then both codes. */

@@ -50,7 +50,9 @@ struct inflate {
 
 void inflate_init(struct inflate *z);
 /* Decode from *in (advanced past what was used; *in_len lowered) into out (cap bytes, *out_len
- * written). A call returns when the input is used up, the output is full, or a member ended. */
+ * written). A call returns when the input is used up or the output is full; INFLATE_DONE when
+ * the input ended exactly at a member's end (members may follow one another, as gzip allows;
+ * anything else after one is refused). */
 enum inflate_rc inflate_gzip(struct inflate *z, const uint8_t **in, size_t *in_len, uint8_t *out,
 			     size_t cap, size_t *out_len);
 /* The input ended: 0 if the stream is whole (at least one member, none begun after it), else

@@ -338,8 +338,8 @@ static struct upload *up_new(struct http_req *req)
 	const char *ct = http_header(req, "Content-Type");
 	const char *ce = http_header(req, "Content-Encoding");
 	if (up_encoding(u, ce) < 0)
-		;
-	else if (ct && !strncasecmp(ct, "application/octet-stream", 24)) {
+		return u; /* refused: the body is drained, the answer 400 */
+	if (ct && !strncasecmp(ct, "application/octet-stream", 24)) {
 		u->octet = true;
 		if (!u->qpath[0])
 			up_fail(u, 400, "an application/octet-stream upload needs ?path=");

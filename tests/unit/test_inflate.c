@@ -322,6 +322,26 @@ TEST(inflate_refusals)
 	CHECK(inflate_finish(&z) < 0);
 }
 
+/* A dynamic block of literals only whose distance code has no symbol at all (zlib takes it):
+ * literal/length code {0: "0", 256: "1"}, code-length code {18: "0", 0: "10", 1: "11"}. */
+TEST(inflate_dynamic_block_without_distance_codes)
+{
+	static const uint8_t two[2] = {0, 0};
+	struct buf
+		gz = crafted(
+			"1 01 00000 00000 0111"
+			" 000 000 100 010 000 000 000 000 000 000 000 000 000 000 000 000 000 010"
+			" 11 0 1111111 0 0101011 11 10"
+			" 0 0 1",
+			crc32_slow(two, 2), 2),
+		out = {0};
+	const char *err = decode_all(gz.p, gz.n, 1, 1, &out);
+	CHECKF(!err, "%s", err ? err : "");
+	CHECK(out.n == 2 && !memcmp(out.p, two, 2));
+	free(out.p);
+	free(gz.p);
+}
+
 /* A fixed-Huffman stream of one literal and a long match: what a gzip bomb is made of, each
  * length symbol 258 bytes; the output comes in pieces of the caller's size. */
 TEST(inflate_bomb_in_pieces)
