@@ -21,7 +21,7 @@ FUZZ_RSS_MB     ?= 2048
 FUZZ_ARGS       ?=
 FUZZ_DIR        := build/fuzz
 FUZZ_ALL        := http json_bodies linesplit envfile seccomp $(if $(wildcard runner/files/multipart.c),multipart) chatstream ws \
-		   h1parse relayhead wire engines mcp regex lifecycle udiff auditchain connect
+		   h1parse relayhead wire engines mcp regex lifecycle udiff auditchain connect inflate
 FUZZ_TARGETS    ?= $(FUZZ_ALL)
 # Flags: FUZZ_FLAGS of mk/flags.mk; runner objects also get coverage instrumentation.
 FUZZ_OBJ_CFLAGS = $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link

@@ -190,6 +190,9 @@ static const struct opt_def opts[] = {
 	{"envd-listen", "FORCEAI_ENVD_LISTEN", OPT_STR, OFF(envd_listen), NULL,
 	 "ADDR:PORT (numeric IPv4) of E2B's envd API, the SDK's commands, files and pty (E2B's "
 	 "port is 49983); unset: not served"},
+	{"envd-upload-max", "FORCEAI_ENVD_UPLOAD_MAX", OPT_U64, OFF(envd_upload_max), "4294967296",
+	 "bytes one envd POST /files may write, all its files together and counted after gzip is "
+	 "decoded; more get 413 (0 = no bound but the disk)"},
 	{"code-max-contexts", "FORCEAI_CODE_MAX_CONTEXTS", OPT_UINT, OFF(code_max_contexts), "32",
 	 "code contexts at once, 1..1024 (each a long-lived interpreter task)"},
 	{"code-idle-timeout-ms", "FORCEAI_CODE_IDLE_TIMEOUT_MS", OPT_U64, OFF(code_idle_timeout_ms),
@@ -260,7 +263,7 @@ static const struct {
 	{"Audit trail", "audit-file otlp-endpoint audit-rate audit-ring-max insecure-no-audit"},
 	{"Code interpreter", "code-interpreter-listen code-max-contexts code-idle-timeout-ms "
 			     "code-exec-timeout-ms code-output-max code-result-max"},
-	{"E2B envd", "envd-listen"},
+	{"E2B envd", "envd-listen envd-upload-max"},
 };
 
 static void usage_opt(FILE *out, const struct opt_def *o)

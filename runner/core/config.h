@@ -105,6 +105,7 @@ struct runner_config {
 	/* Code contexts (docs/design.md §11). */
 	const char *code_interpreter_listen; /* E2B's API: ADDR:PORT, or NULL */
 	const char *envd_listen;             /* E2B's envd API: ADDR:PORT, or NULL */
+	uint64_t envd_upload_max;            /* bytes an envd upload writes (decoded); 0 none */
 	unsigned code_max_contexts;
 	uint64_t code_idle_timeout_ms; /* 0 = none */
 	uint64_t code_exec_timeout_ms; /* 0 = none */

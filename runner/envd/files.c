@@ -1,8 +1,10 @@
 /* envd's GET and POST /files on the files layer, as the task user (docs/design.md §18.3):
  * `path` (relative: under envd's workdir) and `username` (the task user only), a multipart
  * body (each part named "file", its filename the path when the query has none) or a raw
- * application/octet-stream one; each file written beside its target and renamed into place
- * when complete; the answer envd's [EntryInfo {path, name, type}]; envd's status codes. */
+ * application/octet-stream one, either of them identity or gzip (decoded as it arrives,
+ * §18.8); each file written beside its target and renamed into place when complete, the bytes
+ * written bounded by --envd-upload-max; the answer envd's [EntryInfo {path, name, type}];
+ * envd's status codes. */
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
@@ -15,6 +17,8 @@
 #include "api/filesroute.h"
 #include "core/cleanup.h"
 #include "core/error.h"
+#include "core/inflate.h"
+#include "core/loop.h"
 #include "core/runner.h"
 #include "envd/internal.h"
 #include "files/fserror.h"
@@ -25,6 +29,9 @@
 #include "files/userjob.h"
 
 #define UP_MAX_FILES 64
+/* Decoded bytes one body callback writes before it hands the loop back: a gzip bomb's chunk of
+ * 32 KiB inflates to 33 MB, so the rest of it waits for the next turn (suspend, resume). */
+#define UP_INFLATE_STEP (1024 * 1024)
 
 /* envd's error body: {"message","code"} (its Error schema). */
 static enum MHD_Result files_err(struct http_req *req, unsigned status, const char *fmt, ...)
@@ -135,9 +142,15 @@ struct up_file {
 
 struct upload {
 	struct runner *r;
+	struct http_req *req;
 	struct files_ident id;
 	struct multipart mp;
 	bool octet, failed;
+	struct inflate *gz;       /* Content-Encoding: gzip (NULL: identity) */
+	uint8_t *gz_out;          /* its output buffer */
+	uint64_t written;         /* file bytes written, all files (after decoding) */
+	struct loop_timer resume; /* the next turn of a gzip body held back */
+	bool timer;
 	unsigned status;
 	char msg[ERROR_MSG_MAX];
 	struct up_file files[UP_MAX_FILES];
@@ -215,6 +228,14 @@ static int up_data(struct upload *u, const char *data, size_t len)
 	if (!u->in_file || !u->n)
 		return 0;
 	struct up_file *f = &u->files[u->n - 1];
+	uint64_t max = u->r->cfg.envd_upload_max;
+	if (max && u->written + len > max)
+		return up_fail(
+			u, 413,
+			"the upload is larger than %llu bytes (--envd-upload-max)%s: nothing "
+			"was written",
+			(unsigned long long)max, u->gz ? ", counted after gzip decoding" : "");
+	u->written += len;
 	int rc = write_all(f->tmp.fd, data, len);
 	if (rc < 0)
 		return up_fs_fail(u, rc, f->path);
@@ -247,22 +268,59 @@ static int mp_end(void *arg)
 
 static const struct mp_callbacks up_cb = {mp_begin, mp_data, mp_end};
 
+/* The temporary files removed: at the end, or at once when the upload is refused, so a
+ * refused upload holds no disk while the rest of its body is drained. */
+static void up_discard(struct upload *u)
+{
+	bool entered = files_enter(&u->id) == 0;
+	for (unsigned i = 0; i < u->n; i++) {
+		if (u->files[i].tmp.fd >= 0)
+			files_tmp_discard(&u->files[i].tmp);
+		u->files[i].tmp.fd = -1;
+		if (u->files[i].dirfd >= 0)
+			close(u->files[i].dirfd);
+		u->files[i].dirfd = -1;
+	}
+	if (entered)
+		files_leave();
+}
+
 static void up_free(struct http_req *req)
 {
 	struct upload *u = req->ctx;
 	if (!u)
 		return;
-	bool entered = files_enter(&u->id) == 0;
-	for (unsigned i = 0; i < u->n; i++) {
-		if (u->files[i].tmp.fd >= 0)
-			files_tmp_discard(&u->files[i].tmp);
-		if (u->files[i].dirfd >= 0)
-			close(u->files[i].dirfd);
-	}
-	if (entered)
-		files_leave();
+	up_discard(u);
+	if (u->timer)
+		loop_timer_close(&u->r->loop, &u->resume);
+	free(u->gz);
+	free(u->gz_out);
 	free(u);
 	req->ctx = NULL;
+}
+
+static void up_resume(struct loop *loop, struct loop_timer *t)
+{
+	(void)loop;
+	struct upload *u = t->arg;
+	http_req_resume(u->req);
+}
+
+/* Content-Encoding: identity (or none) and gzip are taken; 0, or -1 refused with 400. */
+static int up_encoding(struct upload *u, const char *ce)
+{
+	if (!ce || !strcasecmp(ce, "identity"))
+		return 0;
+	if (strcasecmp(ce, "gzip") && strcasecmp(ce, "x-gzip"))
+		return up_fail(u, 400,
+			       "Content-Encoding '%.32s' is not accepted: send gzip or identity",
+			       ce);
+	u->gz = malloc(sizeof(*u->gz));
+	u->gz_out = malloc(65536);
+	if (!u->gz || !u->gz_out)
+		return up_fail(u, 500, "out of memory for the gzip decoder");
+	inflate_init(u->gz);
+	return 0;
 }
 
 static struct upload *up_new(struct http_req *req)
@@ -271,6 +329,7 @@ static struct upload *up_new(struct http_req *req)
 	if (!u)
 		return NULL;
 	u->r = req->r;
+	u->req = req;
 	files_task_ident(req->r, &u->id);
 	req->ctx = u;
 	req->ctx_free = up_free;
@@ -278,11 +337,9 @@ static struct upload *up_new(struct http_req *req)
 	snprintf(u->qpath, sizeof(u->qpath), "%s", q ? q : "");
 	const char *ct = http_header(req, "Content-Type");
 	const char *ce = http_header(req, "Content-Encoding");
-	if (ce && strcasecmp(ce, "identity"))
-		up_fail(u, 400,
-			"Content-Encoding '%.32s' is not accepted: send the file as is (identity)",
-			ce);
-	else if (ct && !strncasecmp(ct, "application/octet-stream", 24)) {
+	if (up_encoding(u, ce) < 0)
+		return u; /* refused: the body is drained, the answer 400 */
+	if (ct && !strncasecmp(ct, "application/octet-stream", 24)) {
 		u->octet = true;
 		if (!u->qpath[0])
 			up_fail(u, 400, "an application/octet-stream upload needs ?path=");
@@ -294,6 +351,34 @@ static struct upload *up_new(struct http_req *req)
 	return u;
 }
 
+/* The body as sent, or decoded from gzip: into the file, or through the multipart parser. */
+static void up_feed(struct upload *u, const char *data, size_t len)
+{
+	if (u->octet)
+		up_data(u, data, len);
+	else if (multipart_feed(&u->mp, data, len) == -1)
+		up_fail(u, 400, "malformed multipart body: %s", u->mp.err);
+}
+
+/* Decode what this callback may (UP_INFLATE_STEP bytes out); returns the input left over. */
+static size_t up_inflate(struct upload *u, const char *data, size_t len)
+{
+	const uint8_t *p = (const uint8_t *)data;
+	size_t left = len, out = 0;
+	while (!u->failed) {
+		size_t got;
+		enum inflate_rc rc = inflate_gzip(u->gz, &p, &left, u->gz_out, 65536, &got);
+		if (got)
+			up_feed(u, (const char *)u->gz_out, got);
+		out += got;
+		if (rc == INFLATE_ERROR)
+			up_fail(u, 400, "bad gzip body (Content-Encoding: gzip): %s", u->gz->err);
+		else if ((!left && got < 65536) || (left && out >= UP_INFLATE_STEP))
+			break;
+	}
+	return u->failed ? 0 : left;
+}
+
 enum MHD_Result envd_files_post_body(struct http_req *req, const char *data, size_t len)
 {
 	struct upload *u = req->ctx;
@@ -301,10 +386,19 @@ enum MHD_Result envd_files_post_body(struct http_req *req, const char *data, siz
 		return MHD_NO;
 	if (u->failed)
 		return MHD_YES; /* drained */
-	if (u->octet)
-		up_data(u, data, len);
-	else if (multipart_feed(&u->mp, data, len) == -1)
-		up_fail(u, 400, "malformed multipart body: %s", u->mp.err);
+	if (!u->gz) {
+		up_feed(u, data, len);
+	} else if ((req->body_left = up_inflate(u, data, len))) {
+		/* The rest of this chunk on the loop's next turn: others are served between. */
+		if (!u->timer && loop_timer_init(&u->r->loop, &u->resume, up_resume, u) == 0)
+			u->timer = true;
+		if (u->timer && loop_timer_start(&u->r->loop, &u->resume, 0, 0) == 0)
+			http_req_suspend(req);
+		else
+			req->body_left = 0, up_fail(u, 500, "cannot schedule the gzip body's rest");
+	}
+	if (u->failed)
+		up_discard(u);
 	return MHD_YES;
 }
 
@@ -348,11 +442,18 @@ enum MHD_Result envd_files_post(struct http_req *req)
 	struct upload *u = req->ctx;
 	if (!u && !(u = up_new(req)))
 		return MHD_NO;
+	if (!u->failed && u->gz) {
+		up_inflate(u, NULL, 0); /* at most one match's bytes are still in the decoder */
+		if (!u->failed && inflate_finish(u->gz) < 0)
+			up_fail(u, 400, "bad gzip body (Content-Encoding: gzip): %s", u->gz->err);
+	}
 	if (!u->failed && !u->octet && multipart_finish(&u->mp) < 0)
 		up_fail(u, 400, "malformed multipart body: %s", u->mp.err);
 	if (!u->failed && !u->n)
 		up_fail(u, 400, "no file in the request");
-	if (u->failed)
+	if (u->failed) {
+		up_discard(u);
 		return files_err(req, u->status, "%s", u->msg);
+	}
 	return up_commit(req, u);
 }

@@ -14,8 +14,14 @@
 - A Connect envelope that lies about its length (longer than the body, shorter, 4 GiB, or a
   second envelope smuggled after the first): refused as invalid_argument, no process started.
 - The token: without X-Access-Token (and the runner's own header) every route but /health is
-  401; and a process started through envd is in /v1/tasks and the audit trail (door envd)."""
+  401; and a process started through envd is in /v1/tasks and the audit trail (door envd).
+- gzip uploads (Content-Encoding: gzip, docs/design.md §18.8): a gzip bomb (10 MB of zeros in
+  about 10 KB) is 413 naming --envd-upload-max once the decoded bytes pass it, raw or
+  multipart, nothing left behind; a truncated, corrupt or trailing-garbage stream is 400 naming
+  the fault and the file it would have replaced is untouched; the loop answers /health while a
+  large gzip body inflates; another encoding is 400 naming gzip and identity."""
 import base64
+import gzip
 import http.client
 import json
 import os
@@ -23,6 +29,7 @@ import shutil
 import struct
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -289,3 +296,125 @@ class EnvdReset(unittest.TestCase):
         ev = self.run_py("import os; print(os.getcwd())")[1]
         self.assertNotEqual(ev.strip().decode(), self.root,
                             "the tenant's defaultWorkdir outlived the reset")
+
+
+class EnvdGzipUploads(unittest.TestCase):
+    """POST /files with Content-Encoding: gzip, as E2B's SDK sends it ({gzip: true}), from the
+    attacker's side; the upload bound is 1 MiB here."""
+    BOUND = 1024 * 1024
+    TOKEN = None
+    tearDown = EnvdAttacks.tearDown
+    envd = EnvdAttacks.envd
+
+    def setUp(self):
+        self.port = free_port()
+        self.r = Runner(("--envd-listen", "127.0.0.1:%d" % self.port,
+                         "--envd-upload-max", str(self.BOUND)))
+        self.dir = tempfile.mkdtemp(prefix="forceai-envd-gz-", dir=self.r.work)
+        os.chmod(self.dir, 0o777)
+
+    def post(self, name, body, encoding="gzip", ctype="application/octet-stream", query=True):
+        h = {"Content-Type": ctype}
+        if encoding:
+            h["Content-Encoding"] = encoding
+        path = "/files?path=%s/%s" % (self.dir, name) if query else "/files"
+        st, ct, data = self.envd("POST", path, body, h, timeout=120)
+        return st, ct, json.loads(data) if data else None
+
+    def left_behind(self):
+        return sorted(os.listdir(self.dir))
+
+    def test_a_gzip_bomb_is_refused_at_the_bound_and_leaves_nothing(self):
+        bomb = gzip.compress(bytes(10 * 1000 * 1000), 9)
+        self.assertLess(len(bomb), 20000)
+        t0 = time.monotonic()
+        st, ct, body = self.post("bomb", bomb)
+        self.assertEqual(st, 413, body)
+        self.assertEqual(ct, "application/json")
+        self.assertIn("1048576", body["message"])
+        self.assertIn("--envd-upload-max", body["message"])
+        self.assertEqual(body["code"], 413)
+        self.assertLess(time.monotonic() - t0, 20)
+        self.assertEqual(self.left_behind(), [], "a refused upload left files behind")
+        # the same bomb inside a gzip-encoded multipart body
+        b = "forceai-gz-bound"
+        mp = (("--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"%s/m\"\r\n"
+               "Content-Type: application/octet-stream\r\n\r\n") % (b, self.dir)).encode() + \
+            bytes(10 * 1000 * 1000) + ("\r\n--%s--\r\n" % b).encode()
+        st, _, body = self.post("", gzip.compress(mp, 9), ctype="multipart/form-data; boundary=" + b,
+                                query=False)
+        self.assertEqual(st, 413, body)
+        self.assertEqual(self.left_behind(), [])
+        # the bound is the upload's, not gzip's: just under it is written whole
+        data = os.urandom(self.BOUND)
+        st, _, body = self.post("under", gzip.compress(data, 1))
+        self.assertEqual(st, 200, body)
+        with open(os.path.join(self.dir, "under"), "rb") as f:
+            self.assertEqual(f.read(), data)
+        st, _, body = self.post("identity-over", os.urandom(self.BOUND + 1), encoding=None)
+        self.assertEqual(st, 413, body)
+        self.assertNotIn("gzip", body["message"])
+        self.assertEqual(self.left_behind(), ["under"])
+
+    def test_a_broken_gzip_stream_is_refused_and_replaces_nothing(self):
+        target = os.path.join(self.dir, "kept")
+        with open(target, "wb") as f:
+            f.write(b"the old content")
+        os.chmod(target, 0o666)
+        good = gzip.compress(b"new content " * 5000, 6)
+        crc = bytearray(good)
+        crc[-8] ^= 0xff
+        cases = [
+            (good[:len(good) // 2], "truncated"),
+            (good[:-1], "truncated"),
+            (bytes(crc), "CRC-32 mismatch"),
+            (good + b"garbage", "data after the end"),
+            (b"plain text, not gzip", "not gzip"),
+            (good[:10] + b"\xff" * 50, "bad deflate block"),
+            (b"", "empty body"),
+        ]
+        for body, words in cases:
+            st, ct, got = self.post("kept", body)
+            self.assertEqual(st, 400, (words, got))
+            self.assertEqual(ct, "application/json")
+            self.assertIn(words, got["message"])
+            self.assertIn("gzip", got["message"])
+            with open(target, "rb") as f:
+                self.assertEqual(f.read(), b"the old content", words)
+            self.assertEqual(self.left_behind(), ["kept"], words)
+        self.assertEqual(self.envd("GET", "/health")[0], 204)
+
+    def test_other_encodings_are_refused_naming_what_is_accepted(self):
+        for enc in ("br", "deflate", "gzip, br", "compress"):
+            st, _, body = self.post("x", b"anything", encoding=enc)
+            self.assertEqual(st, 400, body)
+            self.assertIn("gzip or identity", body["message"])
+        self.assertEqual(self.left_behind(), [])
+
+    def test_the_loop_answers_while_a_large_gzip_body_inflates(self):
+        self.r.stop()
+        self.r.close()
+        self.port = free_port()
+        self.r = Runner(("--envd-listen", "127.0.0.1:%d" % self.port,
+                         "--envd-upload-max", str(400 * 1000 * 1000)))
+        self.dir = tempfile.mkdtemp(prefix="forceai-envd-gz-", dir=self.r.work)
+        os.chmod(self.dir, 0o777)
+        big = gzip.compress(bytes(300 * 1000 * 1000), 9)  # ~300 KB: 300 MB to write
+        worst, done = [0.0], threading.Event()
+
+        def probe():
+            while not done.is_set():
+                t = time.monotonic()
+                self.assertEqual(self.envd("GET", "/health")[0], 204)
+                worst[0] = max(worst[0], time.monotonic() - t)
+                time.sleep(0.01)
+        th = threading.Thread(target=probe)
+        th.start()
+        try:
+            st, _, body = self.post("big", big)
+        finally:
+            done.set()
+            th.join()
+        self.assertEqual(st, 200, body)
+        self.assertEqual(os.path.getsize(os.path.join(self.dir, "big")), 300 * 1000 * 1000)
+        print("worst /health %.3f s" % worst[0]); self.assertLess(worst[0], 0.2, "/health waited %.2f s behind the inflating body" % worst[0])
