@@ -24,7 +24,7 @@
 #include "core/runner.h"
 #include "core/signals.h"
 #include "core/util.h"
-#include "files/ckpt.h"
+#include "tree/ckpt.h"
 #include "files/fsx.h"
 #include "files/ident.h"
 #include "files/path.h"

@@ -3,7 +3,7 @@
  * restore making the tree list exactly as before (contents, modes, mtimes, symlinks, empty
  * directories, hard links; what was added removed), shared objects, the bound (CK_EFULL with
  * nothing left behind), and the store's garbage collection. */
-#include "files/ckpt.h"
+#include "tree/ckpt.h"
 
 #include <dirent.h>
 #include <errno.h>

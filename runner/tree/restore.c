@@ -1,6 +1,6 @@
 /* The writable roots made equal to the snapshot again (snapshot_restore):
  * see snapshot.h. */
-#include "files/snapshot.h"
+#include "tree/snapshot.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -20,7 +20,7 @@
 #include "core/error.h"
 #include "core/statedir.h"
 #include "files/fsx.h"
-#include "files/manifest.h"
+#include "tree/manifest.h"
 #include "files/xattr.h"
 
 #define HOIST_DEPTH 64     /* a deeper tree being removed is moved up to its root */

@@ -1,5 +1,5 @@
 /* Workspace checkpoints: take, store, diff, restore. See ckpt.h. */
-#include "files/ckpt.h"
+#include "tree/ckpt.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 
 #include "files/fsx.h"
-#include "files/snapshot.h"
+#include "tree/snapshot.h"
 
 #define NONE UINT32_MAX
 

@@ -1,6 +1,6 @@
 /* The snapshot of the writable roots, taken at start: see snapshot.h
  * (its restoration is restore.c). */
-#include "files/snapshot.h"
+#include "tree/snapshot.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -20,7 +20,7 @@
 #include "core/error.h"
 #include "core/statedir.h"
 #include "files/fsx.h"
-#include "files/manifest.h"
+#include "tree/manifest.h"
 #include "files/xattr.h"
 
 /* ---- manifest ---- */
