@@ -25,7 +25,7 @@
 #include "core/signals.h"
 #include "core/util.h"
 #include "tree/ckpt.h"
-#include "files/fsx.h"
+#include "tree/fsx.h"
 #include "files/ident.h"
 #include "files/path.h"
 #include "files/udiff.h"

@@ -18,9 +18,9 @@
 #include "core/error.h"
 #include "core/sha256.h"
 #include "core/util.h"
-#include "files/fsx.h"
+#include "tree/fsx.h"
 #include "files/ident.h"
-#include "files/xattr.h"
+#include "tree/xattr.h"
 
 #define STORE_DIR "checkpoints"
 #define OBJ_DIR "objects"

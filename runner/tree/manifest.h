@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "files/fsx.h"
+#include "tree/fsx.h"
 #include "tree/snapshot.h"
 
 #define NONE UINT32_MAX

@@ -19,9 +19,9 @@
 
 #include "core/error.h"
 #include "core/statedir.h"
-#include "files/fsx.h"
+#include "tree/fsx.h"
 #include "tree/manifest.h"
-#include "files/xattr.h"
+#include "tree/xattr.h"
 
 #define HOIST_DEPTH 64     /* a deeper tree being removed is moved up to its root */
 #define MAX_RM_DEPTH 4096  /* when it cannot be moved */

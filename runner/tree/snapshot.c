@@ -19,9 +19,9 @@
 
 #include "core/error.h"
 #include "core/statedir.h"
-#include "files/fsx.h"
+#include "tree/fsx.h"
 #include "tree/manifest.h"
-#include "files/xattr.h"
+#include "tree/xattr.h"
 
 /* ---- manifest ---- */
 
