@@ -2,7 +2,6 @@
  * (its restoration is restore.c). */
 #include "tree/snapshot.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -11,53 +10,23 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/xattr.h>
 #include <sys/sysmacros.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "core/error.h"
 #include "core/statedir.h"
 #include "tree/fsx.h"
-#include "tree/manifest.h"
-#include "tree/xattr.h"
+#include "tree/node.h"
+#include "tree/snapshot_entries.h"
 
 /* ---- manifest ---- */
-
-static int pool_add(struct snapshot *s, const char *str, size_t len, uint32_t *off)
-{
-	if (s->pool_len + len + 1 > s->pool_cap) {
-		size_t cap = s->pool_cap ? s->pool_cap * 2 : 65536;
-		while (cap < s->pool_len + len + 1)
-			cap *= 2;
-		if (cap > UINT32_MAX)
-			return -ENOMEM;
-		char *p = realloc(s->pool, cap);
-		if (!p)
-			return -ENOMEM;
-		s->pool = p;
-		s->pool_cap = cap;
-	}
-	memcpy(s->pool + s->pool_len, str, len);
-	s->pool[s->pool_len + len] = 0;
-	*off = (uint32_t)s->pool_len;
-	s->pool_len += len + 1;
-	return 0;
-}
 
 static int ent_add(struct snapshot *s, uint32_t *idx)
 {
 	if (s->n_ent >= SNAP_MAX_ENTRIES)
 		return -EFBIG;
-	if (s->n_ent == s->cap_ent) {
-		size_t cap = s->cap_ent ? s->cap_ent * 2 : 1024;
-		struct snap_entry *n = realloc(s->ent, cap * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		s->ent = n;
-		s->cap_ent = cap;
-	}
+	if (tree_grow(&s->ent, &s->cap_ent, s->n_ent, sizeof(*s->ent)) < 0)
+		return -ENOMEM;
 	*idx = (uint32_t)s->n_ent++;
 	memset(&s->ent[*idx], 0, sizeof(s->ent[0]));
 	s->ent[*idx].parent = NONE;
@@ -128,25 +97,15 @@ static int linkmap_get_or_put(struct linkmap *m, uint64_t ino, uint32_t idx, uin
 	return 0;
 }
 
-/* ---- extended attributes and ACLs (fsx.c): one blob per entry, in the
- * pool. Only the namespaces a tenant could set or that carry meaning for
- * the next one: user.*, trusted.* (visible to a root runner only with
- * CAP_SYS_ADMIN, and settable by nobody less), POSIX ACLs. */
-
+/* Extended attributes and ACLs of directories and files (xattr.h), in the pool. */
 static int take_xattrs(struct snapshot *s, int fd, uint32_t idx)
 {
-	char *blob;
-	size_t len;
-	int rc = fsx_xattrs_take(fd, &blob, &len);
+	uint32_t off, len = 0;
+	int rc = tree_pool_xattrs(&s->pool, fd, &off, &len);
 	if (rc == 0 && len) {
-		uint32_t off;
-		rc = pool_add(s, blob, len, &off);
-		if (rc == 0) {
-			s->ent[idx].xattr_off = off;
-			s->ent[idx].xattr_len = (uint32_t)len;
-		}
+		s->ent[idx].xattr_off = off;
+		s->ent[idx].xattr_len = len;
 	}
-	free(blob);
 	return rc;
 }
 
@@ -185,7 +144,7 @@ static int take_file(struct take_ctx *c, int dfd, const char *name, uint32_t idx
 	 * (a file that grew meanwhile is cut at its size, as examined). */
 	uint64_t copied = 0;
 	s->ent[idx].data_off = s->bytes;
-	int rc = copy_fd(src, NULL, UINT64_MAX, s->store_fd, &copied);
+	int rc = fsx_copy(src, NULL, UINT64_MAX, s->store_fd, &copied);
 	close(src);
 	if (rc < 0)
 		return error_set(c->e, -rc, NULL, "cannot copy '%s' under %s into the snapshot",
@@ -195,15 +154,109 @@ static int take_file(struct take_ctx *c, int dfd, const char *name, uint32_t idx
 	return 0;
 }
 
-struct name_ref {
-	const char *name;
-	uint32_t off;
-	uint16_t len;
-};
-
-static int cmp_name_ref(const void *a, const void *b)
+/* The children of directory di become contiguous entries, sorted by name. */
+static int add_children(struct take_ctx *c, int dfd, uint32_t di)
 {
-	return strcmp(((const struct name_ref *)a)->name, ((const struct name_ref *)b)->name);
+	struct snapshot *s = c->s;
+	struct tree_names names;
+	int rc = tree_names_read(dfd, &names);
+	if (rc < 0)
+		return error_set(c->e, -rc, NULL, "cannot list a directory under '%s'",
+				 c->root->path);
+	uint32_t first = (uint32_t)s->n_ent;
+	for (size_t i = 0; i < names.n && rc == 0; i++) {
+		uint32_t idx, off;
+		size_t len = strlen(names.v[i]);
+		if ((rc = ent_add(s, &idx)) < 0 ||
+		    (rc = tree_pool_add(&s->pool, names.v[i], len, &off)) < 0)
+			break;
+		struct snap_entry *e = &s->ent[idx];
+		e->parent = di;
+		e->name_off = off;
+		e->name_len = (uint16_t)len;
+		e->root = (uint8_t)(c->root - s->roots);
+	}
+	tree_names_free(&names);
+	if (rc == -EFBIG)
+		return error_set(c->e, 0, NULL,
+				 "the writable roots hold more than %u entries, the most "
+				 "--allow-reset keeps",
+				 SNAP_MAX_ENTRIES);
+	if (rc < 0)
+		return error_set(c->e, -rc, NULL, "reset snapshot");
+	s->ent[di].first_child = first;
+	s->ent[di].n_children = (uint32_t)(s->n_ent - first);
+	return 0;
+}
+
+/* One child: its attributes, a symlink's target, a file's content (the first of its
+ * hard links). */
+static int take_child(struct take_ctx *c, int dfd, uint32_t idx)
+{
+	struct snapshot *s = c->s;
+	char name[NAME_MAX + 1]; /* the pool moves as it grows */
+	snprintf(name, sizeof(name), "%s", ent_name(s, &s->ent[idx]));
+	struct kstatx st;
+	int rc = fsx_statx(dfd, name, AT_SYMLINK_NOFOLLOW, &st);
+	if (rc < 0)
+		return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s", name,
+				 c->root->path);
+	struct snap_entry *e = &s->ent[idx];
+	ent_fill(e, &st);
+	if (other_mount(c->root, &st) || is_excluded(s, &st)) {
+		e->type = TREE_KEEP;
+		return 0;
+	}
+	e->type = (uint8_t)tree_type_of(st.mode);
+	if (e->type == TREE_LNK) {
+		uint32_t off, len;
+		if ((rc = tree_pool_link(&s->pool, dfd, name, &off, &len)) < 0)
+			return error_set(c->e, -rc, NULL, "cannot read the symlink '%s' under %s",
+					 name, c->root->path);
+		s->ent[idx].target_off = off;
+		s->ent[idx].target_len = (uint16_t)len;
+		return 0;
+	}
+	if (e->type != TREE_REG)
+		return 0;
+	if (st.nlink > 1) {
+		uint32_t first_idx;
+		if ((rc = linkmap_get_or_put(&c->links, st.ino, idx, &first_idx)) < 0)
+			return error_set(c->e, -rc, NULL, "reset snapshot");
+		e->link_to = first_idx;
+		if (first_idx != idx)
+			return 0; /* the content is the first one's */
+	}
+	c->total_bytes += st.size;
+	if (c->total_bytes > c->max_bytes)
+		c->over = true;
+	return c->over ? 0 : take_file(c, dfd, name, idx, &st);
+}
+
+static int take_dir(struct take_ctx *c, int dfd, uint32_t di, int depth);
+
+/* The child directory idx: its attributes, then its own children. */
+static int take_subdir(struct take_ctx *c, int dfd, uint32_t idx, int depth)
+{
+	struct snapshot *s = c->s;
+	char name[NAME_MAX + 1];
+	snprintf(name, sizeof(name), "%s", ent_name(s, &s->ent[idx]));
+	struct kstatx st = {.ino = s->ent[idx].ino};
+	st.dev_major = major(c->root->dev);
+	st.dev_minor = minor(c->root->dev);
+	int cfd = open_dir_checked(dfd, name, &st, c->root);
+	if (cfd < 0)
+		return error_set(c->e, -cfd, NULL, "cannot open '%s' under %s", name,
+				 c->root->path);
+	int rc = take_xattrs(s, cfd, idx);
+	if (rc < 0) {
+		close(cfd);
+		return error_set(c->e, -rc, NULL, "cannot read the attributes of '%s' under %s",
+				 name, c->root->path);
+	}
+	rc = take_dir(c, cfd, idx, depth + 1);
+	close(cfd);
+	return rc;
 }
 
 /* One directory: its children become contiguous entries, sorted by name;
@@ -215,137 +268,116 @@ static int take_dir(struct take_ctx *c, int dfd, uint32_t di, int depth)
 		return error_set(c->e, 0, NULL,
 				 "'%s' is more than %d levels deep: too deep for the snapshot",
 				 c->root->path, SNAP_MAX_DEPTH);
-	struct iter *it = iter_new(dfd);
-	if (!it)
-		return error_set(c->e, ENOMEM, NULL, "reset snapshot");
-	struct name_ref *refs = NULL;
-	size_t n = 0, cap = 0;
-	const char *name;
-	int rc;
-	while ((rc = iter_next(it, &name)) > 0) {
-		if (n == cap) {
-			cap = cap ? cap * 2 : 64;
-			struct name_ref *nr = realloc(refs, cap * sizeof(*nr));
-			if (!nr) {
-				rc = -ENOMEM;
-				break;
-			}
-			refs = nr;
-		}
-		size_t len = strlen(name);
-		if ((rc = pool_add(s, name, len, &refs[n].off)) < 0)
-			break;
-		refs[n].len = (uint16_t)len;
-		n++;
-	}
-	free(it);
-	if (rc < 0) {
-		free(refs);
-		return error_set(c->e, -rc, NULL, "cannot list a directory under '%s'",
-				 c->root->path);
-	}
-	for (size_t i = 0; i < n; i++)
-		refs[i].name = s->pool + refs[i].off;
-	if (n)
-		qsort(refs, n, sizeof(*refs), cmp_name_ref);
-	uint32_t first = (uint32_t)s->n_ent;
-	for (size_t i = 0; i < n; i++) {
-		uint32_t idx;
-		if ((rc = ent_add(s, &idx)) < 0) {
-			free(refs);
-			if (rc == -EFBIG)
-				return error_set(c->e, 0, NULL,
-						 "the writable roots hold more than %u "
-						 "entries, the most --allow-reset keeps",
-						 SNAP_MAX_ENTRIES);
-			return error_set(c->e, -rc, NULL, "reset snapshot");
-		}
-		struct snap_entry *e = &s->ent[idx];
-		e->parent = di;
-		e->name_off = refs[i].off;
-		e->name_len = refs[i].len;
-		e->root = (uint8_t)(c->root - s->roots);
-	}
-	free(refs);
-	s->ent[di].first_child = first;
-	s->ent[di].n_children = (uint32_t)n;
-
-	for (uint32_t idx = first; idx < first + n; idx++) {
-		struct snap_entry *e = &s->ent[idx];
-		name = ent_name(s, e);
-		struct kstatx st;
-		if ((rc = fsx_statx(dfd, name, AT_SYMLINK_NOFOLLOW, &st)) < 0)
-			return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s", name,
-					 c->root->path);
-		ent_fill(e, &st);
-		if (other_mount(c->root, &st) || is_excluded(s, &st)) {
-			e->type = SNAP_KEEP;
-			continue;
-		}
-		e->type = (uint8_t)type_of(st.mode);
-		if (e->type == SNAP_LNK) {
-			char target[PATH_MAX];
-			ssize_t tl = readlinkat(dfd, name, target, sizeof(target));
-			if (tl < 0 || (size_t)tl >= sizeof(target))
-				return error_set(c->e, tl < 0 ? errno : ENAMETOOLONG, NULL,
-						 "cannot read the symlink '%s' under %s", name,
-						 c->root->path);
-			uint32_t off;
-			if ((rc = pool_add(s, target, (size_t)tl, &off)) < 0)
-				return error_set(c->e, -rc, NULL, "reset snapshot");
-			e = &s->ent[idx];
-			e->target_off = off;
-			e->target_len = (uint16_t)tl;
-		} else if (e->type == SNAP_REG) {
-			if (st.nlink > 1) {
-				uint32_t first_idx;
-				rc = linkmap_get_or_put(&c->links, st.ino, idx, &first_idx);
-				if (rc < 0)
-					return error_set(c->e, -rc, NULL, "reset snapshot");
-				e->link_to = first_idx;
-				if (first_idx != idx)
-					continue; /* the content is the first one's */
-			}
-			c->total_bytes += st.size;
-			if (c->total_bytes > c->max_bytes)
-				c->over = true;
-			if (!c->over && take_file(c, dfd, name, idx, &st) < 0)
-				return -1;
-		}
-	}
-	for (uint32_t idx = first; idx < first + n; idx++) {
-		if (s->ent[idx].type != SNAP_DIR)
-			continue;
-		struct kstatx st = {.ino = s->ent[idx].ino};
-		st.dev_major = major(c->root->dev);
-		st.dev_minor = minor(c->root->dev);
-		int cfd = open_dir_checked(dfd, ent_name(s, &s->ent[idx]), &st, c->root);
-		if (cfd < 0)
-			return error_set(c->e, -cfd, NULL, "cannot open '%s' under %s",
-					 ent_name(s, &s->ent[idx]), c->root->path);
-		if ((rc = take_xattrs(s, cfd, idx)) < 0) {
-			close(cfd);
-			return error_set(c->e, -rc, NULL,
-					 "cannot read the attributes of '%s' under %s",
-					 ent_name(s, &s->ent[idx]), c->root->path);
-		}
-		rc = take_dir(c, cfd, idx, depth + 1);
-		close(cfd);
-		if (rc < 0)
+	if (add_children(c, dfd, di) < 0)
+		return -1;
+	uint32_t first = s->ent[di].first_child, n = s->ent[di].n_children;
+	for (uint32_t idx = first; idx < first + n; idx++)
+		if (take_child(c, dfd, idx) < 0)
 			return -1;
-	}
+	for (uint32_t idx = first; idx < first + n; idx++)
+		if (s->ent[idx].type == TREE_DIR && take_subdir(c, dfd, idx, depth) < 0)
+			return -1;
 	return 0;
 }
 
-/* The store: one unnamed file in the state dir (gone with the runner). */
-static int store_open(struct snapshot *s, struct error *e)
+/* ---- roots ---- */
+
+/* A missing root is named in *skipped (colon-separated). */
+static int skip_root(char **skipped, size_t *len, const char *path)
 {
-	/* No state dir (non-root mode, core/statedir.h): memory only. Never a
-	 * file a task could open by name. */
-	int fd = statedir_tmpfile(s->state_fd, "forceai-reset-store");
+	size_t l = strlen(path);
+	char *ns = realloc(*skipped, *len + l + 2);
+	if (!ns)
+		return -ENOMEM;
+	if (*len)
+		ns[(*len)++] = ':';
+	memcpy(ns + *len, path, l + 1);
+	*len += l;
+	*skipped = ns;
+	return 0;
+}
+
+/* The root path, held open from now on (the same directory named twice: once). */
+static int open_root(struct snapshot *s, const char *path, char **skipped, size_t *skipped_len,
+		     struct error *e)
+{
+	if (s->n_roots == SNAP_MAX_ROOTS)
+		return error_set(e, 0, NULL, "more than %d writable roots", SNAP_MAX_ROOTS);
+	if (path[0] != '/')
+		return error_set(e, 0, NULL, "writable root '%s' is not an absolute path", path);
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 && (errno == ENOENT || errno == ENOTDIR))
+		return skip_root(skipped, skipped_len, path) < 0
+			       ? error_set(e, ENOMEM, NULL, "reset snapshot")
+			       : 0;
 	if (fd < 0)
-		return error_set(e, -fd, NULL, "cannot create the reset snapshot store");
-	s->store_fd = fd;
+		return error_set(e, errno, NULL, "cannot open writable root '%s'", path);
+	struct snap_root *root = &s->roots[s->n_roots];
+	root->fd = fd;
+	struct kstatx st;
+	int rc = fsx_statx(fd, "", AT_EMPTY_PATH, &st);
+	if (rc < 0)
+		return error_set(e, -rc, NULL, "cannot examine '%s'", path);
+	for (unsigned j = 0; j < s->n_roots; j++)
+		if (s->roots[j].dev == fsx_dev(&st) && s->roots[j].ino == st.ino) {
+			close(fd);
+			root->fd = -1;
+			return 0;
+		}
+	if (!(root->path = strdup(path)))
+		return error_set(e, ENOMEM, NULL, "reset snapshot");
+	root->dev = fsx_dev(&st);
+	root->ino = st.ino;
+	root->mnt_id = st.mnt_id;
+	s->excl[s->n_excl].dev = root->dev;
+	s->excl[s->n_excl++].ino = root->ino;
+	s->n_roots++;
+	return 0;
+}
+
+/* The root i: its own entry, then everything under it. */
+static int take_root(struct take_ctx *c, unsigned i)
+{
+	struct snapshot *s = c->s;
+	struct snap_root *root = &s->roots[i];
+	c->root = root;
+	uint32_t idx;
+	struct kstatx st;
+	int rc = ent_add(s, &idx);
+	if (rc < 0)
+		return error_set(c->e, -rc, NULL, "reset snapshot");
+	if ((rc = fsx_statx(root->fd, "", AT_EMPTY_PATH, &st)) < 0)
+		return error_set(c->e, -rc, NULL, "cannot examine '%s'", root->path);
+	ent_fill(&s->ent[idx], &st);
+	s->ent[idx].type = TREE_DIR;
+	s->ent[idx].root = (uint8_t)i;
+	root->entry = idx;
+	if ((rc = take_xattrs(s, root->fd, idx)) < 0)
+		return error_set(c->e, -rc, NULL, "cannot read the attributes of '%s'", root->path);
+	/* A root inside another one is excluded from that one's walk
+	 * (excl holds every root) and walked as itself. */
+	rc = take_dir(c, root->fd, idx, 0);
+	free(c->links.ino);
+	free(c->links.idx);
+	c->links = (struct linkmap){0};
+	return rc;
+}
+
+/* The manifest moves to a shared mapping: a restore in a child process
+ * writes the inodes it recreated there. */
+static int share_manifest(struct snapshot *s, struct error *e)
+{
+	size_t len = (s->n_ent ? s->n_ent : 1) * sizeof(struct snap_entry);
+	len = (len + 4095) & ~(size_t)4095;
+	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return error_set(e, errno, NULL, "reset snapshot: mmap");
+	if (s->n_ent)
+		memcpy(m, s->ent, s->n_ent * sizeof(struct snap_entry));
+	free(s->ent);
+	s->ent = m;
+	s->map_len = len;
+	s->cap_ent = s->n_ent;
 	return 0;
 }
 
@@ -363,83 +395,25 @@ int snapshot_take(struct snapshot *s, const char *const *roots, unsigned n_roots
 	if (rc < 0)
 		return error_set(e, -rc, NULL, "cannot examine the state dir");
 	if (state_dir_fd >= 0) {
-		s->excl[s->n_excl].dev = kdev(&st);
+		s->excl[s->n_excl].dev = fsx_dev(&st);
 		s->excl[s->n_excl++].ino = st.ino;
 	}
-
 	size_t skipped_len = 0;
-	for (unsigned i = 0; i < n_roots; i++) {
-		if (s->n_roots == SNAP_MAX_ROOTS)
-			return error_set(e, 0, NULL, "more than %d writable roots", SNAP_MAX_ROOTS);
-		if (roots[i][0] != '/')
-			return error_set(e, 0, NULL, "writable root '%s' is not an absolute path",
-					 roots[i]);
-		int fd = open(roots[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (fd < 0 && (errno == ENOENT || errno == ENOTDIR)) {
-			size_t l = strlen(roots[i]);
-			char *ns = realloc(*skipped, skipped_len + l + 2);
-			if (!ns)
-				return error_set(e, ENOMEM, NULL, "reset snapshot");
-			if (skipped_len)
-				ns[skipped_len++] = ':';
-			memcpy(ns + skipped_len, roots[i], l + 1);
-			skipped_len += l;
-			*skipped = ns;
-			continue;
-		}
-		if (fd < 0)
-			return error_set(e, errno, NULL, "cannot open writable root '%s'",
-					 roots[i]);
-		struct snap_root *root = &s->roots[s->n_roots];
-		root->fd = fd;
-		if ((rc = fsx_statx(fd, "", AT_EMPTY_PATH, &st)) < 0)
-			return error_set(e, -rc, NULL, "cannot examine '%s'", roots[i]);
-		bool dup = false;
-		for (unsigned j = 0; j < s->n_roots; j++)
-			if (s->roots[j].dev == kdev(&st) && s->roots[j].ino == st.ino)
-				dup = true;
-		if (dup) { /* the same directory named twice */
-			close(fd);
-			root->fd = -1;
-			continue;
-		}
-		if (!(root->path = strdup(roots[i])))
-			return error_set(e, ENOMEM, NULL, "reset snapshot");
-		root->dev = kdev(&st);
-		root->ino = st.ino;
-		root->mnt_id = st.mnt_id;
-		s->excl[s->n_excl].dev = root->dev;
-		s->excl[s->n_excl++].ino = root->ino;
-		s->n_roots++;
-	}
-	if (store_open(s, e) < 0)
-		return -1;
-
-	struct take_ctx c = {.s = s, .max_bytes = max_bytes, .e = e};
-	for (unsigned i = 0; i < s->n_roots; i++) {
-		struct snap_root *root = &s->roots[i];
-		c.root = root;
-		uint32_t idx;
-		if ((rc = ent_add(s, &idx)) < 0)
-			return error_set(e, -rc, NULL, "reset snapshot");
-		if ((rc = fsx_statx(root->fd, "", AT_EMPTY_PATH, &st)) < 0)
-			return error_set(e, -rc, NULL, "cannot examine '%s'", root->path);
-		ent_fill(&s->ent[idx], &st);
-		s->ent[idx].type = SNAP_DIR;
-		s->ent[idx].root = (uint8_t)i;
-		root->entry = idx;
-		if ((rc = take_xattrs(s, root->fd, idx)) < 0)
-			return error_set(e, -rc, NULL, "cannot read the attributes of '%s'",
-					 root->path);
-		/* A root inside another one is excluded from that one's walk
-		 * (excl holds every root) and walked as itself. */
-		rc = take_dir(&c, root->fd, idx, 0);
-		free(c.links.ino);
-		free(c.links.idx);
-		c.links = (struct linkmap){0};
-		if (rc < 0)
+	for (unsigned i = 0; i < n_roots; i++)
+		if (open_root(s, roots[i], skipped, &skipped_len, e) < 0)
 			return -1;
+	/* The store: one unnamed file in the state dir (gone with the runner); no state dir
+	 * (non-root mode, core/statedir.h): memory only. Never a file a task could open by
+	 * name. */
+	if ((s->store_fd = statedir_tmpfile(s->state_fd, "forceai-reset-store")) < 0) {
+		rc = s->store_fd;
+		s->store_fd = -1;
+		return error_set(e, -rc, NULL, "cannot create the reset snapshot store");
 	}
+	struct take_ctx c = {.s = s, .max_bytes = max_bytes, .e = e};
+	for (unsigned i = 0; i < s->n_roots; i++)
+		if (take_root(&c, i) < 0)
+			return -1;
 	if (c.over)
 		return error_set(e, 0, NULL,
 				 "the writable roots hold %llu bytes of files, more than "
@@ -447,20 +421,7 @@ int snapshot_take(struct snapshot *s, const char *const *roots, unsigned n_roots
 				 "--reset-snapshot-max or shrink the roots (--landlock-roots, or "
 				 "what the image puts in them)",
 				 (unsigned long long)c.total_bytes, (unsigned long long)max_bytes);
-	/* The manifest moves to a shared mapping: a restore in a child process
-	 * writes the inodes it recreated there. */
-	size_t len = (s->n_ent ? s->n_ent : 1) * sizeof(struct snap_entry);
-	len = (len + 4095) & ~(size_t)4095;
-	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (m == MAP_FAILED)
-		return error_set(e, errno, NULL, "reset snapshot: mmap");
-	if (s->n_ent)
-		memcpy(m, s->ent, s->n_ent * sizeof(struct snap_entry));
-	free(s->ent);
-	s->ent = m;
-	s->map_len = len;
-	s->cap_ent = s->n_ent;
-	return 0;
+	return share_manifest(s, e);
 }
 
 unsigned snapshot_fds(const struct snapshot *s, int *fds, unsigned max)
@@ -492,6 +453,5 @@ void snapshot_free(struct snapshot *s)
 		free(s->ent);
 	s->ent = NULL;
 	s->n_ent = s->cap_ent = s->map_len = 0;
-	free(s->pool);
-	s->pool = NULL;
+	tree_pool_free(&s->pool);
 }

@@ -33,22 +33,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "tree/node.h"
+
 struct error;
 
 #define SNAP_MAX_ROOTS 16
 #define SNAP_MAX_ENTRIES 200000u
 #define SNAP_MAX_DEPTH 256 /* of the tree at start; a tenant's deeper trees are still removed */
-
-enum snap_type {
-	SNAP_DIR = 1,
-	SNAP_REG,
-	SNAP_LNK,
-	SNAP_FIFO,
-	SNAP_CHR,
-	SNAP_BLK,
-	SNAP_SOCK, /* not recreatable: removed if changed, never created */
-	SNAP_KEEP, /* never touched: a mount point, the state dir, another root */
-};
 
 struct snap_entry {
 	uint64_t ino;
@@ -65,7 +56,7 @@ struct snap_entry {
 	uint32_t xattr_off, xattr_len; /* into the pool: the entry's extended attributes
 					* and ACLs (see snapshot.c); 0 length = none */
 	uint32_t mode, uid, gid;
-	uint8_t type; /* enum snap_type */
+	uint8_t type; /* enum tree_type */
 	uint8_t root;
 };
 
@@ -83,8 +74,7 @@ struct snapshot {
 	 * records there the inode and ctime of what it recreated. */
 	struct snap_entry *ent;
 	size_t n_ent, cap_ent, map_len;
-	char *pool;
-	size_t pool_len, pool_cap;
+	struct tree_pool pool;
 	int state_fd;   /* the state dir (not owned) */
 	int store_fd;   /* one unnamed file in the state dir: every file's content */
 	uint64_t bytes; /* file content kept in the store */
