@@ -24,7 +24,7 @@
 #include "core/runner.h"
 #include "core/signals.h"
 #include "core/util.h"
-#include "tree/ckpt.h"
+#include "tree/tree.h"
 #include "tree/fsx.h"
 #include "files/ident.h"
 #include "files/path.h"
@@ -415,7 +415,7 @@ static char *side(struct diffctx *d, const struct ck_manifest *m, const struct c
 			b[0] = 0;
 		return b;
 	}
-	if (e->type != CK_REG)
+	if (e->type != TREE_REG)
 		return *why = "not a regular file", NULL;
 	if (e->size > PATCH_FILE_MAX)
 		return *why = "larger than 256 KiB", NULL;
@@ -504,7 +504,7 @@ static void on_change(void *arg, const struct ck_ent *a, const struct ck_ent *b,
 	} else {
 		/* A directory's mtime moves with every entry added or removed in
 		 * it: those are listed themselves. */
-		if (a->type == CK_DIR && !(what & ~CK_D_MTIME))
+		if (a->type == TREE_DIR && !(what & ~CK_D_MTIME))
 			return;
 		change = "attributes";
 		d->attrs++;
@@ -544,8 +544,8 @@ static void on_change(void *arg, const struct ck_ent *a, const struct ck_ent *b,
 						      (int)a->gid, "new", (int)b->uid,
 						      (int)b->gid));
 	}
-	if (d->store && (e->type == CK_REG) && (!a || !b || (what & CK_D_CONTENT)) &&
-	    (!a || a->type == CK_REG) && (!b || b->type == CK_REG))
+	if (d->store && (e->type == TREE_REG) && (!a || !b || (what & CK_D_CONTENT)) &&
+	    (!a || a->type == TREE_REG) && (!b || b->type == TREE_REG))
 		add_patch(d, o, a, b);
 	json_array_append_new(d->list, o);
 }

@@ -40,7 +40,7 @@
 #include "core/log.h"
 #include "core/procfs.h"
 #include "core/runner.h"
-#include "tree/ckpt.h"
+#include "tree/tree.h"
 #include "profile/checkpoint.h"
 #include "core/signals.h"
 #include "core/util.h"

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -40,6 +41,14 @@ struct timespec tree_ts(int64_t sec, uint32_t nsec)
 bool tree_other_mount(const struct kstatx *st, uint64_t dev, uint64_t mnt_id)
 {
 	return fsx_dev(st) != dev || (mnt_id && st->mnt_id != mnt_id);
+}
+
+bool tree_inode_in(const struct tree_inode *v, unsigned n, const struct kstatx *st)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (v[i].dev == fsx_dev(st) && v[i].ino == st->ino)
+			return true;
+	return false;
 }
 
 int tree_pool_add(struct tree_pool *p, const void *data, size_t len, uint32_t *off)
@@ -169,4 +178,82 @@ int tree_own_dir_writable(int fd)
 	if (st.uid != geteuid() || (st.mode & 0700) == 0700)
 		return 0;
 	return fchmod(fd, (st.mode | 0700) & 07777) < 0 ? -errno : 0;
+}
+
+/* Everything in the directory fd, listed again while a pass removed something (a removal
+ * while listing may hide an entry from the listing). */
+static int remove_in(struct tree_rm *o, int fd, int depth)
+{
+	int rc = tree_own_dir_writable(fd);
+	if (rc < 0)
+		return rc;
+	struct fsx_iter *it = fsx_iter_new(fd);
+	if (!it)
+		return -ENOMEM;
+	for (int pass = 0; pass < 8; pass++) {
+		bool again = false;
+		const char *name;
+		struct kstatx st;
+		if ((rc = fsx_iter_rewind(it)) < 0)
+			break;
+		while ((rc = fsx_iter_next_stat(it, &name, &st)) > 0) {
+			if (tree_other_mount(&st, o->dev, o->mnt_id)) {
+				if (!o->keep_mounts) {
+					rc = -EBUSY; /* a mount point: never removed */
+					break;
+				}
+				o->mounts += pass == 0;
+				continue;
+			}
+			if (tree_inode_in(o->skip, o->n_skip, &st))
+				continue;
+			if ((rc = tree_remove(o, fd, name, &st, depth)) < 0)
+				break;
+			again = true;
+		}
+		if (rc < 0 || !again)
+			break;
+	}
+	free(it);
+	return rc;
+}
+
+int tree_remove(struct tree_rm *o, int dfd, const char *name, const struct kstatx *st, int depth)
+{
+	if ((st->mode & S_IFMT) != S_IFDIR) {
+		if (unlinkat(dfd, name, 0) < 0)
+			return errno == ENOENT ? 0 : -errno;
+		if (S_ISREG(st->mode))
+			o->bytes += st->size;
+		o->files += S_ISREG(st->mode);
+		o->links += S_ISLNK(st->mode);
+		o->other += !S_ISREG(st->mode) && !S_ISLNK(st->mode);
+		return 0;
+	}
+	if (o->hoist_fd >= 0 && depth >= TREE_HOIST_DEPTH && dfd != o->hoist_fd) {
+		char hn[48];
+		snprintf(hn, sizeof(hn), ".forceai-reset-%llu", (unsigned long long)o->hoist_seq++);
+		if (renameat(dfd, name, o->hoist_fd, hn) == 0) {
+			o->hoisted++;
+			return 0;
+		}
+	}
+	if (depth >= o->max_depth)
+		return -TREE_EDEEP;
+	int fd = fsx_open_dir_checked(dfd, name, st->ino, o->dev, o->mnt_id);
+	if (fd < 0)
+		return fd == -ENOENT ? 0 : fd;
+	int rc = remove_in(o, fd, depth + 1);
+	close(fd);
+	if (rc < 0)
+		return rc;
+	if (unlinkat(dfd, name, AT_REMOVEDIR) < 0) {
+		/* Not empty: it holds a mount point, which stays. */
+		if (errno == ENOENT ||
+		    (o->keep_mounts && (errno == ENOTEMPTY || errno == EEXIST || errno == EBUSY)))
+			return 0;
+		return -errno;
+	}
+	o->dirs++;
+	return 0;
 }

@@ -25,6 +25,11 @@ enum tree_type tree_type_of(uint32_t mode);
 struct timespec tree_ts(int64_t sec, uint32_t nsec);
 /* On another mount than the root's (dev, mnt_id; mnt_id 0: st_dev alone). */
 bool tree_other_mount(const struct kstatx *st, uint64_t dev, uint64_t mnt_id);
+/* Inodes a walk never enters nor removes: the state dir, another root. */
+struct tree_inode {
+	uint64_t dev, ino;
+};
+bool tree_inode_in(const struct tree_inode *v, unsigned n, const struct kstatx *st);
 
 /* Strings and blobs of a manifest, each NUL-terminated, found by offset (< 4 GiB). */
 struct tree_pool {
@@ -56,3 +61,23 @@ int tree_make_node(int dfd, const char *name, enum tree_type type, const char *t
 /* A directory of the runner's own that a task made read-only: a runner that is not root gives
  * itself u+rwx back (its mode is put back afterwards). */
 int tree_own_dir_writable(int fd);
+
+/* Removal of an entry a manifest does not have there: a file, or a directory with everything
+ * under it. No symlink is followed; nothing on another mount than (dev, mnt_id) is entered or
+ * removed. */
+struct tree_rm {
+	uint64_t dev, mnt_id;
+	int max_depth; /* deeper: -TREE_EDEEP */
+	/* The reset's: a mount point stays, and so do the directories holding it (else -EBUSY);
+	 * deeper than TREE_HOIST_DEPTH a directory is moved up to hoist_fd (>= 0) under a
+	 * new name, to be removed from there, so the descriptors held stay bounded. */
+	bool keep_mounts;
+	int hoist_fd;
+	uint64_t hoisted, hoist_seq;
+	const struct tree_inode *skip; /* never removed */
+	unsigned n_skip;
+	uint64_t files, dirs, links, other, bytes, mounts; /* removed; mount points left */
+};
+#define TREE_HOIST_DEPTH 64
+#define TREE_EDEEP 4201 /* an errno of ours: a tree deeper than a walk goes */
+int tree_remove(struct tree_rm *o, int dfd, const char *name, const struct kstatx *st, int depth);

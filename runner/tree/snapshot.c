@@ -17,7 +17,6 @@
 #include "core/statedir.h"
 #include "tree/fsx.h"
 #include "tree/node.h"
-#include "tree/snapshot_entries.h"
 
 /* ---- manifest ---- */
 
@@ -29,7 +28,7 @@ static int ent_add(struct snapshot *s, uint32_t *idx)
 		return -ENOMEM;
 	*idx = (uint32_t)s->n_ent++;
 	memset(&s->ent[*idx], 0, sizeof(s->ent[0]));
-	s->ent[*idx].parent = NONE;
+	s->ent[*idx].parent = SNAP_NONE;
 	s->ent[*idx].link_to = *idx;
 	return 0;
 }
@@ -58,9 +57,9 @@ struct linkmap {
 static uint32_t *linkmap_slot(struct linkmap *m, uint64_t ino, bool *found)
 {
 	size_t i = (size_t)(ino * 0x9E3779B97F4A7C15ull) & (m->cap - 1);
-	while (m->idx[i] != NONE && m->ino[i] != ino)
+	while (m->idx[i] != SNAP_NONE && m->ino[i] != ino)
 		i = (i + 1) & (m->cap - 1);
-	*found = m->idx[i] != NONE;
+	*found = m->idx[i] != SNAP_NONE;
 	m->ino[i] = ino;
 	return &m->idx[i];
 }
@@ -79,7 +78,7 @@ static int linkmap_get_or_put(struct linkmap *m, uint64_t ino, uint32_t idx, uin
 		memset(g.idx, 0xff, g.cap * sizeof(*g.idx));
 		for (size_t i = 0; i < m->cap; i++) {
 			bool f;
-			if (m->idx[i] != NONE)
+			if (m->idx[i] != SNAP_NONE)
 				*linkmap_slot(&g, m->ino[i], &f) = m->idx[i];
 		}
 		g.n = m->n;
@@ -114,7 +113,6 @@ struct take_ctx {
 	struct snap_root *root;
 	uint64_t max_bytes;
 	uint64_t total_bytes; /* content seen, also past the limit (for the message) */
-	size_t total_entries;
 	bool over;
 	struct linkmap links;
 	struct error *e;
@@ -195,7 +193,7 @@ static int take_child(struct take_ctx *c, int dfd, uint32_t idx)
 {
 	struct snapshot *s = c->s;
 	char name[NAME_MAX + 1]; /* the pool moves as it grows */
-	snprintf(name, sizeof(name), "%s", ent_name(s, &s->ent[idx]));
+	snprintf(name, sizeof(name), "%s", snap_name(s, &s->ent[idx]));
 	struct kstatx st;
 	int rc = fsx_statx(dfd, name, AT_SYMLINK_NOFOLLOW, &st);
 	if (rc < 0)
@@ -203,7 +201,8 @@ static int take_child(struct take_ctx *c, int dfd, uint32_t idx)
 				 c->root->path);
 	struct snap_entry *e = &s->ent[idx];
 	ent_fill(e, &st);
-	if (other_mount(c->root, &st) || is_excluded(s, &st)) {
+	if (tree_other_mount(&st, c->root->dev, c->root->mnt_id) ||
+	    tree_inode_in(s->excl, s->n_excl, &st)) {
 		e->type = TREE_KEEP;
 		return 0;
 	}
@@ -240,11 +239,8 @@ static int take_subdir(struct take_ctx *c, int dfd, uint32_t idx, int depth)
 {
 	struct snapshot *s = c->s;
 	char name[NAME_MAX + 1];
-	snprintf(name, sizeof(name), "%s", ent_name(s, &s->ent[idx]));
-	struct kstatx st = {.ino = s->ent[idx].ino};
-	st.dev_major = major(c->root->dev);
-	st.dev_minor = minor(c->root->dev);
-	int cfd = open_dir_checked(dfd, name, &st, c->root);
+	snprintf(name, sizeof(name), "%s", snap_name(s, &s->ent[idx]));
+	int cfd = fsx_open_dir_checked(dfd, name, s->ent[idx].ino, c->root->dev, c->root->mnt_id);
 	if (cfd < 0)
 		return error_set(c->e, -cfd, NULL, "cannot open '%s' under %s", name,
 				 c->root->path);

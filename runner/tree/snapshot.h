@@ -48,7 +48,7 @@ struct snap_entry {
 	uint64_t size;
 	uint64_t data_off; /* regular files: where the content is in the store */
 	uint64_t rdev;
-	uint32_t parent;                  /* index; UINT32_MAX for a root */
+	uint32_t parent;                  /* index; SNAP_NONE for a root */
 	uint32_t first_child, n_children; /* directories: contiguous, sorted by name */
 	uint32_t name_off, target_off;    /* into the pool; target: symlinks */
 	uint16_t name_len, target_len;
@@ -78,9 +78,7 @@ struct snapshot {
 	int state_fd;   /* the state dir (not owned) */
 	int store_fd;   /* one unnamed file in the state dir: every file's content */
 	uint64_t bytes; /* file content kept in the store */
-	struct {
-		uint64_t dev, ino;
-	} excl[SNAP_MAX_ROOTS + 1]; /* the state dir and every root */
+	struct tree_inode excl[SNAP_MAX_ROOTS + 1]; /* the state dir and every root */
 	unsigned n_excl;
 };
 
@@ -92,6 +90,13 @@ struct restore_stats {
 	uint64_t mounts_skipped; /* entries on another mount, left alone */
 	uint64_t not_restorable; /* sockets that were changed or removed */
 };
+
+#define SNAP_NONE UINT32_MAX /* no entry: a root's parent */
+
+static inline const char *snap_name(const struct snapshot *s, const struct snap_entry *e)
+{
+	return s->pool.buf + e->name_off;
+}
 
 /* Walk the roots (missing ones are skipped and named in *skipped, a
  * malloc'd colon-separated list or NULL) and fill the store. The state dir

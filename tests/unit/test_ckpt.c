@@ -3,7 +3,7 @@
  * restore making the tree list exactly as before (contents, modes, mtimes, symlinks, empty
  * directories, hard links; what was added removed), shared objects, the bound (CK_EFULL with
  * nothing left behind), and the store's garbage collection. */
-#include "tree/ckpt.h"
+#include "tree/tree.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -165,7 +165,7 @@ static void count(void *arg, const struct ck_ent *a, const struct ck_ent *b, uns
 		c->deleted++;
 	else if (what & (CK_D_CONTENT | CK_D_TYPE | CK_D_TARGET))
 		c->modified++;
-	else if (a->type != CK_DIR)
+	else if (a->type != TREE_DIR)
 		c->attrs++;
 	c->what_all |= what;
 }

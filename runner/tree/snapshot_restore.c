@@ -14,10 +14,8 @@
 #include "core/error.h"
 #include "tree/fsx.h"
 #include "tree/node.h"
-#include "tree/snapshot_entries.h"
 #include "tree/xattr.h"
 
-#define HOIST_DEPTH 64     /* a deeper tree being removed is moved up to its root */
 #define MAX_RM_DEPTH 4096  /* when it cannot be moved */
 #define MAX_PASSES 1000000 /* re-reads of one directory (hoisted trees come back) */
 
@@ -35,7 +33,7 @@ struct rctx {
 	struct snap_root *root;
 	struct restore_stats *st;
 	struct error *e;
-	uint64_t hoisted, hoist_seq;
+	struct tree_rm rm;           /* hoisted: directories moved up to the root */
 	unsigned char *pending_link; /* bitmap over entries */
 	bool any_pending;
 	bool root_user; /* may set any owner */
@@ -46,7 +44,7 @@ static long find_child(const struct snapshot *s, const struct snap_entry *d, con
 	uint32_t lo = d->first_child, hi = d->first_child + d->n_children;
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(name, ent_name(s, &s->ent[mid]));
+		int c = strcmp(name, snap_name(s, &s->ent[mid]));
 		if (c == 0)
 			return mid;
 		if (c < 0)
@@ -57,64 +55,21 @@ static long find_child(const struct snapshot *s, const struct snap_entry *d, con
 	return -1;
 }
 
-static int remove_contents(struct rctx *c, int fd, int depth);
-
-/* Remove one entry (a directory with everything under it) that the
- * manifest does not have there. Never follows a symlink, never leaves the
- * root's mount. */
+/* Remove one entry (a directory with everything under it) that the manifest does not have
+ * there (node.h: a mount point stays, deep trees are moved up to the root). 0 or -1. */
 static int remove_entry(struct rctx *c, int dfd, const char *name, const struct kstatx *st,
 			int depth)
 {
-	if (!S_ISDIR(st->mode)) {
-		if (unlinkat(dfd, name, 0) < 0) {
-			if (errno == ENOENT)
-				return 0;
-			return error_set(c->e, errno, NULL, "cannot remove '%s' under %s", name,
-					 c->root->path);
-		}
-		if (S_ISREG(st->mode)) {
-			c->st->removed_files++;
-			c->st->removed_bytes += st->size;
-		} else if (S_ISLNK(st->mode)) {
-			c->st->removed_links++;
-		} else {
-			c->st->removed_other++;
-		}
-		return 0;
-	}
-	if (depth >= HOIST_DEPTH && dfd != c->root->fd) {
-		/* Deep trees are moved up to the root and removed from there
-		 * later, so the descriptors held stay bounded. */
-		char hn[48];
-		snprintf(hn, sizeof(hn), ".forceai-reset-%llu", (unsigned long long)c->hoist_seq++);
-		if (renameat(dfd, name, c->root->fd, hn) == 0) {
-			c->hoisted++;
-			return 0;
-		}
-	}
-	if (depth >= MAX_RM_DEPTH)
+	c->rm.dev = c->root->dev;
+	c->rm.mnt_id = c->root->mnt_id;
+	c->rm.hoist_fd = c->root->fd;
+	int rc = tree_remove(&c->rm, dfd, name, st, depth);
+	if (rc == -TREE_EDEEP)
 		return error_set(c->e, ELOOP, NULL, "a directory under '%s' is too deep to remove",
 				 c->root->path);
-	int cfd = open_dir_checked(dfd, name, st, c->root);
-	if (cfd == -ENOENT)
-		return 0;
-	if (cfd < 0)
-		return error_set(c->e, -cfd, NULL, "cannot open '%s' under %s", name,
-				 c->root->path);
-	int rc = remove_contents(c, cfd, depth + 1);
-	close(cfd);
 	if (rc < 0)
-		return -1;
-	if (unlinkat(dfd, name, AT_REMOVEDIR) < 0) {
-		if (errno == ENOENT)
-			return 0;
-		/* Not empty: it holds a mount point, which stays. */
-		if (errno == ENOTEMPTY || errno == EEXIST || errno == EBUSY)
-			return 0;
-		return error_set(c->e, errno, NULL, "cannot remove '%s' under %s", name,
+		return error_set(c->e, -rc, NULL, "cannot remove '%s' under %s", name,
 				 c->root->path);
-	}
-	c->st->removed_dirs++;
 	return 0;
 }
 
@@ -128,44 +83,6 @@ static int dir_writable(struct rctx *c, int fd)
 	int rc = tree_own_dir_writable(fd);
 	if (rc < 0)
 		return error_set(c->e, -rc, NULL, "cannot make a directory under %s writable",
-				 c->root->path);
-	return 0;
-}
-
-static int remove_contents(struct rctx *c, int fd, int depth)
-{
-	if (dir_writable(c, fd) < 0)
-		return -1;
-	struct fsx_iter *it = fsx_iter_new(fd);
-	if (!it)
-		return error_set(c->e, ENOMEM, NULL, "reset");
-	int rc = 0;
-	for (int pass = 0; pass < 8; pass++) {
-		bool again = false;
-		const char *name;
-		if ((rc = fsx_iter_rewind(it)) < 0)
-			break;
-		struct kstatx st;
-		while ((rc = fsx_iter_next_stat(it, &name, &st)) > 0) {
-			if (other_mount(c->root, &st)) {
-				if (pass == 0)
-					c->st->mounts_skipped++;
-				continue;
-			}
-			if (is_excluded(c->s, &st))
-				continue;
-			if (remove_entry(c, fd, name, &st, depth) < 0) {
-				free(it);
-				return -1;
-			}
-			again = true;
-		}
-		if (rc < 0 || !again)
-			break;
-	}
-	free(it);
-	if (rc < 0)
-		return error_set(c->e, -rc, NULL, "cannot list a directory under '%s'",
 				 c->root->path);
 	return 0;
 }
@@ -290,7 +207,7 @@ static int create_entry(struct rctx *c, int dfd, uint32_t idx, int depth)
 {
 	struct snapshot *s = c->s;
 	struct snap_entry *e = &s->ent[idx];
-	const char *name = ent_name(s, e);
+	const char *name = snap_name(s, e);
 	switch (e->type) {
 	case TREE_DIR: {
 		if (mkdirat(dfd, name, 0700) < 0)
@@ -301,7 +218,7 @@ static int create_entry(struct rctx *c, int dfd, uint32_t idx, int depth)
 		if (rc < 0)
 			return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s", name,
 					 c->root->path);
-		int cfd = open_dir_checked(dfd, name, &st, c->root);
+		int cfd = fsx_open_dir_checked(dfd, name, st.ino, c->root->dev, c->root->mnt_id);
 		if (cfd < 0)
 			return error_set(c->e, -cfd, NULL, "cannot open '%s' under %s", name,
 					 c->root->path);
@@ -357,10 +274,11 @@ static int restore_child(struct rctx *c, int dfd, struct dir_pass *p, const char
 	unsigned char *seen = ci >= 0 ? &p->seen[ci - p->first] : NULL;
 	if (seen && *seen)
 		return 0; /* handled in an earlier pass */
-	bool mount = other_mount(c->root, st);
+	bool mount = tree_other_mount(st, c->root->dev, c->root->mnt_id);
 	if (mount)
 		c->st->mounts_skipped++;
-	if (mount || is_excluded(s, st) || (seen && s->ent[ci].type == TREE_KEEP)) {
+	if (mount || tree_inode_in(s->excl, s->n_excl, st) ||
+	    (seen && s->ent[ci].type == TREE_KEEP)) {
 		if (seen)
 			*seen = 1;
 		return 0;
@@ -372,7 +290,7 @@ static int restore_child(struct rctx *c, int dfd, struct dir_pass *p, const char
 	struct snap_entry *e = &s->ent[ci];
 	*seen = 1;
 	if (tree_type_of(st->mode) == TREE_DIR && e->type == TREE_DIR) {
-		int cfd = open_dir_checked(dfd, name, st, c->root);
+		int cfd = fsx_open_dir_checked(dfd, name, st->ino, c->root->dev, c->root->mnt_id);
 		if (cfd == -ENOENT) {
 			*seen = 0;
 			return 0;
@@ -399,7 +317,7 @@ static int restore_listing(struct rctx *c, int dfd, struct dir_pass *p, struct f
 	int rc = 0;
 	for (long pass = 0; pass < MAX_PASSES; pass++) {
 		p->again = false;
-		uint64_t hoisted = c->hoisted;
+		uint64_t hoisted = c->rm.hoisted;
 		const char *name;
 		struct kstatx st;
 		if ((rc = fsx_iter_rewind(it)) < 0)
@@ -407,7 +325,7 @@ static int restore_listing(struct rctx *c, int dfd, struct dir_pass *p, struct f
 		while ((rc = fsx_iter_next_stat(it, &name, &st)) > 0)
 			if (restore_child(c, dfd, p, name, &st) < 0)
 				return -1;
-		if (rc < 0 || (!p->again && hoisted == c->hoisted))
+		if (rc < 0 || (!p->again && hoisted == c->rm.hoisted))
 			break;
 	}
 	if (rc < 0)
@@ -431,7 +349,7 @@ static int restore_dir_attrs(struct rctx *c, int dfd, uint32_t di)
 	int xr = restore_xattrs(dfd, s, d, !c->root_user && st.uid != geteuid());
 	if (xr < 0)
 		return error_set(c->e, -xr, NULL, "cannot restore the attributes of '%s' under %s",
-				 ent_name(s, d), c->root->path);
+				 snap_name(s, d), c->root->path);
 	if (xr > 0) {
 		c->st->attrs_fixed++;
 		if ((rc = fsx_statx(dfd, "", AT_EMPTY_PATH, &st)) < 0)
@@ -440,7 +358,7 @@ static int restore_dir_attrs(struct rctx *c, int dfd, uint32_t di)
 	}
 	bool attrs = st.uid != d->uid || st.gid != d->gid || (st.mode & 07777) != (d->mode & 07777);
 	if (attrs || st.mtime.tv_sec != d->mtime_sec || st.mtime.tv_nsec != d->mtime_nsec) {
-		if (set_attrs_fd(c, dfd, d, ent_name(s, d)) < 0)
+		if (set_attrs_fd(c, dfd, d, snap_name(s, d)) < 0)
 			return -1;
 		if (attrs)
 			c->st->attrs_fixed++;
@@ -476,7 +394,7 @@ static int open_parent(struct rctx *c, uint32_t idx)
 	struct snapshot *s = c->s;
 	uint32_t chain[SNAP_MAX_DEPTH + 1];
 	int n = 0;
-	for (uint32_t p = s->ent[idx].parent; p != NONE && s->ent[p].parent != NONE;
+	for (uint32_t p = s->ent[idx].parent; p != SNAP_NONE && s->ent[p].parent != SNAP_NONE;
 	     p = s->ent[p].parent) {
 		if (n == SNAP_MAX_DEPTH)
 			return -ELOOP;
@@ -488,8 +406,10 @@ static int open_parent(struct rctx *c, uint32_t idx)
 	while (n) {
 		uint32_t p = chain[--n];
 		struct kstatx st;
-		int rc = fsx_statx(fd, ent_name(s, &s->ent[p]), AT_SYMLINK_NOFOLLOW, &st);
-		int nfd = rc < 0 ? rc : open_dir_checked(fd, ent_name(s, &s->ent[p]), &st, c->root);
+		int rc = fsx_statx(fd, snap_name(s, &s->ent[p]), AT_SYMLINK_NOFOLLOW, &st);
+		int nfd = rc < 0 ? rc
+				 : fsx_open_dir_checked(fd, snap_name(s, &s->ent[p]), st.ino,
+							c->root->dev, c->root->mnt_id);
 		close(fd);
 		if (nfd < 0)
 			return nfd;
@@ -514,14 +434,14 @@ static int restore_links(struct rctx *c)
 			if (to >= 0)
 				close(to);
 			return error_set(c->e, err, NULL, "cannot reach '%s' to link it",
-					 ent_name(s, e));
+					 snap_name(s, e));
 		}
 		int rc = 0;
-		if (linkat(from, ent_name(s, first), to, ent_name(s, e), 0) < 0)
+		if (linkat(from, snap_name(s, first), to, snap_name(s, e), 0) < 0)
 			rc = error_set(c->e, errno, NULL, "cannot link '%s' under %s",
-				       ent_name(s, e), c->root->path);
+				       snap_name(s, e), c->root->path);
 		struct kstatx st;
-		if (rc == 0 && fsx_statx(to, ent_name(s, e), AT_SYMLINK_NOFOLLOW, &st) == 0) {
+		if (rc == 0 && fsx_statx(to, snap_name(s, e), AT_SYMLINK_NOFOLLOW, &st) == 0) {
 			first->ino = st.ino; /* a new link changed the shared ctime */
 			first->ctime_sec = st.ctime.tv_sec;
 			first->ctime_nsec = st.ctime.tv_nsec;
@@ -545,6 +465,10 @@ int snapshot_restore(struct snapshot *s, struct restore_stats *st, struct error 
 {
 	memset(st, 0, sizeof(*st));
 	struct rctx c = {.s = s, .st = st, .e = e, .root_user = geteuid() == 0};
+	c.rm = (struct tree_rm){.max_depth = MAX_RM_DEPTH,
+				.keep_mounts = true,
+				.skip = s->excl,
+				.n_skip = s->n_excl};
 	c.pending_link = calloc(s->n_ent / 8 + 1, 1);
 	if (!c.pending_link)
 		return error_set(e, ENOMEM, NULL, "reset");
@@ -566,5 +490,11 @@ int snapshot_restore(struct snapshot *s, struct restore_stats *st, struct error 
 	if (rc == 0 && c.any_pending)
 		rc = restore_links(&c);
 	free(c.pending_link);
+	st->removed_files = c.rm.files;
+	st->removed_dirs = c.rm.dirs;
+	st->removed_links = c.rm.links;
+	st->removed_other = c.rm.other;
+	st->removed_bytes = c.rm.bytes;
+	st->mounts_skipped += c.rm.mounts;
 	return rc;
 }
