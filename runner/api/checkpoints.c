@@ -7,7 +7,7 @@
 #include "api/api.h"
 #include "core/error.h"
 #include "core/runner.h"
-#include "profile/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 struct ck_wait {
 	struct runner *r;

@@ -22,7 +22,6 @@ struct task_spec;
 struct error;
 struct http_req;
 struct reset;
-struct checkpoints;
 
 #define PROFILE_MAX_UIDS 32
 
@@ -56,9 +55,8 @@ struct profile {
 	bool oneshot_shutdown_due; /* main's exit check starts the shutdown */
 
 	/* reset */
-	uint64_t gen;             /* bumped by each reset: requests from before it are dropped */
-	struct reset *reset;      /* NULL without --allow-reset */
-	struct checkpoints *ckpt; /* checkpoint.c */
+	uint64_t gen;        /* bumped by each reset: requests from before it are dropped */
+	struct reset *reset; /* NULL without --allow-reset */
 	uid_t uids[PROFILE_MAX_UIDS]; /* identities tasks ran as, for the /proc sweep */
 	unsigned n_uids;
 	bool uids_overflow; /* more than that: every uid but the runner's counts */

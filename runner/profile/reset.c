@@ -41,7 +41,7 @@
 #include "core/procfs.h"
 #include "core/runner.h"
 #include "tree/tree.h"
-#include "profile/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "core/signals.h"
 #include "core/util.h"
 #include "tree/snapshot.h"

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "profile/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "tools/internal.h"
 
 #define TEXT_MAX 262144 /* of an answer (a diff with patches): head and tail */
