@@ -12,7 +12,7 @@
  *              terminal event first); after 1 s the rest are cut;
  *   records    every record, log and spool dropped;
  *   files      a child process restores the writable roots from the
- *              snapshot taken at start (files/snapshot.c) and, as PID 1,
+ *              snapshot taken at start (tree/snapshot.c) and, as PID 1,
  *              removes the task uids' SysV IPC objects and POSIX queues.
  *
  * New tasks get 503 meanwhile (other routes too, but /ping, /metrics,

@@ -79,16 +79,9 @@ static int set_attrs_fd(struct rst *c, int fd, const struct ck_ent *e)
 
 static int set_attrs_at(struct rst *c, int dfd, const char *name, const struct ck_ent *e)
 {
-	if (fchownat(dfd, name, e->uid, e->gid, AT_SYMLINK_NOFOLLOW) < 0 &&
-	    (c->root_user || errno != EPERM))
-		return -errno;
-	if (e->type != TREE_LNK && fchmodat(dfd, name, e->mode & 07777, 0) < 0)
-		return -errno;
 	struct timespec ts[2] = {tree_ts(e->atime_sec, e->atime_nsec),
 				 tree_ts(e->mtime_sec, e->mtime_nsec)};
-	if (utimensat(dfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
-		return -errno;
-	return 0;
+	return tree_attrs_at(dfd, name, e->uid, e->gid, e->mode, ts, c->root_user);
 }
 
 static bool attrs_equal(const struct ck_ent *e, const struct kstatx *st)

@@ -167,6 +167,16 @@ int tree_make_node(int dfd, const char *name, enum tree_type type, const char *t
 	return mknodat(dfd, name, t | 0600, (dev_t)rdev) < 0 ? -errno : 0;
 }
 
+int tree_attrs_at(int dfd, const char *name, uint32_t uid, uint32_t gid, uint32_t mode,
+		  const struct timespec ts[2], bool strict)
+{
+	if (fchownat(dfd, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0 && (strict || errno != EPERM))
+		return -errno;
+	if (!S_ISLNK(mode) && fchmodat(dfd, name, mode & 07777, 0) < 0)
+		return -errno;
+	return utimensat(dfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+}
+
 int tree_own_dir_writable(int fd)
 {
 	if (geteuid() == 0)

@@ -58,6 +58,10 @@ void tree_names_free(struct tree_names *names);
  * attributes are set). */
 int tree_make_node(int dfd, const char *name, enum tree_type type, const char *target,
 		   uint64_t rdev);
+/* Owner, mode (not a symlink's) and times (ts as utimensat's) of dfd/name, not following it;
+ * an owner the runner may not set (EPERM) is no error unless strict. */
+int tree_attrs_at(int dfd, const char *name, uint32_t uid, uint32_t gid, uint32_t mode,
+		  const struct timespec ts[2], bool strict);
 /* A directory of the runner's own that a task made read-only: a runner that is not root gives
  * itself u+rwx back (its mode is put back afterwards). */
 int tree_own_dir_writable(int fd);

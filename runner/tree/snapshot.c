@@ -1,5 +1,5 @@
 /* The snapshot of the writable roots, taken at start: see snapshot.h
- * (its restoration is restore.c). */
+ * (its restoration is snapshot_restore.c). */
 #include "tree/snapshot.h"
 
 #include <errno.h>

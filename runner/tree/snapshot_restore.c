@@ -137,19 +137,12 @@ static int set_attrs_fd(struct rctx *c, int fd, struct snap_entry *e, const char
 /* Symlinks and special files: by name, without following. */
 static int set_attrs_at(struct rctx *c, int dfd, const char *name, struct snap_entry *e)
 {
-	if (fchownat(dfd, name, e->uid, e->gid, AT_SYMLINK_NOFOLLOW) < 0 &&
-	    (c->root_user || errno != EPERM))
-		return error_set(c->e, errno, NULL, "cannot chown '%s' under %s", name,
-				 c->root->path);
-	if (e->type != TREE_LNK) {
-		/* Just made by mknodat in a directory no task can reach now. */
-		if (fchmodat(dfd, name, e->mode & 07777, 0) < 0)
-			return error_set(c->e, errno, NULL, "cannot chmod '%s' under %s", name,
-					 c->root->path);
-	}
+	/* Just made in a directory no task can reach now. */
 	struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT}, tree_ts(e->mtime_sec, e->mtime_nsec)};
-	if (utimensat(dfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
-		return error_set(c->e, errno, NULL, "cannot set the time of '%s' under %s", name,
+	int rc = tree_attrs_at(dfd, name, e->uid, e->gid, e->mode, ts, c->root_user);
+	if (rc < 0)
+		return error_set(c->e, -rc, NULL,
+				 "cannot set the owner, mode or time of '%s' under %s", name,
 				 c->root->path);
 	return record_inode(c, dfd, name, AT_SYMLINK_NOFOLLOW, name, e);
 }

@@ -1,7 +1,7 @@
-/* files/ckpt.c: tree order of paths, a checkpoint of a scratch tree (as the user running the
- * test) into a store, a second one that reads nothing, the diff of every kind of change, the
- * restore making the tree list exactly as before (contents, modes, mtimes, symlinks, empty
- * directories, hard links; what was added removed), shared objects, the bound (CK_EFULL with
+/* tree/tree.h (checkpoints): tree order of paths, a checkpoint of a scratch tree (as the user
+ * running the test) into a store, a second one that reads nothing, the diff of every kind of
+ * change, the restore making the tree list exactly as before (contents, modes, mtimes, symlinks,
+ * empty directories, hard links; what was added removed), shared objects, the bound (CK_EFULL with
  * nothing left behind), and the store's garbage collection. */
 #include "tree/tree.h"
 
