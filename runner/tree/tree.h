@@ -1,7 +1,7 @@
 /* The file-tree engine's checkpoints (POST /v1/checkpoints, docs/design.md §12.1): the
  * manifest, taken and compared (manifest.c), the content store (store.c) and the restore
- * (restore.c), run in a worker process (checkpoint/worker.c). The entry types, the string
- * pool and the remover are the reset snapshot's too (node.h).
+ * (checkpoint_restore.c), run in a worker process (checkpoint/worker.c). The entry types, the
+ * string pool and the remover are the reset snapshot's too (node.h).
  *
  * A checkpoint is a manifest (every entry under its paths, in tree order:
  * type, mode, owner, times, size, symlink target, extended attributes and
@@ -164,7 +164,7 @@ void ck_purge_dead(int state_fd);
  * followed, no other mount entered). 0 or -errno. */
 int ck_remove_tree(int dfd, const char *name);
 
-/* ---- shared by the engine's own files (manifest.c, store.c, restore.c) ---- */
+/* ---- shared by the engine's own files (manifest.c, store.c, checkpoint_restore.c) ---- */
 
 #define CK_BUF_BYTES (1u << 20) /* a copy or hashing buffer */
 
