@@ -1,4 +1,4 @@
-/* Workspace checkpoints on the loop (docs/design.md §12.1): the list, the requests that
+/* Workspace checkpoints on the loop (docs/design.md §10.2): the list, the requests that
  * wait, one operation at a time (its filesystem work done by a worker process, worker.c, with
  * the file-tree engine, tree/tree.h) so the loop never waits for the disk. */
 #include "checkpoint/internal.h"

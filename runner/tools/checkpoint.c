@@ -1,5 +1,5 @@
 /* checkpoint_create, checkpoint_diff, checkpoint_restore: workspace checkpoints
- * (checkpoint/checkpoint.c, docs/design.md §12.1) as tools, so an agent can undo what it did. The
+ * (checkpoint/checkpoint.c, docs/design.md §10.2) as tools, so an agent can undo what it did. The
  * operation runs in the checkpoints' worker; the call ends when it answers. */
 #include <string.h>
 

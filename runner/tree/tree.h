@@ -1,4 +1,4 @@
-/* The file-tree engine's checkpoints (POST /v1/checkpoints, docs/design.md §12.1): the
+/* The file-tree engine's checkpoints (POST /v1/checkpoints, docs/design.md §10.2): the
  * manifest, taken and compared (manifest.c), the content store (store.c) and the restore
  * (checkpoint_restore.c), run in a worker process (checkpoint/worker.c). The entry types, the
  * string pool and the remover are the reset snapshot's too (node.h).
