@@ -124,23 +124,27 @@ static int cmp_name(const void *a, const void *b)
 
 int tree_names_read(int fd, struct tree_names *out)
 {
-	*out = (struct tree_names){0};
+	/* The names in one buffer, not one allocation each: a walk of many small directories
+	 * would leave the heap fragmented (the runner's resident size grows for good). */
+	*out = (struct tree_names){.pool = {.buf = malloc(1024), .cap = 1024}};
 	struct fsx_iter *it = fsx_iter_new(fd);
-	if (!it)
-		return -ENOMEM;
+	uint32_t *off = NULL;
 	size_t cap = 0;
 	const char *name;
-	int rc;
-	while ((rc = fsx_iter_next(it, &name)) > 0) {
-		if ((rc = tree_grow(&out->v, &cap, out->n, sizeof(char *))) < 0)
+	int rc = !it || !out->pool.buf ? -ENOMEM : 0;
+	while (rc == 0 && (rc = fsx_iter_next(it, &name)) > 0) {
+		uint32_t o;
+		if ((rc = tree_grow(&off, &cap, out->n, sizeof(*off))) < 0 ||
+		    (rc = tree_pool_add(&out->pool, name, strlen(name), &o)) < 0)
 			break;
-		if (!(out->v[out->n] = strdup(name))) {
-			rc = -ENOMEM;
-			break;
-		}
-		out->n++;
+		off[out->n++] = o;
 	}
 	free(it);
+	if (rc == 0 && !(out->v = malloc((out->n ? out->n : 1) * sizeof(char *))))
+		rc = -ENOMEM;
+	for (size_t i = 0; rc == 0 && i < out->n; i++)
+		out->v[i] = out->pool.buf + off[i];
+	free(off);
 	if (rc < 0) {
 		tree_names_free(out);
 		return rc;
@@ -152,9 +156,8 @@ int tree_names_read(int fd, struct tree_names *out)
 
 void tree_names_free(struct tree_names *names)
 {
-	for (size_t i = 0; i < names->n; i++)
-		free(names->v[i]);
 	free(names->v);
+	tree_pool_free(&names->pool);
 	*names = (struct tree_names){0};
 }
 

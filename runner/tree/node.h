@@ -48,8 +48,9 @@ int tree_grow(void *v, size_t *cap, size_t n, size_t size);
 
 /* The names in directory fd (without . and ..), in strcmp order. */
 struct tree_names {
-	char **v;
+	char **v; /* into pool */
 	size_t n;
+	struct tree_pool pool;
 };
 int tree_names_read(int fd, struct tree_names *out);
 void tree_names_free(struct tree_names *names);
