@@ -27,7 +27,8 @@ PURE_SRCS := runner/core/util.c runner/core/error.c runner/core/log.c runner/cor
 	     runner/core/sha256.c runner/core/inflate.c runner/core/auditchain.c runner/core/auditsrc.c \
 	     runner/http/peer.c runner/mcp/proto.c \
 	     runner/profile/initcfg.c runner/envd/connect.c \
-	     $(filter-out runner/files/sched.c runner/files/userjob.c,$(wildcard runner/files/*.c))
+	     $(filter-out runner/files/sched.c runner/files/userjob.c,$(wildcard runner/files/*.c)) \
+	     $(wildcard runner/tree/*.c)
 pure_objs = $(patsubst runner/%.c,$(1)/%.o,$(filter $(RUNNER_SRCS),$(PURE_SRCS)))
 
 .PHONY: all deps check check-fast run run-local bench fuzz soak clean unit test-bins

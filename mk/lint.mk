@@ -25,16 +25,19 @@ LINT_CHECKS  := modgraph-selftest fuzzrun-selftest modgraph format-check
 # file needs nothing here; a new folder must be placed, or `make modgraph` names it.
 #   core                     loop, config, errors, logs, the runner's state (runner.h)
 #   confine files http       confinement; the filesystem layer; the HTTP server
-#   task                     the task engine
+#   task tree                the task engine; the file-tree engine (capture, compare, restore of
+#                            the writable roots: the reset's snapshot and checkpoints)
+#   checkpoint               workspace checkpoints: their list, bounds, worker and a task's
+#                            changes (on tree/; the routes and the MCP tools are thin faces)
 #   relay code mcp profile   the proxies' machinery; code contexts; MCP upstreams; runtime
-#                            profiles, checkpoints and the reset (what a reset ends above
-#                            profile/, it reaches through struct profile_hooks)
+#                            profiles and the reset (what a reset ends above profile/, it
+#                            reaches through struct profile_hooks)
 #   tools                    the tools of /mcp and of the built-in agent
 #   model                    model calls, the model proxy, agent engines
 #   api shim                 the routes; the task shim (a program of its own)
 #   envd                     E2B's envd face: a codec over the routes' files prologue and the
 #                            engine below (docs/design.md §18)
-LAYERS := core < confine files http < task < relay code mcp profile < tools < model < api shim < envd
+LAYERS := core < confine files http < task tree < checkpoint < relay code mcp profile < tools < model < api shim < envd
 
 .PHONY: lint modgraph modgraph-selftest fuzzrun-selftest format format-check
 

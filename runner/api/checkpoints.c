@@ -1,5 +1,5 @@
 /* /v1/checkpoints: workspace checkpoints, their diffs and restores
- * (profile/checkpoint.c; docs/design.md §12.1). The long operations answer
+ * (checkpoint/checkpoint.c; docs/design.md §10.2). The long operations answer
  * once their worker is done: the request waits suspended. */
 #include <stdlib.h>
 #include <string.h>
@@ -7,7 +7,7 @@
 #include "api/api.h"
 #include "core/error.h"
 #include "core/runner.h"
-#include "profile/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 struct ck_wait {
 	struct runner *r;

@@ -14,7 +14,7 @@
 #include "core/log.h"
 #include "model/args.h"
 #include "model/chatcap.h"
-#include "profile/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "core/runner.h"
 #include "task/task.h"
 #include "core/util.h"

@@ -24,6 +24,7 @@ struct modelproxy;
 struct ws_table;
 struct pty_table;
 struct profile;
+struct checkpoints;
 struct relay_table;
 struct conversations;
 struct mcp_table;
@@ -87,6 +88,7 @@ struct runner {
 	struct ws_table *ws;                 /* open WebSocket connections (http/ws.c) */
 	struct pty_table *ptys;              /* execd PTY sessions (api/pty.c) */
 	struct profile *profile;             /* one-shot and reset (profile/profile.h) */
+	struct checkpoints *checkpoints;     /* workspace checkpoints (checkpoint/checkpoint.h) */
 	struct files_sched *files_sched;     /* the files API's long scans, in slices */
 	struct relay_table *proxies;         /* open /proxy/{port} requests (relay/forward.c) */
 	struct mcp_table *mcp;               /* /mcp sessions and calls (api/mcp.c) */

@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
-#include "profile/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "task/task.h"
 
 /* reset.c */
@@ -36,7 +36,7 @@ int profile_init(struct runner *r, const struct profile_hooks *hooks, struct err
 
 void profile_abort(struct runner *r)
 {
-	if (r->profile && r->profile->ckpt)
+	if (r->checkpoints)
 		ckpt_abort(r);
 	if (r->profile && r->profile->reset)
 		reset_abort(r);

@@ -2,7 +2,7 @@
  * - `ephemeral-task`: --one-shot, the runner serves one task and exits with
  *   its status once the terminal event is delivered (profile.c);
  * - `pooled`: POST /v1/reset makes a used box indistinguishable from a fresh
- *   one for the next tenant (reset.c, files/snapshot.c, files/restore.c,
+ *   one for the next tenant (reset.c, tree/snapshot.c, tree/snapshot_restore.c,
  *   api/reset.c);
  * - `session`: the default, nothing to do.
  * main registers the hooks below with the task engine (struct task_hooks)
@@ -22,7 +22,6 @@ struct task_spec;
 struct error;
 struct http_req;
 struct reset;
-struct checkpoints;
 
 #define PROFILE_MAX_UIDS 32
 
@@ -56,9 +55,8 @@ struct profile {
 	bool oneshot_shutdown_due; /* main's exit check starts the shutdown */
 
 	/* reset */
-	uint64_t gen;             /* bumped by each reset: requests from before it are dropped */
-	struct reset *reset;      /* NULL without --allow-reset */
-	struct checkpoints *ckpt; /* checkpoint.c */
+	uint64_t gen;        /* bumped by each reset: requests from before it are dropped */
+	struct reset *reset; /* NULL without --allow-reset */
 	uid_t uids[PROFILE_MAX_UIDS]; /* identities tasks ran as, for the /proc sweep */
 	unsigned n_uids;
 	bool uids_overflow; /* more than that: every uid but the runner's counts */

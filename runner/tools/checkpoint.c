@@ -1,10 +1,10 @@
 /* checkpoint_create, checkpoint_diff, checkpoint_restore: workspace checkpoints
- * (profile/checkpoint.c, docs/design.md §12.1) as tools, so an agent can undo what it did. The
+ * (checkpoint/checkpoint.c, docs/design.md §10.2) as tools, so an agent can undo what it did. The
  * operation runs in the checkpoints' worker; the call ends when it answers. */
 #include <string.h>
 
 #include "core/error.h"
-#include "profile/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "tools/internal.h"
 
 #define TEXT_MAX 262144 /* of an answer (a diff with patches): head and tail */

@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "profile/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "task/env.h"
 #include "task/task.h"
 #include "tools/internal.h"

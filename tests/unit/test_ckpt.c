@@ -1,9 +1,9 @@
-/* files/ckpt.c: tree order of paths, a checkpoint of a scratch tree (as the user running the
- * test) into a store, a second one that reads nothing, the diff of every kind of change, the
- * restore making the tree list exactly as before (contents, modes, mtimes, symlinks, empty
- * directories, hard links; what was added removed), shared objects, the bound (CK_EFULL with
+/* tree/tree.h (checkpoints): tree order of paths, a checkpoint of a scratch tree (as the user
+ * running the test) into a store, a second one that reads nothing, the diff of every kind of
+ * change, the restore making the tree list exactly as before (contents, modes, mtimes, symlinks,
+ * empty directories, hard links; what was added removed), shared objects, the bound (CK_EFULL with
  * nothing left behind), and the store's garbage collection. */
-#include "files/ckpt.h"
+#include "tree/tree.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -165,7 +165,7 @@ static void count(void *arg, const struct ck_ent *a, const struct ck_ent *b, uns
 		c->deleted++;
 	else if (what & (CK_D_CONTENT | CK_D_TYPE | CK_D_TARGET))
 		c->modified++;
-	else if (a->type != CK_DIR)
+	else if (a->type != TREE_DIR)
 		c->attrs++;
 	c->what_all |= what;
 }

@@ -2,7 +2,7 @@
  * tenant could change it, restored, and must then list exactly as before
  * (types, modes, owners, mtimes, contents, symlink targets, hard links);
  * nothing outside the roots may change. */
-#include "files/snapshot.h"
+#include "tree/snapshot.h"
 
 #include <dirent.h>
 #include <errno.h>

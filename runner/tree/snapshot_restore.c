@@ -1,29 +1,21 @@
 /* The writable roots made equal to the snapshot again (snapshot_restore):
  * see snapshot.h. */
-#include "files/snapshot.h"
+#include "tree/snapshot.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/xattr.h>
-#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/error.h"
-#include "core/statedir.h"
-#include "files/fsx.h"
-#include "files/manifest.h"
-#include "files/xattr.h"
+#include "tree/fsx.h"
+#include "tree/node.h"
+#include "tree/xattr.h"
 
-#define HOIST_DEPTH 64     /* a deeper tree being removed is moved up to its root */
 #define MAX_RM_DEPTH 4096  /* when it cannot be moved */
 #define MAX_PASSES 1000000 /* re-reads of one directory (hoisted trees come back) */
 
@@ -31,7 +23,7 @@
 static int restore_xattrs(int fd, const struct snapshot *s, const struct snap_entry *e,
 			  bool tolerant)
 {
-	return fsx_xattrs_restore(fd, s->pool + e->xattr_off, e->xattr_len, tolerant);
+	return fsx_xattrs_restore(fd, s->pool.buf + e->xattr_off, e->xattr_len, tolerant);
 }
 
 /* ---- restore ---- */
@@ -41,7 +33,7 @@ struct rctx {
 	struct snap_root *root;
 	struct restore_stats *st;
 	struct error *e;
-	uint64_t hoisted, hoist_seq;
+	struct tree_rm rm;           /* hoisted: directories moved up to the root */
 	unsigned char *pending_link; /* bitmap over entries */
 	bool any_pending;
 	bool root_user; /* may set any owner */
@@ -52,7 +44,7 @@ static long find_child(const struct snapshot *s, const struct snap_entry *d, con
 	uint32_t lo = d->first_child, hi = d->first_child + d->n_children;
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(name, ent_name(s, &s->ent[mid]));
+		int c = strcmp(name, snap_name(s, &s->ent[mid]));
 		if (c == 0)
 			return mid;
 		if (c < 0)
@@ -63,64 +55,21 @@ static long find_child(const struct snapshot *s, const struct snap_entry *d, con
 	return -1;
 }
 
-static int remove_contents(struct rctx *c, int fd, int depth);
-
-/* Remove one entry (a directory with everything under it) that the
- * manifest does not have there. Never follows a symlink, never leaves the
- * root's mount. */
+/* Remove one entry (a directory with everything under it) that the manifest does not have
+ * there (node.h: a mount point stays, deep trees are moved up to the root). 0 or -1. */
 static int remove_entry(struct rctx *c, int dfd, const char *name, const struct kstatx *st,
 			int depth)
 {
-	if (!S_ISDIR(st->mode)) {
-		if (unlinkat(dfd, name, 0) < 0) {
-			if (errno == ENOENT)
-				return 0;
-			return error_set(c->e, errno, NULL, "cannot remove '%s' under %s", name,
-					 c->root->path);
-		}
-		if (S_ISREG(st->mode)) {
-			c->st->removed_files++;
-			c->st->removed_bytes += st->size;
-		} else if (S_ISLNK(st->mode)) {
-			c->st->removed_links++;
-		} else {
-			c->st->removed_other++;
-		}
-		return 0;
-	}
-	if (depth >= HOIST_DEPTH && dfd != c->root->fd) {
-		/* Deep trees are moved up to the root and removed from there
-		 * later, so the descriptors held stay bounded. */
-		char hn[48];
-		snprintf(hn, sizeof(hn), ".forceai-reset-%llu", (unsigned long long)c->hoist_seq++);
-		if (renameat(dfd, name, c->root->fd, hn) == 0) {
-			c->hoisted++;
-			return 0;
-		}
-	}
-	if (depth >= MAX_RM_DEPTH)
+	c->rm.dev = c->root->dev;
+	c->rm.mnt_id = c->root->mnt_id;
+	c->rm.hoist_fd = c->root->fd;
+	int rc = tree_remove(&c->rm, dfd, name, st, depth);
+	if (rc == -TREE_EDEEP)
 		return error_set(c->e, ELOOP, NULL, "a directory under '%s' is too deep to remove",
 				 c->root->path);
-	int cfd = open_dir_checked(dfd, name, st, c->root);
-	if (cfd == -ENOENT)
-		return 0;
-	if (cfd < 0)
-		return error_set(c->e, -cfd, NULL, "cannot open '%s' under %s", name,
-				 c->root->path);
-	int rc = remove_contents(c, cfd, depth + 1);
-	close(cfd);
 	if (rc < 0)
-		return -1;
-	if (unlinkat(dfd, name, AT_REMOVEDIR) < 0) {
-		if (errno == ENOENT)
-			return 0;
-		/* Not empty: it holds a mount point, which stays. */
-		if (errno == ENOTEMPTY || errno == EEXIST || errno == EBUSY)
-			return 0;
-		return error_set(c->e, errno, NULL, "cannot remove '%s' under %s", name,
+		return error_set(c->e, -rc, NULL, "cannot remove '%s' under %s", name,
 				 c->root->path);
-	}
-	c->st->removed_dirs++;
 	return 0;
 }
 
@@ -131,62 +80,11 @@ static int remove_entry(struct rctx *c, int dfd, const char *name, const struct 
  * the directory goes). 0 or -1 with c->e set. */
 static int dir_writable(struct rctx *c, int fd)
 {
-	if (c->root_user)
-		return 0;
-	struct kstatx st;
-	int rc = fsx_statx(fd, "", AT_EMPTY_PATH, &st);
+	int rc = tree_own_dir_writable(fd);
 	if (rc < 0)
-		return error_set(c->e, -rc, NULL, "cannot examine a directory under %s",
-				 c->root->path);
-	if (st.uid != geteuid() || (st.mode & 0700) == 0700)
-		return 0;
-	if (fchmod(fd, (st.mode | 0700) & 07777) < 0)
-		return error_set(c->e, errno, NULL, "cannot make a directory under %s writable",
+		return error_set(c->e, -rc, NULL, "cannot make a directory under %s writable",
 				 c->root->path);
 	return 0;
-}
-
-static int remove_contents(struct rctx *c, int fd, int depth)
-{
-	if (dir_writable(c, fd) < 0)
-		return -1;
-	struct iter *it = iter_new(fd);
-	if (!it)
-		return error_set(c->e, ENOMEM, NULL, "reset");
-	int rc = 0;
-	for (int pass = 0; pass < 8; pass++) {
-		bool again = false;
-		const char *name;
-		if ((rc = iter_rewind(it)) < 0)
-			break;
-		struct kstatx st;
-		while ((rc = fsx_iter_next_stat(it, &name, &st)) > 0) {
-			if (other_mount(c->root, &st)) {
-				if (pass == 0)
-					c->st->mounts_skipped++;
-				continue;
-			}
-			if (is_excluded(c->s, &st))
-				continue;
-			if (remove_entry(c, fd, name, &st, depth) < 0) {
-				free(it);
-				return -1;
-			}
-			again = true;
-		}
-		if (rc < 0 || !again)
-			break;
-	}
-	free(it);
-	if (rc < 0)
-		return error_set(c->e, -rc, NULL, "cannot list a directory under '%s'",
-				 c->root->path);
-	return 0;
-}
-
-static struct timespec ts_of(int64_t sec, uint32_t nsec)
-{
-	return (struct timespec){.tv_sec = (time_t)sec, .tv_nsec = (long)nsec};
 }
 
 /* With its attributes set, the entry records the inode and ctime it has now (what same_inode
@@ -229,7 +127,7 @@ static int set_attrs_fd(struct rctx *c, int fd, struct snap_entry *e, const char
 				 c->root->path);
 	/* The mtime of a directory someone else owns (non-root mode): tasks
 	 * only changed it by adding entries, which are gone again. */
-	struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT}, ts_of(e->mtime_sec, e->mtime_nsec)};
+	struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT}, tree_ts(e->mtime_sec, e->mtime_nsec)};
 	if (futimens(fd, ts) < 0 && (c->root_user || errno != EPERM || st.uid == geteuid()))
 		return error_set(c->e, errno, NULL, "cannot set the time of '%s' under %s", name,
 				 c->root->path);
@@ -239,19 +137,12 @@ static int set_attrs_fd(struct rctx *c, int fd, struct snap_entry *e, const char
 /* Symlinks and special files: by name, without following. */
 static int set_attrs_at(struct rctx *c, int dfd, const char *name, struct snap_entry *e)
 {
-	if (fchownat(dfd, name, e->uid, e->gid, AT_SYMLINK_NOFOLLOW) < 0 &&
-	    (c->root_user || errno != EPERM))
-		return error_set(c->e, errno, NULL, "cannot chown '%s' under %s", name,
-				 c->root->path);
-	if (e->type != SNAP_LNK) {
-		/* Just made by mknodat in a directory no task can reach now. */
-		if (fchmodat(dfd, name, e->mode & 07777, 0) < 0)
-			return error_set(c->e, errno, NULL, "cannot chmod '%s' under %s", name,
-					 c->root->path);
-	}
-	struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT}, ts_of(e->mtime_sec, e->mtime_nsec)};
-	if (utimensat(dfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
-		return error_set(c->e, errno, NULL, "cannot set the time of '%s' under %s", name,
+	/* Just made in a directory no task can reach now. */
+	struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT}, tree_ts(e->mtime_sec, e->mtime_nsec)};
+	int rc = tree_attrs_at(dfd, name, e->uid, e->gid, e->mode, ts, c->root_user);
+	if (rc < 0)
+		return error_set(c->e, -rc, NULL,
+				 "cannot set the owner, mode or time of '%s' under %s", name,
 				 c->root->path);
 	return record_inode(c, dfd, name, AT_SYMLINK_NOFOLLOW, name, e);
 }
@@ -265,7 +156,7 @@ static int copy_from_store(struct rctx *c, int dfd, const char *name, uint32_t i
 				 c->root->path);
 	uint64_t copied = 0;
 	loff_t off = (loff_t)e->data_off;
-	int rc = copy_fd(c->s->store_fd, &off, e->size, dst, &copied);
+	int rc = fsx_copy(c->s->store_fd, &off, e->size, dst, &copied);
 	if (rc < 0) {
 		close(dst);
 		return error_set(c->e, -rc, NULL, "cannot write '%s' under %s", name,
@@ -290,13 +181,14 @@ static int copy_from_store(struct rctx *c, int dfd, const char *name, uint32_t i
 
 static int restore_dir(struct rctx *c, int dfd, uint32_t di, int depth);
 
-/* A symlink or a node just made (made false: the call failed, errno says why): its owner, mode
- * and times, then counted in *count. */
-static int node_made(struct rctx *c, int dfd, const char *name, struct snap_entry *e, bool made,
+/* A symlink or a FIFO or device node: made, its owner, mode and times set, counted in
+ * *count. */
+static int make_node(struct rctx *c, int dfd, const char *name, struct snap_entry *e,
 		     uint64_t *count)
 {
-	if (!made)
-		return error_set(c->e, errno, NULL, "cannot create '%s' under %s", name,
+	int rc = tree_make_node(dfd, name, e->type, c->s->pool.buf + e->target_off, e->rdev);
+	if (rc < 0)
+		return error_set(c->e, -rc, NULL, "cannot create '%s' under %s", name,
 				 c->root->path);
 	if (set_attrs_at(c, dfd, name, e) < 0)
 		return -1;
@@ -308,9 +200,9 @@ static int create_entry(struct rctx *c, int dfd, uint32_t idx, int depth)
 {
 	struct snapshot *s = c->s;
 	struct snap_entry *e = &s->ent[idx];
-	const char *name = ent_name(s, e);
+	const char *name = snap_name(s, e);
 	switch (e->type) {
-	case SNAP_DIR: {
+	case TREE_DIR: {
 		if (mkdirat(dfd, name, 0700) < 0)
 			return error_set(c->e, errno, NULL, "cannot create '%s' under %s", name,
 					 c->root->path);
@@ -319,7 +211,7 @@ static int create_entry(struct rctx *c, int dfd, uint32_t idx, int depth)
 		if (rc < 0)
 			return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s", name,
 					 c->root->path);
-		int cfd = open_dir_checked(dfd, name, &st, c->root);
+		int cfd = fsx_open_dir_checked(dfd, name, st.ino, c->root->dev, c->root->mnt_id);
 		if (cfd < 0)
 			return error_set(c->e, -cfd, NULL, "cannot open '%s' under %s", name,
 					 c->root->path);
@@ -329,32 +221,24 @@ static int create_entry(struct rctx *c, int dfd, uint32_t idx, int depth)
 			c->st->restored_dirs++;
 		return rc;
 	}
-	case SNAP_REG:
+	case TREE_REG:
 		if (e->link_to != idx) { /* after the walk, when its first name exists */
 			c->pending_link[idx / 8] |= (unsigned char)(1u << (idx % 8));
 			c->any_pending = true;
 			return 0;
 		}
 		return copy_from_store(c, dfd, name, idx);
-	case SNAP_LNK: {
-		char target[PATH_MAX];
-		memcpy(target, s->pool + e->target_off, e->target_len);
-		target[e->target_len] = 0;
-		return node_made(c, dfd, name, e, symlinkat(target, dfd, name) == 0,
-				 &c->st->restored_links);
-	}
-	case SNAP_FIFO:
-	case SNAP_CHR:
-	case SNAP_BLK: {
-		mode_t t = e->type == SNAP_FIFO ? S_IFIFO : e->type == SNAP_CHR ? S_IFCHR : S_IFBLK;
-		return node_made(c, dfd, name, e, mknodat(dfd, name, t | 0600, (dev_t)e->rdev) == 0,
-				 &c->st->restored_other);
-	}
-	case SNAP_SOCK:
+	case TREE_LNK:
+		return make_node(c, dfd, name, e, &c->st->restored_links);
+	case TREE_FIFO:
+	case TREE_CHR:
+	case TREE_BLK:
+		return make_node(c, dfd, name, e, &c->st->restored_other);
+	case TREE_SOCK:
 		c->st->not_restorable++;
 		return 0;
 	default:
-		return 0; /* SNAP_KEEP: not ours to create */
+		return 0; /* TREE_KEEP: not ours to create */
 	}
 }
 
@@ -364,130 +248,136 @@ static bool same_inode(const struct snap_entry *e, const struct kstatx *st)
 	       st->ctime.tv_nsec == e->ctime_nsec;
 }
 
-/* Make the directory dfd (entry di) equal to the manifest. */
-static int restore_dir(struct rctx *c, int dfd, uint32_t di, int depth)
+/* A directory being restored: its entry, its children (seen: found as they are, or restored
+ * in place), and whether a pass removed something. */
+struct dir_pass {
+	uint32_t di, first;
+	unsigned char *seen;
+	int depth;
+	bool again;
+};
+
+/* One entry of the listing: what the manifest does not have there is removed, a child
+ * directory restored in turn, a changed entry removed (to be recreated). 0 or -1. */
+static int restore_child(struct rctx *c, int dfd, struct dir_pass *p, const char *name,
+			 const struct kstatx *st)
 {
 	struct snapshot *s = c->s;
-	uint32_t first = s->ent[di].first_child, n = s->ent[di].n_children;
-	unsigned char *seen = calloc(n ? n : 1, 1);
-	struct iter *it = iter_new(dfd);
-	int rc = 0;
-	bool failed = false;
-	if (!seen || !it) {
-		rc = -ENOMEM;
-		goto out;
+	long ci = find_child(s, &s->ent[p->di], name);
+	unsigned char *seen = ci >= 0 ? &p->seen[ci - p->first] : NULL;
+	if (seen && *seen)
+		return 0; /* handled in an earlier pass */
+	bool mount = tree_other_mount(st, c->root->dev, c->root->mnt_id);
+	if (mount)
+		c->st->mounts_skipped++;
+	if (mount || tree_inode_in(s->excl, s->n_excl, st) ||
+	    (seen && s->ent[ci].type == TREE_KEEP)) {
+		if (seen)
+			*seen = 1;
+		return 0;
 	}
-	if (dir_writable(c, dfd) < 0)
-		goto fail;
-	for (long pass = 0; pass < MAX_PASSES; pass++) {
-		bool again = false;
-		uint64_t hoisted = c->hoisted;
-		const char *name;
-		if ((rc = iter_rewind(it)) < 0)
-			break;
-		struct kstatx st;
-		while ((rc = fsx_iter_next_stat(it, &name, &st)) > 0) {
-			long ci = find_child(s, &s->ent[di], name);
-			if (ci >= 0 && seen[ci - first])
-				continue; /* handled in an earlier pass */
-			if (other_mount(c->root, &st)) {
-				c->st->mounts_skipped++;
-				if (ci >= 0)
-					seen[ci - first] = 1;
-				continue;
-			}
-			if (is_excluded(s, &st) || (ci >= 0 && s->ent[ci].type == SNAP_KEEP)) {
-				if (ci >= 0)
-					seen[ci - first] = 1;
-				continue;
-			}
-			if (ci < 0) {
-				if (remove_entry(c, dfd, name, &st, depth + 1) < 0)
-					goto fail;
-				again = true;
-				continue;
-			}
-			struct snap_entry *e = &s->ent[ci];
-			seen[ci - first] = 1;
-			if (type_of(st.mode) == SNAP_DIR && e->type == SNAP_DIR) {
-				int cfd = open_dir_checked(dfd, name, &st, c->root);
-				if (cfd == -ENOENT) {
-					seen[ci - first] = 0;
-					continue;
-				}
-				if (cfd < 0) {
-					error_set(c->e, -cfd, NULL, "cannot open '%s' under %s",
-						  name, c->root->path);
-					goto fail;
-				}
-				rc = restore_dir(c, cfd, (uint32_t)ci, depth + 1);
-				close(cfd);
-				if (rc < 0)
-					goto fail;
-				continue;
-			}
-			const struct snap_entry *ref = &s->ent[e->link_to];
-			if (type_of(st.mode) == e->type && same_inode(ref, &st)) {
-				c->st->unchanged++;
-				continue;
-			}
-			/* Changed in any way: replaced by the original. */
-			if (remove_entry(c, dfd, name, &st, depth + 1) < 0)
-				goto fail;
-			seen[ci - first] = 0;
+	if (!seen) {
+		p->again = true;
+		return remove_entry(c, dfd, name, st, p->depth + 1);
+	}
+	struct snap_entry *e = &s->ent[ci];
+	*seen = 1;
+	if (tree_type_of(st->mode) == TREE_DIR && e->type == TREE_DIR) {
+		int cfd = fsx_open_dir_checked(dfd, name, st->ino, c->root->dev, c->root->mnt_id);
+		if (cfd == -ENOENT) {
+			*seen = 0;
+			return 0;
 		}
-		if (rc < 0)
+		if (cfd < 0)
+			return error_set(c->e, -cfd, NULL, "cannot open '%s' under %s", name,
+					 c->root->path);
+		int rc = restore_dir(c, cfd, (uint32_t)ci, p->depth + 1);
+		close(cfd);
+		return rc;
+	}
+	if (tree_type_of(st->mode) == e->type && same_inode(&s->ent[e->link_to], st)) {
+		c->st->unchanged++;
+		return 0;
+	}
+	/* Changed in any way: replaced by the original. */
+	*seen = 0;
+	return remove_entry(c, dfd, name, st, p->depth + 1);
+}
+
+/* The listing read again until a pass removes nothing (hoisted trees come back). */
+static int restore_listing(struct rctx *c, int dfd, struct dir_pass *p, struct fsx_iter *it)
+{
+	int rc = 0;
+	for (long pass = 0; pass < MAX_PASSES; pass++) {
+		p->again = false;
+		uint64_t hoisted = c->rm.hoisted;
+		const char *name;
+		struct kstatx st;
+		if ((rc = fsx_iter_rewind(it)) < 0)
 			break;
-		if (!again && hoisted == c->hoisted)
+		while ((rc = fsx_iter_next_stat(it, &name, &st)) > 0)
+			if (restore_child(c, dfd, p, name, &st) < 0)
+				return -1;
+		if (rc < 0 || (!p->again && hoisted == c->rm.hoisted))
 			break;
 	}
-	if (rc < 0) {
-		error_set(c->e, -rc, NULL, "cannot list a directory under '%s'", c->root->path);
-		goto fail;
-	}
-	for (uint32_t i = 0; i < n; i++)
-		if (!seen[i] && create_entry(c, dfd, first + i, depth) < 0)
-			goto fail;
-	/* The directory itself: its extended attributes and ACLs (a default
-	 * ACL would decide the modes of what the next tenant creates), then
-	 * owner, mode and (after all changes in it) mtime as they were. */
-	struct kstatx st;
-	if ((rc = fsx_statx(dfd, "", AT_EMPTY_PATH, &st)) < 0) {
-		error_set(c->e, -rc, NULL, "cannot examine a directory under '%s'", c->root->path);
-		goto fail;
-	}
+	if (rc < 0)
+		return error_set(c->e, -rc, NULL, "cannot list a directory under '%s'",
+				 c->root->path);
+	return 0;
+}
+
+/* The directory itself, after all changes in it: its extended attributes and ACLs (a default
+ * ACL would decide the modes of what the next tenant creates), then owner, mode and mtime as
+ * they were. */
+static int restore_dir_attrs(struct rctx *c, int dfd, uint32_t di)
+{
+	struct snapshot *s = c->s;
 	struct snap_entry *d = &s->ent[di];
+	struct kstatx st;
+	int rc = fsx_statx(dfd, "", AT_EMPTY_PATH, &st);
+	if (rc < 0)
+		return error_set(c->e, -rc, NULL, "cannot examine a directory under '%s'",
+				 c->root->path);
 	int xr = restore_xattrs(dfd, s, d, !c->root_user && st.uid != geteuid());
-	if (xr < 0) {
-		error_set(c->e, -xr, NULL, "cannot restore the attributes of '%s' under %s",
-			  ent_name(s, d), c->root->path);
-		rc = 0;
-		goto fail;
-	}
+	if (xr < 0)
+		return error_set(c->e, -xr, NULL, "cannot restore the attributes of '%s' under %s",
+				 snap_name(s, d), c->root->path);
 	if (xr > 0) {
 		c->st->attrs_fixed++;
-		if ((rc = fsx_statx(dfd, "", AT_EMPTY_PATH, &st)) < 0) {
-			error_set(c->e, -rc, NULL, "cannot examine a directory under '%s'",
-				  c->root->path);
-			goto fail;
-		}
+		if ((rc = fsx_statx(dfd, "", AT_EMPTY_PATH, &st)) < 0)
+			return error_set(c->e, -rc, NULL, "cannot examine a directory under '%s'",
+					 c->root->path);
 	}
 	bool attrs = st.uid != d->uid || st.gid != d->gid || (st.mode & 07777) != (d->mode & 07777);
 	if (attrs || st.mtime.tv_sec != d->mtime_sec || st.mtime.tv_nsec != d->mtime_nsec) {
-		if (set_attrs_fd(c, dfd, d, ent_name(s, d)) < 0)
-			goto fail;
+		if (set_attrs_fd(c, dfd, d, snap_name(s, d)) < 0)
+			return -1;
 		if (attrs)
 			c->st->attrs_fixed++;
 	}
-	goto out;
-fail:
-	failed = true;
-out:
-	free(seen);
+	return 0;
+}
+
+/* Make the directory dfd (entry di) equal to the manifest. 0 or -1 with c->e set. */
+static int restore_dir(struct rctx *c, int dfd, uint32_t di, int depth)
+{
+	struct snapshot *s = c->s;
+	uint32_t n = s->ent[di].n_children;
+	struct dir_pass p = {.di = di, .first = s->ent[di].first_child, .depth = depth};
+	p.seen = calloc(n ? n : 1, 1);
+	struct fsx_iter *it = fsx_iter_new(dfd);
+	int rc = !p.seen || !it ? error_set(c->e, ENOMEM, NULL, "reset") : dir_writable(c, dfd);
+	if (rc == 0)
+		rc = restore_listing(c, dfd, &p, it);
 	free(it);
-	if (rc == -ENOMEM && !failed)
-		return error_set(c->e, ENOMEM, NULL, "reset");
-	return failed ? -1 : 0;
+	for (uint32_t i = 0; rc == 0 && i < n; i++)
+		if (!p.seen[i])
+			rc = create_entry(c, dfd, p.first + i, depth);
+	if (rc == 0)
+		rc = restore_dir_attrs(c, dfd, di);
+	free(p.seen);
+	return rc < 0 ? -1 : 0;
 }
 
 /* The directory holding entry idx, opened from its root name by name
@@ -497,7 +387,7 @@ static int open_parent(struct rctx *c, uint32_t idx)
 	struct snapshot *s = c->s;
 	uint32_t chain[SNAP_MAX_DEPTH + 1];
 	int n = 0;
-	for (uint32_t p = s->ent[idx].parent; p != NONE && s->ent[p].parent != NONE;
+	for (uint32_t p = s->ent[idx].parent; p != SNAP_NONE && s->ent[p].parent != SNAP_NONE;
 	     p = s->ent[p].parent) {
 		if (n == SNAP_MAX_DEPTH)
 			return -ELOOP;
@@ -509,8 +399,10 @@ static int open_parent(struct rctx *c, uint32_t idx)
 	while (n) {
 		uint32_t p = chain[--n];
 		struct kstatx st;
-		int rc = fsx_statx(fd, ent_name(s, &s->ent[p]), AT_SYMLINK_NOFOLLOW, &st);
-		int nfd = rc < 0 ? rc : open_dir_checked(fd, ent_name(s, &s->ent[p]), &st, c->root);
+		int rc = fsx_statx(fd, snap_name(s, &s->ent[p]), AT_SYMLINK_NOFOLLOW, &st);
+		int nfd = rc < 0 ? rc
+				 : fsx_open_dir_checked(fd, snap_name(s, &s->ent[p]), st.ino,
+							c->root->dev, c->root->mnt_id);
 		close(fd);
 		if (nfd < 0)
 			return nfd;
@@ -535,14 +427,14 @@ static int restore_links(struct rctx *c)
 			if (to >= 0)
 				close(to);
 			return error_set(c->e, err, NULL, "cannot reach '%s' to link it",
-					 ent_name(s, e));
+					 snap_name(s, e));
 		}
 		int rc = 0;
-		if (linkat(from, ent_name(s, first), to, ent_name(s, e), 0) < 0)
+		if (linkat(from, snap_name(s, first), to, snap_name(s, e), 0) < 0)
 			rc = error_set(c->e, errno, NULL, "cannot link '%s' under %s",
-				       ent_name(s, e), c->root->path);
+				       snap_name(s, e), c->root->path);
 		struct kstatx st;
-		if (rc == 0 && fsx_statx(to, ent_name(s, e), AT_SYMLINK_NOFOLLOW, &st) == 0) {
+		if (rc == 0 && fsx_statx(to, snap_name(s, e), AT_SYMLINK_NOFOLLOW, &st) == 0) {
 			first->ino = st.ino; /* a new link changed the shared ctime */
 			first->ctime_sec = st.ctime.tv_sec;
 			first->ctime_nsec = st.ctime.tv_nsec;
@@ -550,7 +442,7 @@ static int restore_links(struct rctx *c)
 			/* linkat changed the directory's mtime back to now */
 			struct snap_entry *d = &s->ent[e->parent];
 			struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT},
-						 ts_of(d->mtime_sec, d->mtime_nsec)};
+						 tree_ts(d->mtime_sec, d->mtime_nsec)};
 			if (futimens(to, ts) < 0)
 				rc = error_set(c->e, errno, NULL, "cannot set a directory's time");
 		}
@@ -566,6 +458,10 @@ int snapshot_restore(struct snapshot *s, struct restore_stats *st, struct error 
 {
 	memset(st, 0, sizeof(*st));
 	struct rctx c = {.s = s, .st = st, .e = e, .root_user = geteuid() == 0};
+	c.rm = (struct tree_rm){.max_depth = MAX_RM_DEPTH,
+				.keep_mounts = true,
+				.skip = s->excl,
+				.n_skip = s->n_excl};
 	c.pending_link = calloc(s->n_ent / 8 + 1, 1);
 	if (!c.pending_link)
 		return error_set(e, ENOMEM, NULL, "reset");
@@ -576,7 +472,7 @@ int snapshot_restore(struct snapshot *s, struct restore_stats *st, struct error 
 		 * start (the walk itself only uses the descriptor). */
 		struct kstatx now;
 		int k = fsx_statx(AT_FDCWD, c.root->path, 0, &now);
-		if (k < 0 || kdev(&now) != c.root->dev || now.ino != c.root->ino) {
+		if (k < 0 || fsx_dev(&now) != c.root->dev || now.ino != c.root->ino) {
 			rc = error_set(e, k < 0 ? -k : 0, NULL,
 				       "writable root '%s' is no longer the directory it was",
 				       c.root->path);
@@ -587,5 +483,11 @@ int snapshot_restore(struct snapshot *s, struct restore_stats *st, struct error 
 	if (rc == 0 && c.any_pending)
 		rc = restore_links(&c);
 	free(c.pending_link);
+	st->removed_files = c.rm.files;
+	st->removed_dirs = c.rm.dirs;
+	st->removed_links = c.rm.links;
+	st->removed_other = c.rm.other;
+	st->removed_bytes = c.rm.bytes;
+	st->mounts_skipped += c.rm.mounts;
 	return rc;
 }

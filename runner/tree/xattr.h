@@ -1,5 +1,5 @@
 /* The extended attributes and ACLs a tenant may set, as one blob per entry:
- * what the reset snapshot (snapshot.c, restore.c) and checkpoints (ckpt.c)
+ * what the reset snapshot (snapshot.c, snapshot_restore.c) and checkpoints (tree.h)
  * keep of a directory or file and put back. Split from fsx.c, whose names
  * they keep. Functions return 0 (or a count) or -errno. */
 #pragma once

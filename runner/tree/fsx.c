@@ -1,5 +1,5 @@
 /* Shared filesystem steps: see fsx.h. */
-#include "files/fsx.h"
+#include "tree/fsx.h"
 
 #include <errno.h>
 #include <fcntl.h>

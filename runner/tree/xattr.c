@@ -1,5 +1,5 @@
 /* Extended attributes and ACLs as one blob per entry: see xattr.h. */
-#include "files/xattr.h"
+#include "tree/xattr.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,5 +1,7 @@
-/* Workspace checkpoints (POST /v1/checkpoints, docs/design.md §12.1): the
- * filesystem engine, run in a worker process (profile/checkpoint.c).
+/* The file-tree engine's checkpoints (POST /v1/checkpoints, docs/design.md §10.2): the
+ * manifest, taken and compared (manifest.c), the content store (store.c) and the restore
+ * (checkpoint_restore.c), run in a worker process (checkpoint/worker.c). The entry types, the
+ * string pool and the remover are the reset snapshot's too (node.h).
  *
  * A checkpoint is a manifest (every entry under its paths, in tree order:
  * type, mode, owner, times, size, symlink target, extended attributes and
@@ -18,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tree/node.h"
+
 struct error;
 struct files_ident;
 
@@ -25,10 +29,8 @@ struct files_ident;
 #define CK_MAX_ENTRIES 500000u
 #define CK_MAX_DEPTH 200
 #define CK_MAX_ROOTS 16
-#define CK_EFULL 4200 /* the store's bound would be passed */
-#define CK_EDEEP 4201 /* a tree deeper than CK_MAX_DEPTH */
-
-enum ck_type { CK_DIR = 1, CK_REG, CK_LNK, CK_FIFO, CK_CHR, CK_BLK, CK_SOCK, CK_KEEP };
+#define CK_EFULL 4200       /* the store's bound would be passed */
+#define CK_EDEEP TREE_EDEEP /* a tree deeper than CK_MAX_DEPTH */
 
 enum {
 	CK_HAS_SHA = 1,    /* content in the store */
@@ -45,8 +47,8 @@ struct ck_ent {
 	uint32_t ctime_nsec, mtime_nsec, atime_nsec;
 	uint32_t mode, uid, gid, nlink;
 	uint32_t path_off, path_len, target_off, target_len, xattr_off, xattr_len;
-	uint32_t parent; /* CK_NONE for a root */
-	uint8_t type, flags;
+	uint32_t parent;     /* CK_NONE for a root */
+	uint8_t type, flags; /* enum tree_type; CK_HAS_SHA... */
 	uint8_t pad[6];
 	unsigned char sha[32];
 };
@@ -54,8 +56,7 @@ struct ck_ent {
 struct ck_manifest {
 	struct ck_ent *ent;
 	size_t n, cap;
-	char *pool;
-	size_t pool_len, pool_cap;
+	struct tree_pool pool;
 };
 
 /* A path of a checkpoint, opened by the runner before the worker starts
@@ -77,8 +78,8 @@ struct ck_store {
 	uint64_t new_objects; /* and how many */
 	char (*new_hex)[65];  /* their names, to take them back when the operation fails */
 	size_t n_new, cap_new;
-	uint64_t excl_dev, excl_ino; /* the state dir: never entered */
-	char *buf;                   /* 1 MiB of copy buffer */
+	struct tree_inode excl; /* the state dir: never entered */
+	char *buf;              /* 1 MiB of copy buffer */
 	/* The task user whose rights each entry records (CK_TASK_*; NULL: none recorded); with
 	 * as_task a restore works on the tree as that user (files_enter), only the store's
 	 * objects being opened as the runner, and leaves what it could not read or enter. */
@@ -162,3 +163,22 @@ void ck_purge_dead(int state_fd);
 /* Remove the directory name in dfd with everything in it (no symlink
  * followed, no other mount entered). 0 or -errno. */
 int ck_remove_tree(int dfd, const char *name);
+
+/* ---- shared by the engine's own files (manifest.c, store.c, checkpoint_restore.c) ---- */
+
+#define CK_BUF_BYTES (1u << 20) /* a copy or hashing buffer */
+
+/* The SHA-256 of what is left of src (*n: its bytes) read through buf (CK_BUF_BYTES). */
+int ck_hash_fd(char *buf, int src, unsigned char sha[32], uint64_t *n);
+/* Up to max bytes of fd (closed here) into a new NUL-terminated buffer; a read error ends it
+ * with what was read. */
+int ck_slurp(int fd, size_t max, char **buf, size_t *len);
+/* The directory holding path (opened one component at a time from its root,
+ * O_NOFOLLOW|O_DIRECTORY, never leaving the root's mount) and its last component in *base.
+ * An fd or -errno. */
+int ck_open_parent_of(const struct ck_root *roots, unsigned n_roots, const char *path,
+		      const char **base, const struct ck_root **root);
+/* The content of src into the store (*stored: its bytes; *cloned: by FICLONE), its SHA-256 in
+ * sha. 0, -CK_EFULL past the store's bound, or -errno. */
+int ck_store_put(struct ck_store *s, int src, uint64_t size, unsigned char sha[32],
+		 uint64_t *stored, bool *cloned);

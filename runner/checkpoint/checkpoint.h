@@ -1,6 +1,6 @@
 /* Workspace checkpoints (POST /v1/checkpoints and the routes below it;
- * docs/design.md §12.1): the list kept by the runner, one operation at a
- * time done by a worker process (files/ckpt.c), answers to requests that
+ * docs/design.md §10.2): the list kept by the runner, one operation at a
+ * time done by a worker process (checkpoint/worker.c, on tree/tree.h), answers to requests that
  * wait suspended. Dropped by POST /v1/reset. */
 #pragma once
 #include <jansson.h>

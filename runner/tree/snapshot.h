@@ -33,22 +33,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "tree/node.h"
+
 struct error;
 
 #define SNAP_MAX_ROOTS 16
 #define SNAP_MAX_ENTRIES 200000u
 #define SNAP_MAX_DEPTH 256 /* of the tree at start; a tenant's deeper trees are still removed */
-
-enum snap_type {
-	SNAP_DIR = 1,
-	SNAP_REG,
-	SNAP_LNK,
-	SNAP_FIFO,
-	SNAP_CHR,
-	SNAP_BLK,
-	SNAP_SOCK, /* not recreatable: removed if changed, never created */
-	SNAP_KEEP, /* never touched: a mount point, the state dir, another root */
-};
 
 struct snap_entry {
 	uint64_t ino;
@@ -57,7 +48,7 @@ struct snap_entry {
 	uint64_t size;
 	uint64_t data_off; /* regular files: where the content is in the store */
 	uint64_t rdev;
-	uint32_t parent;                  /* index; UINT32_MAX for a root */
+	uint32_t parent;                  /* index; SNAP_NONE for a root */
 	uint32_t first_child, n_children; /* directories: contiguous, sorted by name */
 	uint32_t name_off, target_off;    /* into the pool; target: symlinks */
 	uint16_t name_len, target_len;
@@ -65,7 +56,7 @@ struct snap_entry {
 	uint32_t xattr_off, xattr_len; /* into the pool: the entry's extended attributes
 					* and ACLs (see snapshot.c); 0 length = none */
 	uint32_t mode, uid, gid;
-	uint8_t type; /* enum snap_type */
+	uint8_t type; /* enum tree_type */
 	uint8_t root;
 };
 
@@ -83,14 +74,11 @@ struct snapshot {
 	 * records there the inode and ctime of what it recreated. */
 	struct snap_entry *ent;
 	size_t n_ent, cap_ent, map_len;
-	char *pool;
-	size_t pool_len, pool_cap;
+	struct tree_pool pool;
 	int state_fd;   /* the state dir (not owned) */
 	int store_fd;   /* one unnamed file in the state dir: every file's content */
 	uint64_t bytes; /* file content kept in the store */
-	struct {
-		uint64_t dev, ino;
-	} excl[SNAP_MAX_ROOTS + 1]; /* the state dir and every root */
+	struct tree_inode excl[SNAP_MAX_ROOTS + 1]; /* the state dir and every root */
 	unsigned n_excl;
 };
 
@@ -102,6 +90,13 @@ struct restore_stats {
 	uint64_t mounts_skipped; /* entries on another mount, left alone */
 	uint64_t not_restorable; /* sockets that were changed or removed */
 };
+
+#define SNAP_NONE UINT32_MAX /* no entry: a root's parent */
+
+static inline const char *snap_name(const struct snapshot *s, const struct snap_entry *e)
+{
+	return s->pool.buf + e->name_off;
+}
 
 /* Walk the roots (missing ones are skipped and named in *skipped, a
  * malloc'd colon-separated list or NULL) and fill the store. The state dir

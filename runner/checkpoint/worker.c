@@ -1,0 +1,433 @@
+/* The checkpoint worker: a process that does an operation's filesystem work (tree/tree.h)
+ * and writes its answer, a JSON object, to a memfd the loop reads when it exits. */
+#include "checkpoint/internal.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/closefds.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/runner.h"
+#include "core/util.h"
+#include "files/udiff.h"
+#include "files/userjob.h"
+
+#define LIST_MAX 10000          /* changes named in one answer */
+#define PATCH_FILE_MAX 262144   /* a file's bytes diffed for ?patch=1 */
+#define PATCH_TOTAL_MAX 1048576 /* patch text in one answer */
+#define UNREADABLE_MAX 100
+
+/* ---- the worker ---- */
+
+struct notes {
+	json_t *list;
+	json_t *counts;
+	unsigned n;
+	bool truncated;
+};
+
+static void note(void *arg, const char *action, const char *path, const char *detail)
+{
+	struct notes *nt = arg;
+	json_t *cnt = json_object_get(nt->counts, action);
+	json_object_set_new(nt->counts, action,
+			    json_integer(cnt ? json_integer_value(cnt) + 1 : 1));
+	if (nt->n >= LIST_MAX) {
+		nt->truncated = true;
+		return;
+	}
+	nt->n++;
+	json_array_append_new(nt->list, json_pack("{s:s,s:s,s:s?}", "action", action, "path", path,
+						  "reason", detail));
+}
+
+static const char *type_name(unsigned t)
+{
+	static const char *const n[] = {"?",    "directory", "file",   "symlink",    "fifo",
+					"char", "block",     "socket", "mount point"};
+	return t < sizeof(n) / sizeof(n[0]) ? n[t] : "?";
+}
+
+struct diffctx {
+	struct checkpoints *c;
+	const struct ck_manifest *a, *b;
+	struct ck_store *store;
+	bool b_is_current;
+	json_t *list;
+	unsigned n, added, modified, deleted, attrs;
+	bool truncated;
+	size_t patch_bytes;
+	bool patch_truncated;
+};
+
+/* One side's content for a patch: NULL (with *why) when not shown. */
+static char *side(struct diffctx *d, const struct ck_manifest *m, const struct ck_ent *e,
+		  bool current, size_t *len, const char **why)
+{
+	*len = 0;
+	if (!e) {
+		char *b = malloc(1);
+		if (b)
+			b[0] = 0;
+		return b;
+	}
+	if (e->type != TREE_REG)
+		return *why = "not a regular file", NULL;
+	if (e->size > PATCH_FILE_MAX)
+		return *why = "larger than 256 KiB", NULL;
+	/* What the files API would not show the client, a patch does not either: the task
+	 * user's rights on the whole path, as the kernel decided them when the side was
+	 * examined (the store's copy: when captured; the tree: now), and a current side read
+	 * as that user. */
+	if (!(e->flags & CK_TASK_OK))
+		return *why = "not readable by the task user", NULL;
+	char *buf = NULL;
+	int rc = -ENOENT;
+	if (current) {
+		rc = files_enter(&d->c->task_id);
+		if (rc == 0) {
+			rc = ck_read_current(d->c->roots, d->c->n_roots, ck_path(m, e),
+					     PATCH_FILE_MAX, &buf, len);
+			files_leave();
+		}
+	} else if (e->flags & CK_HAS_SHA)
+		rc = ck_object_read(d->store, e->sha, PATCH_FILE_MAX, &buf, len);
+	if (rc < 0)
+		return *why = "could not be read", NULL;
+	if (!udiff_is_text(buf, *len)) {
+		free(buf);
+		return *why = "binary", NULL;
+	}
+	return buf;
+}
+
+static void add_patch(struct diffctx *d, json_t *o, const struct ck_ent *a, const struct ck_ent *b)
+{
+	if (d->patch_truncated) {
+		json_object_set_new(o, "patch_omitted", json_string("the answer's patch bound"));
+		return;
+	}
+	const char *why = NULL;
+	size_t la, lb;
+	char *ta = side(d, d->a, a, false, &la, &why);
+	char *tb = ta ? side(d, d->b, b, d->b_is_current, &lb, &why) : NULL;
+	if (!ta || !tb) {
+		json_object_set_new(o, "patch_omitted", json_string(why ? why : "unreadable"));
+		free(ta);
+		free(tb);
+		return;
+	}
+	const char *pa = a ? ck_path(d->a, a) : NULL, *pb = b ? ck_path(d->b, b) : NULL;
+	size_t n;
+	char *p = udiff(ta, la, tb, lb, pa ? pa : "/dev/null", pb ? pb : "/dev/null", &n);
+	free(ta);
+	free(tb);
+	if (!p)
+		return;
+	if (d->patch_bytes + n > PATCH_TOTAL_MAX) {
+		d->patch_truncated = true;
+		json_object_set_new(o, "patch_omitted", json_string("the answer's patch bound"));
+	} else {
+		d->patch_bytes += n;
+		json_object_set_new(o, "patch", json_stringn(p, n));
+	}
+	free(p);
+}
+
+static void on_change(void *arg, const struct ck_ent *a, const struct ck_ent *b, unsigned what)
+{
+	struct diffctx *d = arg;
+	const char *change;
+	if (d->c->actor == CKPT_FOR_TASK) {
+		/* For the task, each side as it could see it: what lay beyond a directory it
+		 * could not list and enter is not there for it. */
+		if (a && !(a->flags & CK_TASK_SEEN))
+			a = NULL;
+		if (b && !(b->flags & CK_TASK_SEEN))
+			b = NULL;
+		if (!a && !b)
+			return;
+	}
+	if (!a) {
+		change = "added";
+		d->added++;
+	} else if (!b) {
+		change = "deleted";
+		d->deleted++;
+	} else if (what & (CK_D_CONTENT | CK_D_TYPE | CK_D_TARGET)) {
+		change = "modified";
+		d->modified++;
+	} else {
+		/* A directory's mtime moves with every entry added or removed in
+		 * it: those are listed themselves. */
+		if (a->type == TREE_DIR && !(what & ~CK_D_MTIME))
+			return;
+		change = "attributes";
+		d->attrs++;
+	}
+	if (d->n >= LIST_MAX) {
+		d->truncated = true;
+		return;
+	}
+	d->n++;
+	const struct ck_ent *e = b ? b : a;
+	const struct ck_manifest *m = b ? d->b : d->a;
+	json_t *o = json_pack("{s:s,s:s,s:s,s:I}", "path", ck_path(m, e), "change", change, "type",
+			      type_name(e->type), "size", (json_int_t)e->size);
+	if (a && b) {
+		json_t *w = json_array();
+		static const struct {
+			unsigned bit;
+			const char *name;
+		} bits[] = {{CK_D_CONTENT, "content"}, {CK_D_TYPE, "type"},
+			    {CK_D_TARGET, "target"},   {CK_D_MODE, "mode"},
+			    {CK_D_OWNER, "owner"},     {CK_D_XATTRS, "xattrs"},
+			    {CK_D_MTIME, "mtime"}};
+		for (size_t i = 0; i < sizeof(bits) / sizeof(bits[0]); i++)
+			if (what & bits[i].bit)
+				json_array_append_new(w, json_string(bits[i].name));
+		json_object_set_new(o, "what", w);
+		json_object_set_new(o, "old_size", json_integer((json_int_t)a->size));
+		if (a->type != b->type)
+			json_object_set_new(o, "old_type", json_string(type_name(a->type)));
+		if (what & CK_D_MODE)
+			json_object_set_new(o, "mode",
+					    json_pack("{s:i,s:i}", "old", a->mode & 07777, "new",
+						      b->mode & 07777));
+		if (what & CK_D_OWNER)
+			json_object_set_new(o, "owner",
+					    json_pack("{s:[i,i],s:[i,i]}", "old", (int)a->uid,
+						      (int)a->gid, "new", (int)b->uid,
+						      (int)b->gid));
+	}
+	if (d->store && (e->type == TREE_REG) && (!a || !b || (what & CK_D_CONTENT)) &&
+	    (!a || a->type == TREE_REG) && (!b || b->type == TREE_REG))
+		add_patch(d, o, a, b);
+	json_array_append_new(d->list, o);
+}
+
+static void unreadable_list(const struct ck_manifest *m, json_t *o)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; i < m->n && json_array_size(a) < UNREADABLE_MAX; i++)
+		if (m->ent[i].flags & CK_UNREADABLE)
+			json_array_append_new(a, json_string(ck_path(m, &m->ent[i])));
+	json_object_set_new(o, "unreadable", a);
+}
+
+static json_t *do_create(struct checkpoints *c, struct ck_store *s, struct error *e)
+{
+	struct ck_manifest prev = {0}, m = {0};
+	bool have_prev = false;
+	struct ckpt *last = NULL;
+	for (struct ckpt *k = c->head; k; k = k->next)
+		last = k;
+	if (last) {
+		char name[40];
+		snprintf(name, sizeof(name), "m-%s", last->id);
+		struct error le = {0};
+		have_prev = ck_load(s->dir_fd, name, &prev, &le) == 0;
+	}
+	struct ck_take_stats ts;
+	int rc = ck_take(s, false, c->roots, c->n_roots, have_prev ? &prev : NULL, &m, &ts, e);
+	ck_manifest_free(&prev);
+	if (rc < 0) {
+		bool full = e->errnum == CK_EFULL;
+		ck_store_rollback(s);
+		if (full) {
+			char at[ERROR_MSG_MAX];
+			snprintf(at, sizeof(at), "%s", e->msg);
+			memset(e, 0, sizeof(*e));
+			error_set(
+				e, 0, "INSUFFICIENT_STORAGE",
+				"the checkpoint store would hold more than --checkpoint-max-bytes "
+				"(%llu bytes; %llu in use) at %.500s: delete checkpoints "
+				"(DELETE /v1/checkpoints/{id}) or raise the bound",
+				(unsigned long long)s->max, (unsigned long long)s->used, at);
+		}
+		return NULL;
+	}
+	char name[40];
+	snprintf(name, sizeof(name), "m-%s", c->pending->id);
+	if (ck_save(s->dir_fd, name, &m, e) < 0) {
+		ck_store_rollback(s);
+		ck_manifest_free(&m);
+		return NULL;
+	}
+	json_t *o = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "files",
+			      (json_int_t)ts.files, "dirs", (json_int_t)ts.dirs, "symlinks",
+			      (json_int_t)ts.links, "other", (json_int_t)ts.other, "bytes",
+			      (json_int_t)ts.bytes, "read_files", (json_int_t)ts.read_files,
+			      "read_bytes", (json_int_t)ts.read_bytes, "cloned_files",
+			      (json_int_t)ts.cloned_files, "stored_bytes", (json_int_t)s->added,
+			      "stored_objects", (json_int_t)s->new_objects, "store_bytes",
+			      (json_int_t)(s->used + s->added));
+	unreadable_list(&m, o);
+	ck_manifest_free(&m);
+	return o;
+}
+
+static json_t *do_diff(struct checkpoints *c, struct ck_store *s, struct error *e)
+{
+	struct ck_manifest a = {0}, b = {0};
+	char name[40];
+	snprintf(name, sizeof(name), "m-%s", c->target->id);
+	if (ck_load(s->dir_fd, name, &a, e) < 0)
+		return NULL;
+	int rc;
+	struct ck_take_stats ts = {0};
+	if (c->to) {
+		snprintf(name, sizeof(name), "m-%s", c->to->id);
+		rc = ck_load(s->dir_fd, name, &b, e);
+	} else {
+		rc = ck_take(s, true, c->roots, c->n_roots, &a, &b, &ts, e);
+	}
+	if (rc < 0) {
+		ck_manifest_free(&a);
+		return NULL;
+	}
+	struct diffctx d = {.c = c,
+			    .a = &a,
+			    .b = &b,
+			    .store = c->patch ? s : NULL,
+			    .b_is_current = !c->to,
+			    .list = json_array()};
+	ck_diff(&a, &b, on_change, &d);
+	json_t *o = json_pack("{s:s,s:s?,s:o,s:{s:i,s:i,s:i,s:i},s:b}", "from", c->target->id, "to",
+			      c->to ? c->to->id : NULL, "changes", d.list, "counts", "added",
+			      d.added, "modified", d.modified, "deleted", d.deleted, "attributes",
+			      d.attrs, "truncated", d.truncated);
+	if (!c->to)
+		json_object_set_new(o, "read_files", json_integer((json_int_t)ts.read_files));
+	json_object_set(o, "paths", c->target->paths);
+	if (c->resolved) /* a task's exit diff that followed its cwd */
+		json_object_set(o, "resolved", c->resolved);
+	if (d.patch_truncated)
+		json_object_set_new(o, "patch_truncated", json_true());
+	ck_manifest_free(&a);
+	ck_manifest_free(&b);
+	return o;
+}
+
+static json_t *do_restore(struct checkpoints *c, struct ck_store *s, struct error *e)
+{
+	struct ck_manifest m = {0};
+	char name[40];
+	snprintf(name, sizeof(name), "m-%s", c->target->id);
+	if (ck_load(s->dir_fd, name, &m, e) < 0)
+		return NULL;
+	struct notes nt = {.list = json_array(), .counts = json_object()};
+	unsigned failures;
+	/* For the task, the tree is worked on as the task user: the kernel refuses what it
+	 * may not do, each refusal a failure named in the answer. */
+	s->as_task = c->actor == CKPT_FOR_TASK;
+	if (s->as_task && files_enter(&c->task_id) < 0) {
+		note(&nt, "failed", "", "cannot act as the task user");
+		failures = 1;
+	} else {
+		failures = ck_restore(s, &m, c->roots, c->n_roots, note, &nt);
+		if (s->as_task)
+			files_leave();
+	}
+	ck_manifest_free(&m);
+	return json_pack("{s:s,s:b,s:o,s:o,s:b,s:i}", "id", c->target->id, "complete",
+			 failures == 0, "changes", nt.list, "counts", nt.counts, "truncated",
+			 nt.truncated, "failures", (int)failures);
+}
+
+static json_t *do_delete(struct checkpoints *c, struct ck_store *s, struct error *e)
+{
+	char name[40];
+	snprintf(name, sizeof(name), "m-%s", c->target->id);
+	if (unlinkat(s->dir_fd, name, 0) < 0 && errno != ENOENT) {
+		error_set(e, errno, NULL, "checkpoints: cannot remove the manifest");
+		return NULL;
+	}
+	struct ck_manifest *keep = calloc(c->n + 1, sizeof(*keep));
+	unsigned n = 0;
+	for (struct ckpt *k = c->head; k && keep; k = k->next) {
+		snprintf(name, sizeof(name), "m-%s", k->id);
+		if (ck_load(s->dir_fd, name, &keep[n], e) < 0) {
+			for (unsigned i = 0; i < n; i++)
+				ck_manifest_free(&keep[i]);
+			free(keep);
+			return NULL;
+		}
+		n++;
+	}
+	uint64_t bytes = 0;
+	int rc = keep ? ck_store_gc(s, keep, n, &bytes, e) : error_set(e, ENOMEM, NULL, "gc");
+	for (unsigned i = 0; i < n; i++)
+		ck_manifest_free(&keep[i]);
+	free(keep);
+	if (rc < 0)
+		return NULL;
+	return json_pack("{s:s,s:b,s:I}", "id", c->target->id, "deleted", 1, "store_bytes",
+			 (json_int_t)bytes);
+}
+
+_Noreturn void ckpt_worker_main(struct checkpoints *c)
+{
+	struct runner *r = c->r;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != r->self_pid)
+		_exit(1);
+	signals_reset_child();
+	int keep[2 * CK_MAX_ROOTS + 2];
+	unsigned nk = 0;
+	keep[nk++] = c->out_fd;
+	keep[nk++] = r->state_dir_fd;
+	for (unsigned i = 0; i < c->n_roots; i++) {
+		keep[nk++] = c->roots[i].pfd;
+		keep[nk++] = c->roots[i].fd;
+	}
+	int crc = closefds_except(3, keep, (int)nk);
+	if (crc < 0) /* the worker goes on: what stays open only lingers */
+		log_errno("checkpoint worker: closing fds failed", -crc, NULL);
+	umask(0);
+	uint64_t t0 = monotonic_ms();
+	ck_purge_dead(r->state_dir_fd);
+	struct ck_store s = {.used = c->store_bytes,
+			     .max = r->cfg.checkpoint_max_bytes,
+			     .task = &c->task_id};
+	struct error e = {0};
+	json_t *o = NULL;
+	if (ck_store_open(&s, r->state_dir_fd, &e) == 0) {
+		switch (c->op) {
+		case OP_CREATE:
+			o = do_create(c, &s, &e);
+			break;
+		case OP_DIFF:
+			o = do_diff(c, &s, &e);
+			break;
+		case OP_RESTORE:
+			o = do_restore(c, &s, &e);
+			break;
+		case OP_DELETE:
+			o = do_delete(c, &s, &e);
+			break;
+		default:
+			break;
+		}
+	}
+	ck_store_close(&s);
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	json_t *w = json_pack("{s:b,s:s,s:s,s:I,s:I}", "ok", o != NULL, "code", error_code(&e),
+			      "error", e.msg, "ms", (json_int_t)(monotonic_ms() - t0),
+			      "worker_peak_rss_kib", (json_int_t)ru.ru_maxrss);
+	if (o)
+		json_object_set_new(w, "result", o);
+	char *str = w ? json_dumps(w, JSON_COMPACT) : NULL;
+	/* A failed write shows as an unreadable answer to the parent. */
+	if (str)
+		(void)write_all(c->out_fd, str, strlen(str));
+	_exit(o ? 0 : 1);
+}

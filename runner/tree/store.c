@@ -1,0 +1,342 @@
+/* The checkpoints' content store: one object per distinct content, named by its SHA-256, in
+ * a directory of the state dir. See tree.h. */
+#include "tree/tree.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/sha256.h"
+#include "core/util.h"
+#include "tree/fsx.h"
+#include "tree/node.h"
+
+#define STORE_DIR "checkpoints"
+#define OBJ_DIR "objects"
+
+void ck_hex(const unsigned char sha[32], char out[65])
+{
+	static const char d[] = "0123456789abcdef";
+	for (int i = 0; i < 32; i++) {
+		out[2 * i] = d[sha[i] >> 4];
+		out[2 * i + 1] = d[sha[i] & 15];
+	}
+	out[64] = 0;
+}
+
+int ck_store_open(struct ck_store *s, int state_fd, struct error *e)
+{
+	s->dir_fd = s->obj_fd = -1;
+	struct kstatx st;
+	int rc = fsx_statx(state_fd, "", AT_EMPTY_PATH, &st);
+	if (rc < 0)
+		return error_set(e, -rc, NULL, "checkpoints: cannot examine the state dir");
+	s->excl = (struct tree_inode){fsx_dev(&st), st.ino};
+	if (mkdirat(state_fd, STORE_DIR, 0700) < 0 && errno != EEXIST)
+		return error_set(e, errno, NULL, "checkpoints: cannot create the store");
+	s->dir_fd = openat(state_fd, STORE_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (s->dir_fd < 0)
+		return error_set(e, errno, NULL, "checkpoints: cannot open the store");
+	if (mkdirat(s->dir_fd, OBJ_DIR, 0700) < 0 && errno != EEXIST)
+		return error_set(e, errno, NULL, "checkpoints: cannot create the object store");
+	s->obj_fd = openat(s->dir_fd, OBJ_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (s->obj_fd < 0)
+		return error_set(e, errno, NULL, "checkpoints: cannot open the object store");
+	if (!(s->buf = malloc(CK_BUF_BYTES)))
+		return error_set(e, ENOMEM, NULL, "checkpoints");
+	return 0;
+}
+
+void ck_store_close(struct ck_store *s)
+{
+	if (s->obj_fd >= 0)
+		close(s->obj_fd);
+	if (s->dir_fd >= 0)
+		close(s->dir_fd);
+	s->obj_fd = s->dir_fd = -1;
+	free(s->buf);
+	s->buf = NULL;
+	free(s->new_hex);
+	s->new_hex = NULL;
+	s->n_new = s->cap_new = 0;
+}
+
+void ck_store_rollback(struct ck_store *s)
+{
+	for (size_t i = 0; i < s->n_new; i++)
+		unlinkat(s->obj_fd, s->new_hex[i], 0);
+	s->n_new = 0;
+	s->added = s->new_objects = 0;
+}
+
+/* An unnamed file in dir (linked later under its name), else a named one
+ * (*tmpname set) to be renamed. */
+static int tmp_open(int dir, char tmpname[64])
+{
+	tmpname[0] = 0;
+	int fd = openat(dir, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL))
+		return fd < 0 ? -errno : fd;
+	static unsigned seq;
+	for (int i = 0; i < 100; i++) {
+		snprintf(tmpname, 64, ".tmp-%d-%u", (int)getpid(), seq++);
+		fd = openat(dir, tmpname, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd >= 0 || errno != EEXIST)
+			return fd < 0 ? -errno : fd;
+	}
+	return -EEXIST;
+}
+
+static int tmp_link(int fd, const char *tmpname, int dir, const char *name)
+{
+	if (tmpname[0]) {
+		if (renameat(dir, tmpname, dir, name) < 0) {
+			int err = errno;
+			unlinkat(dir, tmpname, 0);
+			return -err;
+		}
+		return 0;
+	}
+	if (linkat(fd, "", dir, name, AT_EMPTY_PATH) == 0)
+		return 0;
+	char p[40];
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+	return linkat(AT_FDCWD, p, dir, name, AT_SYMLINK_FOLLOW) < 0 ? -errno : 0;
+}
+
+/* Cloned where the file system can (then the clone is hashed: what is stored is what was
+ * hashed, whatever a task does to src meanwhile), else read once, hashed and written. */
+int ck_store_put(struct ck_store *s, int src, uint64_t size, unsigned char sha[32],
+		 uint64_t *stored, bool *cloned)
+{
+	*cloned = false;
+	if (s->used + s->added + size > s->max)
+		return -CK_EFULL;
+	char tmpname[64];
+	int tmp = tmp_open(s->obj_fd, tmpname);
+	if (tmp < 0)
+		return tmp;
+	struct sha256 h;
+	sha256_init(&h);
+	uint64_t n = 0;
+	int rc = 0;
+	/* A clone is read back from the store (its own bytes are hashed); a
+	 * copy is read from src and written as it is hashed. */
+	*cloned = ioctl(tmp, FICLONE, src) == 0;
+	for (;;) {
+		ssize_t k = *cloned ? pread(tmp, s->buf, CK_BUF_BYTES, (off_t)n)
+				    : read(src, s->buf, CK_BUF_BYTES);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			rc = -errno;
+			break;
+		}
+		if (k == 0)
+			break;
+		sha256_update(&h, s->buf, (size_t)k);
+		if (!*cloned && (rc = write_all(tmp, s->buf, (size_t)k)) < 0)
+			break;
+		n += (uint64_t)k;
+		if (!*cloned && s->used + s->added + n > s->max) {
+			rc = -CK_EFULL; /* it grew while being copied */
+			break;
+		}
+	}
+	if (rc == 0 && s->used + s->added + n > s->max)
+		rc = -CK_EFULL;
+	sha256_final(&h, sha);
+	char hex[65];
+	ck_hex(sha, hex);
+	struct stat ost;
+	if (rc == 0 && fstatat(s->obj_fd, hex, &ost, AT_SYMLINK_NOFOLLOW) == 0) {
+		/* Already stored: shared. */
+		if (tmpname[0])
+			unlinkat(s->obj_fd, tmpname, 0);
+		close(tmp);
+		*stored = n;
+		return 0;
+	}
+	if (rc == 0 && (rc = tmp_link(tmp, tmpname, s->obj_fd, hex)) == -EEXIST)
+		rc = 0;
+	else if (rc == 0) {
+		if (s->n_new == s->cap_new) {
+			size_t cap = s->cap_new ? s->cap_new * 2 : 256;
+			char(*nh)[65] = realloc(s->new_hex, cap * sizeof(*nh));
+			if (!nh)
+				rc = -ENOMEM;
+			else {
+				s->new_hex = nh;
+				s->cap_new = cap;
+			}
+		}
+		if (rc == 0) {
+			memcpy(s->new_hex[s->n_new++], hex, 65);
+			s->added += n;
+			s->new_objects++;
+		}
+	} else if (tmpname[0])
+		unlinkat(s->obj_fd, tmpname, 0);
+	close(tmp);
+	*stored = n;
+	return rc;
+}
+
+/* Hash only (a diff against the tree as it is). */
+int ck_hash_fd(char *buf, int src, unsigned char sha[32], uint64_t *n)
+{
+	struct sha256 h;
+	sha256_init(&h);
+	*n = 0;
+	for (;;) {
+		ssize_t k = read(src, buf, CK_BUF_BYTES);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		if (k == 0)
+			break;
+		sha256_update(&h, buf, (size_t)k);
+		*n += (uint64_t)k;
+	}
+	sha256_final(&h, sha);
+	return 0;
+}
+
+int ck_slurp(int fd, size_t max, char **buf, size_t *len)
+{
+	char *b = malloc(max + 1);
+	size_t n = 0;
+	while (b && n < max) {
+		ssize_t k = read(fd, b + n, max - n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		n += (size_t)k;
+	}
+	close(fd);
+	if (!b)
+		return -ENOMEM;
+	b[n] = 0;
+	*buf = b;
+	*len = n;
+	return 0;
+}
+
+int ck_object_read(const struct ck_store *s, const unsigned char sha[32], size_t max, char **buf,
+		   size_t *len)
+{
+	char hex[65];
+	ck_hex(sha, hex);
+	int fd = openat(s->obj_fd, hex, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	return ck_slurp(fd, max, buf, len);
+}
+
+static int cmp_sha(const void *a, const void *b)
+{
+	return memcmp(a, b, 32);
+}
+
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+int ck_store_gc(struct ck_store *s, const struct ck_manifest *keep, unsigned n_keep,
+		uint64_t *bytes, struct error *e)
+{
+	size_t n = 0;
+	for (unsigned i = 0; i < n_keep; i++)
+		n += keep[i].n;
+	unsigned char(*set)[32] = malloc((n ? n : 1) * 32);
+	if (!set)
+		return error_set(e, ENOMEM, NULL, "checkpoints");
+	size_t k = 0;
+	for (unsigned i = 0; i < n_keep; i++)
+		for (size_t j = 0; j < keep[i].n; j++)
+			if (keep[i].ent[j].flags & CK_HAS_SHA)
+				memcpy(set[k++], keep[i].ent[j].sha, 32);
+	qsort(set, k, 32, cmp_sha);
+	struct fsx_iter *it = fsx_iter_new(s->obj_fd);
+	if (!it) {
+		free(set);
+		return error_set(e, ENOMEM, NULL, "checkpoints");
+	}
+	*bytes = 0;
+	const char *name;
+	int rc;
+	while ((rc = fsx_iter_next(it, &name)) > 0) {
+		unsigned char sha[32];
+		bool ok = strlen(name) == 64;
+		for (int i = 0; ok && i < 32; i++) {
+			int hi = hexval(name[2 * i]), lo = hexval(name[2 * i + 1]);
+			ok = hi >= 0 && lo >= 0;
+			sha[i] = (unsigned char)(hi << 4 | lo);
+		}
+		if (ok && bsearch(sha, set, k, 32, cmp_sha)) {
+			struct stat st;
+			if (fstatat(s->obj_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+				*bytes += (uint64_t)st.st_size;
+			continue;
+		}
+		if (unlinkat(s->obj_fd, name, 0) < 0 && errno != ENOENT) {
+			rc = -errno;
+			break;
+		}
+	}
+	free(it);
+	free(set);
+	if (rc < 0)
+		return error_set(e, -rc, NULL, "checkpoints: cannot clean the object store");
+	return 0;
+}
+
+int ck_store_retire(int state_fd)
+{
+	char name[64];
+	for (unsigned i = 0; i < 1000; i++) {
+		snprintf(name, sizeof(name), STORE_DIR ".dead.%u", i);
+		if (syscall(SYS_renameat2, state_fd, STORE_DIR, state_fd, name,
+			    1 /* NOREPLACE */) == 0)
+			return 0;
+		if (errno == ENOENT)
+			return 0;
+		if (errno != EEXIST)
+			return -1;
+	}
+	errno = EEXIST;
+	return -1;
+}
+
+int ck_remove_tree(int dfd, const char *name)
+{
+	struct kstatx st;
+	int rc = fsx_statx(dfd, name, AT_SYMLINK_NOFOLLOW, &st);
+	if (rc < 0)
+		return rc == -ENOENT ? 0 : rc;
+	struct tree_rm o = {.dev = fsx_dev(&st),
+			    .mnt_id = st.mnt_id,
+			    .max_depth = CK_MAX_DEPTH,
+			    .hoist_fd = -1};
+	return tree_remove(&o, dfd, name, &st, 0);
+}
+
+void ck_purge_dead(int state_fd)
+{
+	char name[64];
+	for (unsigned i = 0; i < 1000; i++) {
+		snprintf(name, sizeof(name), STORE_DIR ".dead.%u", i);
+		ck_remove_tree(state_fd, name);
+	}
+}
