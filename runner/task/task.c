@@ -368,6 +368,8 @@ json_t *task_left_behind_json(struct task *t)
 	pid_t pids[LEFT_BEHIND_LISTED];
 	size_t total = 0;
 	size_t n = proctree_descendants(t->shim_pid, pids, LEFT_BEHIND_LISTED, &total);
+	if (total == 0)
+		return NULL; /* the set is gone; its shim is exiting and about to be reaped */
 	json_t *arr = json_array();
 	for (size_t i = 0; i < n; i++)
 		json_array_append_new(arr, json_integer(pids[i]));
