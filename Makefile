@@ -24,7 +24,7 @@ PURE_SRCS := runner/core/util.c runner/core/error.c runner/core/log.c runner/cor
 	     runner/model/engine_parse.c \
 	     runner/model/usage.c runner/model/budget.c runner/model/wire.c \
 	     runner/model/wire_openai.c runner/model/wire_anthropic.c runner/model/wire_gemini.c \
-	     runner/core/sha256.c runner/core/inflate.c runner/core/auditchain.c runner/core/auditsrc.c \
+	     runner/core/sha256.c runner/core/inflate.c runner/audit/chain.c runner/audit/sources.c \
 	     runner/http/peer.c runner/mcp/proto.c \
 	     runner/profile/initcfg.c runner/envd/connect.c \
 	     $(filter-out runner/files/sched.c runner/files/userjob.c,$(wildcard runner/files/*.c)) \

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "api/filesroute.h"
-#include "core/auditchain.h"
+#include "audit/chain.h"
 #include "core/cleanup.h"
 #include "core/runner.h"
 #include "core/sha256.h"

@@ -14,7 +14,7 @@
 #include "api/api.h"
 #include "core/log.h"
 #include "core/runner.h"
-#include "core/auditchain.h"
+#include "audit/chain.h"
 #include "core/util.h"
 #include "core/version.h"
 #include "core/list.h"

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
-#include "core/audit.h"
+#include "audit/trail.h"
 #include "core/cleanup.h"
 #include "core/log.h"
 #include "core/runner.h"

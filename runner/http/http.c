@@ -13,7 +13,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "core/audit.h"
+#include "audit/trail.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"

@@ -17,7 +17,7 @@
 
 #include <microhttpd_ws.h>
 
-#include "core/audit.h"
+#include "audit/trail.h"
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/util.h"

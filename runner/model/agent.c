@@ -14,7 +14,7 @@
 #include "model/gateway.h"
 #include "core/cleanup.h"
 #include "core/error.h"
-#include "core/audit.h"
+#include "audit/trail.h"
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/util.h"

@@ -24,7 +24,7 @@
 #include "http/http.h"
 #include "http/server.h"
 #include "core/cleanup.h"
-#include "core/audit.h"
+#include "audit/trail.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/audit.h"
+#include "audit/trail.h"
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/runner.h"

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/audit.h"
+#include "audit/trail.h"
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"

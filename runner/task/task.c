@@ -12,7 +12,7 @@
 
 #include "confine/cgroup.h"
 #include "confine/seccomp_notify.h"
-#include "core/audit.h"
+#include "audit/trail.h"
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/util.h"
