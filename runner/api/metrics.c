@@ -10,7 +10,7 @@
 #include "core/cleanup.h"
 #include "core/log.h"
 #include "core/runner.h"
-#include "core/util.h"
+#include "core/buf.h"
 #include "profile/profile.h"
 
 /* The one object GET /metrics answers and /metrics/watch writes every

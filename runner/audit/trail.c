@@ -16,7 +16,8 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
-#include "core/util.h"
+#include "core/buf.h"
+#include "core/jsonesc.h"
 #include "core/list.h"
 
 #define AUDIT_FLUSH_MS 10             /* the sinks are at most this far behind the events */

@@ -18,7 +18,7 @@
 
 #include "core/error.h"
 #include "core/ids.h"
-#include "core/util.h"
+#include "core/fileio.h"
 #include "core/version.h"
 
 enum opt_type {
@@ -1211,7 +1211,7 @@ static int check_file(const struct runner_config *cfg, const char *opt, const ch
 	struct src s = src_cfg(cfg, opt, err);
 	char why[512];
 	/* open_regular: a FIFO or device there must not hold PID 1 in open(),
-	 * and the message names what was found (core/util.h). */
+	 * and the message names what was found (core/fileio.h). */
 	struct stat st;
 	int fd = open_regular(AT_FDCWD, path, 0, SIZE_MAX, &st);
 	if (fd < 0) {

@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "core/util.h"
+#include "core/buf.h"
 #include "http/body.h"
 
 struct runner;

@@ -20,7 +20,7 @@
 #include "audit/trail.h"
 #include "core/log.h"
 #include "core/runner.h"
-#include "core/util.h"
+#include "core/buf.h"
 #include "core/list.h"
 #include "http/internal.h"
 

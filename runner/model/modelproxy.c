@@ -28,7 +28,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
-#include "core/util.h"
+#include "core/buf.h"
 
 #define MP_MAX_BODY (8u << 20)     /* request bodies (long conversations) */
 #define MP_HIGH_WATER (256u << 10) /* response bytes buffered before curl pauses */

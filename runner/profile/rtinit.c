@@ -17,7 +17,6 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
-#include "core/util.h"
 #include "profile/initcfg.h"
 #include "profile/profile.h"
 #include "task/task.h"

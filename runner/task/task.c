@@ -15,7 +15,7 @@
 #include "audit/trail.h"
 #include "core/log.h"
 #include "core/runner.h"
-#include "core/util.h"
+#include "core/signame.h"
 #include "task/internal.h"
 #include "task/proctree.h"
 #include "task/pty.h"
