@@ -13,7 +13,9 @@ ASAN_OBJS   := $(patsubst runner/%.c,build/asan/obj/%.o,$(RUNNER_SRCS))
 # The pure modules: no event loop, no runner state. They are built once (the runner's own objects
 # of each build) into a static library that unit tests and fuzz targets link, instead of hand-kept
 # source lists. `make lint` checks that they use nothing outside this set.
-PURE_SRCS := runner/core/util.c runner/core/error.c runner/core/log.c runner/core/statedir.c \
+PURE_SRCS := runner/core/buf.c runner/core/memfind.c runner/core/utf8.c runner/core/jsonesc.c \
+	     runner/core/base64.c runner/core/randomid.c runner/core/signame.c runner/core/fileio.c \
+	     runner/core/error.c runner/core/log.c runner/core/statedir.c \
 	     runner/core/procfs.c runner/core/closefds.c \
 	     runner/task/linesplit.c runner/task/spool.c runner/task/envfile.c \
 	     runner/http/h1parse.c runner/http/sse.c runner/http/body.c runner/relay/hop.c \
@@ -24,7 +26,7 @@ PURE_SRCS := runner/core/util.c runner/core/error.c runner/core/log.c runner/cor
 	     runner/model/engine_parse.c \
 	     runner/model/usage.c runner/model/budget.c runner/model/wire.c \
 	     runner/model/wire_openai.c runner/model/wire_anthropic.c runner/model/wire_gemini.c \
-	     runner/core/sha256.c runner/core/inflate.c runner/core/auditchain.c runner/core/auditsrc.c \
+	     runner/core/sha256.c runner/core/inflate.c runner/audit/chain.c runner/audit/sources.c \
 	     runner/http/peer.c runner/mcp/proto.c \
 	     runner/profile/initcfg.c runner/envd/connect.c \
 	     $(filter-out runner/files/sched.c runner/files/userjob.c,$(wildcard runner/files/*.c)) \

@@ -24,6 +24,8 @@ LINT_CHECKS  := modgraph-selftest fuzzrun-selftest modgraph format-check
 # each other. A folder uses only its own and lower ones (runner/main.c is above them all). A new
 # file needs nothing here; a new folder must be placed, or `make modgraph` names it.
 #   core                     loop, config, errors, logs, the runner's state (runner.h)
+#   audit                    the audit trail: its chain, bounds per source, sinks (file, OTLP)
+#                            and --verify-audit
 #   confine files http       confinement; the filesystem layer; the HTTP server
 #   task tree                the task engine; the file-tree engine (capture, compare, restore of
 #                            the writable roots: the reset's snapshot and checkpoints)
@@ -37,7 +39,7 @@ LINT_CHECKS  := modgraph-selftest fuzzrun-selftest modgraph format-check
 #   api shim                 the routes; the task shim (a program of its own)
 #   envd                     E2B's envd face: a codec over the routes' files prologue and the
 #                            engine below (docs/design.md §18)
-LAYERS := core < confine files http < task tree < checkpoint < relay code mcp profile < tools < model < api shim < envd
+LAYERS := core < audit < confine files http < task tree < checkpoint < relay code mcp profile < tools < model < api shim < envd
 
 .PHONY: lint modgraph modgraph-selftest fuzzrun-selftest format format-check
 

@@ -4,8 +4,8 @@
 usage: scripts/modgraph.py [--root DIR] [--pure MOD,...] [--order SPEC [--sources DIR]]
                           [--quiet] OBJ.o...
 
-A module is one object file, named by its path under --root without ".o" (build/obj/core/util.o
-is core/util). There is an edge A -> B when a symbol A leaves undefined is defined by B (nm).
+A module is one object file, named by its path under --root without ".o" (build/obj/core/log.o
+is core/log). There is an edge A -> B when a symbol A leaves undefined is defined by B (nm).
 Prints each module with its level (0: uses no other module; n: uses modules of level < n) and
 what it uses, then one summary line. Fails (exit 1), naming the modules and the symbols, when:
   - modules form a cycle (every strongly connected group of more than one module is shown with
@@ -181,7 +181,7 @@ def parse_order(spec):
 
 
 def folder_of(name):
-    """The folder of a module or header path (core/util -> core); None: top level (main)."""
+    """The folder of a module or header path (core/log -> core); None: top level (main)."""
     return name.split("/", 1)[0] if "/" in name else None
 
 

@@ -124,7 +124,7 @@ json_t *api_metrics_otlp_status(const struct runner *r);
 enum MHD_Result api_metrics_watch(struct http_req *req);
 enum MHD_Result api_hardening(struct http_req *req);
 
-/* audit.c: GET /v1/audit (core/audit.h); the door of each API path */
+/* audit.c: GET /v1/audit (audit/trail.h); the door of each API path */
 enum MHD_Result api_audit(struct http_req *req);
 const char *api_audit_door(const char *path);
 

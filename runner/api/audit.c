@@ -1,4 +1,4 @@
-/* GET /v1/audit: the current tenant's audit trail (core/audit.h), as JSON
+/* GET /v1/audit: the current tenant's audit trail (audit/trail.h), as JSON
  * from ?since=SEQ, or as a live SSE tail (Accept: text/event-stream)
  * resumable with Last-Event-ID. And the door of every API path. */
 #include <errno.h>
@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "api/api.h"
-#include "core/audit.h"
-#include "core/auditotlp.h"
+#include "audit/trail.h"
+#include "audit/otlp.h"
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"

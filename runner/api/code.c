@@ -9,7 +9,7 @@
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/runner.h"
-#include "core/util.h"
+#include "core/randomid.h"
 #include "task/task.h"
 
 /* A string field (http/body.h); on these routes an empty one counts as absent. */

@@ -17,7 +17,10 @@
 #include "core/runner.h"
 #include "task/session.h"
 #include "task/task.h"
-#include "core/util.h"
+#include "core/buf.h"
+#include "core/jsonesc.h"
+#include "core/randomid.h"
+#include "core/signame.h"
 #include "core/version.h"
 #include "profile/profile.h"
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "api/filesroute.h"
+#include "core/jsonesc.h"
 #include "core/log.h"
 #include "core/cleanup.h"
 #include "core/runner.h"

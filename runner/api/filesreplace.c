@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "api/filesroute.h"
+#include "core/jsonesc.h"
 #include "core/log.h"
 #include "files/ops.h"
 #include "files/path.h"

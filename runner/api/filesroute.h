@@ -11,7 +11,7 @@
 
 #include "api/api.h"
 #include "core/error.h"
-#include "core/util.h"
+#include "core/buf.h"
 #include "files/ident.h"
 #include "files/userjob.h"
 

@@ -12,11 +12,12 @@
 #include <unistd.h>
 
 #include "api/filesroute.h"
-#include "core/auditchain.h"
+#include "audit/chain.h"
 #include "core/cleanup.h"
 #include "core/runner.h"
 #include "core/sha256.h"
-#include "core/util.h"
+#include "core/buf.h"
+#include "core/fileio.h"
 #include "files/multipart.h"
 #include "files/ops.h"
 #include "files/path.h"

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/jsonesc.h"
 #include "api/filesroute.h"
 #include "files/glob.h"
 #include "files/grep.h"

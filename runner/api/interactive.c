@@ -15,7 +15,8 @@
 #include "core/log.h"
 #include "profile/profile.h"
 #include "core/runner.h"
-#include "core/util.h"
+#include "core/randomid.h"
+#include "core/signame.h"
 #include "task/pty.h"
 #include "task/task.h"
 

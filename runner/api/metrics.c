@@ -6,11 +6,11 @@
 #include <unistd.h>
 
 #include "api/api.h"
-#include "core/audit.h"
+#include "audit/trail.h"
 #include "core/cleanup.h"
 #include "core/log.h"
 #include "core/runner.h"
-#include "core/util.h"
+#include "core/buf.h"
 #include "profile/profile.h"
 
 /* The one object GET /metrics answers and /metrics/watch writes every

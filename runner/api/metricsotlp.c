@@ -7,11 +7,11 @@
 #include <stdlib.h>
 
 #include "api/api.h"
-#include "core/audit.h"
+#include "audit/trail.h"
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "core/otlppost.h"
+#include "audit/otlppost.h"
 #include "core/runner.h"
 #include "core/version.h"
 

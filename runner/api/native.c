@@ -17,7 +17,11 @@
 #include "checkpoint/checkpoint.h"
 #include "core/runner.h"
 #include "task/task.h"
-#include "core/util.h"
+#include "core/buf.h"
+#include "core/utf8.h"
+#include "core/jsonesc.h"
+#include "core/base64.h"
+#include "core/randomid.h"
 #include "http/sse.h"
 
 struct native_stream {

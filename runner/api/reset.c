@@ -1,7 +1,7 @@
 /* POST /v1/reset (the `pooled` profile): answered once the reset is done,
  * with what it removed and how long it took; see profile/reset.c. */
 #include "api/api.h"
-#include "core/audit.h"
+#include "audit/trail.h"
 #include "core/error.h"
 #include "core/runner.h"
 #include "profile/profile.h"

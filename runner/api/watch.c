@@ -30,7 +30,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
-#include "core/util.h"
+#include "core/buf.h"
 #include "core/list.h"
 #include "files/ident.h"
 #include "files/path.h"

@@ -16,7 +16,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
-#include "core/util.h"
+#include "core/randomid.h"
 #include "files/userjob.h"
 #include "task/task.h"
 

@@ -10,7 +10,6 @@
 
 #include "core/log.h"
 #include "core/runner.h"
-#include "core/util.h"
 #include "files/userjob.h"
 #include "task/task.h"
 

@@ -15,7 +15,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
-#include "core/util.h"
+#include "core/fileio.h"
 #include "files/udiff.h"
 #include "files/userjob.h"
 

@@ -15,7 +15,11 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
-#include "core/util.h"
+#include "core/buf.h"
+#include "core/jsonesc.h"
+#include "core/base64.h"
+#include "core/randomid.h"
+#include "core/signame.h"
 #include "core/list.h"
 #include "task/pty.h"
 

@@ -26,7 +26,7 @@
 #include "confine/seccomp_policy.h"
 
 #include "core/error.h"
-#include "core/util.h"
+#include "core/fileio.h"
 
 #include <seccomp.h> /* libseccomp */
 

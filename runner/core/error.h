@@ -6,7 +6,7 @@
  *
  * Exceptions, by design: thin system-call wrappers (loop.c, signals.c,
  * reaper.c, spool.c, cgroup.c, proctree.c, spawn.c, the child-side
- * helpers of caps.c and landlock.c, util.c's buf_*) return 0 or -errno,
+ * helpers of caps.c and landlock.c, buf.c's buf_*) return 0 or -errno,
  * like the kernel; pure parsers keep their own result enums. The child
  * side of a fork (confine_exec) cannot use this type: it reports on fd 2
  * and exits. */

@@ -92,3 +92,12 @@ void log_errno(const char *msg, int err, const char *what)
 	log_emit(obj);
 	json_decref(obj);
 }
+
+void iso_time_ms(char *out, size_t len, uint64_t ms)
+{
+	time_t s = (time_t)(ms / 1000);
+	struct tm tm;
+	gmtime_r(&s, &tm);
+	size_t n = strftime(out, len, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(out + n, len - n, ".%03uZ", (unsigned)(ms % 1000));
+}

@@ -1,5 +1,6 @@
 /* Logs: one JSON object per line on stderr. Never pass secrets. */
 #pragma once
+#include <stddef.h>
 #include <stdint.h>
 
 /* fmt is a jansson json_pack() format for extra fields, e.g. "{s:s,s:i}",
@@ -17,3 +18,6 @@ void log_errno(const char *msg, int err, const char *what);
 uint64_t now_ms(void);       /* wall clock, ms since the epoch */
 uint64_t monotonic_ms(void); /* CLOCK_MONOTONIC */
 uint64_t monotonic_us(void);
+/* ms since the epoch as RFC 3339 UTC with milliseconds
+ * (2026-01-02T03:04:05.678Z); len >= 32. */
+void iso_time_ms(char *out, size_t len, uint64_t ms);

@@ -14,7 +14,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "core/util.h"
+#include "core/randomid.h"
 
 /* One candidate: fd, or -1 with the reason in why. */
 static int try_dir(const char *dir, char *why, size_t whylen)

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/util.h"
+#include "core/buf.h"
 
 #define CONNECT_FLAG_COMPRESSED 0x01
 #define CONNECT_FLAG_END 0x02

@@ -17,6 +17,7 @@
 #include "api/filesroute.h"
 #include "core/cleanup.h"
 #include "core/error.h"
+#include "core/fileio.h"
 #include "core/inflate.h"
 #include "core/loop.h"
 #include "core/runner.h"

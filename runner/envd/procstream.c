@@ -11,7 +11,8 @@
 
 #include "core/log.h"
 #include "core/runner.h"
-#include "core/util.h"
+#include "core/buf.h"
+#include "core/signame.h"
 #include "envd/procstream.h"
 #include "task/pty.h"
 

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/list.h"
 #include "core/log.h"
+#include "core/randomid.h"
 #include "core/runner.h"
 #include "envd/internal.h"
 #include "envd/procstream.h"

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/jsonesc.h"
 #include "files/path.h"
 
 #ifndef PROC_SUPER_MAGIC

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/util.h"
+#include "core/buf.h"
 #include "files/regex.h"
 #include "files/walk.h"
 

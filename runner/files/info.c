@@ -1,5 +1,6 @@
 /* FileInfo: see info.h. */
 #include "files/info.h"
+#include "core/jsonesc.h"
 
 #include <grp.h>
 #include <pwd.h>

@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "core/util.h"
+#include "core/buf.h"
 
 /* id -> name cache for one response (listing thousands of entries must not
  * read /etc/passwd thousands of times). */

@@ -13,7 +13,8 @@
 #include <unistd.h>
 
 #include "core/log.h"
-#include "core/util.h"
+#include "core/randomid.h"
+#include "core/fileio.h"
 #include "files/path.h"
 
 #ifndef SYS_fchmodat2

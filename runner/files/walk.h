@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/util.h"
+#include "core/buf.h"
 #include "files/glob.h"
 #include "files/info.h"
 #include "files/path.h"

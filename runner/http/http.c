@@ -13,11 +13,12 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "core/audit.h"
+#include "audit/trail.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
-#include "core/util.h"
+#include "core/buf.h"
+#include "http/peer.h"
 #include "core/list.h"
 #include "http/gate.h"
 #include "http/internal.h"

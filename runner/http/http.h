@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "core/util.h"
+#include "core/buf.h"
 #include "http/body.h"
 
 struct runner;
@@ -72,7 +72,7 @@ struct http_req {
 	struct MHD_Response *deferred;
 	unsigned deferred_status;
 	uint64_t drained, drain_start_ms;
-	/* The audit trail's record of it (core/audit.h): one event when it
+	/* The audit trail's record of it (audit/trail.h): one event when it
 	 * ends, with what handlers noted (http_audit_note). */
 	char client[48];      /* the peer's numeric address */
 	bool authed;          /* it proved the token (or none is set): the client's */

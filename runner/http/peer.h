@@ -47,3 +47,8 @@ void peer_identify(struct peer_diag *d, int fd, struct peer *out);
 /* The pure part, for tests: is this address loopback (127/8, ::1, or
  * IPv4-mapped 127/8)? */
 bool peer_addr_is_loopback(const struct sockaddr *sa);
+
+/* A client's numeric address, as inet_ntop writes it (IPv4 without printf:
+ * this runs for every API request). False, and out "?", for another family
+ * or a buffer too small (len >= INET6_ADDRSTRLEN always fits). */
+bool sockaddr_text(const struct sockaddr *sa, char *out, size_t len);

@@ -14,7 +14,6 @@
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "core/util.h"
 
 int http_listen(const char *host, unsigned port, unsigned *bound_port, struct error *err)
 {

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/util.h"
+#include "core/buf.h"
 
 #define SSE_CONTENT_TYPE "text/event-stream"
 #define SSE_KEEPALIVE ": keep-alive\n\n"

@@ -8,7 +8,7 @@
 
 #include "core/log.h"
 #include "core/runner.h"
-#include "core/util.h"
+#include "core/buf.h"
 #include "core/list.h"
 #include "http/internal.h"
 

@@ -8,7 +8,7 @@
 
 #include "core/runner.h"
 #include "core/sha256.h"
-#include "core/util.h"
+#include "core/randomid.h"
 #include "http/http.h"
 
 /* A runtime init's token hash (core/runner.h): the presented token's

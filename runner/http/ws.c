@@ -17,10 +17,10 @@
 
 #include <microhttpd_ws.h>
 
-#include "core/audit.h"
+#include "audit/trail.h"
 #include "core/log.h"
 #include "core/runner.h"
-#include "core/util.h"
+#include "core/buf.h"
 #include "core/list.h"
 #include "http/internal.h"
 

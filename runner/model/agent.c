@@ -14,10 +14,12 @@
 #include "model/gateway.h"
 #include "core/cleanup.h"
 #include "core/error.h"
-#include "core/audit.h"
+#include "audit/trail.h"
 #include "core/log.h"
 #include "core/runner.h"
-#include "core/util.h"
+#include "core/buf.h"
+#include "core/utf8.h"
+#include "core/base64.h"
 #include "tools/tools.h"
 
 struct agent {

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/utf8.h"
 #include "model/usage.h"
 
 const char *cs_result_code(enum cs_result r)

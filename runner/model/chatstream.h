@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/util.h"
+#include "core/buf.h"
 
 #define CS_MAX_TOOL_CALLS 64
 #define CS_MAX_LINE (1u << 20)      /* one SSE line (a data: chunk) */

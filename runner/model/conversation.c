@@ -12,7 +12,7 @@
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/statedir.h"
-#include "core/util.h"
+#include "core/randomid.h"
 #include "task/task.h"
 
 static struct conversations *table(struct runner *r)

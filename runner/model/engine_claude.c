@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/util.h"
+#include "core/buf.h"
 #include "model/engine_events.h"
 
 static int add(json_t *argv, const char *s)

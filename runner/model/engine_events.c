@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/util.h"
+#include "core/buf.h"
+#include "core/utf8.h"
+#include "core/jsonesc.h"
 
 static const char *const kind_names[ENGINE_KINDS] = {"builtin", "codex", "claude-code"};
 static const char *const kind_commands[ENGINE_KINDS] = {NULL, "codex", "claude"};

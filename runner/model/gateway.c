@@ -16,7 +16,8 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
-#include "core/util.h"
+#include "core/buf.h"
+#include "core/fileio.h"
 #include "core/version.h"
 #include "core/list.h"
 

@@ -24,11 +24,11 @@
 #include "http/http.h"
 #include "http/server.h"
 #include "core/cleanup.h"
-#include "core/audit.h"
+#include "audit/trail.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
-#include "core/util.h"
+#include "core/buf.h"
 
 #define MP_MAX_BODY (8u << 20)     /* request bodies (long conversations) */
 #define MP_HIGH_WATER (256u << 10) /* response bytes buffered before curl pauses */

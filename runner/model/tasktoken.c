@@ -5,11 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/audit.h"
+#include "audit/trail.h"
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/runner.h"
-#include "core/util.h"
+#include "core/randomid.h"
 #include "model/args.h"
 
 void tasktoken_put(struct task_tokens *l, struct task_token *k)

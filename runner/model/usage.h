@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/util.h"
+#include "core/buf.h"
 
 #define MU_MAX_EVENT (1u << 20) /* one SSE event's data (larger: skipped) */
 #define MU_MAX_DOC (4u << 20)   /* a whole JSON body (larger: not scanned) */

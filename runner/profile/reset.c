@@ -42,7 +42,7 @@
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/signals.h"
-#include "core/util.h"
+#include "core/signame.h"
 #include "http/http.h"
 #include "profile/profile.h"
 #include "task/ipcclean.h"

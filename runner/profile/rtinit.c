@@ -12,12 +12,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/audit.h"
+#include "audit/trail.h"
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
-#include "core/util.h"
 #include "profile/initcfg.h"
 #include "profile/profile.h"
 #include "task/task.h"

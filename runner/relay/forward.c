@@ -39,7 +39,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
-#include "core/util.h"
+#include "core/buf.h"
 #include "http/h1parse.h"
 #include "http/http.h"
 #include "relay/hop.h"

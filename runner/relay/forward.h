@@ -9,7 +9,7 @@
 #include <microhttpd.h>
 #include <stddef.h>
 
-#include "core/util.h"
+#include "core/buf.h"
 
 struct runner;
 struct http_req;

@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "core/util.h"
+#include "core/buf.h"
 
 /* Is the field hop-by-hop whatever the message says: Connection,
  * Keep-Alive, Proxy-Connection, TE, Trailer, Transfer-Encoding, Upgrade?

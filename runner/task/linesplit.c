@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "core/memfind.h"
+
 void linesplit_init(struct linesplit *ls, size_t max_line)
 {
 	memset(ls, 0, sizeof(*ls));

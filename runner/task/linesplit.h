@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "core/util.h"
+#include "core/buf.h"
 
 typedef int (*linesplit_cb)(void *arg, const char *line, size_t len);
 

@@ -11,7 +11,8 @@
 #include "core/list.h"
 #include "core/log.h"
 #include "core/runner.h"
-#include "core/util.h"
+#include "core/buf.h"
+#include "core/utf8.h"
 #include "task/internal.h"
 #include "task/task.h"
 

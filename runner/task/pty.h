@@ -8,7 +8,7 @@
 #include <sys/types.h>
 
 #include "core/loop.h"
-#include "core/util.h"
+#include "core/buf.h"
 
 struct task;
 struct task_spec;

@@ -9,7 +9,7 @@
 #include "core/list.h"
 #include "core/log.h"
 #include "core/runner.h"
-#include "core/util.h"
+#include "core/randomid.h"
 #include "task/internal.h"
 #include "task/pty.h"
 #include "task/task.h"

@@ -13,7 +13,7 @@
 #include "core/log.h"
 #include "core/runner.h"
 #include "task/task.h"
-#include "core/util.h"
+#include "core/randomid.h"
 
 #define SESSION_MAX 256
 #define STATE_MAX (1024 * 1024)

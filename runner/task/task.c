@@ -12,10 +12,10 @@
 
 #include "confine/cgroup.h"
 #include "confine/seccomp_notify.h"
-#include "core/audit.h"
+#include "audit/trail.h"
 #include "core/log.h"
 #include "core/runner.h"
-#include "core/util.h"
+#include "core/signame.h"
 #include "task/internal.h"
 #include "task/proctree.h"
 #include "task/pty.h"

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/cleanup.h"
+#include "core/fileio.h"
 #include "files/ops.h"
 #include "files/path.h"
 #include "tools/internal.h"

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "tools/internal.h"
+#include "core/jsonesc.h"
 
 void tool_outcap_init(struct tool_outcap *o, uint64_t max)
 {

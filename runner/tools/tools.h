@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/util.h"
+#include "core/buf.h"
 #include "task/task.h"
 
 struct runner;

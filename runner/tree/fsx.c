@@ -12,7 +12,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "core/util.h"
+#include "core/fileio.h"
 
 #define ITER_BUF 8192
 

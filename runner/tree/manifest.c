@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "core/util.h"
+#include "core/fileio.h"
 #include "files/ident.h"
 #include "tree/fsx.h"
 #include "tree/node.h"

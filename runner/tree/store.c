@@ -15,7 +15,7 @@
 
 #include "core/error.h"
 #include "core/sha256.h"
-#include "core/util.h"
+#include "core/fileio.h"
 #include "tree/fsx.h"
 #include "tree/node.h"
 

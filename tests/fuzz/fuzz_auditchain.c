@@ -1,5 +1,5 @@
 /* fuzz_auditchain: the audit trail's verifier and masking
- * (runner/core/auditchain.c). The verifier reads trails from outside the
+ * (runner/audit/chain.c). The verifier reads trails from outside the
  * runner (--verify-audit FILE: a log collector's copy anyone may have
  * edited); the masking runs on every event line.
  *
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/auditchain.h"
+#include "audit/chain.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base64.h"
 #include "envd/connect.h"
 
 static void check_b64(const char *s, size_t n)

@@ -441,7 +441,7 @@ class AuditTamper(AuditBase):
 
 class AuditRequestFormat(AuditBase):
     """A request's event is written by hand when its strings are plain and by
-    jansson otherwise (core/audit.c, http.c audit_request_text): both must be
+    jansson otherwise (audit/trail.c, http.c audit_request_text): both must be
     the same bytes a compact, order-keeping serializer writes, keys in the same
     order, and chain as one trail."""
 

@@ -1,8 +1,8 @@
-/* auditchain.c: the audit trail's hash chain, secret masking and verifier
+/* audit/chain.c: the audit trail's hash chain, secret masking and verifier
  * (docs/design.md §13): an unbroken chain passes, mixed with other log
  * lines and a collector's prefix; a changed field, a removed line and a
  * reordered pair are each named at the first break. */
-#include "core/auditchain.h"
+#include "audit/chain.h"
 
 #include <stdio.h>
 #include <stdlib.h>

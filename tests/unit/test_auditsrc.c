@@ -1,8 +1,8 @@
-/* auditsrc.c: the audit trail's bound per source (issue 44, finding 5): a
+/* audit/sources.c: the audit trail's bound per source (issue 44, finding 5): a
  * source's flood is dropped and counted against it alone, another source
  * keeps its own share, the counts say whose and by door, and a table full
  * of sources still bounds the newcomers (they share "other"). */
-#include "core/auditsrc.h"
+#include "audit/sources.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,5 @@
-#include "core/util.h"
+#include "core/buf.h"
+#include "core/fileio.h"
 #include "files/fserror.h"
 #include "files/glob.h"
 #include "files/ident.h"

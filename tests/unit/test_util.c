@@ -1,4 +1,16 @@
-#include "core/util.h"
+/* The core helpers once in util.c, each in its file now: buf.c, memfind.c,
+ * utf8.c, jsonesc.c, base64.c, randomid.c, signame.c, fileio.c, log.c's
+ * iso_time_ms and http/peer.c's sockaddr_text. */
+#include "core/buf.h"
+#include "core/memfind.h"
+#include "core/utf8.h"
+#include "core/jsonesc.h"
+#include "core/base64.h"
+#include "core/randomid.h"
+#include "core/signame.h"
+#include "core/fileio.h"
+#include "core/log.h"
+#include "http/peer.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,5 +1,5 @@
-/* The audit trail's state and sinks (audit.h; docs/design.md §13). */
-#include "core/audit.h"
+/* The audit trail's state and sinks (trail.h; docs/design.md §13). */
+#include "audit/trail.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,12 +11,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/auditsrc.h"
+#include "audit/sources.h"
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
-#include "core/util.h"
+#include "core/buf.h"
+#include "core/jsonesc.h"
 #include "core/list.h"
 
 #define AUDIT_FLUSH_MS 10             /* the sinks are at most this far behind the events */
@@ -36,7 +37,7 @@ struct audit {
 
 	/* The bound on what a party without the token can cause: a bucket of
 	 * cfg.audit_rate per source, its drops counted for its marker
-	 * (auditsrc.h). The client's events are not bound. */
+	 * (sources.h). The client's events are not bound. */
 	struct audit_srcs srcs;
 	uint64_t dropped_total; /* by the bound: the sum of the markers' counts */
 	uint64_t head_logged_seq, head_logged_us;

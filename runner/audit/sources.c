@@ -1,5 +1,5 @@
-/* Per-source bounds of the audit trail: see auditsrc.h. */
-#include "core/auditsrc.h"
+/* Per-source bounds of the audit trail: see sources.h. */
+#include "audit/sources.h"
 
 #include <stdio.h>
 #include <string.h>

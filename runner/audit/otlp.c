@@ -1,14 +1,14 @@
-#include "core/auditotlp.h"
+#include "audit/otlp.h"
 
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/audit.h"
+#include "audit/trail.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "core/otlppost.h"
+#include "audit/otlppost.h"
 #include "core/runner.h"
 
 #define OTLP_BATCH_MAX 512 /* events per POST */

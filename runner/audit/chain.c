@@ -1,4 +1,4 @@
-#include "core/auditchain.h"
+#include "audit/chain.h"
 
 #include <jansson.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-#include "core/otlppost.h"
+#include "audit/otlppost.h"
 
 #include <errno.h>
 #include <string.h>

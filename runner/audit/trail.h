@@ -1,12 +1,12 @@
 /* The audit trail (docs/design.md §13): one event for every action through
  * a door of the runner, fed by one call at each door. Each event is a JSON
  * line {"audit":true, seq, ts, chain, prev, door, what, who, outcome, ...}
- * whose "prev" is the SHA-256 of the line before (core/auditchain.h), with
+ * whose "prev" is the SHA-256 of the line before (audit/chain.h), with
  * every secret the runner knows masked. Sinks: stderr (always), a ring for
  * GET /v1/audit, --audit-file. Bounded where a party without the token
  * can cause events: --audit-rate events a second per source (a task's uid,
  * an unauthenticated address), the rest counted in an "events dropped"
- * marker naming the source, itself chained (core/auditsrc.h). The client's
+ * marker naming the source, itself chained (audit/sources.h). The client's
  * and the control plane's events are never dropped by the bound. */
 #pragma once
 #include <jansson.h>
@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/auditchain.h"
+#include "audit/chain.h"
 
 struct runner;
 struct error;
@@ -119,7 +119,7 @@ struct audit_watcher {
 void audit_watch(struct runner *r, struct audit_watcher *w);
 void audit_unwatch(struct runner *r, struct audit_watcher *w);
 
-/* --verify-audit FILE [--audit-head SEQ:HASH] (core/auditverify.c): prints
+/* --verify-audit FILE [--audit-head SEQ:HASH] (audit/verify.c): prints
  * the verdict; the exit status (0 unbroken and, with a head, holding it;
  * 1 broken or cut; 2 unreadable). head NULL: none given. */
 int audit_verify_file(const char *path, const char *head);

@@ -1,12 +1,12 @@
 /* --verify-audit FILE [--audit-head SEQ:HASH]: a saved trail's chain, and
- * that it reaches the head the runner published (audit.h, auditchain.h). */
+ * that it reaches the head the runner published (trail.h, chain.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/audit.h"
-#include "core/auditchain.h"
+#include "audit/trail.h"
+#include "audit/chain.h"
 
 static void print_break(const struct auditchain_verifier *v, unsigned long long lineno)
 {
@@ -25,7 +25,10 @@ int audit_verify_file(const char *path, const char *head)
 		uint64_t hs;
 		char hh[AUDIT_HASH_HEX];
 		if (auditchain_head_parse(head, &hs, hh) < 0) {
-			fprintf(stderr, "forceai-runner: --audit-head %s: not SEQ:HASH\n", head);
+			fprintf(stderr,
+				"forceai-runner: invalid --audit-head '%.100s': SEQ:HASH, the head "
+				"the runner published (a seq from 1, 64 hex digits)\n",
+				head);
 			return 2;
 		}
 		auditchain_verify_head(&v, hs, hh);

@@ -1,0 +1,9 @@
+/* Base64 (RFC 4648, the standard alphabet, padded). */
+#pragma once
+#include <stddef.h>
+
+#include "core/buf.h"
+
+/* Base64 of s at o ((len + 2) / 3 * 4 bytes, padded). Returns that. */
+size_t base64_encode_to(char *o, const unsigned char *s, size_t len);
+int buf_append_base64(struct buf *b, const unsigned char *s, size_t len);
