@@ -27,6 +27,7 @@
 #include "model/engine.h"
 #include "model/modelproxy.h"
 #include "profile/profile.h"
+#include "pty/session.h"
 #include "api/proxy.h"
 #include "relay/forward.h"
 #include "task/proctree.h"
@@ -319,7 +320,7 @@ static const struct gate_tasks api_doors_tasks = {
 	.describe = taskuid_describe,
 };
 
-/* A reset ends the execd PTY sessions (api/pty.c) too. */
+/* A reset ends the execd PTY sessions (pty/session.c) too. */
 static const struct profile_hooks profile_hooks = {
 	.end_ptys = pty_end_all,
 	.end_mcp_sessions = mcp_end_sessions,

@@ -78,37 +78,11 @@ int api_parse_task_io(json_t *body, struct task_spec *spec, struct error *err);
 int api_parse_command_list_query(const char *raw, int *running, unsigned *limit, char *cursor,
 				 size_t cursor_size, const char **msg);
 
-/* pty.c: execd PTY sessions over WebSocket */
+/* pty.c: execd PTY sessions over WebSocket (the engine: pty/session.h) */
 enum MHD_Result api_pty_create(struct http_req *req);
 enum MHD_Result api_pty_status(struct http_req *req);
 enum MHD_Result api_pty_delete(struct http_req *req);
 enum MHD_Result api_pty_ws(struct http_req *req);
-void pty_free_all(struct runner *r);
-/* POST /v1/reset (a profile hook): every session ends, connected or not;
- * clients get an error frame (code RESET) and the close; every id is
- * forgotten, every record let go. Returns the sessions ended. */
-unsigned pty_end_all(struct runner *r);
-/* A client frame of the PTY WebSocket, parsed without I/O (also driven by
- * tests/fuzz/fuzz_ws.c). data/len point into the frame or into json. */
-enum pty_frame_kind {
-	PTY_FRAME_IGNORE,  /* not a frame execd acts on */
-	PTY_FRAME_STDIN,   /* binary 0x00 + bytes, or {"type":"stdin","data"} */
-	PTY_FRAME_RESIZE,  /* {"type":"resize","cols","rows"}, both > 0 */
-	PTY_FRAME_SIGNAL,  /* {"type":"signal","signal"}: sig 0 = not one we deliver */
-	PTY_FRAME_PING,    /* {"type":"ping"} */
-	PTY_FRAME_INVALID, /* a JSON object of another type: an error frame */
-};
-struct pty_frame {
-	enum pty_frame_kind kind;
-	const uint8_t *data;
-	size_t len;
-	unsigned cols, rows;
-	int sig;
-	char message[96];
-	json_t *json;
-};
-int pty_parse_frame(int opcode, const uint8_t *data, size_t len, struct pty_frame *f);
-void pty_frame_free(struct pty_frame *f);
 
 /* metrics.c, hardening.c */
 enum MHD_Result api_metrics(struct http_req *req);

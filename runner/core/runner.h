@@ -86,7 +86,7 @@ struct runner {
 	struct gateway *gateway;             /* NULL: no FORCEAI_GATEWAY_URL */
 	struct modelproxy *modelproxy;       /* loopback model proxy for chat tasks */
 	struct ws_table *ws;                 /* open WebSocket connections (http/ws.c) */
-	struct pty_table *ptys;              /* execd PTY sessions (api/pty.c) */
+	struct pty_table *ptys;              /* execd PTY sessions (pty/session.c) */
 	struct profile *profile;             /* one-shot and reset (profile/profile.h) */
 	struct checkpoints *checkpoints;     /* workspace checkpoints (checkpoint/checkpoint.h) */
 	struct files_sched *files_sched;     /* the files API's long scans, in slices */

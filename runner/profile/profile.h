@@ -26,7 +26,7 @@ struct reset;
 #define PROFILE_MAX_UIDS 32
 
 /* What a reset must end that lives above this module (main registers it):
- * the execd PTY sessions (api/pty.c; returns how many were ended), the MCP
+ * the execd PTY sessions (pty/session.c; returns how many were ended), the MCP
  * sessions (api/mcp.c). */
 struct profile_hooks {
 	unsigned (*end_ptys)(struct runner *r);
