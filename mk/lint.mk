@@ -31,15 +31,17 @@ LINT_CHECKS  := modgraph-selftest fuzzrun-selftest modgraph format-check
 #                            changes (on tree/; the routes and the MCP tools are thin
 #                            faces); execd's PTY sessions: the table, each one's shell (a
 #                            task) and its WebSocket clients (the routes: api/pty.c)
-#   relay code mcp profile   the proxies' machinery; code contexts; MCP upstreams; runtime
+#   relay code profile       the proxies' machinery; code contexts; runtime
 #                            profiles and the reset (what a reset ends above profile/, it
 #                            reaches through struct profile_hooks)
 #   tools                    the tools of /mcp and of the built-in agent
-#   model                    model calls, the model proxy, agent engines
+#   model mcp                model calls, the model proxy, agent engines; MCP: its messages,
+#                            the stdio servers behind /mcp, the box's MCP server (sessions,
+#                            tool calls on tools/; the route: api/mcp.c)
 #   api shim                 the routes; the task shim (a program of its own)
 #   envd                     E2B's envd face: a codec over the routes' files prologue and the
 #                            engine below (docs/design.md §18)
-LAYERS := core < confine files http < task tree < checkpoint pty < relay code mcp profile < tools < model < api shim < envd
+LAYERS := core < confine files http < task tree < checkpoint pty < relay code profile < tools < model mcp < api shim < envd
 
 .PHONY: lint modgraph modgraph-selftest fuzzrun-selftest format format-check
 

@@ -16,6 +16,7 @@
 #include "files/sched.h"
 #include "api/hardening.h"
 #include "api/routes.h"
+#include "mcp/session.h"
 #include "mcp/upstream.h"
 #include "http/gate.h"
 #include "http/http.h"

@@ -135,17 +135,11 @@ enum MHD_Result api_proxy(struct http_req *req);
 /* ports.c: GET /v1/ports */
 enum MHD_Result api_ports(struct http_req *req);
 
-/* mcp.c: /mcp, the box as an MCP server (Streamable HTTP) */
+/* mcp.c: /mcp, the box as an MCP server (Streamable HTTP; the engine: mcp/session.h) */
 enum MHD_Result api_mcp(struct http_req *req);
 enum MHD_Result api_mcp_body(struct http_req *req, const char *data, size_t len);
 /* GET /v1/mcp/servers: the stdio servers behind /mcp, their state and tools. */
 enum MHD_Result api_mcp_servers(struct http_req *req);
-/* notifications/tools/list_changed to every session's open GET stream. */
-void mcp_notify_tools_changed(struct runner *r);
-/* End every MCP session (a reset: they were the previous tenant's). */
-void mcp_end_sessions(struct runner *r);
-/* End every session and call (shutdown, after http_stop). */
-void mcp_free_all(struct runner *r);
 
 /* code.c: code contexts, OpenSandbox execd's /code and E2B's code-interpreter API */
 enum MHD_Result api_code_context_create(struct http_req *req);

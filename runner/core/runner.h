@@ -91,7 +91,7 @@ struct runner {
 	struct checkpoints *checkpoints;     /* workspace checkpoints (checkpoint/checkpoint.h) */
 	struct files_sched *files_sched;     /* the files API's long scans, in slices */
 	struct relay_table *proxies;         /* open /proxy/{port} requests (relay/forward.c) */
-	struct mcp_table *mcp;               /* /mcp sessions and calls (api/mcp.c) */
+	struct mcp_table *mcp;               /* /mcp sessions and calls (mcp/session.c) */
 	struct mcp_upstream *mcp_upstream;   /* --mcp-servers: stdio servers behind /mcp */
 	struct conversations *conversations; /* of agent tasks (model/conversation.h) */
 	struct watch_table *watches;         /* open GET /files/watch streams (api/watch.c) */

@@ -27,7 +27,7 @@ struct reset;
 
 /* What a reset must end that lives above this module (main registers it):
  * the execd PTY sessions (pty/session.c; returns how many were ended), the MCP
- * sessions (api/mcp.c). */
+ * sessions (mcp/session.c). */
 struct profile_hooks {
 	unsigned (*end_ptys)(struct runner *r);
 	void (*end_mcp_sessions)(struct runner *r);
