@@ -8,23 +8,9 @@ enum MHD_Result api_ping(struct http_req *req);
 /* execd 1.2: readiness ({"initialized": true}), the session list, and the
  * routes the runner does not implement (runtime init, isolated sessions). */
 enum MHD_Result api_ready(struct http_req *req);
-/* GET /files/watch: a directory's changes as server-sent events (api/watch.c). */
+/* GET /files/watch: a directory's changes as server-sent events (api/watch.c; the engine:
+ * watch/watch.h). */
 enum MHD_Result api_files_watch(struct http_req *req);
-/* The same watch engine for another face (envd's WatchDir and polling watchers): the events
- * of path (as the task user, within the same limits) to a sink, as they are read. event's
- * type: create, write, remove, rename (old_path when known), chmod, overflow; end once the
- * directory is gone (nothing follows). NULL with err. Closed by api_watch_close only (never
- * from inside a sink call). */
-struct watch_stream;
-struct api_watch_sink {
-	void (*event)(void *arg, const char *type, const char *path, const char *old_path,
-		      bool is_dir);
-	void (*end)(void *arg, const char *reason);
-};
-struct watch_stream *api_watch_open(struct runner *r, const char *path, bool recursive,
-				    const struct api_watch_sink *sink, void *arg,
-				    struct error *err);
-void api_watch_close(struct watch_stream *s);
 enum MHD_Result api_session_list(struct http_req *req);
 enum MHD_Result api_runtime_init(struct http_req *req);
 enum MHD_Result api_isolated(struct http_req *req);

@@ -94,7 +94,7 @@ struct runner {
 	struct mcp_table *mcp;               /* /mcp sessions and calls (mcp/session.c) */
 	struct mcp_upstream *mcp_upstream;   /* --mcp-servers: stdio servers behind /mcp */
 	struct conversations *conversations; /* of agent tasks (model/conversation.h) */
-	struct watch_table *watches;         /* open GET /files/watch streams (api/watch.c) */
+	struct watch_table *watches;         /* open watches (watch/watch.c) */
 
 	/* Runtime init (profile/rtinit.c): the tasks' sandbox-level variables
 	 * (NULL: none), and the API token's SHA-256 once bound: from then on a
