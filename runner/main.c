@@ -17,6 +17,7 @@
 #include "api/hardening.h"
 #include "api/routes.h"
 #include "mcp/session.h"
+#include "metrics/metrics.h"
 #include "mcp/upstream.h"
 #include "http/gate.h"
 #include "http/http.h"
@@ -552,7 +553,7 @@ int main(int argc, char **argv)
 		return start_failed(&err);
 	if (profile_init(r, &profile_hooks, &err) < 0)
 		return start_failed(&err);
-	if (api_metrics_otlp_start(r, &err) < 0)
+	if (metrics_otlp_start(r, &err) < 0)
 		return start_failed(&err);
 	if (http_start(r, api_routes, api_n_routes, &api_doors_tasks, &err) < 0)
 		return start_failed(&err);
@@ -634,7 +635,7 @@ int main(int argc, char **argv)
 	gateway_stop(r);    /* last: agents and the proxy hold gateway calls */
 	profile_free(r);
 	json_decref(r->main_env);
-	api_metrics_otlp_stop(r);
+	metrics_otlp_stop(r);
 	audit_otlp_stop(r);
 	/* The trail's head in the container log's last line: a verifier given it
 	 * finds a trail cut at its end (docs/design.md §13.10). */

@@ -70,17 +70,8 @@ enum MHD_Result api_pty_status(struct http_req *req);
 enum MHD_Result api_pty_delete(struct http_req *req);
 enum MHD_Result api_pty_ws(struct http_req *req);
 
-/* metrics.c, hardening.c */
+/* metrics.c (the figures and the OTLP exporter: metrics/metrics.h), hardening.c */
 enum MHD_Result api_metrics(struct http_req *req);
-/* GET /metrics' figures: cpu_count, cpu_used_pct (since the previous call),
- * mem_total_mib, mem_used_mib, timestamp (new reference). */
-json_t *api_metrics_now(void);
-/* The OTLP/HTTP JSON metrics exporter (api/metricsotlp.c, design §13.8):
- * started when OTEL_EXPORTER_OTLP_METRICS_ENDPOINT is set. */
-int api_metrics_otlp_start(struct runner *r, struct error *err);
-void api_metrics_otlp_stop(struct runner *r);
-/* {endpoint_set, interval_ms, sent, failed, skipped_busy} or null. */
-json_t *api_metrics_otlp_status(const struct runner *r);
 enum MHD_Result api_metrics_watch(struct http_req *req);
 enum MHD_Result api_hardening(struct http_req *req);
 

@@ -104,7 +104,7 @@ struct runner {
 	unsigned char auth_hash[32];
 	struct audit *audit;               /* the audit trail (core/audit.h); NULL: off */
 	struct otlp *otlp;                 /* its OTLP sink (core/auditotlp.h), or NULL */
-	struct otlp_metrics *otlp_metrics; /* OTLP metrics exporter (api/metricsotlp.c) */
+	struct otlp_metrics *otlp_metrics; /* OTLP metrics exporter (metrics/otlp.c) */
 	struct code_table *code;           /* code contexts (code/code.h) */
 	struct envd_state *envd;           /* E2B's envd face (envd/envd.h) */
 };
