@@ -5,20 +5,23 @@
 #                        on a dependency cycle, when a pure module (PURE_SRCS) uses another one,
 #                        or when a module uses (by symbol) or a file of runner/ #includes (headers
 #                        including headers too) a folder that is not below its own in LAYERS
+#   make rooms           scripts/rooms.py: a file of runner/api/ schedules nothing on the loop
+#                        (loop_timer_*, loop_watch_*, loop_defer: api/ is routes, an engine lives
+#                        below it), and a project header is never included with angle brackets
 #   make format-check    fails when clang-format (the committed .clang-format) would change a
 #                        file of runner/ or tests/*/ (the verdict of --dry-run --Werror), and
 #                        says how many lines; FORMAT_DIFF=1 shows the changes
 #   make format          rewrites those files with clang-format
-#   make modgraph-selftest, make fuzzrun-selftest
-#                        the self-tests of scripts/modgraph.py and of tests/fuzz/run.sh's report
-#                        of a finding (tests/lint/)
+#   make modgraph-selftest, make fuzzrun-selftest, make rooms-selftest
+#                        the self-tests of scripts/modgraph.py, of tests/fuzz/run.sh's report
+#                        of a finding and of scripts/rooms.py (tests/lint/)
 #
 # Needs python3, nm (binutils) and clang-format 14, Debian 12's (scripts/install-deps.sh lint).
 
 LINT_PYTHON  ?= python3
 CLANG_FORMAT ?= clang-format
 FORMAT_FILES  = $(sort $(wildcard runner/*.[ch] runner/*/*.[ch] tests/*/*.[ch]))
-LINT_CHECKS  := modgraph-selftest fuzzrun-selftest modgraph format-check
+LINT_CHECKS  := modgraph-selftest fuzzrun-selftest rooms-selftest modgraph rooms format-check
 
 # The folders of runner/, lowest first; the folders of one step sit side by side and use none of
 # each other. A folder uses only its own and lower ones (runner/main.c is above them all). A new
@@ -29,19 +32,25 @@ LINT_CHECKS  := modgraph-selftest fuzzrun-selftest modgraph format-check
 #   confine files http       confinement; the filesystem layer; the HTTP server
 #   task tree                the task engine; the file-tree engine (capture, compare, restore of
 #                            the writable roots: the reset's snapshot and checkpoints)
-#   checkpoint               workspace checkpoints: their list, bounds, worker and a task's
-#                            changes (on tree/; the routes and the MCP tools are thin faces)
-#   relay code mcp profile   the proxies' machinery; code contexts; MCP upstreams; runtime
+#   checkpoint pty watch     one step: workspace checkpoints (their list, bounds, worker and a
+#     metrics                task's changes, on tree/; the routes and the MCP tools are thin
+#                            faces); execd's PTY sessions (the table, each one's shell, a task,
+#                            and its WebSocket clients; the routes: api/pty.c); the directory
+#                            watch engine (inotify; api/watch.c, envd's watchers); the metrics'
+#                            figures and their OTLP exporter (on core/ only)
+#   relay code profile       the proxies' machinery; code contexts; runtime
 #                            profiles and the reset (what a reset ends above profile/, it
 #                            reaches through struct profile_hooks)
 #   tools                    the tools of /mcp and of the built-in agent
-#   model                    model calls, the model proxy, agent engines
+#   model mcp                model calls, the model proxy, agent engines; MCP: its messages,
+#                            the stdio servers behind /mcp, the box's MCP server (sessions,
+#                            tool calls on tools/; the route: api/mcp.c)
 #   api shim                 the routes; the task shim (a program of its own)
 #   envd                     E2B's envd face: a codec over the routes' files prologue and the
 #                            engine below (docs/design.md §18)
-LAYERS := core < audit < confine files http < task tree < checkpoint < relay code mcp profile < tools < model < api shim < envd
+LAYERS := core < audit < confine files http < task tree < checkpoint pty watch metrics < relay code profile < tools < model mcp < api shim < envd
 
-.PHONY: lint modgraph modgraph-selftest fuzzrun-selftest format format-check
+.PHONY: lint modgraph modgraph-selftest fuzzrun-selftest rooms rooms-selftest format format-check
 
 # Every check runs even when an earlier one fails.
 lint:
@@ -61,6 +70,12 @@ modgraph-selftest:
 
 fuzzrun-selftest:
 	@tests/lint/test_fuzz_run.sh
+
+rooms-selftest:
+	@tests/lint/test_rooms.sh
+
+rooms:
+	@$(LINT_PYTHON) scripts/rooms.py --sources runner
 
 modgraph: $(OBJS)
 	@$(LINT_PYTHON) scripts/modgraph.py --root build/obj --order "$(LAYERS)" --sources runner \

@@ -16,6 +16,8 @@
 #include "files/sched.h"
 #include "api/hardening.h"
 #include "api/routes.h"
+#include "mcp/session.h"
+#include "metrics/metrics.h"
 #include "mcp/upstream.h"
 #include "http/gate.h"
 #include "http/http.h"
@@ -27,6 +29,7 @@
 #include "model/engine.h"
 #include "model/modelproxy.h"
 #include "profile/profile.h"
+#include "pty/session.h"
 #include "api/proxy.h"
 #include "relay/forward.h"
 #include "task/proctree.h"
@@ -319,7 +322,7 @@ static const struct gate_tasks api_doors_tasks = {
 	.describe = taskuid_describe,
 };
 
-/* A reset ends the execd PTY sessions (api/pty.c) too. */
+/* A reset ends the execd PTY sessions (pty/session.c) too. */
 static const struct profile_hooks profile_hooks = {
 	.end_ptys = pty_end_all,
 	.end_mcp_sessions = mcp_end_sessions,
@@ -550,7 +553,7 @@ int main(int argc, char **argv)
 		return start_failed(&err);
 	if (profile_init(r, &profile_hooks, &err) < 0)
 		return start_failed(&err);
-	if (api_metrics_otlp_start(r, &err) < 0)
+	if (metrics_otlp_start(r, &err) < 0)
 		return start_failed(&err);
 	if (http_start(r, api_routes, api_n_routes, &api_doors_tasks, &err) < 0)
 		return start_failed(&err);
@@ -632,7 +635,7 @@ int main(int argc, char **argv)
 	gateway_stop(r);    /* last: agents and the proxy hold gateway calls */
 	profile_free(r);
 	json_decref(r->main_env);
-	api_metrics_otlp_stop(r);
+	metrics_otlp_stop(r);
 	audit_otlp_stop(r);
 	/* The trail's head in the container log's last line: a verifier given it
 	 * finds a trail cut at its end (docs/design.md §13.10). */

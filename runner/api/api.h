@@ -8,23 +8,9 @@ enum MHD_Result api_ping(struct http_req *req);
 /* execd 1.2: readiness ({"initialized": true}), the session list, and the
  * routes the runner does not implement (runtime init, isolated sessions). */
 enum MHD_Result api_ready(struct http_req *req);
-/* GET /files/watch: a directory's changes as server-sent events (api/watch.c). */
+/* GET /files/watch: a directory's changes as server-sent events (api/watch.c; the engine:
+ * watch/watch.h). */
 enum MHD_Result api_files_watch(struct http_req *req);
-/* The same watch engine for another face (envd's WatchDir and polling watchers): the events
- * of path (as the task user, within the same limits) to a sink, as they are read. event's
- * type: create, write, remove, rename (old_path when known), chmod, overflow; end once the
- * directory is gone (nothing follows). NULL with err. Closed by api_watch_close only (never
- * from inside a sink call). */
-struct watch_stream;
-struct api_watch_sink {
-	void (*event)(void *arg, const char *type, const char *path, const char *old_path,
-		      bool is_dir);
-	void (*end)(void *arg, const char *reason);
-};
-struct watch_stream *api_watch_open(struct runner *r, const char *path, bool recursive,
-				    const struct api_watch_sink *sink, void *arg,
-				    struct error *err);
-void api_watch_close(struct watch_stream *s);
 enum MHD_Result api_session_list(struct http_req *req);
 enum MHD_Result api_runtime_init(struct http_req *req);
 enum MHD_Result api_isolated(struct http_req *req);
@@ -78,49 +64,14 @@ int api_parse_task_io(json_t *body, struct task_spec *spec, struct error *err);
 int api_parse_command_list_query(const char *raw, int *running, unsigned *limit, char *cursor,
 				 size_t cursor_size, const char **msg);
 
-/* pty.c: execd PTY sessions over WebSocket */
+/* pty.c: execd PTY sessions over WebSocket (the engine: pty/session.h) */
 enum MHD_Result api_pty_create(struct http_req *req);
 enum MHD_Result api_pty_status(struct http_req *req);
 enum MHD_Result api_pty_delete(struct http_req *req);
 enum MHD_Result api_pty_ws(struct http_req *req);
-void pty_free_all(struct runner *r);
-/* POST /v1/reset (a profile hook): every session ends, connected or not;
- * clients get an error frame (code RESET) and the close; every id is
- * forgotten, every record let go. Returns the sessions ended. */
-unsigned pty_end_all(struct runner *r);
-/* A client frame of the PTY WebSocket, parsed without I/O (also driven by
- * tests/fuzz/fuzz_ws.c). data/len point into the frame or into json. */
-enum pty_frame_kind {
-	PTY_FRAME_IGNORE,  /* not a frame execd acts on */
-	PTY_FRAME_STDIN,   /* binary 0x00 + bytes, or {"type":"stdin","data"} */
-	PTY_FRAME_RESIZE,  /* {"type":"resize","cols","rows"}, both > 0 */
-	PTY_FRAME_SIGNAL,  /* {"type":"signal","signal"}: sig 0 = not one we deliver */
-	PTY_FRAME_PING,    /* {"type":"ping"} */
-	PTY_FRAME_INVALID, /* a JSON object of another type: an error frame */
-};
-struct pty_frame {
-	enum pty_frame_kind kind;
-	const uint8_t *data;
-	size_t len;
-	unsigned cols, rows;
-	int sig;
-	char message[96];
-	json_t *json;
-};
-int pty_parse_frame(int opcode, const uint8_t *data, size_t len, struct pty_frame *f);
-void pty_frame_free(struct pty_frame *f);
 
-/* metrics.c, hardening.c */
+/* metrics.c (the figures and the OTLP exporter: metrics/metrics.h), hardening.c */
 enum MHD_Result api_metrics(struct http_req *req);
-/* GET /metrics' figures: cpu_count, cpu_used_pct (since the previous call),
- * mem_total_mib, mem_used_mib, timestamp (new reference). */
-json_t *api_metrics_now(void);
-/* The OTLP/HTTP JSON metrics exporter (api/metricsotlp.c, design §13.8):
- * started when OTEL_EXPORTER_OTLP_METRICS_ENDPOINT is set. */
-int api_metrics_otlp_start(struct runner *r, struct error *err);
-void api_metrics_otlp_stop(struct runner *r);
-/* {endpoint_set, interval_ms, sent, failed, skipped_busy} or null. */
-json_t *api_metrics_otlp_status(const struct runner *r);
 enum MHD_Result api_metrics_watch(struct http_req *req);
 enum MHD_Result api_hardening(struct http_req *req);
 
@@ -161,17 +112,11 @@ enum MHD_Result api_proxy(struct http_req *req);
 /* ports.c: GET /v1/ports */
 enum MHD_Result api_ports(struct http_req *req);
 
-/* mcp.c: /mcp, the box as an MCP server (Streamable HTTP) */
+/* mcp.c: /mcp, the box as an MCP server (Streamable HTTP; the engine: mcp/session.h) */
 enum MHD_Result api_mcp(struct http_req *req);
 enum MHD_Result api_mcp_body(struct http_req *req, const char *data, size_t len);
 /* GET /v1/mcp/servers: the stdio servers behind /mcp, their state and tools. */
 enum MHD_Result api_mcp_servers(struct http_req *req);
-/* notifications/tools/list_changed to every session's open GET stream. */
-void mcp_notify_tools_changed(struct runner *r);
-/* End every MCP session (a reset: they were the previous tenant's). */
-void mcp_end_sessions(struct runner *r);
-/* End every session and call (shutdown, after http_stop). */
-void mcp_free_all(struct runner *r);
 
 /* code.c: code contexts, OpenSandbox execd's /code and E2B's code-interpreter API */
 enum MHD_Result api_code_context_create(struct http_req *req);

@@ -9,6 +9,7 @@
 #include "audit/trail.h"
 #include "core/cleanup.h"
 #include "core/log.h"
+#include "metrics/metrics.h"
 #include "core/runner.h"
 #include "core/buf.h"
 #include "profile/profile.h"
@@ -17,14 +18,14 @@
  * second (docs/api.md: "the same object"). */
 static json_t *metrics_object(struct runner *r)
 {
-	json_t *m = api_metrics_now();
+	json_t *m = metrics_now();
 	if (!m)
 		return NULL;
 	rtinit_add_binding(r, m);
 	/* What the audit trail emitted, dropped and its sinks missed (§13). */
 	json_object_set_new(m, "audit", audit_status(r));
 	/* The OTLP metrics exporter's own counts (§13.8), null when off. */
-	json_object_set_new(m, "otlp_metrics", api_metrics_otlp_status(r));
+	json_object_set_new(m, "otlp_metrics", metrics_otlp_status(r));
 	return m;
 }
 

@@ -1,259 +1,38 @@
-/* GET /v1/ports (docs/design.md §9): the TCP ports listening in the box,
- * from /proc/net/tcp and /proc/net/tcp6 (state 0A), each with the process
- * holding the socket (socket inode -> /proc/PID/fd) and the task whose tree
- * that process is in (parent links up to the task's shim). */
-#include <arpa/inet.h>
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/fsuid.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
+/* GET /v1/ports (docs/design.md §9.12): the TCP ports listening in the box, each with its
+ * process and task where known. The scan is task/ports.c's. */
 #include "api/api.h"
-#include "core/cleanup.h"
 #include "core/error.h"
-#include "core/log.h"
-#include "core/procfs.h"
-#include "core/runner.h"
-#include "task/task.h"
-
-#define MAX_LISTEN 4096 /* listening sockets reported at most */
-
-struct lsock {
-	unsigned port;
-	bool v6;
-	char addr[INET6_ADDRSTRLEN];
-	uid_t uid;
-	unsigned long inode;
-	pid_t pid; /* 0 = not found */
-};
-
-struct lsocks {
-	struct lsock *v;
-	size_t n;
-	bool truncated;
-	bool owners_partial; /* the owner walk ran out of its time budget */
-};
-
-/* The owner walk reads every fd of every process, on the loop: a task with
- * thousands of processes and fds must not stall the runner through it. */
-#define OWNER_WALK_MS 50
-
-/* One line of /proc/net/tcp{,6}: "sl: local rem st tx:rx tr:when retr uid
- * timeout inode ...", addresses as hex words in host order. */
-static int parse_line(const char *line, bool v6, struct lsock *out)
-{
-	char local[40];
-	unsigned port, state, uid;
-	unsigned long inode;
-	if (sscanf(line, " %*u: %39[0-9A-Fa-f]:%x %*[0-9A-Fa-f]:%*x %x %*s %*s %*s %u %*u %lu",
-		   local, &port, &state, &uid, &inode) != 5)
-		return -1;
-	if (state != 0x0A || port == 0 || port > 65535)
-		return 0; /* not listening */
-	size_t words = v6 ? 4 : 1;
-	if (strlen(local) != words * 8)
-		return -1;
-	uint32_t a[4];
-	for (size_t i = 0; i < words; i++) {
-		char w[9];
-		memcpy(w, local + i * 8, 8);
-		w[8] = 0;
-		a[i] = (uint32_t)strtoul(w, NULL, 16);
-	}
-	memset(out, 0, sizeof(*out));
-	out->port = port;
-	out->v6 = v6;
-	out->uid = (uid_t)uid;
-	out->inode = inode;
-	if (!inet_ntop(v6 ? AF_INET6 : AF_INET, a, out->addr, sizeof(out->addr)))
-		return -1;
-	return 1;
-}
-
-static void read_table(const char *path, bool v6, struct lsocks *ls)
-{
-	FILE *f = fopen(path, "re");
-	if (!f) {
-		if (errno != ENOENT) /* tcp6 is absent without IPv6 */
-			log_errno("cannot read the listening sockets", errno, path);
-		return;
-	}
-	char line[512];
-	if (!fgets(line, sizeof(line), f)) { /* the header */
-		fclose(f);
-		return;
-	}
-	while (fgets(line, sizeof(line), f)) {
-		struct lsock s;
-		if (parse_line(line, v6, &s) != 1)
-			continue;
-		if (ls->n == MAX_LISTEN) {
-			ls->truncated = true;
-			break;
-		}
-		ls->v[ls->n++] = s;
-	}
-	fclose(f);
-}
-
-/* Open /proc/PID/fd. A process of another uid needs ptrace-read access:
- * without CAP_SYS_PTRACE (containers drop it) the runner takes the
- * process's file-system identity for the open, as the files API does. */
-static DIR *open_fd_dir(int procfd, pid_t pid)
-{
-	char path[32], dir[16];
-	snprintf(dir, sizeof(dir), "%d", (int)pid);
-	snprintf(path, sizeof(path), "%d/fd", (int)pid);
-	int fd = openat(procfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 && errno == EACCES) {
-		struct stat st;
-		if (fstatat(procfd, dir, &st, 0) == 0) {
-			setfsgid(st.st_gid);
-			setfsuid(st.st_uid);
-			fd = openat(procfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-			int saved = errno;
-			setfsuid(geteuid());
-			setfsgid(getegid());
-			errno = saved;
-		}
-	}
-	if (fd < 0)
-		return NULL;
-	DIR *d = fdopendir(fd);
-	if (!d)
-		close(fd);
-	return d;
-}
-
-struct owner_walk {
-	struct lsocks *ls;
-	size_t left;
-	uint64_t deadline;
-	unsigned steps;
-};
-
-/* One process of the walk: its socket fds. Non-zero stops the walk. */
-static int owner_of(pid_t pid, int procfd, void *arg)
-{
-	struct owner_walk *w = arg;
-	struct lsocks *ls = w->ls;
-	if (!w->left)
-		return 1;
-	if (monotonic_ms() > w->deadline) {
-		ls->owners_partial = true;
-		return 1;
-	}
-	DIR *fds = open_fd_dir(procfd, pid);
-	if (!fds)
-		return 0;
-	struct dirent *fe;
-	while (w->left && (fe = readdir(fds))) {
-		if (++w->steps % 1024 == 0 && monotonic_ms() > w->deadline) {
-			ls->owners_partial = true;
-			break;
-		}
-		if (fe->d_name[0] == '.')
-			continue;
-		char link[64];
-		ssize_t n = readlinkat(dirfd(fds), fe->d_name, link, sizeof(link) - 1);
-		if (n <= 8 || memcmp(link, "socket:[", 8))
-			continue;
-		link[n] = 0;
-		unsigned long inode = strtoul(link + 8, NULL, 10);
-		for (size_t i = 0; i < ls->n; i++) {
-			if (ls->v[i].inode == inode && !ls->v[i].pid) {
-				ls->v[i].pid = pid;
-				w->left--;
-			}
-		}
-	}
-	closedir(fds);
-	return 0;
-}
-
-/* inode -> pid for every listening socket, from one /proc walk. */
-static void find_owners(struct lsocks *ls)
-{
-	struct owner_walk w = {ls, ls->n, monotonic_ms() + OWNER_WALK_MS, 0};
-	if (w.left)
-		(void)procfs_scan(owner_of, &w); /* best effort: owners stay unknown */
-}
-
-static pid_t read_ppid(pid_t pid)
-{
-	struct procfs_stat st;
-	return procfs_read_stat(pid, &st) == 0 ? st.ppid : 0;
-}
-
-/* The task whose tree holds pid: every process of a task descends from its
- * shim (orphans are reparented to it). */
-static struct task *owner_task(struct runner *r, pid_t pid)
-{
-	for (int depth = 0; pid > 1 && depth < 64; depth++) {
-		if (pid == r->self_pid)
-			return NULL;
-		for (struct task *t = r->tasks->head; t; t = t->next)
-			if (t->proc_running && t->shim_pid == pid &&
-			    (t->api != TASK_API_TOOL || task_left_running(t)))
-				return t;
-		pid = read_ppid(pid);
-	}
-	return NULL;
-}
-
-static int cmp_lsock(const void *a, const void *b)
-{
-	const struct lsock *x = a, *y = b;
-	if (x->port != y->port)
-		return x->port < y->port ? -1 : 1;
-	if (x->v6 != y->v6)
-		return x->v6 ? 1 : -1;
-	return strcmp(x->addr, y->addr);
-}
+#include "task/ports.h"
 
 enum MHD_Result api_ports(struct http_req *req)
 {
-	struct runner *r = req->r;
-	struct lsocks ls = {0};
-	cleanup_free struct lsock *v = calloc(MAX_LISTEN, sizeof(*v));
-	if (!v) {
-		struct error err;
-		error_set(&err, ENOMEM, "RUNTIME_ERROR", "listing ports");
+	struct port_list ls;
+	struct error err;
+	if (ports_scan(req->r, &ls, &err) < 0) {
+		ports_free(&ls);
 		return http_fail(req, &err);
 	}
-	ls.v = v;
-	read_table("/proc/net/tcp", false, &ls);
-	read_table("/proc/net/tcp6", true, &ls);
-	find_owners(&ls);
-	qsort(ls.v, ls.n, sizeof(*ls.v), cmp_lsock);
 	json_t *arr = json_array();
 	for (size_t i = 0; i < ls.n; i++) {
-		struct lsock *s = &ls.v[i];
+		struct port_listen *s = &ls.v[i];
 		json_t *o = json_pack("{s:i,s:s,s:s,s:i}", "port", (int)s->port, "address", s->addr,
 				      "family", s->v6 ? "ipv6" : "ipv4", "uid", (int)s->uid);
 		if (!o)
 			continue;
 		if (s->pid) {
-			char comm[32];
-			procfs_read_comm(s->pid, comm, sizeof(comm));
 			json_object_set_new(o, "pid", json_integer(s->pid));
-			json_object_set_new(o, "process", json_string(comm));
-			if (s->pid == r->self_pid) {
+			json_object_set_new(o, "process", json_string(s->process));
+			if (s->runner)
 				json_object_set_new(o, "runner", json_true());
-			} else {
-				struct task *t = owner_task(r, s->pid);
-				if (t)
-					json_object_set_new(o, "task_id", json_string(t->id));
-			}
+			else if (s->task_id[0])
+				json_object_set_new(o, "task_id", json_string(s->task_id));
 		}
 		json_array_append_new(arr, o);
 	}
-	return http_json(req, 200,
-			 json_pack("{s:o,s:b,s:b}", "ports", arr, "truncated", ls.truncated,
-				   "owners_partial", ls.owners_partial));
+	enum MHD_Result res =
+		http_json(req, 200,
+			  json_pack("{s:o,s:b,s:b}", "ports", arr, "truncated", ls.truncated,
+				    "owners_partial", ls.owners_partial));
+	ports_free(&ls);
+	return res;
 }

@@ -86,15 +86,15 @@ struct runner {
 	struct gateway *gateway;             /* NULL: no FORCEAI_GATEWAY_URL */
 	struct modelproxy *modelproxy;       /* loopback model proxy for chat tasks */
 	struct ws_table *ws;                 /* open WebSocket connections (http/ws.c) */
-	struct pty_table *ptys;              /* execd PTY sessions (api/pty.c) */
+	struct pty_table *ptys;              /* execd PTY sessions (pty/session.c) */
 	struct profile *profile;             /* one-shot and reset (profile/profile.h) */
 	struct checkpoints *checkpoints;     /* workspace checkpoints (checkpoint/checkpoint.h) */
 	struct files_sched *files_sched;     /* the files API's long scans, in slices */
 	struct relay_table *proxies;         /* open /proxy/{port} requests (relay/forward.c) */
-	struct mcp_table *mcp;               /* /mcp sessions and calls (api/mcp.c) */
+	struct mcp_table *mcp;               /* /mcp sessions and calls (mcp/session.c) */
 	struct mcp_upstream *mcp_upstream;   /* --mcp-servers: stdio servers behind /mcp */
 	struct conversations *conversations; /* of agent tasks (model/conversation.h) */
-	struct watch_table *watches;         /* open GET /files/watch streams (api/watch.c) */
+	struct watch_table *watches;         /* open watches (watch/watch.c) */
 
 	/* Runtime init (profile/rtinit.c): the tasks' sandbox-level variables
 	 * (NULL: none), and the API token's SHA-256 once bound: from then on a
@@ -104,7 +104,7 @@ struct runner {
 	unsigned char auth_hash[32];
 	struct audit *audit;               /* the audit trail (audit/trail.h); NULL: off */
 	struct otlp *otlp;                 /* its OTLP sink (audit/otlp.h), or NULL */
-	struct otlp_metrics *otlp_metrics; /* OTLP metrics exporter (api/metricsotlp.c) */
+	struct otlp_metrics *otlp_metrics; /* OTLP metrics exporter (metrics/otlp.c) */
 	struct code_table *code;           /* code contexts (code/code.h) */
 	struct envd_state *envd;           /* E2B's envd face (envd/envd.h) */
 };

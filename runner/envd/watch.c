@@ -1,5 +1,5 @@
-/* filesystem.Filesystem's watchers on the runner's one watch engine (api/watch.c through
- * api_watch_open): WatchDir as a Connect stream (start, filesystem events, keepalives) and the
+/* filesystem.Filesystem's watchers on the runner's one watch engine (watch/watch.c through
+ * watch_open): WatchDir as a Connect stream (start, filesystem events, keepalives) and the
  * polling watchers (CreateWatcher, GetWatcherEvents, RemoveWatcher) with a bounded queue each,
  * a bounded number of them, and an idle expiry (docs/design.md §18.4). */
 #include <errno.h>
@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/list.h"
@@ -16,6 +15,7 @@
 #include "core/runner.h"
 #include "envd/internal.h"
 #include "envd/procstream.h"
+#include "watch/watch.h"
 
 #define WATCHERS_MAX 16              /* polling watchers at once */
 #define WATCHER_EVENTS_MAX 4096      /* events a polling watcher keeps until polled */
@@ -103,12 +103,12 @@ static void ws_end(void *arg, const char *reason)
 	http_stream_wake(&ws->ps.hs);
 }
 
-static const struct api_watch_sink ws_sink = {ws_event, ws_end};
+static const struct watch_sink ws_sink = {ws_event, ws_end};
 
 static void ws_close(struct http_stream *hs)
 {
 	struct wstream *ws = (struct wstream *)hs;
-	api_watch_close(ws->w);
+	watch_close(ws->w);
 	free(ws);
 }
 
@@ -163,8 +163,8 @@ enum MHD_Result envd_fs_watch_dir(struct http_req *req)
 		return MHD_NO;
 	snprintf(ws->root, sizeof(ws->root), "%s", root);
 	struct error err;
-	ws->w = api_watch_open(req->r, root, json_is_true(connect_field(msg, "recursive", NULL)),
-			       &ws_sink, ws, &err);
+	ws->w = watch_open(req->r, root, json_is_true(connect_field(msg, "recursive", NULL)),
+			   &ws_sink, ws, &err);
 	if (!ws->w) {
 		free(ws);
 		return envd_rpc_fail(req, true, watch_code(&err), "%s", err.msg);
@@ -202,14 +202,14 @@ static void pw_end(void *arg, const char *reason)
 	((struct envd_watcher *)arg)->ended = true;
 }
 
-static const struct api_watch_sink pw_sink = {pw_event, pw_end};
+static const struct watch_sink pw_sink = {pw_event, pw_end};
 
 static void pw_free(struct runner *r, struct envd_watcher *w)
 {
 	struct envd_state *s = envd_state(r);
 	LIST_UNLINK(s->watchers, w);
 	s->n_watchers--;
-	api_watch_close(w->w);
+	watch_close(w->w);
 	json_decref(w->events);
 	free(w);
 }
@@ -265,8 +265,8 @@ enum MHD_Result envd_fs_create_watcher(struct http_req *req)
 	w->last_poll_ms = monotonic_ms();
 	snprintf(w->root, sizeof(w->root), "%s", root);
 	struct error err;
-	w->w = api_watch_open(req->r, root, json_is_true(connect_field(msg, "recursive", NULL)),
-			      &pw_sink, w, &err);
+	w->w = watch_open(req->r, root, json_is_true(connect_field(msg, "recursive", NULL)),
+			  &pw_sink, w, &err);
 	if (!w->w) {
 		json_decref(w->events);
 		free(w);

@@ -26,8 +26,8 @@ struct reset;
 #define PROFILE_MAX_UIDS 32
 
 /* What a reset must end that lives above this module (main registers it):
- * the execd PTY sessions (api/pty.c; returns how many were ended), the MCP
- * sessions (api/mcp.c). */
+ * the execd PTY sessions (pty/session.c; returns how many were ended), the MCP
+ * sessions (mcp/session.c). */
 struct profile_hooks {
 	unsigned (*end_ptys)(struct runner *r);
 	void (*end_mcp_sessions)(struct runner *r);

@@ -20,7 +20,7 @@ enum task_api {
 	TASK_API_NATIVE,
 	TASK_API_SESSION,
 	TASK_API_TOOL, /* a command run by an agent task: not visible in any API */
-	TASK_API_PTY,  /* the shell of an execd PTY session (api/pty.c) */
+	TASK_API_PTY,  /* the shell of an execd PTY session (pty/session.c) */
 	/* A lifecycle hook (profile/rtinit.c): confined like any task, listed in
 	 * GET /v1/tasks, never given the EXECD_ENVS file's variables. */
 	TASK_API_HOOK,

@@ -1,5 +1,5 @@
 /* The tool layer (docs/design.md §8): what an agent may do to the box, written once and
- * used by every door an agent comes through (/mcp, api/mcp.c; the built-in agent loop,
+ * used by every door an agent comes through (/mcp, mcp/session.c; the built-in agent loop,
  * model/agent.c). Each tool has a name, a description and a JSON Schema of its arguments
  * (registry.c); commands run as confined tasks (command.c), file tools act as the task user
  * under the files API's rules (fileio.c: read, write, edit; listing.c: list, glob search,

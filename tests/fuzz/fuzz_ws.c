@@ -2,7 +2,7 @@
  * PTY session's frame handling: runner/http/ws.c (microhttpd_ws on the runner's
  * loop: framing, masking, fragmentation, control frames, close codes,
  * UTF-8 of text, the message size limit, input pausing, the output queue)
- * and pty_parse_frame (runner/api/pty.c, the client frames of execd's PTY
+ * and pty_parse_frame (runner/pty/session.c, the client frames of execd's PTY
  * API).
  *
  * Each input is raw client bytes (after the handshake, which is HTTP and
@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "pty/session.h"
 #include "core/runner.h"
 #include "http/ws.h"
 #include "task/pty.h"

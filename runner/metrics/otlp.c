@@ -6,8 +6,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "api/api.h"
 #include "audit/trail.h"
+#include "metrics/metrics.h"
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -91,7 +91,7 @@ static long long num(json_t *o, const char *k)
 
 static json_t *document(struct runner *r, const struct otlp_metrics *m)
 {
-	cleanup_json json_t *now = api_metrics_now();
+	cleanup_json json_t *now = metrics_now();
 	cleanup_json json_t *au = audit_status(r);
 	if (!now || !au)
 		return NULL;
@@ -169,7 +169,7 @@ static void on_every(struct loop *loop, struct loop_timer *t)
 		m->failed++;
 }
 
-int api_metrics_otlp_start(struct runner *r, struct error *err)
+int metrics_otlp_start(struct runner *r, struct error *err)
 {
 	if (!r->cfg.otlp_metrics_endpoint)
 		return 0;
@@ -185,20 +185,20 @@ int api_metrics_otlp_start(struct runner *r, struct error *err)
 	r->otlp_metrics = m;
 	int rc = loop_timer_init(&r->loop, &m->every, on_every, r);
 	if (rc < 0) {
-		api_metrics_otlp_stop(r);
+		metrics_otlp_stop(r);
 		return error_set(err, -rc, NULL, "OTLP metrics: timerfd");
 	}
 	uint64_t iv = r->cfg.otlp_metrics_interval_ms;
 	rc = loop_timer_start(&r->loop, &m->every, iv, iv);
 	if (rc < 0) {
-		api_metrics_otlp_stop(r);
+		metrics_otlp_stop(r);
 		return error_set(err, -rc, NULL, "OTLP metrics: timer");
 	}
 	log_info("metrics: OTLP export on", "{s:I}", "interval_ms", (json_int_t)iv);
 	return 0;
 }
 
-void api_metrics_otlp_stop(struct runner *r)
+void metrics_otlp_stop(struct runner *r)
 {
 	struct otlp_metrics *m = r->otlp_metrics;
 	if (!m)
@@ -210,7 +210,7 @@ void api_metrics_otlp_stop(struct runner *r)
 	r->otlp_metrics = NULL;
 }
 
-json_t *api_metrics_otlp_status(const struct runner *r)
+json_t *metrics_otlp_status(const struct runner *r)
 {
 	const struct otlp_metrics *m = r->otlp_metrics;
 	if (!m)

@@ -1,11 +1,11 @@
-/* The figures GET /metrics serves and the OTLP metrics exporter sends
- * (api/metricsotlp.c): one module both use, so neither depends on the other. */
+/* The figures GET /metrics serves (api/metrics.c) and the OTLP metrics exporter sends
+ * (metrics/otlp.c): one module both use, so neither depends on the other. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "api/api.h"
+#include "metrics/metrics.h"
 #include "core/log.h"
 
 struct cpu_sample {
@@ -49,7 +49,7 @@ static double mem_kib(const char *key)
 }
 
 /* CPU use since the previous call (or since boot on the first). */
-json_t *api_metrics_now(void)
+json_t *metrics_now(void)
 {
 	static struct cpu_sample prev;
 	struct cpu_sample cur = {0};
