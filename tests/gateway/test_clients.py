@@ -296,8 +296,9 @@ class Clients(unittest.TestCase):
         import time
         t0 = time.monotonic()
         # The Gemini CLI retries a 429 RESOURCE_EXHAUSTED (with backoff, up to 10
-        # attempts): the second run gets 10 s, enough to see its first attempt refused.
-        ev = self.chat("%s; echo ---; timeout 10 %s; echo rc=$?" % (
+        # attempts): the second run gets 20 s, enough to see its first attempt refused even
+        # when the CLI is slow to start (10 s once saw no attempt at all on a loaded machine).
+        ev = self.chat("%s; echo ---; timeout 20 %s; echo rc=$?" % (
             self.gemini_cli_cmd(), self.gemini_cli_cmd_only()),
                        max_model_requests=1)
         o = out(ev).decode(errors="replace")
