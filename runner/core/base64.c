@@ -34,3 +34,18 @@ int buf_append_base64(struct buf *b, const unsigned char *s, size_t len)
 	b->len += base64_encode_to(b->data + b->len, s, len);
 	return 0;
 }
+
+int base64_value(unsigned char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+' || c == '-')
+		return 62;
+	if (c == '/' || c == '_')
+		return 63;
+	return -1;
+}

@@ -232,21 +232,6 @@ size_t connect_b64_encode(char *o, const unsigned char *s, size_t len)
 	return (size_t)(o - start);
 }
 
-static int b64_val(unsigned char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+' || c == '-')
-		return 62;
-	if (c == '/' || c == '_')
-		return 63;
-	return -1;
-}
-
 int connect_b64_decode(const char *s, size_t len, unsigned char **out, size_t *out_len)
 {
 	while (len && s[len - 1] == '=')
@@ -259,7 +244,7 @@ int connect_b64_decode(const char *s, size_t len, unsigned char **out, size_t *o
 	size_t n = 0;
 	uint32_t acc = 0;
 	for (size_t i = 0; i < len; i++) {
-		int v = b64_val((unsigned char)s[i]);
+		int v = base64_value((unsigned char)s[i]);
 		if (v < 0) {
 			free(o);
 			return -1;

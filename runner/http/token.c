@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/base64.h"
 #include "core/runner.h"
 #include "core/sha256.h"
 #include "core/randomid.h"
@@ -58,21 +59,6 @@ static size_t pct_decode(const char *v, size_t n, char *out)
 	return o;
 }
 
-static int b64val(unsigned char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+' || c == '-')
-		return 62;
-	if (c == '/' || c == '_')
-		return 63;
-	return -1;
-}
-
 /* One run of base64 (standard or URL-safe alphabet) decoded into out; its length. */
 static size_t b64_decode(const char *v, size_t n, char *out)
 {
@@ -80,7 +66,7 @@ static size_t b64_decode(const char *v, size_t n, char *out)
 	uint32_t acc = 0;
 	int bits = 0;
 	for (size_t i = 0; i < n; i++) {
-		acc = acc << 6 | (uint32_t)b64val((unsigned char)v[i]);
+		acc = acc << 6 | (uint32_t)base64_value((unsigned char)v[i]);
 		if ((bits += 6) >= 8) {
 			bits -= 8;
 			out[o++] = (char)(acc >> bits);
@@ -103,7 +89,7 @@ static bool value_has(const char *v, size_t n, const char *tok, size_t tn, char 
 		return true;
 	for (size_t i = 0; i < n;) {
 		size_t run = 0;
-		while (i + run < n && b64val((unsigned char)v[i + run]) >= 0)
+		while (i + run < n && base64_value((unsigned char)v[i + run]) >= 0)
 			run++;
 		if (run * 3 / 4 >= tn && has(scratch, b64_decode(v + i, run, scratch), tok, tn))
 			return true;
