@@ -145,6 +145,7 @@ def check(paths):
                         "#" + m.group(2) if m.group(2) else ""))
     for p in problems:
         print(p)
+    sys.stdout.flush()
     if problems:
         print("design_refs: %d reference(s) do not resolve (the form: docs/design.md, "
               "\"References to the design\")" % len(problems), file=sys.stderr)

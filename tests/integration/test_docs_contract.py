@@ -1,9 +1,11 @@
-"""The documents are a contract (docs/design.md §9.7): every option and
-variable of docs/configuration.md's tables against --help and the parser
-(values, bounds, what 0 means, the groups of --help), every route
-docs/api.md and docs/design.md list against the running runner (and the
-route table against the documents), the [pure] tags of docs/layout.md
-against the build, the documented fields of `started` against the runner.
+"""The documents are a contract (docs/design/build.md#the-docs-contract-test):
+every option and variable of docs/configuration.md's tables against --help
+and the parser (values, bounds, what 0 means, the groups of --help), every
+route docs/api.md and the design's wire contracts list against the running
+runner (and the route table against the documents), the map of
+docs/design.md (a row per folder and .c file, its [pure] tags against the
+build), the references to the design, the documented fields of `started`
+against the runner.
 
 The tests read the documents; they hard-code no list of options or routes.
 A row added to a configuration table in the same format is checked like
@@ -15,6 +17,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -25,8 +28,8 @@ RUNNER = os.path.abspath(RUNNER)  # the rule tests run it from another directory
 README = os.path.join(ROOT, "README.md")
 CONFIG = os.path.join(ROOT, "docs", "configuration.md")
 API = os.path.join(ROOT, "docs", "api.md")
-LAYOUT = os.path.join(ROOT, "docs", "layout.md")
 DESIGN = os.path.join(ROOT, "docs", "design.md")
+DESIGN_DIR = os.path.join(ROOT, "docs", "design")
 NUMERIC = ("N", "BYTES", "MS", "COUNT", "PORT")  # placeholders of a number
 
 # A value each kind of placeholder refuses (usage error, exit 2).
@@ -439,11 +442,12 @@ ROUTE_RE = re.compile(r"`((?:GET|POST|DELETE|PUT|PATCH|ANY)(?:\|(?:GET|POST|DELE
 
 
 def design_contract_text():
-    """docs/design.md's wire contracts of the runner's port: §3 and §2.6
-    (interactive features). Routes of other servers (the model proxy, §7.9;
-    upstreams) are written there as paths without a method."""
-    text = read(DESIGN)
-    return section(text, "3. Wire contracts") + section(text, "9. Interactive features")
+    """The design's wire contracts of the runner's port: docs/design/wire.md,
+    interactive.md and relay.md (the port proxy). Routes of other servers
+    (the model proxy, upstreams) are written there as paths without a
+    method."""
+    return "".join(read(os.path.join(DESIGN_DIR, f))
+                   for f in ("wire.md", "interactive.md", "relay.md"))
 
 
 def documented_routes():
@@ -549,7 +553,7 @@ class EnvdRoutes(unittest.TestCase):
 
 class Layout(unittest.TestCase):
     def test_item13_pure_tags_match_the_build(self):
-        """docs/layout.md tags [pure] exactly the modules of PURE_SRCS."""
+        """docs/design.md's map tags [pure] exactly the modules of PURE_SRCS."""
         out = subprocess.run(["make", "-s", "-C", ROOT, "--no-print-directory",
                               "--eval", "print-pure:\n\t@echo $(filter $(RUNNER_SRCS),"
                               "$(PURE_SRCS))", "print-pure"],
@@ -557,33 +561,17 @@ class Layout(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         built = set(out.stdout.split())
         self.assertGreater(len(built), 10)
-        layout = section(read(LAYOUT), "Layout")
-        tagged, folder = set(), []
-        for line in layout.splitlines():
-            m = re.match(r"^( *)(\S+)", line)
-            if not m or line.startswith("```"):
-                continue
-            indent, name = len(m.group(1)), m.group(2)
-            if name.endswith("/"):
-                folder = [f for f in folder if f[0] < indent] + [(indent, name)]
-                if "[pure]" in line:
-                    d = "".join(n for _, n in folder)
-                    tagged |= {p for p in built if p.startswith(d)} | {"dir:" + d}
-                continue
-            if "[pure]" in line and name.endswith(".c") or "[pure]" in line and ".c/" in name:
-                base = name.split("/")[0] if ".c/" in name else name
-                d = "".join(n for i, n in folder if i < indent)
-                tagged.add(d + base)
-        tagged = {t for t in tagged if not t.startswith("dir:")}
+        tagged = {p for p, duty in module_table().items()
+                  if p.endswith(".c") and re.search(r"\[pure\]\s*$", duty)}
         self.assertEqual(sorted(tagged - built), [], "tagged [pure] but not in PURE_SRCS")
         self.assertEqual(sorted(built - tagged), [], "in PURE_SRCS but not tagged [pure]")
 
 
 def module_table():
-    """docs/design.md's module map: {first cell: duty} of its tables' rows, the
-    first cell a `runner/...` path (a folder ends in /)."""
-    m = re.search(r"^### [0-9.]+ Module map\n(.*?)(?=^##)", read(DESIGN), re.S | re.M)
-    assert m, "design.md has no '### N.M Module map' section"
+    """docs/design.md's map (## Floors and rooms): {first cell's path: duty}
+    of its rows, the path a `runner/...` one (a folder ends in /)."""
+    m = re.search(r"^## Floors and rooms\n(.*?)(?=^## )", read(DESIGN), re.S | re.M)
+    assert m, "design.md has no '## Floors and rooms' section"
     rows = {}
     for line in m.group(1).splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("| `runner/") else []
@@ -604,7 +592,7 @@ def runner_tree():
 
 
 class ModuleTable(unittest.TestCase):
-    """The module map (design §2.2) names every folder and every .c file of
+    """The map (docs/design.md#floors-and-rooms) names every folder and every .c file of
     runner/ with its duty, derived from the tree at test time, and names no
     file that is gone."""
 
@@ -625,25 +613,25 @@ class ModuleTable(unittest.TestCase):
 
 
 class SectionRefs(unittest.TestCase):
-    """Every `§N` or `§N.M` that README.md and docs/*.md cite (the design's
-    sections; an RFC's are written `RFC NNNN §x`) is a section of
-    docs/design.md, and every relative link names a file that exists."""
-
-    REF = re.compile(r"(?<![0-9] )(?<!RFC \d{4} )§(\d+(?:\.\d+)?)")
+    """Every reference to the design that README.md, tests/README.md,
+    docs/*.md and docs/design/*.md make resolves to a file and a heading,
+    none is an old section number (`§N.M`; an RFC's `RFC NNNN §x` and another
+    document's `performance.md §N` are not the design's): the check is
+    scripts/design_refs.py's. Every relative link names a file that exists."""
 
     def docs(self):
         import glob
-        return [README] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+        return ([README, os.path.join(ROOT, "tests", "README.md")]
+                + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+                + sorted(glob.glob(os.path.join(DESIGN_DIR, "*.md"))))
 
     def test_section_refs_resolve(self):
-        design = read(DESIGN)
-        secs = set(re.findall(r"^## (\d+)\. ", design, re.M))
-        secs |= set(re.findall(r"^### (\d+\.\d+) ", design, re.M))
-        self.assertGreater(len(secs), 50)
-        for path in self.docs():
-            with self.subTest(doc=os.path.relpath(path, ROOT)):
-                bad = sorted(set(n for n in self.REF.findall(read(path)) if n not in secs))
-                self.assertEqual(bad, [], "sections cited that docs/design.md does not have")
+        self.assertGreater(len(os.listdir(DESIGN_DIR)), 10)
+        out = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "design_refs.py"),
+                              "--check"] + self.docs(), capture_output=True, text=True,
+                             timeout=60)
+        self.assertEqual(out.returncode, 0, "references to the design that do not resolve:\n"
+                         + out.stdout + out.stderr)
 
     def test_relative_links_resolve(self):
         for path in self.docs():
@@ -656,9 +644,9 @@ class SectionRefs(unittest.TestCase):
 
 class Events(RunnerTest):
     def test_item13_started_fields_documented(self):
-        design = read(DESIGN)
+        design = read(os.path.join(DESIGN_DIR, "wire.md"))
         m = re.search(r"`started` `\{([^}]*)\}", design)
-        self.assertTrue(m, "design §3.3 lists no fields of `started`")
+        self.assertTrue(m, "design/wire.md#native-task-api lists no fields of `started`")
         documented = set(re.findall(r'"([a-z_]+)"', m.group(1)))
         ev = self.r.native({"task": "true"})
         started = [e for e in ev if e["event"] == "started"][0]["data"]
