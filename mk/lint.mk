@@ -12,16 +12,24 @@
 #                        file of runner/ or tests/*/ (the verdict of --dry-run --Werror), and
 #                        says how many lines; FORMAT_DIFF=1 shows the changes
 #   make format          rewrites those files with clang-format
-#   make modgraph-selftest, make fuzzrun-selftest, make rooms-selftest
+#   make design-refs     scripts/design_refs.py --check: every reference to the design
+#                        (design/<concern>.md#<anchor>) names a file and heading that exist, and
+#                        no old numbered one (`design §4.4`) is left (DESIGN_REFS_SCAN: where)
+#   make modgraph-selftest, make fuzzrun-selftest, make rooms-selftest, design-refs-selftest
 #                        the self-tests of scripts/modgraph.py, of tests/fuzz/run.sh's report
-#                        of a finding and of scripts/rooms.py (tests/lint/)
+#                        of a finding, of scripts/rooms.py and scripts/design_refs.py (tests/lint/)
 #
 # Needs python3, nm (binutils) and clang-format 14, Debian 12's (scripts/install-deps.sh lint).
 
 LINT_PYTHON  ?= python3
 CLANG_FORMAT ?= clang-format
 FORMAT_FILES  = $(sort $(wildcard runner/*.[ch] runner/*/*.[ch] tests/*/*.[ch]))
-LINT_CHECKS  := modgraph-selftest fuzzrun-selftest rooms-selftest modgraph rooms format-check
+LINT_CHECKS  := modgraph-selftest fuzzrun-selftest rooms-selftest design-refs-selftest modgraph \
+                rooms format-check design-refs
+# Where design-refs looks. The documents only, until the code's and tests' old numbered
+# references are rewritten (scripts/design_refs.py --rewrite scripts/design_refs.map runner
+# tests scripts mk image); then empty: the whole tree (the script's own list).
+DESIGN_REFS_SCAN ?= docs README.md tests/README.md
 
 # The folders of runner/, lowest first; the folders of one step sit side by side and use none of
 # each other. A folder uses only its own and lower ones (runner/main.c is above them all). A new
@@ -47,10 +55,11 @@ LINT_CHECKS  := modgraph-selftest fuzzrun-selftest rooms-selftest modgraph rooms
 #                            tool calls on tools/; the route: api/mcp.c)
 #   api shim                 the routes; the task shim (a program of its own)
 #   envd                     E2B's envd face: a codec over the routes' files prologue and the
-#                            engine below (docs/design.md §18)
+#                            engine below (docs/design/envd.md)
 LAYERS := core < audit < confine files http < task tree < checkpoint pty watch metrics < relay code profile < tools < model mcp < api shim < envd
 
-.PHONY: lint modgraph modgraph-selftest fuzzrun-selftest rooms rooms-selftest format format-check
+.PHONY: lint modgraph modgraph-selftest fuzzrun-selftest rooms rooms-selftest format format-check \
+	design-refs design-refs-selftest
 
 # Every check runs even when an earlier one fails.
 lint:
@@ -73,6 +82,12 @@ fuzzrun-selftest:
 
 rooms-selftest:
 	@tests/lint/test_rooms.sh
+
+design-refs-selftest:
+	@tests/lint/test_design_refs.sh
+
+design-refs:
+	@$(LINT_PYTHON) scripts/design_refs.py --check $(DESIGN_REFS_SCAN)
 
 rooms:
 	@$(LINT_PYTHON) scripts/rooms.py --sources runner

@@ -36,8 +36,11 @@ SECT = re.compile(r"§ ?(\d+(?:\.\d+)*)")
 # the new form, outside Markdown links (paths relative to docs/)
 NEW = re.compile(r"(?<![\w/.-])(?:docs/)?(design(?:/[a-z0-9-]+)?\.md)(?:#([\w-]+))?")
 LINK = re.compile(r"\]\(([^)\s#]*\.md)(?:#([^)\s]*))?\)")
-CONNECT = re.compile(r"^(?:,\s*(?:and\s+)?|\s+and\s+|\s*-\s*|\s*/\s*|,?\s+or\s+)$")
-FOREIGN = re.compile(r"(?:RFC \d+|(?<!design)\.md\)?|POSIX|spec)\s*$", re.I)
+# what may stand between two references of one list, or a reference and what it
+# follows, across a line break inside a comment (` * `, `# `, `// `)
+GAP = r"(?:\s*\n\s*(?:\*|#|//)?)?\s*"
+CONNECT = re.compile(r"^(?:,|\s+and|,\s*and|\s*-|\s*/|,?\s+or)?" + GAP + "$")
+FOREIGN = re.compile(r"(?:RFC \d+|(?<!design)\.md\)?|POSIX|spec)" + GAP + "$", re.I)
 
 
 def slug(title):
