@@ -166,7 +166,8 @@ def load_map(path):
     return mp
 
 
-MD_LINK_OLD = re.compile(r"\[design ((?:§ ?\d+(?:\.\d+)*(?:,?\s*(?:and\s+)?)?)+)\]\(design\.md(?:#[^)]*)?\)")
+MD_LINK_OLD = re.compile(r"\[(?:docs/)?design(?:\.md)? ((?:§ ?\d+(?:\.\d+)*(?:,?\s*(?:and\s+)?)?)+)\]"
+                         r"\([^)\s]*design\.md(?:#[^)]*)?\)", re.I)
 PREFIX = re.compile(r"(?:(docs/)?design(?:\.md)?,?\s)$", re.I)
 SUFFIX = re.compile(r"^ of the design(?: document)?")
 
