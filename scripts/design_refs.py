@@ -21,11 +21,13 @@ is written as a relative link, `[Title](design/tasks.md#backpressure)`.
 
 A `§` after `RFC NNNN` or after another document's name (`performance.md §2`)
 is not the design's and is left alone, as is the rest of a list it starts.
+A file that holds the marker SKIP (a fixture of old references) is skipped.
 """
 import os
 import re
 import sys
 
+SKIP = "design-refs: " + "skip this file"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(ROOT, "docs")
 SCAN = ["runner", "tests", "docs", "scripts", "mk", "Makefile", "README.md", "image"]
@@ -86,14 +88,18 @@ def resolves(target_path, anchor):
 def files(paths):
     for p in paths or SCAN:
         p = os.path.join(ROOT, p) if not os.path.isabs(p) else p
-        if os.path.isfile(p):
-            yield p
-            continue
+        found = [p] if os.path.isfile(p) else []
         for d, dirs, fs in os.walk(p):
             dirs[:] = [x for x in dirs if x not in (".git", "build", "node_modules", "__pycache__")]
-            for f in sorted(fs):
-                if f.endswith(EXTS) or f in EXTS:
-                    yield os.path.join(d, f)
+            found += [os.path.join(d, f) for f in sorted(fs) if f.endswith(EXTS) or f in EXTS]
+        for f in found:
+            try:
+                with open(f, encoding="utf-8") as fh:
+                    if SKIP in fh.read():
+                        continue
+            except (UnicodeDecodeError, OSError):
+                continue
+            yield f
 
 
 def old_refs(text):
