@@ -18,7 +18,7 @@ PURE_SRCS := runner/core/buf.c runner/core/memfind.c runner/core/utf8.c runner/c
 	     runner/core/error.c runner/core/log.c runner/core/statedir.c \
 	     runner/core/procfs.c runner/core/closefds.c \
 	     runner/task/linesplit.c runner/task/spool.c runner/task/envfile.c \
-	     runner/http/h1parse.c runner/http/sse.c runner/http/body.c runner/relay/hop.c \
+	     runner/relay/h1parse.c runner/http/sse.c runner/http/body.c runner/relay/hop.c \
 	     runner/relay/splice.c \
 	     runner/model/chatstream.c runner/confine/seccomp.c runner/confine/seccomp_cache.c \
 	     runner/confine/seccomp_notify.c \

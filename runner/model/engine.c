@@ -23,7 +23,7 @@
 #include "model/conversation.h"
 #include "model/args.h"
 #include "model/limits.h"
-#include "model/chatcap.h"
+#include "model/chattask.h"
 #include "model/modelproxy.h"
 #include "task/env.h"
 #include "task/linesplit.h"

@@ -16,7 +16,7 @@
 #include "model/budget.h"
 #include "model/tasktoken.h"
 #include "model/wire.h"
-#include "relay/forward.h"
+#include "relay/portproxy.h"
 #include "relay/hop.h"
 #include "task/env.h"
 #include "model/gateway.h"

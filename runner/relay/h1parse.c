@@ -1,4 +1,4 @@
-#include "http/h1parse.h"
+#include "relay/h1parse.h"
 
 #include <string.h>
 #include <strings.h>

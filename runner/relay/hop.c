@@ -4,7 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "http/h1parse.h"
+#include "relay/h1parse.h"
 
 /* A field name list, matched length first: small requests carry a dozen
  * fields each and strcasecmp against every name was the runner's top libc

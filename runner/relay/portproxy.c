@@ -20,7 +20,7 @@
  * each part of the request, and once it has all of it, to send the whole
  * response head (504 beyond); the body has no time limit (a server-sent
  * event stream may be idle for long). */
-#include "relay/forward.h"
+#include "relay/portproxy.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -40,7 +40,7 @@
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/buf.h"
-#include "http/h1parse.h"
+#include "relay/h1parse.h"
 #include "http/http.h"
 #include "relay/hop.h"
 #include "relay/pool.h"
