@@ -17,7 +17,6 @@
 #include "model/tasktoken.h"
 #include "model/wire.h"
 #include "relay/portproxy.h"
-#include "relay/hop.h"
 #include "task/env.h"
 #include "model/gateway.h"
 #include "http/gate.h"
@@ -581,8 +580,7 @@ static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind, const char
 	struct hdr_walk *hw = cls;
 	struct mp_req *q = hw->q;
 	/* Whatever header a client put its token in, it stays here. */
-	if (!key || !value || !wire_header_forwarded(key) ||
-	    relay_connection_names(hw->connection, key, strlen(key)) ||
+	if (!key || !value || !wire_header_forwarded(key, hw->connection) ||
 	    strstr(value, q->tok->value))
 		return MHD_YES;
 	if (q->n_hdrs >= 128) /* more than any client sends: the rest stay here */

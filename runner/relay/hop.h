@@ -18,6 +18,11 @@ bool relay_hop_by_hop(const char *name, size_t len);
 /* Does the Connection field's value (all of them joined by ",", or NULL)
  * name the field (so it is hop-by-hop too)? */
 bool relay_connection_names(const char *connection, const char *name, size_t len);
+/* Does a client's request field stop at the proxy, whichever proxy: is it
+ * hop-by-hop, named by connection, the framing the proxy redoes
+ * (Content-Length, Expect) or the proxy's credentials (Proxy-Authorization)?
+ * Both proxies drop these, then a list of their own. */
+bool relay_request_field_dropped(const char *name, size_t len, const char *connection);
 /* Append one Connection field's value to the joined list *b (", "-less:
  * joined by ","). -1 when out of memory. */
 int relay_connection_join(struct buf *b, const char *value);
