@@ -106,20 +106,6 @@ static void finish(struct agent *a, enum task_status st, const char *limit, int 
 static void ask(struct agent *a);
 static void next_tool(struct agent *a);
 
-static json_t *usage_json(const struct cs_usage *u)
-{
-	return json_pack("{s:I,s:I,s:I}", "prompt_tokens", (json_int_t)u->prompt_tokens,
-			 "completion_tokens", (json_int_t)u->completion_tokens, "total_tokens",
-			 (json_int_t)u->total_tokens);
-}
-
-static json_t *usage_json_mu(const struct mu_usage *u)
-{
-	return json_pack("{s:I,s:I,s:I}", "prompt_tokens", (json_int_t)u->prompt_tokens,
-			 "completion_tokens", (json_int_t)u->completion_tokens, "total_tokens",
-			 (json_int_t)u->total_tokens);
-}
-
 static json_t *summary(struct agent *a)
 {
 	json_t *o = json_pack("{s:i,s:s,s:s}", "steps", (int)a->step, "model", a->model, "engine",
@@ -324,7 +310,7 @@ static void on_done(struct gw_call *c, void *arg, enum gw_err err, const char *m
 		   json_pack("{s:{s:s},s:s,s:s*,s:i,s:s,s:o*}", "who", "task", a->t->id, "format",
 			     "openai", "model", a->model, "status", (int)a->cs.http_status,
 			     "outcome", err == GW_OK ? "ok" : "failed", "usage",
-			     a->cs.has_usage ? usage_json(&a->cs.usage) : NULL));
+			     a->cs.has_usage ? MU_TOKENS_JSON(&a->cs.usage) : NULL));
 	if (err != GW_OK && !(err == GW_ABORTED && r != CS_RUNNING)) {
 		/* Transport failure; a malformed/truncated stream that the
 		 * connection cut is still a stream problem when data came. */
@@ -411,9 +397,9 @@ static void turn_complete(struct agent *a)
 				     .completion_tokens = cs->usage.completion_tokens,
 				     .total_tokens = cs->usage.total_tokens};
 		budget_charge(&a->b, &u);
-		json_t *ev = usage_json(&cs->usage);
+		json_t *ev = MU_TOKENS_JSON(&cs->usage);
 		json_object_set_new(ev, "step", json_integer(a->step));
-		json_object_set_new(ev, "total", usage_json_mu(&a->b.used));
+		json_object_set_new(ev, "total", MU_TOKENS_JSON(&a->b.used));
 		task_emit(a->t, "usage", ev);
 		json_decref(ev);
 	}

@@ -256,16 +256,9 @@ static void cli_free(struct cli *c)
 	free(c);
 }
 
-static json_t *usage_json(const struct mu_usage *u)
-{
-	return json_pack("{s:I,s:I,s:I}", "prompt_tokens", (json_int_t)u->prompt_tokens,
-			 "completion_tokens", (json_int_t)u->completion_tokens, "total_tokens",
-			 (json_int_t)u->total_tokens);
-}
-
 static json_t *summary(struct cli *c)
 {
-	json_t *u = c->final_usage ? json_incref(c->final_usage) : usage_json(&c->usage);
+	json_t *u = c->final_usage ? json_incref(c->final_usage) : MU_TOKENS_JSON(&c->usage);
 	if (!c->final_usage)
 		json_object_set_new(u, "requests", json_integer(c->requests));
 	json_t *o = json_pack("{s:i,s:s,s:o,s:s}", "steps", (int)c->requests, "model", c->model,
@@ -345,9 +338,9 @@ static void on_proxy_usage(void *arg, const struct budget *b)
 	};
 	c->usage = b->used;
 	c->requests = (unsigned)b->requests;
-	json_t *ev = usage_json(&call);
+	json_t *ev = MU_TOKENS_JSON(&call);
 	json_object_set_new(ev, "step", json_integer(c->requests));
-	json_object_set_new(ev, "total", usage_json(&b->used));
+	json_object_set_new(ev, "total", MU_TOKENS_JSON(&b->used));
 	json_object_set_new(ev, "source", json_string("model_proxy"));
 	task_emit(c->t, "usage", ev);
 	json_decref(ev);

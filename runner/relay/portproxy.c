@@ -125,10 +125,7 @@ enum MHD_Result relay_start(struct http_req *req, unsigned port, const char *tar
 	p->retryable = !p->upgrade && !p->chunked_out && idempotent(req->method) &&
 		       (!cl || !strcmp(cl, "0"));
 	if (!(p->in = relay_in_get(t)) || relay_open_upstream(p) < 0) {
-		p->phase = P_FAILED;
-		relay_up_close(p);
-		log_info("proxy: upstream failed", "{s:i,s:s,s:s}", "port", (int)port, "code",
-			 error_code(&p->err), "error", p->err.msg);
+		relay_fail(p); /* not suspended yet: answered here */
 		return http_fail(req, &p->err);
 	}
 	if (p->phase == P_CONNECTING) {
