@@ -90,7 +90,6 @@ static bool under_roots(const char *p, const char *roots)
 	return false;
 }
 
-/* p as written and as resolved (a link's target lies elsewhere). */
 bool path_trusted(const char *p, struct pcheck *c)
 {
 	if (!chain_trusted(p, c))
@@ -114,9 +113,6 @@ bool path_trusted(const char *p, struct pcheck *c)
 	return true;
 }
 
-/* The runner's PATH without the directories a task could put a program
- * in (relative ones, the tasks' own) or cannot use: the server looks its
- * own helpers up there (npx runs node, a Python server runs git). */
 char *trusted_path(const char *server, const struct pcheck *tmpl)
 {
 	const char *all = getenv("PATH");
@@ -144,10 +140,6 @@ char *trusted_path(const char *server, const struct pcheck *tmpl)
 	return out.data;
 }
 
-/* The program as bash would find it in path, but decided here: an
- * absolute path (a relative one is taken from the server's cwd, "/"),
- * refused unless neither it nor a directory on its way can be changed
- * by a task. A new string, or NULL with err set. */
 char *resolve_program(const char *prog, const char *path, const struct pcheck *tmpl,
 		      struct error *err)
 {

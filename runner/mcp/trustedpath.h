@@ -28,9 +28,11 @@ struct pcheck {
 bool path_trusted(const char *p, struct pcheck *c);
 /* The runner's PATH without the directories a task could put a program in
  * (relative ones, the tasks' own) or cannot use (said in the log for
- * server). A new string, or NULL when out of memory. */
+ * server): the server looks its own helpers up there (npx runs node, a
+ * Python server runs git). A new string, or NULL when out of memory. */
 char *trusted_path(const char *server, const struct pcheck *tmpl);
 /* The program as bash would find it in path, but decided here: an absolute
- * path, refused unless path_trusted. A new string, or NULL with err set. */
+ * path (a relative one is taken from the server's cwd, "/"), refused
+ * unless path_trusted. A new string, or NULL with err set. */
 char *resolve_program(const char *prog, const char *path, const struct pcheck *tmpl,
 		      struct error *err);
