@@ -19,7 +19,9 @@
  * The upstream has --proxy-timeout-ms to accept the connection, to take
  * each part of the request, and once it has all of it, to send the whole
  * response head (504 beyond); the body has no time limit (a server-sent
- * event stream may be idle for long). */
+ * event stream may be idle for long). Here the entry points; the record and
+ * its waits in request.c, the upstream in upstream.c, the answer in
+ * respond.c, the splice in upgrade.c. */
 #include "relay/portproxy.h"
 
 #include <errno.h>
