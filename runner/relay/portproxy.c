@@ -24,11 +24,9 @@
  * respond.c, the splice in upgrade.c. */
 #include "relay/portproxy.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/epoll.h>
 
 #include "core/log.h"
 #include "core/runner.h"
