@@ -33,7 +33,7 @@
 #include "relay/hop.h"
 #include "relay/portproxy_internal.h"
 
-/* ---- lifetime ---- */
+/* ---- the table; the request from the client ---- */
 
 int relay_init(struct runner *r)
 {

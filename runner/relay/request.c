@@ -13,6 +13,8 @@
 #include "core/runner.h"
 #include "relay/portproxy_internal.h"
 
+/* ---- the record: spares, references, the end of a request ---- */
+
 void relay_hup_del(struct relay_req *p)
 {
 	p->hup_wanted = false;
@@ -299,7 +301,7 @@ void relay_sweep_arm(struct relay_table *t)
 	}
 }
 
-/* ---- the upstream: connect, request, response head ---- */
+/* ---- waiting on the upstream: its time limit, the request out, its events ---- */
 
 void relay_progress(struct relay_req *p)
 {
