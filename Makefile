@@ -18,13 +18,13 @@ PURE_SRCS := runner/core/buf.c runner/core/memfind.c runner/core/utf8.c runner/c
 	     runner/core/error.c runner/core/log.c runner/core/statedir.c \
 	     runner/core/procfs.c runner/core/closefds.c \
 	     runner/task/linesplit.c runner/task/spool.c runner/task/envfile.c \
-	     runner/http/h1parse.c runner/http/sse.c runner/http/body.c runner/relay/hop.c \
+	     runner/relay/h1parse.c runner/http/sse.c runner/http/body.c runner/relay/hop.c \
 	     runner/relay/splice.c \
 	     runner/model/chatstream.c runner/confine/seccomp.c runner/confine/seccomp_cache.c \
 	     runner/confine/seccomp_notify.c \
 	     runner/model/engine_events.c runner/model/engine_codex.c runner/model/engine_claude.c \
 	     runner/model/engine_parse.c \
-	     runner/model/usage.c runner/model/budget.c runner/model/wire.c \
+	     runner/model/usage.c runner/model/budget.c runner/model/wire.c runner/model/contextbound.c \
 	     runner/model/wire_openai.c runner/model/wire_anthropic.c runner/model/wire_gemini.c \
 	     runner/core/sha256.c runner/core/inflate.c runner/audit/chain.c runner/audit/sources.c \
 	     runner/http/peer.c runner/mcp/proto.c \

@@ -31,7 +31,7 @@
 #include "profile/profile.h"
 #include "pty/session.h"
 #include "api/proxy.h"
-#include "relay/forward.h"
+#include "relay/portproxy.h"
 #include "task/proctree.h"
 #include "api/api.h"
 #include "envd/envd.h"

@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "model/args.h"
-#include "model/chatcap.h"
+#include "model/chattask.h"
 #include "checkpoint/checkpoint.h"
 #include "core/runner.h"
 #include "task/task.h"

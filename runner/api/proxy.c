@@ -1,5 +1,5 @@
 /* The port proxy's route (docs/design.md §9): ANY /proxy/{port}/{path}?{query}.
- * The target is parsed and the port checked here; relay/forward.c forwards
+ * The target is parsed and the port checked here; relay/portproxy.c forwards
  * the request. */
 #include "api/proxy.h"
 
@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "core/runner.h"
 #include "model/modelproxy.h"
-#include "relay/forward.h"
+#include "relay/portproxy.h"
 
 /* /proxy/{port}[/path][?query] as sent: the port, and the rest after it. */
 static int parse_target(const char *raw, unsigned *port, const char **rest, struct error *err)

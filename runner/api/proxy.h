@@ -1,5 +1,5 @@
 /* The port proxy's route (docs/design.md §9): ANY /proxy/{port}/{path}?{query}
- * forwarded to 127.0.0.1:{port} inside the box by relay/forward.c; the
+ * forwarded to 127.0.0.1:{port} inside the box by relay/portproxy.c; the
  * route handlers are declared in api/api.h. */
 #pragma once
 

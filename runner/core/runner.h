@@ -90,7 +90,7 @@ struct runner {
 	struct profile *profile;             /* one-shot and reset (profile/profile.h) */
 	struct checkpoints *checkpoints;     /* workspace checkpoints (checkpoint/checkpoint.h) */
 	struct files_sched *files_sched;     /* the files API's long scans, in slices */
-	struct relay_table *proxies;         /* open /proxy/{port} requests (relay/forward.c) */
+	struct relay_table *proxies;         /* open /proxy/{port} requests (relay/portproxy.c) */
 	struct mcp_table *mcp;               /* /mcp sessions and calls (mcp/session.c) */
 	struct mcp_upstream *mcp_upstream;   /* --mcp-servers: stdio servers behind /mcp */
 	struct conversations *conversations; /* of agent tasks (model/conversation.h) */

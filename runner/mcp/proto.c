@@ -2,7 +2,6 @@
 #include "mcp/proto.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 

@@ -7,7 +7,6 @@
  * (Mcp-Session-Id); the stateless 2026-07-28 revision is served without one where a request
  * says MCP-Protocol-Version: 2026-07-28. The tools are the tool layer's (tools/tools.h).
  * Messages are parsed by mcp/proto.c (pure, fuzzed). */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

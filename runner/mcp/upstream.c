@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +16,7 @@
 #include "core/signame.h"
 #include "core/fileio.h"
 #include "core/list.h"
+#include "mcp/trustedpath.h"
 #include "task/env.h"
 #include "task/pty.h"
 #include "task/task.h"
@@ -89,6 +89,61 @@ static bool valid_name(const char *n)
 	return true;
 }
 
+/* One server of the file: its command line checked and quoted, its env
+ * checked. -1 with err set. */
+static int server_load(struct mcp_server *s, const char *path, const char *name, json_t *def,
+		       struct error *err)
+{
+	json_t *cmd = json_object_get(def, "command"), *args = json_object_get(def, "args");
+	json_t *env = json_object_get(def, "env");
+	if (!valid_name(name))
+		return error_set(err, 0, "INVALID_CONFIG",
+				 "--mcp-servers %s: server name '%.64s' must be 1-32 of "
+				 "[A-Za-z0-9_-] without \"__\"",
+				 path, name);
+	if (!json_is_string(cmd) || !json_string_length(cmd) || (args && !json_is_array(args)) ||
+	    (env && !json_is_object(env)))
+		return error_set(err, 0, "INVALID_CONFIG",
+				 "--mcp-servers %s: server '%s' needs a string \"command\", "
+				 "an array \"args\" and an object \"env\"",
+				 path, name);
+	struct error e2;
+	if (env && env_validate(env, &e2) < 0)
+		return error_set(err, 0, "INVALID_CONFIG", "--mcp-servers %s: server '%s': %s",
+				 path, name, e2.msg);
+	struct buf b = {0};
+	quote_arg(&b, json_string_value(cmd));
+	size_t i;
+	json_t *a;
+	json_array_foreach(args, i, a) {
+		if (!json_is_string(a)) {
+			buf_free(&b);
+			return error_set(err, 0, "INVALID_CONFIG",
+					 "--mcp-servers %s: server '%s': args must be strings",
+					 path, name);
+		}
+		quote_arg(&b, json_string_value(a));
+	}
+	/* exec: the server is the task's process itself, not a child of a shell. */
+	struct buf c = {0}, q = {0};
+	buf_append_str(&c, "exec ");
+	buf_append(&c, b.data, b.len);
+	buf_append(&c, "", 1);
+	buf_free(&b);
+	json_array_foreach(args, i, a)
+		quote_arg(&q, json_string_value(a));
+	buf_append(&q, "", 1);
+	s->command = c.data;
+	s->args = q.data;
+	s->program = strdup(json_string_value(cmd));
+	s->args_list = args ? json_incref(args) : json_array();
+	if (!s->command || !s->args || !s->program || !s->args_list)
+		return error_set(err, ENOMEM, NULL, "--mcp-servers");
+	snprintf(s->name, sizeof(s->name), "%s", name);
+	s->env = env ? json_deep_copy(env) : NULL;
+	return 0;
+}
+
 int mcp_upstream_load(struct runner *r, const char *path, struct error *err)
 {
 	/* At start, before the loop and the signals: a FIFO or a device there
@@ -133,65 +188,10 @@ int mcp_upstream_load(struct runner *r, const char *path, struct error *err)
 	json_t *def;
 	json_object_foreach(servers, name, def) {
 		struct mcp_server *s = &u->v[u->n];
-		json_t *cmd = json_object_get(def, "command"), *args = json_object_get(def, "args");
-		json_t *env = json_object_get(def, "env");
-		if (!valid_name(name)) {
-			rc = error_set(err, 0, "INVALID_CONFIG",
-				       "--mcp-servers %s: server name '%.64s' must be 1-32 of "
-				       "[A-Za-z0-9_-] without \"__\"",
-				       path, name);
-			goto out;
-		}
-		if (!json_is_string(cmd) || !json_string_length(cmd) ||
-		    (args && !json_is_array(args)) || (env && !json_is_object(env))) {
-			rc = error_set(err, 0, "INVALID_CONFIG",
-				       "--mcp-servers %s: server '%s' needs a string \"command\", "
-				       "an array \"args\" and an object \"env\"",
-				       path, name);
-			goto out;
-		}
-		struct error e2;
-		if (env && env_validate(env, &e2) < 0) {
-			rc = error_set(err, 0, "INVALID_CONFIG",
-				       "--mcp-servers %s: server '%s': %s", path, name, e2.msg);
-			goto out;
-		}
-		struct buf b = {0};
-		quote_arg(&b, json_string_value(cmd));
-		size_t i;
-		json_t *a;
-		json_array_foreach(args, i, a) {
-			if (!json_is_string(a)) {
-				buf_free(&b);
-				rc = error_set(
-					err, 0, "INVALID_CONFIG",
-					"--mcp-servers %s: server '%s': args must be strings", path,
-					name);
-				goto out;
-			}
-			quote_arg(&b, json_string_value(a));
-		}
-		/* exec: the server is the task's process itself, not a child of a shell. */
-		struct buf c = {0}, q = {0};
-		buf_append_str(&c, "exec ");
-		buf_append(&c, b.data, b.len);
-		buf_append(&c, "", 1);
-		buf_free(&b);
-		json_array_foreach(args, i, a)
-			quote_arg(&q, json_string_value(a));
-		buf_append(&q, "", 1);
-		s->command = c.data;
-		s->args = q.data;
-		s->program = strdup(json_string_value(cmd));
-		s->args_list = args ? json_incref(args) : json_array();
-		if (!s->command || !s->args || !s->program || !s->args_list) {
-			rc = error_set(err, ENOMEM, NULL, "--mcp-servers");
-			goto out;
-		}
-		snprintf(s->name, sizeof(s->name), "%s", name);
-		s->env = env ? json_deep_copy(env) : NULL;
 		s->set = u;
 		s->timer.w.fd = -1;
+		if ((rc = server_load(s, path, name, def, err)) < 0)
+			goto out;
 		u->n++;
 	}
 out:
@@ -339,6 +339,43 @@ static void send_call(struct mcp_server *s, struct mcp_up_call *c)
 		c->id = id;
 }
 
+/* The answer to tools/list: the server is ready; its first time, the calls
+ * that waited for it are sent. */
+static void on_tools_list(struct mcp_server *s, json_t *result)
+{
+	json_t *tools = json_object_get(result, "tools");
+	if (!json_is_array(tools)) {
+		stop(s, "tools/list failed", true);
+		return;
+	}
+	json_decref(s->tools);
+	s->tools = json_incref(tools);
+	bool first = s->state == SRV_STARTING;
+	s->state = SRV_READY;
+	s->last_error[0] = 0;
+	if (s->timer_open) {
+		loop_timer_close(&s->set->r->loop, &s->timer);
+		s->timer_open = false;
+	}
+	log_info("mcp server ready", "{s:s,s:i}", "server", s->name, "tools",
+		 (int)json_array_size(tools));
+	if (first)
+		for (struct mcp_up_call *c = s->calls, *next; c; c = next) {
+			next = c->next;
+			if (c->request)
+				send_call(s, c);
+			if (!s->t)
+				return; /* stalled: stopped, its calls ended */
+		}
+	if (s->list_again)
+		send_list(s);
+	if (!s->t)
+		return;
+	if (s->set->changed)
+		s->set->changed(s->set->r);
+	settle(s->set);
+}
+
 static void on_message(struct mcp_server *s, json_t *m)
 {
 	json_t *id = json_object_get(m, "id");
@@ -376,37 +413,7 @@ static void on_message(struct mcp_server *s, json_t *m)
 	}
 	if (n == s->list_id && s->list_pending) {
 		s->list_pending = false;
-		json_t *tools = json_object_get(result, "tools");
-		if (!json_is_array(tools)) {
-			stop(s, "tools/list failed", true);
-			return;
-		}
-		json_decref(s->tools);
-		s->tools = json_incref(tools);
-		bool first = s->state == SRV_STARTING;
-		s->state = SRV_READY;
-		s->last_error[0] = 0;
-		if (s->timer_open) {
-			loop_timer_close(&s->set->r->loop, &s->timer);
-			s->timer_open = false;
-		}
-		log_info("mcp server ready", "{s:s,s:i}", "server", s->name, "tools",
-			 (int)json_array_size(tools));
-		if (first)
-			for (struct mcp_up_call *c = s->calls, *next; c; c = next) {
-				next = c->next;
-				if (c->request)
-					send_call(s, c);
-				if (!s->t)
-					return; /* stalled: stopped, its calls ended */
-			}
-		if (s->list_again)
-			send_list(s);
-		if (!s->t)
-			return;
-		if (s->set->changed)
-			s->set->changed(s->set->r);
-		settle(s->set);
+		on_tools_list(s, result);
 		return;
 	}
 	for (struct mcp_up_call *c = s->calls; c; c = c->next) {
@@ -486,218 +493,13 @@ static void on_timer(struct loop *loop, struct loop_timer *t)
 		stop(s, "did not answer initialize and tools/list within 30 s", true);
 }
 
-/* ---- a world no task can change ---- */
+/* ---- a world no task can change (mcp/trustedpath.h) ---- */
 
 /* The server's HOME: nothing there, and no task can make it (only root
  * can create in "/"): no ~/.bashrc, ~/.npmrc, ~/.local site-packages,
  * ~/.node_modules, ~/.gitconfig of a task's making is read. A server
  * that needs a home of its own gets one from its "env" in the file. */
 #define SERVER_HOME "/nonexistent"
-#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-/* What a path check found. */
-struct pcheck {
-	gid_t task_gid; /* the task user's group: its bits open a root's file */
-	/* With --allow-root-tasks, root's files beneath the Landlock writable
-	 * roots are a root task's to change: those roots (colon-separated),
-	 * or NULL. */
-	const char *roots;
-	bool missing;     /* a name on the way does not exist */
-	bool unreachable; /* the task user cannot search a directory or run the file */
-	char why[300];
-};
-
-/* Neither replaceable nor writable by a task: root's and not group- or
- * other-writable; a directory may be when sticky (/tmp), since others
- * cannot rename or remove root's entries in it. */
-static bool inode_trusted(const struct stat *st)
-{
-	if (st->st_uid != 0)
-		return false;
-	if (!(st->st_mode & (S_IWGRP | S_IWOTH)))
-		return true;
-	return S_ISDIR(st->st_mode) && (st->st_mode & S_ISVTX);
-}
-
-/* The task user (never root, no supplementary groups) may search or run
- * a root's inode through its group's bits or the others'. */
-static bool task_can_x(const struct stat *st, gid_t gid)
-{
-	return (st->st_mode & S_IXOTH) || (st->st_gid == gid && (st->st_mode & S_IXGRP));
-}
-
-/* "/", every directory on the way to p, and p itself, trusted and
- * reachable by the task user (stat follows links: each is the directory
- * the next name is looked up in). */
-static bool chain_trusted(const char *p, struct pcheck *c)
-{
-	char buf[PATH_MAX];
-	size_t n = strlen(p);
-	if (p[0] != '/' || n >= sizeof(buf)) {
-		snprintf(c->why, sizeof(c->why), "'%.200s' is not an absolute path", p);
-		return false;
-	}
-	memcpy(buf, p, n + 1);
-	/* "/" first, then each prefix that ends before a '/' or at the end. */
-	for (size_t i = 0; i <= n; i++) {
-		if (i && i < n && buf[i] != '/')
-			continue;
-		char ch = buf[i];
-		const char *at = i ? buf : "/";
-		if (i)
-			buf[i] = 0;
-		struct stat st;
-		bool ok = stat(at, &st) == 0;
-		int e = errno;
-		if (i)
-			buf[i] = ch;
-		const char *bad = !ok                   ? strerror(e)
-				  : !inode_trusted(&st) ? "can be changed by tasks (not root's, or "
-							  "writable by its group or others)"
-				  : !task_can_x(&st, c->task_gid)
-					  ? "cannot be searched or run by the task user"
-					  : NULL;
-		if (bad) {
-			c->missing = !ok && e == ENOENT;
-			c->unreachable = ok && inode_trusted(&st);
-			snprintf(c->why, sizeof(c->why), "'%.*s' %s", i ? (int)i : 1, i ? p : "/",
-				 bad);
-			return false;
-		}
-	}
-	return true;
-}
-
-/* p (absolute) is one of roots or beneath one. */
-static bool under_roots(const char *p, const char *roots)
-{
-	for (const char *r = roots; r && *r;) {
-		const char *e = strchr(r, ':');
-		size_t n = e ? (size_t)(e - r) : strlen(r);
-		size_t m = n;
-		while (m > 1 && r[m - 1] == '/')
-			m--;
-		if (m && !strncmp(p, r, m) && (p[m] == '/' || !p[m] || (m == 1 && r[0] == '/')))
-			return true;
-		r = e ? e + 1 : r + n;
-	}
-	return false;
-}
-
-/* p as written and as resolved (a link's target lies elsewhere). */
-static bool path_trusted(const char *p, struct pcheck *c)
-{
-	if (!chain_trusted(p, c))
-		return false;
-	char real[PATH_MAX];
-	if (!realpath(p, real)) {
-		c->missing = errno == ENOENT;
-		snprintf(c->why, sizeof(c->why), "'%.200s': %s", p, strerror(errno));
-		return false;
-	}
-	if (!chain_trusted(real, c))
-		return false;
-	if (c->roots && (under_roots(p, c->roots) || under_roots(real, c->roots))) {
-		snprintf(
-			c->why, sizeof(c->why),
-			"'%.200s' can be changed by tasks (beneath a writable root, and root tasks "
-			"are allowed)",
-			p);
-		return false;
-	}
-	return true;
-}
-
-/* The runner's PATH without the directories a task could put a program
- * in (relative ones, the tasks' own) or cannot use: the server looks its
- * own helpers up there (npx runs node, a Python server runs git). */
-static char *trusted_path(const char *server, const struct pcheck *tmpl)
-{
-	const char *all = getenv("PATH");
-	cleanup_free char *copy = strdup(all && *all ? all : DEFAULT_PATH);
-	struct buf out = {0};
-	if (!copy)
-		return NULL;
-	char *save = NULL;
-	for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-		struct pcheck c = *tmpl;
-		if (!path_trusted(d, &c)) {
-			if (!c.missing && !c.unreachable)
-				log_warn("mcp server: a PATH directory left out", "{s:s,s:s}",
-					 "server", server, "reason", c.why);
-			continue;
-		}
-		if (out.len)
-			buf_append_lit(&out, ":");
-		buf_append_str(&out, d);
-	}
-	if (buf_append(&out, "", 1) < 0) {
-		buf_free(&out);
-		return NULL;
-	}
-	return out.data;
-}
-
-/* The program as bash would find it in path, but decided here: an
- * absolute path (a relative one is taken from the server's cwd, "/"),
- * refused unless neither it nor a directory on its way can be changed
- * by a task. A new string, or NULL with err set. */
-static char *resolve_program(const char *prog, const char *path, const struct pcheck *tmpl,
-			     struct error *err)
-{
-	char cand[PATH_MAX];
-	struct pcheck c = *tmpl;
-	if (strchr(prog, '/')) {
-		if (snprintf(cand, sizeof(cand), "%s%s", prog[0] == '/' ? "" : "/", prog) >=
-		    (int)sizeof(cand)) {
-			error_set(err, 0, NULL, "command '%.100s': name too long", prog);
-			return NULL;
-		}
-		if (!path_trusted(cand, &c)) {
-			error_set(err, 0, NULL, "command '%.100s' refused: %s", cand, c.why);
-			return NULL;
-		}
-	} else {
-		bool found = false;
-		const char *d = path;
-		while (*d && !found) {
-			const char *e = strchr(d, ':');
-			size_t dl = e ? (size_t)(e - d) : strlen(d);
-			struct stat st;
-			c = *tmpl;
-			/* Every directory of path is trusted: the first file the
-			 * task user can run, as execvp would pick it. */
-			if (dl &&
-			    snprintf(cand, sizeof(cand), "%.*s/%s", (int)dl, d, prog) <
-				    (int)sizeof(cand) &&
-			    stat(cand, &st) == 0 && S_ISREG(st.st_mode) && path_trusted(cand, &c))
-				found = true;
-			else if (c.why[0] && !c.missing && !c.unreachable)
-				break; /* found, but tasks can change it: refused, not skipped */
-			d = e ? e + 1 : d + dl;
-		}
-		if (!found) {
-			if (c.why[0] && !c.missing && !c.unreachable)
-				error_set(err, 0, NULL, "command '%.100s' refused: %s", cand,
-					  c.why);
-			else
-				error_set(
-					err, 0, NULL,
-					"command '%.100s' not found in the servers' PATH (%.200s)",
-					prog, path);
-			return NULL;
-		}
-	}
-	struct stat st;
-	if (stat(cand, &st) < 0 || !S_ISREG(st.st_mode)) {
-		error_set(err, 0, NULL, "command '%.200s' is not a regular file", cand);
-		return NULL;
-	}
-	char *out = strdup(cand);
-	if (!out)
-		error_set(err, ENOMEM, NULL, "out of memory");
-	return out;
-}
 
 /* A file the server is given that a task can change (its script, a
  * config) is the operator's choice and not refused (a database a server

@@ -8,6 +8,7 @@
 
 #include "model/budget.h"
 #include "model/chatstream.h"
+#include "model/contextbound.h"
 #include "model/conversation.h"
 #include "model/args.h"
 #include "model/limits.h"
@@ -104,20 +105,6 @@ static void finish(struct agent *a, enum task_status st, const char *limit, int 
 		   const char *answer);
 static void ask(struct agent *a);
 static void next_tool(struct agent *a);
-
-static json_t *usage_json(const struct cs_usage *u)
-{
-	return json_pack("{s:I,s:I,s:I}", "prompt_tokens", (json_int_t)u->prompt_tokens,
-			 "completion_tokens", (json_int_t)u->completion_tokens, "total_tokens",
-			 (json_int_t)u->total_tokens);
-}
-
-static json_t *usage_json_mu(const struct mu_usage *u)
-{
-	return json_pack("{s:I,s:I,s:I}", "prompt_tokens", (json_int_t)u->prompt_tokens,
-			 "completion_tokens", (json_int_t)u->completion_tokens, "total_tokens",
-			 (json_int_t)u->total_tokens);
-}
 
 static json_t *summary(struct agent *a)
 {
@@ -323,7 +310,7 @@ static void on_done(struct gw_call *c, void *arg, enum gw_err err, const char *m
 		   json_pack("{s:{s:s},s:s,s:s*,s:i,s:s,s:o*}", "who", "task", a->t->id, "format",
 			     "openai", "model", a->model, "status", (int)a->cs.http_status,
 			     "outcome", err == GW_OK ? "ok" : "failed", "usage",
-			     a->cs.has_usage ? usage_json(&a->cs.usage) : NULL));
+			     a->cs.has_usage ? MU_TOKENS_JSON(&a->cs.usage) : NULL));
 	if (err != GW_OK && !(err == GW_ABORTED && r != CS_RUNNING)) {
 		/* Transport failure; a malformed/truncated stream that the
 		 * connection cut is still a stream problem when data came. */
@@ -359,116 +346,6 @@ static void on_done(struct gw_call *c, void *arg, enum gw_err err, const char *m
 
 static const struct gw_call_ops call_ops = {on_head, on_data, on_done, NULL};
 
-/* ---- the context bound (--agent-context-max) ---- */
-
-static size_t msg_size(json_t *m)
-{
-	char *s = json_dumps(m, JSON_COMPACT);
-	size_t n = s ? strlen(s) + 1 : 0;
-	free(s);
-	return n;
-}
-
-/* Replace a long string field by a marker; the bytes saved. */
-static size_t elide(json_t *obj, const char *key, const char *what, size_t keep)
-{
-	json_t *v = json_object_get(obj, key);
-	if (!json_is_string(v) || json_string_length(v) <= keep + 160)
-		return 0;
-	size_t len = json_string_length(v);
-	if (strstr(json_string_value(v), "[elided by the runner:"))
-		return 0;
-	char *head = keep ? strndup(json_string_value(v), keep) : strdup("");
-	if (!head)
-		return 0;
-	/* Keep whole characters: a cut inside one is not valid UTF-8. */
-	size_t hl = strlen(head);
-	hl -= utf8_incomplete_tail((const unsigned char *)head, hl);
-	head[hl] = 0;
-	json_t *nv = json_sprintf("%s[elided by the runner: %zu bytes of %s; the conversation is "
-				  "kept under --agent-context-max]",
-				  head, len - hl, what);
-	free(head);
-	if (!nv)
-		return 0;
-	size_t nl = json_string_length(nv);
-	json_object_set_new(obj, key, nv);
-	return len > nl ? len - nl : 0;
-}
-
-/* Shorten a->messages until the request fits: tool outputs first (oldest
- * first), then long assistant text and tool arguments, then the latest
- * turns' outputs but the last; the system prompt and the goals (user
- * messages) stay. Older turns are dropped whole as the last resort. */
-static size_t bound_context(struct agent *a, size_t overhead)
-{
-	json_t *m = a->messages;
-	size_t limit = a->context_bound;
-	limit = limit > overhead + 1024 ? limit - overhead : 1024;
-	size_t n = json_array_size(m), total = 0;
-	for (size_t i = 0; i < n; i++)
-		total += msg_size(json_array_get(m, i));
-	if (total <= limit)
-		return total;
-	/* The latest two assistant turns (and their results) are protected. */
-	size_t keep_from = n, seen = 0;
-	for (size_t i = n; i-- > 1 && seen < 2;) {
-		const char *role = json_string_value(json_object_get(json_array_get(m, i), "role"));
-		if (role && !strcmp(role, "assistant")) {
-			keep_from = i;
-			seen++;
-		}
-	}
-	for (int pass = 0; pass < 3 && total > limit; pass++) {
-		size_t end = pass < 2 ? keep_from : (n ? n - 1 : 0);
-		for (size_t i = 1; i < end && total > limit; i++) {
-			json_t *msg = json_array_get(m, i);
-			const char *role = json_string_value(json_object_get(msg, "role"));
-			size_t saved = 0;
-			if (role && !strcmp(role, "tool") && pass != 1) {
-				saved = elide(msg, "content", "tool output", pass == 2 ? 512 : 0);
-			} else if (role && !strcmp(role, "assistant") && pass == 1) {
-				saved = elide(msg, "content", "assistant text", 256);
-				size_t j;
-				json_t *tc;
-				json_array_foreach(json_object_get(msg, "tool_calls"), j, tc)
-					saved += elide(json_object_get(tc, "function"), "arguments",
-						       "tool arguments", 0);
-			}
-			if (saved) {
-				a->elided++;
-				total -= saved < total ? saved : total;
-			}
-		}
-	}
-	/* Whole old turns: an assistant message and the results after it. */
-	while (total > limit) {
-		size_t i = 1;
-		while (i < n &&
-		       strcmp(json_string_value(json_object_get(json_array_get(m, i), "role"))
-				      ?: "",
-			      "assistant"))
-			i++;
-		size_t j = i + 1;
-		while (j < n &&
-		       !strcmp(json_string_value(json_object_get(json_array_get(m, j), "role"))
-				       ?: "",
-			       "tool"))
-			j++;
-		if (i >= n || j >= n - 1 || i >= keep_from)
-			break; /* nothing old is left to drop */
-		for (size_t k = i; k < j; k++) {
-			size_t sz = msg_size(json_array_get(m, i));
-			total -= sz < total ? sz : total;
-			json_array_remove(m, i);
-			a->elided++;
-		}
-		n = json_array_size(m);
-		keep_from -= keep_from > j - i ? j - i : keep_from;
-	}
-	return total;
-}
-
 static void ask(struct agent *a)
 {
 	char why[256];
@@ -485,7 +362,9 @@ static void ask(struct agent *a)
 	a->retry_after[0] = 0;
 	json_t *tools = tool_defs();
 	char *td = tools ? json_dumps(tools, JSON_COMPACT) : NULL;
-	bound_context(a, (td ? strlen(td) : 8192) + 256); /* the request around the messages */
+	a->elided +=
+		context_bound(a->messages, a->context_bound,
+			      (td ? strlen(td) : 8192) + 256); /* the request around the messages */
 	free(td);
 	json_t *req = json_pack("{s:s,s:O,s:o,s:s,s:b,s:{s:b}}", "model", a->model, "messages",
 				a->messages, "tools", tools, "tool_choice", "auto", "stream", 1,
@@ -518,9 +397,9 @@ static void turn_complete(struct agent *a)
 				     .completion_tokens = cs->usage.completion_tokens,
 				     .total_tokens = cs->usage.total_tokens};
 		budget_charge(&a->b, &u);
-		json_t *ev = usage_json(&cs->usage);
+		json_t *ev = MU_TOKENS_JSON(&cs->usage);
 		json_object_set_new(ev, "step", json_integer(a->step));
-		json_object_set_new(ev, "total", usage_json_mu(&a->b.used));
+		json_object_set_new(ev, "total", MU_TOKENS_JSON(&a->b.used));
 		task_emit(a->t, "usage", ev);
 		json_decref(ev);
 	}
@@ -705,30 +584,6 @@ static int models_data(struct gw_call *c, void *arg, const char *p, size_t n)
 	return buf_append(&a->models_body, p, n) < 0 ? -1 : 0;
 }
 
-/* The context length a gateway publishes for the model, in tokens (0: none).
- * Field names differ: context_length (OpenRouter, LM Studio), context_window,
- * max_model_len (vLLM), max_input_tokens (LiteLLM's model info). */
-static uint64_t model_context_of(json_t *list, const char *model)
-{
-	static const char *const keys[] = {"context_length", "context_window", "max_model_len",
-					   "max_input_tokens", "max_context_length"};
-	size_t i;
-	json_t *m;
-	json_array_foreach(json_object_get(list, "data"), i, m) {
-		const char *id = json_string_value(json_object_get(m, "id"));
-		if (!id || strcmp(id, model))
-			continue;
-		for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
-			json_t *v = json_object_get(m, keys[k]);
-			if (!v)
-				v = json_object_get(json_object_get(m, "model_info"), keys[k]);
-			if (json_is_integer(v) && json_integer_value(v) > 0)
-				return (uint64_t)json_integer_value(v);
-		}
-	}
-	return 0;
-}
-
 static void models_done(struct gw_call *c, void *arg, enum gw_err err, const char *msg)
 {
 	(void)c;
@@ -761,12 +616,13 @@ static void first_turn(struct agent *a)
 
 /* ---- start ---- */
 
-struct task *agent_start(struct runner *r, const struct task_spec *spec, struct conversation *conv,
-			 struct error *err)
+/* The agent's record from the request and the options, its retry timer
+ * ready; NULL with err set. */
+static struct agent *agent_new(struct runner *r, const struct task_spec *spec, struct error *err)
 {
 	/* engine_task_start checked the model and the env (model/engine.c). */
-	const char *model = model_args_of(spec)->model;
-	struct agent *a = model ? calloc(1, sizeof(*a)) : NULL;
+	const struct model_args *args = model_args_of(spec);
+	struct agent *a = args->model ? calloc(1, sizeof(*a)) : NULL;
 	if (!a) {
 		error_set(err, ENOMEM, "RUNTIME_ERROR", "cannot start the agent");
 		return NULL;
@@ -774,12 +630,11 @@ struct task *agent_start(struct runner *r, const struct task_spec *spec, struct 
 	a->r = r;
 	a->context_bound = r->cfg.agent_context_max;
 	a->retry_timer.w.fd = -1; /* agent_free is the one teardown from here on */
-	if (!(a->model = strdup(model))) {
+	if (!(a->model = strdup(args->model))) {
 		error_set(err, ENOMEM, "RUNTIME_ERROR", "cannot start the agent");
 		agent_free(a);
 		return NULL;
 	}
-	const struct model_args *args = model_args_of(spec);
 	a->max_steps = args->max_steps ? args->max_steps : r->cfg.agent_max_steps;
 	/* The request's, else --agent-max-tokens (the older, agent-only name),
 	 * else --task-max-tokens. */
@@ -797,21 +652,15 @@ struct task *agent_start(struct runner *r, const struct task_spec *spec, struct 
 		agent_free(a);
 		return NULL;
 	}
-	struct task_spec s = *spec;
-	s.api = TASK_API_NATIVE;
-	s.timeout_ms = spec->has_timeout ? spec->timeout_ms : r->cfg.agent_timeout_ms;
-	cleanup_json json_t *audit = json_pack("{s:s,s:s}", "engine", "builtin", "model", model);
-	cleanup_json json_t *started = json_pack("{s:s,s:s?}", "engine", "builtin", "conversation",
-						 conv ? conv->id : NULL);
-	s.audit_fields = audit;
-	s.started_fields = started;
-	struct task *t = task_start_driven(r, &s, &agent_ops, a, err);
-	if (!t) {
-		agent_free(a);
-		return NULL;
-	}
-	a->t = t;
-	json_t *history = conv ? conv_load(r, conv) : NULL;
+	return a;
+}
+
+/* The first messages (a continued conversation's history, or the system
+ * prompt), then the goal, and the first turn. */
+static void agent_begin(struct agent *a, const struct task_spec *spec, struct conversation *conv)
+{
+	struct task *t = a->t;
+	json_t *history = conv ? conv_load(a->r, conv) : NULL;
 	if (conv) {
 		a->conv = conv;
 		conv_attach(conv, t);
@@ -822,12 +671,12 @@ struct task *agent_start(struct runner *r, const struct task_spec *spec, struct 
 		if (json_array_append_new(a->messages, json_pack("{s:s,s:s}", "role", "user",
 								 "content", spec->command)) < 0) {
 			fail(a, "internal_error", "the goal is not valid UTF-8 text", 0);
-			return t;
+			return;
 		}
 		log_info("agent continues a conversation", "{s:s,s:s,s:i}", "task", t->id,
 			 "conversation", conv->id, "messages", (int)json_array_size(history));
 		first_turn(a);
-		return t;
+		return;
 	}
 	json_decref(history);
 	char sys[1024];
@@ -840,10 +689,33 @@ struct task *agent_start(struct runner *r, const struct task_spec *spec, struct 
 				"user", "content", spec->command);
 	if (!a->messages) {
 		fail(a, "internal_error", "the goal is not valid UTF-8 text", 0);
-		return t;
+		return;
 	}
 	log_info("agent started", "{s:s,s:s,s:I}", "task", t->id, "model", a->model, "max_steps",
 		 (json_int_t)a->max_steps);
 	first_turn(a);
+}
+
+struct task *agent_start(struct runner *r, const struct task_spec *spec, struct conversation *conv,
+			 struct error *err)
+{
+	struct agent *a = agent_new(r, spec, err);
+	if (!a)
+		return NULL;
+	struct task_spec s = *spec;
+	s.api = TASK_API_NATIVE;
+	s.timeout_ms = spec->has_timeout ? spec->timeout_ms : r->cfg.agent_timeout_ms;
+	cleanup_json json_t *audit = json_pack("{s:s,s:s}", "engine", "builtin", "model", a->model);
+	cleanup_json json_t *started = json_pack("{s:s,s:s?}", "engine", "builtin", "conversation",
+						 conv ? conv->id : NULL);
+	s.audit_fields = audit;
+	s.started_fields = started;
+	struct task *t = task_start_driven(r, &s, &agent_ops, a, err);
+	if (!t) {
+		agent_free(a);
+		return NULL;
+	}
+	a->t = t;
+	agent_begin(a, spec, conv);
 	return t;
 }

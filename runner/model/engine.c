@@ -23,7 +23,7 @@
 #include "model/conversation.h"
 #include "model/args.h"
 #include "model/limits.h"
-#include "model/chatcap.h"
+#include "model/chattask.h"
 #include "model/modelproxy.h"
 #include "task/env.h"
 #include "task/linesplit.h"
@@ -256,16 +256,9 @@ static void cli_free(struct cli *c)
 	free(c);
 }
 
-static json_t *usage_json(const struct mu_usage *u)
-{
-	return json_pack("{s:I,s:I,s:I}", "prompt_tokens", (json_int_t)u->prompt_tokens,
-			 "completion_tokens", (json_int_t)u->completion_tokens, "total_tokens",
-			 (json_int_t)u->total_tokens);
-}
-
 static json_t *summary(struct cli *c)
 {
-	json_t *u = c->final_usage ? json_incref(c->final_usage) : usage_json(&c->usage);
+	json_t *u = c->final_usage ? json_incref(c->final_usage) : MU_TOKENS_JSON(&c->usage);
 	if (!c->final_usage)
 		json_object_set_new(u, "requests", json_integer(c->requests));
 	json_t *o = json_pack("{s:i,s:s,s:o,s:s}", "steps", (int)c->requests, "model", c->model,
@@ -345,9 +338,9 @@ static void on_proxy_usage(void *arg, const struct budget *b)
 	};
 	c->usage = b->used;
 	c->requests = (unsigned)b->requests;
-	json_t *ev = usage_json(&call);
+	json_t *ev = MU_TOKENS_JSON(&call);
 	json_object_set_new(ev, "step", json_integer(c->requests));
-	json_object_set_new(ev, "total", usage_json(&b->used));
+	json_object_set_new(ev, "total", MU_TOKENS_JSON(&b->used));
 	json_object_set_new(ev, "source", json_string("model_proxy"));
 	task_emit(c->t, "usage", ev);
 	json_decref(ev);
@@ -502,9 +495,9 @@ static void on_release(struct task *t)
 
 static const struct task_driver_ops cli_ops = {on_cancel, on_release};
 
-static struct task *cli_start(struct runner *r, const struct task_spec *spec,
-			      struct conversation *conv, enum engine_kind k, const char *path,
-			      const char *model, struct error *err)
+/* The engine's record from the request and the options; NULL with err set. */
+static struct cli *cli_new(struct runner *r, const struct task_spec *spec, enum engine_kind k,
+			   const char *model, struct error *err)
 {
 	struct cli *c = calloc(1, sizeof(*c));
 	if (!c) {
@@ -526,44 +519,93 @@ static struct task *cli_start(struct runner *r, const struct task_spec *spec,
 		cli_free(c);
 		return NULL;
 	}
-	/* The command line: the engine's argv, quoted; the goal from the
-	 * environment (no quoting of what the client wrote). */
+	return c;
+}
+
+/* The command line into cmd: the engine's argv, quoted; the goal from the
+ * environment env (no quoting of what the client wrote). -1 with err set. */
+static int cli_command(struct cli *c, const struct task_spec *spec, const char *path,
+		       struct conversation *conv, struct buf *cmd, json_t *env, struct error *err)
+{
 	char base[64];
-	snprintf(base, sizeof(base), "http://127.0.0.1:%u/v1", modelproxy_port(r));
+	snprintf(base, sizeof(base), "http://127.0.0.1:%u/v1", modelproxy_port(c->r));
 	struct engine_run run = {.path = path,
-				 .model = model,
+				 .model = c->model,
 				 .base_url = base,
 				 .session = conv->session[0] ? conv->session : NULL,
 				 .max_turns = (unsigned)c->max_steps};
 	cleanup_json json_t *argv = json_array();
-	cleanup_json json_t *env =
-		spec->env && json_is_object(spec->env) ? json_deep_copy(spec->env) : json_object();
-	if (engine_command(k, &run, argv, env) < 0) {
-		error_set(err, 0, "INVALID_REQUEST_BODY",
-			  "the model name or the proxy address cannot be given to %s",
-			  engine_kind_name(k));
-		cli_free(c);
-		return NULL;
-	}
+	if (engine_command(c->kind, &run, argv, env) < 0)
+		return error_set(err, 0, "INVALID_REQUEST_BODY",
+				 "the model name or the proxy address cannot be given to %s",
+				 engine_kind_name(c->kind));
 	json_object_set_new(env, "FORCEAI_AGENT_GOAL", json_string(spec->command));
-	cleanup_buf struct buf cmd = {0};
-	if (k == ENGINE_CLAUDE) /* the task's token, in the variable Claude Code reads */
+	if (c->kind == ENGINE_CLAUDE) /* the task's token, in the variable Claude Code reads */
 		buf_append_str(
-			&cmd, "ANTHROPIC_AUTH_TOKEN=\"${ANTHROPIC_AUTH_TOKEN:-$OPENAI_API_KEY}\" ");
-	buf_append_str(&cmd, "exec");
+			cmd, "ANTHROPIC_AUTH_TOKEN=\"${ANTHROPIC_AUTH_TOKEN:-$OPENAI_API_KEY}\" ");
+	buf_append_str(cmd, "exec");
 	size_t i;
 	json_t *v;
 	json_array_foreach(argv, i, v) {
-		buf_append_lit(&cmd, " ");
-		buf_append_sh_quoted(&cmd, json_string_value(v));
+		buf_append_lit(cmd, " ");
+		buf_append_sh_quoted(cmd, json_string_value(v));
 	}
-	buf_append_str(&cmd, " -- \"$FORCEAI_AGENT_GOAL\"");
-	if (buf_append(&cmd, "", 1) < 0) { /* a C string for the task's shell */
-		error_set(err, ENOMEM, "RUNTIME_ERROR", "cannot start the agent");
+	buf_append_str(cmd, " -- \"$FORCEAI_AGENT_GOAL\"");
+	if (buf_append(cmd, "", 1) < 0) /* a C string for the task's shell */
+		return error_set(err, ENOMEM, "RUNTIME_ERROR", "cannot start the agent");
+	return 0;
+}
+
+/* The engine's process, a chat task of the agent task t: the limits are
+ * the proxy's budget (a call past them is refused before it reaches the
+ * gateway). A failure ends t. */
+static void cli_start_child(struct cli *c, struct task *t, const char *path, const char *cmd,
+			    json_t *env)
+{
+	struct model_args ca = {.max_tokens = c->max_tokens, .max_requests = c->max_steps};
+	struct task_spec cs = {.api = TASK_API_TOOL,
+			       .command = cmd,
+			       .cwd = t->cwd,
+			       .env = env,
+			       .cap = &model_cap_chat,
+			       .cap_args = &ca,
+			       .network = TASK_NET_FULL,
+			       .state_in_fd = -1,
+			       .state_out_fd = -1};
+	struct error cerr;
+	struct task *child = modelproxy_start_task(c->r, &cs, &cerr);
+	json_object_clear(env);
+	if (!child) {
+		char m[sizeof(cerr.msg) + 64];
+		snprintf(m, sizeof(m), "cannot start %.300s: %.700s", path, cerr.msg);
+		cli_fail(c, "engine_start_failed", m);
+		return;
+	}
+	c->child = child;
+	modelproxy_watch(child, &c->watch);
+	c->rd.wake = on_child_wake;
+	task_reader_attach(child, &c->rd, true);
+	c->rd_attached = true;
+	log_info("agent engine started", "{s:s,s:s,s:s,s:s,s:i}", "task", t->id, "engine",
+		 engine_kind_name(c->kind), "path", path, "conversation", c->conv->id, "pid",
+		 (int)child->shim_pid);
+	on_child_wake(&c->rd); /* what is already there */
+}
+
+static struct task *cli_start(struct runner *r, const struct task_spec *spec,
+			      struct conversation *conv, enum engine_kind k, const char *path,
+			      const char *model, struct error *err)
+{
+	struct cli *c = cli_new(r, spec, k, model, err);
+	if (!c)
+		return NULL;
+	cleanup_buf struct buf cmd = {0};
+	cleanup_json json_t *env =
+		spec->env && json_is_object(spec->env) ? json_deep_copy(spec->env) : json_object();
+	if (cli_command(c, spec, path, conv, &cmd, env, err) < 0) {
 		cli_free(c);
 		return NULL;
 	}
-
 	struct task_spec s = *spec;
 	s.api = TASK_API_NATIVE;
 	cleanup_json json_t *audit =
@@ -581,37 +623,7 @@ static struct task *cli_start(struct runner *r, const struct task_spec *spec,
 	c->t = t;
 	c->conv = conv;
 	conv_attach(conv, t);
-
-	/* The limits are the proxy's budget: a call past them is refused before it reaches
-	 * the gateway. */
-	struct model_args ca = {.max_tokens = c->max_tokens, .max_requests = c->max_steps};
-	struct task_spec cs = {.api = TASK_API_TOOL,
-			       .command = cmd.data,
-			       .cwd = t->cwd,
-			       .env = env,
-			       .cap = &model_cap_chat,
-			       .cap_args = &ca,
-			       .network = TASK_NET_FULL,
-			       .state_in_fd = -1,
-			       .state_out_fd = -1};
-	struct error cerr;
-	struct task *child = modelproxy_start_task(r, &cs, &cerr);
-	json_object_clear(env);
-	if (!child) {
-		char m[sizeof(cerr.msg) + 64];
-		snprintf(m, sizeof(m), "cannot start %.300s: %.700s", path, cerr.msg);
-		cli_fail(c, "engine_start_failed", m);
-		return t;
-	}
-	c->child = child;
-	modelproxy_watch(child, &c->watch);
-	c->rd.wake = on_child_wake;
-	task_reader_attach(child, &c->rd, true);
-	c->rd_attached = true;
-	log_info("agent engine started", "{s:s,s:s,s:s,s:s,s:i}", "task", t->id, "engine",
-		 engine_kind_name(k), "path", path, "conversation", conv->id, "pid",
-		 (int)child->shim_pid);
-	on_child_wake(&c->rd); /* what is already there */
+	cli_start_child(c, t, path, cmd.data, env);
 	return t;
 }
 

@@ -9,7 +9,6 @@
  * {subtype: success | error_max_turns | error_during_execution | ...,
  * is_error, result, session_id, num_turns}. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "core/buf.h"

@@ -395,27 +395,10 @@ static bool slist_add(struct curl_slist **h, const char *s)
 	return true;
 }
 
-struct gw_call *gw_call_start(struct runner *r, const struct gw_request *rq,
-			      const struct gw_call_ops *ops, void *arg)
+/* The request's header list (c->hdrs): its type, the client's headers
+ * passed on, and the gateway's key. false when out of memory. */
+static bool call_headers(struct gw_call *c, const struct gw_request *rq)
 {
-	struct gateway *gw = r->gateway;
-	if (!gw)
-		return NULL;
-	__attribute__((cleanup(call_freep))) struct gw_call *c = calloc(1, sizeof(*c));
-	if (!c) {
-		log_error("out of memory starting a gateway call", NULL);
-		return NULL;
-	}
-	c->gw = gw;
-	c->ops = ops;
-	c->arg = arg;
-	c->easy = curl_easy_init();
-	cleanup_buf struct buf url = {0};
-	if (!c->easy ||
-	    buf_append(&url, gw->base, rq->from_root ? gw->root_len : strlen(gw->base)) < 0 ||
-	    buf_append_str(&url, rq->path) < 0 || buf_append(&url, "", 1) < 0)
-		return NULL;
-	CURL *e = c->easy;
 	char hdr[256];
 	snprintf(hdr, sizeof(hdr), "Content-Type: %.200s",
 		 rq->content_type ? rq->content_type : "application/json");
@@ -431,12 +414,12 @@ struct gw_call *gw_call_start(struct runner *r, const struct gw_request *rq,
 		ok &= slist_add(&c->hdrs, "Transfer-Encoding: chunked");
 	for (const char *const *h = rq->headers; h && *h; h++)
 		ok &= slist_add(&c->hdrs, *h);
-	if (gw->key) {
+	if (c->gw->key) {
 		/* Built here and wiped with the list (call_free). */
 		cleanup_buf struct buf kh = {0};
 		bool bearer = !rq->key_header || !strcasecmp(rq->key_header, "authorization");
 		if (buf_appendf(&kh, "%s: %s%s", bearer ? "Authorization" : rq->key_header,
-				bearer ? "Bearer " : "", gw->key) < 0 ||
+				bearer ? "Bearer " : "", c->gw->key) < 0 ||
 		    buf_append(&kh, "", 1) < 0)
 			ok = false;
 		else
@@ -444,10 +427,18 @@ struct gw_call *gw_call_start(struct runner *r, const struct gw_request *rq,
 		if (kh.data)
 			explicit_bzero(kh.data, kh.len);
 	}
-	if (!ok)
-		return NULL;
+	return ok;
+}
+
+/* The transport's options: nothing the environment says (no netrc, no
+ * proxy variables, no redirects), the operator's CA bundle and time limits,
+ * the callbacks, the method and body. Non-zero when libcurl refused one. */
+static int call_options(struct gw_call *c, const struct runner *r, const struct gw_request *rq,
+			const char *url)
+{
+	CURL *e = c->easy;
 	int bad = 0;
-	bad |= curl_easy_setopt(e, CURLOPT_URL, url.data);
+	bad |= curl_easy_setopt(e, CURLOPT_URL, url);
 	bad |= curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
 	bad |= curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
 	bad |= curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
@@ -460,9 +451,9 @@ struct gw_call *gw_call_start(struct runner *r, const struct gw_request *rq,
 	/* "" = no proxy at all: http_proxy/HTTPS_PROXY/ALL_PROXY are ignored. */
 	bad |= curl_easy_setopt(e, CURLOPT_PROXY, r->cfg.gateway_proxy ? r->cfg.gateway_proxy : "");
 	/* The bundle in place of the file, not beside libcurl's default one. */
-	if (gw->ca_blob.data)
+	if (c->gw->ca_blob.data)
 		bad |= curl_easy_setopt(e, CURLOPT_CAINFO, NULL) |
-		       curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &gw->ca_blob);
+		       curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &c->gw->ca_blob);
 	bad |= curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
 				(long)r->cfg.gateway_connect_timeout_ms);
 	bad |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)r->cfg.gateway_timeout_ms);
@@ -487,13 +478,37 @@ struct gw_call *gw_call_start(struct runner *r, const struct gw_request *rq,
 	} else {
 		bad |= curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
 	}
-	if (bad) {
+	return bad;
+}
+
+struct gw_call *gw_call_start(struct runner *r, const struct gw_request *rq,
+			      const struct gw_call_ops *ops, void *arg)
+{
+	struct gateway *gw = r->gateway;
+	if (!gw)
+		return NULL;
+	__attribute__((cleanup(call_freep))) struct gw_call *c = calloc(1, sizeof(*c));
+	if (!c) {
+		log_error("out of memory starting a gateway call", NULL);
+		return NULL;
+	}
+	c->gw = gw;
+	c->ops = ops;
+	c->arg = arg;
+	c->easy = curl_easy_init();
+	cleanup_buf struct buf url = {0};
+	if (!c->easy ||
+	    buf_append(&url, gw->base, rq->from_root ? gw->root_len : strlen(gw->base)) < 0 ||
+	    buf_append_str(&url, rq->path) < 0 || buf_append(&url, "", 1) < 0 ||
+	    !call_headers(c, rq))
+		return NULL;
+	if (call_options(c, r, rq, url.data)) {
 		log_error("curl_easy_setopt failed (libcurl lacks a needed feature?)", NULL);
 		return NULL;
 	}
 	LIST_PUSH(gw->calls, c);
 	gw->in_curl++;
-	CURLMcode mc = curl_multi_add_handle(gw->multi, e);
+	CURLMcode mc = curl_multi_add_handle(gw->multi, c->easy);
 	gw->in_curl--;
 	if (mc != CURLM_OK) {
 		log_error("curl_multi_add_handle failed", "{s:s}", "error",

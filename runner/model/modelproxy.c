@@ -2,177 +2,20 @@
 #include "model/modelproxy.h"
 
 #include <errno.h>
-#include <microhttpd.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include "model/budget.h"
-#include "model/tasktoken.h"
-#include "model/wire.h"
-#include "relay/forward.h"
-#include "relay/hop.h"
-#include "task/env.h"
-#include "model/gateway.h"
-#include "http/gate.h"
-#include "http/http.h"
-#include "http/server.h"
-#include "core/cleanup.h"
 #include "audit/trail.h"
-#include "core/error.h"
+#include "core/cleanup.h"
 #include "core/log.h"
 #include "core/runner.h"
-#include "core/buf.h"
-
-#define MP_MAX_BODY (8u << 20)     /* request bodies (long conversations) */
-#define MP_HIGH_WATER (256u << 10) /* response bytes buffered before curl pauses */
-#define MP_UP_WINDOW (64u << 10)   /* request bytes held before the client is paused */
-#define MP_MEM_MAX (32u << 20)     /* all buffered bytes of all requests together */
-#define MP_PER_TASK 64             /* requests in flight per task token */
-#define MP_MAX_CONNS 512
-#define MP_PER_CLIENT 256     /* connections per uid (tasks of one uid share it) */
-#define MP_IDLE_S 120         /* a connection silent this long (not waiting on us) */
-#define MP_NEXT_HEAD_MS 30000 /* a kept-alive connection's next request head */
-
-struct modelproxy {
-	struct runner *r;
-	struct http_daemon daemon;
-	unsigned port;
-	struct task_tokens tokens;
-	struct mp_req *reqs;
-	struct gate *gate;
-	size_t mem; /* bytes buffered in all requests (MP_MEM_MAX) */
-	bool stopping;
-	bool budget_blocked; /* someone waits for memory to be released */
-};
-
-enum mp_state { MP_RECV, MP_WAIT_HEAD, MP_STREAM };
-
-struct mp_req {
-	struct modelproxy *p;
-	struct MHD_Connection *conn;
-	struct task_token *tok;
-	bool begun;           /* on_request has seen it */
-	uid_t uid;            /* the caller's, from the gate; (uid_t)-1: unknown */
-	char *target;         /* the raw request target (path and query), from on_uri */
-	const struct wire *w; /* its format (OpenAI's until the path says) */
-	struct wire_route rt;
-	bool post;
-	struct buf path; /* the gateway path and the forwarded query, NUL-terminated */
-	char accept[128];
-	char ctype_in[128];
-	char **hdrs; /* request headers passed on ("Name: value", NULL-terminated) */
-	size_t n_hdrs;
-	long long content_length; /* -1: chunked */
-	/* The request body streams through `up` (at most MP_UP_WINDOW). */
-	struct buf up;
-	uint64_t body_seen;
-	bool body_done;    /* the client sent all of it */
-	bool body_blocked; /* the client is paused until there is room */
-	bool send_paused;  /* curl waits for body bytes */
-	bool discard;      /* the rest of the body goes nowhere */
-	bool too_big, start_failed;
-	bool counted;  /* in tok->inflight */
-	bool called;   /* the gateway call was started (it may be over) */
-	bool admitted; /* by the budget: holds `hold` tokens until settled */
-	bool settled;  /* charged, its hold released */
-	uint64_t hold;
-	uint64_t out_bytes;     /* of a 200 answer, from the gateway */
-	uint64_t out_at_report; /* out_bytes when the answer last reported usage */
-	enum mp_state state;
-	bool responded;
-	struct gw_call *call;
-	bool head;
-	long status;
-	char ctype[128];
-	char retry_after[32];
-	struct buf out;
-	bool eof;
-	enum gw_err err;
-	char errmsg[256];
-	const char *fail_code; /* the runner's own refusal (mp_fail), for the audit */
-	unsigned fail_status;
-	bool upstream_paused;
-	bool suspended;
-	struct wire_scan us;
-	bool scanning;
-	struct mp_req *next, *prev;
-};
-
-/* The audit event of one call through the proxy (docs/design.md §13). */
-static json_t *audit_call(const struct mp_req *q, bool completed)
-{
-	const struct task_token *k = q->tok;
-	json_t *ev = json_pack("{s:{s:s?},s:s,s:s?,s:i,s:I,s:I,s:b}", "who", "task",
-			       k && k->t ? k->t->id : NULL, "format", q->w ? q->w->name : "openai",
-			       "path", q->rt.path, "status",
-			       q->fail_code ? (int)q->fail_status : (int)q->status, "bytes_in",
-			       (json_int_t)q->body_seen, "bytes_out", (json_int_t)q->out_bytes,
-			       "completed", completed);
-	if (q->fail_code) {
-		json_object_set_new(ev, "outcome", json_string("refused"));
-		json_object_set_new(ev, "code", json_string(q->fail_code));
-	} else if (q->status != 200) {
-		json_object_set_new(ev, "outcome", json_string("failed"));
-	}
-	if (q->us.has_usage)
-		json_object_set_new(ev, "usage", mu_usage_json(&q->us.usage));
-	/* The gateway's word for the model, never the task's request body. */
-	if (q->w && q->us.model[0])
-		json_object_set_new(ev, "model", json_string(q->us.model));
-	return ev;
-}
-
-/* An error in the caller's wire format (OpenAI's until the path says
- * otherwise), so SDKs in the task report it properly; the status from
- * error_http_status, like every other error of the runner. */
-static enum MHD_Result mp_fail(struct mp_req *q, const struct error *e)
-{
-	unsigned status = error_http_status(e);
-	const struct wire *w = q->w ? q->w : &wire_openai;
-	json_t *j = w->error(status, error_code(e), e->msg);
-	struct MHD_Response *resp = http_json_response(j);
-	if (!resp)
-		return MHD_NO;
-	/* A spent budget stays spent: the OpenAI and Anthropic SDKs (and
-	 * Claude Code) honour this and do not retry the 429. */
-	if (!strcmp(error_code(e), "budget_exceeded"))
-		MHD_add_response_header(resp, "x-should-retry", "false");
-	/* The gateway could not be reached (502) or did not answer (504): the
-	 * connection is closed with the answer. Kept alive, it waited
-	 * MP_NEXT_HEAD_MS for a next request, and a client that reads to the
-	 * end of the connection saw its 502 only after 30 s. */
-	if (status == 502 || status == 504)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
-	/* Held by the task's calls in flight: the budget decides again when
-	 * they end. */
-	if (!strcmp(error_code(e), "budget_held"))
-		MHD_add_response_header(resp, "Retry-After", "1");
-	q->responded = true;
-	q->fail_code = error_code(e);
-	q->fail_status = status;
-	enum MHD_Result rc = MHD_queue_response(q->conn, status, resp);
-	MHD_destroy_response(resp);
-	return rc;
-}
-
-static enum MHD_Result mp_failf(struct mp_req *q, const char *code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static enum MHD_Result mp_failf(struct mp_req *q, const char *code, const char *fmt, ...)
-{
-	struct error e = {.code = code};
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(e.msg, sizeof(e.msg), fmt, ap);
-	va_end(ap);
-	return mp_fail(q, &e);
-}
+#include "http/gate.h"
+#include "http/http.h"
+#include "model/budget.h"
+#include "model/modelproxy_internal.h"
+#include "task/env.h"
 
 static void wake(struct mp_req *q)
 {
@@ -527,201 +370,6 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 	return q;
 }
 
-static bool path_chars_ok(const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      strchr("._~:/-", c)))
-			return false;
-	}
-	return true;
-}
-
-/* The query passed on, without any key= (a Gemini client's token is never
- * forwarded, whatever the route); *key gets the first key= value. -1 on a
- * character no client sends (400). */
-static int take_query(struct mp_req *q, const char *query, char *key, size_t keylen)
-{
-	bool first = true;
-	*key = 0;
-	for (const char *p = query; p && *p;) {
-		const char *amp = strchr(p, '&');
-		size_t n = amp ? (size_t)(amp - p) : strlen(p);
-		for (size_t i = 0; i < n; i++)
-			if ((unsigned char)p[i] <= 0x20 || (unsigned char)p[i] >= 0x7f ||
-			    p[i] == '#')
-				return -1;
-		if (n >= 4 && !memcmp(p, "key=", 4)) {
-			if (!*key && n - 4 < keylen) {
-				memcpy(key, p + 4, n - 4);
-				key[n - 4] = 0;
-			}
-		} else if (n) {
-			if (buf_append(&q->path, first ? "?" : "&", 1) < 0 ||
-			    buf_append(&q->path, p, n) < 0)
-				return -1;
-			first = false;
-		}
-		p = amp ? amp + 1 : p + n;
-	}
-	return 0;
-}
-
-struct hdr_walk {
-	struct mp_req *q;
-	const char *connection; /* the Connection header: it names more hop-by-hop headers */
-	bool failed;
-};
-
-static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind, const char *key,
-				  const char *value)
-{
-	(void)kind;
-	struct hdr_walk *hw = cls;
-	struct mp_req *q = hw->q;
-	/* Whatever header a client put its token in, it stays here. */
-	if (!key || !value || !wire_header_forwarded(key) ||
-	    relay_connection_names(hw->connection, key, strlen(key)) ||
-	    strstr(value, q->tok->value))
-		return MHD_YES;
-	if (q->n_hdrs >= 128) /* more than any client sends: the rest stay here */
-		return MHD_YES;
-	char **h = realloc(q->hdrs, (q->n_hdrs + 2) * sizeof(*h));
-	if (!h) {
-		hw->failed = true;
-		return MHD_NO;
-	}
-	q->hdrs = h;
-	if (asprintf(&h[q->n_hdrs], "%s: %s", key, value) < 0) {
-		h[q->n_hdrs] = NULL;
-		hw->failed = true;
-		return MHD_NO;
-	}
-	h[++q->n_hdrs] = NULL;
-	return MHD_YES;
-}
-
-/* The task's token, where this format's clients put it. */
-static struct task_token *find_caller(struct mp_req *q, const char *qkey)
-{
-	for (const char *const *h = q->w->token_headers; *h; h++) {
-		const char *v = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, *h);
-		if (!v)
-			continue;
-		if (!strcasecmp(*h, "authorization")) {
-			if (strncasecmp(v, "Bearer ", 7))
-				continue;
-			v += 7;
-		}
-		return tasktoken_find(&q->p->tokens, v);
-	}
-	if (q->w->token_in_query && *qkey)
-		return tasktoken_find(&q->p->tokens, qkey);
-	return NULL;
-}
-
-/* The request head is in: who calls, which route, within which budget. */
-static enum MHD_Result begin(struct mp_req *q, const char *method)
-{
-	struct MHD_Connection *conn = q->conn;
-	const char *target = q->target ? q->target : "";
-	const char *qm = strchr(target, '?');
-	size_t plen = qm ? (size_t)(qm - target) : strlen(target);
-	char path[512];
-	enum wire_match m = WIRE_NO;
-	snprintf(path, sizeof(path), "%.*s", (int)(plen < 400 ? plen : 400), target);
-	if (plen < sizeof(path) && path_chars_ok(path, plen)) {
-		q->w = wire_find(path, &q->rt, &m);
-	} else {
-		/* A character no route has (%-escapes, say): 404, in the shape
-		 * of the format whose namespace it is in. */
-		for (char *c = path; *c; c++)
-			if (!path_chars_ok(c, 1))
-				*c = '!';
-		q->w = wire_find(path, &q->rt, &m);
-		m = WIRE_UNKNOWN;
-	}
-	if (!q->w)
-		q->w = &wire_openai;
-	if (buf_append_str(&q->path, q->rt.path) < 0)
-		return MHD_NO;
-	char qkey[80];
-	if (take_query(q, qm ? qm + 1 : NULL, qkey, sizeof(qkey)) < 0 ||
-	    buf_append(&q->path, "", 1) < 0)
-		return mp_failf(q, "bad_request", "invalid query string");
-	struct task_token *k = find_caller(q, qkey);
-	explicit_bzero(qkey, sizeof(qkey));
-	if (!k)
-		return mp_failf(q, "invalid_api_key",
-				"invalid or expired task token (only a live chat task's %s is "
-				"accepted)",
-				q->w->token_vars);
-	q->tok = k;
-	k->refs++;
-	if (k->inflight >= MP_PER_TASK)
-		return mp_failf(q, "too_many_requests",
-				"%u requests of this task are in flight already", MP_PER_TASK);
-	k->inflight++;
-	q->counted = true;
-	if (m != WIRE_ROUTE)
-		return mp_failf(q, "not_allowed",
-				"path %.200s is not forwarded by the runner's model proxy", path);
-	q->post = !strcmp(method, "POST");
-	if ((q->post && !q->rt.post) || (!q->post && (strcmp(method, "GET") || !q->rt.get)))
-		return mp_failf(q, "method_not_allowed", "method %.16s is not allowed on %.200s",
-				method, path);
-	wire_scan_init(&q->us, q->w);
-	const char *acc = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
-	if (acc && strlen(acc) < sizeof(q->accept))
-		snprintf(q->accept, sizeof(q->accept), "%s", acc);
-	const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
-	if (ct && strlen(ct) < sizeof(q->ctype_in))
-		snprintf(q->ctype_in, sizeof(q->ctype_in), "%s", ct);
-	/* Every Connection field's names, split as the port proxy does. */
-	cleanup_buf struct buf connection = {0};
-	struct hdr_walk hw = {.q = q};
-	if (relay_connection_fields(conn, &connection) < 0)
-		return mp_failf(q, "gateway_unavailable", "out of memory");
-	hw.connection = connection.data;
-	MHD_get_connection_values(conn, MHD_HEADER_KIND, add_header, &hw);
-	if (hw.failed)
-		return mp_failf(q, "gateway_unavailable", "out of memory");
-	const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-	if (cl) {
-		char *end;
-		errno = 0;
-		unsigned long long v = strtoull(cl, &end, 10);
-		if (errno || *end || *cl == '-')
-			return mp_failf(q, "bad_request", "invalid Content-Length");
-		if (v > MP_MAX_BODY)
-			return mp_failf(q, "request_too_large", "request body over %u bytes",
-					MP_MAX_BODY);
-		q->content_length = (long long)v;
-	}
-	/* A metered call holds its input's estimate and BUDGET_OUT_HOLD until
-	 * it is settled: concurrent calls cannot all start on one remainder. */
-	uint64_t hold = q->rt.metered
-				? budget_tokens_of(
-					  q->content_length > 0 ? (uint64_t)q->content_length : 0) +
-					  BUDGET_OUT_HOLD
-				: 0;
-	char why[256];
-	enum budget_verdict v = budget_admit(&k->b, hold, why, sizeof(why));
-	if (v == BUDGET_HELD)
-		return mp_failf(q, "budget_held", "%s", why);
-	if (v != BUDGET_ADMIT) {
-		log_warn("model call refused: budget spent", "{s:s,s:s,s:s}", "task",
-			 k->t ? k->t->id : "", "format", q->w->name, "why", why);
-		if (k->watch && k->watch->refused)
-			k->watch->refused(k->watch->arg, &k->b);
-		return mp_failf(q, "budget_exceeded", "%s", why);
-	}
-	q->admitted = true;
-	q->hold = hold;
-	return MHD_YES;
-}
-
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version, const char *upload_data,
 				  size_t *upload_size, void **con_cls)
@@ -754,7 +402,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (p->reqs)
 			p->reqs->prev = q;
 		p->reqs = q;
-		return begin(q, method);
+		return mp_begin(q, method);
 	}
 	if (q->responded && q->state != MP_WAIT_HEAD) {
 		*upload_size = 0;
@@ -808,7 +456,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (q->uid != (uid_t)-1)
 		snprintf(source, sizeof(source), "uid:%u", (unsigned)q->uid);
 	audit_emit_from(p->r, source, "model", "model call",
-			audit_call(q, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK));
+			mp_audit_call(q, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK));
 	if (q->counted)
 		q->tok->inflight--;
 	if (q->tok)

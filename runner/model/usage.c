@@ -22,6 +22,12 @@ json_t *mu_usage_json(const struct mu_usage *u)
 			 (json_int_t)u->cache_creation_tokens);
 }
 
+json_t *mu_tokens_json(int64_t prompt, int64_t completion, int64_t total)
+{
+	return json_pack("{s:I,s:I,s:I}", "prompt_tokens", (json_int_t)prompt, "completion_tokens",
+			 (json_int_t)completion, "total_tokens", (json_int_t)total);
+}
+
 bool mu_count(json_t *obj, const char *key, int64_t *out)
 {
 	json_t *v = json_object_get(obj, key);

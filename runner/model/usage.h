@@ -26,6 +26,11 @@ void mu_usage_add(struct mu_usage *sum, const struct mu_usage *u);
 /* {prompt_tokens, completion_tokens, total_tokens, cache_read_tokens,
  * cache_creation_tokens}: a new reference. */
 json_t *mu_usage_json(const struct mu_usage *u);
+/* {prompt_tokens, completion_tokens, total_tokens}: the agents' events'
+ * counts. A new reference. */
+json_t *mu_tokens_json(int64_t prompt, int64_t completion, int64_t total);
+#define MU_TOKENS_JSON(u)                                                                          \
+	mu_tokens_json((u)->prompt_tokens, (u)->completion_tokens, (u)->total_tokens)
 /* A JSON member as a non-negative count: false when absent or not one. */
 bool mu_count(json_t *obj, const char *key, int64_t *out);
 

@@ -26,19 +26,15 @@ const struct wire *wire_find(const char *path, struct wire_route *rt, enum wire_
 	return unknown;
 }
 
-bool wire_header_forwarded(const char *name)
+bool wire_header_forwarded(const char *name, const char *connection)
 {
-	/* Hop-by-hop (relay/hop.c: the port proxy's rule too), the framing
-	 * curl writes, the headers the transport sets from the request
-	 * itself, and every place a token can be in: the task's token never
-	 * leaves the box, and the real key is the runner's to add.
-	 * Accept-Encoding goes too: usage is read from the body, so it must
-	 * come unencoded. */
-	static const char *const dropped[] = {"proxy-authorization",
-					      "proxy-authenticate",
+	/* Besides the port proxy's rules (relay/hop.c): the headers the
+	 * transport sets from the request itself, and every place a token
+	 * can be in: the task's token never leaves the box, and the real key
+	 * is the runner's to add. Accept-Encoding goes too: usage is read
+	 * from the body, so it must come unencoded. */
+	static const char *const dropped[] = {"proxy-authenticate",
 					      "host",
-					      "content-length",
-					      "expect",
 					      "authorization",
 					      "x-api-key",
 					      "x-goog-api-key",
@@ -52,7 +48,7 @@ bool wire_header_forwarded(const char *name)
 					      "x-real-ip",
 					      "x-litellm-api-key",
 					      NULL};
-	if (relay_hop_by_hop(name, strlen(name)))
+	if (relay_request_field_dropped(name, strlen(name), connection))
 		return false;
 	for (const char *const *d = dropped; *d; d++)
 		if (!strcasecmp(name, *d))

@@ -58,9 +58,11 @@ extern const struct wire wire_openai, wire_anthropic, wire_gemini;
  * when no format claims the path. */
 const struct wire *wire_find(const char *path, struct wire_route *rt, enum wire_match *m);
 
-/* Whether a request header goes on to the gateway: not hop-by-hop, not the
- * framing the transport sets itself, never a credential. */
-bool wire_header_forwarded(const char *name);
+/* Whether a request header goes on to the gateway: not what every proxy
+ * drops (relay/hop.h: hop-by-hop, named by connection, the client's
+ * Connection fields joined, or NULL), not what the transport sets itself,
+ * never a credential. */
+bool wire_header_forwarded(const char *name, const char *connection);
 
 /* A usage scanner of one response: the shared framer plus what the format
  * keeps between events (Anthropic's message_start and message_delta). */

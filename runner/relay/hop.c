@@ -4,7 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "http/h1parse.h"
+#include "relay/h1parse.h"
 
 /* A field name list, matched length first: small requests carry a dozen
  * fields each and strcasecmp against every name was the runner's top libc
@@ -47,6 +47,14 @@ bool relay_connection_names(const char *connection, const char *name, size_t len
 	return connection && h1_list_has_token_n(connection, name, len);
 }
 
+bool relay_request_field_dropped(const char *name, size_t len, const char *connection)
+{
+	static const struct field_name drop[] = {FIELD("Content-Length"), FIELD("Expect"),
+						 FIELD("Proxy-Authorization")};
+	return relay_hop_by_hop(name, len) || in_list(drop, N_OF(drop), name, len) ||
+	       relay_connection_names(connection, name, len);
+}
+
 int relay_connection_join(struct buf *b, const char *value)
 {
 	if (buf_avail(b) && buf_append_lit(b, ",") < 0)
@@ -80,13 +88,11 @@ void relay_head_start(struct relay_head *h, struct buf *out, const char *method,
 void relay_head_field(struct relay_head *h, const char *name, size_t name_len, const char *value,
 		      size_t value_len)
 {
-	/* Besides the hop-by-hop ones: the framing the runner redoes, its
-	 * own token, and the forwarding fields it sets itself. */
-	static const struct field_name drop[] = {
-		FIELD("Content-Length"),      FIELD("Expect"),
-		FIELD("Proxy-Authorization"), FIELD("X-EXECD-ACCESS-TOKEN"),
-		FIELD("X-Forwarded-Proto"),   FIELD("X-Forwarded-Host"),
-	};
+	/* Besides what every proxy drops: the runner's own token, and the
+	 * forwarding fields it sets itself. */
+	static const struct field_name drop[] = {FIELD("X-EXECD-ACCESS-TOKEN"),
+						 FIELD("X-Forwarded-Proto"),
+						 FIELD("X-Forwarded-Host")};
 	if (!value)
 		value = "", value_len = 0;
 	if (field_is(name, name_len, "X-Forwarded-For", 15)) {
@@ -95,8 +101,8 @@ void relay_head_field(struct relay_head *h, const char *name, size_t name_len, c
 			h->failed = true;
 		return;
 	}
-	if (relay_hop_by_hop(name, name_len) || in_list(drop, N_OF(drop), name, name_len) ||
-	    relay_connection_names(h->connection, name, name_len))
+	if (relay_request_field_dropped(name, name_len, h->connection) ||
+	    in_list(drop, N_OF(drop), name, name_len))
 		return;
 	if (field_is(name, name_len, "Host", 4))
 		h->host = true;

@@ -1,7 +1,7 @@
 /* The rules of a forwarded HTTP/1 head (docs/design.md §9, §7.4): which
  * fields are hop-by-hop (RFC 9110 §7.6.1), which ones the Connection field
  * names, and the request head the port proxy sends upstream. One home for
- * the port proxy (relay/forward.c) and the model proxy (model/wire.c,
+ * the port proxy (relay/portproxy.c) and the model proxy (model/wire.c,
  * model/modelproxy.c), so that a field dropped by one is dropped by both
  * and the Connection list is split one way (h1_list_has_token). Pure: no
  * I/O, no runner state. */
@@ -18,6 +18,11 @@ bool relay_hop_by_hop(const char *name, size_t len);
 /* Does the Connection field's value (all of them joined by ",", or NULL)
  * name the field (so it is hop-by-hop too)? */
 bool relay_connection_names(const char *connection, const char *name, size_t len);
+/* Does a client's request field stop at the proxy, whichever proxy: is it
+ * hop-by-hop, named by connection, the framing the proxy redoes
+ * (Content-Length, Expect) or the proxy's credentials (Proxy-Authorization)?
+ * Both proxies drop these, then a list of their own. */
+bool relay_request_field_dropped(const char *name, size_t len, const char *connection);
 /* Append one Connection field's value to the joined list *b (", "-less:
  * joined by ","). -1 when out of memory. */
 int relay_connection_join(struct buf *b, const char *value);

@@ -54,9 +54,9 @@ enum task_network {
 
 /* A kind of task a client asks for by name: the native API's "capability" (exec, chat, agent)
  * and a code context's interpreter ("code"). Each is defined by the layer that owns it
- * (task/start.c, model/chatcap.c, model/engine.c, code/code.c); the API resolves the request's name
- * to one once (api/native.c) and hands it over in task_spec.cap. The engine only shows its name and
- * door: what a capability needs of the engine comes as data in the spec (net_required,
+ * (task/start.c, model/chattask.c, model/engine.c, code/code.c); the API resolves the request's
+ * name to one once (api/native.c) and hands it over in task_spec.cap. The engine only shows its
+ * name and door: what a capability needs of the engine comes as data in the spec (net_required,
  * audit_fields, started_fields), what it asks of its own layer as cap_args. */
 struct task_capability {
 	const char *name;

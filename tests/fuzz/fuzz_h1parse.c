@@ -1,5 +1,5 @@
 /* fuzz_h1parse: the port proxy's parser of upstream responses
- * (runner/http/h1parse.c): what a task's server answers is outside input.
+ * (runner/relay/h1parse.c): what a task's server answers is outside input.
  *
  * Input layout: byte 0 = piece size of the body feed (1..256; 0 = all at
  * once); byte 1 bit 0 = HEAD request; the rest is the upstream's bytes.
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http/h1parse.h"
+#include "relay/h1parse.h"
 
 #define MAX_HEAD 4096
 

@@ -63,7 +63,7 @@
 #include <microhttpd.h>
 
 #include "api/proxy.h"
-#include "relay/forward.h"
+#include "relay/portproxy.h"
 #include "api/routes.h"
 #include "confine/confine.h"
 #include "core/error.h"

@@ -1,5 +1,5 @@
-/* The port proxy's HTTP/1 response parser (runner/http/h1parse.c). */
-#include "http/h1parse.h"
+/* The port proxy's HTTP/1 response parser (runner/relay/h1parse.c). */
+#include "relay/h1parse.h"
 
 #include <stdlib.h>
 

@@ -211,10 +211,10 @@ TEST(routes)
 
 TEST(headers_forwarded)
 {
-	CHECK(wire_header_forwarded("anthropic-version"));
-	CHECK(wire_header_forwarded("anthropic-beta"));
-	CHECK(wire_header_forwarded("User-Agent"));
-	CHECK(wire_header_forwarded("x-goog-api-client"));
+	CHECK(wire_header_forwarded("anthropic-version", NULL));
+	CHECK(wire_header_forwarded("anthropic-beta", NULL));
+	CHECK(wire_header_forwarded("User-Agent", NULL));
+	CHECK(wire_header_forwarded("x-goog-api-client", NULL));
 	const char *never[] = {"Authorization",
 			       "X-Api-Key",
 			       "x-goog-api-key",
@@ -228,7 +228,7 @@ TEST(headers_forwarded)
 			       "TE",
 			       "Keep-Alive"};
 	for (size_t i = 0; i < sizeof(never) / sizeof(never[0]); i++)
-		CHECKF(!wire_header_forwarded(never[i]), "%s is forwarded", never[i]);
+		CHECKF(!wire_header_forwarded(never[i], NULL), "%s is forwarded", never[i]);
 }
 
 TEST(error_shapes)

@@ -1,4 +1,4 @@
-#include "http/h1parse.h"
+#include "relay/h1parse.h"
 
 #include <string.h>
 #include <strings.h>
@@ -295,44 +295,55 @@ static int hexval(unsigned char ch)
 	return -1;
 }
 
+/* One byte of a chunk's size line (hex digits, then white space or
+ * ";ext" up to LF): 1 when taken, 0 when the same byte is to be read again
+ * (the size has ended), -1 when invalid. */
+static int size_line(struct h1_chunked *c, unsigned char ch)
+{
+	if (c->state == CH_SIZE) {
+		int v = hexval(ch);
+		if (v < 0) {
+			if (!c->digits)
+				return -1;
+			c->state = CH_EXT;
+			return 0;
+		}
+		if (c->digits == 16)
+			return -1; /* over 64 bits */
+		c->left = (c->left << 4) | (uint64_t)v;
+		c->digits++;
+		c->line_len++;
+		return 1;
+	}
+	if (++c->line_len > H1_CHUNK_LINE_MAX)
+		return -1;
+	if (ch == '\n') {
+		c->digits = 0;
+		c->line_len = 0;
+		c->ext = false;
+		c->state = c->left ? CH_DATA : CH_TRAILER;
+	} else if (ch == ';') {
+		c->ext = true;
+	} else if (ch != '\r' && ch != ' ' && ch != '\t' && !(c->ext && is_vbyte(ch))) {
+		return -1; /* only white space between the size and ';' */
+	}
+	return 1;
+}
+
 ssize_t h1_chunked_decode(struct h1_chunked *c, char *buf, size_t len, size_t *used)
 {
 	size_t i = 0, o = 0;
 	while (i < len && c->state != CH_DONE) {
 		unsigned char ch = (unsigned char)buf[i];
 		switch (c->state) {
-		case CH_SIZE: {
-			int v = hexval(ch);
-			if (v >= 0) {
-				if (c->digits == 16)
-					return -1; /* over 64 bits */
-				c->left = (c->left << 4) | (uint64_t)v;
-				c->digits++;
-				c->line_len++;
-				i++;
-				break;
-			}
-			if (!c->digits)
+		case CH_SIZE:
+		case CH_EXT: {
+			int rc = size_line(c, ch);
+			if (rc < 0)
 				return -1;
-			c->state = CH_EXT;
-			break; /* the same byte again, as part of the rest */
-		}
-		case CH_EXT:
-			i++;
-			if (++c->line_len > H1_CHUNK_LINE_MAX)
-				return -1;
-			if (ch == '\n') {
-				c->digits = 0;
-				c->line_len = 0;
-				c->ext = false;
-				c->state = c->left ? CH_DATA : CH_TRAILER;
-			} else if (ch == ';') {
-				c->ext = true;
-			} else if (ch != '\r' && ch != ' ' && ch != '\t' &&
-				   !(c->ext && is_vbyte(ch))) {
-				return -1; /* only white space between the size and ';' */
-			}
+			i += (size_t)rc;
 			break;
+		}
 		case CH_DATA: {
 			size_t n = len - i;
 			if (n > c->left)

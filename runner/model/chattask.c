@@ -1,5 +1,5 @@
-/* The chat capability's entry in the capability table: see chatcap.h. */
-#include "model/chatcap.h"
+/* The chat capability's entry in the capability table: see chattask.h. */
+#include "model/chattask.h"
 
 #include "model/modelproxy.h"
 
