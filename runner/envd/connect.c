@@ -3,8 +3,13 @@
 #include "envd/connect.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
 
 #include "core/base64.h"
 #include "core/error.h"
@@ -203,12 +208,57 @@ static void b64_pairs_init(void)
 	}
 }
 
+#if defined(__x86_64__)
+/* Twelve bytes to sixteen characters a step with SSSE3 (every x86-64 CPU since 2006 but the
+ * first): the stream's data events are 4/3 base64, and the table walk below was the runner's
+ * largest user of CPU on a 1 GiB stream (perf: 29 % of its samples). Per 32-bit lane, bytes
+ * s0 s1 s2 are shuffled to s1 s0 s2 s1, so that its two 16-bit halves hold s0s1 and s1s2;
+ * two masks and two multiplies move the four 6-bit indices to one byte each; one compare,
+ * one saturating subtract and a 16-entry table lookup add each class's ASCII offset. */
+__attribute__((target("ssse3"))) static size_t b64_ssse3(char *o, const unsigned char *s,
+							 size_t len)
+{
+	const __m128i shuf = _mm_setr_epi8(1, 0, 2, 1, 4, 3, 5, 4, 7, 6, 8, 7, 10, 9, 11, 10);
+	const __m128i off =
+		_mm_setr_epi8(71, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -19, -16, 65, 0, 0);
+	size_t i = 0;
+	for (; i + 16 <= len; i += 12, o += 16) {
+		__m128i in = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(s + i)), shuf);
+		__m128i hi = _mm_mulhi_epu16(_mm_and_si128(in, _mm_set1_epi32(0x0fc0fc00)),
+					     _mm_set1_epi32(0x04000040));
+		__m128i lo = _mm_mullo_epi16(_mm_and_si128(in, _mm_set1_epi32(0x003f03f0)),
+					     _mm_set1_epi32(0x01000010));
+		__m128i idx = _mm_or_si128(hi, lo);
+		__m128i cls = _mm_subs_epu8(idx, _mm_set1_epi8(51));
+		__m128i upper = _mm_cmpgt_epi8(_mm_set1_epi8(26), idx);
+		cls = _mm_or_si128(cls, _mm_and_si128(upper, _mm_set1_epi8(13)));
+		_mm_storeu_si128((__m128i *)o, _mm_add_epi8(idx, _mm_shuffle_epi8(off, cls)));
+	}
+	return i;
+}
+
+static bool cpu_has_ssse3(void)
+{
+	unsigned a, b, c, d;
+	return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_SSSE3);
+}
+#endif
+
 size_t connect_b64_encode(char *o, const unsigned char *s, size_t len)
 {
 	if (!b64_pairs[0])
 		b64_pairs_init();
 	char *start = o;
 	size_t i = 0;
+#if defined(__x86_64__)
+	static int simd = -1; /* the loop thread's alone */
+	if (simd < 0)
+		simd = cpu_has_ssse3();
+	if (simd) {
+		i = b64_ssse3(o, s, len);
+		o += i / 3 * 4;
+	}
+#endif
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 	/* Six bytes to eight characters in one store (the pairs' bytes are in memory order). */
 	for (; i + 6 <= len; i += 6, o += 8) {

@@ -301,35 +301,28 @@ static int op_list_dir(struct fcall *c)
 	return 0;
 }
 
-/* The prologue: the message, the user, then the operation as the task user. */
-static enum MHD_Result fs_route(struct http_req *req, files_op op)
+static const struct {
+	const char *method;
+	files_op op;
+} fs_ops[] = {
+	{"Stat", op_stat},        {"MakeDir", op_make_dir}, {"Move", op_move},
+	{"ListDir", op_list_dir}, {"Remove", op_remove},
+};
+
+/* Stat, MakeDir, Move, ListDir, Remove share one prologue (the message, the user); the op,
+ * chosen by the route's method name, then runs as the task user in the files API's. */
+enum MHD_Result envd_fs_unary(struct http_req *req)
 {
+	const char *m = strrchr(req->route->pattern, '/') + 1;
+	size_t i = 0, n = sizeof(fs_ops) / sizeof(fs_ops[0]);
+	while (i < n && strcmp(m, fs_ops[i].method))
+		i++;
+	if (i == n)
+		return envd_rpc_fail(req, false, CC_UNIMPLEMENTED, "no method %.64s", m);
 	json_t *msg = fs_msg(req);
 	if (!msg)
 		return MHD_YES;
 	/* files_route reads the body itself (IN_OBJECT): the envelope-free JSON we checked. */
-	(void)msg;
 	json_decref(msg);
-	return files_route(req, IN_OBJECT, op);
-}
-
-enum MHD_Result envd_fs_stat(struct http_req *req)
-{
-	return fs_route(req, op_stat);
-}
-enum MHD_Result envd_fs_make_dir(struct http_req *req)
-{
-	return fs_route(req, op_make_dir);
-}
-enum MHD_Result envd_fs_move(struct http_req *req)
-{
-	return fs_route(req, op_move);
-}
-enum MHD_Result envd_fs_list_dir(struct http_req *req)
-{
-	return fs_route(req, op_list_dir);
-}
-enum MHD_Result envd_fs_remove(struct http_req *req)
-{
-	return fs_route(req, op_remove);
+	return files_route(req, IN_OBJECT, fs_ops[i].op);
 }

@@ -46,16 +46,11 @@ int envd_path(struct runner *r, const char *in, char out[PATH_MAX], char *msg, s
 enum MHD_Result envd_process_start(struct http_req *req);
 enum MHD_Result envd_process_connect(struct http_req *req);
 enum MHD_Result envd_process_list(struct http_req *req);
-enum MHD_Result envd_process_send_input(struct http_req *req);
 enum MHD_Result envd_process_stream_input(struct http_req *req);
-enum MHD_Result envd_process_close_stdin(struct http_req *req);
-enum MHD_Result envd_process_send_signal(struct http_req *req);
-enum MHD_Result envd_process_update(struct http_req *req);
-enum MHD_Result envd_fs_stat(struct http_req *req);
-enum MHD_Result envd_fs_make_dir(struct http_req *req);
-enum MHD_Result envd_fs_move(struct http_req *req);
-enum MHD_Result envd_fs_list_dir(struct http_req *req);
-enum MHD_Result envd_fs_remove(struct http_req *req);
+/* SendInput, CloseStdin, SendSignal, Update: one path, the op by the route's method. */
+enum MHD_Result envd_process_unary(struct http_req *req);
+/* Stat, MakeDir, Move, ListDir, Remove: one path, the op by the route's method. */
+enum MHD_Result envd_fs_unary(struct http_req *req);
 enum MHD_Result envd_fs_watch_dir(struct http_req *req);
 enum MHD_Result envd_fs_create_watcher(struct http_req *req);
 enum MHD_Result envd_fs_get_watcher_events(struct http_req *req);

@@ -296,32 +296,17 @@ static int write_input(struct http_req *req, struct task *t, json_t *input, bool
 	return 0; /* written: the caller answers */
 }
 
-enum MHD_Result envd_process_send_input(struct http_req *req)
+static enum MHD_Result op_send_input(struct http_req *req, struct task *t, json_t *msg)
 {
-	cleanup_json json_t *msg = envd_rpc_msg(req, false);
-	if (!msg)
-		return MHD_YES;
-	char why[256];
-	struct task *t = select_task(req, msg, why, sizeof(why));
-	if (!t || t->finished)
-		return envd_rpc_fail(req, false, CC_NOT_FOUND, "%s",
-				     t ? "the process has ended" : why);
 	enum MHD_Result rc;
 	if (write_input(req, t, connect_field(msg, "input", NULL), false, &rc) < 0)
 		return rc;
 	return envd_rpc_ok(req, NULL);
 }
 
-enum MHD_Result envd_process_close_stdin(struct http_req *req)
+static enum MHD_Result op_close_stdin(struct http_req *req, struct task *t, json_t *msg)
 {
-	cleanup_json json_t *msg = envd_rpc_msg(req, false);
-	if (!msg)
-		return MHD_YES;
-	char why[256];
-	struct task *t = select_task(req, msg, why, sizeof(why));
-	if (!t || t->finished)
-		return envd_rpc_fail(req, false, CC_NOT_FOUND, "%s",
-				     t ? "the process has ended" : why);
+	(void)msg;
 	if (t->input && t->input->tty)
 		return envd_rpc_fail(req, false, CC_UNKNOWN,
 				     "error closing stdin: cannot close stdin for PTY process — "
@@ -332,16 +317,8 @@ enum MHD_Result envd_process_close_stdin(struct http_req *req)
 	return envd_rpc_ok(req, NULL);
 }
 
-enum MHD_Result envd_process_send_signal(struct http_req *req)
+static enum MHD_Result op_send_signal(struct http_req *req, struct task *t, json_t *msg)
 {
-	cleanup_json json_t *msg = envd_rpc_msg(req, false);
-	if (!msg)
-		return MHD_YES;
-	char why[256];
-	struct task *t = select_task(req, msg, why, sizeof(why));
-	if (!t || t->finished)
-		return envd_rpc_fail(req, false, CC_NOT_FOUND, "%s",
-				     t ? "the process has ended" : why);
 	json_t *s = connect_field(msg, "signal", NULL);
 	const char *name = json_is_string(s) ? json_string_value(s) : "";
 	long num = json_is_integer(s) ? (long)json_integer_value(s) : -1;
@@ -359,16 +336,8 @@ enum MHD_Result envd_process_send_signal(struct http_req *req)
 	return envd_rpc_ok(req, NULL);
 }
 
-enum MHD_Result envd_process_update(struct http_req *req)
+static enum MHD_Result op_update(struct http_req *req, struct task *t, json_t *msg)
 {
-	cleanup_json json_t *msg = envd_rpc_msg(req, false);
-	if (!msg)
-		return MHD_YES;
-	char why[256];
-	struct task *t = select_task(req, msg, why, sizeof(why));
-	if (!t || t->finished)
-		return envd_rpc_fail(req, false, CC_NOT_FOUND, "%s",
-				     t ? "the process has ended" : why);
 	json_t *size = connect_field(connect_field(msg, "pty", NULL), "size", NULL);
 	if (!size)
 		return envd_rpc_ok(req, NULL);
@@ -380,6 +349,37 @@ enum MHD_Result envd_process_update(struct http_req *req)
 	if (task_resize(t, cols, rows, &err) < 0)
 		return envd_rpc_fail(req, false, CC_INTERNAL, "error resizing tty: %s", err.msg);
 	return envd_rpc_ok(req, NULL);
+}
+
+/* The unary RPCs on one running process share one prologue (the message, its selector, a
+ * process still running); each op is what follows it, chosen by the route's method name. */
+static const struct {
+	const char *method;
+	enum MHD_Result (*fn)(struct http_req *req, struct task *t, json_t *msg);
+} proc_ops[] = {
+	{"SendInput", op_send_input},
+	{"CloseStdin", op_close_stdin},
+	{"SendSignal", op_send_signal},
+	{"Update", op_update},
+};
+
+enum MHD_Result envd_process_unary(struct http_req *req)
+{
+	const char *m = strrchr(req->route->pattern, '/') + 1;
+	size_t i = 0, n = sizeof(proc_ops) / sizeof(proc_ops[0]);
+	while (i < n && strcmp(m, proc_ops[i].method))
+		i++;
+	if (i == n)
+		return envd_rpc_fail(req, false, CC_UNIMPLEMENTED, "no method %.64s", m);
+	cleanup_json json_t *msg = envd_rpc_msg(req, false);
+	if (!msg)
+		return MHD_YES;
+	char why[256];
+	struct task *t = select_task(req, msg, why, sizeof(why));
+	if (!t || t->finished)
+		return envd_rpc_fail(req, false, CC_NOT_FOUND, "%s",
+				     t ? "the process has ended" : why);
+	return proc_ops[i].fn(req, t, msg);
 }
 
 /* Client streaming: the body's envelopes in order (start, data..., keepalive); the input is

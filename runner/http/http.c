@@ -101,167 +101,6 @@ static enum MHD_Result unauthorized(struct http_req *req)
 	return http_json(req, error_http_status(&e), body);
 }
 
-/* Message framing the runner refuses even where libmicrohttpd 0.9.75 lets
- * it through (RFC 9112 §6.1, §5.4, §3.2, §5.1, RFC 9110 §5.5): both
- * Content-Length and Transfer-Encoding (request smuggling), repeated
- * Content-Length, Transfer-Encoding or Host, a transfer coding other than
- * chunked, a header name that is not a token (white space before the
- * colon), a NUL or other control character in a header value (which would
- * silently cut the value short here but not in a proxy in front). The
- * connection is closed after the 400, so nothing after the ambiguous
- * request is read as another one. */
-struct framing {
-	unsigned host, cl, te;
-	bool te_other, bad_name, bad_value;
-};
-
-static bool is_tchar(unsigned char c)
-{
-	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	       (c && strchr("!#$%&'*+-.^_`|~", c));
-}
-
-static enum MHD_Result framing_it(void *cls, enum MHD_ValueKind kind, const char *key,
-				  size_t key_size, const char *value, size_t value_size)
-{
-	(void)kind;
-	struct framing *f = cls;
-	if (!key_size)
-		f->bad_name = true;
-	for (size_t i = 0; i < key_size; i++)
-		if (!is_tchar((unsigned char)key[i]))
-			f->bad_name = true;
-	for (size_t i = 0; value && i < value_size; i++) {
-		unsigned char c = (unsigned char)value[i];
-		if ((c < 0x20 && c != '\t') || c == 0x7f)
-			f->bad_value = true;
-	}
-	if (!value)
-		value = "";
-	if (!strcasecmp(key, "Host"))
-		f->host++;
-	else if (!strcasecmp(key, "Content-Length"))
-		f->cl++;
-	else if (!strcasecmp(key, "Transfer-Encoding")) {
-		f->te++;
-		value += strspn(value, " \t");
-		size_t n = strcspn(value, " \t");
-		if (n != 7 || strncasecmp(value, "chunked", 7) ||
-		    value[n + strspn(value + n, " \t")])
-			f->te_other = true;
-	}
-	return MHD_YES;
-}
-
-/* libmicrohttpd 0.9.75 parses the request head in place and measures each
- * header value with strlen(): a NUL inside a value cuts it silently (what
- * follows is dropped; a proxy in front saw all of it), so the check above
- * never sees the NUL. The head's bytes stay where they were read: after
- * the end of a value there may be only its line end (1-2 bytes the parser
- * zeroed) before the next header line starts, or, after the last one, the
- * empty line too (2-4 bytes). Anything more was hidden behind a NUL. (A NUL
- * right before a bare LF looks like a CR here; nothing hides behind it.)
- * Pointers outside the head as read (a folded line was copied) are not
- * judged. */
-struct hdr_pos {
-	const char *key, *value;
-	size_t vlen;
-};
-
-struct hdr_list {
-	struct hdr_pos *h;
-	size_t n, cap;
-	bool oom;
-	struct hdr_pos first[16]; /* most requests have fewer: no allocation */
-};
-
-static enum MHD_Result hdr_collect(void *cls, enum MHD_ValueKind kind, const char *key,
-				   size_t key_size, const char *value, size_t value_size)
-{
-	(void)kind;
-	(void)key_size;
-	struct hdr_list *l = cls;
-	if (l->n == l->cap) {
-		size_t cap = l->cap * 2;
-		struct hdr_pos *nh = l->h == l->first ? malloc(cap * sizeof(*nh))
-						      : realloc(l->h, cap * sizeof(*nh));
-		if (!nh) {
-			l->oom = true;
-			return MHD_NO;
-		}
-		if (l->h == l->first)
-			memcpy(nh, l->first, sizeof(l->first));
-		l->h = nh;
-		l->cap = cap;
-	}
-	l->h[l->n++] = (struct hdr_pos){key, value, value ? value_size : 0};
-	return MHD_YES;
-}
-
-static bool header_value_cut(struct MHD_Connection *conn, const char *head)
-{
-	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
-	if (!ci || !head)
-		return false;
-	const char *end = head + ci->header_size;
-	struct hdr_list l = {.cap = sizeof(l.first) / sizeof(l.first[0])};
-	l.h = l.first;
-	MHD_get_connection_values_n(conn, MHD_HEADER_KIND, hdr_collect, &l);
-	bool cut = l.oom; /* cannot check: refuse */
-	for (size_t i = 0; i < l.n && !cut; i++) {
-		const char *v = l.h[i].value;
-		if (!v || v < head || v >= end || l.h[i].vlen >= (size_t)(end - v))
-			continue;
-		const char *p = v + l.h[i].vlen, *q = p;
-		while (q < end && !*q)
-			q++;
-		if (i + 1 < l.n) {
-			const char *next = l.h[i + 1].key;
-			if (next <= p || next >= end)
-				continue;
-			cut = q != next || q - p > 2;
-		} else {
-			cut = q != end || q - p > 4;
-		}
-	}
-	if (l.h != l.first)
-		free(l.h);
-	return cut;
-}
-
-static const char *framing_problem(struct MHD_Connection *conn, const char *head)
-{
-	struct framing f = {0};
-	MHD_get_connection_values_n(conn, MHD_HEADER_KIND, framing_it, &f);
-	if (!f.bad_value && header_value_cut(conn, head))
-		f.bad_value = true;
-	if (f.cl && f.te)
-		return "both Content-Length and Transfer-Encoding";
-	if (f.cl > 1 || f.te > 1 || f.host > 1)
-		return "a repeated Content-Length, Transfer-Encoding or Host header";
-	if (f.te_other)
-		return "a transfer coding other than chunked";
-	if (f.bad_name)
-		return "a header name that is not a token";
-	if (f.bad_value)
-		return "a control character (or NUL) in a header value";
-	return NULL;
-}
-
-static enum MHD_Result framing_error(struct http_req *req, const char *problem)
-{
-	struct error e;
-	error_set(&e, 0, "BAD_REQUEST_FRAMING", "request refused: %s", problem);
-	/* Answered at once, never held for a drain (§3.1): a body whose framing
-	 * is in doubt cannot be read to its end. */
-	req->in_head = false;
-	struct MHD_Response *resp = http_json_response(http_error_body(&e));
-	if (resp)
-		MHD_add_response_header(resp, "Connection", "close");
-	return http_queue(req, error_http_status(&e), resp);
-}
-
 /* libmicrohttpd's first look at a request: the raw request target, kept for
  * the routes that must see the query exactly as sent, or the whole target
  * (the port proxy forwards it undecoded). Returns the request state (the
@@ -430,9 +269,9 @@ static enum MHD_Result begin_request(struct runner *r, struct http_req *req,
 				     const struct http_route *routes, size_t n_routes,
 				     const char *url, const char *method)
 {
-	const char *problem = framing_problem(req->conn, method);
+	const char *problem = http_framing_problem(req->conn, method);
 	if (problem)
-		return framing_error(req, problem);
+		return http_framing_error(req, problem);
 	const struct http_server *h = r->http;
 	/* Re-dispatched here, in this request, never through a socket: the same handler,
 	 * the same token check, nothing forwarded (§16.2). */
@@ -477,6 +316,39 @@ static enum MHD_Result begin_request(struct runner *r, struct http_req *req,
 	return MHD_YES;
 }
 
+/* Bytes of a body nobody will read, dropped; past the drain bound (§3.1) or when late, the
+ * connection is closed as libmicrohttpd would have. */
+static enum MHD_Result drain(struct http_req *req, size_t *upload_size, bool late)
+{
+	req->drained += *upload_size;
+	*upload_size = 0;
+	if (req->drained <= HTTP_DRAIN_MAX && !late)
+		return MHD_YES;
+	log_info("refused request body too long to drain: connection closed", "{s:I}", "bytes",
+		 (json_int_t)req->drained);
+	return MHD_NO;
+}
+
+/* A body for a route that takes it whole: appended to req->body, NUL-terminated. A body
+ * without Content-Length (chunked) that grows too big is dropped and answered 413 once it
+ * is in (libmicrohttpd takes a response only then). */
+static enum MHD_Result buffer_body(struct http_req *req, const char *data, size_t *upload_size)
+{
+	if (req->body_too_big || req->body_len + *upload_size > req->r->cfg.max_body) {
+		req->body_too_big = true;
+		return drain(req, upload_size, false);
+	}
+	char *nb = realloc(req->body, req->body_len + *upload_size + 1);
+	if (!nb)
+		return MHD_NO;
+	memcpy(nb + req->body_len, data, *upload_size);
+	req->body = nb;
+	req->body_len += *upload_size;
+	req->body[req->body_len] = 0;
+	*upload_size = 0;
+	return MHD_YES;
+}
+
 /* The body of a request refused on its head, read and discarded; the refusal goes once it
  * is all in. Past the bound the connection is closed, as libmicrohttpd would have. */
 static enum MHD_Result drain_refused(struct http_req *req, size_t *upload_size)
@@ -488,14 +360,7 @@ static enum MHD_Result drain_refused(struct http_req *req, size_t *upload_size)
 		MHD_destroy_response(resp);
 		return rc;
 	}
-	req->drained += *upload_size;
-	*upload_size = 0;
-	if (req->drained > HTTP_DRAIN_MAX || monotonic_ms() - req->drain_start_ms > HTTP_DRAIN_MS) {
-		log_info("refused request body too long to drain: connection closed", "{s:I}",
-			 "bytes", (json_int_t)req->drained);
-		return MHD_NO;
-	}
-	return MHD_YES;
+	return drain(req, upload_size, monotonic_ms() - req->drain_start_ms > HTTP_DRAIN_MS);
 }
 
 static enum MHD_Result handle(struct runner *r, const struct http_route *routes, size_t n_routes,
@@ -550,33 +415,8 @@ static enum MHD_Result handle(struct runner *r, const struct http_route *routes,
 		*upload_size = req->body_left;
 		return rc;
 	}
-	if (*upload_size) {
-		if (req->body_too_big || req->body_len + *upload_size > r->cfg.max_body) {
-			/* A body without Content-Length (chunked) grew too big:
-			 * libmicrohttpd takes a response only once the body is in,
-			 * so drop the rest and answer 413 then; past the drain bound
-			 * (§3.1) the connection is closed instead. */
-			req->body_too_big = true;
-			req->drained += *upload_size;
-			*upload_size = 0;
-			if (req->drained > HTTP_DRAIN_MAX) {
-				log_info(
-					"refused request body too long to drain: connection closed",
-					"{s:I}", "bytes", (json_int_t)req->drained);
-				return MHD_NO;
-			}
-			return MHD_YES;
-		}
-		char *nb = realloc(req->body, req->body_len + *upload_size + 1);
-		if (!nb)
-			return MHD_NO;
-		memcpy(nb + req->body_len, upload_data, *upload_size);
-		req->body = nb;
-		req->body_len += *upload_size;
-		req->body[req->body_len] = 0;
-		*upload_size = 0;
-		return MHD_YES;
-	}
+	if (*upload_size)
+		return buffer_body(req, upload_data, upload_size);
 	if (req->body_too_big)
 		return http_failf(req, "PAYLOAD_TOO_LARGE", "request body over %llu bytes",
 				  (unsigned long long)r->cfg.max_body);
@@ -637,21 +477,35 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	*con_cls = NULL;
 }
 
-/* The connection gate of a listener the API's clients use (the main one, the extra ones): tasks
- * refused, --max-client-connections per client (at most max_conns), the header deadlines.
- * NULL: out of memory. */
-static struct gate *client_gate(struct runner *r, const char *name, const struct gate_tasks *tasks,
-				unsigned max_conns)
+/* A listener of the API's clients (the main one, the extra ones) on its socket fd: its
+ * connection gate (tasks refused, --max-client-connections per client, the header deadlines)
+ * and its daemon on the loop. 0, or -1 with err. */
+static int client_daemon(struct runner *r, int fd, struct http_daemon_conf *conf,
+			 struct gate **gate, struct http_daemon *d, struct error *err)
 {
-	struct gate_policy gp = {.name = name,
+	unsigned max_conns = gate_connection_limit(1024, 2 + HTTP_EXTRA_MAX);
+	struct gate_policy gp = {.name = conf->name,
 				 .refuse_tasks = true,
-				 .tasks = tasks,
+				 .tasks = r->http->tasks,
 				 .max_per_client = r->cfg.max_client_conns < max_conns
 							   ? r->cfg.max_client_conns
 							   : max_conns,
 				 .first_head_ms = r->cfg.header_deadline_ms,
 				 .next_head_ms = r->cfg.header_timeout_ms};
-	return gate_new(r, &gp);
+	if (!(*gate = gate_new(r, &gp))) {
+		close(fd);
+		return error_set(err, ENOMEM, NULL, "%s: cannot set up connection admission",
+				 conf->name);
+	}
+	conf->listen_fd = fd;
+	conf->on_completed = on_completed;
+	conf->on_connection = gate_notify;
+	conf->connection_arg = *gate;
+	conf->on_uri = on_uri;
+	conf->timeout_s = (unsigned)((r->cfg.header_timeout_ms + 999) / 1000);
+	conf->conn_memory_limit = 64 * 1024;
+	conf->conn_limit = max_conns;
+	return http_daemon_start(d, &r->loop, conf, err);
 }
 
 int http_start(struct runner *r, const struct http_route *routes, size_t n_routes,
@@ -667,28 +521,11 @@ int http_start(struct runner *r, const struct http_route *routes, size_t n_route
 	int fd = http_listen(r->cfg.listen_host, r->cfg.listen_port, &h->port, err);
 	if (fd < 0)
 		return error_wrap(err, "--listen (FORCEAI_RUNNER_LISTEN)");
-	unsigned timeout_s = (unsigned)((r->cfg.header_timeout_ms + 999) / 1000);
-	unsigned max_conns = gate_connection_limit(1024, 2 + HTTP_EXTRA_MAX);
-	h->gate = client_gate(r, "http", tasks, max_conns);
-	if (!h->gate) {
-		close(fd);
-		return error_set(err, ENOMEM, NULL, "cannot set up connection admission");
-	}
-	struct http_daemon_conf conf = {
-		.name = "http",
-		.listen_fd = fd,
-		.on_request = on_request,
-		.on_completed = on_completed,
-		.arg = r,
-		.on_connection = gate_notify,
-		.connection_arg = h->gate,
-		.on_uri = on_uri,
-		.allow_upgrade = true,
-		.timeout_s = timeout_s,
-		.conn_memory_limit = 64 * 1024,
-		.conn_limit = max_conns,
-	};
-	return http_daemon_start(&h->daemon, &r->loop, &conf, err);
+	struct http_daemon_conf conf = {.name = "http",
+					.on_request = on_request,
+					.arg = r,
+					.allow_upgrade = true};
+	return client_daemon(r, fd, &conf, &h->gate, &h->daemon, err);
 }
 
 unsigned http_listen_extra(struct runner *r, const char *name, const char *host, unsigned port,
@@ -708,30 +545,9 @@ unsigned http_listen_extra(struct runner *r, const char *name, const char *host,
 	int fd = http_listen(host, port, &x->port, err);
 	if (fd < 0)
 		return 0;
-	unsigned max_conns = gate_connection_limit(1024, 2 + HTTP_EXTRA_MAX);
-	x->gate = client_gate(r, name, h->tasks, max_conns);
-	if (!x->gate) {
-		close(fd);
-		error_set(err, ENOMEM, NULL, "%s: cannot set up connection admission", name);
-		return 0;
-	}
-	struct http_daemon_conf conf = {
-		.name = name,
-		.listen_fd = fd,
-		.on_request = on_request_extra,
-		.on_completed = on_completed,
-		.arg = x,
-		.on_connection = gate_notify,
-		.connection_arg = x->gate,
-		.on_uri = on_uri,
-		.timeout_s = (unsigned)((r->cfg.header_timeout_ms + 999) / 1000),
-		.conn_memory_limit = 64 * 1024,
-		.conn_limit = max_conns,
-	};
-	h->n_extra++;
-	if (http_daemon_start(&x->daemon, &r->loop, &conf, err) < 0)
-		return 0;
-	return x->port;
+	h->n_extra++; /* http_stop frees what was made of it, even on failure */
+	struct http_daemon_conf conf = {.name = name, .on_request = on_request_extra, .arg = x};
+	return client_daemon(r, fd, &conf, &x->gate, &x->daemon, err) < 0 ? 0 : x->port;
 }
 
 void http_set_hooks(struct runner *r, const struct http_hooks *hooks)

@@ -137,9 +137,10 @@ struct http_stream {
 	bool failed;    /* cut short: the connection is closed, not completed */
 	bool suspended;
 	bool closed;
-	bool ending;           /* http_streams_end: ends as soon as it has nothing to send */
-	bool keepalive_due;    /* silent for ops->keepalive_ms: the next empty turn sends it */
-	uint64_t last_send_ms; /* monotonic */
+	bool ending;                /* http_streams_end: ends as soon as it has nothing to send */
+	bool keepalive_due;         /* silent for ops->keepalive_ms: the next empty turn sends it */
+	uint64_t last_send_ms;      /* monotonic */
+	struct http_daemon *daemon; /* the one serving it: a wake runs it alone */
 	struct http_stream *next, *prev;
 };
 

@@ -41,3 +41,10 @@ struct http_server {
 
 /* Run every daemon before the next wait (a connection of one was resumed). */
 void http_wake_all(struct http_server *h);
+/* The framing of a request's head the server refuses (http/framing.c): NULL or the problem;
+ * and the 400 that answers it and closes the connection. */
+const char *http_framing_problem(struct MHD_Connection *conn, const char *head);
+enum MHD_Result http_framing_error(struct http_req *req, const char *problem);
+/* The first fault of a WebSocket handshake request (http/wshandshake.c), with the status
+ * that answers it (400, or 426 for another version); NULL: none. */
+const char *ws_handshake_problem(struct http_req *req, unsigned *status);

@@ -97,6 +97,17 @@ static void stream_free_cb(void *cls)
 	stream_close(s);
 }
 
+/* The daemon (listener) whose connection conn is. */
+static struct http_daemon *daemon_of(struct http_server *h, struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_DAEMON);
+	for (unsigned i = 0; ci && i < h->n_extra; i++)
+		if (h->extra[i].daemon.d == ci->daemon)
+			return &h->extra[i].daemon;
+	return &h->daemon;
+}
+
 struct MHD_Response *http_stream_response(struct http_req *req, struct http_stream *s,
 					  const struct http_stream_ops *ops, uint64_t size,
 					  size_t block)
@@ -105,6 +116,7 @@ struct MHD_Response *http_stream_response(struct http_req *req, struct http_stre
 	s->ops = ops;
 	s->r = req->r;
 	s->conn = req->conn;
+	s->daemon = daemon_of(h, req->conn);
 	s->suspended = false;
 	s->closed = false;
 	s->last_send_ms = monotonic_ms();
@@ -170,5 +182,7 @@ void http_stream_wake(struct http_stream *s)
 		return;
 	s->suspended = false;
 	MHD_resume_connection(s->conn);
-	http_wake_all(s->r->http);
+	/* Its own daemon only: another's turn would be an epoll_wait and a pass over its
+	 * connections for nothing, once per record of a fast stream. */
+	http_daemon_wake(s->daemon);
 }

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/epoll.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -559,44 +558,6 @@ static void req_ctx_free(struct http_req *req)
 	teardown(c);
 }
 
-static bool has_token(const char *value, const char *token)
-{
-	if (!value)
-		return false;
-	size_t tl = strlen(token);
-	const char *p = value;
-	while (*p) {
-		p += strspn(p, " \t,");
-		size_t n = strcspn(p, ",");
-		size_t m = n;
-		while (m && (p[m - 1] == ' ' || p[m - 1] == '\t'))
-			m--;
-		if (m == tl && !strncasecmp(p, token, tl))
-			return true;
-		p += n;
-	}
-	return false;
-}
-
-bool ws_is_upgrade_request(struct http_req *req)
-{
-	return has_token(http_header(req, "Upgrade"), "websocket");
-}
-
-static bool key_ok(const char *key)
-{
-	/* base64 of 16 bytes: 22 characters and "==". */
-	if (!key || strlen(key) != 24 || strcmp(key + 22, "=="))
-		return false;
-	for (int i = 0; i < 22; i++) {
-		char ch = key[i];
-		if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
-		      (ch >= '0' && ch <= '9') || ch == '+' || ch == '/'))
-			return false;
-	}
-	return true;
-}
-
 static enum MHD_Result refuse(struct http_req *req, const struct ws_ops *ops, void *arg,
 			      unsigned status, const char *msg)
 {
@@ -623,21 +584,11 @@ static enum MHD_Result refuse(struct http_req *req, const struct ws_ops *ops, vo
 
 enum MHD_Result ws_upgrade(struct http_req *req, const struct ws_ops *ops, void *arg, size_t window)
 {
-	if (!ws_is_upgrade_request(req))
-		return refuse(req, ops, arg, 400,
-			      "this endpoint needs a WebSocket upgrade "
-			      "(Upgrade: websocket)");
-	if (!has_token(http_header(req, "Connection"), "upgrade"))
-		return refuse(req, ops, arg, 400, "Connection header without the upgrade token");
-	const char *ver = http_header(req, "Sec-WebSocket-Version");
-	if (!ver || strcmp(ver, "13"))
-		return refuse(req, ops, arg, 426, "only WebSocket version 13 is supported");
+	unsigned status;
+	const char *problem = ws_handshake_problem(req, &status);
+	if (problem)
+		return refuse(req, ops, arg, status, problem);
 	const char *key = http_header(req, "Sec-WebSocket-Key");
-	if (!key_ok(key))
-		return refuse(req, ops, arg, 400, "Sec-WebSocket-Key is not 16 bytes in base64");
-	if (req->body_len)
-		return refuse(req, ops, arg, 400, "a WebSocket handshake has no body");
-
 	char accept[32];
 	if (MHD_websocket_create_accept_header(key, accept) != MHD_WEBSOCKET_STATUS_OK)
 		return refuse(req, ops, arg, 400, "Sec-WebSocket-Key is not 16 bytes in base64");
