@@ -21,7 +21,7 @@
 
 #include "confine/seccomp_notify.h"
 #include "task/proctree.h"
-#include "task/shimwire.h"
+#include "task/shim_policy.h"
 #include "core/closefds.h"
 #include "core/signals.h"
 
@@ -331,7 +331,7 @@ int spawn_shim_init(struct spawn_shim *sh, const struct confine_policy *pol)
 		close(fd);
 		return rc;
 	}
-	int pfd = shim_wire_write(pol, sh->report_wr);
+	int pfd = shim_policy_write(pol, sh->report_wr);
 	if (pfd < 0) {
 		close(fd);
 		return pfd;
@@ -419,7 +419,7 @@ static char **shim_argv(const struct spawn_shim *sh, const struct confine_plan *
 			const struct spawn_io *io, int ll, int llr, char nums[11][24])
 {
 	/* NFDS, and the status pipe right after them when it is passed. */
-	long nfds = (3 + io->n_extra) | (io->linger_fd >= 0 ? SHIM_WIRE_LINGER : 0);
+	long nfds = (3 + io->n_extra) | (io->linger_fd >= 0 ? SHIM_ARGV_LINGER : 0);
 	long v[11] = {sh->policy_fd,
 		      ll,
 		      llr,
@@ -434,11 +434,11 @@ static char **shim_argv(const struct spawn_shim *sh, const struct confine_plan *
 	size_t nargs = 0;
 	while (plan->argv[nargs])
 		nargs++;
-	char **argv = calloc(SHIM_WIRE_ARGC + nargs + 1, sizeof(*argv));
+	char **argv = calloc(SHIM_ARGV_LEN + nargs + 1, sizeof(*argv));
 	if (!argv)
 		return NULL;
 	argv[0] = "forceai-shim";
-	argv[1] = SHIM_WIRE_MAGIC;
+	argv[1] = SHIM_MAGIC;
 	for (int i = 0; i < 11; i++) {
 		snprintf(nums[i], 24, "%ld", v[i]);
 		argv[2 + i] = nums[i];
@@ -446,7 +446,7 @@ static char **shim_argv(const struct spawn_shim *sh, const struct confine_plan *
 	argv[13] = (char *)plan->cwd;
 	argv[14] = (char *)plan->path;
 	for (size_t i = 0; i < nargs; i++)
-		argv[SHIM_WIRE_ARGC + i] = plan->argv[i];
+		argv[SHIM_ARGV_LEN + i] = plan->argv[i];
 	return argv;
 }
 

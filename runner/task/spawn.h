@@ -41,7 +41,7 @@ struct exec_child;
 
 struct spawn_shim {
 	int exe_fd;    /* sealed memfd holding the shim binary; -1: none */
-	int policy_fd; /* sealed memfd with the policy (shimwire.h) */
+	int policy_fd; /* sealed memfd with the policy (shim_policy.h) */
 	bool disabled; /* exec failed once: fork from then on */
 	/* Refusals explained (confine/seccomp_notify.h): every shim sends its task's report on
 	 * report_wr (a datagram socket pair, close-on-exec, never the task's); the runner reads
