@@ -52,24 +52,16 @@
 
 /* ---- child side: async-signal-safe helpers ---------------------------- */
 
-static const char *const errnames[] = {
-	[EPERM] = "EPERM",     [ENOENT] = "ENOENT",
-	[ESRCH] = "ESRCH",     [EINTR] = "EINTR",
-	[EIO] = "EIO",         [ENXIO] = "ENXIO",
-	[E2BIG] = "E2BIG",     [ENOEXEC] = "ENOEXEC",
-	[EBADF] = "EBADF",     [ECHILD] = "ECHILD",
-	[EAGAIN] = "EAGAIN",   [ENOMEM] = "ENOMEM",
-	[EACCES] = "EACCES",   [EFAULT] = "EFAULT",
-	[EBUSY] = "EBUSY",     [EEXIST] = "EEXIST",
-	[ENODEV] = "ENODEV",   [ENOTDIR] = "ENOTDIR",
-	[EISDIR] = "EISDIR",   [EINVAL] = "EINVAL",
-	[ENFILE] = "ENFILE",   [EMFILE] = "EMFILE",
-	[ETXTBSY] = "ETXTBSY", [EFBIG] = "EFBIG",
-	[ENOSPC] = "ENOSPC",   [EROFS] = "EROFS",
-	[ELOOP] = "ELOOP",     [ENAMETOOLONG] = "ENAMETOOLONG",
-	[ENOSYS] = "ENOSYS",   [EOPNOTSUPP] = "EOPNOTSUPP",
-	[ELIBBAD] = "ELIBBAD",
-};
+#define E(name) [name] = #name
+static const char *const errnames[] = {E(EPERM),  E(ENOENT),     E(ESRCH),   E(EINTR),
+				       E(EIO),    E(ENXIO),      E(E2BIG),   E(ENOEXEC),
+				       E(EBADF),  E(ECHILD),     E(EAGAIN),  E(ENOMEM),
+				       E(EACCES), E(EFAULT),     E(EBUSY),   E(EEXIST),
+				       E(ENODEV), E(ENOTDIR),    E(EISDIR),  E(EINVAL),
+				       E(ENFILE), E(EMFILE),     E(ETXTBSY), E(EFBIG),
+				       E(ENOSPC), E(EROFS),      E(ELOOP),   E(ENAMETOOLONG),
+				       E(ENOSYS), E(EOPNOTSUPP), E(ELIBBAD)};
+#undef E
 
 struct msg {
 	char buf[256];
