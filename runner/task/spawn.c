@@ -53,12 +53,13 @@ static bool has_children(void)
 	return !(waitpid(-1, NULL, WNOHANG | __WALL) < 0 && errno == ECHILD);
 }
 
-/* The main process is gone and part of its tree is not: tell the runner
- * its status now (it writes the exit event), keep supervising the rest. */
-static void report_linger(int fd, int status)
+/* The main process is gone: tell the runner its status now (it writes the
+ * exit event); ended: nothing of its tree is left either (spawn.h). */
+static void report_status(int fd, int status, bool ended)
 {
+	struct spawn_status m = {.status = status, .ended = ended};
 	ssize_t n;
-	while ((n = write(fd, &status, sizeof(status))) < 0 && errno == EINTR)
+	while ((n = write(fd, &m, sizeof(m))) < 0 && errno == EINTR)
 		;
 	close(fd);
 }
@@ -221,7 +222,7 @@ _Noreturn void spawn_shim_run(struct confine_plan *plan, int n, int linger_fd, c
 		if (done && !terminating && !lingering && linger_fd >= 0 && has_children()) {
 			/* The report first: the runner reads it with the status. */
 			seccomp_denied_send(&den);
-			report_linger(linger_fd, status);
+			report_status(linger_fd, status, false);
 			linger_fd = -1;
 			lingering = true;
 		}
@@ -232,11 +233,19 @@ _Noreturn void spawn_shim_run(struct confine_plan *plan, int n, int linger_fd, c
 		if (done && waitpid(-1, NULL, WNOHANG | __WALL) < 0 && errno == ECHILD)
 			break;
 	}
-	if (linger_fd >= 0)
-		close(linger_fd); /* EOF: nothing was left behind */
+	/* Nothing left of the tree: the status now, so that the runner need not wait for our
+	 * exit (the report first: the runner reads it with the status). Else the report
+	 * before we exit: the runner reads it as it reaps us (sent already if we lingered). */
+	bool reported = lingering;
+	if (!reported && linger_fd >= 0 && !has_children()) {
+		seccomp_denied_send(&den);
+		report_status(linger_fd, status, true);
+		reported = true;
+	} else if (linger_fd >= 0) {
+		close(linger_fd); /* EOF: the runner waits for our exit */
+	}
 	end_tree();
-	/* Before we exit: the runner reads it as it reaps us (sent already if we lingered). */
-	if (!lingering)
+	if (!reported)
 		seccomp_denied_send(&den);
 	exit_like(status);
 }

@@ -40,7 +40,7 @@ STEPS = [("recv", "fork", "request read -> spawn clone (parse, admission, env, p
          ("execve", "task_exec", "execve of bash (kernel)"),
          ("task_exec", "task_exit", "bash -c true itself"),
          ("task_exit", "shim_exit", "bash's exit -> the shim reaps it and exits"),
-         ("shim_exit", "done", "the shim's exit -> the runner writes execution_complete"),
+         ("task_exit", "done", "bash's exit -> the runner writes execution_complete"),
          ("recv", "first_send", "first byte (the response head) after the request"),
          ("recv", "done", "in the runner: request read -> execution_complete")]
 
@@ -109,7 +109,7 @@ def collect(data, rpid):
         if who == "runner" and call == "sendto":
             if "fork" in cur:
                 cur.setdefault("first_send", t)
-            if "shim_exit" in cur:
+            if "task_exit" in cur:
                 cur.setdefault("done", t)
         elif who == "shim" and ev == "sched:sched_process_exec":
             cur["shim_exec"] = t
