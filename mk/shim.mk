@@ -10,7 +10,7 @@
 # exec (about 0.2 ms against 0.5 ms for a static glibc program); without
 # musl-gcc, the system compiler builds it against static glibc.
 
-SHIM_SRCS := runner/shim/main.c runner/task/spawn.c runner/task/shimwire.c \
+SHIM_SRCS := runner/shim/main.c runner/task/spawn.c runner/task/shim_policy.c \
 	     runner/task/proctree.c runner/confine/confine.c runner/confine/caps.c \
 	     runner/confine/landlock.c runner/confine/seccomp.c runner/confine/netdeny.c \
 	     runner/confine/ptracedeny.c runner/confine/seccomp_notify.c \

@@ -46,7 +46,7 @@
 #include "core/ping.h"
 #include "core/error.h"
 #include "task/task.h"
-#include "task/taskuid.h"
+#include "task/task_uids.h"
 #include "core/version.h"
 
 static void runner_shutdown(struct runner *r, const char *why);
@@ -318,8 +318,8 @@ static bool restart_main(struct runner *r, json_t *envs)
 
 /* Who is a task, for the API's doors (http/gate.h): the task engine's policy. */
 static const struct gate_tasks api_doors_tasks = {
-	.is_task_uid = taskuid_is_task,
-	.describe = taskuid_describe,
+	.is_task_uid = task_uids_include,
+	.describe = task_uids_describe,
 };
 
 /* A reset ends the execd PTY sessions (pty/session.c) too. */

@@ -52,24 +52,16 @@
 
 /* ---- child side: async-signal-safe helpers ---------------------------- */
 
-static const char *const errnames[] = {
-	[EPERM] = "EPERM",     [ENOENT] = "ENOENT",
-	[ESRCH] = "ESRCH",     [EINTR] = "EINTR",
-	[EIO] = "EIO",         [ENXIO] = "ENXIO",
-	[E2BIG] = "E2BIG",     [ENOEXEC] = "ENOEXEC",
-	[EBADF] = "EBADF",     [ECHILD] = "ECHILD",
-	[EAGAIN] = "EAGAIN",   [ENOMEM] = "ENOMEM",
-	[EACCES] = "EACCES",   [EFAULT] = "EFAULT",
-	[EBUSY] = "EBUSY",     [EEXIST] = "EEXIST",
-	[ENODEV] = "ENODEV",   [ENOTDIR] = "ENOTDIR",
-	[EISDIR] = "EISDIR",   [EINVAL] = "EINVAL",
-	[ENFILE] = "ENFILE",   [EMFILE] = "EMFILE",
-	[ETXTBSY] = "ETXTBSY", [EFBIG] = "EFBIG",
-	[ENOSPC] = "ENOSPC",   [EROFS] = "EROFS",
-	[ELOOP] = "ELOOP",     [ENAMETOOLONG] = "ENAMETOOLONG",
-	[ENOSYS] = "ENOSYS",   [EOPNOTSUPP] = "EOPNOTSUPP",
-	[ELIBBAD] = "ELIBBAD",
-};
+#define E(name) [name] = #name
+static const char *const errnames[] = {E(EPERM),  E(ENOENT),     E(ESRCH),   E(EINTR),
+				       E(EIO),    E(ENXIO),      E(E2BIG),   E(ENOEXEC),
+				       E(EBADF),  E(ECHILD),     E(EAGAIN),  E(ENOMEM),
+				       E(EACCES), E(EFAULT),     E(EBUSY),   E(EEXIST),
+				       E(ENODEV), E(ENOTDIR),    E(EISDIR),  E(EINVAL),
+				       E(ENFILE), E(EMFILE),     E(ETXTBSY), E(EFBIG),
+				       E(ENOSPC), E(EROFS),      E(ELOOP),   E(ENAMETOOLONG),
+				       E(ENOSYS), E(EOPNOTSUPP), E(ELIBBAD)};
+#undef E
 
 struct msg {
 	char buf[256];
@@ -152,69 +144,73 @@ static int give_pipes(int nfds, uid_t uid, gid_t gid)
 	return 0;
 }
 
-_Noreturn void confine_exec(const struct confine_plan *plan)
+/* 0. Who the task may be: never root unless allowed; without privilege
+ * we cannot change identity, so only a task that runs as ourselves. */
+static void check_identity(const struct confine_plan *plan)
 {
 	const struct confine_policy *pol = plan->policy;
-	const bool confine = pol->enabled;
-	const bool priv = pol->caps.privileged;
-	const pid_t parent = getppid();
-	int rc;
-
 	if (plan->uid == 0 && !pol->allow_root_tasks)
 		die("identity", "(root tasks are not allowed)", EPERM, 126);
-	/* Without privilege we cannot change identity: only a task that runs
-	 * as ourselves is possible. */
-	if (!priv && (getuid() != plan->uid || geteuid() != plan->uid || getgid() != plan->gid ||
-		      getegid() != plan->gid))
+	if (!pol->caps.privileged && (getuid() != plan->uid || geteuid() != plan->uid ||
+				      getgid() != plan->gid || getegid() != plan->gid))
 		die("identity", "(runner not privileged: tasks must run as its own uid/gid)", EPERM,
 		    126);
+}
 
-	/* 1. Own session and process group; nothing of the runner's fds. */
+/* The Landlock ruleset for this task (-1: none). A task with the runner's
+ * own uid (root tasks; every task in non-root mode) gets the ruleset that
+ * also scopes signals (landlock.h): the kernel's uid check would let it
+ * signal the runner and the shims. */
+static int pick_ruleset(const struct confine_plan *plan)
+{
+	const struct confine_policy *pol = plan->policy;
+	const bool same_uid = plan->uid == 0 || plan->uid == getuid();
+	return !pol->enabled                                    ? -1
+	       : same_uid && pol->landlock.root_ruleset_fd >= 0 ? pol->landlock.root_ruleset_fd
+								: pol->landlock_ruleset_fd;
+}
+
+/* 1. Own session and process group (a terminal task: its terminal controls
+ * the new session, so ^C reaches the foreground job); nothing of the
+ * runner's fds. 2. The cgroup leaf, the limits. */
+static void enter_session(const struct confine_plan *plan, int ll_fd)
+{
+	const struct confine_policy *pol = plan->policy;
 	if (setsid() < 0)
 		die("setsid", NULL, errno, 126);
-	/* A terminal task: its terminal controls the new session, so ^C on it
-	 * reaches the foreground job and job control works. */
 	if (plan->ctty && ioctl(0, TIOCSCTTY, 0) < 0)
 		die("ioctl", "(TIOCSCTTY)", errno, 126);
-	/* A task with the runner's own uid (root tasks; every task in non-root
-	 * mode) gets the ruleset that also scopes signals (landlock.h): the
-	 * kernel's uid check would let it signal the runner and the shims. */
-	const bool same_uid = plan->uid == 0 || plan->uid == getuid();
-	const int ll_fd = !confine ? -1
-			  : same_uid && pol->landlock.root_ruleset_fd >= 0
-				  ? pol->landlock.root_ruleset_fd
-				  : pol->landlock_ruleset_fd;
-	/* The supervisor's fd stays: with a shared fd table (listener_out) closing it here would
-	 * close it for the shim too; it is close-on-exec, so the task never holds it. */
-	/* With a listener the fd table is the supervisor's too (CLONE_FILES): spare its fds. */
+	/* With a listener the fd table is the supervisor's too (CLONE_FILES): spare its fds
+	 * (close-on-exec, so the task never holds them). */
 	int keep[4] = {ll_fd, plan->cgroup_procs_fd, plan->listener_out ? plan->supervisor_fd : -1,
 		       plan->listener_out ? plan->supervisor_fd2 : -1};
-	rc = closefds_except(plan->nkeep_fds, keep, 4);
+	int rc = closefds_except(plan->nkeep_fds, keep, 4);
 	if (rc < 0)
 		die("close_range", NULL, -rc, 126);
-
-	/* 2. Cgroup leaf, limits. */
 	if (plan->cgroup_procs_fd >= 0) {
 		if (write(plan->cgroup_procs_fd, "0", 1) != 1)
 			die("cgroup", "(join the task's leaf)", errno, 126);
 		close(plan->cgroup_procs_fd);
 	}
-	if (confine) {
-		for (size_t i = 0; i < pol->n_rlimits; i++)
-			if (setrlimit(pol->rlimits[i].resource, &pol->rlimits[i].value) < 0)
-				die("setrlimit", NULL, errno, 126);
-	}
+	for (size_t i = 0; pol->enabled && i < pol->n_rlimits; i++)
+		if (setrlimit(pol->rlimits[i].resource, &pol->rlimits[i].value) < 0)
+			die("setrlimit", NULL, errno, 126);
+}
 
-	/* 4. While still root: bounding set, securebits. */
-	if (confine && priv) {
+/* 4. While still root: bounding set, securebits. 5. Identity, checked,
+ * then the capability sets (NO_SETUID_FIXUP: the kernel kept them across
+ * the uid change); the death signal the credential change cleared. */
+static void become_task_user(const struct confine_plan *plan, pid_t parent)
+{
+	const struct confine_policy *pol = plan->policy;
+	const bool priv = pol->caps.privileged;
+	int rc;
+	if (pol->enabled && priv) {
 		if ((rc = caps_drop_bounding(&pol->caps)) < 0)
 			die("capabilities", "(bounding set)", -rc, 126);
 		if ((rc = caps_lock_securebits(&pol->caps)) < 0)
 			die("securebits", NULL, -rc, 126);
 	}
-
-	/* 5. Identity, then the capability sets (NO_SETUID_FIXUP: the kernel
-	 * kept them across the uid change). */
 	if (priv) {
 		if ((rc = give_pipes(plan->nkeep_fds, plan->uid, plan->gid)) < 0)
 			die("fchown", "(stdio pipes)", -rc, 126);
@@ -231,45 +227,54 @@ _Noreturn void confine_exec(const struct confine_plan *plan)
 	    eu != plan->uid || su != plan->uid || rg != plan->gid || eg != plan->gid ||
 	    sg != plan->gid)
 		die("identity", "(check)", EPERM, 126);
-	if (confine && (rc = caps_clear_all()) < 0)
+	if (pol->enabled && (rc = caps_clear_all()) < 0)
 		die("capabilities", "(clear effective/permitted/inheritable/ambient)", -rc, 126);
 	if (plan->pdeath_signal) {
-		/* The credential change cleared it: arm it again, and do not
-		 * outlive a parent that died in between. */
+		/* Do not outlive a parent that died in between. */
 		if (prctl(PR_SET_PDEATHSIG, (unsigned long)plan->pdeath_signal, 0, 0, 0) < 0)
 			die("prctl", "(PR_SET_PDEATHSIG)", errno, 126);
 		if (getppid() != parent)
 			_exit(126);
 	}
+}
 
+/* 6. no_new_privs (also without confinement when the network policy needs
+ * a filter: seccomp requires it); 8a. the network filter, before the main
+ * one (which may not allow seccomp() itself); 7. Landlock; 8. seccomp,
+ * last: from here on only the policy's system calls. */
+static void lock_down(const struct confine_plan *plan, int ll_fd)
+{
+	const struct confine_policy *pol = plan->policy;
+	int rc;
+	if ((pol->enabled || plan->deny_inet) && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		die("no_new_privs", NULL, errno, 126);
+	if (plan->deny_inet && (rc = netdeny_apply(&pol->netdeny)) < 0)
+		die("seccomp", "(network none)", -rc, 126);
+	if (!pol->enabled)
+		return;
+	if (ll_fd >= 0) {
+		if ((rc = landlock_apply(ll_fd)) < 0)
+			die("landlock", NULL, -rc, 126);
+		close(ll_fd);
+	} else if ((rc = ptracedeny_apply()) < 0) {
+		/* No domain to scope ptrace to: refused (ptracedeny.h). */
+		die("seccomp", "(ptrace without Landlock)", -rc, 126);
+	}
+	if ((rc = seccomp_policy_apply_notify(&pol->seccomp, plan->listener_out)) < 0)
+		die("seccomp", NULL, -rc, 126);
+}
+
+_Noreturn void confine_exec(const struct confine_plan *plan)
+{
+	const pid_t parent = getppid();
+	check_identity(plan);
+	const int ll_fd = pick_ruleset(plan);
+	enter_session(plan, ll_fd);
+	become_task_user(plan, parent);
 	/* 3. Working directory, with the task's rights. */
 	if (plan->cwd && chdir(plan->cwd) < 0)
 		die("chdir", plan->cwd, errno, 126);
-
-	if (confine || plan->deny_inet) {
-		/* 6. (also without confinement when the network policy needs a
-		 * filter: seccomp requires it) */
-		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-			die("no_new_privs", NULL, errno, 126);
-	}
-	/* 8a. The network policy, before the main filter (which may not
-	 * allow seccomp() itself). */
-	if (plan->deny_inet && (rc = netdeny_apply(&pol->netdeny)) < 0)
-		die("seccomp", "(network none)", -rc, 126);
-	if (confine) {
-		/* 7. */
-		if (ll_fd >= 0) {
-			if ((rc = landlock_apply(ll_fd)) < 0)
-				die("landlock", NULL, -rc, 126);
-			close(ll_fd);
-		} else if ((rc = ptracedeny_apply()) < 0) {
-			/* No domain to scope ptrace to: refused (ptracedeny.h). */
-			die("seccomp", "(ptrace without Landlock)", -rc, 126);
-		}
-		/* 8. Last: from here on only the policy's system calls. */
-		if ((rc = seccomp_policy_apply_notify(&pol->seccomp, plan->listener_out)) < 0)
-			die("seccomp", NULL, -rc, 126);
-	}
+	lock_down(plan, ll_fd);
 	execve(plan->path, plan->argv, plan->envp);
 	int e = errno;
 	die("execve", plan->path, e, e == ENOENT || e == ENOTDIR ? 127 : 126);
@@ -419,26 +424,24 @@ static json_t *split_roots(const char *list)
 	return a;
 }
 
-json_t *confine_report(const struct confine_policy *pol)
+static json_t *report_seccomp(const struct confine_policy *pol)
+{
+	if (!pol->enabled)
+		return json_null();
+	struct utsname uts;
+	json_t *sc = json_pack("{s:s,s:i,s:s,s:s,s:s}", "policy", pol->seccomp.name,
+			       "allowed_syscalls", (int)pol->seccomp.n_allowed, "architecture",
+			       uname(&uts) == 0 ? uts.machine : "?", "other_architectures",
+			       "killed (x32 and 32-bit compat)", "program", pol->seccomp.source);
+	if (pol->seccomp.warning[0])
+		json_object_set_new(sc, "warning", json_string(pol->seccomp.warning));
+	return sc;
+}
+
+/* Capabilities, securebits, no_new_privs: what a task keeps of privilege. */
+static void report_privilege(const struct confine_policy *pol, json_t *o)
 {
 	const bool on = pol->enabled, priv = pol->caps.privileged;
-	json_t *o = json_object();
-	json_object_set_new(o, "enabled", json_boolean(on));
-
-	if (on) {
-		struct utsname uts;
-		json_t *sc =
-			json_pack("{s:s,s:i,s:s,s:s,s:s}", "policy", pol->seccomp.name,
-				  "allowed_syscalls", (int)pol->seccomp.n_allowed, "architecture",
-				  uname(&uts) == 0 ? uts.machine : "?", "other_architectures",
-				  "killed (x32 and 32-bit compat)", "program", pol->seccomp.source);
-		if (pol->seccomp.warning[0])
-			json_object_set_new(sc, "warning", json_string(pol->seccomp.warning));
-		json_object_set_new(o, "seccomp", sc);
-	} else {
-		json_object_set_new(o, "seccomp", json_null());
-	}
-
 	char caps[320], names[256];
 	if (!on)
 		snprintf(caps, sizeof(caps), "not dropped (confinement disabled)");
@@ -463,53 +466,46 @@ json_t *confine_report(const struct confine_policy *pol)
 					: on       ? "unchanged (locking them needs CAP_SETPCAP)"
 						   : "unchanged"));
 	json_object_set_new(o, "no_new_privs", json_boolean(on));
+}
 
+static json_t *report_landlock(const struct confine_policy *pol)
+{
+	const bool on = pol->enabled, priv = pol->caps.privileged;
 	json_t *ll = json_object();
 	bool ll_on = on && pol->landlock.abi > 0;
 	json_object_set_new(ll, "abi", ll_on ? json_integer(pol->landlock.abi) : json_null());
 	json_object_set_new(ll, "writable_roots",
 			    ll_on ? split_roots(pol->landlock.roots) : json_array());
-	if (ll_on) {
-		json_object_set_new(ll, "always_writable",
-				    json_pack("[s,s,s]", "/dev/shm",
-					      "/dev/null (and zero, full, "
-					      "random, urandom, tty, ptmx)",
-					      "/dev/pts"));
-		json_object_set_new(ll, "skipped_roots", split_roots(pol->landlock.skipped));
-		json_object_set_new(
-			ll, "scoped",
-			json_string(
-				pol->landlock.root_ruleset_fd >= 0
-					? priv ? "root tasks: signals and abstract UNIX sockets stay "
-						 "inside the task"
-					       : "every task (non-root mode: tasks share the runner's "
-						 "uid): signals and abstract UNIX sockets stay inside "
-						 "the task"
-				: priv ? "none (ABI < 6)"
-				       : "none (ABI < 6): in non-root mode a task could signal the "
-					 "runner, which shares its uid"));
-	} else {
+	if (!ll_on) {
 		json_object_set_new(ll, "reason",
 				    json_string(on ? pol->landlock.reason
 						   : "confinement disabled"));
+		return ll;
 	}
-	json_object_set_new(o, "landlock", ll);
-	/* The policy allows ptrace; where it reaches (docs/design.md §5.9). */
+	json_object_set_new(ll, "always_writable",
+			    json_pack("[s,s,s]", "/dev/shm",
+				      "/dev/null (and zero, full, "
+				      "random, urandom, tty, ptmx)",
+				      "/dev/pts"));
+	json_object_set_new(ll, "skipped_roots", split_roots(pol->landlock.skipped));
 	json_object_set_new(
-		o, "ptrace",
-		json_string(
-			!on     ? "not confined (confinement disabled)"
-			: ll_on ? "a task's own process tree only: Landlock scopes ptrace, "
-				  "process_vm_readv/writev and /proc/PID/mem to the caller's domain "
-				  "and the domains nested in it"
-				: "refused (no Landlock domain to scope it to: the uid check alone "
-				  "would let a task trace every other task)"));
+		ll, "scoped",
+		json_string(pol->landlock.root_ruleset_fd >= 0
+				    ? priv ? "root tasks: signals and abstract UNIX sockets stay "
+					     "inside the task"
+					   : "every task (non-root mode: tasks share the runner's "
+					     "uid): signals and abstract UNIX sockets stay inside "
+					     "the task"
+			    : priv ? "none (ABI < 6)"
+				   : "none (ABI < 6): in non-root mode a task could signal the "
+				     "runner, which shares its uid"));
+	return ll;
+}
 
-	json_object_set_new(o, "cgroup",
-			    json_pack("{s:s,s:s}", "mode",
-				      pol->cgroup_mode == CGROUP_V2 ? "v2" : "none", "reason",
-				      cgroup_mode_reason()));
-
+/* The rlimits, and which bound stops a fork bomb and whose processes it counts. */
+static void report_limits(const struct confine_policy *pol, json_t *o)
+{
+	const bool on = pol->enabled;
 	json_t *rl = json_object();
 	for (size_t i = 0; on && i < pol->n_rlimits; i++) {
 		rlim_t v = pol->rlimits[i].value.rlim_max;
@@ -518,7 +514,6 @@ json_t *confine_report(const struct confine_policy *pol)
 						       : json_integer((json_int_t)v));
 	}
 	json_object_set_new(o, "rlimits", rl);
-	/* Which bound stops a fork bomb, and whose processes it counts. */
 	char procs[200];
 	if (!on)
 		snprintf(procs, sizeof(procs), "none (confinement disabled)");
@@ -532,6 +527,32 @@ json_t *confine_report(const struct confine_policy *pol)
 			 "RLIMIT_NPROC only, shared by every task of the uid (no per-task cgroup "
 			 "with the pids controller)");
 	json_object_set_new(o, "process_limit", json_string(procs));
+}
+
+json_t *confine_report(const struct confine_policy *pol)
+{
+	const bool on = pol->enabled;
+	json_t *o = json_object();
+	json_object_set_new(o, "enabled", json_boolean(on));
+	json_object_set_new(o, "seccomp", report_seccomp(pol));
+	report_privilege(pol, o);
+	json_object_set_new(o, "landlock", report_landlock(pol));
+	bool ll_on = on && pol->landlock.abi > 0;
+	/* The policy allows ptrace; where it reaches (docs/design.md §5.9). */
+	json_object_set_new(
+		o, "ptrace",
+		json_string(
+			!on     ? "not confined (confinement disabled)"
+			: ll_on ? "a task's own process tree only: Landlock scopes ptrace, "
+				  "process_vm_readv/writev and /proc/PID/mem to the caller's domain "
+				  "and the domains nested in it"
+				: "refused (no Landlock domain to scope it to: the uid check alone "
+				  "would let a task trace every other task)"));
+	json_object_set_new(o, "cgroup",
+			    json_pack("{s:s,s:s}", "mode",
+				      pol->cgroup_mode == CGROUP_V2 ? "v2" : "none", "reason",
+				      cgroup_mode_reason()));
+	report_limits(pol, o);
 	json_object_set_new(o, "task_uid", json_integer(pol->task_uid));
 	json_object_set_new(o, "task_gid", json_integer(pol->task_gid));
 	json_object_set_new(o, "root_tasks_allowed", json_boolean(pol->allow_root_tasks));

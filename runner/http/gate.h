@@ -24,7 +24,7 @@
 struct runner;
 struct gate;
 
-/* Who is a task: what the layer that runs them decides (task/taskuid.h). */
+/* Who is a task: what the layer that runs them decides (task/task_uids.h). */
 struct gate_tasks {
 	/* Is uid one a task can have (and not the runner's own)? */
 	bool (*is_task_uid)(const struct runner *r, uid_t uid);

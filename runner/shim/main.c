@@ -17,7 +17,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include "task/shimwire.h"
+#include "task/shim_policy.h"
 #include "task/spawn.h"
 
 static _Noreturn void fail(const char *what)
@@ -66,14 +66,14 @@ int main(int argc, char **argv, char **envp)
 	sigset_t all, set;
 	sigfillset(&all);
 	sigprocmask(SIG_SETMASK, &all, NULL);
-	if (argc < SHIM_WIRE_ARGC + 1 || strcmp(argv[1], SHIM_WIRE_MAGIC))
+	if (argc < SHIM_ARGV_LEN + 1 || strcmp(argv[1], SHIM_MAGIC))
 		fail("not started by the runner");
 	int policy_fd = (int)num(argv[2]), ll = (int)num(argv[3]), llr = (int)num(argv[4]);
 	int procs = (int)num(argv[5]), n = (int)num(argv[6]);
 	/* With the flag, fd n is the status pipe of a task whose left-behind
 	 * processes keep running (task/spawn.h). */
-	int linger_fd = n & SHIM_WIRE_LINGER ? n & ~SHIM_WIRE_LINGER : -1;
-	n &= ~SHIM_WIRE_LINGER;
+	int linger_fd = n & SHIM_ARGV_LINGER ? n & ~SHIM_ARGV_LINGER : -1;
+	n &= ~SHIM_ARGV_LINGER;
 	pid_t runner = (pid_t)num(argv[11]);
 	/* If the runner dies, take the tree down with us; if it is gone
 	 * already, there is nobody to report to. */
@@ -85,13 +85,13 @@ int main(int argc, char **argv, char **envp)
 
 	static struct confine_policy pol;
 	int report_fd;
-	if (shim_wire_read(policy_fd, &pol, ll, llr, &report_fd) < 0)
+	if (shim_policy_read(policy_fd, &pol, ll, llr, &report_fd) < 0)
 		fail("cannot read the policy");
 	close(policy_fd);
 	struct confine_plan plan = {
 		.policy = &pol,
 		.path = argv[14],
-		.argv = argv + SHIM_WIRE_ARGC,
+		.argv = argv + SHIM_ARGV_LEN,
 		.envp = envp,
 		.cwd = argv[13],
 		.uid = (uid_t)num(argv[7]),

@@ -93,163 +93,198 @@ static void report(struct envfile_result *res, unsigned line, const char *msg)
 	}
 }
 
+/* Where the parser is: the text, the offset, the line (for reports). */
+struct cursor {
+	const char *s;
+	size_t len, i;
+	unsigned line;
+};
+
+static void skip_blanks(struct cursor *c)
+{
+	while (c->i < c->len && blank(c->s[c->i]))
+		c->i++;
+}
+
+/* The name of NAME=value (after an optional `export `), up to and past
+ * the '='; its length, or 0 when the line is reported (and skipped). */
+static size_t read_name(struct cursor *c, unsigned start_line, struct envfile_result *res,
+			size_t *n0)
+{
+	const char *s = c->s;
+	if (c->len - c->i > 7 && !memcmp(s + c->i, "export", 6) && blank(s[c->i + 6])) {
+		c->i += 7;
+		skip_blanks(c);
+	}
+	*n0 = c->i;
+	if (c->i >= c->len || !name_start(s[c->i])) {
+		report(res, start_line, "not NAME=value");
+		return 0;
+	}
+	while (c->i < c->len && name_char(s[c->i]))
+		c->i++;
+	size_t nlen = c->i - *n0;
+	if (c->i >= c->len || s[c->i] != '=' || nlen > 256) {
+		report(res, start_line, nlen > 256 ? "name longer than 256 bytes" : "no '='");
+		return 0;
+	}
+	c->i++;
+	return nlen;
+}
+
+/* '...' (literal): 1, 0 when unterminated, -1 out of memory. */
+static int read_single_quoted(struct cursor *c, struct buf *val)
+{
+	size_t e = c->i + 1;
+	while (e < c->len && c->s[e] != '\'')
+		e++;
+	if (e >= c->len)
+		return 0;
+	for (size_t k = c->i + 1; k < e; k++)
+		c->line += c->s[k] == '\n';
+	if (buf_append(val, c->s + c->i + 1, e - c->i - 1) < 0)
+		return -1;
+	c->i = e + 1;
+	return 1;
+}
+
+/* "..." (\\ \" \$ \` escapes, a line continuation): as read_single_quoted. */
+static int read_double_quoted(struct cursor *c, struct buf *val)
+{
+	const char *s = c->s;
+	for (c->i++; c->i < c->len && s[c->i] != '"'; c->i++) {
+		char d = s[c->i];
+		if (d == '\\' && c->i + 1 < c->len && strchr("\\\"$`\n", s[c->i + 1])) {
+			d = s[++c->i];
+			if (d == '\n') { /* a line continuation */
+				c->line++;
+				continue;
+			}
+		}
+		c->line += d == '\n';
+		if (buf_append(val, &d, 1) < 0)
+			return -1;
+	}
+	if (c->i >= c->len)
+		return 0;
+	c->i++;
+	return 1;
+}
+
+/* A value: unquoted text (a backslash quotes the next character), '...'
+ * and "...", concatenated, as a POSIX shell reads an assignment; ends at an
+ * unquoted blank, newline or #, and only a comment or blanks may follow.
+ * 1, 0 when bad, -1 out of memory. */
+static int read_value(struct cursor *c, struct buf *val)
+{
+	const char *s = c->s;
+	int ok = 1;
+	while (c->i < c->len && ok == 1) {
+		char ch = s[c->i];
+		if (ch == '\n' || blank(ch) || ch == '#')
+			break;
+		if (ch == '\'') {
+			ok = read_single_quoted(c, val);
+		} else if (ch == '"') {
+			ok = read_double_quoted(c, val);
+		} else if (ch == '\\') {
+			if (c->i + 1 >= c->len)
+				return 0;
+			if (s[c->i + 1] == '\n')
+				c->line++;
+			else if (buf_append(val, s + c->i + 1, 1) < 0)
+				return -1;
+			c->i += 2;
+		} else {
+			if (buf_append(val, &ch, 1) < 0)
+				return -1;
+			c->i++;
+		}
+	}
+	if (ok != 1)
+		return ok;
+	skip_blanks(c);
+	return c->i < c->len && s[c->i] != '\n' && s[c->i] != '#' ? 0 : 1;
+}
+
+/* One NAME=value read whole: kept, or counted as refused, too long, over
+ * the limit or bad. 0, or -1 out of memory. */
+static int store(json_t *out, const char *name, size_t nlen, const struct buf *val, unsigned line,
+		 struct envfile_result *res)
+{
+	if (memchr(val->data ? val->data : "", 0, val->len)) {
+		report(res, line, "value contains a NUL byte");
+	} else if (envfile_name_refused(name)) {
+		if (!res->refused++)
+			snprintf(res->first_refused, sizeof(res->first_refused), "%.63s", name);
+	} else if (nlen + 1 + val->len > ENVFILE_MAX_ENTRY) {
+		res->too_long++;
+	} else if (json_object_size(out) >= ENVFILE_MAX_VARS && !json_object_get(out, name)) {
+		res->over++;
+	} else {
+		json_t *v = json_stringn(val->data ? val->data : "", val->len);
+		if (!v)
+			report(res, line, "value is not valid UTF-8");
+		else if (json_object_set_new(out, name, v) < 0)
+			return -1;
+		else
+			res->vars++;
+	}
+	return 0;
+}
+
+/* One line (or more, with quotes and continuations) from c->i, which is
+ * not blank: c is left at the start of the next. 0, or -1 out of memory. */
+static int parse_entry(struct cursor *c, struct buf *val, json_t *out, struct envfile_result *res)
+{
+	unsigned start_line = c->line;
+	size_t line_start = c->i, n0 = 0;
+	size_t nlen = c->s[c->i] == '#' ? 0 : read_name(c, start_line, res, &n0);
+	int ok = 0;
+	if (nlen) {
+		buf_reset(val);
+		ok = read_value(c, val);
+		if (ok < 0)
+			return -1;
+		if (!ok) {
+			/* Only this line is lost: an unterminated quote does not
+			 * swallow the lines after it. */
+			report(res, start_line, "unterminated quote or text after the value");
+			c->i = line_start;
+			c->line = start_line;
+		}
+	}
+	if (ok) {
+		char name[257];
+		memcpy(name, c->s + n0, nlen);
+		name[nlen] = 0;
+		if (store(out, name, nlen, val, start_line, res) < 0)
+			return -1;
+	}
+	c->i = next_line(c->s, c->len, c->i);
+	c->line++;
+	return 0;
+}
+
 int envfile_parse(const char *s, size_t len, json_t *out, struct envfile_result *res)
 {
 	memset(res, 0, sizeof(*res));
 	struct buf val = {0};
-	unsigned line = 1;
-	size_t i = 0;
+	struct cursor c = {.s = s, .len = len, .i = 0, .line = 1};
 	int rc = 0;
-	while (i < len) {
-		unsigned start_line = line;
-		size_t line_start = i;
-		while (i < len && blank(s[i]))
-			i++;
-		if (i >= len)
+	while (rc == 0 && c.i < len) {
+		skip_blanks(&c);
+		if (c.i >= len)
 			break;
-		if (s[i] == '\n') {
-			i++;
-			line++;
+		if (s[c.i] == '\n') {
+			c.i++;
+			c.line++;
 			continue;
 		}
-		if (s[i] == '#') {
-			i = next_line(s, len, i);
-			line++;
-			continue;
-		}
-		if (len - i > 7 && !memcmp(s + i, "export", 6) && blank(s[i + 6])) {
-			i += 7;
-			while (i < len && blank(s[i]))
-				i++;
-		}
-		size_t n0 = i;
-		if (i >= len || !name_start(s[i])) {
-			report(res, start_line, "not NAME=value");
-			i = next_line(s, len, i);
-			line++;
-			continue;
-		}
-		while (i < len && name_char(s[i]))
-			i++;
-		size_t nlen = i - n0;
-		if (i >= len || s[i] != '=' || nlen > 256) {
-			report(res, start_line,
-			       nlen > 256 ? "name longer than 256 bytes" : "no '='");
-			i = next_line(s, len, i);
-			line++;
-			continue;
-		}
-		i++;
-		buf_reset(&val);
-		bool bad = false;
-		/* A value: unquoted text (a backslash quotes the next character),
-		 * '...' (literal) and "..." (\\ \" \$ \` escapes), concatenated,
-		 * as a POSIX shell reads an assignment; ends at an unquoted blank,
-		 * newline or #. */
-		while (i < len && !bad) {
-			char c = s[i];
-			if (c == '\n' || blank(c) || c == '#')
-				break;
-			if (c == '\'') {
-				size_t e = i + 1;
-				while (e < len && s[e] != '\'')
-					e++;
-				if (e >= len) {
-					bad = true;
-					break;
-				}
-				for (size_t k = i + 1; k < e; k++)
-					line += s[k] == '\n';
-				if (buf_append(&val, s + i + 1, e - i - 1) < 0)
-					goto oom;
-				i = e + 1;
-			} else if (c == '"') {
-				i++;
-				while (i < len && s[i] != '"') {
-					char d = s[i];
-					if (d == '\\' && i + 1 < len &&
-					    strchr("\\\"$`\n", s[i + 1])) {
-						d = s[++i];
-						if (d == '\n') { /* a line continuation */
-							line++;
-							i++;
-							continue;
-						}
-					}
-					line += d == '\n';
-					if (buf_append(&val, &d, 1) < 0)
-						goto oom;
-					i++;
-				}
-				if (i >= len) {
-					bad = true;
-					break;
-				}
-				i++;
-			} else if (c == '\\') {
-				if (i + 1 >= len) {
-					bad = true;
-					break;
-				}
-				if (s[i + 1] == '\n') {
-					line++;
-				} else if (buf_append(&val, s + i + 1, 1) < 0) {
-					goto oom;
-				}
-				i += 2;
-			} else {
-				if (buf_append(&val, &c, 1) < 0)
-					goto oom;
-				i++;
-			}
-		}
-		if (!bad) {
-			/* Only a comment or blanks may follow the value. */
-			while (i < len && blank(s[i]))
-				i++;
-			if (i < len && s[i] != '\n' && s[i] != '#')
-				bad = true;
-		}
-		if (bad) {
-			/* Only this line is lost: an unterminated quote does not
-			 * swallow the lines after it. */
-			report(res, start_line, "unterminated quote or text after the value");
-			i = next_line(s, len, line_start);
-			line = start_line + 1;
-			continue;
-		}
-		char name[257];
-		memcpy(name, s + n0, nlen);
-		name[nlen] = 0;
-		if (memchr(val.data ? val.data : "", 0, val.len)) {
-			report(res, start_line, "value contains a NUL byte");
-		} else if (envfile_name_refused(name)) {
-			if (!res->refused++)
-				snprintf(res->first_refused, sizeof(res->first_refused), "%.63s",
-					 name);
-		} else if (nlen + 1 + val.len > ENVFILE_MAX_ENTRY) {
-			res->too_long++;
-		} else if (json_object_size(out) >= ENVFILE_MAX_VARS &&
-			   !json_object_get(out, name)) {
-			res->over++;
-		} else {
-			json_t *v = json_stringn(val.data ? val.data : "", val.len);
-			if (!v) {
-				report(res, start_line, "value is not valid UTF-8");
-			} else if (json_object_set_new(out, name, v) < 0) {
-				goto oom;
-			} else {
-				res->vars++;
-			}
-		}
-		i = next_line(s, len, i);
-		line++;
+		rc = parse_entry(&c, &val, out, res);
 	}
 	buf_free(&val);
 	return rc;
-oom:
-	buf_free(&val);
-	return -1;
 }
 
 char **envfile_envp(json_t *const *layers, size_t n)

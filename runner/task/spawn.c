@@ -21,7 +21,7 @@
 
 #include "confine/seccomp_notify.h"
 #include "task/proctree.h"
-#include "task/shimwire.h"
+#include "task/shim_policy.h"
 #include "core/closefds.h"
 #include "core/signals.h"
 
@@ -53,12 +53,13 @@ static bool has_children(void)
 	return !(waitpid(-1, NULL, WNOHANG | __WALL) < 0 && errno == ECHILD);
 }
 
-/* The main process is gone and part of its tree is not: tell the runner
- * its status now (it writes the exit event), keep supervising the rest. */
-static void report_linger(int fd, int status)
+/* The main process is gone: tell the runner its status now (it writes the
+ * exit event); ended: nothing of its tree is left either (spawn.h). */
+static void report_status(int fd, int status, bool ended)
 {
+	struct spawn_status m = {.status = status, .ended = ended};
 	ssize_t n;
-	while ((n = write(fd, &status, sizeof(status))) < 0 && errno == EINTR)
+	while ((n = write(fd, &m, sizeof(m))) < 0 && errno == EINTR)
 		;
 	close(fd);
 }
@@ -221,7 +222,7 @@ _Noreturn void spawn_shim_run(struct confine_plan *plan, int n, int linger_fd, c
 		if (done && !terminating && !lingering && linger_fd >= 0 && has_children()) {
 			/* The report first: the runner reads it with the status. */
 			seccomp_denied_send(&den);
-			report_linger(linger_fd, status);
+			report_status(linger_fd, status, false);
 			linger_fd = -1;
 			lingering = true;
 		}
@@ -232,11 +233,19 @@ _Noreturn void spawn_shim_run(struct confine_plan *plan, int n, int linger_fd, c
 		if (done && waitpid(-1, NULL, WNOHANG | __WALL) < 0 && errno == ECHILD)
 			break;
 	}
-	if (linger_fd >= 0)
-		close(linger_fd); /* EOF: nothing was left behind */
+	/* Nothing left of the tree: the status now, so that the runner need not wait for our
+	 * exit (the report first: the runner reads it with the status). Else the report
+	 * before we exit: the runner reads it as it reaps us (sent already if we lingered). */
+	bool reported = lingering;
+	if (!reported && linger_fd >= 0 && !has_children()) {
+		seccomp_denied_send(&den);
+		report_status(linger_fd, status, true);
+		reported = true;
+	} else if (linger_fd >= 0) {
+		close(linger_fd); /* EOF: the runner waits for our exit */
+	}
 	end_tree();
-	/* Before we exit: the runner reads it as it reaps us (sent already if we lingered). */
-	if (!lingering)
+	if (!reported)
 		seccomp_denied_send(&den);
 	exit_like(status);
 }
@@ -331,7 +340,7 @@ int spawn_shim_init(struct spawn_shim *sh, const struct confine_policy *pol)
 		close(fd);
 		return rc;
 	}
-	int pfd = shim_wire_write(pol, sh->report_wr);
+	int pfd = shim_policy_write(pol, sh->report_wr);
 	if (pfd < 0) {
 		close(fd);
 		return pfd;
@@ -413,71 +422,50 @@ static int exec_child_main(void *arg)
 	exec_child_fail(c, errno);
 }
 
-static void put_num(char *buf, size_t len, long v)
+/* The shim's argv (shim/main.c): the wire's numbers (into nums), the cwd,
+ * the path, then the task's own argv. Freed by the caller; NULL: no memory. */
+static char **shim_argv(const struct spawn_shim *sh, const struct confine_plan *plan,
+			const struct spawn_io *io, int ll, int llr, char nums[11][24])
 {
-	snprintf(buf, len, "%ld", v);
-}
-
-/* The shim exec'd from the sealed memfd: no copy of the runner's address
- * space at all (no fork, no copy-on-write faults in the runner while the
- * task runs), and the shim is a small static program whose own clone of
- * the task is cheap. -errno when it could not be exec'd (the caller
- * falls back to fork). */
-static pid_t spawn_exec(struct spawn_shim *sh, struct confine_plan *plan, const struct spawn_io *io)
-{
-	const struct confine_policy *pol = plan->policy;
-	int ll = pol->enabled ? pol->landlock_ruleset_fd : -1;
-	int llr = pol->enabled ? pol->landlock.root_ruleset_fd : -1;
-	char nums[11][24];
-	put_num(nums[0], 24, sh->policy_fd);
-	put_num(nums[1], 24, ll);
-	put_num(nums[2], 24, llr);
-	put_num(nums[3], 24, plan->cgroup_procs_fd);
 	/* NFDS, and the status pipe right after them when it is passed. */
-	put_num(nums[4], 24, (3 + io->n_extra) | (io->linger_fd >= 0 ? SHIM_WIRE_LINGER : 0));
-	put_num(nums[5], 24, (long)plan->uid);
-	put_num(nums[6], 24, (long)plan->gid);
-	put_num(nums[7], 24, plan->deny_inet);
-	put_num(nums[8], 24, plan->pdeath_signal);
-	put_num(nums[9], 24, (long)getpid());
-	put_num(nums[10], 24, plan->ctty);
+	long nfds = (3 + io->n_extra) | (io->linger_fd >= 0 ? SHIM_ARGV_LINGER : 0);
+	long v[11] = {sh->policy_fd,
+		      ll,
+		      llr,
+		      plan->cgroup_procs_fd,
+		      nfds,
+		      (long)plan->uid,
+		      (long)plan->gid,
+		      plan->deny_inet,
+		      plan->pdeath_signal,
+		      (long)getpid(),
+		      plan->ctty};
 	size_t nargs = 0;
 	while (plan->argv[nargs])
 		nargs++;
-	char **argv = calloc(SHIM_WIRE_ARGC + nargs + 1, sizeof(*argv));
+	char **argv = calloc(SHIM_ARGV_LEN + nargs + 1, sizeof(*argv));
 	if (!argv)
-		return -ENOMEM;
+		return NULL;
 	argv[0] = "forceai-shim";
-	argv[1] = SHIM_WIRE_MAGIC;
-	for (int i = 0; i < 11; i++)
+	argv[1] = SHIM_MAGIC;
+	for (int i = 0; i < 11; i++) {
+		snprintf(nums[i], 24, "%ld", v[i]);
 		argv[2 + i] = nums[i];
+	}
 	argv[13] = (char *)plan->cwd;
 	argv[14] = (char *)plan->path;
 	for (size_t i = 0; i < nargs; i++)
-		argv[SHIM_WIRE_ARGC + i] = plan->argv[i];
-	if (!sh->child && !(sh->child = malloc(sizeof(*sh->child)))) {
-		free(argv);
-		return -ENOMEM;
-	}
-	/* Field by field: the stack is not cleared. */
-	struct exec_child *c = sh->child;
-	c->shim = sh;
-	c->io = io;
-	c->argv = argv;
-	c->envp = plan->envp;
-	c->keep[0] = sh->policy_fd;
-	c->keep[1] = ll;
-	c->keep[2] = llr;
-	c->keep[3] = plan->cgroup_procs_fd;
-	c->keep[4] = sh->report_wr;
-	c->err_fd = -1;
-	c->err = 0;
+		argv[SHIM_ARGV_LEN + i] = plan->argv[i];
+	return argv;
+}
+
+/* Clone the exec child (CLONE_VM|CLONE_VFORK: we resume once it has exec'd
+ * or failed). Its pid, or -errno when it could not exec (reaped here). */
+static pid_t clone_exec_child(struct exec_child *c)
+{
 	int errpipe[2];
-	if (pipe2(errpipe, O_CLOEXEC) < 0) {
-		int e = errno;
-		free(argv);
-		return -e;
-	}
+	if (pipe2(errpipe, O_CLOEXEC) < 0)
+		return -errno;
 	c->err_fd = errpipe[1];
 	/* No handler may run in the child on our memory: everything blocked
 	 * until it has exec'd (the shim sets its own mask). */
@@ -499,13 +487,48 @@ static pid_t spawn_exec(struct spawn_shim *sh, struct confine_plan *plan, const 
 			e = ce;
 	}
 	close(errpipe[0]);
-	free(argv);
 	if (pid > 0 && e) {
 		/* It could not exec: reap it here, the caller forks instead. */
 		while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
 			;
 	}
 	return e ? -e : pid;
+}
+
+/* The shim exec'd from the sealed memfd: no copy of the runner's address
+ * space at all (no fork, no copy-on-write faults in the runner while the
+ * task runs), and the shim is a small static program whose own clone of
+ * the task is cheap. -errno when it could not be exec'd (the caller
+ * falls back to fork). */
+static pid_t spawn_exec(struct spawn_shim *sh, struct confine_plan *plan, const struct spawn_io *io)
+{
+	const struct confine_policy *pol = plan->policy;
+	int ll = pol->enabled ? pol->landlock_ruleset_fd : -1;
+	int llr = pol->enabled ? pol->landlock.root_ruleset_fd : -1;
+	char nums[11][24];
+	char **argv = shim_argv(sh, plan, io, ll, llr, nums);
+	if (!argv)
+		return -ENOMEM;
+	if (!sh->child && !(sh->child = malloc(sizeof(*sh->child)))) {
+		free(argv);
+		return -ENOMEM;
+	}
+	/* Field by field: the stack is not cleared. */
+	struct exec_child *c = sh->child;
+	c->shim = sh;
+	c->io = io;
+	c->argv = argv;
+	c->envp = plan->envp;
+	c->keep[0] = sh->policy_fd;
+	c->keep[1] = ll;
+	c->keep[2] = llr;
+	c->keep[3] = plan->cgroup_procs_fd;
+	c->keep[4] = sh->report_wr;
+	c->err_fd = -1;
+	c->err = 0;
+	pid_t pid = clone_exec_child(c);
+	free(argv);
+	return pid;
 }
 
 pid_t spawn_task(struct spawn_shim *sh, struct confine_plan *plan, const struct spawn_io *io)

@@ -8,11 +8,13 @@
  * the task's process group. When the task's main process exits the
  * shim kills what is left of the tree and exits with the same status (exit
  * code, or death by the same signal) — unless it was given a status pipe
- * (spawn_io.linger_fd) and part of the tree is left: it then writes the
- * main process's wait status (an int) into the pipe, closes it, and goes on
- * supervising the left-behind processes (signals as above) until none is
- * left, then exits like the task. EOF on the pipe without a status: nothing
- * was left behind (docs/design.md §4.11). */
+ * (spawn_io.linger_fd): it then writes the main process's wait status into
+ * the pipe (struct spawn_status) and closes it. With part of the tree left
+ * (.ended 0) it goes on supervising the left-behind processes (signals as
+ * above) until none is left, then exits like the task (docs/design.md
+ * §4.11); with nothing left (.ended 1) it only exits: the runner ends the
+ * task without waiting for that exit (a wake-up less on every round trip).
+ * EOF without a status: the shim was stopped before its task ended. */
 #pragma once
 #include <signal.h>
 #include <stdbool.h>
@@ -25,6 +27,12 @@
 /* sigqueue()d by the runner with the signal number as value: the shim
  * sends it to the task's process group. */
 #define SHIM_SIG_FORWARD SIGUSR2
+
+/* What the shim writes into the status pipe (one write, under PIPE_BUF). */
+struct spawn_status {
+	int status; /* the main process's wait status */
+	int ended;  /* 1: nothing of its tree is left, the shim exits now */
+};
 
 struct spawn_io {
 	int in_fd, out_fd, err_fd; /* become the task's 0, 1, 2 */
@@ -41,7 +49,7 @@ struct exec_child;
 
 struct spawn_shim {
 	int exe_fd;    /* sealed memfd holding the shim binary; -1: none */
-	int policy_fd; /* sealed memfd with the policy (shimwire.h) */
+	int policy_fd; /* sealed memfd with the policy (shim_policy.h) */
 	bool disabled; /* exec failed once: fork from then on */
 	/* Refusals explained (confine/seccomp_notify.h): every shim sends its task's report on
 	 * report_wr (a datagram socket pair, close-on-exec, never the task's); the runner reads

@@ -238,6 +238,192 @@ static struct task *start_failed(struct error *err, int errnum)
 	return NULL;
 }
 
+/* The task's environment. The EXECD_ENVS file goes where execd applies
+ * it, its commands, and nowhere else: any task can write it, and the
+ * runner's own tasks (MCP servers, engines, chat, tool commands) run for
+ * other clients (docs/design.md §3.5). execd's sessions and terminals see
+ * only the variable naming it. The sandbox-level variables of a runtime
+ * init (replace semantics, set by the control plane) go under the file's
+ * and the request's. */
+static char **task_envp(struct runner *r, const struct task_spec *spec, uid_t uid, const char *cwd,
+			struct error *err)
+{
+	cleanup_json json_t *env = spec->api == TASK_API_EXECD
+					   ? env_with_file(spec->env, r->cfg.execd_envs, uid)
+				   : spec->api == TASK_API_SESSION || spec->api == TASK_API_PTY
+					   ? env_with_path(spec->env, r->cfg.execd_envs)
+				   : spec->env ? json_incref(spec->env)
+					       : NULL;
+	if (r->sandbox_env && json_object_size(r->sandbox_env)) {
+		json_t *all = json_deep_copy(r->sandbox_env);
+		if (!all || (env && json_object_update(all, env) < 0)) {
+			json_decref(all);
+			error_set(err, ENOMEM, NULL, "task environment");
+			return NULL;
+		}
+		json_decref(env);
+		env = all;
+	}
+	return env_build(uid, cwd, env, err);
+}
+
+/* What is exec'd: the shell with the command, or the request's own argv
+ * (its program resolved in the task's PATH). words and exe are freed. */
+struct start_argv {
+	char *shell[4], **words, *exe, **argv;
+};
+
+static void start_argv_free(struct start_argv *a)
+{
+	free(a->words);
+	free(a->exe);
+}
+#define cleanup_start_argv __attribute__((cleanup(start_argv_free)))
+
+static int command_argv(const struct task *t, const struct task_spec *spec, char *const *envp,
+			struct start_argv *a, struct error *err)
+{
+	a->shell[0] = (char *)shell_path();
+	a->shell[1] = "-c";
+	a->shell[2] = t->command;
+	if (spec->api == TASK_API_PTY && !*t->command)
+		a->shell[1] = NULL; /* an interactive shell of its own */
+	a->argv = a->shell;
+	if (!spec->argv)
+		return 0;
+	size_t n = json_array_size(spec->argv);
+	if (!(a->words = calloc(n + 1, sizeof(*a->words))))
+		return error_set(err, ENOMEM, "RUNTIME_ERROR", "cannot start the task");
+	for (size_t i = 0; i < n; i++)
+		a->words[i] = (char *)json_string_value(json_array_get(spec->argv, i));
+	if (!(a->exe = argv_resolve(a->words[0], t->cwd, envp, err)))
+		return -1;
+	a->argv = a->words;
+	return 0;
+}
+
+/* The runner's and the task's ends of the task's pipes, /dev/null for its
+ * input, its cgroup leaf's procs file: closed unless taken. */
+struct start_fds {
+	int out_r, out_w, err_r, err_w, linger_r, linger_w, devnull, procs;
+};
+
+static void start_fds_close(struct start_fds *f)
+{
+	int all[] = {f->out_r,    f->out_w,    f->err_r,   f->err_w,
+		     f->linger_r, f->linger_w, f->devnull, f->procs};
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		cleanup_closep(&all[i]);
+}
+#define cleanup_start_fds __attribute__((cleanup(start_fds_close)))
+
+/* A terminal or a stdin pipe (task/pty.c), the output pipes, the status
+ * pipe of a task that may leave processes behind. 0, or -1 with err set. */
+static int open_stdio(struct runner *r, const struct task_spec *spec, struct task_io_prep *iop,
+		      struct start_fds *f, struct error *err)
+{
+	int rc = 0;
+	if (task_io_prepare(spec, iop, err) < 0)
+		return -1;
+	if (!iop->tty && ((rc = make_pipe(&f->out_r, &f->out_w)) < 0 ||
+			  (rc = make_pipe(&f->err_r, &f->err_w)) < 0))
+		return error_set(err, -rc, "RUNTIME_ERROR", "cannot start the task");
+	/* A few tasks at a time get a 256 KiB stdout pipe: a task that prints
+	 * fast blocks less and each read moves up to a whole record. Bounded
+	 * (pipe pages count against the user's pipe limit, and root without
+	 * CAP_SYS_RESOURCE has one); refused is fine, the pipe stays as it is. */
+	if (!iop->tty && r->tasks->running < 8)
+		(void)fcntl(f->out_r, F_SETPIPE_SZ, 256 * 1024);
+	if ((f->devnull = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
+		return error_set(err, errno, "RUNTIME_ERROR", "cannot start the task");
+	if (!iop->tty && task_may_linger(spec) && (rc = make_pipe(&f->linger_r, &f->linger_w)) < 0)
+		return error_set(err, -rc, "RUNTIME_ERROR", "cannot start the task");
+	return 0;
+}
+
+/* The confinement plan and the task's fds, then the shim. Its pid or -errno. */
+static pid_t spawn_confined(struct task *t, const struct task_spec *spec, char **envp,
+			    const struct start_argv *a, const struct start_fds *f,
+			    const struct task_io_prep *iop)
+{
+	struct runner *r = t->r;
+	struct confine_plan plan = {
+		.policy = r->policy,
+		.path = a->exe ? a->exe : a->argv[0],
+		.argv = a->argv,
+		.envp = envp,
+		.cwd = t->cwd,
+		.uid = t->uid,
+		.gid = t->gid,
+		.cgroup_procs_fd = f->procs,
+		.deny_inet = t->net_none,
+		/* The uid change clears the shim's death signal: re-armed in
+		 * the task so it dies if the shim does. */
+		.pdeath_signal = SIGKILL,
+		.ctty = iop->tty,
+	};
+	struct spawn_io io = {.in_fd = iop->child_in >= 0 ? iop->child_in : f->devnull,
+			      .out_fd = iop->tty ? iop->child_out : f->out_w,
+			      .err_fd = iop->tty ? iop->child_out : f->err_w,
+			      .linger_fd = f->linger_w};
+	if (spec->state_in_fd >= 0 && spec->state_out_fd >= 0) {
+		io.extra[0] = spec->state_in_fd;
+		io.extra[1] = spec->state_out_fd;
+		io.n_extra = 2;
+	}
+	t->started_ms = now_ms();
+	t->started_mono = monotonic_ms();
+	bool shim_ok = !r->tasks->shim.disabled;
+	pid_t pid = spawn_task(&r->tasks->shim, &plan, &io);
+	if (pid >= 0 && shim_ok && r->tasks->shim.disabled)
+		log_warn("task shim could not be exec'd: shims are forked from now on", "{s:s}",
+			 "error", strerror(r->tasks->shim.disabled_errno));
+	return pid;
+}
+
+/* The running task's record: its shim reaped, its output and status
+ * pipes watched, its timeout armed. */
+static void task_watch(struct task *t, const struct task_spec *spec, pid_t pid, struct start_fds *f,
+		       struct task_io_prep *iop)
+{
+	struct runner *r = t->r;
+	int rc;
+	t->shim_pid = pid;
+	t->proc_running = true;
+	r->tasks->running++;
+	if (reaper_watch(&r->reaper, pid, task_on_exit, t) < 0)
+		log_error("out of memory watching a task", NULL);
+	t->out_fd = iop->tty ? take_fd(iop->parent_out) : take_fd(f->out_r);
+	t->drain_off = iop->tty;
+	t->err_fd = take_fd(f->err_r); /* -1 on a terminal: one stream */
+	if ((rc = task_io_attach(t, iop)) < 0)
+		log_errno("task input unavailable", -rc, t->id);
+	loop_watch_add(&r->loop, &t->out_w, t->out_fd, EPOLLIN, task_on_output, t);
+	if (t->err_fd >= 0)
+		loop_watch_add(&r->loop, &t->err_w, t->err_fd, EPOLLIN, task_on_output, t);
+	if (f->linger_r >= 0) {
+		t->linger_fd = take_fd(f->linger_r);
+		loop_watch_add(&r->loop, &t->linger_w, t->linger_fd, EPOLLIN, task_on_linger, t);
+	}
+	if (spec->timeout_ms)
+		loop_timer_start(&r->loop, &t->timer, spec->timeout_ms, 0);
+}
+
+/* The started event, the table, the audit trail, the log. */
+static void task_announce(struct task *t, const struct task_spec *spec, pid_t pid)
+{
+	const char *net = t->net_none ? "none" : "full";
+	cleanup_json json_t *started =
+		json_pack("{s:s,s:i,s:I,s:s,s:s}", "task_id", t->id, "pid", (int)pid, "started_at",
+			  (json_int_t)t->started_ms, "capability",
+			  spec->cap ? spec->cap->name : "exec", "network", net);
+	task_append_event(t, "started", started);
+	task_link(t);
+	task_audit_started(t, spec);
+	log_info("task started", "{s:s,s:i,s:i,s:i,s:b,s:s}", "task", t->id, "pid", (int)pid, "uid",
+		 (int)t->uid, "gid", (int)t->gid, "background", spec->background, "network", net);
+}
+
 struct task *task_start(struct runner *r, const struct task_spec *spec, struct error *err)
 {
 	const char *cwd = task_admit(r, spec, err);
@@ -252,33 +438,7 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, struct e
 		error_set(err, 0, "INVALID_REQUEST_BODY", "%s", spec->net_required);
 		return NULL;
 	}
-	bool net_none = spec->network == TASK_NET_NONE ||
-			(spec->network == TASK_NET_DEFAULT && !spec->net_required &&
-			 r->cfg.exec_network_none);
-	/* The EXECD_ENVS file goes where execd applies it, its commands, and
-	 * nowhere else: any task can write it, and the runner's own tasks
-	 * (MCP servers, engines, chat, tool commands) run for other clients
-	 * (docs/design.md §3.5). execd's sessions and terminals see only the
-	 * variable naming it. */
-	cleanup_json json_t *env = spec->api == TASK_API_EXECD
-					   ? env_with_file(spec->env, r->cfg.execd_envs, uid)
-				   : spec->api == TASK_API_SESSION || spec->api == TASK_API_PTY
-					   ? env_with_path(spec->env, r->cfg.execd_envs)
-				   : spec->env ? json_incref(spec->env)
-					       : NULL;
-	/* The sandbox-level variables of a runtime init (replace semantics,
-	 * set by the control plane) go under the file's and the request's. */
-	if (r->sandbox_env && json_object_size(r->sandbox_env)) {
-		json_t *all = json_deep_copy(r->sandbox_env);
-		if (!all || (env && json_object_update(all, env) < 0)) {
-			json_decref(all);
-			error_set(err, ENOMEM, NULL, "task environment");
-			return NULL;
-		}
-		json_decref(env);
-		env = all;
-	}
-	cleanup_env char **envp = env_build(uid, cwd, env, err);
+	cleanup_env char **envp = task_envp(r, spec, uid, cwd, err);
 	if (!envp)
 		return NULL;
 	cleanup_task struct task *t = task_alloc(r, spec, cwd, spec->cap, err);
@@ -286,117 +446,27 @@ struct task *task_start(struct runner *r, const struct task_spec *spec, struct e
 		return start_failed(err, 0);
 	t->uid = uid;
 	t->gid = gid;
-	t->net_none = net_none;
-	cleanup_close int out_r = -1, out_w = -1, err_r = -1, err_w = -1;
-	int rc;
-	/* A terminal or a stdin pipe (task/pty.c); closed here on failure. */
+	t->net_none = spec->network == TASK_NET_NONE ||
+		      (spec->network == TASK_NET_DEFAULT && !spec->net_required &&
+		       r->cfg.exec_network_none);
+	cleanup_start_fds struct start_fds fds = {-1, -1, -1, -1, -1, -1, -1, -1};
 	cleanup_task_io struct task_io_prep iop = TASK_IO_PREP_INIT;
-	if (task_io_prepare(spec, &iop, err) < 0)
+	cleanup_start_argv struct start_argv args = {0};
+	if (open_stdio(r, spec, &iop, &fds, err) < 0 || command_argv(t, spec, envp, &args, err) < 0)
 		return start_failed(err, 0);
-	if (!iop.tty &&
-	    ((rc = make_pipe(&out_r, &out_w)) < 0 || (rc = make_pipe(&err_r, &err_w)) < 0))
-		return start_failed(err, -rc);
-	/* A few tasks at a time get a 256 KiB stdout pipe: a task that prints
-	 * fast blocks less and each read moves up to a whole record. Bounded
-	 * (pipe pages count against the user's pipe limit, and root without
-	 * CAP_SYS_RESOURCE has one); refused is fine, the pipe stays as it is. */
-	if (!iop.tty && r->tasks->running < 8)
-		(void)fcntl(out_r, F_SETPIPE_SZ, 256 * 1024);
-	cleanup_close int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (devnull < 0)
-		return start_failed(err, errno);
-
-	char *shell_argv[] = {(char *)shell_path(), "-c", t->command, NULL};
-	if (spec->api == TASK_API_PTY && !*t->command)
-		shell_argv[1] = NULL; /* an interactive shell of its own */
-	char **argv = shell_argv;
-	cleanup_free char **words = NULL;
-	cleanup_free char *exe = NULL;
-	if (spec->argv) {
-		size_t n = json_array_size(spec->argv);
-		if (!(words = calloc(n + 1, sizeof(*words))))
-			return start_failed(err, ENOMEM);
-		for (size_t i = 0; i < n; i++)
-			words[i] = (char *)json_string_value(json_array_get(spec->argv, i));
-		if (!(exe = argv_resolve(words[0], t->cwd, envp, err)))
-			return start_failed(err, 0);
-		argv = words;
-	}
-	cleanup_close int procs_fd = -1;
 	if (r->policy->cgroup_mode == CGROUP_V2) {
 		/* Limits are part of the confinement: no leaf, no task. */
-		rc = cgroup_task_create(t->id, r->cfg.task_memory_max, r->cfg.task_pids_max,
-					r->cfg.task_cpu_max, &procs_fd);
+		int rc = cgroup_task_create(t->id, r->cfg.task_memory_max, r->cfg.task_pids_max,
+					    r->cfg.task_cpu_max, &fds.procs);
 		if (rc < 0)
 			return start_failed(err, -rc);
 		t->cgroup = true;
 	}
-	struct confine_plan plan = {
-		.policy = r->policy,
-		.path = exe ? exe : argv[0],
-		.argv = argv,
-		.envp = envp,
-		.cwd = t->cwd,
-		.uid = uid,
-		.gid = gid,
-		.cgroup_procs_fd = procs_fd,
-		.deny_inet = net_none,
-		/* The uid change clears the shim's death signal: re-armed in
-		 * the task so it dies if the shim does. */
-		.pdeath_signal = SIGKILL,
-		.ctty = iop.tty,
-	};
-	cleanup_close int linger_r = -1, linger_w = -1;
-	if (!iop.tty && task_may_linger(spec) && (rc = make_pipe(&linger_r, &linger_w)) < 0)
-		return start_failed(err, -rc);
-	struct spawn_io io = {.in_fd = iop.child_in >= 0 ? iop.child_in : devnull,
-			      .out_fd = iop.tty ? iop.child_out : out_w,
-			      .err_fd = iop.tty ? iop.child_out : err_w,
-			      .linger_fd = linger_w};
-	if (spec->state_in_fd >= 0 && spec->state_out_fd >= 0) {
-		io.extra[0] = spec->state_in_fd;
-		io.extra[1] = spec->state_out_fd;
-		io.n_extra = 2;
-	}
-	t->started_ms = now_ms();
-	t->started_mono = monotonic_ms();
-	bool shim_ok = !r->tasks->shim.disabled;
-	pid_t pid = spawn_task(&r->tasks->shim, &plan, &io);
+	pid_t pid = spawn_confined(t, spec, envp, &args, &fds, &iop);
 	if (pid < 0)
 		return start_failed(err, -pid);
-	if (shim_ok && r->tasks->shim.disabled)
-		log_warn("task shim could not be exec'd: shims are forked from now on", "{s:s}",
-			 "error", strerror(r->tasks->shim.disabled_errno));
-	t->shim_pid = pid;
-	t->proc_running = true;
-	r->tasks->running++;
-	if (reaper_watch(&r->reaper, pid, task_on_exit, t) < 0)
-		log_error("out of memory watching a task", NULL);
-	t->out_fd = iop.tty ? take_fd(iop.parent_out) : take_fd(out_r);
-	t->drain_off = iop.tty;
-	t->err_fd = take_fd(err_r); /* -1 on a terminal: one stream */
-	if ((rc = task_io_attach(t, &iop)) < 0)
-		log_errno("task input unavailable", -rc, t->id);
-	loop_watch_add(&r->loop, &t->out_w, t->out_fd, EPOLLIN, task_on_output, t);
-	if (t->err_fd >= 0)
-		loop_watch_add(&r->loop, &t->err_w, t->err_fd, EPOLLIN, task_on_output, t);
-	if (linger_r >= 0) {
-		t->linger_fd = take_fd(linger_r);
-		loop_watch_add(&r->loop, &t->linger_w, t->linger_fd, EPOLLIN, task_on_linger, t);
-	}
-	if (spec->timeout_ms)
-		loop_timer_start(&r->loop, &t->timer, spec->timeout_ms, 0);
-	cleanup_json json_t *started = json_pack("{s:s,s:i,s:I,s:s,s:s}", "task_id", t->id, "pid",
-						 (int)pid, "started_at", (json_int_t)t->started_ms,
-						 "capability", spec->cap ? spec->cap->name : "exec",
-						 "network", net_none ? "none" : "full");
-	task_append_event(t, "started", started);
-
-	task_link(t);
-	task_audit_started(t, spec);
-	log_info("task started", "{s:s,s:i,s:i,s:i,s:b,s:s}", "task", t->id, "pid", (int)pid, "uid",
-		 (int)uid, "gid", (int)gid, "background", spec->background, "network",
-		 net_none ? "none" : "full");
+	task_watch(t, spec, pid, &fds, &iop);
+	task_announce(t, spec, pid);
 	return take_ptr(t);
 }
 

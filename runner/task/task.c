@@ -286,20 +286,35 @@ static void denied_drain(struct runner *r)
 	}
 }
 
+static void shim_reaped(void *arg, pid_t pid, int status)
+{
+	(void)arg;
+	(void)pid;
+	(void)status;
+}
+
 void task_on_linger(struct loop *loop, struct loop_watch *w, uint32_t events)
 {
 	(void)loop;
 	(void)events;
 	struct task *t = w->arg;
-	int status;
-	ssize_t n = read(t->linger_fd, &status, sizeof(status));
+	struct spawn_status m;
+	ssize_t n = read(t->linger_fd, &m, sizeof(m));
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
-	task_linger_close(t); /* one status at most, or EOF: nothing was left behind */
-	if (n == (ssize_t)sizeof(status) && t->proc_running && !t->finished) {
+	task_linger_close(t); /* one status at most, or EOF: wait for the shim's exit */
+	if (n == (ssize_t)sizeof(m) && t->proc_running && !t->finished) {
 		/* The shim sent its refusal report before the status: the exit event has it. */
 		denied_drain(t->r);
-		linger_begin(t, status);
+		if (!m.ended) {
+			linger_begin(t, m.status);
+			return;
+		}
+		/* Nothing is left of the tree and the shim only exits now: the task ends here,
+		 * the shim's exit is only reaped (not counted among the orphans). */
+		reaper_forget(&t->r->reaper, t->shim_pid);
+		(void)reaper_watch(&t->r->reaper, t->shim_pid, shim_reaped, NULL);
+		task_on_exit(t, t->shim_pid, m.status);
 	}
 }
 

@@ -70,7 +70,7 @@
 #include "files/sched.h"
 #include "http/gate.h"
 #include "http/http.h"
-#include "task/taskuid.h"
+#include "task/task_uids.h"
 #include "http/ws.h"
 #include "core/runner.h"
 #include "task/session.h"
@@ -315,8 +315,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	reaper_init(&R.reaper);
 	if (tasks_init(&R) < 0 || sessions_init(&R) < 0 || relay_init(&R) < 0)
 		die("tables");
-	static const struct gate_tasks doors = {.is_task_uid = taskuid_is_task,
-						.describe = taskuid_describe};
+	static const struct gate_tasks doors = {.is_task_uid = task_uids_include,
+						.describe = task_uids_describe};
 	if (http_start(&R, api_routes, api_n_routes, &doors, &err) < 0) {
 		dprintf(diag_fd, "fuzz_http: http_start: %s\n", err.msg);
 		abort();

@@ -11,6 +11,6 @@
 struct runner;
 
 /* Is uid one a task can have (and not the runner's own)? */
-bool taskuid_is_task(const struct runner *r, uid_t uid);
+bool task_uids_include(const struct runner *r, uid_t uid);
 /* Those uids in words, for GET /v1/hardening (truncated to len). */
-void taskuid_describe(const struct runner *r, char *buf, size_t len);
+void task_uids_describe(const struct runner *r, char *buf, size_t len);

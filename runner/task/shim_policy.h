@@ -1,32 +1,33 @@
-/* What the exec'd task shim (runner/shim/main.c) needs of the confinement
- * policy, in a fixed little format both sides read the same whatever libc
- * built them: written once at start into a sealed memfd that every shim
- * inherits. The per-task part travels in the shim's argv (spawn.c). */
+/* What the runner hands the exec'd task shim (runner/shim/main.c): the
+ * confinement policy, in a fixed little format both sides read the same
+ * whatever libc built them, written once at start into a sealed memfd that
+ * every shim inherits; the per-task part travels in the shim's argv (its
+ * layout below; spawn.c writes it). */
 #pragma once
 #include <linux/filter.h>
 #include <stdint.h>
 
 #include "confine/confine.h"
 
-#define SHIM_WIRE_MAGIC "FRSHIMW1"
-#define SHIM_WIRE_ARGC 15 /* shim argv before the task's own argv */
+#define SHIM_MAGIC "FRSHIMW1"
+#define SHIM_ARGV_LEN 15 /* shim argv before the task's own argv */
 /* Or'ed into NFDS: fd NFDS is the status pipe (task/spawn.h, linger_fd). */
-#define SHIM_WIRE_LINGER 0x100
+#define SHIM_ARGV_LINGER 0x100
 
-struct shim_wire_rlimit {
+struct shim_policy_rlimit {
 	int32_t resource;
 	uint32_t pad;
 	uint64_t cur, max;
 };
 
-struct shim_wire {
+struct shim_policy_image {
 	char magic[8];
 	uint32_t size; /* this header and the seccomp program */
 	uint32_t enabled, allow_root_tasks, privileged;
 	int32_t last_cap;
 	uint32_t securebits;
 	uint32_t n_rlimits;
-	struct shim_wire_rlimit rlimits[8];
+	struct shim_policy_rlimit rlimits[8];
 	uint32_t seccomp_flags, seccomp_len;
 	/* Refusals explained (docs/design.md §5.4.1): the notifying program's length (0: none),
 	 * its instructions after the plain program's; the runner's report socket (-1: none). */
@@ -38,6 +39,6 @@ struct shim_wire {
 
 /* Runner side: the policy as a sealed memfd (close-on-exec; the spawn
  * child keeps it open for the shim). The fd or -errno. */
-int shim_wire_write(const struct confine_policy *pol, int report_fd);
+int shim_policy_write(const struct confine_policy *pol, int report_fd);
 /* Shim side: map fd and fill pol (landlock fds as given) and *report_fd. 0 or -errno. */
-int shim_wire_read(int fd, struct confine_policy *pol, int ll_fd, int ll_root_fd, int *report_fd);
+int shim_policy_read(int fd, struct confine_policy *pol, int ll_fd, int ll_root_fd, int *report_fd);

@@ -1,6 +1,6 @@
-/* The confinement policy for exec'd shims: see shimwire.h. Also built into
+/* The confinement policy for exec'd shims: see shim_policy.h. Also built into
  * the shim binary (no runner library calls here). */
-#include "task/shimwire.h"
+#include "task/shim_policy.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,16 +10,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int shim_wire_write(const struct confine_policy *pol, int report_fd)
+int shim_policy_write(const struct confine_policy *pol, int report_fd)
 {
 	uint32_t len = pol->enabled ? pol->seccomp.prog.len : 0;
 	uint32_t nlen =
 		pol->enabled && pol->seccomp.notify_prog.filter ? pol->seccomp.notify_prog.len : 0;
-	size_t size = sizeof(struct shim_wire) + (size_t)(len + nlen) * sizeof(struct sock_filter);
-	struct shim_wire *w = calloc(1, size);
+	size_t size = sizeof(struct shim_policy_image) +
+		      (size_t)(len + nlen) * sizeof(struct sock_filter);
+	struct shim_policy_image *w = calloc(1, size);
 	if (!w)
 		return -ENOMEM;
-	memcpy(w->magic, SHIM_WIRE_MAGIC, sizeof(w->magic));
+	memcpy(w->magic, SHIM_MAGIC, sizeof(w->magic));
 	w->size = (uint32_t)size;
 	w->enabled = pol->enabled;
 	w->allow_root_tasks = pol->allow_root_tasks;
@@ -28,9 +29,9 @@ int shim_wire_write(const struct confine_policy *pol, int report_fd)
 	w->securebits = pol->caps.securebits;
 	w->n_rlimits = (uint32_t)pol->n_rlimits;
 	for (size_t i = 0; i < pol->n_rlimits && i < 8; i++)
-		w->rlimits[i] = (struct shim_wire_rlimit){.resource = pol->rlimits[i].resource,
-							  .cur = pol->rlimits[i].value.rlim_cur,
-							  .max = pol->rlimits[i].value.rlim_max};
+		w->rlimits[i] = (struct shim_policy_rlimit){.resource = pol->rlimits[i].resource,
+							    .cur = pol->rlimits[i].value.rlim_cur,
+							    .max = pol->rlimits[i].value.rlim_max};
 	w->seccomp_flags = pol->seccomp.flags;
 	w->seccomp_len = len;
 	memcpy(w->netdeny, pol->netdeny.insns, sizeof(w->netdeny));
@@ -58,17 +59,18 @@ int shim_wire_write(const struct confine_policy *pol, int report_fd)
 	return fd;
 }
 
-int shim_wire_read(int fd, struct confine_policy *pol, int ll_fd, int ll_root_fd, int *report_fd)
+int shim_policy_read(int fd, struct confine_policy *pol, int ll_fd, int ll_root_fd, int *report_fd)
 {
 	struct stat st;
 	if (fstat(fd, &st) < 0)
 		return -errno;
-	if ((size_t)st.st_size < sizeof(struct shim_wire))
+	if ((size_t)st.st_size < sizeof(struct shim_policy_image))
 		return -EINVAL;
-	const struct shim_wire *w = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	const struct shim_policy_image *w =
+		mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 	if (w == MAP_FAILED)
 		return -errno;
-	if (memcmp(w->magic, SHIM_WIRE_MAGIC, sizeof(w->magic)) || w->size != st.st_size ||
+	if (memcmp(w->magic, SHIM_MAGIC, sizeof(w->magic)) || w->size != st.st_size ||
 	    w->n_rlimits > 8 || w->notify_len > w->seccomp_len ||
 	    sizeof(*w) + (size_t)(w->seccomp_len + w->notify_len) * sizeof(struct sock_filter) !=
 		    w->size)

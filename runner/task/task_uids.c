@@ -1,5 +1,5 @@
-/* Who is a task, seen from a door: see taskuid.h. */
-#include "task/taskuid.h"
+/* Who is a task, seen from a door: see task_uids.h. */
+#include "task/task_uids.h"
 
 #include <stdio.h>
 #include <unistd.h>
@@ -7,15 +7,15 @@
 #include "core/ids.h"
 #include "core/runner.h"
 
-bool taskuid_is_task(const struct runner *r, uid_t uid)
+bool task_uids_include(const struct runner *r, uid_t uid)
 {
 	/* A runner that is not root runs tasks as itself: its own uid cannot
-	 * tell them apart (reported; see taskuid_describe). Likewise root with
+	 * tell them apart (reported; see task_uids_describe). Likewise root with
 	 * --allow-root-tasks. */
 	return uid != geteuid() && ids_uid_allowed(&r->cfg, uid);
 }
 
-void taskuid_describe(const struct runner *r, char *buf, size_t len)
+void task_uids_describe(const struct runner *r, char *buf, size_t len)
 {
 	snprintf(buf, len, "every uid a task can run as (%u, %u-%u except %u%s)%s",
 		 (unsigned)r->cfg.task_uid, (unsigned)r->cfg.task_id_lo,
