@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "api/api.h"
-#include "api/schema.h"
+#include "task/request.h"
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -32,42 +32,6 @@ static struct task *find_native(struct http_req *req, struct error *err)
 		return t;
 	error_set(err, 0, "NOT_FOUND", "task not found: %.64s", req->param);
 	return NULL;
-}
-
-/* ---- POST /v1/tasks: "stdin" and "tty" ---- */
-
-int api_parse_task_io(json_t *body, struct task_spec *spec, struct error *err)
-{
-	bool has, in;
-	if (body_bool(body, "stdin", &has, &in, err) < 0)
-		return -1;
-	if (has)
-		spec->keep_stdin = in;
-	json_t *tty = json_object_get(body, "tty");
-	if (tty && !json_is_null(tty) && !json_is_false(tty)) {
-		if (!json_is_object(tty) && !json_is_true(tty))
-			return error_set(err, 0, "INVALID_REQUEST_BODY",
-					 "field 'tty' must be an object {\"cols\", \"rows\"}");
-		spec->tty = true;
-		static const char *const keys[] = {"cols", "rows"};
-		for (int i = 0; i < 2 && json_is_object(tty); i++) {
-			json_t *v = json_object_get(tty, keys[i]);
-			if (!v || json_is_null(v))
-				continue;
-			if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-			    json_integer_value(v) > 65535)
-				return error_set(err, 0, "INVALID_REQUEST_BODY",
-						 "tty.%s must be an integer from 1 to 65535",
-						 keys[i]);
-			unsigned short n = (unsigned short)json_integer_value(v);
-			*(i == 0 ? &spec->cols : &spec->rows) = n;
-		}
-		spec->keep_stdin = true; /* the terminal is the input */
-	}
-	if ((spec->keep_stdin || spec->tty) && spec->cap && spec->cap->no_input)
-		return error_set(err, 0, "INVALID_REQUEST_BODY",
-				 "an agent task takes no stdin and no terminal");
-	return 0;
 }
 
 /* ---- POST /v1/tasks/{id}/stdin (streamed), DELETE .../stdin ---- */
