@@ -91,11 +91,6 @@ uint64_t profile_gen(struct runner *r);
 bool profile_request_blocked(struct runner *r, const char *method, const char *path,
 			     struct error *e);
 
-/* reset.c, for api/reset.c: start a reset for req (suspended until it is
- * done), and its answer once resumed. */
-int reset_start(struct runner *r, struct http_req *req, struct error *e);
-json_t *reset_answer(struct http_req *req, unsigned *status);
-
 /* rtinit.c: execd's runtime init (POST /internal/init, --runtime-init) and
  * lifecycle hooks (preStart, periodic), docs/design.md §12.1, §12.2. */
 #define RTINIT_PROTOCOL_VERSION 1

@@ -45,6 +45,7 @@
 #include "core/signame.h"
 #include "http/http.h"
 #include "profile/profile.h"
+#include "profile/reset.h"
 #include "task/ipcclean.h"
 #include "task/session.h"
 #include "task/task.h"
