@@ -23,6 +23,7 @@
 #include "core/randomid.h"
 #include "core/signame.h"
 #include "core/version.h"
+#include "init/runtime.h"
 #include "profile/profile.h"
 
 #define LOGS_MAX (4u << 20)

@@ -13,6 +13,7 @@
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "init/runtime.h"
 #include "profile/profile.h"
 #include "core/runner.h"
 #include "core/randomid.h"

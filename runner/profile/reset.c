@@ -44,6 +44,7 @@
 #include "core/signals.h"
 #include "core/signame.h"
 #include "http/http.h"
+#include "init/runtime.h"
 #include "profile/profile.h"
 #include "profile/reset.h"
 #include "task/ipcclean.h"
