@@ -27,8 +27,9 @@ LINT_CHECKS  := modgraph-selftest fuzzrun-selftest rooms-selftest modgraph rooms
 # each other. A folder uses only its own and lower ones (runner/main.c is above them all). A new
 # file needs nothing here; a new folder must be placed, or `make modgraph` names it.
 #   core                     loop, config, errors, logs, the runner's state (runner.h)
-#   audit                    the audit trail: its chain, bounds per source, sinks (file, OTLP)
-#                            and --verify-audit
+#   audit text               the audit trail: its chain, bounds per source, sinks (file, OTLP)
+#                            and --verify-audit; text matching (pure): grep's regular
+#                            expressions, the glob patterns of searches, unified diffs
 #   confine files http       confinement; the filesystem layer; the HTTP server
 #   task tree                the task engine; the file-tree engine (capture, compare, restore of
 #                            the writable roots: the reset's snapshot and checkpoints)
@@ -50,7 +51,7 @@ LINT_CHECKS  := modgraph-selftest fuzzrun-selftest rooms-selftest modgraph rooms
 #   api shim                 the routes; the task shim (a program of its own)
 #   envd                     E2B's envd face: a codec over the routes' files prologue and the
 #                            engine below (docs/design.md §18)
-LAYERS := core < audit < confine files http < task tree < checkpoint pty watch metrics init < relay code profile < tools < model mcp < api shim < envd
+LAYERS := core < audit text < confine files http < task tree < checkpoint pty watch metrics init < relay code profile < tools < model mcp < api shim < envd
 
 .PHONY: lint modgraph modgraph-selftest fuzzrun-selftest rooms rooms-selftest format format-check
 

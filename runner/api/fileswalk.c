@@ -12,7 +12,7 @@
 
 #include "core/jsonesc.h"
 #include "api/filesroute.h"
-#include "files/glob.h"
+#include "text/glob.h"
 #include "files/grep.h"
 #include "files/info.h"
 #include "files/path.h"

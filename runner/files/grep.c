@@ -182,7 +182,7 @@ static void hit(struct files_grep *g, const char *line, size_t n)
 	buf_append_lit(o, "}");
 }
 
-/* Work units (files/regex.h) between looks at the clock: about 100 us of matching. A line
+/* Work units (text/regex.h) between looks at the clock: about 100 us of matching. A line
  * costs GREP_LINE_WORK more, so a file of empty lines is timed too. */
 #define GREP_SLICE_WORK (64u << 10)
 #define GREP_LINE_WORK 16u

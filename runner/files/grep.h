@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "core/buf.h"
-#include "files/regex.h"
+#include "text/regex.h"
 #include "files/walk.h"
 
 #define FILES_GREP_FILE_MAX (8ULL << 20) /* bytes of one file searched */
@@ -46,7 +46,7 @@ struct files_grep {
 	int single_fd; /* the root is a file: it alone is searched */
 };
 
-/* Compile pattern (POSIX ERE, files/regex.h; back-references are refused: they make matching
+/* Compile pattern (POSIX ERE, text/regex.h; back-references are refused: they make matching
  * exponential; so is a pattern over FILES_REGEX_INSTS_MAX once its repetitions are expanded).
  * 0, or -EINVAL with a reason in err, or -ENOMEM. Call files_grep_free in every case. */
 int files_grep_init(struct files_grep *g, const char *pattern, char *err, size_t errlen);

@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "core/buf.h"
-#include "files/glob.h"
+#include "text/glob.h"
 #include "files/info.h"
 #include "files/path.h"
 

@@ -1,5 +1,5 @@
 /* Glob matching: see glob.h. Pure: no I/O, no global state. */
-#include "files/glob.h"
+#include "text/glob.h"
 
 #include <errno.h>
 #include <stdint.h>

@@ -10,7 +10,7 @@
  * The start is added at every position (an unanchored search). States live in a fixed cache
  * which is emptied when full: memory stays bounded and every byte still costs at most one
  * closure, O(program). */
-#include "files/regex.h"
+#include "text/regex.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* Unified diffs (pure): see udiff.h. */
-#include "files/udiff.h"
+#include "text/udiff.h"
 
 #include <stdint.h>
 #include <stdio.h>

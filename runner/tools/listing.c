@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "files/glob.h"
+#include "text/glob.h"
 #include "files/grep.h"
 #include "files/path.h"
 #include "files/walk.h"

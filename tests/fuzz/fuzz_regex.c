@@ -1,4 +1,4 @@
-/* fuzz_regex: grep's regular expressions (runner/files/regex.c).
+/* fuzz_regex: grep's regular expressions (runner/text/regex.c).
  *
  * Input layout: the pattern up to the first NUL (at most 1024 bytes, as grep takes), then lines
  * separated by '\n'. Byte 0 of the rest also picks the work slice of the searches (1..256 units),
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "files/regex.h"
+#include "text/regex.h"
 
 static int search(struct files_regex *re, const char *s, size_t n, size_t slice, size_t *spent)
 {

@@ -1,7 +1,7 @@
 #include "core/buf.h"
 #include "core/fileio.h"
 #include "files/fserror.h"
-#include "files/glob.h"
+#include "text/glob.h"
 #include "files/ident.h"
 #include "files/info.h"
 #include "files/ops.h"

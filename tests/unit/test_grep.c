@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "files/glob.h"
+#include "text/glob.h"
 #include "unit.h"
 
 static char root[64];

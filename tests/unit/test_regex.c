@@ -1,8 +1,8 @@
-/* files/regex.c: grep's POSIX ERE matcher. Hand-written cases, then differential runs against
+/* text/regex.c: grep's POSIX ERE matcher. Hand-written cases, then differential runs against
  * glibc's regcomp/regexec (REG_EXTENDED | REG_NOSUB | REG_NEWLINE, C locale) over generated
  * patterns and lines, searches cut into slices of a few work units (the resumption), the DFA
  * cache emptied mid-line, the bounds (size, nesting, counts) and the linear cost on long lines. */
-#include "files/regex.h"
+#include "text/regex.h"
 
 #include <errno.h>
 #include <regex.h>
