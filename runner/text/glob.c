@@ -22,10 +22,10 @@ struct galt {
 	uint32_t *ranges; /* lo, hi pairs */
 };
 
-struct files_glob {
-	struct galt alts[FILES_GLOB_ALTS];
+struct text_glob {
+	struct galt alts[TEXT_GLOB_ALTS];
 	size_t nalts;
-	enum files_glob_subject subject;
+	enum text_glob_subject subject;
 };
 
 /* One UTF-8 sequence; an invalid byte counts as itself. */
@@ -76,7 +76,7 @@ struct expand {
 
 static void expand_add(struct expand *e, const char *s, size_t n)
 {
-	if (e->n >= FILES_GLOB_ALTS) {
+	if (e->n >= TEXT_GLOB_ALTS) {
 		e->err = 2;
 		return;
 	}
@@ -267,16 +267,16 @@ static int tokenize(struct galt *a, const char *p, size_t n)
 	return 0;
 }
 
-int files_glob_compile(struct files_glob **out, const char *pattern, char *err, size_t errlen)
+int text_glob_compile(struct text_glob **out, const char *pattern, char *err, size_t errlen)
 {
 	*out = NULL;
 	size_t n = strlen(pattern);
-	if (n > FILES_GLOB_MAX) {
-		snprintf(err, errlen, "pattern longer than %d bytes", FILES_GLOB_MAX);
+	if (n > TEXT_GLOB_MAX) {
+		snprintf(err, errlen, "pattern longer than %d bytes", TEXT_GLOB_MAX);
 		return -EINVAL;
 	}
-	struct files_glob *g = calloc(1, sizeof(*g));
-	char *alts[FILES_GLOB_ALTS];
+	struct text_glob *g = calloc(1, sizeof(*g));
+	char *alts[TEXT_GLOB_ALTS];
 	struct expand e = {.out = alts};
 	if (!g)
 		return -ENOMEM;
@@ -286,7 +286,7 @@ int files_glob_compile(struct files_glob **out, const char *pattern, char *err, 
 		snprintf(err, errlen,
 			 e.err == 1 ? "malformed pattern (unclosed [ or {)"
 				    : "pattern expands to more than %d alternatives",
-			 FILES_GLOB_ALTS);
+			 TEXT_GLOB_ALTS);
 		rc = -EINVAL;
 	}
 	g->subject = pattern[0] == '/' ? GLOB_ABS : GLOB_NAME;
@@ -301,19 +301,19 @@ int files_glob_compile(struct files_glob **out, const char *pattern, char *err, 
 		free(alts[i]);
 	}
 	if (rc < 0) {
-		files_glob_free(g);
+		text_glob_free(g);
 		return rc;
 	}
 	*out = g;
 	return 0;
 }
 
-enum files_glob_subject files_glob_subject(const struct files_glob *g)
+enum text_glob_subject text_glob_subject(const struct text_glob *g)
 {
 	return g->subject;
 }
 
-void files_glob_free(struct files_glob *g)
+void text_glob_free(struct text_glob *g)
 {
 	if (!g)
 		return;
@@ -400,7 +400,7 @@ static bool match_alt(const struct galt *a, const unsigned char *s, size_t n)
 	}
 }
 
-bool files_glob_match(const struct files_glob *g, const char *name, size_t len)
+bool text_glob_match(const struct text_glob *g, const char *name, size_t len)
 {
 	for (size_t i = 0; i < g->nalts; i++)
 		if (match_alt(&g->alts[i], (const unsigned char *)name, len))
