@@ -42,7 +42,8 @@ enum MHD_Result api_agent_engines(struct http_req *req);
 enum MHD_Result api_task_events(struct http_req *req);
 enum MHD_Result api_task_delete(struct http_req *req);
 
-/* taskio.c: a task's stdin, terminal size and signals, the lists of tasks */
+/* taskio.c: a native task's stdin, terminal size and signals, GET /v1/tasks; commands.c:
+ * execd's GET /command */
 enum MHD_Result api_task_list(struct http_req *req);
 enum MHD_Result api_task_stdin(struct http_req *req);
 enum MHD_Result api_task_stdin_body(struct http_req *req, const char *data, size_t len);
