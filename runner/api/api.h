@@ -51,11 +51,10 @@ enum MHD_Result api_task_stdin_close(struct http_req *req);
 enum MHD_Result api_task_resize(struct http_req *req);
 enum MHD_Result api_task_signal(struct http_req *req);
 enum MHD_Result api_command_list(struct http_req *req);
-/* execd's GET /command query (raw query string, NULL = none): 0, or -1
- * with execd's message ("invalid query parameter", "invalid cursor"), then
- * which parameter and what it takes. running: -1 all, 0 finished, 1 running. */
-int api_parse_command_list_query(const char *raw, int *running, unsigned *limit, char *cursor,
-				 size_t cursor_size, const char **msg);
+/* A finished command's end (finished_at, exit_code, error) and what it left behind,
+ * into o: GET /command and GET /command/status/{id}. */
+struct task;
+void api_command_end_fields(json_t *o, struct task *t);
 
 /* pty.c: execd PTY sessions over WebSocket (the engine: pty/session.h) */
 enum MHD_Result api_pty_create(struct http_req *req);
@@ -125,3 +124,10 @@ extern const struct http_route e2b_routes[];
 extern const size_t e2b_n_routes;
 /* execd.c: start spec (an execd command) and stream its events as POST /command does. */
 enum MHD_Result api_command_stream(struct http_req *req, struct task_spec *spec);
+/* execd_stream.c: t's events as server-sent events on req. init_text: the init event's text
+ * (the command or session id); NULL: a resume (no init event; the output from the start,
+ * events up to after_eid left out). session_mode: stderr into stdout, empty lines dropped,
+ * like execd sessions. */
+struct task;
+enum MHD_Result execd_stream_start(struct http_req *req, struct task *t, bool session_mode,
+				   const char *init_text, uint64_t after_eid);

@@ -149,8 +149,11 @@ static void query_component(struct list_query *q, const char *p, size_t n)
 		query_value(q, k, value);
 }
 
-int api_parse_command_list_query(const char *raw, int *running, unsigned *limit, char *cursor,
-				 size_t cursor_size, const char **msg)
+/* execd's GET /command query (raw query string, NULL = none): 0, or -1 with execd's message
+ * ("invalid query parameter", "invalid cursor"), then which parameter and what it takes.
+ * running: -1 all, 0 finished, 1 running. */
+static int parse_list_query(const char *raw, int *running, unsigned *limit, char *cursor,
+			    size_t cursor_size, const char **msg)
 {
 	*running = -1;
 	*limit = INVENTORY_DEFAULT_LIMIT;
@@ -230,12 +233,9 @@ static enum MHD_Result inventory_error(struct http_req *req, unsigned status, co
 	return inventory_send(req, status, json_pack("{s:s,s:s}", "code", code, "message", msg));
 }
 
-static json_t *command_json(struct task *t)
+void api_command_end_fields(json_t *o, struct task *t)
 {
-	char started[40], finished[40];
-	iso_time_ms(started, sizeof(started), t->started_ms);
-	json_t *o = json_pack("{s:s,s:b,s:b,s:s}", "session", t->id, "running", !t->finished,
-			      "background", t->background, "started_at", started);
+	char finished[40];
 	if (o && t->finished) {
 		iso_time_ms(finished, sizeof(finished), t->finished_ms);
 		json_object_set_new(o, "finished_at", json_string(finished));
@@ -252,6 +252,15 @@ static json_t *command_json(struct task *t)
 	json_t *left = task_left_behind_json(t);
 	if (left)
 		json_object_set_new(o, "left_behind", left);
+}
+
+static json_t *command_json(struct task *t)
+{
+	char started[40];
+	iso_time_ms(started, sizeof(started), t->started_ms);
+	json_t *o = json_pack("{s:s,s:b,s:b,s:s}", "session", t->id, "running", !t->finished,
+			      "background", t->background, "started_at", started);
+	api_command_end_fields(o, t);
 	return o;
 }
 
@@ -261,8 +270,7 @@ enum MHD_Result api_command_list(struct http_req *req)
 	unsigned limit;
 	char cursor[256];
 	const char *msg;
-	if (api_parse_command_list_query(req->raw_query, &running, &limit, cursor, sizeof(cursor),
-					 &msg) < 0)
+	if (parse_list_query(req->raw_query, &running, &limit, cursor, sizeof(cursor), &msg) < 0)
 		return inventory_error(req, 400, "INVALID_QUERY", msg);
 	uint64_t c_started = 0;
 	char c_id[33] = "";

@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include "api/api.h"
-#include "api/execd_stream.h"
 #include "task/request.h"
 #include "task/linesplit.h"
 #include "core/cleanup.h"
@@ -162,28 +161,13 @@ enum MHD_Result api_command_status(struct http_req *req)
 	struct task *t = find_command(req, req->param);
 	if (!t)
 		return http_failf(req, "NOT_FOUND", "command not found: %.64s", req->param);
-	char started[40], finished[40];
+	char started[40];
 	iso_time_ms(started, sizeof(started), t->started_ms);
 	json_t *o = json_pack("{s:s,s:s,s:b,s:s}", "id", t->id, "content", t->command, "running",
 			      !t->finished, "started_at", started);
-	if (t->finished) {
-		iso_time_ms(finished, sizeof(finished), t->finished_ms);
-		json_object_set_new(o, "exit_code", json_integer(t->exit_code));
-		json_object_set_new(o, "finished_at", json_string(finished));
-		if (t->denied)
-			json_object_set(o, "denied", t->denied);
-		if (t->exit_code != 0) {
-			char e[64];
-			if (t->term_signal)
-				snprintf(e, sizeof(e), "signal: %s", signal_name(t->term_signal));
-			else
-				snprintf(e, sizeof(e), "exit status %d", t->exit_code);
-			json_object_set_new(o, "error", json_string(e));
-		}
-	}
-	json_t *left = task_left_behind_json(t);
-	if (left)
-		json_object_set_new(o, "left_behind", left);
+	api_command_end_fields(o, t);
+	if (o && t->finished && t->denied)
+		json_object_set(o, "denied", t->denied);
 	return http_json(req, 200, o);
 }
 

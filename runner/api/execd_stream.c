@@ -1,6 +1,6 @@
 /* execd's command output as server-sent events (POST /command, GET /command/{id}/resume,
  * the session's run): init, stdout/stderr lines with their event ids, pings, the end. */
-#include "api/execd_stream.h"
+#include "api/api.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -67,11 +67,6 @@ static const struct code_lang *lang_of(const char *language)
 	return NULL;
 }
 
-bool code_language_ok(const char *language)
-{
-	return lang_of(language) != NULL;
-}
-
 json_t *code_languages(void)
 {
 	json_t *a = json_array();
@@ -469,7 +464,7 @@ struct code_ctx *code_ctx_find(struct runner *r, const char *id)
 
 static int language_check(const char *language, struct error *err)
 {
-	if (code_language_ok(language))
+	if (lang_of(language))
 		return 0;
 	cleanup_json json_t *langs = code_languages();
 	cleanup_free char *list = json_dumps(langs, JSON_COMPACT);

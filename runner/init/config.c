@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "init/toml.h"
 
 #define BAD "INVALID_REQUEST_BODY"
 

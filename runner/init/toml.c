@@ -1,6 +1,6 @@
-/* The TOML subset of execd's lifecycle.toml (toml.h), read into the same JSON shape the
+/* The TOML subset of execd's lifecycle.toml (config.h), read into the same JSON shape the
  * other transports use, so one checker (config.c) decides what a hook is. */
-#include "init/toml.h"
+#include "init/config.h"
 
 #include <errno.h>
 #include <stdbool.h>

@@ -67,7 +67,7 @@ static const struct body_field command_fields[] = {
 	{"kill_tree_on_exit", FIELD_BOOLEAN},
 	{NULL, 0},
 };
-const struct body_schema schema_command = {"POST /command", false, command_fields};
+static const struct body_schema schema_command = {"POST /command", false, command_fields};
 
 /* execd's caller-bound creation (PR #1771) checks its body strictly: a field it does not know
  * would be a semantic the retry cannot vouch for. */
@@ -91,7 +91,7 @@ static const struct body_field session_fields[] = {
 	{"cwd", FIELD_STRING},
 	{NULL, 0},
 };
-const struct body_schema schema_session = {"POST /session", false, session_fields};
+static const struct body_schema schema_session = {"POST /session", false, session_fields};
 
 static const struct body_field session_run_fields[] = {
 	{"command", FIELD_STRING},
@@ -101,7 +101,8 @@ static const struct body_field session_run_fields[] = {
 	{"kill_tree_on_exit", FIELD_BOOLEAN},
 	{NULL, 0},
 };
-const struct body_schema schema_session_run = {"POST /session/{id}/run", false, session_run_fields};
+static const struct body_schema schema_session_run = {"POST /session/{id}/run", false,
+						      session_run_fields};
 
 static const struct body_field pty_create_fields[] = {
 	{"cwd", FIELD_STRING},

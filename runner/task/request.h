@@ -41,9 +41,6 @@ extern const struct body_schema schema_task_create;       /* POST /v1/tasks */
 extern const struct body_schema schema_command_operation; /* POST /command/operations */
 extern const struct body_schema schema_task_resize;       /* POST /v1/tasks/{id}/resize */
 extern const struct body_schema schema_task_signal;       /* POST /v1/tasks/{id}/signal */
-extern const struct body_schema schema_command;           /* POST /command */
-extern const struct body_schema schema_session;           /* POST /session */
-extern const struct body_schema schema_session_run;       /* POST /session/{id}/run */
 extern const struct body_schema schema_pty_create;        /* POST /pty */
 
 struct error;
