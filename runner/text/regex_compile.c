@@ -643,7 +643,7 @@ static void byte_classes(struct text_regex *re)
 }
 
 int text_regex_compile(struct text_regex **out, const char *pattern, size_t len, char *err,
-			size_t errlen)
+		       size_t errlen)
 {
 	*out = NULL;
 	struct parser p = {.s = pattern, .n = len};
