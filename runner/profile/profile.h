@@ -31,11 +31,8 @@ struct reset;
 struct profile_hooks {
 	unsigned (*end_ptys)(struct runner *r);
 	void (*end_mcp_sessions)(struct runner *r);
-	/* The preStart hook is over (succeeded, or failed with Continue) or
-	 * there is none: the box's main process (-- CMD) may start now. */
+	/* Handed to runtime init (struct init_hooks, init/runtime.h). */
 	void (*prestart_done)(struct runner *r);
-	/* entrypointPolicy restart: stop the main process and start it again
-	 * with envs added (once preStart is over); false when there is none. */
 	bool (*restart_main)(struct runner *r, json_t *envs);
 	unsigned (*end_code_contexts)(struct runner *r); /* code/code.h */
 	/* The model proxy's per-task tokens, revoked: how many, and in *requests
