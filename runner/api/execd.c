@@ -10,7 +10,6 @@
 
 #include "api/api.h"
 #include "task/request.h"
-#include "task/linesplit.h"
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -18,9 +17,7 @@
 #include "task/session.h"
 #include "task/task.h"
 #include "core/buf.h"
-#include "core/jsonesc.h"
 #include "core/randomid.h"
-#include "core/signame.h"
 #include "core/version.h"
 #include "init/runtime.h"
 #include "profile/profile.h"

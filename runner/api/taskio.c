@@ -12,7 +12,6 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "init/runtime.h"
-#include "profile/profile.h"
 #include "core/runner.h"
 #include "core/randomid.h"
 #include "core/signame.h"

@@ -16,8 +16,6 @@
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/buf.h"
-#include "core/jsonesc.h"
-#include "core/base64.h"
 #include "core/randomid.h"
 #include "core/signame.h"
 #include "core/list.h"

@@ -10,7 +10,6 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/error.h"
-#include "core/jsonesc.h"
 #include "core/log.h"
 #include "core/runner.h"
 #include "task/pty.h"
