@@ -35,17 +35,20 @@ DESIGN_REFS_SCAN ?= docs README.md tests/README.md
 # each other. A folder uses only its own and lower ones (runner/main.c is above them all). A new
 # file needs nothing here; a new folder must be placed, or `make modgraph` names it.
 #   core                     loop, config, errors, logs, the runner's state (runner.h)
-#   audit                    the audit trail: its chain, bounds per source, sinks (file, OTLP)
-#                            and --verify-audit
+#   audit text               the audit trail: its chain, bounds per source, sinks (file, OTLP)
+#                            and --verify-audit; text matching (pure): grep's regular
+#                            expressions, the glob patterns of searches, unified diffs
 #   confine files http       confinement; the filesystem layer; the HTTP server
 #   task tree                the task engine; the file-tree engine (capture, compare, restore of
 #                            the writable roots: the reset's snapshot and checkpoints)
 #   checkpoint pty watch     one step: workspace checkpoints (their list, bounds, worker and a
-#     metrics                task's changes, on tree/; the routes and the MCP tools are thin
+#     metrics init           task's changes, on tree/; the routes and the MCP tools are thin
 #                            faces); execd's PTY sessions (the table, each one's shell, a task,
 #                            and its WebSocket clients; the routes: api/pty.c); the directory
 #                            watch engine (inotify; api/watch.c, envd's watchers); the metrics'
-#                            figures and their OTLP exporter (on core/ only)
+#                            figures and their OTLP exporter (on core/ only); runtime init
+#                            (POST /internal/init, the gate, /ready) and lifecycle hooks, run as
+#                            tasks (what it calls above itself, through struct init_hooks)
 #   relay code profile       the proxies' machinery; code contexts; runtime
 #                            profiles and the reset (what a reset ends above profile/, it
 #                            reaches through struct profile_hooks)
@@ -56,7 +59,7 @@ DESIGN_REFS_SCAN ?= docs README.md tests/README.md
 #   api shim                 the routes; the task shim (a program of its own)
 #   envd                     E2B's envd face: a codec over the routes' files prologue and the
 #                            engine below (docs/design/envd.md)
-LAYERS := core < audit < confine files http < task tree < checkpoint pty watch metrics < relay code profile < tools < model mcp < api shim < envd
+LAYERS := core < audit text < confine files http < task tree < checkpoint pty watch metrics init < relay code profile < tools < model mcp < api shim < envd
 
 .PHONY: lint modgraph modgraph-selftest fuzzrun-selftest rooms rooms-selftest format format-check \
 	design-refs design-refs-selftest

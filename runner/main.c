@@ -28,6 +28,7 @@
 #include "model/conversation.h"
 #include "model/engine.h"
 #include "model/modelproxy.h"
+#include "init/runtime.h"
 #include "profile/profile.h"
 #include "pty/session.h"
 #include "api/proxy.h"

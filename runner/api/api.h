@@ -26,29 +26,24 @@ enum MHD_Result api_session_create(struct http_req *req);
 enum MHD_Result api_session_run(struct http_req *req);
 enum MHD_Result api_session_delete(struct http_req *req);
 
-/* Request bodies, validated without I/O (also driven by tests/fuzz): each
- * returns 0, or -1 with err set (INVALID_REQUEST_BODY; UNKNOWN_FIELD from
- * the route's schema, api/schema.h; UNKNOWN_CAPABILITY), which the handler
- * answers with http_fail. Strings in the spec point into body. */
+/* POST /v1/tasks's body (the common fields: task/request.h): 0, or -1 with err set
+ * (INVALID_REQUEST_BODY, UNKNOWN_FIELD, UNKNOWN_CAPABILITY). */
 struct task_spec;
 struct model_args;
 struct error;
-int api_read_spec(json_t *body, const char *cmd_key, struct task_spec *spec, struct error *err);
-int api_parse_command(json_t *body, struct task_spec *spec, struct error *err);
-int api_parse_session_create(json_t *body, const char **cwd, struct error *err);
-int api_parse_session_run(json_t *body, struct task_spec *spec, struct error *err);
-/* POST /v1/tasks: spec, and in margs (spec->cap_args points there) the model fields. */
+/* spec, and in margs (spec->cap_args points there) the model fields. */
 int api_parse_task(json_t *body, struct task_spec *spec, struct model_args *margs,
 		   struct error *err);
 
-/* native.c: native task API */
+/* tasks.c: the native task API, /v1/tasks */
 enum MHD_Result api_task_create(struct http_req *req);
 enum MHD_Result api_task_get(struct http_req *req);
 enum MHD_Result api_agent_engines(struct http_req *req);
 enum MHD_Result api_task_events(struct http_req *req);
 enum MHD_Result api_task_delete(struct http_req *req);
 
-/* interactive.c: stdin, terminal size, signals and lists of tasks */
+/* taskio.c: a native task's stdin, terminal size and signals, GET /v1/tasks; commands.c:
+ * execd's GET /command */
 enum MHD_Result api_task_list(struct http_req *req);
 enum MHD_Result api_task_stdin(struct http_req *req);
 enum MHD_Result api_task_stdin_body(struct http_req *req, const char *data, size_t len);
@@ -56,13 +51,10 @@ enum MHD_Result api_task_stdin_close(struct http_req *req);
 enum MHD_Result api_task_resize(struct http_req *req);
 enum MHD_Result api_task_signal(struct http_req *req);
 enum MHD_Result api_command_list(struct http_req *req);
-/* POST /v1/tasks's "stdin": true and "tty": {"cols", "rows"}. */
-int api_parse_task_io(json_t *body, struct task_spec *spec, struct error *err);
-/* execd's GET /command query (raw query string, NULL = none): 0, or -1
- * with execd's message ("invalid query parameter", "invalid cursor"), then
- * which parameter and what it takes. running: -1 all, 0 finished, 1 running. */
-int api_parse_command_list_query(const char *raw, int *running, unsigned *limit, char *cursor,
-				 size_t cursor_size, const char **msg);
+/* A finished command's end (finished_at, exit_code, error) and what it left behind,
+ * into o: GET /command and GET /command/status/{id}. */
+struct task;
+void api_command_end_fields(json_t *o, struct task *t);
 
 /* pty.c: execd PTY sessions over WebSocket (the engine: pty/session.h) */
 enum MHD_Result api_pty_create(struct http_req *req);
@@ -132,3 +124,10 @@ extern const struct http_route e2b_routes[];
 extern const size_t e2b_n_routes;
 /* execd.c: start spec (an execd command) and stream its events as POST /command does. */
 enum MHD_Result api_command_stream(struct http_req *req, struct task_spec *spec);
+/* execd_stream.c: t's events as server-sent events on req. init_text: the init event's text
+ * (the command or session id); NULL: a resume (no init event; the output from the start,
+ * events up to after_eid left out). session_mode: stderr into stdout, empty lines dropped,
+ * like execd sessions. */
+struct task;
+enum MHD_Result execd_stream_start(struct http_req *req, struct task *t, bool session_mode,
+				   const char *init_text, uint64_t after_eid);

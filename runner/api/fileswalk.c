@@ -12,7 +12,7 @@
 
 #include "core/jsonesc.h"
 #include "api/filesroute.h"
-#include "files/glob.h"
+#include "text/glob.h"
 #include "files/grep.h"
 #include "files/info.h"
 #include "files/path.h"
@@ -24,7 +24,7 @@ struct walk_job {
 	struct fjob j;
 	struct files_walk w;
 	struct buf out;
-	struct files_glob *glob;
+	struct text_glob *glob;
 	const char *what;
 	char path[PATH_MAX];
 };
@@ -56,15 +56,15 @@ static void walk_release(struct files_userjob *j)
 	struct walk_job *wj = (struct walk_job *)j;
 	files_walk_free(&wj->w);
 	buf_free(&wj->out);
-	files_glob_free(wj->glob);
+	text_glob_free(wj->glob);
 }
 
 /* A walk job over path (glob taken). */
-static struct walk_job *walk_job_new(struct fcall *c, const char *what, struct files_glob *glob)
+static struct walk_job *walk_job_new(struct fcall *c, const char *what, struct text_glob *glob)
 {
 	struct walk_job *wj = fjob_new(c, sizeof(*wj), walk_step, walk_answer, walk_release);
 	if (!wj) {
-		files_glob_free(glob);
+		text_glob_free(glob);
 		return NULL;
 	}
 	wj->glob = glob;
@@ -126,8 +126,8 @@ static int op_search(struct fcall *c)
 	else if (memchr(pattern, 0, pl))
 		return error_set(&c->err, 0, "INVALID_QUERY", "pattern contains a NUL byte");
 	char err[128];
-	struct files_glob *g = NULL;
-	if (files_glob_compile(&g, pattern, err, sizeof(err)) < 0)
+	struct text_glob *g = NULL;
+	if (text_glob_compile(&g, pattern, err, sizeof(err)) < 0)
 		return error_set(&c->err, 0, "INVALID_QUERY", "invalid pattern %.600s: %s", pattern,
 				 err);
 	struct walk_job *wj = walk_job_new(c, "search", g);
@@ -142,11 +142,11 @@ static int op_search(struct fcall *c)
 	if (fd < 0) {
 		/* Like execd's walk: a root that is not a directory is itself the
 		 * one candidate (a link is not followed). */
-		enum files_glob_subject sub = files_glob_subject(g);
+		enum text_glob_subject sub = text_glob_subject(g);
 		const char *name = sub == GLOB_ABS   ? path
 				   : sub == GLOB_REL ? ""
 						     : strrchr(path, '/') + 1;
-		if (files_glob_match(g, name, strlen(name))) {
+		if (text_glob_match(g, name, strlen(name))) {
 			files_info_json(&wj->out, path, &st, &wj->w.names);
 			wj->w.results = 1;
 		}
@@ -171,7 +171,7 @@ enum MHD_Result api_files_search(struct http_req *req)
 struct grep_job {
 	struct fjob j;
 	struct files_grep g;
-	struct files_glob *glob;
+	struct text_glob *glob;
 	struct buf out;
 	char path[PATH_MAX];
 };
@@ -210,7 +210,7 @@ static void grep_release(struct files_userjob *j)
 {
 	struct grep_job *gj = (struct grep_job *)j;
 	files_grep_free(&gj->g);
-	files_glob_free(gj->glob);
+	text_glob_free(gj->glob);
 	buf_free(&gj->out);
 }
 
@@ -243,7 +243,7 @@ static int op_grep(struct fcall *c)
 				 "invalid query parameter 'pattern': %s", err);
 	if (rc < 0)
 		return fapi_oom(&c->err);
-	if (glob && gl && files_glob_compile(&gj->glob, glob, err, sizeof(err)) < 0)
+	if (glob && gl && text_glob_compile(&gj->glob, glob, err, sizeof(err)) < 0)
 		return error_set(&c->err, 0, "INVALID_QUERY",
 				 "invalid query parameter 'glob' %.600s: %s", glob, err);
 	gj->g.glob = gj->glob;

@@ -12,6 +12,7 @@
 #include "metrics/metrics.h"
 #include "core/runner.h"
 #include "core/buf.h"
+#include "init/runtime.h"
 #include "profile/profile.h"
 
 /* The one object GET /metrics answers and /metrics/watch writes every

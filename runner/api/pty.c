@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "api/api.h"
-#include "api/schema.h"
+#include "task/request.h"
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "http/ws.h"

@@ -4,7 +4,7 @@
 #include "audit/trail.h"
 #include "core/error.h"
 #include "core/runner.h"
-#include "profile/profile.h"
+#include "profile/reset.h"
 
 enum MHD_Result api_reset(struct http_req *req)
 {

@@ -16,7 +16,7 @@
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/fileio.h"
-#include "files/udiff.h"
+#include "text/udiff.h"
 #include "files/userjob.h"
 
 #define LIST_MAX 10000          /* changes named in one answer */

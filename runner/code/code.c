@@ -16,12 +16,11 @@
 #include "core/log.h"
 #include "core/runner.h"
 #include "core/buf.h"
-#include "core/jsonesc.h"
-#include "core/base64.h"
 #include "core/randomid.h"
 #include "core/signame.h"
 #include "core/list.h"
 #include "task/pty.h"
+#include "code/internal.h"
 
 /* The drivers' sources (runner/code/driver.py, driver.js), embedded by
  * driver_blob.c. */
@@ -50,40 +49,6 @@ static const struct code_lang {
 	{"bash", "/bin/bash", "/usr/bin/base64", "exec /bin/bash -c \"$FORCEAI_CODE_DRIVER\"",
 	 code_driver_sh, code_driver_sh_end, true},
 };
-#define CODE_PING_MS 1000
-/* Events a client has not taken yet beyond this: the interpreter's output
- * is left in its pipe (and the spool's backpressure holds the writer). */
-#define CODE_PUMP_HIGH (256u * 1024)
-/* After SIGINT for the execution timeout, this long before the interpreter
- * is killed. */
-#define CODE_KILL_AFTER_MS 5000
-/* An execution's clock (--code-exec-timeout-ms) starts when its interpreter is
- * ready: a SIGINT during the interpreter's own start-up (importing IPython
- * takes seconds in a busy box) finds no handler and kills it. The start-up
- * has this bound of its own. */
-#define CODE_START_MAX_MS 60000
-/* Executions that may wait behind a busy context. */
-#define CODE_QUEUE_MAX 4
-
-struct code_exec {
-	struct http_stream hs; /* first: the stream ops get it */
-	struct code_ctx *ctx;  /* NULL once the execution is over */
-	enum code_flavor flavor;
-	char ctx_id[33];
-	bool finished; /* its terminal event is written */
-	uint64_t start_mono, last_event_mono;
-	uint64_t out_bytes;
-	bool out_capped;
-	bool ping_due;
-	uint64_t interrupted_mono; /* the execution timeout's SIGINT (0: none) */
-	uint64_t ready_mono;       /* its interpreter was ready (0: not yet) */
-	/* Waiting in its context's queue: the request line not yet sent. */
-	bool queued;
-	char *request;
-	size_t request_len;
-	struct code_exec *qnext;
-};
-
 static struct code_table *table(struct runner *r)
 {
 	return r->code;
@@ -100,11 +65,6 @@ static const struct code_lang *lang_of(const char *language)
 	return NULL;
 }
 
-bool code_language_ok(const char *language)
-{
-	return lang_of(language) != NULL;
-}
-
 json_t *code_languages(void)
 {
 	json_t *a = json_array();
@@ -114,149 +74,11 @@ json_t *code_languages(void)
 	return a;
 }
 
-/* ---- events, in the client's flavor ---- */
-
-static void ev_open(struct code_exec *x, const char *type)
-{
-	struct buf *o = &x->hs.out;
-	buf_append_lit(o, "{\"type\":\"");
-	buf_append_str(o, type);
-	buf_append_lit(o, "\"");
-}
-
-static void ev_close(struct code_exec *x)
-{
-	struct buf *o = &x->hs.out;
-	buf_append_lit(o, ",\"timestamp\":");
-	buf_append_u64(o, now_ms());
-	buf_append_str(o, x->flavor == CODE_EXECD ? "}\n\n" : "}\n");
-	x->last_event_mono = monotonic_ms();
-}
-
-static void ev_key(struct code_exec *x, const char *key)
-{
-	buf_append_lit(&x->hs.out, ",\"");
-	buf_append_str(&x->hs.out, key);
-	buf_append_lit(&x->hs.out, "\":");
-}
-
-static void ev_json(struct code_exec *x, json_t *v)
-{
-	char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-	if (s) {
-		buf_append_str(&x->hs.out, s);
-		free(s);
-	} else {
-		buf_append_lit(&x->hs.out, "null");
-	}
-}
-
-static void ev_text(struct code_exec *x, const char *type, const char *s, size_t len)
-{
-	ev_open(x, type);
-	ev_key(x, "text");
-	buf_append_json_str(&x->hs.out, s, len);
-	ev_close(x);
-}
-
-/* E2B's names for the MIME types (its SDK's Result fields). */
-static const char *e2b_format(const char *mime)
-{
-	static const char *const map[][2] = {
-		{"text/plain", "text"},        {"text/html", "html"},
-		{"text/markdown", "markdown"}, {"image/svg+xml", "svg"},
-		{"image/png", "png"},          {"image/jpeg", "jpeg"},
-		{"application/pdf", "pdf"},    {"text/latex", "latex"},
-		{"application/json", "json"},  {"application/javascript", "javascript"},
-	};
-	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-		if (!strcmp(mime, map[i][0]))
-			return map[i][1];
-	return mime;
-}
-
-static void ev_result(struct code_exec *x, json_t *data, bool main_result)
-{
-	ev_open(x, "result");
-	if (x->flavor == CODE_EXECD) {
-		ev_key(x, "results");
-		ev_json(x, data);
-	} else {
-		ev_key(x, "is_main_result");
-		buf_append_str(&x->hs.out, main_result ? "true" : "false");
-		const char *mime;
-		json_t *v;
-		json_object_foreach(data, mime, v) {
-			ev_key(x, e2b_format(mime));
-			ev_json(x, v);
-		}
-	}
-	ev_close(x);
-}
-
-static void ev_error(struct code_exec *x, const char *ename, const char *evalue, json_t *tb)
-{
-	ev_open(x, "error");
-	struct buf *o = &x->hs.out;
-	if (x->flavor == CODE_EXECD) {
-		ev_key(x, "error");
-		buf_append_lit(o, "{\"ename\":");
-		buf_append_json_str(o, ename, strlen(ename));
-		buf_append_lit(o, ",\"evalue\":");
-		buf_append_json_str(o, evalue, strlen(evalue));
-		buf_append_lit(o, ",\"traceback\":");
-		if (tb)
-			ev_json(x, tb);
-		else
-			buf_append_lit(o, "[]");
-		buf_append_lit(o, "}");
-	} else {
-		ev_key(x, "name");
-		buf_append_json_str(o, ename, strlen(ename));
-		ev_key(x, "value");
-		buf_append_json_str(o, evalue, strlen(evalue));
-		/* E2B's traceback is one string. */
-		cleanup_buf struct buf t = {0};
-		size_t i;
-		json_t *line;
-		json_array_foreach(tb, i, line) {
-			if (i)
-				buf_append_lit(&t, "\n");
-			if (json_is_string(line))
-				buf_append(&t, json_string_value(line), json_string_length(line));
-		}
-		ev_key(x, "traceback");
-		buf_append_json_str(o, t.data ? t.data : "", t.len);
-	}
-	ev_close(x);
-}
-
-static void ev_count(struct code_exec *x, json_int_t n)
-{
-	ev_open(x, x->flavor == CODE_EXECD ? "execution_count" : "number_of_executions");
-	ev_key(x, "execution_count");
-	buf_append_u64(&x->hs.out, (uint64_t)n);
-	ev_close(x);
-}
-
-static void ev_complete(struct code_exec *x)
-{
-	if (x->flavor == CODE_EXECD) {
-		ev_open(x, "execution_complete");
-		ev_key(x, "execution_time");
-		buf_append_u64(&x->hs.out, monotonic_ms() - x->start_mono);
-	} else {
-		ev_open(x, "end_of_execution");
-	}
-	ev_close(x);
-	x->finished = true;
-}
-
 /* ---- the execution a context runs ---- */
 
 /* The context may take the next execution: the first waiting one's stream
  * starts it when it next produces (x_produce). */
-static void queue_wake(struct code_ctx *c)
+void code_queue_wake(struct code_ctx *c)
 {
 	if (c->queue && !c->exec && !c->draining)
 		http_stream_wake(&c->queue->hs);
@@ -271,7 +93,7 @@ static void exec_detach(struct code_ctx *c)
 		x->ctx = NULL;
 		http_stream_wake(&x->hs);
 	}
-	queue_wake(c);
+	code_queue_wake(c);
 }
 
 /* The execution ends here, not by the driver (the interpreter died, the
@@ -280,13 +102,13 @@ static void exec_abort(struct code_ctx *c, const char *ename, const char *evalue
 {
 	struct code_exec *x = c->exec;
 	if (x && !x->finished) {
-		ev_error(x, ename, evalue, NULL);
-		ev_complete(x);
+		code_ev_error(x, ename, evalue, NULL);
+		code_ev_complete(x);
 	}
 	exec_detach(c);
 }
 
-static void queue_unlink(struct code_ctx *c, struct code_exec *x)
+void code_queue_unlink(struct code_ctx *c, struct code_exec *x)
 {
 	for (struct code_exec **p = &c->queue; *p; p = &(*p)->qnext)
 		if (*p == x) {
@@ -303,9 +125,9 @@ static void queue_abort(struct code_ctx *c, const char *ename, const char *evalu
 {
 	while (c->queue) {
 		struct code_exec *x = c->queue;
-		queue_unlink(c, x);
-		ev_error(x, ename, evalue, NULL);
-		ev_complete(x);
+		code_queue_unlink(c, x);
+		code_ev_error(x, ename, evalue, NULL);
+		code_ev_complete(x);
 		x->ctx = NULL;
 		http_stream_wake(&x->hs);
 	}
@@ -326,14 +148,14 @@ static void exec_output(struct code_ctx *c, bool err, const char *s, size_t len)
 			"[forceai-runner: this execution printed more than %llu bytes "
 			"(--code-output-max): the rest is dropped and it is interrupted]\n",
 			(unsigned long long)max);
-		ev_text(x, "stderr", note, (size_t)n);
+		code_ev_text(x, "stderr", note, (size_t)n);
 		struct error e;
 		if (c->t && task_signal(c->t, SIGINT, false, &e) < 0)
 			log_warn("code: cannot interrupt", "{s:s,s:s}", "context", c->id, "error",
 				 e.msg);
 		return;
 	}
-	ev_text(x, err ? "stderr" : "stdout", s, len);
+	code_ev_text(x, err ? "stderr" : "stdout", s, len);
 }
 
 static void on_message(struct code_ctx *c, const char *line, size_t len)
@@ -358,20 +180,20 @@ static void on_message(struct code_ctx *c, const char *line, size_t len)
 	} else if (!strcmp(t, "result")) {
 		json_t *data = json_object_get(m, "data");
 		if (x && !x->finished && json_is_object(data))
-			ev_result(x, data, json_is_true(json_object_get(m, "main")));
+			code_ev_result(x, data, json_is_true(json_object_get(m, "main")));
 	} else if (!strcmp(t, "count")) {
 		c->executions++;
 		if (x && !x->finished)
-			ev_count(x, json_integer_value(json_object_get(m, "n")));
+			code_ev_count(x, json_integer_value(json_object_get(m, "n")));
 	} else if (!strcmp(t, "error")) {
 		const char *en = json_string_value(json_object_get(m, "ename"));
 		const char *ev = json_string_value(json_object_get(m, "evalue"));
 		if (x && !x->finished)
-			ev_error(x, en ? en : "Error", ev ? ev : "",
-				 json_object_get(m, "traceback"));
+			code_ev_error(x, en ? en : "Error", ev ? ev : "",
+				      json_object_get(m, "traceback"));
 	} else if (!strcmp(t, "done")) {
 		if (x && !x->finished)
-			ev_complete(x);
+			code_ev_complete(x);
 		c->draining = false;
 		exec_detach(c);
 	}
@@ -502,7 +324,7 @@ static void interp_gone(struct code_ctx *c)
 	if (!c->exec) {
 		/* The next execution is told its state is gone. */
 		snprintf(c->lost_why, sizeof(c->lost_why), "%s", why);
-		queue_wake(c);
+		code_queue_wake(c);
 	} else {
 		char msg[300];
 		snprintf(msg, sizeof(msg),
@@ -513,7 +335,7 @@ static void interp_gone(struct code_ctx *c)
 	}
 }
 
-static void pump(struct code_ctx *c)
+void code_pump(struct code_ctx *c)
 {
 	static char rbuf[SPOOL_MAX_REC];
 	while (c->t && (!c->exec || buf_avail(&c->exec->hs.out) < CODE_PUMP_HIGH)) {
@@ -556,10 +378,10 @@ static void pump_idle(struct loop *loop, void *arg)
 	ct->pump_deferred = false;
 	for (struct code_ctx *c = ct->head; c; c = c->next)
 		if (!c->exec)
-			pump(c);
+			code_pump(c);
 }
 
-static void ctx_wake(struct task_reader *rd)
+void code_ctx_wake(struct task_reader *rd)
 {
 	struct code_ctx *c = (struct code_ctx *)((char *)rd - offsetof(struct code_ctx, rd));
 	if (c->exec) {
@@ -580,7 +402,7 @@ static const struct task_capability code_cap = {
 	.start = task_start,
 };
 
-static int interp_start(struct code_ctx *c, struct error *err)
+int code_interp_start(struct code_ctx *c, struct error *err)
 {
 	const struct code_lang *l = lang_of(c->language);
 	if (!l)
@@ -619,7 +441,7 @@ static int interp_start(struct code_ctx *c, struct error *err)
 	c->t = t;
 	c->ready = false;
 	memset(&c->rd, 0, sizeof(c->rd)); /* a fresh cursor: at the new log's start */
-	c->rd.wake = ctx_wake;
+	c->rd.wake = code_ctx_wake;
 	task_reader_attach(t, &c->rd, true);
 	log_info("code: interpreter started", "{s:s,s:s,s:s}", "context", c->id, "task", t->id,
 		 "language", c->language);
@@ -640,7 +462,7 @@ struct code_ctx *code_ctx_find(struct runner *r, const char *id)
 
 static int language_check(const char *language, struct error *err)
 {
-	if (code_language_ok(language))
+	if (lang_of(language))
 		return 0;
 	cleanup_json json_t *langs = code_languages();
 	cleanup_free char *list = json_dumps(langs, JSON_COMPACT);
@@ -680,7 +502,7 @@ struct code_ctx *code_ctx_create(struct runner *r, const char *language, const c
 	c->r = r;
 	snprintf(c->language, sizeof(c->language), "%s", language);
 	c->last_used_mono = monotonic_ms();
-	if (interp_start(c, err) < 0) {
+	if (code_interp_start(c, err) < 0) {
 		ctx_free(c);
 		return NULL;
 	}
@@ -727,7 +549,7 @@ int code_ctx_restart(struct code_ctx *c, struct error *err)
 	interp_kill(c);
 	c->executions = 0;
 	c->lost_why[0] = 0;
-	return interp_start(c, err);
+	return code_interp_start(c, err);
 }
 
 int code_ctx_interrupt(struct code_ctx *c, struct error *err)
@@ -746,188 +568,6 @@ json_t *code_ctx_json(const struct code_ctx *c)
 			 c->cwd ? c->cwd : "", "running", c->exec || c->draining || c->queue,
 			 "task_id", c->t ? c->t->id : NULL, "executions",
 			 (json_int_t)c->executions);
-}
-
-/* ---- the execution's stream ---- */
-
-static void exec_free(struct code_exec *x)
-{
-	free(x->request);
-	free(x);
-}
-
-/* Sends the execution's request to the interpreter (started first when
- * there is none) and makes it the context's running one. */
-static int exec_begin(struct code_ctx *c, struct code_exec *x, const char *line, size_t len,
-		      struct error *err)
-{
-	if (c->t && c->t->finished)
-		pump(c); /* what is left of it, then it is forgotten */
-	if (!c->t && interp_start(c, err) < 0)
-		return -1;
-	if (task_input_write(c->t, line, len, err) < 0)
-		return -1;
-	x->start_mono = x->last_event_mono = monotonic_ms();
-	x->ready_mono = c->ready ? x->start_mono : 0;
-	c->exec = x;
-	c->last_used_mono = x->start_mono;
-	if (c->lost_why[0]) {
-		char note[300];
-		int n = snprintf(
-			note, sizeof(note),
-			"[forceai-runner: the %s interpreter of this context %s while no "
-			"execution was streaming: its state is lost; this execution runs in "
-			"a fresh interpreter]\n",
-			c->language, c->lost_why);
-		ev_text(x, "stderr", note, (size_t)n);
-		c->lost_why[0] = 0;
-	}
-	return 0;
-}
-
-/* The first waiting execution's turn (the context is free). */
-static void queue_start(struct code_ctx *c)
-{
-	struct code_exec *x = c->queue;
-	c->queue = x->qnext;
-	c->n_queued--;
-	x->qnext = NULL;
-	x->queued = false;
-	struct error err;
-	if (exec_begin(c, x, x->request, x->request_len, &err) < 0) {
-		ev_error(x, "RuntimeError", err.msg, NULL);
-		ev_complete(x);
-		x->ctx = NULL;
-		queue_wake(c);
-	}
-	free(x->request);
-	x->request = NULL;
-}
-
-static void x_produce(struct http_stream *hs)
-{
-	struct code_exec *x = (struct code_exec *)hs;
-	struct code_ctx *c = x->ctx;
-	if (c && x->queued && c->queue == x && !c->exec && !c->draining)
-		queue_start(c);
-	if (x->ctx && !x->queued)
-		pump(x->ctx);
-	/* A keep-alive: execd's ping; E2B's client ignores a type it does not
-	 * know. Either way a client that went away is noticed at the next
-	 * write (a suspended connection is not watched), and its execution
-	 * interrupted. */
-	if (!x->finished && x->ping_due && !buf_avail(&hs->out))
-		ev_text(x, "ping", "pong", 4);
-	x->ping_due = false;
-	hs->done = x->finished || !x->ctx;
-}
-
-static void x_close(struct http_stream *hs)
-{
-	struct code_exec *x = (struct code_exec *)hs;
-	struct code_ctx *c = x->ctx;
-	if (c && x->queued) {
-		queue_unlink(c, x); /* never sent: nothing runs for it */
-		queue_wake(c);      /* it may have been woken for its turn */
-	} else if (c) {
-		/* The client went away mid-execution: it is interrupted (nobody
-		 * would see the rest), and what it still prints is read and
-		 * dropped until its end; executions waiting go on after it. */
-		struct error e;
-		if (c->t && task_signal(c->t, SIGINT, false, &e) < 0)
-			log_warn("code: cannot interrupt", "{s:s,s:s}", "context", c->id, "error",
-				 e.msg);
-		c->exec = NULL;
-		c->draining = true;
-		c->drain_int_mono = monotonic_ms();
-		c->drain_ready_mono = x->ready_mono ? x->ready_mono : c->drain_int_mono;
-		x->ctx = NULL;
-		ctx_wake(&c->rd);
-	}
-	exec_free(x);
-}
-
-static void x_tick(struct http_stream *hs, uint64_t now)
-{
-	struct code_exec *x = (struct code_exec *)hs;
-	if (!x->finished && now - x->last_event_mono >= CODE_PING_MS) {
-		x->ping_due = true;
-		http_stream_wake(hs);
-	}
-}
-
-static const struct http_stream_ops exec_ops = {
-	.produce = x_produce,
-	.close = x_close,
-	.tick = x_tick,
-};
-
-/* The interpreter's request line for one execution. -1 when out of memory. */
-static int request_line(const struct code_ctx *c, const char *code, json_t *env, struct buf *out)
-{
-	if (c->raw) {
-		/* bash: the code and each NAME=value in base64, space-separated. */
-		buf_append_base64(out, (const unsigned char *)code, strlen(code));
-		if (!*code)
-			buf_append_lit(out, "Cg=="); /* an empty line */
-		const char *k;
-		json_t *v;
-		json_object_foreach(env, k, v) {
-			cleanup_buf struct buf kv = {0};
-			buf_appendf(&kv, "%s=%s", k, json_string_value(v));
-			buf_append_lit(out, " ");
-			buf_append_base64(out, (const unsigned char *)kv.data, kv.len);
-		}
-	} else {
-		cleanup_json json_t *msg = json_pack("{s:s,s:O?}", "code", code, "env", env);
-		cleanup_free char *js = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
-		if (js)
-			buf_append_str(out, js);
-	}
-	return !out->len || buf_append_lit(out, "\n") < 0 ? -1 : 0;
-}
-
-enum MHD_Result code_exec_start(struct http_req *req, struct code_ctx *c, const char *code,
-				json_t *env, enum code_flavor flavor)
-{
-	struct error err;
-	bool busy = c->exec || c->draining || c->queue;
-	if (busy && c->n_queued >= CODE_QUEUE_MAX)
-		return http_failf(req, "CONTEXT_BUSY",
-				  "context %s is running an execution and %u more wait: wait for "
-				  "them or interrupt the running one (DELETE /code?id=%s)",
-				  c->id, c->n_queued, c->id);
-	cleanup_buf struct buf line = {0};
-	if (request_line(c, code, env, &line) < 0)
-		return http_failf(req, "RUNTIME_ERROR", "out of memory");
-	struct code_exec *x = calloc(1, sizeof(*x));
-	if (!x)
-		return MHD_NO;
-	x->flavor = flavor;
-	x->ctx = c;
-	snprintf(x->ctx_id, sizeof(x->ctx_id), "%s", c->id);
-	x->start_mono = x->last_event_mono = monotonic_ms();
-	if (flavor == CODE_EXECD) /* first, before a note exec_begin may add */
-		ev_text(x, "init", c->id, strlen(c->id));
-	if (busy) {
-		/* As a kernel does: it runs once those before it are over. */
-		x->queued = true;
-		x->request_len = line.len;
-		x->request = line.data; /* taken from the buffer */
-		line = (struct buf){0};
-		struct code_exec **p = &c->queue;
-		while (*p)
-			p = &(*p)->qnext;
-		*p = x;
-		c->n_queued++;
-		c->last_used_mono = x->start_mono;
-	} else if (exec_begin(c, x, line.data, line.len, &err) < 0) {
-		exec_free(x);
-		return http_fail(req, &err);
-	}
-	return http_stream_start(req, &x->hs, &exec_ops,
-				 flavor == CODE_EXECD ? "text/event-stream"
-						      : "application/x-ndjson");
 }
 
 /* ---- bounds over time ---- */
@@ -988,7 +628,7 @@ static void on_tick(struct loop *loop, struct loop_timer *timer)
 					 "(--code-exec-timeout-ms): interrupted]\n",
 					 (unsigned long long)limit);
 			if (!x->finished)
-				ev_text(x, "stderr", note, (size_t)n);
+				code_ev_text(x, "stderr", note, (size_t)n);
 			http_stream_wake(&x->hs);
 			struct error e;
 			if (c->t && task_signal(c->t, SIGINT, false, &e) < 0)

@@ -75,7 +75,6 @@ unsigned code_end_all(struct runner *r);
 
 /* The languages this image has, as a JSON array (new reference). */
 json_t *code_languages(void);
-bool code_language_ok(const char *language);
 
 struct code_ctx *code_ctx_find(struct runner *r, const char *id);
 /* A new context (its interpreter starts now). NULL with err set:

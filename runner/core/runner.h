@@ -95,6 +95,7 @@ struct runner {
 	struct mcp_upstream *mcp_upstream;   /* --mcp-servers: stdio servers behind /mcp */
 	struct conversations *conversations; /* of agent tasks (model/conversation.h) */
 	struct watch_table *watches;         /* open watches (watch/watch.c) */
+	struct rtinit *rtinit;               /* runtime init and lifecycle hooks (init/runtime.h) */
 
 	/* Runtime init (profile/rtinit.c): the tasks' sandbox-level variables
 	 * (NULL: none), and the API token's SHA-256 once bound: from then on a

@@ -55,7 +55,7 @@ int files_grep_init(struct files_grep *g, const char *pattern, char *err, size_t
 		i++;
 	}
 	char m[128];
-	int rc = files_regex_compile(&g->re, pattern, n, m, sizeof(m));
+	int rc = text_regex_compile(&g->re, pattern, n, m, sizeof(m));
 	if (rc == -EINVAL)
 		snprintf(err, errlen, "invalid regular expression: %s", m);
 	return rc;
@@ -182,7 +182,7 @@ static void hit(struct files_grep *g, const char *line, size_t n)
 	buf_append_lit(o, "}");
 }
 
-/* Work units (files/regex.h) between looks at the clock: about 100 us of matching. A line
+/* Work units (text/regex.h) between looks at the clock: about 100 us of matching. A line
  * costs GREP_LINE_WORK more, so a file of empty lines is timed too. */
 #define GREP_SLICE_WORK (64u << 10)
 #define GREP_LINE_WORK 16u
@@ -208,13 +208,13 @@ static int scan(struct files_grep *g, uint64_t deadline_us)
 		}
 		size_t n = g->line_len;
 		bool nl = g->pos + n < g->len;
-		int m = files_regex_search(g->re, s, n, &g->cur, &work);
-		if (m == FILES_REGEX_MORE)
+		int m = text_regex_search(g->re, s, n, &g->cur, &work);
+		if (m == TEXT_REGEX_MORE)
 			continue;
 		g->in_line = false;
 		g->line++;
 		g->pos += n + (nl ? 1 : 0);
-		if (m == FILES_REGEX_MATCH) {
+		if (m == TEXT_REGEX_MATCH) {
 			size_t tn = n && s[n - 1] == '\r' ? n - 1 : n;
 			hit(g, s, tn);
 			if (g->results >= g->max_results) {
@@ -278,7 +278,7 @@ int files_grep_step(struct files_grep *g, uint64_t deadline_ms)
 
 void files_grep_free(struct files_grep *g)
 {
-	files_regex_free(g->re);
+	text_regex_free(g->re);
 	g->re = NULL;
 	if (g->walking || g->w.frames)
 		files_walk_free(&g->w);

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "core/buf.h"
-#include "files/regex.h"
+#include "text/regex.h"
 #include "files/walk.h"
 
 #define FILES_GREP_FILE_MAX (8ULL << 20) /* bytes of one file searched */
@@ -24,16 +24,16 @@
 
 struct files_grep {
 	/* set by the caller before start */
-	size_t max_results; /* 0: FILES_GREP_DEFAULT_RESULTS; at most FILES_MAX_RESULTS */
-	const struct files_glob *glob; /* NULL: every file */
+	size_t max_results;           /* 0: FILES_GREP_DEFAULT_RESULTS; at most FILES_MAX_RESULTS */
+	const struct text_glob *glob; /* NULL: every file */
 	struct buf *out;
 	/* results */
 	size_t results, files, skipped_binary, skipped_large;
 	bool truncated;
 	char limit_msg[160];
 	/* state */
-	struct files_regex *re;
-	struct files_regex_cursor cur; /* within the line at pos, when in_line */
+	struct text_regex *re;
+	struct text_regex_cursor cur; /* within the line at pos, when in_line */
 	bool in_line;
 	size_t line_len; /* of the line at pos, when in_line */
 	struct files_walk w;
@@ -46,8 +46,8 @@ struct files_grep {
 	int single_fd; /* the root is a file: it alone is searched */
 };
 
-/* Compile pattern (POSIX ERE, files/regex.h; back-references are refused: they make matching
- * exponential; so is a pattern over FILES_REGEX_INSTS_MAX once its repetitions are expanded).
+/* Compile pattern (POSIX ERE, text/regex.h; back-references are refused: they make matching
+ * exponential; so is a pattern over TEXT_REGEX_INSTS_MAX once its repetitions are expanded).
  * 0, or -EINVAL with a reason in err, or -ENOMEM. Call files_grep_free in every case. */
 int files_grep_init(struct files_grep *g, const char *pattern, char *err, size_t errlen);
 /* Start at fd (taken), which path names: a directory (searched below) or a regular file. */

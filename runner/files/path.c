@@ -75,10 +75,74 @@ static bool magic_link(int fd, const char *target)
 	return sf.f_type == PROC_SUPER_MAGIC && (target[0] == '/' || strchr(target, ':'));
 }
 
+/* Nothing left to resolve (a path of "/" or "."): the directory held (cur, taken). */
+static int open_held(int cur, int flags)
+{
+	if ((flags & O_PATH) && !(flags & ~(O_PATH | O_DIRECTORY | O_NOFOLLOW)))
+		return cur;
+	int fd = openat(cur, ".", flags | O_CLOEXEC);
+	int e = errno;
+	close(cur);
+	return fd < 0 ? -e : fd;
+}
+
+/* The link nfd (closed here) read and spliced in front of what is left of rest (*p): 0, or
+ * -errno. An absolute target restarts the walk at "/" (*cur replaced: -1 when that fails). */
+static int splice_link(int nfd, uint64_t resolve, unsigned *links, char *rest, size_t size,
+		       char **p, int *cur)
+{
+	char target[PATH_MAX];
+	ssize_t tl = readlinkat(nfd, "", target, sizeof(target) - 1);
+	int e = errno;
+	if (tl >= 0)
+		target[tl] = 0;
+	int rc = tl < 0                                            ? -e
+		 : resolve & RESOLVE_NO_SYMLINKS                   ? -ELOOP
+		 : magic_link(nfd, target)                         ? -ELOOP
+		 : ++*links > MAX_LINKS                            ? -ELOOP
+		 : (resolve & RESOLVE_BENEATH) && target[0] == '/' ? -EXDEV
+		 : strlen(target) + strlen(*p) + 2 > size          ? -ENAMETOOLONG
+								   : 0;
+	close(nfd);
+	if (rc < 0)
+		return rc;
+	/* The length was checked above. */
+	size_t tlen = strlen(target), plen = strlen(*p);
+	memmove(rest + tlen + 1, *p, plen + 1);
+	memcpy(rest, target, tlen);
+	rest[tlen] = '/';
+	*p = rest;
+	if (target[0] == '/') {
+		close(*cur);
+		*cur = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (*cur < 0)
+			return -errno;
+	}
+	return 0;
+}
+
+/* The last component (nfd, in cur; both taken), checked not to be a link to follow: opened
+ * as asked (never through a link swapped in meanwhile). */
+static int open_last(int cur, int nfd, const char *comp, int flags)
+{
+	int fd = nfd;
+	if (!(flags & O_PATH) || (flags & O_DIRECTORY)) {
+		fd = openat(cur, comp, flags | O_NOFOLLOW | O_CLOEXEC);
+		int e = errno;
+		close(nfd);
+		if (fd < 0) {
+			close(cur);
+			return -e;
+		}
+	}
+	close(cur);
+	return fd;
+}
+
 int files_open_compat(int dirfd, const char *path, int flags, uint64_t resolve)
 {
 	/* rest: what is left to resolve, links spliced in front. */
-	char rest[2 * PATH_MAX], target[PATH_MAX];
+	char rest[2 * PATH_MAX];
 	if (strlen(path) >= sizeof(rest))
 		return -ENAMETOOLONG;
 	snprintf(rest, sizeof(rest), "%s", path);
@@ -96,15 +160,8 @@ int files_open_compat(int dirfd, const char *path, int flags, uint64_t resolve)
 	for (;;) {
 		while (*p == '/')
 			p++;
-		if (!*p) {
-			/* Nothing left (a path of "/" or "."): the directory held. */
-			if ((flags & O_PATH) && !(flags & ~(O_PATH | O_DIRECTORY | O_NOFOLLOW)))
-				return cur;
-			int fd = openat(cur, ".", flags | O_CLOEXEC);
-			int e = errno;
-			close(cur);
-			return fd < 0 ? -e : fd;
-		}
+		if (!*p)
+			return open_held(cur, flags);
 		size_t n = strcspn(p, "/");
 		char comp[NAME_MAX + 1];
 		if (n > NAME_MAX) {
@@ -129,56 +186,17 @@ int files_open_compat(int dirfd, const char *path, int flags, uint64_t resolve)
 			return -e;
 		}
 		if (S_ISLNK(st.st_mode) && !(last && (flags & O_NOFOLLOW))) {
-			ssize_t tl = readlinkat(nfd, "", target, sizeof(target) - 1);
-			int e = errno;
-			if (tl >= 0)
-				target[tl] = 0;
-			int rc = tl < 0                                            ? -e
-				 : resolve & RESOLVE_NO_SYMLINKS                   ? -ELOOP
-				 : magic_link(nfd, target)                         ? -ELOOP
-				 : ++links > MAX_LINKS                             ? -ELOOP
-				 : (resolve & RESOLVE_BENEATH) && target[0] == '/' ? -EXDEV
-				 : strlen(target) + strlen(p) + 2 > sizeof(rest)   ? -ENAMETOOLONG
-										   : 0;
-			close(nfd);
-			if (rc < 0) {
+			int rc = splice_link(nfd, resolve, &links, rest, sizeof(rest), &p, &cur);
+			if (rc < 0 && cur >= 0)
 				close(cur);
+			if (rc < 0)
 				return rc;
-			}
-			/* Splice the target in front of what is left (the length
-			 * was checked above). */
-			size_t tl2 = strlen(target), pl = strlen(p);
-			memmove(rest + tl2 + 1, p, pl + 1);
-			memcpy(rest, target, tl2);
-			rest[tl2] = '/';
-			p = rest;
-			if (target[0] == '/') {
-				close(cur);
-				cur = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-				if (cur < 0)
-					return -errno;
-			}
 			continue;
 		}
-		if (!last) {
-			close(cur);
-			cur = nfd;
-			continue;
-		}
-		/* The last component, checked not to be a link to follow: open
-		 * it as asked (never through a link swapped in meanwhile). */
-		int fd = nfd;
-		if (!(flags & O_PATH) || (flags & O_DIRECTORY)) {
-			fd = openat(cur, comp, flags | O_NOFOLLOW | O_CLOEXEC);
-			int e = errno;
-			close(nfd);
-			if (fd < 0) {
-				close(cur);
-				return -e;
-			}
-		}
+		if (last)
+			return open_last(cur, nfd, comp, flags);
 		close(cur);
-		return fd;
+		cur = nfd;
 	}
 }
 

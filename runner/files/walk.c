@@ -231,11 +231,11 @@ static int walk_entry(struct files_walk *w, struct files_wframe *f)
 	} else if (!w->glob) {
 		take = true;
 	} else {
-		enum files_glob_subject sub = files_glob_subject(w->glob);
+		enum text_glob_subject sub = text_glob_subject(w->glob);
 		const char *s = sub == GLOB_ABS   ? w->path.data
 				: sub == GLOB_REL ? w->path.data + w->rel_off
 						  : name;
-		take = files_glob_match(w->glob, s, strlen(s));
+		take = text_glob_match(w->glob, s, strlen(s));
 	}
 	if (take && w->take) {
 		int t = w->take(w->take_arg, f->fd, name, w->path.data, &st);

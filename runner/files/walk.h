@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "core/buf.h"
-#include "files/glob.h"
+#include "text/glob.h"
 #include "files/info.h"
 #include "files/path.h"
 
@@ -27,9 +27,9 @@
 struct files_wframe;
 struct files_walk {
 	/* set by the caller */
-	unsigned max_depth;            /* 1 = immediate children */
-	bool search;                   /* only non-directories, filtered by glob */
-	const struct files_glob *glob; /* search: NULL = everything */
+	unsigned max_depth;           /* 1 = immediate children */
+	bool search;                  /* only non-directories, filtered by glob */
+	const struct text_glob *glob; /* search: NULL = everything */
 	struct buf *out;
 	/* search: instead of a FileInfo in out, each file taken is handed to take (dirfd holds
 	 * it under name; path is its full path): <0 stops the walk, 1 ends the step right after

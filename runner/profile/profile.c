@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
+#include "init/runtime.h"
 #include "checkpoint/checkpoint.h"
 #include "task/task.h"
 
@@ -25,7 +26,9 @@ int profile_init(struct runner *r, const struct profile_hooks *hooks, struct err
 	if (!r->profile)
 		return error_set(e, ENOMEM, NULL, "runtime profiles");
 	r->profile->hooks = hooks;
-	if (rtinit_init(r, e) < 0)
+	const struct init_hooks ih = {.prestart_done = hooks ? hooks->prestart_done : NULL,
+				      .restart_main = hooks ? hooks->restart_main : NULL};
+	if (rtinit_init(r, &ih, e) < 0)
 		return -1;
 	if (ckpt_init(r, e) < 0)
 		return -1;

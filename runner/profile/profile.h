@@ -31,11 +31,8 @@ struct reset;
 struct profile_hooks {
 	unsigned (*end_ptys)(struct runner *r);
 	void (*end_mcp_sessions)(struct runner *r);
-	/* The preStart hook is over (succeeded, or failed with Continue) or
-	 * there is none: the box's main process (-- CMD) may start now. */
+	/* Handed to runtime init (struct init_hooks, init/runtime.h). */
 	void (*prestart_done)(struct runner *r);
-	/* entrypointPolicy restart: stop the main process and start it again
-	 * with envs added (once preStart is over); false when there is none. */
 	bool (*restart_main)(struct runner *r, json_t *envs);
 	unsigned (*end_code_contexts)(struct runner *r); /* code/code.h */
 	/* The model proxy's per-task tokens, revoked: how many, and in *requests
@@ -61,7 +58,6 @@ struct profile {
 	unsigned n_uids;
 	bool uids_overflow; /* more than that: every uid but the runner's counts */
 	const struct profile_hooks *hooks;
-	struct rtinit *rt; /* runtime init and lifecycle hooks (rtinit.c) */
 };
 
 /* At start, before "ready": with --allow-reset the snapshot of the roots
@@ -90,46 +86,3 @@ bool profile_shutdown_due(struct runner *r);
 uint64_t profile_gen(struct runner *r);
 bool profile_request_blocked(struct runner *r, const char *method, const char *path,
 			     struct error *e);
-
-/* reset.c, for api/reset.c: start a reset for req (suspended until it is
- * done), and its answer once resumed. */
-int reset_start(struct runner *r, struct http_req *req, struct error *e);
-json_t *reset_answer(struct http_req *req, unsigned *status);
-
-/* rtinit.c: execd's runtime init (POST /internal/init, --runtime-init) and
- * lifecycle hooks (preStart, periodic), docs/design.md §12.1, §12.2. */
-#define RTINIT_PROTOCOL_VERSION 1
-/* At start (profile_init): the hooks' configuration from the environment
- * or lifecycle.toml; a bad one is -1 (the runner does not start). */
-int rtinit_init(struct runner *r, struct error *e);
-/* The lifecycle configuration file rtinit_init reads (execd's order:
- * EXECD_LIFECYCLE_CONFIG, else $HOME/.execd/lifecycle.toml if present), or
- * NULL: none, or the hooks come in OPEN_SANDBOX_LIFECYCLE. buf holds the
- * default's path. */
-const char *rtinit_config_file(char *buf, size_t len);
-/* Once the API serves: the hooks start (or wait for the binding). */
-void rtinit_start(struct runner *r);
-/* May the main process (-- CMD) start now (no preStart in the way)? */
-bool rtinit_main_may_start(struct runner *r);
-void rtinit_free(struct runner *r);
-/* A task may start (hook: a lifecycle hook's own task)? -1 with e set
- * (NOT_INITIALIZED, STARTING, PRESTART_FAILED: 503). */
-int rtinit_admit(struct runner *r, bool hook, struct error *e);
-bool rtinit_blocks(struct runner *r, const char *method, const char *path, struct error *e);
-void rtinit_task_finished(struct task *t);
-/* The hook a task runs ("preStart", a periodic hook's name), else NULL. */
-const char *rtinit_hook_name(struct runner *r, const struct task *t);
-/* GET /ready's answer and status. */
-json_t *rtinit_ready(struct runner *r, unsigned *status);
-/* sandbox_id, generation, attributes into o when bound (/metrics). */
-void rtinit_add_binding(struct runner *r, json_t *o);
-/* POST /internal/init: the answer (status 200), or NULL with e and status
- * set (400: nothing applied, the slot unused; 409 already initialized or a
- * stale generation). */
-/* Already bound? true with e set (ALREADY_INITIALIZED). */
-bool rtinit_bound(struct runner *r, struct error *e);
-json_t *rtinit_apply(struct runner *r, json_t *body, unsigned *status, struct error *e);
-/* A reset: hooks end at its start; on success the binding is forgotten
- * (what the answer says about it, or NULL). */
-void rtinit_reset_begin(struct runner *r);
-json_t *rtinit_reset_done(struct runner *r);

@@ -51,37 +51,93 @@ static struct file_args *args_new(struct tool_call *c, json_t *args)
 
 /* ---- read_file ---- */
 
+/* a->path opened for reading, a regular file outside /proc: the fd, or -1 with the call's
+ * result set and *rc what the step returns. */
+static int open_for_read(struct tool_call *c, const char *path, int *rc)
+{
+	int fd = files_open(AT_FDCWD, path, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+	struct stat st;
+	if (fd < 0)
+		*rc = tool_fs_error(c, fd, "read", path);
+	else if (files_on_procfs(fd) == 1)
+		*rc = tool_result_fail(&c->res, "read %.1024s: files under /proc are not served",
+				       path);
+	else if (fstat(fd, &st) < 0)
+		*rc = tool_fs_error(c, -errno, "read", path);
+	else if (S_ISDIR(st.st_mode))
+		*rc = tool_result_fail(&c->res, "read %.1024s: is a directory (use list_directory)",
+				       path);
+	else if (!S_ISREG(st.st_mode))
+		*rc = tool_result_fail(&c->res, "read %.1024s: not a regular file", path);
+	else
+		return fd;
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+/* Lines first .. first + limit - 1 into out, at most max bytes. */
+struct read_scan {
+	uint64_t first, limit, line, next;
+	bool more, at_line_start;
+	size_t max, line_start; /* out->len where the current line began */
+	struct buf *out;
+};
+
+static void scan_chunk(struct read_scan *rs, const char *p, const char *end)
+{
+	struct buf *out = rs->out;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *stop = nl ? nl + 1 : end;
+		if (rs->at_line_start)
+			rs->line_start = out->len;
+		if (rs->line >= rs->first + rs->limit) {
+			rs->more = true;
+			return;
+		}
+		if (rs->line >= rs->first && out->len + (size_t)(stop - p) > rs->max) {
+			rs->more = true;
+			if (rs->line_start > 0) {
+				out->len = rs->line_start; /* this line on the next read */
+			} else {
+				/* One line longer than the bound: its head, then on. */
+				buf_append(out, p, rs->max - out->len);
+				rs->next = rs->line + 1;
+			}
+			return;
+		}
+		if (rs->line >= rs->first)
+			buf_append(out, p, (size_t)(stop - p));
+		rs->at_line_start = nl != NULL;
+		if (nl)
+			rs->line++;
+		p = stop;
+	}
+}
+
 static int read_step(struct tool_call *c, uint64_t deadline_ms)
 {
 	(void)deadline_ms;
 	struct file_args *a = c->state;
-	cleanup_close int fd = files_open(AT_FDCWD, a->path, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+	int rc = 0;
+	cleanup_close int fd = open_for_read(c, a->path, &rc);
 	if (fd < 0)
-		return tool_fs_error(c, fd, "read", a->path);
-	if (files_on_procfs(fd) == 1)
-		return tool_result_fail(&c->res, "read %.1024s: files under /proc are not served",
-					a->path);
-	struct stat st;
-	if (fstat(fd, &st) < 0)
-		return tool_fs_error(c, -errno, "read", a->path);
-	if (S_ISDIR(st.st_mode))
-		return tool_result_fail(&c->res,
-					"read %.1024s: is a directory (use list_directory)",
-					a->path);
-	if (!S_ISREG(st.st_mode))
-		return tool_result_fail(&c->res, "read %.1024s: not a regular file", a->path);
-	uint64_t first = a->offset ? a->offset : 1;
-	uint64_t limit = a->limit ? a->limit : READ_DEFAULT_LINES;
-	uint64_t line = 1, scanned = 0, next = 0;
-	bool more = false, eof = false, at_line_start = true;
+		return rc;
 	/* The same bound as a command's output (what goes back to a model or client). */
-	size_t max = c->ctx.output_max > READ_OUT_MIN ? (size_t)c->ctx.output_max : READ_OUT_MIN;
-	size_t line_start = 0; /* out->len where the current line began */
-	struct buf *out = &c->res.text;
+	struct read_scan rs = {
+		.first = a->offset ? a->offset : 1,
+		.limit = a->limit ? a->limit : READ_DEFAULT_LINES,
+		.line = 1,
+		.at_line_start = true,
+		.max = c->ctx.output_max > READ_OUT_MIN ? (size_t)c->ctx.output_max : READ_OUT_MIN,
+		.out = &c->res.text,
+	};
+	struct buf *out = rs.out;
 	static char chunk[64 * 1024];
-	while (!eof && !more) {
+	for (uint64_t scanned = 0; !rs.more;) {
 		if (scanned >= READ_SCAN_MAX) {
-			more = true;
+			rs.more = true;
 			break;
 		}
 		ssize_t n = read(fd, chunk, sizeof(chunk));
@@ -89,61 +145,29 @@ static int read_step(struct tool_call *c, uint64_t deadline_ms)
 			continue;
 		if (n < 0)
 			return tool_fs_error(c, -errno, "read", a->path);
-		if (n == 0) {
-			eof = true;
+		if (n == 0)
 			break;
-		}
 		scanned += (uint64_t)n;
 		if (memchr(chunk, 0, (size_t)n))
 			return tool_result_fail(&c->res, "read %.1024s: binary file (a NUL byte)",
 						a->path);
-		const char *p = chunk, *end = chunk + n;
-		while (p < end) {
-			const char *nl = memchr(p, '\n', (size_t)(end - p));
-			const char *stop = nl ? nl + 1 : end;
-			if (at_line_start)
-				line_start = out->len;
-			if (line >= first && line < first + limit) {
-				if (out->len + (size_t)(stop - p) > max) {
-					more = true;
-					if (line_start > 0) {
-						out->len =
-							line_start; /* this line on the next read */
-					} else {
-						/* One line longer than the bound: its head, then
-						 * on. */
-						size_t k = max - out->len;
-						buf_append(out, p, k);
-						next = line + 1;
-					}
-					break;
-				}
-				buf_append(out, p, (size_t)(stop - p));
-			} else if (line >= first + limit) {
-				more = true;
-				break;
-			}
-			at_line_start = nl != NULL;
-			if (nl)
-				line++;
-			p = stop;
-		}
+		scan_chunk(&rs, chunk, chunk + n);
 	}
-	uint64_t lines = line - (at_line_start ? 1 : 0);
-	if (!more && first > lines + 1)
+	uint64_t lines = rs.line - (rs.at_line_start ? 1 : 0);
+	if (!rs.more && rs.first > lines + 1)
 		return tool_result_fail(&c->res,
 					"read %.1024s: offset %llu is past the end (%llu lines)",
-					a->path, (unsigned long long)first,
+					a->path, (unsigned long long)rs.first,
 					(unsigned long long)lines);
-	if (more && next)
+	if (rs.more && rs.next)
 		buf_appendf(
 			out,
 			"\n[... line %llu is longer than %zu bytes: cut; read on with offset %llu ...]\n",
-			(unsigned long long)line, max, (unsigned long long)next);
-	else if (more)
+			(unsigned long long)rs.line, rs.max, (unsigned long long)rs.next);
+	else if (rs.more)
 		buf_appendf(out, "%s[... more lines follow: read on with offset %llu ...]\n",
 			    out->len && out->data[out->len - 1] != '\n' ? "\n" : "",
-			    (unsigned long long)line);
+			    (unsigned long long)rs.line);
 	if (!out->data)
 		buf_append(out, "", 0);
 	return 0;

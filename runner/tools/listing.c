@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "files/glob.h"
+#include "text/glob.h"
 #include "files/grep.h"
 #include "files/path.h"
 #include "files/walk.h"
@@ -19,7 +19,7 @@
 struct walk_state {
 	char path[PATH_MAX];
 	struct files_walk w;
-	struct files_glob *glob;
+	struct text_glob *glob;
 	struct files_grep g;
 	bool grep, grep_init;
 	struct buf out; /* JSON objects, comma-separated */
@@ -34,7 +34,7 @@ static void walk_release(struct tool_call *c)
 		files_grep_free(&s->g);
 	else
 		files_walk_free(&s->w);
-	files_glob_free(s->glob);
+	text_glob_free(s->glob);
 	buf_free(&s->out);
 	free(s);
 	c->state = NULL;
@@ -146,7 +146,7 @@ int tool_search_files(struct tool_call *c, json_t *args)
 	    tool_arg_str(c, args, "pattern", true, &pattern, NULL) < 0)
 		return 0;
 	char err[128];
-	if (files_glob_compile(&s->glob, pattern, err, sizeof(err)) < 0)
+	if (text_glob_compile(&s->glob, pattern, err, sizeof(err)) < 0)
 		return tool_result_fail(&c->res, "invalid pattern %.600s: %s", pattern, err);
 	s->w.search = true;
 	s->w.glob = s->glob;
@@ -222,7 +222,7 @@ int tool_grep(struct tool_call *c, json_t *args)
 	if (rc < 0)
 		return rc == -EINVAL ? tool_result_fail(&c->res, "grep: %s", err)
 				     : tool_result_fail(&c->res, "out of memory");
-	if (glob && *glob && files_glob_compile(&s->glob, glob, err, sizeof(err)) < 0)
+	if (glob && *glob && text_glob_compile(&s->glob, glob, err, sizeof(err)) < 0)
 		return tool_result_fail(&c->res, "invalid glob %.600s: %s", glob, err);
 	s->g.glob = s->glob;
 	s->g.max_results = (size_t)max;

@@ -277,6 +277,16 @@ static void add_tree(struct watch_stream *s, int fd, const char *path, int depth
 
 /* A directory that appeared inside a recursive watch (created or moved
  * in): watched with what is beneath it. */
+/* The directory limit was hit while adding directories: one overflow event says so. */
+static void report_limit(struct watch_stream *s)
+{
+	if (s->limit_hit)
+		put(s, json_pack("{s:s,s:s,s:i}", "type", "overflow", "reason",
+				 "directory limit reached: deeper changes are not watched",
+				 "max_dirs", WATCH_MAX_DIRS));
+	s->limit_hit = false;
+}
+
 static void add_new_dir(struct watch_stream *s, const char *path)
 {
 	if (files_enter(&s->id) < 0)
@@ -288,12 +298,7 @@ static void add_new_dir(struct watch_stream *s, const char *path)
 		close(fd);
 	}
 	files_leave();
-	if (s->limit_hit) {
-		put(s, json_pack("{s:s,s:s,s:i}", "type", "overflow", "reason",
-				 "directory limit reached: deeper changes are not watched",
-				 "max_dirs", WATCH_MAX_DIRS));
-		s->limit_hit = false;
-	}
+	report_limit(s);
 }
 
 /* A watched directory renamed inside the tree: its and its subtree's names. */
@@ -594,12 +599,7 @@ struct watch_stream *watch_sse_open(struct runner *r, const char *path, bool rec
 		return NULL;
 	put(s, json_pack("{s:s,s:s,s:b,s:I}", "type", "watching", "path", path, "recursive",
 			 recursive, "dirs", (json_int_t)s->ndirs));
-	if (s->limit_hit) {
-		put(s, json_pack("{s:s,s:s,s:i}", "type", "overflow", "reason",
-				 "directory limit reached: deeper changes are not watched",
-				 "max_dirs", WATCH_MAX_DIRS));
-		s->limit_hit = false;
-	}
+	report_limit(s);
 	log_info("directory watch started", "{s:s,s:b,s:I}", "path", path, "recursive", recursive,
 		 "dirs", (json_int_t)s->ndirs);
 	return s;

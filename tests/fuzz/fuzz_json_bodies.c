@@ -1,10 +1,10 @@
 /* fuzz_json_bodies: the JSON request bodies of every route, through the
  * same pure functions the handlers use (no HTTP, no I/O):
  *   http_parse_json_object  (every JSON route)
- *   api_parse_command       POST /command (a command or execd 1.2's argv)
+ *   request_parse_command   POST /command (a command or execd 1.2's argv)
  *   api_parse_task          POST /v1/tasks
- *   api_parse_session_create POST /session
- *   api_parse_session_run   POST /session/{id}/run (+ session_wrap_command)
+ *   request_parse_session_create POST /session
+ *   request_parse_session_run POST /session/{id}/run (+ session_wrap_command)
  *   env_validate, env_build the "envs"/"env" object of a task
  * (The files API gets its entries when its body parsers land.)
  *
@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "task/env.h"
 #include "http/http.h"
+#include "task/request.h"
 #include "task/session.h"
 #include "task/task.h"
 
@@ -123,7 +124,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int rc;
 	switch (route) {
 	case 0:
-		rc = api_parse_command(body, &spec, &err);
+		rc = request_parse_command(body, &spec, &err);
 		if (rc == 0) {
 			check_spec(&spec, body, "command");
 			if (spec.api != TASK_API_EXECD)
@@ -150,13 +151,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	case 2: {
 		const char *cwd = NULL;
-		rc = api_parse_session_create(body, &cwd, &err);
+		rc = request_parse_session_create(body, &cwd, &err);
 		if (rc == 0 && cwd && cwd[0] != '/')
 			fail("relative session cwd accepted", cwd);
 		break;
 	}
 	default:
-		rc = api_parse_session_run(body, &spec, &err);
+		rc = request_parse_session_run(body, &spec, &err);
 		if (rc == 0) {
 			check_spec(&spec, body, "command");
 			char *w = session_wrap_command(spec.command, spec.cwd != NULL);

@@ -1,5 +1,5 @@
 /* fuzz_lifecycle: runtime init's body and the lifecycle configuration
- * (runner/profile/initcfg.c): the TOML subset of execd's lifecycle.toml and
+ * (runner/init/config.c, runner/init/toml.c): the TOML subset of execd's lifecycle.toml and
  * the JSON of OPEN_SANDBOX_LIFECYCLE and of POST /internal/init.
  *
  * Input: byte 0 picks the parser (%3: 0 TOML, 1 lifecycle JSON, 2 the init
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "profile/initcfg.h"
+#include "init/config.h"
 
 static void check_hook(const struct lc_hook *h, int periodic)
 {

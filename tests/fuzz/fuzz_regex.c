@@ -1,11 +1,11 @@
-/* fuzz_regex: grep's regular expressions (runner/files/regex.c).
+/* fuzz_regex: grep's regular expressions (runner/text/regex.c).
  *
  * Input layout: the pattern up to the first NUL (at most 1024 bytes, as grep takes), then lines
  * separated by '\n'. Byte 0 of the rest also picks the work slice of the searches (1..256 units),
  * so every search is cut and resumed many times.
  *
  * Checked: compiling never crashes and an accepted pattern's program stays within
- * FILES_REGEX_INSTS_MAX; a refusal always has a reason; a search always ends, spends at most
+ * TEXT_REGEX_INSTS_MAX; a refusal always has a reason; a search always ends, spends at most
  * (bytes + 2) * (3 * program + 2) units (linear in the line); resuming gives the answer of a
  * whole search; and the answer is glibc's regexec (REG_EXTENDED | REG_NOSUB | REG_NEWLINE, C
  * locale) for patterns both accept, outside the differences regex.h documents (musl's escapes,
@@ -17,18 +17,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "files/regex.h"
+#include "text/regex.h"
 
-static int search(struct files_regex *re, const char *s, size_t n, size_t slice, size_t *spent)
+static int search(struct text_regex *re, const char *s, size_t n, size_t slice, size_t *spent)
 {
-	struct files_regex_cursor cur = {0};
+	struct text_regex_cursor cur = {0};
 	int m;
 	*spent = 0;
 	do {
 		size_t w = slice;
-		m = files_regex_search(re, s, n, &cur, &w);
+		m = text_regex_search(re, s, n, &cur, &w);
 		*spent += slice - w;
-	} while (m == FILES_REGEX_MORE);
+	} while (m == TEXT_REGEX_MORE);
 	return m;
 }
 
@@ -88,9 +88,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t rlen = (size_t)(in + size - rest);
 	size_t slice = rlen ? 1 + (unsigned char)rest[0] : 7;
 
-	struct files_regex *re;
+	struct text_regex *re;
 	char err[160] = "";
-	int rc = files_regex_compile(&re, pat, plen, err, sizeof(err));
+	int rc = text_regex_compile(&re, pat, plen, err, sizeof(err));
 	if (rc < 0) {
 		if (rc != -EINVAL && rc != -ENOMEM)
 			abort();
@@ -99,8 +99,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		free(pat);
 		return 0;
 	}
-	size_t insts = files_regex_size(re);
-	if (!insts || insts > FILES_REGEX_INSTS_MAX)
+	size_t insts = text_regex_size(re);
+	if (!insts || insts > TEXT_REGEX_INSTS_MAX)
 		abort();
 	/* glibc copies a repeated group per repetition: only small programs are compared */
 	int cmp = insts <= 100 && comparable(pat, plen);
@@ -125,7 +125,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (!z)
 				abort();
 			int g = regexec(&gre, z, 0, NULL, 0) == 0;
-			if (g != (m == FILES_REGEX_MATCH)) {
+			if (g != (m == TEXT_REGEX_MATCH)) {
 				fprintf(stderr, "/%s/ on '%s': ours %d, glibc %d\n", pat, z, m, g);
 				abort();
 			}
@@ -137,7 +137,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (cmp)
 		regfree(&gre);
-	files_regex_free(re);
+	text_regex_free(re);
 	free(pat);
 	return 0;
 }

@@ -1,4 +1,4 @@
-/* fuzz_udiff: the unified diffs of ?patch=1 (runner/files/udiff.c), whose texts a task writes.
+/* fuzz_udiff: the unified diffs of ?patch=1 (runner/text/udiff.c), whose texts a task writes.
  *
  * Input: byte 0 picks where the rest is split into the old text a and the new text b. Checked
  * beyond the sanitizers: identical texts give an empty patch; otherwise the patch applied to a,
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "files/udiff.h"
+#include "text/udiff.h"
 
 struct cur {
 	const char *p, *end;

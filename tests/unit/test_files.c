@@ -1,7 +1,7 @@
 #include "core/buf.h"
 #include "core/fileio.h"
 #include "files/fserror.h"
-#include "files/glob.h"
+#include "text/glob.h"
 #include "files/ident.h"
 #include "files/info.h"
 #include "files/ops.h"
@@ -36,12 +36,12 @@ static void check_clean(const char *in, const char *want)
 
 static int glob(const char *pattern, const char *name)
 {
-	struct files_glob *g;
+	struct text_glob *g;
 	char err[128];
-	if (files_glob_compile(&g, pattern, err, sizeof(err)) < 0)
+	if (text_glob_compile(&g, pattern, err, sizeof(err)) < 0)
 		return -1;
-	int m = files_glob_match(g, name, strlen(name));
-	files_glob_free(g);
+	int m = text_glob_match(g, name, strlen(name));
+	text_glob_free(g);
 	return m;
 }
 
@@ -177,17 +177,17 @@ TEST(glob_no_exponential_blowup)
 TEST(glob_subject)
 {
 	{
-		struct files_glob *g;
+		struct text_glob *g;
 		char err[128];
-		CHECK(files_glob_compile(&g, "*.txt", err, sizeof(err)) == 0);
-		CHECK(files_glob_subject(g) == GLOB_NAME);
-		files_glob_free(g);
-		CHECK(files_glob_compile(&g, "src/**/*.c", err, sizeof(err)) == 0);
-		CHECK(files_glob_subject(g) == GLOB_REL);
-		files_glob_free(g);
-		CHECK(files_glob_compile(&g, "/w/**", err, sizeof(err)) == 0);
-		CHECK(files_glob_subject(g) == GLOB_ABS);
-		files_glob_free(g);
+		CHECK(text_glob_compile(&g, "*.txt", err, sizeof(err)) == 0);
+		CHECK(text_glob_subject(g) == GLOB_NAME);
+		text_glob_free(g);
+		CHECK(text_glob_compile(&g, "src/**/*.c", err, sizeof(err)) == 0);
+		CHECK(text_glob_subject(g) == GLOB_REL);
+		text_glob_free(g);
+		CHECK(text_glob_compile(&g, "/w/**", err, sizeof(err)) == 0);
+		CHECK(text_glob_subject(g) == GLOB_ABS);
+		text_glob_free(g);
 	}
 }
 

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "files/glob.h"
+#include "text/glob.h"
 #include "unit.h"
 
 static char root[64];
@@ -75,12 +75,12 @@ static json_t *grep(const char *rel, const char *pattern, const char *glob, size
 	char path[PATH_MAX], err[160];
 	snprintf(path, sizeof(path), "%s%s%s", root, rel[0] ? "/" : "", rel);
 	struct buf out = {0};
-	struct files_glob *gl = NULL;
+	struct text_glob *gl = NULL;
 	*rc = files_grep_init(g, pattern, err, sizeof(err));
 	if (*rc < 0)
 		return NULL;
 	if (glob)
-		CHECK(files_glob_compile(&gl, glob, err, sizeof(err)) == 0);
+		CHECK(text_glob_compile(&gl, glob, err, sizeof(err)) == 0);
 	g->glob = gl;
 	g->max_results = max;
 	g->out = &out;
@@ -95,7 +95,7 @@ static json_t *grep(const char *rel, const char *pattern, const char *glob, size
 	/* A deadline in the past: a little work per step, resumed each time. */
 	while (*rc == 0 && (*rc = files_grep_step(g, 0)) == 1 && ++steps < 100000)
 		*rc = 0;
-	files_glob_free(gl);
+	text_glob_free(gl);
 	struct buf a = {0};
 	buf_append_str(&a, "[");
 	buf_append(&a, out.data ? out.data : "", out.len);

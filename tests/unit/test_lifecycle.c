@@ -1,7 +1,7 @@
-/* Runtime init's body and the lifecycle configuration (runner/profile/initcfg.c):
+/* Runtime init's body and the lifecycle configuration (runner/init/config.c, runner/init/toml.c):
  * JSON and the TOML subset reach the same hooks; every bad input is an error
  * naming its field, never a crash or a partial hook. */
-#include "profile/initcfg.h"
+#include "init/config.h"
 
 #include <string.h>
 

@@ -1,8 +1,8 @@
-/* files/regex.c: grep's POSIX ERE matcher. Hand-written cases, then differential runs against
+/* text/regex.c: grep's POSIX ERE matcher. Hand-written cases, then differential runs against
  * glibc's regcomp/regexec (REG_EXTENDED | REG_NOSUB | REG_NEWLINE, C locale) over generated
  * patterns and lines, searches cut into slices of a few work units (the resumption), the DFA
  * cache emptied mid-line, the bounds (size, nesting, counts) and the linear cost on long lines. */
-#include "files/regex.h"
+#include "text/regex.h"
 
 #include <errno.h>
 #include <regex.h>
@@ -16,25 +16,25 @@
 /* 1 match, 0 none, -1 refused (reason in err). Searches in slices of `slice` work units. */
 static int rx(const char *pat, const char *line, size_t slice, char *err, size_t *spent)
 {
-	struct files_regex *re;
+	struct text_regex *re;
 	char e[160] = "";
-	int rc = files_regex_compile(&re, pat, strlen(pat), e, sizeof(e));
+	int rc = text_regex_compile(&re, pat, strlen(pat), e, sizeof(e));
 	if (err)
 		snprintf(err, 160, "%s", e);
 	if (rc < 0)
 		return -1;
-	struct files_regex_cursor cur = {0};
+	struct text_regex_cursor cur = {0};
 	size_t n = strlen(line), total = 0;
 	int m;
 	do {
 		size_t w = slice;
-		m = files_regex_search(re, line, n, &cur, &w);
+		m = text_regex_search(re, line, n, &cur, &w);
 		total += slice - w;
-	} while (m == FILES_REGEX_MORE);
+	} while (m == TEXT_REGEX_MORE);
 	if (spent)
 		*spent = total;
-	files_regex_free(re);
-	return m == FILES_REGEX_MATCH;
+	text_regex_free(re);
+	return m == TEXT_REGEX_MATCH;
 }
 
 static int libc(const char *pat, const char *line)
@@ -151,10 +151,10 @@ TEST(refused)
 	CHECKF(strstr(err, "4096"), "the bound is named: %s", err);
 	/* nesting */
 	char deep[256] = "";
-	for (int i = 0; i < FILES_REGEX_DEPTH_MAX + 1; i++)
+	for (int i = 0; i < TEXT_REGEX_DEPTH_MAX + 1; i++)
 		strcat(deep, "(");
 	strcat(deep, "a");
-	for (int i = 0; i < FILES_REGEX_DEPTH_MAX + 1; i++)
+	for (int i = 0; i < TEXT_REGEX_DEPTH_MAX + 1; i++)
 		strcat(deep, ")");
 	CHECK(rx(deep, "a", 10, err, NULL) == -1 && strstr(err, "nest"));
 	deep[strlen(deep) - 1] = 0;

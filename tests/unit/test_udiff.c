@@ -1,7 +1,7 @@
-/* files/udiff.c: unified diffs of the checkpoints' ?patch=1: identical texts, one change in the
+/* text/udiff.c: unified diffs of the checkpoints' ?patch=1: identical texts, one change in the
  * middle with its context, additions at the end, a missing final newline, a file added from
  * nothing, two hunks apart and merged ones, the bound on the matching table. */
-#include "files/udiff.h"
+#include "text/udiff.h"
 
 #include <stdio.h>
 #include <stdlib.h>

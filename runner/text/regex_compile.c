@@ -1,76 +1,18 @@
-/* POSIX extended regular expressions for grep: see regex.h.
+/* POSIX extended regular expressions for grep, the compiler (see regex.h, and regex.c for
+ * the search).
  *
  * The pattern is parsed into a tree whose size in instructions (repetitions expanded) is known
- * at every node, so a pattern over FILES_REGEX_INSTS_MAX is refused before anything is
+ * at every node, so a pattern over TEXT_REGEX_INSTS_MAX is refused before anything is
  * expanded; the tree is then emitted as a Thompson program (byte sets, split, jump,
- * assertions, match). A search runs the program as a DFA built on demand: a DFA state is the
- * set of program positions waiting for their closure (the threads that just consumed a byte)
- * and what the previous byte was (none, a word byte, another); its transition on a byte class
- * is the closure, seeing that byte as the next one (for $ \b \< \>), then the byte consumed.
- * The start is added at every position (an unanchored search). States live in a fixed cache
- * which is emptied when full: memory stays bounded and every byte still costs at most one
- * closure, O(program). */
-#include "files/regex.h"
+ * assertions, match). */
+#include "text/regex.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- program ---- */
-
-enum { OP_SET, OP_SPLIT, OP_JMP, OP_ASSERT, OP_MATCH };
-enum { AS_BOL, AS_EOL, AS_WORDB, AS_NWORDB, AS_WBEG, AS_WEND };
-/* What the byte before (or after) a position is. */
-enum { CTX_EDGE, CTX_WORD, CTX_OTHER };
-
-struct inst {
-	uint8_t op, as;
-	uint16_t set;  /* OP_SET: index of its byte set */
-	uint16_t x, y; /* OP_SPLIT: both; OP_JMP: x */
-};
-
-#define CACHE_TRANS (32u << 10) /* transitions (int32_t) */
-#define CACHE_PCS (32u << 10)   /* program positions (uint16_t) of all states */
-#define CACHE_STATES 1024u
-#define T_UNKNOWN (-1)
-#define T_MATCH (-2)
-
-struct dstate {
-	uint32_t pcs, npcs; /* in pcpool */
-	uint32_t hash;
-	int32_t chain; /* next state of the same hash bucket */
-	uint8_t ctx;
-	int8_t eol; /* a match at the line's end: -1 not known yet */
-};
-
-struct files_regex {
-	struct inst *prog;
-	uint32_t ninsts;
-	uint8_t (*sets)[32];
-	uint32_t nsets;
-	uint8_t cls[256]; /* byte -> class: bytes no set (nor \w) tells apart share one */
-	uint32_t ncls;
-	bool word;     /* uses \b \B \< \>: the context tells word bytes from others */
-	bool anchored; /* the start leads nowhere past the line's first byte (^...) */
-	/* closure scratch */
-	uint32_t *mark, gen;
-	uint16_t *stack, *list, *next;
-	/* DFA cache */
-	struct dstate *st;
-	uint32_t nst, maxst;
-	int32_t *trans;
-	uint16_t *pcpool;
-	uint32_t npool;
-	int32_t *bucket; /* CACHE_STATES * 2 heads */
-	uint32_t flushes;
-};
-
-static bool is_word(unsigned c)
-{
-	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	       c == '_';
-}
+#include "text/regex_internal.h"
 
 /* ---- parser ---- */
 
@@ -110,7 +52,7 @@ static const char E_NOMEM[] = "";
 
 static uint32_t sat(uint64_t v)
 {
-	return v > FILES_REGEX_INSTS_MAX ? FILES_REGEX_INSTS_MAX + 1 : (uint32_t)v;
+	return v > TEXT_REGEX_INSTS_MAX ? TEXT_REGEX_INSTS_MAX + 1 : (uint32_t)v;
 }
 
 static int32_t new_node(struct parser *p, uint8_t type)
@@ -159,11 +101,6 @@ static int32_t new_set(struct parser *p, const uint8_t bits[32])
 static void bit_set(uint8_t *b, unsigned c)
 {
 	b[c >> 3] |= (uint8_t)(1u << (c & 7));
-}
-
-static bool bit_has(const uint8_t *b, unsigned c)
-{
-	return b[c >> 3] >> (c & 7) & 1;
 }
 
 static int32_t byte_node(struct parser *p, unsigned c)
@@ -385,14 +322,14 @@ static int32_t escape(struct parser *p)
 
 static int32_t alt(struct parser *p, unsigned depth);
 
-/* A decimal count of {m,n}: -1 when none, -2 past FILES_REGEX_DUP_MAX. */
+/* A decimal count of {m,n}: -1 when none, -2 past TEXT_REGEX_DUP_MAX. */
 static int count(struct parser *p)
 {
 	int v = -1;
 	while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') {
 		v = (v < 0 ? 0 : v) * 10 + (p->s[p->i++] - '0');
-		if (v > FILES_REGEX_DUP_MAX)
-			v = FILES_REGEX_DUP_MAX + 1;
+		if (v > TEXT_REGEX_DUP_MAX)
+			v = TEXT_REGEX_DUP_MAX + 1;
 	}
 	return v;
 }
@@ -429,7 +366,7 @@ static int32_t dup(struct parser *p, int32_t x)
 			return -1;
 		}
 		p->i++;
-		if (min > FILES_REGEX_DUP_MAX || (max != REP_INF && max > FILES_REGEX_DUP_MAX)) {
+		if (min > TEXT_REGEX_DUP_MAX || (max != REP_INF && max > TEXT_REGEX_DUP_MAX)) {
 			p->err = E_DUPMAX;
 			return -1;
 		}
@@ -484,7 +421,7 @@ static int32_t piece(struct parser *p, unsigned depth)
 		x = bracket(p);
 		break;
 	case '(':
-		if (depth + 1 > FILES_REGEX_DEPTH_MAX) {
+		if (depth + 1 > TEXT_REGEX_DEPTH_MAX) {
 			p->err = E_DEPTH;
 			return -1;
 		}
@@ -511,7 +448,7 @@ static int32_t piece(struct parser *p, unsigned depth)
 	}
 	unsigned reps = 0;
 	while (x >= 0 && p->i < p->n && is_dup(p)) {
-		if (depth + ++reps > FILES_REGEX_DEPTH_MAX) {
+		if (depth + ++reps > TEXT_REGEX_DEPTH_MAX) {
 			p->err = E_DEPTH;
 			return -1;
 		}
@@ -572,7 +509,7 @@ static int32_t alt(struct parser *p, unsigned depth)
 
 /* ---- emitter ---- */
 
-static uint32_t emit_inst(struct files_regex *re, uint8_t op)
+static uint32_t emit_inst(struct text_regex *re, uint8_t op)
 {
 	struct inst *in = &re->prog[re->ninsts];
 	memset(in, 0, sizeof(*in));
@@ -580,50 +517,35 @@ static uint32_t emit_inst(struct files_regex *re, uint8_t op)
 	return re->ninsts++;
 }
 
-/* Emit node x. The sizes were checked: re->prog has room. */
-static void emit(struct files_regex *re, const struct node *nodes, int32_t x)
+static void emit(struct text_regex *re, const struct node *nodes, int32_t x);
+
+/* split L1, next; L1: a; jmp end; next: split L2, next2; ... last; end: the jumps to end
+ * are chained through their x until end is known (no array per frame). */
+static void emit_alt(struct text_regex *re, const struct node *nodes, const struct node *n)
 {
-	const struct node *n = &nodes[x];
-	switch (n->type) {
-	case N_EMPTY:
-		return;
-	case N_SET:
-		re->prog[emit_inst(re, OP_SET)].set = n->set;
-		return;
-	case N_ASSERT:
-		re->prog[emit_inst(re, OP_ASSERT)].as = n->as;
-		return;
-	case N_CAT:
-		for (int32_t k = n->kid; k >= 0; k = nodes[k].sib)
+	uint32_t chain = 0;
+	for (int32_t k = n->kid; k >= 0; k = nodes[k].sib) {
+		if (nodes[k].sib < 0) {
 			emit(re, nodes, k);
-		return;
-	case N_ALT: {
-		/* split L1, next; L1: a; jmp end; next: split L2, next2; ... last; end: the jumps
-		 * to end are chained through their x until end is known (no array per frame). */
-		uint32_t chain = 0;
-		for (int32_t k = n->kid; k >= 0; k = nodes[k].sib) {
-			if (nodes[k].sib < 0) {
-				emit(re, nodes, k);
-				break;
-			}
-			uint32_t sp = emit_inst(re, OP_SPLIT);
-			re->prog[sp].x = (uint16_t)(sp + 1);
-			emit(re, nodes, k);
-			uint32_t j = emit_inst(re, OP_JMP);
-			re->prog[j].x = (uint16_t)chain;
-			chain = j + 1;
-			re->prog[sp].y = (uint16_t)re->ninsts;
+			break;
 		}
-		while (chain) {
-			uint32_t j = chain - 1;
-			chain = re->prog[j].x;
-			re->prog[j].x = (uint16_t)re->ninsts;
-		}
-		return;
+		uint32_t sp = emit_inst(re, OP_SPLIT);
+		re->prog[sp].x = (uint16_t)(sp + 1);
+		emit(re, nodes, k);
+		uint32_t j = emit_inst(re, OP_JMP);
+		re->prog[j].x = (uint16_t)chain;
+		chain = j + 1;
+		re->prog[sp].y = (uint16_t)re->ninsts;
 	}
-	case N_REP:
-		break;
+	while (chain) {
+		uint32_t j = chain - 1;
+		chain = re->prog[j].x;
+		re->prog[j].x = (uint16_t)re->ninsts;
 	}
+}
+
+static void emit_rep(struct text_regex *re, const struct node *nodes, const struct node *n)
+{
 	if (n->max == 0)
 		return;
 	if (n->max == REP_INF && n->min == 0) {
@@ -647,7 +569,7 @@ static void emit(struct files_regex *re, const struct node *nodes, int32_t x)
 		re->prog[sp].y = (uint16_t)(sp + 1);
 		return;
 	}
-	/* (max - min) times: split next, end; x; ... end: (chained like the jumps above) */
+	/* (max - min) times: split next, end; x; ... end: (chained like emit_alt's jumps) */
 	uint32_t chain = 0;
 	for (unsigned k = n->min; k < n->max; k++) {
 		uint32_t sp = emit_inst(re, OP_SPLIT);
@@ -663,13 +585,36 @@ static void emit(struct files_regex *re, const struct node *nodes, int32_t x)
 	}
 }
 
+/* Emit node x. The sizes were checked: re->prog has room. */
+static void emit(struct text_regex *re, const struct node *nodes, int32_t x)
+{
+	const struct node *n = &nodes[x];
+	switch (n->type) {
+	case N_EMPTY:
+		return;
+	case N_SET:
+		re->prog[emit_inst(re, OP_SET)].set = n->set;
+		return;
+	case N_ASSERT:
+		re->prog[emit_inst(re, OP_ASSERT)].as = n->as;
+		return;
+	case N_CAT:
+		for (int32_t k = n->kid; k >= 0; k = nodes[k].sib)
+			emit(re, nodes, k);
+		return;
+	case N_ALT:
+		emit_alt(re, nodes, n);
+		return;
+	case N_REP:
+		emit_rep(re, nodes, n);
+		return;
+	}
+}
+
 /* ---- compile ---- */
 
-static bool closure(struct files_regex *re, const struct dstate *s, uint8_t next, uint32_t *nlist,
-		    size_t *cost);
-
 /* Classes of bytes no set tells apart (nor \w, when the context matters): the DFA's alphabet. */
-static void byte_classes(struct files_regex *re)
+static void byte_classes(struct text_regex *re)
 {
 	memset(re->cls, 0, sizeof(re->cls));
 	uint32_t n = 1;
@@ -697,39 +642,8 @@ static void byte_classes(struct files_regex *re)
 	re->ncls = n;
 }
 
-void files_regex_free(struct files_regex *re)
-{
-	if (!re)
-		return;
-	free(re->prog);
-	free(re->sets);
-	free(re->mark);
-	free(re->stack);
-	free(re->list);
-	free(re->next);
-	free(re->st);
-	free(re->trans);
-	free(re->pcpool);
-	free(re->bucket);
-	free(re);
-}
-
-size_t files_regex_size(const struct files_regex *re)
-{
-	return re->ninsts;
-}
-
-static void flush(struct files_regex *re)
-{
-	re->nst = 0;
-	re->npool = 0;
-	re->flushes++;
-	for (uint32_t b = 0; b < CACHE_STATES * 2; b++)
-		re->bucket[b] = -1;
-}
-
-int files_regex_compile(struct files_regex **out, const char *pattern, size_t len, char *err,
-			size_t errlen)
+int text_regex_compile(struct text_regex **out, const char *pattern, size_t len, char *err,
+		       size_t errlen)
 {
 	*out = NULL;
 	struct parser p = {.s = pattern, .n = len};
@@ -743,16 +657,16 @@ int files_regex_compile(struct files_regex **out, const char *pattern, size_t le
 			snprintf(err, errlen, "%s", p.err);
 		goto out;
 	}
-	if (p.nodes[root].size + 1 > FILES_REGEX_INSTS_MAX) {
+	if (p.nodes[root].size + 1 > TEXT_REGEX_INSTS_MAX) {
 		/* Say why: repetitions multiply what they repeat. */
 		snprintf(err, errlen,
 			 "the expression is too big: over %d instructions once its repetitions "
 			 "are expanded",
-			 FILES_REGEX_INSTS_MAX);
+			 TEXT_REGEX_INSTS_MAX);
 		rc = -EINVAL;
 		goto out;
 	}
-	struct files_regex *re = calloc(1, sizeof(*re));
+	struct text_regex *re = calloc(1, sizeof(*re));
 	if (!re) {
 		rc = -ENOMEM;
 		goto out;
@@ -769,7 +683,7 @@ int files_regex_compile(struct files_regex **out, const char *pattern, size_t le
 	re->bucket = malloc(CACHE_STATES * 2 * sizeof(*re->bucket));
 	if (!re->prog || !re->mark || !re->stack || !re->list || !re->next || !re->st ||
 	    !re->trans || !re->pcpool || !re->bucket) {
-		files_regex_free(re);
+		text_regex_free(re);
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -783,7 +697,7 @@ int files_regex_compile(struct files_regex **out, const char *pattern, size_t le
 	re->maxst = CACHE_TRANS / re->ncls;
 	if (re->maxst > CACHE_STATES)
 		re->maxst = CACHE_STATES;
-	flush(re);
+	regex_flush(re);
 	re->flushes = 0;
 	/* Anchored: from the start, after any byte, before any, the closure reaches no byte set
 	 * and no match. A search then ends as soon as no thread is left (^#include). */
@@ -793,221 +707,12 @@ int files_regex_compile(struct files_regex **out, const char *pattern, size_t le
 			struct dstate none = {.ctx = prev};
 			uint32_t nl;
 			size_t cost = 0;
-			if (closure(re, &none, next, &nl, &cost) || nl)
+			if (regex_closure(re, &none, next, &nl, &cost) || nl)
 				re->anchored = false;
 		}
 	*out = re;
 out:
 	free(p.nodes);
 	free(p.sets);
-	return rc;
-}
-
-/* ---- search ---- */
-
-static uint8_t ctx_of(const struct files_regex *re, unsigned c)
-{
-	return re->word && is_word(c) ? CTX_WORD : CTX_OTHER;
-}
-
-static bool holds(uint8_t as, uint8_t prev, uint8_t next)
-{
-	bool wp = prev == CTX_WORD, wn = next == CTX_WORD;
-	switch (as) {
-	case AS_BOL:
-		return prev == CTX_EDGE;
-	case AS_EOL:
-		return next == CTX_EDGE;
-	case AS_WORDB:
-		return wp != wn;
-	case AS_NWORDB:
-		return wp == wn;
-	case AS_WBEG:
-		return !wp && wn;
-	case AS_WEND:
-		return wp && !wn;
-	}
-	return false;
-}
-
-static void next_gen(struct files_regex *re)
-{
-	if (++re->gen == 0) {
-		memset(re->mark, 0, re->ninsts * sizeof(*re->mark));
-		re->gen = 1;
-	}
-}
-
-/* The closure of state s's positions and the start, between contexts prev and next: the byte
- * sets reached go to re->list (*nlist of them). True when it reaches the match. *cost counts
- * the positions visited. */
-static bool closure(struct files_regex *re, const struct dstate *s, uint8_t next, uint32_t *nlist,
-		    size_t *cost)
-{
-	next_gen(re);
-	uint32_t sp = 0, nl = 0, g = re->gen;
-	re->stack[sp++] = 0;
-	re->mark[0] = g;
-	for (uint32_t k = 0; k < s->npcs; k++) {
-		uint16_t pc = re->pcpool[s->pcs + k];
-		if (re->mark[pc] != g) {
-			re->mark[pc] = g;
-			re->stack[sp++] = pc;
-		}
-	}
-	bool matched = false;
-	size_t visits = 1;
-	while (sp) {
-		visits++;
-		uint16_t pc = re->stack[--sp];
-		const struct inst *in = &re->prog[pc];
-		uint16_t to[2];
-		int nto = 0;
-		switch (in->op) {
-		case OP_SET:
-			re->list[nl++] = pc;
-			break;
-		case OP_MATCH:
-			matched = true;
-			break;
-		case OP_JMP:
-			to[nto++] = in->x;
-			break;
-		case OP_SPLIT:
-			to[nto++] = in->x;
-			to[nto++] = in->y;
-			break;
-		case OP_ASSERT:
-			if (holds(in->as, s->ctx, next))
-				to[nto++] = (uint16_t)(pc + 1);
-			break;
-		}
-		for (int t = 0; t < nto; t++)
-			if (re->mark[to[t]] != g) {
-				re->mark[to[t]] = g;
-				re->stack[sp++] = to[t];
-			}
-	}
-	*nlist = nl;
-	*cost += visits + s->npcs;
-	return matched;
-}
-
-static uint32_t hash_pcs(const uint16_t *pcs, uint32_t n, uint8_t ctx)
-{
-	/* Order-free: the same set hashes alike whatever order its positions were found in. */
-	uint32_t h = 0x9e3779b9u * (ctx + 1u);
-	for (uint32_t k = 0; k < n; k++) {
-		uint32_t x = pcs[k] * 0x85ebca6bu;
-		x ^= x >> 13;
-		h += x * 0xc2b2ae35u;
-	}
-	return h;
-}
-
-/* The state of positions re->next[0..n) (marked with the current generation) after a byte of
- * context ctx: found in the cache, or added (the cache is emptied first when full). */
-static int32_t intern(struct files_regex *re, uint32_t n, uint8_t ctx)
-{
-	uint32_t h = hash_pcs(re->next, n, ctx), b = h & (CACHE_STATES * 2 - 1);
-	for (int32_t k = re->bucket[b]; k >= 0; k = re->st[k].chain) {
-		const struct dstate *s = &re->st[k];
-		if (s->hash != h || s->npcs != n || s->ctx != ctx)
-			continue;
-		uint32_t j = 0;
-		while (j < n && re->mark[re->pcpool[s->pcs + j]] == re->gen)
-			j++;
-		if (j == n)
-			return k;
-	}
-	if (re->nst == re->maxst || re->npool + n > CACHE_PCS)
-		flush(re);
-	int32_t k = (int32_t)re->nst++;
-	struct dstate *s = &re->st[k];
-	s->pcs = re->npool;
-	s->npcs = n;
-	memcpy(re->pcpool + re->npool, re->next, n * sizeof(*re->next));
-	re->npool += n;
-	s->hash = h;
-	s->ctx = ctx;
-	s->eol = -1;
-	s->chain = re->bucket[b];
-	re->bucket[b] = k;
-	int32_t *t = re->trans + (size_t)k * re->ncls;
-	for (uint32_t c = 0; c < re->ncls; c++)
-		t[c] = T_UNKNOWN;
-	return k;
-}
-
-/* The transition of state k on byte c: a state, or T_MATCH. */
-static int32_t step(struct files_regex *re, int32_t k, unsigned c, size_t *cost)
-{
-	uint32_t nl, flushes = re->flushes;
-	uint8_t ctx = ctx_of(re, c);
-	if (closure(re, &re->st[k], ctx, &nl, cost)) {
-		re->trans[(size_t)k * re->ncls + re->cls[c]] = T_MATCH;
-		return T_MATCH;
-	}
-	next_gen(re);
-	uint32_t n = 0;
-	for (uint32_t j = 0; j < nl; j++) {
-		const struct inst *in = &re->prog[re->list[j]];
-		uint16_t to = (uint16_t)(re->list[j] + 1);
-		if (bit_has(re->sets[in->set], c) && re->mark[to] != re->gen) {
-			re->mark[to] = re->gen;
-			re->next[n++] = to;
-		}
-	}
-	*cost += n;
-	int32_t t = intern(re, n, ctx);
-	if (re->flushes == flushes) /* else state k is gone */
-		re->trans[(size_t)k * re->ncls + re->cls[c]] = t;
-	return t;
-}
-
-int files_regex_search(struct files_regex *re, const char *s, size_t n,
-		       struct files_regex_cursor *cur, size_t *work)
-{
-	size_t spent = 0, budget = *work;
-	if (!cur->started) {
-		next_gen(re);
-		cur->state = intern(re, 0, CTX_EDGE);
-		cur->pos = 0;
-		cur->started = true;
-		spent++;
-	}
-	int32_t k = cur->state;
-	size_t pos = cur->pos;
-	int rc = FILES_REGEX_MORE;
-	const unsigned char *u = (const unsigned char *)s;
-	while (pos < n) {
-		if (spent >= budget)
-			goto out;
-		int32_t t = re->trans[(size_t)k * re->ncls + re->cls[u[pos]]];
-		if (t == T_UNKNOWN)
-			t = step(re, k, u[pos], &spent);
-		else
-			spent++;
-		if (t == T_MATCH) {
-			rc = FILES_REGEX_MATCH;
-			goto out;
-		}
-		k = t;
-		pos++;
-		if (re->anchored && !re->st[k].npcs) {
-			rc = FILES_REGEX_NOMATCH; /* no thread left, and none can start */
-			goto out;
-		}
-	}
-	struct dstate *st = &re->st[k];
-	if (st->eol < 0) {
-		uint32_t nl;
-		st->eol = closure(re, st, CTX_EDGE, &nl, &spent);
-	}
-	rc = st->eol ? FILES_REGEX_MATCH : FILES_REGEX_NOMATCH;
-out:
-	cur->state = k;
-	cur->pos = pos;
-	*work = spent >= budget ? 0 : budget - spent;
 	return rc;
 }

@@ -1,5 +1,5 @@
 /* Unified diffs (pure): see udiff.h. */
-#include "files/udiff.h"
+#include "text/udiff.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -148,6 +148,54 @@ static char *script(const struct line *a, size_t na, const struct line *b, size_
 	return s;
 }
 
+/* The hunk of the change at step k of script s (ns steps): UDIFF_CONTEXT lines around,
+ * merged with the next changes while their contexts touch. at: the line numbers (a, b) at
+ * step k, moved to the hunk's end. Returns the step after it. */
+static size_t hunk(struct out *o, const char *s, size_t ns, size_t k, size_t at[2],
+		   const struct line *la, const struct line *lb)
+{
+	size_t start = k >= UDIFF_CONTEXT ? k - UDIFF_CONTEXT : 0;
+	/* Where the hunk ends: UDIFF_CONTEXT after the last change that is
+	 * followed by fewer than 2*CONTEXT+1 unchanged steps. */
+	size_t end = k, eq = 0;
+	for (size_t x = k; x < ns; x++) {
+		if (s[x] == ' ') {
+			if (++eq > 2 * UDIFF_CONTEXT)
+				break;
+		} else {
+			eq = 0;
+			end = x;
+		}
+	}
+	size_t stop = end + 1 + UDIFF_CONTEXT < ns ? end + 1 + UDIFF_CONTEXT : ns;
+	size_t a0 = at[0] - (k - start), b0 = at[1] - (k - start);
+	size_t ca = 0, cb = 0;
+	for (size_t x = start; x < stop; x++) {
+		ca += s[x] != '+';
+		cb += s[x] != '-';
+	}
+	char h[96];
+	int n = snprintf(h, sizeof(h), "@@ -%zu,%zu +%zu,%zu @@\n", ca ? a0 + 1 : a0, ca,
+			 cb ? b0 + 1 : b0, cb);
+	put(o, h, (size_t)n);
+	size_t ia = a0, ib = b0;
+	for (size_t x = start; x < stop; x++) {
+		if (s[x] == ' ') {
+			put_line(o, ' ', &la[ia++]);
+			ib++;
+		} else if (s[x] == '-') {
+			put_line(o, '-', &la[ia++]);
+		} else {
+			put_line(o, '+', &lb[ib++]);
+		}
+	}
+	for (size_t x = k; x < stop; x++) {
+		at[0] += s[x] != '+';
+		at[1] += s[x] != '-';
+	}
+	return stop;
+}
+
 char *udiff(const char *a, size_t alen, const char *b, size_t blen, const char *a_name,
 	    const char *b_name, size_t *out_len)
 {
@@ -179,46 +227,7 @@ char *udiff(const char *a, size_t alen, const char *b, size_t blen, const char *
 			k++;
 			continue;
 		}
-		size_t start = k >= UDIFF_CONTEXT ? k - UDIFF_CONTEXT : 0;
-		/* Where the hunk ends: UDIFF_CONTEXT after the last change that is
-		 * followed by fewer than 2*CONTEXT+1 unchanged steps. */
-		size_t end = k, eq = 0;
-		for (size_t x = k; x < ns; x++) {
-			if (s[x] == ' ') {
-				if (++eq > 2 * UDIFF_CONTEXT)
-					break;
-			} else {
-				eq = 0;
-				end = x;
-			}
-		}
-		size_t stop = end + 1 + UDIFF_CONTEXT < ns ? end + 1 + UDIFF_CONTEXT : ns;
-		size_t a0 = ai_at[0] - (k - start), b0 = ai_at[1] - (k - start);
-		size_t ca = 0, cb = 0;
-		for (size_t x = start; x < stop; x++) {
-			ca += s[x] != '+';
-			cb += s[x] != '-';
-		}
-		char h[96];
-		int n = snprintf(h, sizeof(h), "@@ -%zu,%zu +%zu,%zu @@\n", ca ? a0 + 1 : a0, ca,
-				 cb ? b0 + 1 : b0, cb);
-		put(&o, h, (size_t)n);
-		size_t ia = a0, ib = b0;
-		for (size_t x = start; x < stop; x++) {
-			if (s[x] == ' ') {
-				put_line(&o, ' ', &la[ia++]);
-				ib++;
-			} else if (s[x] == '-') {
-				put_line(&o, '-', &la[ia++]);
-			} else {
-				put_line(&o, '+', &lb[ib++]);
-			}
-		}
-		for (size_t x = k; x < stop; x++) {
-			ai_at[0] += s[x] != '+';
-			ai_at[1] += s[x] != '-';
-		}
-		k = stop;
+		k = hunk(&o, s, ns, k, ai_at, la, lb);
 	}
 	free(s);
 	free(la);

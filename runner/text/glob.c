@@ -1,5 +1,5 @@
 /* Glob matching: see glob.h. Pure: no I/O, no global state. */
-#include "files/glob.h"
+#include "text/glob.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -22,10 +22,10 @@ struct galt {
 	uint32_t *ranges; /* lo, hi pairs */
 };
 
-struct files_glob {
-	struct galt alts[FILES_GLOB_ALTS];
+struct text_glob {
+	struct galt alts[TEXT_GLOB_ALTS];
 	size_t nalts;
-	enum files_glob_subject subject;
+	enum text_glob_subject subject;
 };
 
 /* One UTF-8 sequence; an invalid byte counts as itself. */
@@ -76,7 +76,7 @@ struct expand {
 
 static void expand_add(struct expand *e, const char *s, size_t n)
 {
-	if (e->n >= FILES_GLOB_ALTS) {
+	if (e->n >= TEXT_GLOB_ALTS) {
 		e->err = 2;
 		return;
 	}
@@ -88,6 +88,33 @@ static void expand_add(struct expand *e, const char *s, size_t n)
 	e->out[e->n++] = c;
 }
 
+/* The first {...} group of s: 1 with *open and *close set, 0 when there is none, -1 when a
+ * bracket expression before its end or the group itself is not closed. */
+static int brace_group(const char *s, size_t n, size_t *open, size_t *close)
+{
+	size_t level = 0;
+	for (size_t j = 0; j < n; j++) {
+		if (s[j] == '\\') {
+			j++;
+			continue;
+		}
+		if (s[j] == '[') {
+			size_t end = class_end(s, n, j);
+			if (!end)
+				return -1;
+			j = end - 1;
+			continue;
+		}
+		if (s[j] == '{' && level++ == 0) {
+			*open = j;
+		} else if (s[j] == '}' && level && --level == 0) {
+			*close = j;
+			return 1;
+		}
+	}
+	return level ? -1 : 0;
+}
+
 /* Expand the first {a,b} group of s and recurse on each result. */
 static void expand(struct expand *e, const char *s, size_t n, unsigned depth)
 {
@@ -97,57 +124,15 @@ static void expand(struct expand *e, const char *s, size_t n, unsigned depth)
 		e->err = 2;
 		return;
 	}
-	size_t i = 0;
-	for (; i < n; i++) {
-		if (s[i] == '\\') {
-			i++;
-			continue;
-		}
-		if (s[i] == '[') {
-			size_t end = class_end(s, n, i);
-			if (!end) {
-				e->err = 1;
-				return;
-			}
-			i = end - 1;
-			continue;
-		}
-		if (s[i] == '{')
-			break;
-	}
-	if (i >= n) {
-		expand_add(e, s, n);
-		return;
-	}
-	/* Find the matching '}' and the top-level commas. */
-	size_t open = i, level = 0, close = 0;
-	for (size_t j = open; j < n; j++) {
-		if (s[j] == '\\') {
-			j++;
-			continue;
-		}
-		if (s[j] == '[') {
-			size_t end = class_end(s, n, j);
-			if (!end) {
-				e->err = 1;
-				return;
-			}
-			j = end - 1;
-			continue;
-		}
-		if (s[j] == '{')
-			level++;
-		else if (s[j] == '}' && --level == 0) {
-			close = j;
-			break;
-		}
-	}
-	if (!close) {
+	size_t open = 0, close = 0, level = 0;
+	int g = brace_group(s, n, &open, &close);
+	if (g < 0)
 		e->err = 1;
+	if (g == 0)
+		expand_add(e, s, n);
+	if (g <= 0)
 		return;
-	}
 	size_t start = open + 1;
-	level = 0;
 	char *tmp = malloc(n);
 	if (!tmp) {
 		e->err = 2;
@@ -181,6 +166,69 @@ static void expand(struct expand *e, const char *s, size_t n, unsigned depth)
 	free(tmp);
 }
 
+/* A run of stars at p[i]: one token (or a double star after a slash turned into T_SGEND);
+ * returns where the next token begins. */
+static size_t tok_star(struct galt *a, const char *p, size_t n, size_t i)
+{
+	struct gtok *t = &a->t[a->n];
+	size_t j = i;
+	while (j < n && p[j] == '*')
+		j++;
+	bool seg_start = i == 0 || p[i - 1] == '/';
+	if (j - i >= 2 && seg_start && j == n) {
+		/* A double star ending the pattern; after a slash it
+		 * also matches the directory itself ("a" for a/ + it). */
+		if (a->n && a->t[a->n - 1].kind == T_LIT && a->t[a->n - 1].c == '/') {
+			a->t[a->n - 1].kind = T_SGEND;
+			return j;
+		}
+		t->kind = T_GEND;
+	} else if (j - i >= 2 && seg_start && p[j] == '/') {
+		t->kind = T_GSLASH;
+		j++; /* the '/' belongs to it: zero or more whole segments */
+	} else {
+		t->kind = T_STAR;
+	}
+	a->n++;
+	return j;
+}
+
+/* A bracket expression at p[*i] (its ranges appended at a->ranges[*nr]): 0, or -EINVAL. */
+static int tok_class(struct galt *a, const char *p, size_t n, size_t *i, size_t *nr)
+{
+	struct gtok *t = &a->t[a->n];
+	size_t end = class_end(p, n, *i), k = *i + 1;
+	if (!end)
+		return -EINVAL;
+	t->kind = T_CLASS;
+	if (p[k] == '!' || p[k] == '^') {
+		t->neg = true;
+		k++;
+	}
+	t->r0 = (uint32_t)*nr;
+	while (k < end - 1) {
+		uint32_t lo, hi;
+		if (p[k] == '\\')
+			k++;
+		k += utf8_dec((const unsigned char *)p + k, end - 1 - k, &lo);
+		hi = lo;
+		if (k + 1 < end - 1 && p[k] == '-') {
+			k++;
+			if (p[k] == '\\')
+				k++;
+			if (k >= end - 1)
+				return -EINVAL;
+			k += utf8_dec((const unsigned char *)p + k, end - 1 - k, &hi);
+		}
+		a->ranges[(*nr)++] = lo;
+		a->ranges[(*nr)++] = hi;
+		t->rn++;
+	}
+	*i = end;
+	a->n++;
+	return 0;
+}
+
 static int tokenize(struct galt *a, const char *p, size_t n)
 {
 	a->t = calloc(n + 1, sizeof(*a->t));
@@ -192,28 +240,7 @@ static int tokenize(struct galt *a, const char *p, size_t n)
 		struct gtok *t = &a->t[a->n];
 		memset(t, 0, sizeof(*t));
 		if (p[i] == '*') {
-			size_t j = i;
-			while (j < n && p[j] == '*')
-				j++;
-			bool seg_start = i == 0 || p[i - 1] == '/';
-			if (j - i >= 2 && seg_start && j == n) {
-				/* A double star ending the pattern; after a slash it
-				 * also matches the directory itself ("a" for a/ + it). */
-				if (a->n && a->t[a->n - 1].kind == T_LIT &&
-				    a->t[a->n - 1].c == '/') {
-					a->t[a->n - 1].kind = T_SGEND;
-					i = j;
-					continue;
-				}
-				t->kind = T_GEND;
-			} else if (j - i >= 2 && seg_start && p[j] == '/') {
-				t->kind = T_GSLASH;
-				j++; /* the '/' belongs to it: zero or more whole segments */
-			} else {
-				t->kind = T_STAR;
-			}
-			i = j;
-			a->n++;
+			i = tok_star(a, p, n, i);
 			continue;
 		}
 		if (p[i] == '?') {
@@ -223,43 +250,12 @@ static int tokenize(struct galt *a, const char *p, size_t n)
 			continue;
 		}
 		if (p[i] == '[') {
-			size_t end = class_end(p, n, i);
-			if (!end)
+			if (tok_class(a, p, n, &i, &nr) < 0)
 				return -EINVAL;
-			t->kind = T_CLASS;
-			i++;
-			if (p[i] == '!' || p[i] == '^') {
-				t->neg = true;
-				i++;
-			}
-			t->r0 = (uint32_t)nr;
-			while (i < end - 1) {
-				uint32_t lo, hi;
-				if (p[i] == '\\')
-					i++;
-				i += utf8_dec((const unsigned char *)p + i, end - 1 - i, &lo);
-				hi = lo;
-				if (i + 1 < end - 1 && p[i] == '-') {
-					i++;
-					if (p[i] == '\\')
-						i++;
-					if (i >= end - 1)
-						return -EINVAL;
-					i += utf8_dec((const unsigned char *)p + i, end - 1 - i,
-						      &hi);
-				}
-				a->ranges[nr++] = lo;
-				a->ranges[nr++] = hi;
-				t->rn++;
-			}
-			i = end;
-			a->n++;
 			continue;
 		}
-		if (p[i] == '\\') {
-			if (++i >= n)
-				return -EINVAL; /* trailing backslash */
-		}
+		if (p[i] == '\\' && ++i >= n)
+			return -EINVAL; /* trailing backslash */
 		t->kind = T_LIT;
 		i += utf8_dec((const unsigned char *)p + i, n - i, &t->c);
 		a->n++;
@@ -267,16 +263,16 @@ static int tokenize(struct galt *a, const char *p, size_t n)
 	return 0;
 }
 
-int files_glob_compile(struct files_glob **out, const char *pattern, char *err, size_t errlen)
+int text_glob_compile(struct text_glob **out, const char *pattern, char *err, size_t errlen)
 {
 	*out = NULL;
 	size_t n = strlen(pattern);
-	if (n > FILES_GLOB_MAX) {
-		snprintf(err, errlen, "pattern longer than %d bytes", FILES_GLOB_MAX);
+	if (n > TEXT_GLOB_MAX) {
+		snprintf(err, errlen, "pattern longer than %d bytes", TEXT_GLOB_MAX);
 		return -EINVAL;
 	}
-	struct files_glob *g = calloc(1, sizeof(*g));
-	char *alts[FILES_GLOB_ALTS];
+	struct text_glob *g = calloc(1, sizeof(*g));
+	char *alts[TEXT_GLOB_ALTS];
 	struct expand e = {.out = alts};
 	if (!g)
 		return -ENOMEM;
@@ -286,7 +282,7 @@ int files_glob_compile(struct files_glob **out, const char *pattern, char *err, 
 		snprintf(err, errlen,
 			 e.err == 1 ? "malformed pattern (unclosed [ or {)"
 				    : "pattern expands to more than %d alternatives",
-			 FILES_GLOB_ALTS);
+			 TEXT_GLOB_ALTS);
 		rc = -EINVAL;
 	}
 	g->subject = pattern[0] == '/' ? GLOB_ABS : GLOB_NAME;
@@ -301,19 +297,19 @@ int files_glob_compile(struct files_glob **out, const char *pattern, char *err, 
 		free(alts[i]);
 	}
 	if (rc < 0) {
-		files_glob_free(g);
+		text_glob_free(g);
 		return rc;
 	}
 	*out = g;
 	return 0;
 }
 
-enum files_glob_subject files_glob_subject(const struct files_glob *g)
+enum text_glob_subject text_glob_subject(const struct text_glob *g)
 {
 	return g->subject;
 }
 
-void files_glob_free(struct files_glob *g)
+void text_glob_free(struct text_glob *g)
 {
 	if (!g)
 		return;
@@ -400,7 +396,7 @@ static bool match_alt(const struct galt *a, const unsigned char *s, size_t n)
 	}
 }
 
-bool files_glob_match(const struct files_glob *g, const char *name, size_t len)
+bool text_glob_match(const struct text_glob *g, const char *name, size_t len)
 {
 	for (size_t i = 0; i < g->nalts; i++)
 		if (match_alt(&g->alts[i], (const unsigned char *)name, len))

@@ -7,7 +7,7 @@
 
 #include "model/engine.h"
 #include "api/api.h"
-#include "api/schema.h"
+#include "task/request.h"
 #include "model/gateway.h"
 #include "core/cleanup.h"
 #include "core/error.h"
@@ -251,7 +251,7 @@ int api_parse_task(json_t *body, struct task_spec *spec, struct model_args *marg
 	*margs = (struct model_args){0};
 	if (schema_check(&schema_task_create, body, err) < 0)
 		return -1;
-	if (api_read_spec(body, "task", spec, err) < 0)
+	if (request_read_spec(body, "task", spec, err) < 0)
 		return -1;
 	spec->api = TASK_API_NATIVE;
 	spec->cap_args = margs;
@@ -281,7 +281,7 @@ int api_parse_task(json_t *body, struct task_spec *spec, struct model_args *marg
 		spec->has_timeout = true;
 	}
 	spec->env = json_object_get(body, "env");
-	if (api_parse_task_io(body, spec, err) < 0)
+	if (request_parse_task_io(body, spec, err) < 0)
 		return -1;
 	json_t *model = json_object_get(body, "model");
 	if (model && !json_is_null(model)) {
@@ -449,9 +449,9 @@ enum MHD_Result api_task_create(struct http_req *req)
 	const char *key = http_header(req, "Idempotency-Key");
 	unsigned char hash[32];
 	if (key) {
-		if (api_check_key(key, "header Idempotency-Key", &err) < 0)
+		if (request_check_key(key, "header Idempotency-Key", &err) < 0)
 			return http_fail(req, &err);
-		if (api_request_hash(body, NULL, hash) < 0)
+		if (request_hash(body, NULL, hash) < 0)
 			return MHD_NO;
 		struct task *t = task_find_key(req->r, TASK_API_NATIVE, key);
 		if (t)

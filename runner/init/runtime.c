@@ -1,8 +1,7 @@
 /* Runtime init (execd's POST /internal/init for warm pools) and lifecycle
  * hooks (OSEP-0020: preStart and periodic): docs/design.md §12.1, §12.2.
- * The parsing is initcfg.c (pure); this file holds the binding, the gate
- * in front of the API, and runs hooks as tasks of their own kind through
- * the task engine, so they are confined exactly like a client's command. */
+ * The parsing is config.c (pure); this file holds the binding and the gate
+ * in front of the API; hooks.c runs the hooks. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -17,310 +16,8 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runner.h"
-#include "profile/initcfg.h"
-#include "profile/profile.h"
+#include "init/internal.h"
 #include "task/task.h"
-
-enum prestart_state { PS_NONE, PS_RUNNING, PS_OK, PS_FAILED };
-
-struct hook_run {
-	struct runner *r;
-	const struct lc_hook *h; /* in rt->cfg */
-	struct task *task;       /* running, or NULL */
-	struct loop_timer timer; /* periodic: the interval */
-	bool timer_ok;
-	unsigned runs, failures, skipped;
-	char last_status[16];
-	int last_exit;
-	uint64_t last_ms;
-};
-
-struct rtinit {
-	bool initialized;
-	char sandbox_id[129];
-	uint64_t generation;
-	bool have_generation; /* a later init must bring a greater one */
-	json_t *attributes;
-	struct lc_config cfg;
-	json_t *startup; /* the box's own hooks (environment or file), for after a reset */
-	bool hooks_on;
-	enum prestart_state prestart;
-	char prestart_msg[256];
-	struct hook_run pre;
-	struct hook_run per[LC_MAX_PERIODIC];
-	/* Which hook each recent hook task ran, for the task list (a ring). */
-	struct {
-		char id[33];
-		char name[64];
-	} names[64];
-	unsigned next_name;
-};
-
-static struct rtinit *rt_of(struct runner *r)
-{
-	return r->profile ? r->profile->rt : NULL;
-}
-
-/* ---- the startup status file (execd's --lifecycle-startup-status-file) ---- */
-
-static void write_status_file(struct runner *r, json_t *st)
-{
-	const char *path = r->cfg.lifecycle_status_file;
-	if (!path)
-		return;
-	cleanup_free char *s = json_dumps(st, JSON_COMPACT | JSON_SORT_KEYS);
-	if (!s)
-		return;
-	char tmp[PATH_MAX];
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
-		return;
-	/* O_EXCL|O_NOFOLLOW: a file planted at the temporary name is never
-	 * written through; rename replaces a link itself, never its target. */
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		log_errno("lifecycle: cannot write the startup status file", errno, tmp);
-		return;
-	}
-	size_t len = strlen(s);
-	errno = EIO; /* a short write sets none */
-	bool ok = write(fd, s, len) == (ssize_t)len && write(fd, "\n", 1) == 1;
-	int werr = errno;
-	if (close(fd) < 0 && ok) {
-		ok = false;
-		werr = errno;
-	}
-	if (!ok || rename(tmp, path) < 0) {
-		log_errno("lifecycle: cannot write the startup status file", ok ? errno : werr,
-			  path);
-		(void)unlink(tmp);
-	}
-}
-
-static json_t *hook_status(const struct hook_run *hr)
-{
-	return json_pack("{s:s,s:I,s:I,s:I,s:s,s:i,s:I}", "name", hr->h ? hr->h->name : "", "runs",
-			 (json_int_t)hr->runs, "failures", (json_int_t)hr->failures, "skipped",
-			 (json_int_t)hr->skipped, "last_status",
-			 hr->last_status[0] ? hr->last_status : "none", "last_exit_code",
-			 hr->last_exit, "last_finished_at", (json_int_t)hr->last_ms);
-}
-
-static void report_startup(struct runner *r, const char *status, const char *msg)
-{
-	struct rtinit *rt = rt_of(r);
-	json_t *st = json_pack("{s:s,s:s?,s:I}", "status", status, "message", msg, "timestamp",
-			       (json_int_t)now_ms());
-	if (!st)
-		return;
-	if (rt && rt->cfg.has_prestart)
-		json_object_set_new(st, "preStart", hook_status(&rt->pre));
-	if (rt && rt->initialized)
-		json_object_set_new(st, "sandboxId", json_string(rt->sandbox_id));
-	write_status_file(r, st);
-	json_decref(st);
-}
-
-/* ---- running hooks ---- */
-
-static void start_main_if_due(struct runner *r)
-{
-	const struct profile_hooks *h = r->profile->hooks;
-	if (h && h->prestart_done)
-		h->prestart_done(r);
-}
-
-static int hook_spawn(struct hook_run *hr, struct error *e)
-{
-	struct runner *r = hr->r;
-	cleanup_json json_t *argv = json_array();
-	if (!argv)
-		return error_set(e, ENOMEM, NULL, "hook");
-	for (char **a = hr->h->argv; *a; a++)
-		json_array_append_new(argv, json_string(*a));
-	struct task_spec spec = {
-		.api = TASK_API_HOOK,
-		.argv = argv,
-		.timeout_ms = (uint64_t)hr->h->timeout_s * 1000,
-		.has_timeout = true,
-		.background = true,
-		.state_in_fd = -1,
-		.state_out_fd = -1,
-	};
-	struct task *t = task_start(r, &spec, e);
-	if (!t)
-		return -1;
-	hr->task = t;
-	hr->runs++;
-	struct rtinit *rt = rt_of(r);
-	unsigned slot = rt->next_name++ % (sizeof(rt->names) / sizeof(rt->names[0]));
-	snprintf(rt->names[slot].id, sizeof(rt->names[slot].id), "%s", t->id);
-	snprintf(rt->names[slot].name, sizeof(rt->names[slot].name), "%s", hr->h->name);
-	log_info("lifecycle: hook started", "{s:s,s:s,s:i}", "hook", hr->h->name, "task", t->id,
-		 "timeout_s", (int)hr->h->timeout_s);
-	return 0;
-}
-
-static void hook_record(struct hook_run *hr, const char *status, int exit_code)
-{
-	snprintf(hr->last_status, sizeof(hr->last_status), "%s", status);
-	hr->last_exit = exit_code;
-	hr->last_ms = now_ms();
-	if (strcmp(status, "succeeded") != 0)
-		hr->failures++;
-}
-
-static void periodic_start(struct runner *r);
-
-static void prestart_end(struct runner *r, bool ok, const char *msg)
-{
-	struct rtinit *rt = rt_of(r);
-	const struct lc_hook *h = &rt->cfg.prestart;
-	snprintf(rt->prestart_msg, sizeof(rt->prestart_msg), "%s", msg);
-	if (ok || !h->abort_on_failure) {
-		rt->prestart = PS_OK;
-		log_info("lifecycle: preStart done", "{s:b,s:s,s:s}", "succeeded", ok, "message",
-			 msg, "failurePolicy", h->abort_on_failure ? "Abort" : "Continue");
-		report_startup(r, ok ? "succeeded" : "failed_continued", msg);
-		periodic_start(r);
-		start_main_if_due(r);
-		return;
-	}
-	rt->prestart = PS_FAILED;
-	log_error("lifecycle: preStart failed: the box refuses tasks (failurePolicy Abort)",
-		  "{s:s}", "message", msg);
-	report_startup(r, "failed", msg);
-}
-
-static void on_periodic(struct loop *loop, struct loop_timer *tm)
-{
-	(void)loop;
-	struct hook_run *hr = tm->arg;
-	struct runner *r = hr->r;
-	struct rtinit *rt = rt_of(r);
-	if (!rt || !rt->hooks_on || r->shutting_down)
-		return;
-	/* Never overlapping (execd's rule): a run still going skips this turn. */
-	if (hr->task) {
-		hr->skipped++;
-		return;
-	}
-	struct error e;
-	if (hook_spawn(hr, &e) < 0) {
-		hook_record(hr, "start_failed", -1);
-		log_warn("lifecycle: periodic hook not started", "{s:s,s:s}", "hook", hr->h->name,
-			 "error", e.msg);
-	}
-}
-
-static void hooks_stop(struct runner *r)
-{
-	struct rtinit *rt = rt_of(r);
-	if (!rt)
-		return;
-	rt->hooks_on = false;
-	for (unsigned i = 0; i < LC_MAX_PERIODIC; i++) {
-		struct hook_run *hr = &rt->per[i];
-		if (hr->timer_ok)
-			loop_timer_close(&r->loop, &hr->timer);
-		hr->timer_ok = false;
-		if (hr->task && !hr->task->finished)
-			task_kill(hr->task, TS_KILLED);
-		hr->task = NULL;
-	}
-	if (rt->pre.task && !rt->pre.task->finished)
-		task_kill(rt->pre.task, TS_KILLED);
-	rt->pre.task = NULL;
-}
-
-static void periodic_start(struct runner *r)
-{
-	struct rtinit *rt = rt_of(r);
-	for (unsigned i = 0; i < rt->cfg.n_periodic; i++) {
-		struct hook_run *hr = &rt->per[i];
-		memset(hr, 0, sizeof(*hr));
-		hr->r = r;
-		hr->h = &rt->cfg.periodic[i];
-		int rc = loop_timer_init(&r->loop, &hr->timer, on_periodic, hr);
-		if (rc == 0)
-			rc = loop_timer_start(&r->loop, &hr->timer,
-					      (uint64_t)hr->h->interval_s * 1000,
-					      (uint64_t)hr->h->interval_s * 1000);
-		if (rc < 0) {
-			log_errno("lifecycle: periodic hook timer", -rc, hr->h->name);
-			continue;
-		}
-		hr->timer_ok = true;
-	}
-}
-
-/* preStart first (the API refuses tasks until it is done), periodic hooks
- * from then on; with no preStart the box is ready at once. */
-static void hooks_start(struct runner *r)
-{
-	struct rtinit *rt = rt_of(r);
-	rt->hooks_on = true;
-	memset(&rt->pre, 0, sizeof(rt->pre));
-	rt->pre.r = r;
-	rt->pre.h = &rt->cfg.prestart;
-	rt->prestart_msg[0] = 0;
-	if (!rt->cfg.has_prestart) {
-		rt->prestart = PS_NONE;
-		report_startup(r, "succeeded", "no preStart hook");
-		periodic_start(r);
-		start_main_if_due(r);
-		return;
-	}
-	rt->prestart = PS_RUNNING;
-	report_startup(r, "running", NULL);
-	struct error e;
-	if (hook_spawn(&rt->pre, &e) < 0) {
-		hook_record(&rt->pre, "start_failed", -1);
-		prestart_end(r, false, e.msg);
-	}
-}
-
-void rtinit_task_finished(struct task *t)
-{
-	struct runner *r = t->r;
-	struct rtinit *rt = rt_of(r);
-	if (!rt || t->api != TASK_API_HOOK)
-		return;
-	const char *st = task_status_name(t->status);
-	if (rt->pre.task == t) {
-		rt->pre.task = NULL;
-		hook_record(&rt->pre, st, t->exit_code);
-		char msg[200];
-		if (t->status == TS_TIMEOUT)
-			snprintf(msg, sizeof(msg), "preStart timed out after %u s and was killed",
-				 rt->cfg.prestart.timeout_s);
-		else
-			snprintf(msg, sizeof(msg), "preStart %s (exit code %d)", st, t->exit_code);
-		prestart_end(r, t->status == TS_SUCCEEDED, msg);
-		return;
-	}
-	for (unsigned i = 0; i < rt->cfg.n_periodic; i++) {
-		struct hook_run *hr = &rt->per[i];
-		if (hr->task != t)
-			continue;
-		hr->task = NULL;
-		hook_record(hr, st, t->exit_code);
-		log_json(t->status == TS_SUCCEEDED ? "info" : "warn",
-			 "lifecycle: periodic hook ended", "{s:s,s:s,s:s,s:i}", "hook", hr->h->name,
-			 "task", t->id, "status", st, "exit_code", t->exit_code);
-		return;
-	}
-}
-
-const char *rtinit_hook_name(struct runner *r, const struct task *t)
-{
-	struct rtinit *rt = rt_of(r);
-	if (!rt || !t || t->api != TASK_API_HOOK)
-		return NULL;
-	for (size_t i = 0; i < sizeof(rt->names) / sizeof(rt->names[0]); i++)
-		if (!strcmp(rt->names[i].id, t->id))
-			return rt->names[i].name;
-	return NULL;
-}
 
 /* ---- start-up: the configuration from the environment or a file ---- */
 
@@ -426,12 +123,14 @@ static int load_startup_config(struct runner *r, struct error *e)
 	return 0;
 }
 
-int rtinit_init(struct runner *r, struct error *e)
+int rtinit_init(struct runner *r, const struct init_hooks *hooks, struct error *e)
 {
 	struct rtinit *rt = calloc(1, sizeof(*rt));
 	if (!rt)
 		return error_set(e, ENOMEM, NULL, "runtime init");
-	r->profile->rt = rt;
+	if (hooks)
+		rt->hooks = *hooks;
+	r->rtinit = rt;
 	return load_startup_config(r, e);
 }
 
@@ -473,7 +172,7 @@ void rtinit_free(struct runner *r)
 	json_decref(r->sandbox_env);
 	r->sandbox_env = NULL;
 	free(rt);
-	r->profile->rt = NULL;
+	r->rtinit = NULL;
 }
 
 /* ---- the gate ---- */
@@ -691,9 +390,8 @@ json_t *rtinit_apply(struct runner *r, json_t *body, unsigned *status, struct er
 	json_decref(rt->attributes);
 	rt->attributes = req.attributes ? json_deep_copy(req.attributes) : NULL;
 	audit_set_resource(r, audit_attrs(rt));
-	const struct profile_hooks *ph = r->profile->hooks;
 	if (req.entrypoint_policy == RT_EP_RESTART &&
-	    !(ph && ph->restart_main && ph->restart_main(r, sandbox_env)))
+	    !(rt->hooks.restart_main && rt->hooks.restart_main(r, sandbox_env)))
 		lc_warn(&req.warnings, "entrypointPolicy restart: there is no running entrypoint "
 				       "(-- CMD) to restart");
 	if (req.has_lifecycle) {

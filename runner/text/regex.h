@@ -13,32 +13,32 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FILES_REGEX_INSTS_MAX 4096 /* instructions of a compiled pattern, repetitions expanded */
-#define FILES_REGEX_DUP_MAX 255    /* m and n of {m,n} (musl's RE_DUP_MAX) */
-#define FILES_REGEX_DEPTH_MAX 100  /* groups and repetitions nested in each other */
+#define TEXT_REGEX_INSTS_MAX 4096 /* instructions of a compiled pattern, repetitions expanded */
+#define TEXT_REGEX_DUP_MAX 255    /* m and n of {m,n} (musl's RE_DUP_MAX) */
+#define TEXT_REGEX_DEPTH_MAX 100  /* groups and repetitions nested in each other */
 
-struct files_regex;
+struct text_regex;
 
 /* Compile pattern (len bytes, no NUL). 0, or -EINVAL with the reason in err, or -ENOMEM. */
-int files_regex_compile(struct files_regex **out, const char *pattern, size_t len, char *err,
-			size_t errlen);
-void files_regex_free(struct files_regex *re);
-/* Instructions of the compiled program (at most FILES_REGEX_INSTS_MAX): the tests' bound. */
-size_t files_regex_size(const struct files_regex *re);
+int text_regex_compile(struct text_regex **out, const char *pattern, size_t len, char *err,
+		       size_t errlen);
+void text_regex_free(struct text_regex *re);
+/* Instructions of the compiled program (at most TEXT_REGEX_INSTS_MAX): the tests' bound. */
+size_t text_regex_size(const struct text_regex *re);
 
 /* Where a search of one line stands; zero it before a line's first call. */
-struct files_regex_cursor {
+struct text_regex_cursor {
 	size_t pos;
 	int32_t state;
 	bool started;
 };
 
-enum { FILES_REGEX_NOMATCH = 0, FILES_REGEX_MATCH = 1, FILES_REGEX_MORE = 2 };
+enum { TEXT_REGEX_NOMATCH = 0, TEXT_REGEX_MATCH = 1, TEXT_REGEX_MORE = 2 };
 /* Does the pattern match somewhere in line s (n bytes; '\n' is never inside)? Works on from
  * *cur until the line's end or until *work units are spent (a unit is about a byte's look-up;
  * building a new state costs the states it visits): MORE then, to be called again with the
  * same cursor and line. *work is decreased by what was spent; a byte never costs more than
- * 3 * files_regex_size + 2 units. One line at a time: a search may empty the DFA cache, which
+ * 3 * text_regex_size + 2 units. One line at a time: a search may empty the DFA cache, which
  * invalidates any other line's cursor. */
-int files_regex_search(struct files_regex *re, const char *s, size_t n,
-		       struct files_regex_cursor *cur, size_t *work);
+int text_regex_search(struct text_regex *re, const char *s, size_t n, struct text_regex_cursor *cur,
+		      size_t *work);

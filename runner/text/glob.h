@@ -6,16 +6,16 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define FILES_GLOB_MAX 512 /* pattern bytes */
-#define FILES_GLOB_ALTS 64 /* patterns after {a,b} expansion */
+#define TEXT_GLOB_MAX 512 /* pattern bytes */
+#define TEXT_GLOB_ALTS 64 /* patterns after {a,b} expansion */
 
-struct files_glob;
+struct text_glob;
 /* 0, or -EINVAL (with a reason in err) or -ENOMEM. */
-int files_glob_compile(struct files_glob **out, const char *pattern, char *err, size_t errlen);
-bool files_glob_match(const struct files_glob *g, const char *name, size_t len);
+int text_glob_compile(struct text_glob **out, const char *pattern, char *err, size_t errlen);
+bool text_glob_match(const struct text_glob *g, const char *name, size_t len);
 /* How search applies it: "abs" (pattern starts with '/': the absolute
  * path), "rel" (has a '/': the path below the search root), else the
  * entry's name (execd's behaviour). */
-enum files_glob_subject { GLOB_NAME, GLOB_REL, GLOB_ABS };
-enum files_glob_subject files_glob_subject(const struct files_glob *g);
-void files_glob_free(struct files_glob *g);
+enum text_glob_subject { GLOB_NAME, GLOB_REL, GLOB_ABS };
+enum text_glob_subject text_glob_subject(const struct text_glob *g);
+void text_glob_free(struct text_glob *g);

@@ -1,6 +1,6 @@
-/* The request-body schema of every route that takes a JSON object: one
- * table per route, one line per field (docs/design.md §21). The handlers
- * check the body against it before reading any field:
+/* A task request (and the other JSON bodies of the routes): the body schema
+ * of every route that takes a JSON object, one table per route, one line per field (docs/design.md
+ * §21). The handlers check the body against it before reading any field:
  *
  * - on the native API (strict), a field not in the table is 400
  *   UNKNOWN_FIELD naming it, and a field of execd's vocabulary names the
@@ -36,14 +36,11 @@ struct body_schema {
 	const struct body_field *fields; /* ends with {NULL} */
 };
 
-/* The routes' schemas (schema.c). */
+/* The routes' schemas (request.c). */
 extern const struct body_schema schema_task_create;       /* POST /v1/tasks */
 extern const struct body_schema schema_command_operation; /* POST /command/operations */
 extern const struct body_schema schema_task_resize;       /* POST /v1/tasks/{id}/resize */
 extern const struct body_schema schema_task_signal;       /* POST /v1/tasks/{id}/signal */
-extern const struct body_schema schema_command;           /* POST /command */
-extern const struct body_schema schema_session;           /* POST /session */
-extern const struct body_schema schema_session_run;       /* POST /session/{id}/run */
 extern const struct body_schema schema_pty_create;        /* POST /pty */
 
 struct error;
@@ -52,10 +49,24 @@ struct error;
 int schema_check(const struct body_schema *s, json_t *body, struct error *err);
 
 struct error;
-/* A client-chosen request id (Idempotency-Key, operation_id): 1..API_KEY_MAX visible ASCII
+/* A client-chosen request id (Idempotency-Key, operation_id): 1..REQUEST_KEY_MAX visible ASCII
  * characters, else -1 with err set naming what. */
-#define API_KEY_MAX 255
-int api_check_key(const char *key, const char *what, struct error *err);
+#define REQUEST_KEY_MAX 255
+int request_check_key(const char *key, const char *what, struct error *err);
 /* SHA-256 of the request body's canonical form (sorted keys, compact), without the field
  * skip (NULL: none): a retry of the same request hashes the same. -ENOMEM. */
-int api_request_hash(json_t *body, const char *skip, unsigned char out[32]);
+int request_hash(json_t *body, const char *skip, unsigned char out[32]);
+
+/* Request bodies to a task_spec, validated without I/O (also driven by tests/fuzz): each
+ * returns 0, or -1 with err set (INVALID_REQUEST_BODY; UNKNOWN_FIELD from the route's
+ * schema), which the route answers with http_fail. Strings in the spec point into body.
+ * request_read_spec: the fields every command route shares (cmd_key NULL: the command
+ * comes another way, argv); request_parse_command: POST /command (a command or execd
+ * 1.2's argv); the session's create and run; request_parse_task_io: POST /v1/tasks's
+ * "stdin": true and "tty": {"cols", "rows"}. */
+struct task_spec;
+int request_read_spec(json_t *body, const char *cmd_key, struct task_spec *spec, struct error *err);
+int request_parse_command(json_t *body, struct task_spec *spec, struct error *err);
+int request_parse_session_create(json_t *body, const char **cwd, struct error *err);
+int request_parse_session_run(json_t *body, struct task_spec *spec, struct error *err);
+int request_parse_task_io(json_t *body, struct task_spec *spec, struct error *err);

@@ -81,3 +81,7 @@ int rt_parse_init(json_t *body, struct rt_init_req *out, struct error *err);
 void rt_init_req_free(struct rt_init_req *req);
 /* "sha256:<64 hex>" to 32 bytes: 0 or -1. */
 int rt_parse_token_hash(const char *s, unsigned char out[32]);
+
+/* toml.c: the TOML subset of lifecycle.toml as a JSON object (new ref), or NULL with err set
+ * (INVALID_REQUEST_BODY, naming the line). */
+json_t *toml_to_json(const char *text, size_t len, struct error *err);
