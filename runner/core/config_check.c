@@ -26,15 +26,15 @@ static int out_of_bounds(const struct runner_config *cfg, const char *opt, uint6
 
 /* The gateway URL: http or https, a host, no credentials, no query or
  * fragment (paths are appended to it). */
-static int validate_gateway_url(const struct src *src, const char *url)
+static int gateway_base_url(const struct src *src, const char *opt, const char *url)
 {
 	CURLU *u = curl_url();
 	if (!u)
-		return config_bad(src, "gateway-url", url, "out of memory");
+		return config_bad(src, opt, url, "out of memory");
 	int rc = 0;
 	char *scheme = NULL, *host = NULL, *user = NULL, *query = NULL, *frag = NULL;
 	if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK) {
-		rc = config_bad(src, "gateway-url", url, "not a valid absolute URL");
+		rc = config_bad(src, opt, url, "not a valid absolute URL");
 		goto out;
 	}
 	curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
@@ -43,14 +43,14 @@ static int validate_gateway_url(const struct src *src, const char *url)
 	curl_url_get(u, CURLUPART_QUERY, &query, 0);
 	curl_url_get(u, CURLUPART_FRAGMENT, &frag, 0);
 	if (!scheme || (strcmp(scheme, "http") && strcmp(scheme, "https")))
-		rc = config_bad(src, "gateway-url", url, "the scheme must be http or https");
+		rc = config_bad(src, opt, url, "the scheme must be http or https");
 	else if (!host || !*host)
-		rc = config_bad(src, "gateway-url", url, "no host");
+		rc = config_bad(src, opt, url, "no host");
 	else if (user)
-		rc = config_bad(src, "gateway-url", "(redacted)",
+		rc = config_bad(src, opt, "(redacted)",
 				"credentials in the URL are not allowed (use FORCEAI_GATEWAY_KEY)");
 	else if (query || frag)
-		rc = config_bad(src, "gateway-url", url, "no query or fragment allowed");
+		rc = config_bad(src, opt, url, "no query or fragment allowed");
 out:
 	curl_free(scheme);
 	curl_free(host);
@@ -63,23 +63,21 @@ out:
 
 /* An extra listener's ADDR:PORT: the same form as --listen's IPv4 one, checked here so a bad
  * value is a usage error (the listener itself starts in main). */
-static int listen_check(const struct runner_config *cfg, const char *name, const char *v,
-			struct error *err)
+static int listen_addr(const struct src *s, const char *name, const char *v)
 {
 	const char *colon = strrchr(v, ':');
 	char host[64];
 	struct in_addr a4;
 	uint64_t port;
 	size_t n = colon ? (size_t)(colon - v) : 0;
-	struct src s = config_src(cfg, name, err);
 	if (!colon || !n || n >= sizeof(host))
-		return config_bad(&s, name, v, "expected ADDR:PORT");
+		return config_bad(s, name, v, "expected ADDR:PORT");
 	memcpy(host, v, n);
 	host[n] = 0;
 	if (inet_pton(AF_INET, host, &a4) != 1)
-		return config_bad(&s, name, v, "not a numeric IPv4 address");
+		return config_bad(s, name, v, "not a numeric IPv4 address");
 	if (config_parse_u64(colon + 1, &port) < 0 || port > 65535)
-		return config_bad(&s, name, v, "port must be 0..65535");
+		return config_bad(s, name, v, "port must be 0..65535");
 	return 0;
 }
 
@@ -110,24 +108,22 @@ static int check_root_user(const struct runner_config *cfg, struct error *err)
 	return 0;
 }
 
-static int check_gateway_url(const struct runner_config *cfg, struct error *err)
+static int abs_path(const struct src *s, const char *opt, const char *v)
 {
-	struct src s = config_src(cfg, "gateway-url", err);
-	return cfg->gateway_url ? validate_gateway_url(&s, cfg->gateway_url) : 0;
+	return v[0] == '/' ? 0 : config_bad(s, opt, v, "must be an absolute path");
 }
 
-static int check_mcp_servers(const struct runner_config *cfg, struct error *err)
+static int http_url(const struct src *s, const char *opt, const char *v)
 {
-	struct src s = config_src(cfg, "mcp-servers", err);
-	if (cfg->mcp_servers && cfg->mcp_servers[0] != '/')
-		return config_bad(&s, "mcp-servers", cfg->mcp_servers, "must be an absolute path");
+	if (strncmp(v, "http://", 7) && strncmp(v, "https://", 8))
+		return config_bad(s, opt, v, "the scheme must be http or https");
 	return 0;
 }
 
 /* Each allowed Origin is "*" or scheme://host[:port], exactly as browsers send it. */
-static int check_origins(const struct runner_config *cfg, struct error *err)
+static int origins(const struct src *s, const char *opt, const char *list)
 {
-	for (const char *p = cfg->mcp_allowed_origins; p && *p;) {
+	for (const char *p = list; *p;) {
 		size_t n = strcspn(p, ",");
 		char one[256];
 		snprintf(one, sizeof(one), "%.*s", (int)(n < 255 ? n : 255), p);
@@ -137,11 +133,9 @@ static int check_origins(const struct runner_config *cfg, struct error *err)
 		const char *h = !strncmp(o, "http://", 7)    ? o + 7
 				: !strncmp(o, "https://", 8) ? o + 8
 							     : NULL;
-		if (strcmp(o, "*") && (!h || !*h || strpbrk(h, "/?# \t") || n >= 255)) {
-			struct src s = config_src(cfg, "mcp-allowed-origins", err);
-			return config_bad(&s, "mcp-allowed-origins", cfg->mcp_allowed_origins,
+		if (strcmp(o, "*") && (!h || !*h || strpbrk(h, "/?# \t") || n >= 255))
+			return config_bad(s, opt, list,
 					  "each entry must be * or http(s)://host[:port]");
-		}
 		p += n;
 		if (*p == ',')
 			p++;
@@ -149,27 +143,8 @@ static int check_origins(const struct runner_config *cfg, struct error *err)
 	return 0;
 }
 
-static int check_otlp_endpoint(const struct runner_config *cfg, struct error *err)
-{
-	const char *url = cfg->otlp_endpoint;
-	struct src s = config_src(cfg, "otlp-endpoint", err);
-	if (url && strncmp(url, "http://", 7) && strncmp(url, "https://", 8))
-		return config_bad(&s, "otlp-endpoint", url, "the scheme must be http or https");
-	return 0;
-}
-
-static int check_code_listen(const struct runner_config *cfg, struct error *err)
-{
-	const char *v = cfg->code_interpreter_listen;
-	return v ? listen_check(cfg, "code-interpreter-listen", v, err) : 0;
-}
-
-static int check_envd_listen(const struct runner_config *cfg, struct error *err)
-{
-	return cfg->envd_listen ? listen_check(cfg, "envd-listen", cfg->envd_listen, err) : 0;
-}
-
-/* A bound on a number (lo..hi), or a check of its own (fn). */
+/* A bound on a number (lo..hi), a check of a string option when it is set
+ * (str), or one that needs more than one option (fn). */
 struct check {
 	const char *opt;
 	size_t off;    /* of the field, into struct runner_config */
@@ -177,24 +152,19 @@ struct check {
 	bool if_given; /* only a value given is checked (its default is "unset") */
 	uint64_t lo, hi;
 	const char *why;
+	int (*str)(const struct src *s, const char *opt, const char *v);
 	int (*fn)(const struct runner_config *cfg, struct error *err);
 };
 
+/* clang-format off */
 #define FIELD(f) OFF(f), sizeof(((struct runner_config *)0)->f)
-#define RANGE(opt, f, lo, hi, why)                                                                 \
-	{                                                                                          \
-		opt, FIELD(f), false, lo, hi, why, NULL                                            \
-	}
+#define RANGE(opt, f, lo, hi, why) {opt, FIELD(f), false, lo, hi, why, NULL, NULL}
 #define AT_LEAST(opt, f, lo, why) RANGE(opt, f, lo, UINT64_MAX, why)
 /* "0 = none" where none is possible; where it is not, 0 is refused. */
-#define NOT_ZERO(opt, f, why)                                                                      \
-	{                                                                                          \
-		opt, FIELD(f), true, 1, UINT64_MAX, why, NULL                                      \
-	}
-#define CHECK(f)                                                                                   \
-	{                                                                                          \
-		.fn = f                                                                            \
-	}
+#define NOT_ZERO(opt, f, why) {opt, FIELD(f), true, 1, UINT64_MAX, why, NULL, NULL}
+#define STRING(opt, f, check) {opt, FIELD(f), .str = check}
+#define CHECK(f) {.fn = f}
+/* clang-format on */
 
 static const struct check checks[] = {
 	RANGE("grace-ms", grace_ms, 0, 3600000, "must be at most 3600000"),
@@ -212,15 +182,15 @@ static const struct check checks[] = {
 	NOT_ZERO("limit-nofile", rlimit_nofile,
 		 "must be at least 1 (leave it unset for the built-in default)"),
 	CHECK(check_root_user),
-	CHECK(check_gateway_url),
+	STRING("gateway-url", gateway_url, gateway_base_url),
 	RANGE("agent-max-steps", agent_max_steps, 1, 10000, "must be 1..10000"),
 	RANGE("agent-output-max", agent_output_max, 256, 1048576, "must be 256..1048576"),
 	RANGE("mcp-max-body", mcp_max_body, 1024, 64ULL << 20, "must be from 1024 to 67108864"),
-	CHECK(check_mcp_servers),
-	CHECK(check_origins),
+	STRING("mcp-servers", mcp_servers, abs_path),
+	STRING("mcp-allowed-origins", mcp_allowed_origins, origins),
 	AT_LEAST("mcp-max-sessions", mcp_max_sessions, 1, "must be at least 1"),
 	AT_LEAST("mcp-max-inflight", mcp_max_inflight, 1, "must be at least 1"),
-	CHECK(check_otlp_endpoint),
+	STRING("otlp-endpoint", otlp_endpoint, http_url),
 	RANGE("audit-rate", audit_rate, 10, 1000000, "must be 10..1000000 (events per second)"),
 	RANGE("audit-ring-max", audit_ring_max, 65536, 1ULL << 30,
 	      "must be 65536..1073741824 (bytes)"),
@@ -229,25 +199,31 @@ static const struct check checks[] = {
 	RANGE("code-max-contexts", code_max_contexts, 1, 1024, "must be 1..1024"),
 	RANGE("code-result-max", code_result_max, 65536, 256ULL << 20,
 	      "must be 65536..268435456 (bytes)"),
-	CHECK(check_code_listen),
-	CHECK(check_envd_listen),
+	STRING("code-interpreter-listen", code_interpreter_listen, listen_addr),
+	STRING("envd-listen", envd_listen, listen_addr),
 	AT_LEAST("code-output-max", code_output_max, 1, "must be at least 1 (bytes)"),
 };
 
 int config_check_values(const struct runner_config *cfg, struct error *err)
 {
-	for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); i++) {
-		const struct check *c = &checks[i];
+	for (const struct check *c = checks; c < checks + sizeof(checks) / sizeof(checks[0]); c++) {
 		if (c->fn) {
 			if (c->fn(cfg, err) < 0)
 				return -1;
 			continue;
 		}
 		const char *p = (const char *)cfg + c->off;
+		struct src s = config_src(cfg, c->opt, err);
+		if (c->str) {
+			const char *v = *(const char *const *)p;
+			if (v && c->str(&s, c->opt, v) < 0)
+				return -1;
+			continue;
+		}
 		uint64_t v = c->size == sizeof(uint64_t) ? *(const uint64_t *)p
 							 : *(const unsigned *)p;
 		if ((v < c->lo || v > c->hi) && (!c->if_given || given(cfg, c->opt)))
-			return out_of_bounds(cfg, c->opt, v, c->why, err);
+			return config_bad_num(&s, c->opt, v, c->why);
 	}
 	return 0;
 }

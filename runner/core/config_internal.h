@@ -1,7 +1,6 @@
 /* What the files of the configuration share (not for use outside core/config*.c):
  * config_options.c  the option table and --help
- * config_values.c   one value of one option into the struct, by its type
- * config.c          argv and environment into the struct (config_parse)
+ * config.c          argv and environment into the struct, value by value (config_parse)
  * config_check.c    the checks made once every option is known (bounds, pairs)
  * config_files.c    the files options name: secrets (read, owner and mode), files read at start */
 #pragma once
