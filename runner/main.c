@@ -1,12 +1,9 @@
 /* forceai-runner: init (PID 1 or subreaper) and task endpoint of a box. */
 #include <errno.h>
 #include <limits.h>
-#include <fcntl.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,7 +19,6 @@
 #include "http/gate.h"
 #include "http/http.h"
 #include "http/ws.h"
-#include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "model/conversation.h"
@@ -48,7 +44,21 @@
 #include "task/taskuid.h"
 #include "core/version.h"
 
-static void runner_shutdown(struct runner *r, const char *why);
+/* Start a graceful shutdown (idempotent); the exit check ends the loop. */
+static void runner_shutdown(struct runner *r, const char *why)
+{
+	if (r->shutting_down)
+		return;
+	r->shutting_down = true;
+	r->shutdown_started_ms = monotonic_ms();
+	log_info("shutting down", "{s:s,s:i}", "reason", why, "grace_ms", (int)r->cfg.grace_ms);
+	http_quiesce(r);
+	tasks_kill_all(r, false);
+	sessions_close_all(r);
+	if (r->main_running && kill(-r->main_pid, SIGTERM) < 0 && errno != ESRCH)
+		log_errno("SIGTERM to the main child failed", errno, NULL);
+	loop_timer_start(&r->loop, &r->shutdown_timer, r->cfg.grace_ms, 0);
+}
 
 static void on_prestart_done(struct runner *r);
 
@@ -144,22 +154,6 @@ static void on_shutdown_timer(struct loop *loop, struct loop_timer *t)
 	}
 	log_warn("shutdown deadline: exiting with work still pending", NULL);
 	loop_stop(&r->loop);
-}
-
-/* Start a graceful shutdown (idempotent); the exit check ends the loop. */
-static void runner_shutdown(struct runner *r, const char *why)
-{
-	if (r->shutting_down)
-		return;
-	r->shutting_down = true;
-	r->shutdown_started_ms = monotonic_ms();
-	log_info("shutting down", "{s:s,s:i}", "reason", why, "grace_ms", (int)r->cfg.grace_ms);
-	http_quiesce(r);
-	tasks_kill_all(r, false);
-	sessions_close_all(r);
-	if (r->main_running && kill(-r->main_pid, SIGTERM) < 0 && errno != ESRCH)
-		log_errno("SIGTERM to the main child failed", errno, NULL);
-	loop_timer_start(&r->loop, &r->shutdown_timer, r->cfg.grace_ms, 0);
 }
 
 /* A loop hook, after every dispatch batch (and after the HTTP daemons'
@@ -413,6 +407,10 @@ static int open_state_dir(struct runner *r, struct error *err)
 	return 0;
 }
 
+/* The policy, and where tasks may write. Non-root mode: the state dir is
+ * the tasks' own unless Landlock keeps them out. An explicit one they could
+ * write is refused; a default one is given up for memory (spools and the
+ * snapshot in memfds). */
 static int init_confinement(struct runner *r, struct error *err)
 {
 	if (confine_policy_init(r->policy, &r->cfg, r->state_dir_fd, err) < 0)
@@ -420,14 +418,6 @@ static int init_confinement(struct runner *r, struct error *err)
 	r->task_write_roots = r->policy->enabled && r->policy->landlock.abi > 0
 				      ? r->policy->landlock.roots
 				      : NULL;
-	return 0;
-}
-
-/* Non-root mode: the state dir is the tasks' own unless Landlock keeps
- * them out. An explicit one they could write is refused; a default
- * one is given up for memory (spools and the snapshot in memfds). */
-static int keep_state_from_tasks(struct runner *r, struct error *err)
-{
 	if (r->policy->caps.privileged || !r->policy->enabled ||
 	    !statedir_task_reachable(r->state_dir, r->policy->landlock.abi,
 				     r->policy->landlock.roots, r->state_dir_why,
@@ -495,15 +485,6 @@ static int load_mcp_servers(struct runner *r, struct error *err)
 	return 0;
 }
 
-/* The files API acts with the task user's file-system identity; our own
- * supplementary groups must not widen it. */
-static int drop_groups(struct runner *r, struct error *err)
-{
-	(void)r;
-	return files_init() < 0 ? error_set(err, errno, NULL, "cannot drop supplementary groups")
-				: 0;
-}
-
 /* The event loop and what it waits on: the reaper, the signals, the timers. */
 static int init_loop(struct runner *r, struct error *err)
 {
@@ -524,40 +505,32 @@ static int init_loop(struct runner *r, struct error *err)
 	return rc < 0 ? error_set(err, -rc, NULL, "timerfd_create") : 0;
 }
 
+/* The task engine's tables. The files API acts with the task user's
+ * file-system identity; our own supplementary groups must not widen it. */
 static int init_tasks(struct runner *r, struct error *err)
 {
+	if (files_init() < 0)
+		return error_set(err, errno, NULL, "cannot drop supplementary groups");
 	if (tasks_init(r) < 0 || sessions_init(r) < 0 || relay_init(r) < 0)
 		return error_set(err, ENOMEM, NULL, "task tables");
 	tasks_set_hooks(r, &task_hooks);
 	return 0;
 }
 
-/* An API on a port of its own, at ADDR:PORT given by option opt. */
-static int open_extra(struct runner *r, const char *opt, const char *name, const char *listen,
-		      const struct http_route *routes, size_t n, struct error *err)
+/* An API of E2B's on a port of its own (code/code.h, envd/envd.h), at ADDR:PORT given by opt. */
+static int open_e2b(struct runner *r, const char *opt, const char *name, const char *listen,
+		    const struct http_route *routes, size_t n, struct error *err)
 {
 	char host[64];
 	unsigned port, bound;
-	if (code_parse_listen(listen, host, sizeof(host), &port, err) < 0 ||
+	if (!listen)
+		return 0;
+	if ((!strcmp(name, "envd") && envd_init(r) < 0) ||
+	    code_parse_listen(listen, host, sizeof(host), &port, err) < 0 ||
 	    !(bound = http_listen_extra(r, name, host, port, routes, n, err)))
 		return error_wrap(err, "%s", opt);
 	log_info(!strcmp(name, "envd") ? "envd API listening" : "code interpreter API listening",
 		 "{s:s,s:i}", "listen", host, "port", (int)bound);
-	return 0;
-}
-
-/* E2B's code-interpreter API (code/code.h) and envd API (envd/envd.h). */
-static int open_e2b(struct runner *r, struct error *err)
-{
-	const char *code = r->cfg.code_interpreter_listen, *envd = r->cfg.envd_listen;
-	if (code && open_extra(r, "--code-interpreter-listen", "code interpreter", code, e2b_routes,
-			       e2b_n_routes, err) < 0)
-		return -1;
-	if (envd && envd_init(r) < 0)
-		return error_wrap(err, "--envd-listen");
-	if (envd &&
-	    open_extra(r, "--envd-listen", "envd", envd, envd_routes, envd_n_routes, err) < 0)
-		return -1;
 	return 0;
 }
 
@@ -588,29 +561,35 @@ static int begin(struct runner *r, struct error *err)
 /* The start, in order: RUN, or the exit status of a failure (failed()). */
 static int start(struct runner *r, struct error *err)
 {
-	if (become_init(r, err) < 0 || open_state_dir(r, err) < 0 || init_confinement(r, err) < 0 ||
-	    keep_state_from_tasks(r, err) < 0)
+	if (become_init(r, err) < 0 || open_state_dir(r, err) < 0 || init_confinement(r, err) < 0)
 		return failed(err, 1);
 	if (refuse_secret_files(r, err) < 0 || check_trusted_config(r, err) < 0 ||
 	    load_mcp_servers(r, err) < 0)
 		return failed(err, 2); /* configuration refused */
 	/* The audit trail before any door opens: every action through one is recorded. */
-	if (drop_groups(r, err) < 0 || init_loop(r, err) < 0 || init_tasks(r, err) < 0 ||
-	    audit_init(r, err) < 0 || audit_otlp_start(r, err) < 0 || code_init(r, err) < 0 ||
+	if (init_loop(r, err) < 0 || init_tasks(r, err) < 0 || audit_init(r, err) < 0 ||
+	    audit_otlp_start(r, err) < 0 || code_init(r, err) < 0 ||
 	    profile_init(r, &profile_hooks, err) < 0 || metrics_otlp_start(r, err) < 0 ||
 	    http_start(r, api_routes, api_n_routes, &api_doors_tasks, err) < 0)
 		return failed(err, 1);
 	http_set_hooks(r, &http_hooks);
-	if (open_e2b(r, err) < 0 || gateway_init(r, err) < 0 || modelproxy_start(r, err) < 0 ||
+	if (open_e2b(r, "--code-interpreter-listen", "code interpreter",
+		     r->cfg.code_interpreter_listen, e2b_routes, e2b_n_routes, err) < 0 ||
+	    open_e2b(r, "--envd-listen", "envd", r->cfg.envd_listen, envd_routes, envd_n_routes,
+		     err) < 0 ||
+	    gateway_init(r, err) < 0 || modelproxy_start(r, err) < 0 ||
 	    engines_check_config(r, err) < 0 || begin(r, err) < 0)
 		return failed(err, 1);
 	return RUN;
 }
 
-/* Whatever still runs was ours: leave nothing behind. Then every table, in
- * the order their users need. */
-static void stop_all(struct runner *r)
+/* The event loop until shutdown; then whatever still runs was ours: leave
+ * nothing behind, and free every table in the order their users need. */
+static int serve(struct runner *r)
 {
+	int rc = loop_run(&r->loop);
+	if (rc < 0)
+		log_errno("event loop failed", -rc, NULL);
 	tasks_kill_all(r, true);
 	proctree_kill_children(r->self_pid, SIGKILL, 0);
 	reaper_reap(&r->reaper);
@@ -643,15 +622,6 @@ static void stop_all(struct runner *r)
 	confine_policy_free(r->policy);
 	config_free(&r->cfg);
 	loop_close(&r->loop);
-}
-
-/* The event loop until shutdown; the exit status. */
-static int serve(struct runner *r)
-{
-	int rc = loop_run(&r->loop);
-	if (rc < 0)
-		log_errno("event loop failed", -rc, NULL);
-	stop_all(r);
 #if defined(__SANITIZE_ADDRESS__)
 	/* LeakSanitizer's exit check must trace us; nothing runs after it. */
 	prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
