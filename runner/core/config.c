@@ -16,43 +16,6 @@
 
 /* ---- one value of one option, by the option's type ---- */
 
-int config_bad(const struct src *src, const char *opt, const char *val, const char *why)
-{
-	if (src->env)
-		return error_set(src->err, 0, NULL, "invalid %s '%s': %s", src->env, val, why);
-	return error_set(src->err, 0, NULL, "invalid --%s '%s': %s", opt, val, why);
-}
-
-int config_bad_num(const struct src *src, const char *opt, uint64_t val, const char *why)
-{
-	char buf[32];
-	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)val);
-	return config_bad(src, opt, buf, why);
-}
-
-struct src config_src(const struct runner_config *cfg, const char *opt, struct error *err)
-{
-	for (size_t i = 0; i < config_n_opts; i++)
-		if (!strcmp(config_opts[i].name, opt))
-			return (struct src){.env = cfg->origin[i] == FROM_ENV ? config_opts[i].env
-									      : NULL,
-					    .err = err};
-	return (struct src){.err = err};
-}
-
-int config_parse_u64(const char *s, uint64_t *out)
-{
-	if (!s || !*s || *s == '-' || *s == '+')
-		return -1;
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || *end)
-		return -1;
-	*out = v;
-	return 0;
-}
-
 static int parse_listen(const struct src *src, struct runner_config *cfg, const char *val)
 {
 	const char *colon;

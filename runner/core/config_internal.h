@@ -1,5 +1,5 @@
 /* What the files of the configuration share (not for use outside core/config*.c):
- * config_options.c  the option table and --help
+ * config_options.c  the option table, --help, a problem told by option or variable
  * config.c          argv and environment into the struct, value by value (config_parse)
  * config_check.c    the checks made once every option is known (bounds, pairs)
  * config_files.c    the files options name: secrets (read, owner and mode), files read at start */

@@ -1,9 +1,13 @@
-/* The option table (name, variable, type, default, help) and --help. Every
- * option has an environment variable; the command line wins (config.c). */
+/* The option table (name, variable, type, default, help), --help, and how a
+ * problem with an option is told (its name, or the variable its value came
+ * from). Every option has an environment variable; the command line wins. */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/config_internal.h"
+#include "core/error.h"
 
 const struct opt_def config_opts[] = {
 	{"listen", "FORCEAI_RUNNER_LISTEN", OPT_LISTEN, 0, "0.0.0.0:8080",
@@ -275,4 +279,43 @@ void config_usage(FILE *out)
 		"the reset's answer, its last log line); a trail cut before it exits 1");
 	fprintf(out, "  %-24s %s\n  %-24s %s\n", "--version", "print the version and exit",
 		"--help", "print this help and exit");
+}
+
+/* ---- how a problem with an option is told ---- */
+
+int config_bad(const struct src *src, const char *opt, const char *val, const char *why)
+{
+	if (src->env)
+		return error_set(src->err, 0, NULL, "invalid %s '%s': %s", src->env, val, why);
+	return error_set(src->err, 0, NULL, "invalid --%s '%s': %s", opt, val, why);
+}
+
+int config_bad_num(const struct src *src, const char *opt, uint64_t val, const char *why)
+{
+	char buf[32];
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)val);
+	return config_bad(src, opt, buf, why);
+}
+
+struct src config_src(const struct runner_config *cfg, const char *opt, struct error *err)
+{
+	for (size_t i = 0; i < config_n_opts; i++)
+		if (!strcmp(config_opts[i].name, opt))
+			return (struct src){.env = cfg->origin[i] == FROM_ENV ? config_opts[i].env
+									      : NULL,
+					    .err = err};
+	return (struct src){.err = err};
+}
+
+int config_parse_u64(const char *s, uint64_t *out)
+{
+	if (!s || !*s || *s == '-' || *s == '+')
+		return -1;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end)
+		return -1;
+	*out = v;
+	return 0;
 }
