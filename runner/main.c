@@ -1,12 +1,9 @@
 /* forceai-runner: init (PID 1 or subreaper) and task endpoint of a box. */
 #include <errno.h>
 #include <limits.h>
-#include <fcntl.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,7 +19,6 @@
 #include "http/gate.h"
 #include "http/http.h"
 #include "http/ws.h"
-#include "core/cleanup.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "model/conversation.h"
@@ -45,12 +41,25 @@
 #include "audit/trail.h"
 #include "audit/otlp.h"
 #include "core/ping.h"
-#include "core/error.h"
 #include "task/task.h"
 #include "task/task_uids.h"
 #include "core/version.h"
 
-static void runner_shutdown(struct runner *r, const char *why);
+/* Start a graceful shutdown (idempotent); the exit check ends the loop. */
+static void runner_shutdown(struct runner *r, const char *why)
+{
+	if (r->shutting_down)
+		return;
+	r->shutting_down = true;
+	r->shutdown_started_ms = monotonic_ms();
+	log_info("shutting down", "{s:s,s:i}", "reason", why, "grace_ms", (int)r->cfg.grace_ms);
+	http_quiesce(r);
+	tasks_kill_all(r, false);
+	sessions_close_all(r);
+	if (r->main_running && kill(-r->main_pid, SIGTERM) < 0 && errno != ESRCH)
+		log_errno("SIGTERM to the main child failed", errno, NULL);
+	loop_timer_start(&r->loop, &r->shutdown_timer, r->cfg.grace_ms, 0);
+}
 
 static void on_prestart_done(struct runner *r);
 
@@ -137,35 +146,15 @@ static void on_grace_expired(struct loop *loop, struct loop_timer *t)
 	loop_timer_start(&r->loop, &r->shutdown_timer, 500, 0);
 }
 
-static void on_final_deadline(struct runner *r)
-{
-	log_warn("shutdown deadline: exiting with work still pending", NULL);
-	loop_stop(&r->loop);
-}
-
 static void on_shutdown_timer(struct loop *loop, struct loop_timer *t)
 {
 	struct runner *r = t->arg;
-	if (!r->shutdown_hard)
+	if (!r->shutdown_hard) {
 		on_grace_expired(loop, t);
-	else
-		on_final_deadline(r);
-}
-
-/* Start a graceful shutdown (idempotent); the exit check ends the loop. */
-static void runner_shutdown(struct runner *r, const char *why)
-{
-	if (r->shutting_down)
 		return;
-	r->shutting_down = true;
-	r->shutdown_started_ms = monotonic_ms();
-	log_info("shutting down", "{s:s,s:i}", "reason", why, "grace_ms", (int)r->cfg.grace_ms);
-	http_quiesce(r);
-	tasks_kill_all(r, false);
-	sessions_close_all(r);
-	if (r->main_running && kill(-r->main_pid, SIGTERM) < 0 && errno != ESRCH)
-		log_errno("SIGTERM to the main child failed", errno, NULL);
-	loop_timer_start(&r->loop, &r->shutdown_timer, r->cfg.grace_ms, 0);
+	}
+	log_warn("shutdown deadline: exiting with work still pending", NULL);
+	loop_stop(&r->loop);
 }
 
 /* A loop hook, after every dispatch batch (and after the HTTP daemons'
@@ -347,14 +336,126 @@ static const struct http_hooks http_hooks = {
 	.audit_door = api_audit_door,
 };
 
-static int setup_state_dir(struct runner *r, struct error *err)
+/* ---- the start, step by step ---- */
+
+/* A failure of the start: one line on stderr, and the exit status: 2 for a configuration
+ * error; else 1, or 2 when the failure is bad configuration found only once a file was parsed
+ * (docs/configuration.md, Exit status). */
+static int failed(const struct error *err, int status)
 {
+	fprintf(stderr, "forceai-runner: %s\n", err->msg);
+	return status == 2 || strcmp(error_code(err), "INVALID_CONFIG") == 0 ? 2 : 1;
+}
+
+/* --write-seccomp-cache: the policy compiled into POLICY.bpf beside it (image build). */
+static int write_seccomp_cache(struct runner *r, struct error *err)
+{
+	char out[4096];
+	snprintf(out, sizeof(out), "%s.bpf", r->cfg.seccomp_policy);
+	if (seccomp_cache_write_file(r->cfg.seccomp_policy, out, err) < 0)
+		return failed(err, 1);
+	printf("%s\n", out);
+	return 0;
+}
+
+#define RUN (-1) /* configure: the runner runs (no exit status yet) */
+
+/* The options, and the commands that run instead of the runner (--help, --version, --ping,
+ * --verify-audit, --write-seccomp-cache): their exit status, or RUN. */
+static int configure(struct runner *r, int argc, char **argv, struct error *err)
+{
+	int pr = config_parse(&r->cfg, argc, argv, err);
+	if (pr != 0)
+		return pr == 1 ? 0 : failed(err, 2); /* printed; or a usage error */
+	if (r->cfg.ping)
+		return ping_run(&r->cfg);
+	if (r->cfg.verify_audit)
+		return audit_verify_file(r->cfg.verify_audit, r->cfg.audit_head);
+	/* The files the options name are configuration: one that cannot be read
+	 * is a configuration error (exit 2), told with its fix, like a bad value. */
+	if (config_check_files(&r->cfg, err) < 0)
+		return failed(err, 2);
+	return r->cfg.write_seccomp_cache ? write_seccomp_cache(r, err) : RUN;
+}
+
+/* Tasks must not read our memory or environment through /proc. Not PID 1,
+ * the runner adopts the orphans below it as a child subreaper. */
+static int become_init(struct runner *r, struct error *err)
+{
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		return error_set(err, errno, NULL, "prctl(PR_SET_DUMPABLE)");
+	r->self_pid = getpid();
+	r->init_mode = r->self_pid == 1 ? INIT_PID1 : INIT_SUBREAPER;
+	if (r->init_mode == INIT_SUBREAPER && prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
+		return error_set(err, errno, NULL, "prctl(PR_SET_CHILD_SUBREAPER)");
+	return 0;
+}
+
+/* Non-root mode: a runner that is not root runs tasks as itself, unless
+ * --task-user says otherwise (then it needs the capabilities). The state dir
+ * comes before confinement: it also holds the compiled seccomp program. */
+static int open_state_dir(struct runner *r, struct error *err)
+{
+	if (geteuid() != 0 && !r->cfg.task_user_set) {
+		r->cfg.task_uid = getuid();
+		r->cfg.task_gid = getgid();
+	}
 	int fd = statedir_open(&r->cfg, r->state_dir, sizeof(r->state_dir), &r->state_dir_fallback,
 			       err);
 	if (fd < 0)
 		return -1;
 	r->state_dir_fd = fd;
 	return 0;
+}
+
+/* The policy, and where tasks may write. Non-root mode: the state dir is
+ * the tasks' own unless Landlock keeps them out. An explicit one they could
+ * write is refused; a default one is given up for memory (spools and the
+ * snapshot in memfds). */
+static int init_confinement(struct runner *r, struct error *err)
+{
+	if (confine_policy_init(r->policy, &r->cfg, r->state_dir_fd, err) < 0)
+		return -1;
+	r->task_write_roots = r->policy->enabled && r->policy->landlock.abi > 0
+				      ? r->policy->landlock.roots
+				      : NULL;
+	if (r->policy->caps.privileged || !r->policy->enabled ||
+	    !statedir_task_reachable(r->state_dir, r->policy->landlock.abi,
+				     r->policy->landlock.roots, r->state_dir_why,
+				     sizeof(r->state_dir_why)))
+		return 0;
+	if (r->cfg.state_dir_set)
+		return error_set(
+			err, 0, "STATE_DIR",
+			"non-root mode: --state-dir %s is reachable by tasks (%s); give the "
+			"runner a directory outside --landlock-roots (its own volume or "
+			"tmpfs), or leave --state-dir unset to keep the state in memory",
+			r->state_dir, r->state_dir_why);
+	log_warn("state dir: reachable by tasks in non-root mode, not used: spools and the "
+		 "reset snapshot are kept in memory",
+		 "{s:s,s:s}", "dir", r->state_dir, "why", r->state_dir_why);
+	close(r->state_dir_fd);
+	r->state_dir_fd = -1;
+	r->state_in_memory = true;
+	return 0;
+}
+
+/* Non-root mode: tasks have the runner's uid and groups, and Landlock
+ * lets them read everywhere, so a secret file the runner can read, they
+ * can read. The environment is safe: scrubbed, and we are not dumpable.
+ * A secret file refused is a configuration error, as at parse time. */
+static int refuse_secret_files(struct runner *r, struct error *err)
+{
+	if (r->policy->caps.privileged || (!r->cfg.token_file.path && !r->cfg.key_file.path))
+		return 0;
+	return error_set(err, 0, NULL,
+			 "non-root mode (uid %u): tasks run with the runner's uid and groups and "
+			 "could read %s; pass the secret in the environment instead (%s; "
+			 "Kubernetes: env valueFrom secretKeyRef), which the runner removes from "
+			 "its own",
+			 (unsigned)geteuid(),
+			 r->cfg.token_file.path ? "--token-file" : "--gateway-key-file",
+			 r->cfg.token_file.path ? "EXECD_ACCESS_TOKEN" : "FORCEAI_GATEWAY_KEY");
 }
 
 /* The files read as configuration at start come from where no task could
@@ -374,235 +475,79 @@ static int check_trusted_config(struct runner *r, struct error *err)
 	return trust_check_config(&r->cfg, &scope, rtinit_config_file(buf, sizeof(buf)), err);
 }
 
-/* A start-up failure: one line on stderr; exit 1, or 2 when the failure is bad
- * configuration found only once a file was parsed (docs/configuration.md, Exit status). */
-static int start_failed(const struct error *err)
+/* Read once trusted (a bad file is a configuration error too). */
+static int load_mcp_servers(struct runner *r, struct error *err)
 {
-	fprintf(stderr, "forceai-runner: %s\n", err->msg);
-	return strcmp(error_code(err), "INVALID_CONFIG") == 0 ? 2 : 1;
-}
-
-int main(int argc, char **argv)
-{
-	static struct runner runner; /* the one instance; passed explicitly from here on */
-	/* Its parts of higher folders than core/ (runner.h holds pointers to them). */
-	static struct confine_policy policy;
-	static struct files_sched files_sched;
-	struct runner *r = &runner;
-	r->policy = &policy;
-	r->files_sched = &files_sched;
-	r->state_dir_fd = -1;
-	r->signals.fd = -1;
-
-	struct error err;
-	int pr = config_parse(&r->cfg, argc, argv, &err);
-	if (pr == 1)
-		return 0;
-	if (pr < 0) {
-		fprintf(stderr, "forceai-runner: %s\n", err.msg);
-		return 2; /* a usage error */
-	}
-	if (r->cfg.ping) {
-		int rc = ping_run(&r->cfg);
-		config_free(&r->cfg);
-		return rc;
-	}
-	if (r->cfg.verify_audit) {
-		int rc = audit_verify_file(r->cfg.verify_audit, r->cfg.audit_head);
-		config_free(&r->cfg);
-		return rc;
-	}
-
-	/* The files the options name are configuration: one that cannot be read
-	 * is a configuration error (exit 2), told with its fix, like a bad value;
-	 * so is a bad stdio MCP servers' file. */
-	if (config_check_files(&r->cfg, &err) < 0) {
-		fprintf(stderr, "forceai-runner: %s\n", err.msg);
-		config_free(&r->cfg);
-		return 2;
-	}
-
-	if (r->cfg.write_seccomp_cache) {
-		char out[4096];
-		snprintf(out, sizeof(out), "%s.bpf", r->cfg.seccomp_policy);
-		if (seccomp_cache_write_file(r->cfg.seccomp_policy, out, &err) < 0)
-			return start_failed(&err);
-		printf("%s\n", out);
-		return 0;
-	}
-
-	/* Tasks must not read our memory or environment through /proc. */
-	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) {
-		error_set(&err, errno, NULL, "prctl(PR_SET_DUMPABLE)");
-		return start_failed(&err);
-	}
-	r->self_pid = getpid();
-	if (r->self_pid == 1) {
-		r->init_mode = INIT_PID1;
-	} else {
-		if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) {
-			error_set(&err, errno, NULL, "prctl(PR_SET_CHILD_SUBREAPER)");
-			return start_failed(&err);
-		}
-		r->init_mode = INIT_SUBREAPER;
-	}
-
-	/* Non-root mode: a runner that is not root runs tasks as itself, unless
-	 * --task-user says otherwise (then it needs the capabilities). */
-	if (geteuid() != 0 && !r->cfg.task_user_set) {
-		r->cfg.task_uid = getuid();
-		r->cfg.task_gid = getgid();
-	}
-	/* The state dir first: it also holds the compiled seccomp program. */
-	if (setup_state_dir(r, &err) < 0)
-		return start_failed(&err);
-	if (confine_policy_init(r->policy, &r->cfg, r->state_dir_fd, &err) < 0)
-		return start_failed(&err);
-	r->task_write_roots = r->policy->enabled && r->policy->landlock.abi > 0
-				      ? r->policy->landlock.roots
-				      : NULL;
-	/* Non-root mode: the state dir is the tasks' own unless Landlock keeps
-	 * them out. An explicit one they could write is refused; a default
-	 * one is given up for memory (spools and the snapshot in memfds). */
-	if (!r->policy->caps.privileged && r->policy->enabled &&
-	    statedir_task_reachable(r->state_dir, r->policy->landlock.abi,
-				    r->policy->landlock.roots, r->state_dir_why,
-				    sizeof(r->state_dir_why))) {
-		if (r->cfg.state_dir_set) {
-			error_set(
-				&err, 0, "STATE_DIR",
-				"non-root mode: --state-dir %s is reachable by tasks (%s); give the "
-				"runner a directory outside --landlock-roots (its own volume or "
-				"tmpfs), or leave --state-dir unset to keep the state in memory",
-				r->state_dir, r->state_dir_why);
-			return start_failed(&err);
-		}
-		log_warn("state dir: reachable by tasks in non-root mode, not used: spools and the "
-			 "reset snapshot are kept in memory",
-			 "{s:s,s:s}", "dir", r->state_dir, "why", r->state_dir_why);
-		close(r->state_dir_fd);
-		r->state_dir_fd = -1;
-		r->state_in_memory = true;
-	}
-	/* Non-root mode: tasks have the runner's uid and groups, and Landlock
-	 * lets them read everywhere, so a secret file the runner can read, they
-	 * can read. The environment is safe: scrubbed, and we are not dumpable. */
-	if (!r->policy->caps.privileged && (r->cfg.token_file.path || r->cfg.key_file.path)) {
-		error_set(&err, 0, NULL,
-			  "non-root mode (uid %u): tasks run with the runner's uid and groups and "
-			  "could read %s; pass the secret in the environment instead (%s; "
-			  "Kubernetes: env valueFrom secretKeyRef), which the runner removes from "
-			  "its own",
-			  (unsigned)geteuid(),
-			  r->cfg.token_file.path ? "--token-file" : "--gateway-key-file",
-			  r->cfg.token_file.path ? "EXECD_ACCESS_TOKEN" : "FORCEAI_GATEWAY_KEY");
-		/* A secret file refused is a configuration error, as at parse time
-		 * (docs/configuration.md, Exit status). */
-		fprintf(stderr, "forceai-runner: %s\n", err.msg);
-		return 2;
-	}
-	if (check_trusted_config(r, &err) < 0) {
-		fprintf(stderr, "forceai-runner: %s\n", err.msg);
-		return 2; /* configuration refused: exit 2 (docs/configuration.md) */
-	}
-	/* Read once trusted (a bad file is a configuration error too). */
-	if (r->cfg.mcp_servers && mcp_upstream_load(r, r->cfg.mcp_servers, &err) < 0) {
-		fprintf(stderr, "forceai-runner: %s\n", err.msg);
+	if (r->cfg.mcp_servers && mcp_upstream_load(r, r->cfg.mcp_servers, err) < 0) {
 		mcp_upstream_free(r);
-		config_free(&r->cfg);
-		return 2;
+		return -1;
 	}
 	mcp_upstream_on_change(r, mcp_notify_tools_changed);
-	/* The files API acts with the task user's file-system identity; our own
-	 * supplementary groups must not widen it. */
-	if (files_init() < 0) {
-		error_set(&err, errno, NULL, "cannot drop supplementary groups");
-		return start_failed(&err);
-	}
+	return 0;
+}
 
+/* The event loop and what it waits on: the reaper, the signals, the timers. */
+static int init_loop(struct runner *r, struct error *err)
+{
 	raise_nofile(r);
 	int rc = loop_init(&r->loop);
-	if (rc < 0) {
-		error_set(&err, -rc, NULL, "epoll_create1");
-		return start_failed(&err);
-	}
+	if (rc < 0)
+		return error_set(err, -rc, NULL, "epoll_create1");
 	reaper_init(&r->reaper);
 	rc = signals_init(&r->signals, &r->loop, signal_table,
 			  sizeof(signal_table) / sizeof(signal_table[0]), r);
-	if (rc < 0) {
-		error_set(&err, -rc, NULL, "signal setup");
-		return start_failed(&err);
-	}
+	if (rc < 0)
+		return error_set(err, -rc, NULL, "signal setup");
 	rc = loop_timer_init(&r->loop, &r->shutdown_timer, on_shutdown_timer, r);
 	if (rc == 0)
 		rc = loop_timer_init(&r->loop, &r->tick, on_tick, r);
 	if (rc == 0)
 		rc = loop_timer_init(&r->loop, &r->main_kill_timer, on_main_kill_timer, r);
-	if (rc < 0) {
-		error_set(&err, -rc, NULL, "timerfd_create");
-		return start_failed(&err);
-	}
-	if (tasks_init(r) < 0 || sessions_init(r) < 0 || relay_init(r) < 0) {
-		error_set(&err, ENOMEM, NULL, "task tables");
-		return start_failed(&err);
-	}
+	return rc < 0 ? error_set(err, -rc, NULL, "timerfd_create") : 0;
+}
+
+/* The task engine's tables. The files API acts with the task user's
+ * file-system identity; our own supplementary groups must not widen it. */
+static int init_tasks(struct runner *r, struct error *err)
+{
+	if (files_init() < 0)
+		return error_set(err, errno, NULL, "cannot drop supplementary groups");
+	if (tasks_init(r) < 0 || sessions_init(r) < 0 || relay_init(r) < 0)
+		return error_set(err, ENOMEM, NULL, "task tables");
 	tasks_set_hooks(r, &task_hooks);
-	/* Before any door opens: every action through one is recorded. */
-	if (audit_init(r, &err) < 0 || audit_otlp_start(r, &err) < 0)
-		return start_failed(&err);
-	if (code_init(r, &err) < 0)
-		return start_failed(&err);
-	if (profile_init(r, &profile_hooks, &err) < 0)
-		return start_failed(&err);
-	if (metrics_otlp_start(r, &err) < 0)
-		return start_failed(&err);
-	if (http_start(r, api_routes, api_n_routes, &api_doors_tasks, &err) < 0)
-		return start_failed(&err);
-	http_set_hooks(r, &http_hooks);
-	if (r->cfg.code_interpreter_listen) {
-		/* E2B's code-interpreter API on a port of its own (code/code.h). */
-		char host[64];
-		unsigned port, bound;
-		if (code_parse_listen(r->cfg.code_interpreter_listen, host, sizeof(host), &port,
-				      &err) < 0 ||
-		    !(bound = http_listen_extra(r, "code interpreter", host, port, e2b_routes,
-						e2b_n_routes, &err))) {
-			error_wrap(&err, "--code-interpreter-listen");
-			return start_failed(&err);
-		}
-		log_info("code interpreter API listening", "{s:s,s:i}", "listen", host, "port",
-			 (int)bound);
-	}
-	if (r->cfg.envd_listen) {
-		/* E2B's envd API on a port of its own (envd/envd.h). */
-		char host[64];
-		unsigned port, bound;
-		if (envd_init(r) < 0 ||
-		    code_parse_listen(r->cfg.envd_listen, host, sizeof(host), &port, &err) < 0 ||
-		    !(bound = http_listen_extra(r, "envd", host, port, envd_routes, envd_n_routes,
-						&err))) {
-			error_wrap(&err, "--envd-listen");
-			return start_failed(&err);
-		}
-		log_info("envd API listening", "{s:s,s:i}", "listen", host, "port", (int)bound);
-	}
-	if (gateway_init(r, &err) < 0 || modelproxy_start(r, &err) < 0 ||
-	    engines_check_config(r, &err) < 0)
-		return start_failed(&err);
-	/* Added last: it runs after the daemons' pumps. */
+	return 0;
+}
+
+/* An API of E2B's on a port of its own (code/code.h, envd/envd.h), at ADDR:PORT given by opt. */
+static int open_e2b(struct runner *r, const char *opt, const char *name, const char *listen,
+		    const struct http_route *routes, size_t n, struct error *err)
+{
+	char host[64];
+	unsigned port, bound;
+	if (!listen)
+		return 0;
+	if ((!strcmp(name, "envd") && envd_init(r) < 0) ||
+	    code_parse_listen(listen, host, sizeof(host), &port, err) < 0 ||
+	    !(bound = http_listen_extra(r, name, host, port, routes, n, err)))
+		return error_wrap(err, "%s", opt);
+	log_info(!strcmp(name, "envd") ? "envd API listening" : "code interpreter API listening",
+		 "{s:s,s:i}", "listen", host, "port", (int)bound);
+	return 0;
+}
+
+/* The exit check is added last: it runs after the daemons' pumps. With
+ * --runtime-init the entrypoint runs from the start (the init's
+ * entrypointPolicy keeps it); otherwise it waits for preStart. */
+static int begin(struct runner *r, struct error *err)
+{
 	loop_hook_add(&r->loop, &r->exit_check, exit_check, r);
-	/* With --runtime-init the entrypoint runs from the start (the init's
-	 * entrypointPolicy keeps it); otherwise it waits for preStart. */
 	if (r->cfg.main_argv && r->cfg.runtime_init) {
-		rc = spawn_main(r);
-		if (rc < 0) {
-			error_set(&err, -rc, NULL, "fork(main child)");
-			return start_failed(&err);
-		}
+		int rc = spawn_main(r);
+		if (rc < 0)
+			return error_set(err, -rc, NULL, "fork(main child)");
 	}
 	rtinit_start(r);
 	loop_timer_start(&r->loop, &r->tick, 1000, 1000);
-
 	log_info("ready", "{s:s,s:s,s:i,s:s,s:b,s:i,s:i}", "version", FORCEAI_RUNNER_VERSION,
 		 "listen", r->cfg.listen_host, "port", (int)http_port(r), "init_mode",
 		 r->init_mode == INIT_PID1 ? "pid1" : "subreaper", "token_required",
@@ -611,12 +556,41 @@ int main(int argc, char **argv)
 	if (r->init_mode == INIT_SUBREAPER)
 		log_info("not PID 1: running as child subreaper", "{s:i}", "pid", (int)r->self_pid);
 	hardening_log(r);
+	return 0;
+}
 
-	rc = loop_run(&r->loop);
+/* The start, in order: RUN, or the exit status of a failure (failed()). */
+static int start(struct runner *r, struct error *err)
+{
+	if (become_init(r, err) < 0 || open_state_dir(r, err) < 0 || init_confinement(r, err) < 0)
+		return failed(err, 1);
+	if (refuse_secret_files(r, err) < 0 || check_trusted_config(r, err) < 0 ||
+	    load_mcp_servers(r, err) < 0)
+		return failed(err, 2); /* configuration refused */
+	/* The audit trail before any door opens: every action through one is recorded. */
+	if (init_loop(r, err) < 0 || init_tasks(r, err) < 0 || audit_init(r, err) < 0 ||
+	    audit_otlp_start(r, err) < 0 || code_init(r, err) < 0 ||
+	    profile_init(r, &profile_hooks, err) < 0 || metrics_otlp_start(r, err) < 0 ||
+	    http_start(r, api_routes, api_n_routes, &api_doors_tasks, err) < 0)
+		return failed(err, 1);
+	http_set_hooks(r, &http_hooks);
+	if (open_e2b(r, "--code-interpreter-listen", "code interpreter",
+		     r->cfg.code_interpreter_listen, e2b_routes, e2b_n_routes, err) < 0 ||
+	    open_e2b(r, "--envd-listen", "envd", r->cfg.envd_listen, envd_routes, envd_n_routes,
+		     err) < 0 ||
+	    gateway_init(r, err) < 0 || modelproxy_start(r, err) < 0 ||
+	    engines_check_config(r, err) < 0 || begin(r, err) < 0)
+		return failed(err, 1);
+	return RUN;
+}
+
+/* The event loop until shutdown; then whatever still runs was ours: leave
+ * nothing behind, and free every table in the order their users need. */
+static int serve(struct runner *r)
+{
+	int rc = loop_run(&r->loop);
 	if (rc < 0)
 		log_errno("event loop failed", -rc, NULL);
-
-	/* Whatever still runs was ours: leave nothing behind. */
 	tasks_kill_all(r, true);
 	proctree_kill_children(r->self_pid, SIGKILL, 0);
 	reaper_reap(&r->reaper);
@@ -654,4 +628,27 @@ int main(int argc, char **argv)
 	prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
 #endif
 	return r->exit_code;
+}
+
+static struct runner runner; /* the one instance; passed explicitly from here on */
+/* Its parts of higher folders than core/ (runner.h holds pointers to them). */
+static struct confine_policy policy;
+static struct files_sched files_sched;
+
+int main(int argc, char **argv)
+{
+	struct runner *r = &runner;
+	r->policy = &policy;
+	r->files_sched = &files_sched;
+	r->state_dir_fd = -1;
+	r->signals.fd = -1;
+	struct error err;
+	int status = configure(r, argc, argv, &err);
+	if (status == RUN)
+		status = start(r, &err);
+	if (status == RUN)
+		status = serve(r); /* which frees all, the configuration included */
+	else
+		config_free(&r->cfg);
+	return status;
 }

@@ -49,6 +49,52 @@ static inline unsigned sse_special(__m128i v)
 }
 #endif
 
+/* One byte the fast loops stopped at (json_special): a UTF-8 sequence as it
+ * is (U+FFFD for a byte that starts none, counted in *bad), or an escape.
+ * The input consumed goes into *i; returns the end of the output. Inlined:
+ * it is the escaper's slow path, split out only to be read on its own. */
+static inline __attribute__((always_inline)) char *
+escape_special(char *o, const unsigned char *s, size_t len, size_t *i, size_t *bad)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char c = s[*i];
+	if (c >= 0x80) {
+		size_t n = utf8_seq_len(s + *i, len - *i);
+		if (n) {
+			memcpy(o, s + *i, n);
+			*i += n;
+			return o + n;
+		}
+		memcpy(o, "\xef\xbf\xbd", 3); /* U+FFFD */
+		(*i)++;
+		(*bad)++;
+		return o + 3;
+	}
+	(*i)++;
+	*o++ = '\\';
+	switch (c) {
+	case '"':
+	case '\\':
+		*o++ = (char)c;
+		break;
+	case '\n':
+		*o++ = 'n';
+		break;
+	case '\r':
+		*o++ = 'r';
+		break;
+	case '\t':
+		*o++ = 't';
+		break;
+	default: /* other controls and DEL */
+		memcpy(o, "u00", 3);
+		o[3] = hex[c >> 4];
+		o[4] = hex[c & 15];
+		o += 5;
+	}
+	return o;
+}
+
 /* The escaper without quotes: from s into o until the input ends or fewer
  * than 6 bytes of room are left before end (a character is never split).
  * *used gets the input consumed, *invalid the bytes that were not UTF-8.
@@ -57,7 +103,6 @@ static char *json_escape_core(char *o, const char *end, const char *str, size_t 
 			      size_t *invalid)
 {
 	const unsigned char *s = (const unsigned char *)str;
-	static const char hex[] = "0123456789abcdef";
 	size_t bad = 0;
 	size_t i = 0;
 	while (i < len) {
@@ -113,42 +158,7 @@ static char *json_escape_core(char *o, const char *end, const char *str, size_t 
 			i++;
 			continue;
 		}
-		if (c >= 0x80) {
-			size_t n = utf8_seq_len(s + i, len - i);
-			if (n) {
-				memcpy(o, s + i, n);
-				o += n;
-				i += n;
-			} else {
-				memcpy(o, "\xef\xbf\xbd", 3); /* U+FFFD */
-				o += 3;
-				i++;
-				bad++;
-			}
-			continue;
-		}
-		i++;
-		*o++ = '\\';
-		switch (c) {
-		case '"':
-		case '\\':
-			*o++ = (char)c;
-			break;
-		case '\n':
-			*o++ = 'n';
-			break;
-		case '\r':
-			*o++ = 'r';
-			break;
-		case '\t':
-			*o++ = 't';
-			break;
-		default: /* other controls and DEL */
-			memcpy(o, "u00", 3);
-			o[3] = hex[c >> 4];
-			o[4] = hex[c & 15];
-			o += 5;
-		}
+		o = escape_special(o, s, len, &i, &bad);
 	}
 	*used = i;
 	if (invalid)
