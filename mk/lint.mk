@@ -6,8 +6,10 @@
 #                        or when a module uses (by symbol) or a file of runner/ #includes (headers
 #                        including headers too) a folder that is not below its own in LAYERS
 #   make rooms           scripts/rooms.py: a file of runner/api/ schedules nothing on the loop
-#                        (loop_timer_*, loop_watch_*, loop_defer: api/ is routes, an engine lives
-#                        below it), and a project header is never included with angle brackets
+#                        (loop_timer_*, loop_watch_*, loop_defer) and keeps no file-scope state
+#                        that is not const (api/ is routes, an engine lives below it); no file of
+#                        runner/ is over 800 lines, no function over 80; a project header is
+#                        never included with angle brackets
 #   make format-check    fails when clang-format (the committed .clang-format) would change a
 #                        file of runner/ or tests/*/ (the verdict of --dry-run --Werror), and
 #                        says how many lines; FORMAT_DIFF=1 shows the changes

@@ -1,17 +1,7 @@
 #!/bin/sh
-# Installs the pinned E2B code-interpreter client (package-lock.json) into a cache outside the
-# clone, once per lockfile, and links it here as node_modules (as tests/mcp/setup.sh does).
-#   CODE_NPM_CACHE (default /var/cache/forceai-npm/code)
+# The pinned E2B code-interpreter client (package-lock.json), installed by tests/lib/npm-cache.sh
+# and linked here as node_modules.
 set -eu
 here=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)
-cache=${CODE_NPM_CACHE:-/var/cache/forceai-npm/code}
-stamp=$(sha256sum "$here/package-lock.json" | cut -c1-16)
-if [ ! -f "$cache/.stamp-$stamp" ] || [ ! -d "$cache/node_modules/@e2b/code-interpreter" ]; then
-  command -v npm >/dev/null || "$here/../../scripts/install-deps.sh" check >&2
-  mkdir -p "$cache"
-  rm -f "$cache"/.stamp-*
-  cp "$here/package.json" "$here/package-lock.json" "$cache/"
-  (cd "$cache" && npm ci --no-audit --no-fund --prefer-offline >&2)
-  touch "$cache/.stamp-$stamp"
-fi
-ln -sfn "$cache/node_modules" "$here/node_modules"
+modules=$("$here/../lib/npm-cache.sh" "$here" code)
+ln -sfn "$modules" "$here/node_modules"

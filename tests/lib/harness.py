@@ -450,3 +450,41 @@ def record_figure(path, name, value):
         with open(path + ".tmp", "w") as f:
             json.dump(data, f, indent=1, sort_keys=True)
         os.replace(path + ".tmp", path)
+
+
+def run_node_suite(here, test_file, runner_args, env=None, node_args=()):
+    """The real-client suites' driver (tests/code, tests/e2b): installs the suite's pinned npm
+    clients (here/setup.sh), starts a runner with runner_args, runs `node --test` on test_file
+    with env, prints the TAP output and 'N passed, N failed', and exits non-zero when a test
+    failed, none passed, setup or the runner's start failed, or the runner exited badly."""
+    import re
+    import sys
+    setup = subprocess.run([os.path.join(here, "setup.sh")], capture_output=True, text=True,
+                           timeout=1800)
+    if setup.returncode != 0:
+        sys.stderr.write(setup.stderr)
+        print("0 passed, 1 failed")
+        sys.exit(1)
+    try:
+        r = Runner(runner_args)
+    except RuntimeError as e:  # no face to test: a failure, with the runner's words
+        sys.stderr.write("%s\n" % e)
+        print("0 passed, 1 failed")
+        sys.exit(1)
+    env = dict(os.environ, RUNNER_URL=r.url, **(env or {}))
+    try:
+        p = subprocess.run([client_node(), "--test", *node_args, os.path.join(here, test_file)],
+                           cwd=here, capture_output=True, text=True, timeout=600, env=env)
+        sys.stdout.write(p.stdout)
+        sys.stderr.write(p.stderr)
+    finally:
+        rc = r.stop()
+        r.close()
+    passed = re.search(r"^# pass (\d+)", p.stdout, re.M)
+    failed = re.search(r"^# fail (\d+)", p.stdout, re.M)
+    n_pass = int(passed.group(1)) if passed else 0
+    n_fail = int(failed.group(1)) if failed else 1
+    if (p.returncode != 0 or rc != 0) and n_fail == 0:
+        n_fail = 1
+    print("%d passed, %d failed" % (n_pass, n_fail))
+    sys.exit(0 if n_fail == 0 and n_pass > 0 else 1)

@@ -53,6 +53,42 @@ src watchadd/api/watch.c 'int loop_watch_add(int);
 int f(void) { return loop_watch_add (1); }'
 expect "a route file adding an fd watch fails" 1 'api/watch.c:2: .*loop_watch_add' watchadd
 
+src state/api/sessions.c '#include <stddef.h>
+static const char *const names[] = {"a", NULL};
+static struct session *sessions;
+int route(void) { return names[0] != NULL; }'
+expect "a route file keeping a file-scope variable fails, a const table passes" 1 \
+	'api/sessions.c:3: a route file keeps state \(sessions\)' state
+
+src statecount/api/count.c 'unsigned long requests = 0;
+int route(void) { static int x; return x; }'
+expect "a global counter in a route file fails" 1 'api/count.c:1: a route file keeps state \(requests\)' statecount
+
+longfn='int f(void)
+{'
+for i in $(seq 1 80); do longfn="$longfn
+	g();"; done
+longfn="$longfn
+}"
+src longfn/task/long.c "$longfn"
+expect "a function of 83 lines fails, named by file, line and name" 1 \
+	'task/long.c:1: function f is 83 lines' longfn
+
+shortfn='int f(void)
+{'
+for i in $(seq 1 77); do shortfn="$shortfn
+	g();"; done
+shortfn="$shortfn
+}"
+src shortfn/task/short.c "$shortfn"
+expect "a function of 80 lines passes" 0 'rooms: 1 files, 0 problems' shortfn
+
+bigfile=''
+for i in $(seq 1 801); do bigfile="$bigfile
+static const int v$i = $i;"; done
+src bigfile/core/big.c "${bigfile#?}"
+expect "a file of 801 lines fails" 1 'core/big.c: 801 lines \(more than 800\)' bigfile
+
 src angle/core/log.h 'void log_x(void);'
 src angle/task/task.c '#include <stdlib.h>
 #include <core/log.h>'
