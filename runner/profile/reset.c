@@ -314,7 +314,7 @@ static _Noreturn void worker_main(struct reset *rs, int out)
 	struct restore_stats st;
 	struct error e = {0};
 	if (r->state_dir_fd >= 0)
-		ck_purge_dead(r->state_dir_fd); /* the checkpoints dropped (ckpt_drop_all) */
+		tree_store_purge_dead(r->state_dir_fd); /* the checkpoints dropped (ckpt_drop_all) */
 	int rc = snapshot_restore(&rs->snap, &st, &e);
 	if (rc == 0)
 		rc = envs_restore(rs, &e);

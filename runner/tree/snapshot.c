@@ -15,7 +15,7 @@
 
 #include "core/error.h"
 #include "core/statedir.h"
-#include "tree/fsx.h"
+#include "tree/fsops.h"
 #include "tree/node.h"
 
 /* ---- manifest ---- */
@@ -142,7 +142,7 @@ static int take_file(struct take_ctx *c, int dfd, const char *name, uint32_t idx
 	 * (a file that grew meanwhile is cut at its size, as examined). */
 	uint64_t copied = 0;
 	s->ent[idx].data_off = s->bytes;
-	int rc = fsx_copy(src, NULL, UINT64_MAX, s->store_fd, &copied);
+	int rc = fs_copy(src, NULL, UINT64_MAX, s->store_fd, &copied);
 	close(src);
 	if (rc < 0)
 		return error_set(c->e, -rc, NULL, "cannot copy '%s' under %s into the snapshot",
@@ -195,7 +195,7 @@ static int take_child(struct take_ctx *c, int dfd, uint32_t idx)
 	char name[NAME_MAX + 1]; /* the pool moves as it grows */
 	snprintf(name, sizeof(name), "%s", snap_name(s, &s->ent[idx]));
 	struct kstatx st;
-	int rc = fsx_statx(dfd, name, AT_SYMLINK_NOFOLLOW, &st);
+	int rc = fs_statx(dfd, name, AT_SYMLINK_NOFOLLOW, &st);
 	if (rc < 0)
 		return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s", name,
 				 c->root->path);
@@ -240,7 +240,7 @@ static int take_subdir(struct take_ctx *c, int dfd, uint32_t idx, int depth)
 	struct snapshot *s = c->s;
 	char name[NAME_MAX + 1];
 	snprintf(name, sizeof(name), "%s", snap_name(s, &s->ent[idx]));
-	int cfd = fsx_open_dir_checked(dfd, name, s->ent[idx].ino, c->root->dev, c->root->mnt_id);
+	int cfd = fs_open_dir_checked(dfd, name, s->ent[idx].ino, c->root->dev, c->root->mnt_id);
 	if (cfd < 0)
 		return error_set(c->e, -cfd, NULL, "cannot open '%s' under %s", name,
 				 c->root->path);
@@ -311,18 +311,18 @@ static int open_root(struct snapshot *s, const char *path, char **skipped, size_
 	struct snap_root *root = &s->roots[s->n_roots];
 	root->fd = fd;
 	struct kstatx st;
-	int rc = fsx_statx(fd, "", AT_EMPTY_PATH, &st);
+	int rc = fs_statx(fd, "", AT_EMPTY_PATH, &st);
 	if (rc < 0)
 		return error_set(e, -rc, NULL, "cannot examine '%s'", path);
 	for (unsigned j = 0; j < s->n_roots; j++)
-		if (s->roots[j].dev == fsx_dev(&st) && s->roots[j].ino == st.ino) {
+		if (s->roots[j].dev == fs_dev(&st) && s->roots[j].ino == st.ino) {
 			close(fd);
 			root->fd = -1;
 			return 0;
 		}
 	if (!(root->path = strdup(path)))
 		return error_set(e, ENOMEM, NULL, "reset snapshot");
-	root->dev = fsx_dev(&st);
+	root->dev = fs_dev(&st);
 	root->ino = st.ino;
 	root->mnt_id = st.mnt_id;
 	s->excl[s->n_excl].dev = root->dev;
@@ -342,7 +342,7 @@ static int take_root(struct take_ctx *c, unsigned i)
 	int rc = ent_add(s, &idx);
 	if (rc < 0)
 		return error_set(c->e, -rc, NULL, "reset snapshot");
-	if ((rc = fsx_statx(root->fd, "", AT_EMPTY_PATH, &st)) < 0)
+	if ((rc = fs_statx(root->fd, "", AT_EMPTY_PATH, &st)) < 0)
 		return error_set(c->e, -rc, NULL, "cannot examine '%s'", root->path);
 	ent_fill(&s->ent[idx], &st);
 	s->ent[idx].type = TREE_DIR;
@@ -387,11 +387,11 @@ int snapshot_take(struct snapshot *s, const char *const *roots, unsigned n_roots
 	for (unsigned i = 0; i < SNAP_MAX_ROOTS; i++)
 		s->roots[i].fd = -1;
 	struct kstatx st;
-	int rc = state_dir_fd >= 0 ? fsx_statx(state_dir_fd, "", AT_EMPTY_PATH, &st) : 0;
+	int rc = state_dir_fd >= 0 ? fs_statx(state_dir_fd, "", AT_EMPTY_PATH, &st) : 0;
 	if (rc < 0)
 		return error_set(e, -rc, NULL, "cannot examine the state dir");
 	if (state_dir_fd >= 0) {
-		s->excl[s->n_excl].dev = fsx_dev(&st);
+		s->excl[s->n_excl].dev = fs_dev(&st);
 		s->excl[s->n_excl++].ino = st.ino;
 	}
 	size_t skipped_len = 0;

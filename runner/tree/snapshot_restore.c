@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "tree/fsx.h"
+#include "tree/fsops.h"
 #include "tree/node.h"
 #include "tree/xattr.h"
 
@@ -23,7 +23,7 @@
 static int restore_xattrs(int fd, const struct snapshot *s, const struct snap_entry *e,
 			  bool tolerant)
 {
-	return fsx_xattrs_restore(fd, s->pool.buf + e->xattr_off, e->xattr_len, tolerant);
+	return xattrs_restore(fd, s->pool.buf + e->xattr_off, e->xattr_len, tolerant);
 }
 
 /* ---- restore ---- */
@@ -88,12 +88,12 @@ static int dir_writable(struct rctx *c, int fd)
 }
 
 /* With its attributes set, the entry records the inode and ctime it has now (what same_inode
- * compares). at/flags: fsx_statx's; name: the entry's, for the message. */
+ * compares). at/flags: fs_statx's; name: the entry's, for the message. */
 static int record_inode(struct rctx *c, int dfd, const char *at, int flags, const char *name,
 			struct snap_entry *e)
 {
 	struct kstatx st;
-	int rc = fsx_statx(dfd, at, flags, &st);
+	int rc = fs_statx(dfd, at, flags, &st);
 	if (rc < 0)
 		return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s", name,
 				 c->root->path);
@@ -111,7 +111,7 @@ static int set_attrs_fd(struct rctx *c, int fd, struct snap_entry *e, const char
 	 * owner nor the mode of what it does not own (/tmp itself), and a task
 	 * sharing its uid could not have changed them either. */
 	struct kstatx st;
-	int rc = fsx_statx(fd, "", AT_EMPTY_PATH, &st);
+	int rc = fs_statx(fd, "", AT_EMPTY_PATH, &st);
 	if (rc < 0)
 		return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s", name,
 				 c->root->path);
@@ -119,7 +119,7 @@ static int set_attrs_fd(struct rctx *c, int fd, struct snap_entry *e, const char
 	    (c->root_user || errno != EPERM))
 		return error_set(c->e, errno, NULL, "cannot chown '%s' under %s", name,
 				 c->root->path);
-	if ((rc = fsx_statx(fd, "", AT_EMPTY_PATH, &st)) < 0) /* a chown clears set-id bits */
+	if ((rc = fs_statx(fd, "", AT_EMPTY_PATH, &st)) < 0) /* a chown clears set-id bits */
 		return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s", name,
 				 c->root->path);
 	if ((st.mode & 07777) != (e->mode & 07777) && fchmod(fd, e->mode & 07777) < 0)
@@ -156,7 +156,7 @@ static int copy_from_store(struct rctx *c, int dfd, const char *name, uint32_t i
 				 c->root->path);
 	uint64_t copied = 0;
 	loff_t off = (loff_t)e->data_off;
-	int rc = fsx_copy(c->s->store_fd, &off, e->size, dst, &copied);
+	int rc = fs_copy(c->s->store_fd, &off, e->size, dst, &copied);
 	if (rc < 0) {
 		close(dst);
 		return error_set(c->e, -rc, NULL, "cannot write '%s' under %s", name,
@@ -207,11 +207,11 @@ static int create_entry(struct rctx *c, int dfd, uint32_t idx, int depth)
 			return error_set(c->e, errno, NULL, "cannot create '%s' under %s", name,
 					 c->root->path);
 		struct kstatx st;
-		int rc = fsx_statx(dfd, name, AT_SYMLINK_NOFOLLOW, &st);
+		int rc = fs_statx(dfd, name, AT_SYMLINK_NOFOLLOW, &st);
 		if (rc < 0)
 			return error_set(c->e, -rc, NULL, "cannot examine '%s' under %s", name,
 					 c->root->path);
-		int cfd = fsx_open_dir_checked(dfd, name, st.ino, c->root->dev, c->root->mnt_id);
+		int cfd = fs_open_dir_checked(dfd, name, st.ino, c->root->dev, c->root->mnt_id);
 		if (cfd < 0)
 			return error_set(c->e, -cfd, NULL, "cannot open '%s' under %s", name,
 					 c->root->path);
@@ -283,7 +283,7 @@ static int restore_child(struct rctx *c, int dfd, struct dir_pass *p, const char
 	struct snap_entry *e = &s->ent[ci];
 	*seen = 1;
 	if (tree_type_of(st->mode) == TREE_DIR && e->type == TREE_DIR) {
-		int cfd = fsx_open_dir_checked(dfd, name, st->ino, c->root->dev, c->root->mnt_id);
+		int cfd = fs_open_dir_checked(dfd, name, st->ino, c->root->dev, c->root->mnt_id);
 		if (cfd == -ENOENT) {
 			*seen = 0;
 			return 0;
@@ -305,7 +305,7 @@ static int restore_child(struct rctx *c, int dfd, struct dir_pass *p, const char
 }
 
 /* The listing read again until a pass removes nothing (hoisted trees come back). */
-static int restore_listing(struct rctx *c, int dfd, struct dir_pass *p, struct fsx_iter *it)
+static int restore_listing(struct rctx *c, int dfd, struct dir_pass *p, struct fs_iter *it)
 {
 	int rc = 0;
 	for (long pass = 0; pass < MAX_PASSES; pass++) {
@@ -313,9 +313,9 @@ static int restore_listing(struct rctx *c, int dfd, struct dir_pass *p, struct f
 		uint64_t hoisted = c->rm.hoisted;
 		const char *name;
 		struct kstatx st;
-		if ((rc = fsx_iter_rewind(it)) < 0)
+		if ((rc = fs_iter_rewind(it)) < 0)
 			break;
-		while ((rc = fsx_iter_next_stat(it, &name, &st)) > 0)
+		while ((rc = fs_iter_next_stat(it, &name, &st)) > 0)
 			if (restore_child(c, dfd, p, name, &st) < 0)
 				return -1;
 		if (rc < 0 || (!p->again && hoisted == c->rm.hoisted))
@@ -335,7 +335,7 @@ static int restore_dir_attrs(struct rctx *c, int dfd, uint32_t di)
 	struct snapshot *s = c->s;
 	struct snap_entry *d = &s->ent[di];
 	struct kstatx st;
-	int rc = fsx_statx(dfd, "", AT_EMPTY_PATH, &st);
+	int rc = fs_statx(dfd, "", AT_EMPTY_PATH, &st);
 	if (rc < 0)
 		return error_set(c->e, -rc, NULL, "cannot examine a directory under '%s'",
 				 c->root->path);
@@ -345,7 +345,7 @@ static int restore_dir_attrs(struct rctx *c, int dfd, uint32_t di)
 				 snap_name(s, d), c->root->path);
 	if (xr > 0) {
 		c->st->attrs_fixed++;
-		if ((rc = fsx_statx(dfd, "", AT_EMPTY_PATH, &st)) < 0)
+		if ((rc = fs_statx(dfd, "", AT_EMPTY_PATH, &st)) < 0)
 			return error_set(c->e, -rc, NULL, "cannot examine a directory under '%s'",
 					 c->root->path);
 	}
@@ -366,7 +366,7 @@ static int restore_dir(struct rctx *c, int dfd, uint32_t di, int depth)
 	uint32_t n = s->ent[di].n_children;
 	struct dir_pass p = {.di = di, .first = s->ent[di].first_child, .depth = depth};
 	p.seen = calloc(n ? n : 1, 1);
-	struct fsx_iter *it = fsx_iter_new(dfd);
+	struct fs_iter *it = fs_iter_new(dfd);
 	int rc = !p.seen || !it ? error_set(c->e, ENOMEM, NULL, "reset") : dir_writable(c, dfd);
 	if (rc == 0)
 		rc = restore_listing(c, dfd, &p, it);
@@ -399,9 +399,9 @@ static int open_parent(struct rctx *c, uint32_t idx)
 	while (n) {
 		uint32_t p = chain[--n];
 		struct kstatx st;
-		int rc = fsx_statx(fd, snap_name(s, &s->ent[p]), AT_SYMLINK_NOFOLLOW, &st);
+		int rc = fs_statx(fd, snap_name(s, &s->ent[p]), AT_SYMLINK_NOFOLLOW, &st);
 		int nfd = rc < 0 ? rc
-				 : fsx_open_dir_checked(fd, snap_name(s, &s->ent[p]), st.ino,
+				 : fs_open_dir_checked(fd, snap_name(s, &s->ent[p]), st.ino,
 							c->root->dev, c->root->mnt_id);
 		close(fd);
 		if (nfd < 0)
@@ -434,7 +434,7 @@ static int restore_links(struct rctx *c)
 			rc = error_set(c->e, errno, NULL, "cannot link '%s' under %s",
 				       snap_name(s, e), c->root->path);
 		struct kstatx st;
-		if (rc == 0 && fsx_statx(to, snap_name(s, e), AT_SYMLINK_NOFOLLOW, &st) == 0) {
+		if (rc == 0 && fs_statx(to, snap_name(s, e), AT_SYMLINK_NOFOLLOW, &st) == 0) {
 			first->ino = st.ino; /* a new link changed the shared ctime */
 			first->ctime_sec = st.ctime.tv_sec;
 			first->ctime_nsec = st.ctime.tv_nsec;
@@ -471,8 +471,8 @@ int snapshot_restore(struct snapshot *s, struct restore_stats *st, struct error 
 		/* The root's path must still name the directory held open since
 		 * start (the walk itself only uses the descriptor). */
 		struct kstatx now;
-		int k = fsx_statx(AT_FDCWD, c.root->path, 0, &now);
-		if (k < 0 || fsx_dev(&now) != c.root->dev || now.ino != c.root->ino) {
+		int k = fs_statx(AT_FDCWD, c.root->path, 0, &now);
+		if (k < 0 || fs_dev(&now) != c.root->dev || now.ino != c.root->ino) {
 			rc = error_set(e, k < 0 ? -k : 0, NULL,
 				       "writable root '%s' is no longer the directory it was",
 				       c.root->path);

@@ -16,17 +16,17 @@
 #include "core/error.h"
 #include "core/fileio.h"
 #include "files/ident.h"
-#include "tree/fsx.h"
+#include "tree/fsops.h"
 #include "tree/node.h"
 
 #define MAGIC "FCKPT001"
 
-const char *ck_path(const struct ck_manifest *m, const struct ck_ent *e)
+const char *tree_path(const struct tree_manifest *m, const struct tree_ent *e)
 {
 	return m->pool.buf + e->path_off;
 }
 
-int ck_pathcmp(const char *a, const char *b)
+int tree_pathcmp(const char *a, const char *b)
 {
 	for (;; a++, b++) {
 		unsigned ca = (unsigned char)*a, cb = (unsigned char)*b;
@@ -39,21 +39,21 @@ int ck_pathcmp(const char *a, const char *b)
 	}
 }
 
-void ck_manifest_free(struct ck_manifest *m)
+void tree_manifest_free(struct tree_manifest *m)
 {
 	free(m->ent);
 	tree_pool_free(&m->pool);
 	memset(m, 0, sizeof(*m));
 }
 
-long ck_find(const struct ck_manifest *m, const char *path)
+long tree_find(const struct tree_manifest *m, const char *path)
 {
 	if (!m)
 		return -1;
 	size_t lo = 0, hi = m->n;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		int c = ck_pathcmp(path, ck_path(m, &m->ent[mid]));
+		int c = tree_pathcmp(path, tree_path(m, &m->ent[mid]));
 		if (c == 0)
 			return (long)mid;
 		if (c < 0)
@@ -66,24 +66,24 @@ long ck_find(const struct ck_manifest *m, const char *path)
 
 /* ---- taking it ---- */
 
-static int ent_add(struct ck_manifest *m, uint32_t *idx)
+static int ent_add(struct tree_manifest *m, uint32_t *idx)
 {
-	if (m->n >= CK_MAX_ENTRIES)
+	if (m->n >= TREE_MAX_ENTRIES)
 		return -EFBIG;
 	if (tree_grow(&m->ent, &m->cap, m->n, sizeof(*m->ent)) < 0)
 		return -ENOMEM;
 	*idx = (uint32_t)m->n++;
 	memset(&m->ent[*idx], 0, sizeof(m->ent[0]));
-	m->ent[*idx].parent = CK_NONE;
+	m->ent[*idx].parent = TREE_NONE;
 	return 0;
 }
 
-static void ent_fill(struct ck_ent *e, const struct kstatx *st)
+static void ent_fill(struct tree_ent *e, const struct kstatx *st)
 {
 	e->ino = st->ino;
-	e->dev = fsx_dev(st);
+	e->dev = fs_dev(st);
 	e->size = st->size;
-	e->rdev = fsx_rdev(st);
+	e->rdev = fs_rdev(st);
 	e->ctime_sec = st->ctime.tv_sec;
 	e->ctime_nsec = st->ctime.tv_nsec;
 	e->mtime_sec = st->mtime.tv_sec;
@@ -98,12 +98,12 @@ static void ent_fill(struct ck_ent *e, const struct kstatx *st)
 }
 
 struct take {
-	struct ck_store *s; /* the store; its excl is never entered */
+	struct tree_store *s; /* the store; its excl is never entered */
 	bool hash_only;     /* contents hashed, not stored */
-	const struct ck_root *root;
-	const struct ck_manifest *prev;
-	struct ck_manifest *m;
-	struct ck_take_stats *ts;
+	const struct tree_root *root;
+	const struct tree_manifest *prev;
+	struct tree_manifest *m;
+	struct tree_capture_stats *ts;
 	char *hbuf; /* hashing buffer without a store */
 	struct error *e;
 	char path[PATH_MAX];
@@ -132,16 +132,16 @@ static int take_xattrs(struct take *c, int fd, uint32_t idx)
  * ctime): its content and attributes as they were, not read again. 1 when so. */
 static int take_unchanged(struct take *c, uint32_t idx)
 {
-	struct ck_manifest *m = c->m;
-	struct ck_ent *e = &m->ent[idx];
-	long p = ck_find(c->prev, c->path);
-	const struct ck_ent *pe = p >= 0 ? &c->prev->ent[p] : NULL;
-	if (!pe || pe->type != TREE_REG || !(pe->flags & CK_HAS_SHA) || pe->ino != e->ino ||
+	struct tree_manifest *m = c->m;
+	struct tree_ent *e = &m->ent[idx];
+	long p = tree_find(c->prev, c->path);
+	const struct tree_ent *pe = p >= 0 ? &c->prev->ent[p] : NULL;
+	if (!pe || pe->type != TREE_REG || !(pe->flags & TREE_STORED) || pe->ino != e->ino ||
 	    pe->dev != e->dev || pe->size != e->size || pe->ctime_sec != e->ctime_sec ||
 	    pe->ctime_nsec != e->ctime_nsec)
 		return 0;
 	memcpy(e->sha, pe->sha, 32);
-	e->flags |= CK_HAS_SHA;
+	e->flags |= TREE_STORED;
 	if (pe->xattr_len) {
 		uint32_t off;
 		if (tree_pool_add(&m->pool, c->prev->pool.buf + pe->xattr_off, pe->xattr_len,
@@ -157,20 +157,20 @@ static int take_unchanged(struct take *c, uint32_t idx)
 /* src's content into the store (or hashed only). */
 static int take_bytes(struct take *c, int src, const struct kstatx *st, uint32_t idx)
 {
-	struct ck_ent *e = &c->m->ent[idx];
+	struct tree_ent *e = &c->m->ent[idx];
 	uint64_t n = 0;
 	bool cloned = false;
-	int rc = c->hash_only ? ck_hash_fd(c->hbuf, src, e->sha, &n)
-			      : ck_store_put(c->s, src, st->size, e->sha, &n, &cloned);
-	if (rc == -CK_EFULL) {
+	int rc = c->hash_only ? tree_hash_fd(c->hbuf, src, e->sha, &n)
+			      : tree_store_put(c->s, src, st->size, e->sha, &n, &cloned);
+	if (rc == -TREE_EFULL) {
 		error_set(c->e, 0, NULL, "%s", c->path);
-		c->e->errnum = CK_EFULL; /* the caller words it: 507 */
+		c->e->errnum = TREE_EFULL; /* the caller words it: 507 */
 		return -1;
 	}
 	if (rc < 0)
 		return error_set(c->e, -rc, NULL, "checkpoint: cannot copy %s", c->path);
 	e->size = n;
-	e->flags |= CK_HAS_SHA;
+	e->flags |= TREE_STORED;
 	c->ts->read_files++;
 	c->ts->read_bytes += n;
 	if (cloned)
@@ -180,14 +180,14 @@ static int take_bytes(struct take *c, int src, const struct kstatx *st, uint32_t
 
 static int take_content(struct take *c, int dfd, const char *name, uint32_t idx)
 {
-	struct ck_manifest *m = c->m;
+	struct tree_manifest *m = c->m;
 	int rc = take_unchanged(c, idx);
 	if (rc != 0)
 		return rc < 0 ? -1 : 0;
 	int src = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
 	struct kstatx st;
 	if (src >= 0 &&
-	    (fsx_statx(src, "", AT_EMPTY_PATH, &st) < 0 || (st.mode & S_IFMT) != S_IFREG)) {
+	    (fs_statx(src, "", AT_EMPTY_PATH, &st) < 0 || (st.mode & S_IFMT) != S_IFREG)) {
 		close(src);
 		src = -1;
 		errno = ESTALE;
@@ -200,7 +200,7 @@ static int take_content(struct take *c, int dfd, const char *name, uint32_t idx)
 	if (src < 0) {
 		/* Not readable (or swapped meanwhile): named in the answer,
 		 * never in the store. */
-		m->ent[idx].flags |= CK_UNREADABLE;
+		m->ent[idx].flags |= TREE_UNREADABLE;
 		c->ts->unreadable++;
 		return 0;
 	}
@@ -230,37 +230,37 @@ static bool task_may(const struct files_ident *t, int dfd, const char *name, int
  * read (docs/design.md §10.2, "For whom"). */
 static void task_access(struct take *c, int dfd, const char *name, uint32_t idx)
 {
-	struct ck_ent *e = &c->m->ent[idx];
+	struct tree_ent *e = &c->m->ent[idx];
 	const struct files_ident *t = c->s ? c->s->task : NULL;
 	if (!t || e->type == TREE_KEEP)
 		return;
-	bool seen = e->parent == CK_NONE ? c->root->task_reach
-					 : (c->m->ent[e->parent].flags & CK_TASK_OK) != 0;
+	bool seen = e->parent == TREE_NONE ? c->root->task_reach
+					 : (c->m->ent[e->parent].flags & TREE_TASK_OK) != 0;
 	if (!seen)
 		return;
-	e->flags |= CK_TASK_SEEN;
+	e->flags |= TREE_TASK_SEEN;
 	if (e->type == TREE_REG) {
 		/* A file's own rights move its ctime: unchanged since the previous checkpoint
 		 * (which checked it, from a directory it could enter), the answer stands. */
-		long p = ck_find(c->prev, c->path);
-		const struct ck_ent *pe = p >= 0 ? &c->prev->ent[p] : NULL;
-		if (pe && pe->type == TREE_REG && (pe->flags & CK_TASK_SEEN) && pe->ino == e->ino &&
+		long p = tree_find(c->prev, c->path);
+		const struct tree_ent *pe = p >= 0 ? &c->prev->ent[p] : NULL;
+		if (pe && pe->type == TREE_REG && (pe->flags & TREE_TASK_SEEN) && pe->ino == e->ino &&
 		    pe->dev == e->dev && pe->ctime_sec == e->ctime_sec &&
 		    pe->ctime_nsec == e->ctime_nsec) {
-			e->flags |= pe->flags & CK_TASK_OK;
+			e->flags |= pe->flags & TREE_TASK_OK;
 			return;
 		}
 	}
 	int mode = e->type == TREE_DIR ? R_OK | X_OK : e->type == TREE_REG ? R_OK : F_OK;
 	if (task_may(t, dfd, name, mode))
-		e->flags |= CK_TASK_OK;
+		e->flags |= TREE_TASK_OK;
 }
 
 static int take_children(struct take *c, int fd, uint32_t di, int depth)
 {
-	if (depth >= CK_MAX_DEPTH)
+	if (depth >= TREE_MAX_DEPTH)
 		return error_set(c->e, 0, NULL, "checkpoint: %s is more than %d levels deep",
-				 c->path, CK_MAX_DEPTH);
+				 c->path, TREE_MAX_DEPTH);
 	struct tree_names names;
 	int rc = tree_names_read(fd, &names);
 	if (rc < 0)
@@ -285,7 +285,7 @@ static int take_children(struct take *c, int fd, uint32_t di, int depth)
 static int take_dir(struct take *c, int dfd, const char *name, uint32_t idx, int depth)
 {
 	c->ts->dirs++;
-	int fd = fsx_open_dir_checked(dfd, name, c->m->ent[idx].ino, c->root->dev, c->root->mnt_id);
+	int fd = fs_open_dir_checked(dfd, name, c->m->ent[idx].ino, c->root->dev, c->root->mnt_id);
 	if (fd == -ENOENT || fd == -ESTALE || fd == -ENOTDIR || fd == -ELOOP) {
 		c->m->n--; /* swapped meanwhile: as if it were not there */
 		c->ts->dirs--;
@@ -321,21 +321,21 @@ static int take_link(struct take *c, int dfd, const char *name, uint32_t idx)
 static int take_entry(struct take *c, int dfd, const char *name, uint32_t parent, int depth)
 {
 	struct kstatx st;
-	int rc = fsx_statx(dfd, name, AT_SYMLINK_NOFOLLOW, &st);
+	int rc = fs_statx(dfd, name, AT_SYMLINK_NOFOLLOW, &st);
 	if (rc == -ENOENT)
 		return 0; /* gone meanwhile */
 	if (rc < 0)
 		return error_set(c->e, -rc, NULL, "checkpoint: cannot examine %s", c->path);
-	struct ck_manifest *m = c->m;
+	struct tree_manifest *m = c->m;
 	uint32_t idx, off;
 	if ((rc = ent_add(m, &idx)) < 0 ||
 	    (rc = tree_pool_add(&m->pool, c->path, strlen(c->path), &off)) < 0) {
 		if (rc == -EFBIG)
 			return error_set(c->e, 0, NULL, "checkpoint: more than %u entries",
-					 CK_MAX_ENTRIES);
+					 TREE_MAX_ENTRIES);
 		return error_set(c->e, ENOMEM, NULL, "checkpoint");
 	}
-	struct ck_ent *e = &m->ent[idx];
+	struct tree_ent *e = &m->ent[idx];
 	e->path_off = off;
 	e->path_len = (uint32_t)strlen(c->path);
 	e->parent = parent;
@@ -362,31 +362,31 @@ static int take_entry(struct take *c, int dfd, const char *name, uint32_t parent
 	}
 }
 
-int ck_take(struct ck_store *store, bool hash_only, const struct ck_root *roots, unsigned n_roots,
-	    const struct ck_manifest *prev, struct ck_manifest *out, struct ck_take_stats *ts,
+int tree_capture(struct tree_store *store, bool hash_only, const struct tree_root *roots, unsigned n_roots,
+	    const struct tree_manifest *prev, struct tree_manifest *out, struct tree_capture_stats *ts,
 	    struct error *e)
 {
 	memset(out, 0, sizeof(*out));
 	memset(ts, 0, sizeof(*ts));
 	struct take c =
 		{.s = store, .hash_only = hash_only, .prev = prev, .m = out, .ts = ts, .e = e};
-	if (hash_only && !(c.hbuf = malloc(CK_BUF_BYTES)))
+	if (hash_only && !(c.hbuf = malloc(TREE_BUF_BYTES)))
 		return error_set(e, ENOMEM, NULL, "checkpoint");
 	int rc = 0;
 	for (unsigned i = 0; i < n_roots && rc == 0; i++) {
 		c.root = &roots[i];
 		snprintf(c.path, sizeof(c.path), "%s", roots[i].path);
-		rc = take_entry(&c, roots[i].pfd, roots[i].name, CK_NONE, 0);
+		rc = take_entry(&c, roots[i].pfd, roots[i].name, TREE_NONE, 0);
 	}
 	free(c.hbuf);
 	if (rc < 0)
-		ck_manifest_free(out);
+		tree_manifest_free(out);
 	return rc;
 }
 
 /* ---- its file ---- */
 
-int ck_save(int dir_fd, const char *name, const struct ck_manifest *m, struct error *e)
+int tree_manifest_save(int dir_fd, const char *name, const struct tree_manifest *m, struct error *e)
 {
 	char tmp[96];
 	snprintf(tmp, sizeof(tmp), ".%s.tmp", name);
@@ -426,7 +426,7 @@ static int read_full(int fd, void *p, size_t n)
 	return 0;
 }
 
-int ck_load(int dir_fd, const char *name, struct ck_manifest *m, struct error *e)
+int tree_manifest_load(int dir_fd, const char *name, struct tree_manifest *m, struct error *e)
 {
 	memset(m, 0, sizeof(*m));
 	int fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -434,7 +434,7 @@ int ck_load(int dir_fd, const char *name, struct ck_manifest *m, struct error *e
 		return error_set(e, errno, NULL, "checkpoint: cannot read its manifest");
 	uint64_t hdr[3];
 	int rc = read_full(fd, hdr, sizeof(hdr));
-	if (rc == 0 && (memcmp(hdr, MAGIC, 8) || hdr[1] > CK_MAX_ENTRIES || hdr[2] > UINT32_MAX))
+	if (rc == 0 && (memcmp(hdr, MAGIC, 8) || hdr[1] > TREE_MAX_ENTRIES || hdr[2] > UINT32_MAX))
 		rc = -EINVAL;
 	if (rc == 0) {
 		m->n = m->cap = hdr[1];
@@ -450,44 +450,44 @@ int ck_load(int dir_fd, const char *name, struct ck_manifest *m, struct error *e
 		rc = read_full(fd, m->pool.buf, m->pool.len);
 	close(fd);
 	if (rc < 0) {
-		ck_manifest_free(m);
+		tree_manifest_free(m);
 		return error_set(e, -rc, NULL, "checkpoint: cannot read its manifest");
 	}
 	m->pool.buf[m->pool.len] = 0;
 	return 0;
 }
 
-static unsigned differs(const struct ck_manifest *ma, const struct ck_ent *a,
-			const struct ck_manifest *mb, const struct ck_ent *b)
+static unsigned differs(const struct tree_manifest *ma, const struct tree_ent *a,
+			const struct tree_manifest *mb, const struct tree_ent *b)
 {
 	unsigned w = 0;
 	if (a->type != b->type)
-		return CK_D_TYPE;
+		return TREE_D_TYPE;
 	if (a->type == TREE_REG) {
 		if (a->size != b->size ||
-		    ((a->flags & b->flags & CK_HAS_SHA) && memcmp(a->sha, b->sha, 32)) ||
-		    ((a->flags ^ b->flags) & CK_HAS_SHA))
-			w |= CK_D_CONTENT;
+		    ((a->flags & b->flags & TREE_STORED) && memcmp(a->sha, b->sha, 32)) ||
+		    ((a->flags ^ b->flags) & TREE_STORED))
+			w |= TREE_D_CONTENT;
 		if (a->mtime_sec != b->mtime_sec || a->mtime_nsec != b->mtime_nsec)
-			w |= CK_D_MTIME;
+			w |= TREE_D_MTIME;
 	}
 	if (a->type == TREE_LNK &&
 	    (a->target_len != b->target_len ||
 	     memcmp(ma->pool.buf + a->target_off, mb->pool.buf + b->target_off, a->target_len)))
-		w |= CK_D_TARGET;
+		w |= TREE_D_TARGET;
 	if ((a->type == TREE_CHR || a->type == TREE_BLK) && a->rdev != b->rdev)
-		w |= CK_D_CONTENT;
+		w |= TREE_D_CONTENT;
 	if (a->type != TREE_LNK && (a->mode & 07777) != (b->mode & 07777))
-		w |= CK_D_MODE;
+		w |= TREE_D_MODE;
 	if (a->uid != b->uid || a->gid != b->gid)
-		w |= CK_D_OWNER;
+		w |= TREE_D_OWNER;
 	if (a->xattr_len != b->xattr_len ||
 	    memcmp(ma->pool.buf + a->xattr_off, mb->pool.buf + b->xattr_off, a->xattr_len))
-		w |= CK_D_XATTRS;
+		w |= TREE_D_XATTRS;
 	return w;
 }
 
-void ck_diff(const struct ck_manifest *a, const struct ck_manifest *b, ck_diff_fn fn, void *arg)
+void tree_compare(const struct tree_manifest *a, const struct tree_manifest *b, tree_compare_fn fn, void *arg)
 {
 	size_t i = 0, j = 0;
 	while (i < a->n || j < b->n) {
@@ -497,7 +497,7 @@ void ck_diff(const struct ck_manifest *a, const struct ck_manifest *b, ck_diff_f
 		else if (j == b->n)
 			c = -1;
 		else
-			c = ck_pathcmp(ck_path(a, &a->ent[i]), ck_path(b, &b->ent[j]));
+			c = tree_pathcmp(tree_path(a, &a->ent[i]), tree_path(b, &b->ent[j]));
 		if (c < 0) {
 			if (a->ent[i].type != TREE_KEEP)
 				fn(arg, &a->ent[i], NULL, 0);
@@ -507,7 +507,7 @@ void ck_diff(const struct ck_manifest *a, const struct ck_manifest *b, ck_diff_f
 				fn(arg, NULL, &b->ent[j], 0);
 			j++;
 		} else {
-			const struct ck_ent *ea = &a->ent[i], *eb = &b->ent[j];
+			const struct tree_ent *ea = &a->ent[i], *eb = &b->ent[j];
 			if (ea->type != TREE_KEEP && eb->type != TREE_KEEP) {
 				unsigned w = differs(a, ea, b, eb);
 				if (w)
@@ -520,7 +520,7 @@ void ck_diff(const struct ck_manifest *a, const struct ck_manifest *b, ck_diff_f
 }
 
 /* The root holding path, and path's components after the root's own. */
-static const struct ck_root *root_of(const struct ck_root *roots, unsigned n, const char *path,
+static const struct tree_root *root_of(const struct tree_root *roots, unsigned n, const char *path,
 				     const char **rest)
 {
 	for (unsigned i = 0; i < n; i++) {
@@ -533,11 +533,11 @@ static const struct ck_root *root_of(const struct ck_root *roots, unsigned n, co
 	return NULL;
 }
 
-int ck_open_parent_of(const struct ck_root *roots, unsigned n_roots, const char *path,
-		      const char **base, const struct ck_root **root)
+int tree_open_parent_of(const struct tree_root *roots, unsigned n_roots, const char *path,
+		      const char **base, const struct tree_root **root)
 {
 	const char *rest;
-	const struct ck_root *r = root_of(roots, n_roots, path, &rest);
+	const struct tree_root *r = root_of(roots, n_roots, path, &rest);
 	if (!r)
 		return -ENOENT;
 	*root = r;
@@ -568,8 +568,8 @@ int ck_open_parent_of(const struct ck_root *roots, unsigned n_roots, const char 
 		comp[l] = 0;
 		rest = slash;
 		struct kstatx st;
-		int rc = fsx_statx(fd, comp, AT_SYMLINK_NOFOLLOW, &st);
-		int nfd = rc < 0 ? rc : fsx_open_dir_checked(fd, comp, st.ino, r->dev, r->mnt_id);
+		int rc = fs_statx(fd, comp, AT_SYMLINK_NOFOLLOW, &st);
+		int nfd = rc < 0 ? rc : fs_open_dir_checked(fd, comp, st.ino, r->dev, r->mnt_id);
 		close(fd);
 		if (nfd < 0)
 			return nfd;
@@ -577,12 +577,12 @@ int ck_open_parent_of(const struct ck_root *roots, unsigned n_roots, const char 
 	}
 }
 
-int ck_read_current(const struct ck_root *roots, unsigned n_roots, const char *path, size_t max,
+int tree_read_current(const struct tree_root *roots, unsigned n_roots, const char *path, size_t max,
 		    char **buf, size_t *len)
 {
 	const char *base;
-	const struct ck_root *r;
-	int dfd = ck_open_parent_of(roots, n_roots, path, &base, &r);
+	const struct tree_root *r;
+	int dfd = tree_open_parent_of(roots, n_roots, path, &base, &r);
 	if (dfd < 0)
 		return dfd;
 	int fd = openat(dfd, base, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -594,5 +594,5 @@ int ck_read_current(const struct ck_root *roots, unsigned n_roots, const char *p
 		close(fd);
 		return -EINVAL;
 	}
-	return ck_slurp(fd, max, buf, len);
+	return tree_slurp(fd, max, buf, len);
 }

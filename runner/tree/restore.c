@@ -14,16 +14,16 @@
 #include <unistd.h>
 
 #include "files/ident.h"
-#include "tree/fsx.h"
+#include "tree/fsops.h"
 #include "tree/node.h"
 #include "tree/xattr.h"
 
 struct rst {
-	struct ck_store *s;
-	const struct ck_manifest *m;
-	const struct ck_root *root;
+	struct tree_store *s;
+	const struct tree_manifest *m;
+	const struct tree_root *root;
 	uint32_t *kids, *kid_start; /* children of each entry, in order */
-	ck_note_fn note;
+	tree_note_fn note;
 	void *arg;
 	unsigned failures;
 	bool root_user;
@@ -34,7 +34,7 @@ static void failed(struct rst *c, const char *path, const char *what, int err)
 {
 	char d[256];
 	snprintf(d, sizeof(d), "%s%s%s", what, err ? ": " : "",
-		 err == CK_EDEEP ? "more than 200 levels deep"
+		 err == TREE_EDEEP ? "more than 200 levels deep"
 		 : err           ? strerror(err)
 				 : "");
 	c->note(c->arg, "failed", path, d);
@@ -51,21 +51,21 @@ static void outcome(struct rst *c, const char *path, int rc, const char *what, c
 		c->note(c->arg, done, path, NULL);
 }
 
-/* No mount point is removed (-EBUSY), no tree deeper than CK_MAX_DEPTH (-CK_EDEEP). */
+/* No mount point is removed (-EBUSY), no tree deeper than TREE_MAX_DEPTH (-TREE_EDEEP). */
 static int remove_any(int dfd, const char *name, const struct kstatx *st, uint64_t dev,
 		      uint64_t mnt, int depth)
 {
-	struct tree_rm o = {.dev = dev, .mnt_id = mnt, .max_depth = CK_MAX_DEPTH, .hoist_fd = -1};
+	struct tree_rm o = {.dev = dev, .mnt_id = mnt, .max_depth = TREE_MAX_DEPTH, .hoist_fd = -1};
 	return tree_remove(&o, dfd, name, st, depth);
 }
 
 /* Owner, then xattrs, mode (a chown clears set-id bits, an ACL sets the
  * group bits), then times. */
-static int set_attrs_fd(struct rst *c, int fd, const struct ck_ent *e)
+static int set_attrs_fd(struct rst *c, int fd, const struct tree_ent *e)
 {
 	if (fchown(fd, e->uid, e->gid) < 0 && (c->root_user || errno != EPERM))
 		return -errno;
-	int xr = fsx_xattrs_restore(fd, c->m->pool.buf + e->xattr_off, e->xattr_len, !c->root_user);
+	int xr = xattrs_restore(fd, c->m->pool.buf + e->xattr_off, e->xattr_len, !c->root_user);
 	if (xr < 0)
 		return xr;
 	if (fchmod(fd, e->mode & 07777) < 0)
@@ -77,24 +77,24 @@ static int set_attrs_fd(struct rst *c, int fd, const struct ck_ent *e)
 	return 0;
 }
 
-static int set_attrs_at(struct rst *c, int dfd, const char *name, const struct ck_ent *e)
+static int set_attrs_at(struct rst *c, int dfd, const char *name, const struct tree_ent *e)
 {
 	struct timespec ts[2] = {tree_ts(e->atime_sec, e->atime_nsec),
 				 tree_ts(e->mtime_sec, e->mtime_nsec)};
 	return tree_attrs_at(dfd, name, e->uid, e->gid, e->mode, ts, c->root_user);
 }
 
-static bool attrs_equal(const struct ck_ent *e, const struct kstatx *st)
+static bool attrs_equal(const struct tree_ent *e, const struct kstatx *st)
 {
 	return st->uid == e->uid && st->gid == e->gid && (st->mode & 07777) == (e->mode & 07777) &&
 	       st->mtime.tv_sec == e->mtime_sec && st->mtime.tv_nsec == e->mtime_nsec;
 }
 
-static bool xattrs_equal(struct rst *c, int fd, const struct ck_ent *e)
+static bool xattrs_equal(struct rst *c, int fd, const struct tree_ent *e)
 {
 	char *blob;
 	size_t len;
-	if (fsx_xattrs_take(fd, &blob, &len) < 0)
+	if (xattrs_take(fd, &blob, &len) < 0)
 		return false;
 	bool eq = len == e->xattr_len &&
 		  (!len || !memcmp(blob, c->m->pool.buf + e->xattr_off, len));
@@ -111,7 +111,7 @@ static int put_in_place(struct rst *c, int dfd, const char *tmp, const char *nam
 	int err = errno;
 	if (err == EISDIR || err == ENOTEMPTY || err == EEXIST || err == ENOTDIR) {
 		struct kstatx st;
-		int rc = fsx_statx(dfd, name, AT_SYMLINK_NOFOLLOW, &st);
+		int rc = fs_statx(dfd, name, AT_SYMLINK_NOFOLLOW, &st);
 		if (rc == 0)
 			rc = remove_any(dfd, name, &st, c->root->dev, c->root->mnt_id, 0);
 		if (rc == 0 && renameat(dfd, tmp, dfd, name) == 0)
@@ -127,10 +127,10 @@ static void tmp_name(struct rst *c, char out[64])
 	snprintf(out, 64, ".forceai-restore-%d-%u", (int)getpid(), c->seq++);
 }
 
-static int write_file(struct rst *c, int dfd, const char *name, const struct ck_ent *e)
+static int write_file(struct rst *c, int dfd, const char *name, const struct tree_ent *e)
 {
 	char hex[65], tmp[64];
-	ck_hex(e->sha, hex);
+	tree_hex(e->sha, hex);
 	/* The store is the runner's (0700): its object is opened as the runner, everything
 	 * else of a restore for the task as the task user. */
 	if (c->s->as_task)
@@ -160,7 +160,7 @@ static int write_file(struct rst *c, int dfd, const char *name, const struct ck_
 	if (ioctl(dst, FICLONE, src) < 0) {
 		uint64_t copied = 0;
 		loff_t off = 0;
-		rc = fsx_copy(src, &off, e->size, dst, &copied);
+		rc = fs_copy(src, &off, e->size, dst, &copied);
 	}
 	close(src);
 	if (rc == 0)
@@ -174,7 +174,7 @@ static int write_file(struct rst *c, int dfd, const char *name, const struct ck_
 	return put_in_place(c, dfd, tmp, name);
 }
 
-static int make_node(struct rst *c, int dfd, const char *name, const struct ck_ent *e)
+static int make_node(struct rst *c, int dfd, const char *name, const struct tree_ent *e)
 {
 	char tmp[64];
 	int rc = -EEXIST;
@@ -198,7 +198,7 @@ static bool is_kid(struct rst *c, uint32_t di, const char *name, size_t plen)
 	uint32_t lo = c->kid_start[di], hi = c->kid_start[di + 1];
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
-		const char *p = ck_path(c->m, &c->m->ent[c->kids[mid]]) + plen + 1;
+		const char *p = tree_path(c->m, &c->m->ent[c->kids[mid]]) + plen + 1;
 		int r = strcmp(name, p);
 		if (r == 0)
 			return true;
@@ -212,13 +212,13 @@ static bool is_kid(struct rst *c, uint32_t di, const char *name, size_t plen)
 
 static void restore_children(struct rst *c, int fd, uint32_t di, int depth)
 {
-	const struct ck_ent *d = &c->m->ent[di];
-	const char *dpath = ck_path(c->m, d);
+	const struct tree_ent *d = &c->m->ent[di];
+	const char *dpath = tree_path(c->m, d);
 	size_t plen = d->path_len;
 	if (!c->root_user)
 		tree_own_dir_writable(fd); /* a directory of ours made read-only */
 	/* What was added since: removed. */
-	struct fsx_iter *it = fsx_iter_new(fd);
+	struct fs_iter *it = fs_iter_new(fd);
 	if (!it) {
 		failed(c, dpath, "out of memory", 0);
 		return;
@@ -226,14 +226,14 @@ static void restore_children(struct rst *c, int fd, uint32_t di, int depth)
 	const char *name;
 	int rc;
 	char path[PATH_MAX];
-	while ((rc = fsx_iter_next(it, &name)) > 0) {
+	while ((rc = fs_iter_next(it, &name)) > 0) {
 		if (is_kid(c, di, name, plen) || !strncmp(name, ".forceai-restore-", 17))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dpath, name);
 		struct kstatx st;
-		if ((rc = fsx_statx(fd, name, AT_SYMLINK_NOFOLLOW, &st)) == -ENOENT)
+		if ((rc = fs_statx(fd, name, AT_SYMLINK_NOFOLLOW, &st)) == -ENOENT)
 			continue;
-		if (rc == 0 && (fsx_dev(&st) != c->root->dev ||
+		if (rc == 0 && (fs_dev(&st) != c->root->dev ||
 				(c->root->mnt_id && st.mnt_id != c->root->mnt_id) ||
 				tree_inode_in(&c->s->excl, 1, &st)))
 			continue; /* a mount point, the state dir: not ours */
@@ -247,25 +247,25 @@ static void restore_children(struct rst *c, int fd, uint32_t di, int depth)
 		failed(c, dpath, "cannot list", -rc);
 	for (uint32_t k = c->kid_start[di]; k < c->kid_start[di + 1]; k++) {
 		uint32_t ci = c->kids[k];
-		restore_entry(c, fd, ck_path(c->m, &c->m->ent[ci]) + plen + 1, ci, depth + 1);
+		restore_entry(c, fd, tree_path(c->m, &c->m->ent[ci]) + plen + 1, ci, depth + 1);
 	}
 }
 
 /* A restore for the task user: false when e is left as it is. What it could not list and
  * enter, or read, when the checkpoint was taken is not written back for it (its content, its
  * entries' names would be disclosed), nor touched when it is still there. */
-static bool task_left(struct rst *c, const struct ck_ent *e, bool exists, enum tree_type cur,
+static bool task_left(struct rst *c, const struct tree_ent *e, bool exists, enum tree_type cur,
 		      const struct kstatx *st)
 {
-	if ((e->flags & CK_TASK_OK) || e->type == TREE_SOCK ||
-	    (e->type != TREE_DIR && e->type != TREE_REG && (e->flags & CK_TASK_SEEN)))
+	if ((e->flags & TREE_TASK_OK) || e->type == TREE_SOCK ||
+	    (e->type != TREE_DIR && e->type != TREE_REG && (e->flags & TREE_TASK_SEEN)))
 		return true;
-	const char *path = ck_path(c->m, e);
+	const char *path = tree_path(c->m, e);
 	if (e->type == TREE_DIR && exists && cur == TREE_DIR && st->ino == e->ino &&
-	    fsx_dev(st) == e->dev)
+	    fs_dev(st) == e->dev)
 		return false; /* the same directory: nothing of it is the task's to restore */
 	if (e->type == TREE_REG && exists && cur == TREE_REG && st->ino == e->ino &&
-	    fsx_dev(st) == e->dev && st->ctime.tv_sec == e->ctime_sec &&
+	    fs_dev(st) == e->dev && st->ctime.tv_sec == e->ctime_sec &&
 	    st->ctime.tv_nsec == e->ctime_nsec && st->size == e->size)
 		return false; /* untouched since */
 	failed(c, path,
@@ -288,10 +288,10 @@ struct found {
 
 /* The directory e is at its place: what replaced it removed, or made (*action says which).
  * False when it is not (a failure noted). */
-static bool dir_in_place(struct rst *c, int dfd, const char *name, const struct ck_ent *e,
+static bool dir_in_place(struct rst *c, int dfd, const char *name, const struct tree_ent *e,
 			 int depth, struct found *f, const char **action)
 {
-	const char *path = ck_path(c->m, e);
+	const char *path = tree_path(c->m, e);
 	if (f->exists && f->cur != TREE_DIR) {
 		if (f->is_root) {
 			failed(c, path,
@@ -317,7 +317,7 @@ static bool dir_in_place(struct rst *c, int dfd, const char *name, const struct 
 		failed(c, path, "cannot create", errno);
 		return false;
 	}
-	int rc = fsx_statx(dfd, name, AT_SYMLINK_NOFOLLOW, &f->st);
+	int rc = fs_statx(dfd, name, AT_SYMLINK_NOFOLLOW, &f->st);
 	if (rc < 0) {
 		failed(c, path, "cannot examine", -rc);
 		return false;
@@ -330,12 +330,12 @@ static bool dir_in_place(struct rst *c, int dfd, const char *name, const struct 
 static void restore_dir(struct rst *c, int dfd, const char *name, uint32_t idx, int depth,
 			struct found *f)
 {
-	const struct ck_ent *e = &c->m->ent[idx];
-	const char *path = ck_path(c->m, e);
+	const struct tree_ent *e = &c->m->ent[idx];
+	const char *path = tree_path(c->m, e);
 	const char *action = NULL;
 	if (!dir_in_place(c, dfd, name, e, depth, f, &action))
 		return;
-	int fd = fsx_open_dir_checked(dfd, name, f->st.ino, c->root->dev, c->root->mnt_id);
+	int fd = fs_open_dir_checked(dfd, name, f->st.ino, c->root->dev, c->root->mnt_id);
 	if (fd < 0) {
 		failed(c, path, "cannot open", -fd);
 		return;
@@ -343,11 +343,11 @@ static void restore_dir(struct rst *c, int dfd, const char *name, uint32_t idx, 
 	/* Whether it differed before: the restore's own renames in it move
 	 * its mtime, which is put back without being a change to report. */
 	struct kstatx now;
-	bool was_same = fsx_statx(fd, "", AT_EMPTY_PATH, &now) == 0 && attrs_equal(e, &now) &&
+	bool was_same = fs_statx(fd, "", AT_EMPTY_PATH, &now) == 0 && attrs_equal(e, &now) &&
 			xattrs_equal(c, fd, e);
 	restore_children(c, fd, idx, depth);
 	/* The directory's own attributes, after all changes in it. */
-	bool same = fsx_statx(fd, "", AT_EMPTY_PATH, &now) == 0 && attrs_equal(e, &now) &&
+	bool same = fs_statx(fd, "", AT_EMPTY_PATH, &now) == 0 && attrs_equal(e, &now) &&
 		    xattrs_equal(c, fd, e);
 	if (!same) {
 		int rc = set_attrs_fd(c, fd, e);
@@ -363,20 +363,20 @@ static void restore_dir(struct rst *c, int dfd, const char *name, uint32_t idx, 
 
 /* A file of the same size: when its content is the checkpoint's, only its attributes are put
  * back (true); else false, to be written. */
-static bool only_attrs(struct rst *c, int dfd, const char *name, const struct ck_ent *e,
+static bool only_attrs(struct rst *c, int dfd, const char *name, const struct tree_ent *e,
 		       const struct kstatx *st)
 {
 	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	unsigned char sha[32];
 	uint64_t n;
 	struct kstatx fst;
-	if (fd >= 0 && fsx_statx(fd, "", AT_EMPTY_PATH, &fst) == 0 && fst.ino == st->ino &&
-	    (fst.nlink == 1 || e->nlink > 1) && ck_hash_fd(c->s->buf, fd, sha, &n) == 0 &&
+	if (fd >= 0 && fs_statx(fd, "", AT_EMPTY_PATH, &fst) == 0 && fst.ino == st->ino &&
+	    (fst.nlink == 1 || e->nlink > 1) && tree_hash_fd(c->s->buf, fd, sha, &n) == 0 &&
 	    n == e->size && !memcmp(sha, e->sha, 32)) {
 		bool same = attrs_equal(e, &fst) && xattrs_equal(c, fd, e);
 		int rc = same ? 0 : set_attrs_fd(c, fd, e);
 		close(fd);
-		outcome(c, ck_path(c->m, e), rc, "cannot set its owner, mode, times or attributes",
+		outcome(c, tree_path(c->m, e), rc, "cannot set its owner, mode, times or attributes",
 			same ? NULL : "attributes");
 		return true;
 	}
@@ -385,16 +385,16 @@ static bool only_attrs(struct rst *c, int dfd, const char *name, const struct ck
 	return false;
 }
 
-static void restore_file(struct rst *c, int dfd, const char *name, const struct ck_ent *e,
+static void restore_file(struct rst *c, int dfd, const char *name, const struct tree_ent *e,
 			 const struct found *f)
 {
-	const char *path = ck_path(c->m, e);
-	if (!(e->flags & CK_HAS_SHA)) {
+	const char *path = tree_path(c->m, e);
+	if (!(e->flags & TREE_STORED)) {
 		failed(c, path, "was not readable when the checkpoint was taken: left as it is", 0);
 		return;
 	}
 	bool file = f->exists && f->cur == TREE_REG;
-	if (file && f->st.ino == e->ino && fsx_dev(&f->st) == e->dev &&
+	if (file && f->st.ino == e->ino && fs_dev(&f->st) == e->dev &&
 	    f->st.ctime.tv_sec == e->ctime_sec && f->st.ctime.tv_nsec == e->ctime_nsec &&
 	    f->st.size == e->size)
 		return; /* untouched since */
@@ -405,11 +405,11 @@ static void restore_file(struct rst *c, int dfd, const char *name, const struct 
 }
 
 /* A symlink with the same target, a node with the same device number. */
-static bool node_same(struct rst *c, int dfd, const char *name, const struct ck_ent *e,
+static bool node_same(struct rst *c, int dfd, const char *name, const struct tree_ent *e,
 		      const struct kstatx *st)
 {
 	if (e->type != TREE_LNK)
-		return fsx_rdev(st) == e->rdev;
+		return fs_rdev(st) == e->rdev;
 	char target[PATH_MAX];
 	ssize_t tl = readlinkat(dfd, name, target, sizeof(target));
 	return tl == (ssize_t)e->target_len &&
@@ -417,10 +417,10 @@ static bool node_same(struct rst *c, int dfd, const char *name, const struct ck_
 }
 
 /* Symlinks, FIFOs, devices. */
-static void restore_node(struct rst *c, int dfd, const char *name, const struct ck_ent *e,
+static void restore_node(struct rst *c, int dfd, const char *name, const struct tree_ent *e,
 			 const struct found *f)
 {
-	const char *path = ck_path(c->m, e);
+	const char *path = tree_path(c->m, e);
 	const struct kstatx *st = &f->st;
 	if (f->exists && f->cur == e->type && node_same(c, dfd, name, e, st)) {
 		if (attrs_equal(e, st) ||
@@ -442,16 +442,16 @@ static void restore_node(struct rst *c, int dfd, const char *name, const struct 
 
 static void restore_entry(struct rst *c, int dfd, const char *name, uint32_t idx, int depth)
 {
-	const struct ck_ent *e = &c->m->ent[idx];
-	const char *path = ck_path(c->m, e);
+	const struct tree_ent *e = &c->m->ent[idx];
+	const char *path = tree_path(c->m, e);
 	if (e->type == TREE_KEEP)
 		return;
-	if (depth >= CK_MAX_DEPTH) {
+	if (depth >= TREE_MAX_DEPTH) {
 		failed(c, path, "too deep", 0);
 		return;
 	}
 	struct found f = {0};
-	int rc = fsx_statx(dfd, name, AT_SYMLINK_NOFOLLOW, &f.st);
+	int rc = fs_statx(dfd, name, AT_SYMLINK_NOFOLLOW, &f.st);
 	f.exists = rc == 0;
 	if (rc < 0 && rc != -ENOENT) {
 		failed(c, path, "cannot examine", -rc);
@@ -466,7 +466,7 @@ static void restore_entry(struct rst *c, int dfd, const char *name, uint32_t idx
 		return;
 	/* A checkpoint's own path is replaced or recreated only where its
 	 * parent may be written too. */
-	f.is_root = e->parent == CK_NONE && !c->root->replaceable;
+	f.is_root = e->parent == TREE_NONE && !c->root->replaceable;
 	switch (e->type) {
 	case TREE_DIR:
 		restore_dir(c, dfd, name, idx, depth, &f);
@@ -484,11 +484,11 @@ static void restore_entry(struct rst *c, int dfd, const char *name, uint32_t idx
 	}
 }
 
-static const struct ck_manifest *sort_m;
+static const struct tree_manifest *sort_m;
 
 static int cmp_link(const void *a, const void *b)
 {
-	const struct ck_ent *x = &sort_m->ent[*(const uint32_t *)a],
+	const struct tree_ent *x = &sort_m->ent[*(const uint32_t *)a],
 			    *y = &sort_m->ent[*(const uint32_t *)b];
 	if (x->dev != y->dev)
 		return x->dev < y->dev ? -1 : 1;
@@ -500,38 +500,38 @@ static int cmp_link(const void *a, const void *b)
 /* Hard links: names that shared an inode in the checkpoint share one again
  * (each was restored as a file of its own first): the later names are
  * linked to the first under a temporary name, renamed over theirs. */
-static void restore_links(struct rst *c, const struct ck_root *roots, unsigned n_roots)
+static void restore_links(struct rst *c, const struct tree_root *roots, unsigned n_roots)
 {
-	const struct ck_manifest *m = c->m;
+	const struct tree_manifest *m = c->m;
 	uint32_t *v = malloc((m->n ? m->n : 1) * sizeof(uint32_t));
 	size_t n = 0;
 	for (size_t i = 0; v && i < m->n; i++)
 		if (m->ent[i].type == TREE_REG && m->ent[i].nlink > 1 &&
-		    (m->ent[i].flags & CK_HAS_SHA) &&
-		    (!c->s->as_task || (m->ent[i].flags & CK_TASK_OK)))
+		    (m->ent[i].flags & TREE_STORED) &&
+		    (!c->s->as_task || (m->ent[i].flags & TREE_TASK_OK)))
 			v[n++] = (uint32_t)i;
 	if (!v)
 		return;
 	sort_m = m;
 	qsort(v, n, sizeof(uint32_t), cmp_link);
 	for (size_t k = 1; k < n; k++) {
-		const struct ck_ent *first = &m->ent[v[k - 1]], *e = &m->ent[v[k]];
+		const struct tree_ent *first = &m->ent[v[k - 1]], *e = &m->ent[v[k]];
 		if (first->dev != e->dev || first->ino != e->ino)
 			continue;
 		size_t f = k - 1; /* the group's first */
 		while (f > 0 && m->ent[v[f - 1]].dev == e->dev && m->ent[v[f - 1]].ino == e->ino)
 			f--;
 		first = &m->ent[v[f]];
-		const char *fb, *eb, *path = ck_path(m, e);
-		const struct ck_root *fr, *er;
-		int ffd = ck_open_parent_of(roots, n_roots, ck_path(m, first), &fb, &fr);
-		int efd = ffd < 0 ? ffd : ck_open_parent_of(roots, n_roots, path, &eb, &er);
+		const char *fb, *eb, *path = tree_path(m, e);
+		const struct tree_root *fr, *er;
+		int ffd = tree_open_parent_of(roots, n_roots, tree_path(m, first), &fb, &fr);
+		int efd = ffd < 0 ? ffd : tree_open_parent_of(roots, n_roots, path, &eb, &er);
 		struct kstatx a, b;
-		int rc = efd < 0 ? efd : fsx_statx(ffd, fb, AT_SYMLINK_NOFOLLOW, &a);
+		int rc = efd < 0 ? efd : fs_statx(ffd, fb, AT_SYMLINK_NOFOLLOW, &a);
 		if (rc == 0)
-			rc = fsx_statx(efd, eb, AT_SYMLINK_NOFOLLOW, &b);
+			rc = fs_statx(efd, eb, AT_SYMLINK_NOFOLLOW, &b);
 		if (rc == 0 && (a.mode & S_IFMT) == S_IFREG &&
-		    (fsx_dev(&a) != fsx_dev(&b) || a.ino != b.ino)) {
+		    (fs_dev(&a) != fs_dev(&b) || a.ino != b.ino)) {
 			char tmp[64];
 			rc = -EEXIST;
 			for (int i = 0; i < 100 && rc == -EEXIST; i++) {
@@ -541,9 +541,9 @@ static void restore_links(struct rst *c, const struct ck_root *roots, unsigned n
 			c->root = er;
 			if (rc == 0)
 				rc = put_in_place(c, efd, tmp, eb);
-			if (rc == 0 && e->parent != CK_NONE) {
+			if (rc == 0 && e->parent != TREE_NONE) {
 				/* The link and rename moved the directory's times. */
-				const struct ck_ent *d = &m->ent[e->parent];
+				const struct tree_ent *d = &m->ent[e->parent];
 				struct timespec ts[2] = {tree_ts(d->atime_sec, d->atime_nsec),
 							 tree_ts(d->mtime_sec, d->mtime_nsec)};
 				if (futimens(efd, ts) < 0)
@@ -562,8 +562,8 @@ static void restore_links(struct rst *c, const struct ck_root *roots, unsigned n
 	free(v);
 }
 
-unsigned ck_restore(struct ck_store *s, const struct ck_manifest *m, const struct ck_root *roots,
-		    unsigned n_roots, ck_note_fn note, void *arg)
+unsigned tree_restore(struct tree_store *s, const struct tree_manifest *m, const struct tree_root *roots,
+		    unsigned n_roots, tree_note_fn note, void *arg)
 {
 	/* For the task user, what it may not do (chown, trusted.*) is a failure, as for root. */
 	struct rst c = {.s = s,
@@ -581,7 +581,7 @@ unsigned ck_restore(struct ck_store *s, const struct ck_manifest *m, const struc
 		return 1;
 	}
 	for (size_t i = 0; i < m->n; i++)
-		if (m->ent[i].parent != CK_NONE)
+		if (m->ent[i].parent != TREE_NONE)
 			c.kid_start[m->ent[i].parent + 1]++;
 	for (size_t i = 0; i < m->n + 1; i++)
 		c.kid_start[i + 1] += c.kid_start[i];
@@ -589,13 +589,13 @@ unsigned ck_restore(struct ck_store *s, const struct ck_manifest *m, const struc
 	if (fill) {
 		memcpy(fill, c.kid_start, (m->n + 1) * sizeof(uint32_t));
 		for (size_t i = 0; i < m->n; i++)
-			if (m->ent[i].parent != CK_NONE)
+			if (m->ent[i].parent != TREE_NONE)
 				c.kids[fill[m->ent[i].parent]++] = (uint32_t)i;
 		free(fill);
 		for (size_t i = 0; i < m->n; i++) {
-			if (m->ent[i].parent != CK_NONE)
+			if (m->ent[i].parent != TREE_NONE)
 				continue;
-			const char *p = ck_path(m, &m->ent[i]);
+			const char *p = tree_path(m, &m->ent[i]);
 			for (unsigned r = 0; r < n_roots; r++)
 				if (!strcmp(roots[r].path, p)) {
 					c.root = &roots[r];
