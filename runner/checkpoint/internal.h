@@ -50,7 +50,7 @@ struct checkpoints {
 	bool follow;           /* a task's exit diff: its path as the task user resolves it now */
 	struct files_ident task_id;
 	char *open_paths[TREE_MAX_ROOTS]; /* where a root was opened, when not its path */
-	json_t *resolved;               /* [{path, now}]: the paths followed */
+	json_t *resolved;                 /* [{path, now}]: the paths followed */
 	pid_t worker;
 	bool worker_running;
 	int out_fd;

@@ -94,7 +94,7 @@ static char *side(struct diffctx *d, const struct tree_manifest *m, const struct
 		rc = files_enter(&d->c->task_id);
 		if (rc == 0) {
 			rc = tree_read_current(d->c->roots, d->c->n_roots, tree_path(m, e),
-					     PATCH_FILE_MAX, &buf, len);
+					       PATCH_FILE_MAX, &buf, len);
 			files_leave();
 		}
 	} else if (e->flags & TREE_STORED)
@@ -108,7 +108,8 @@ static char *side(struct diffctx *d, const struct tree_manifest *m, const struct
 	return buf;
 }
 
-static void add_patch(struct diffctx *d, json_t *o, const struct tree_ent *a, const struct tree_ent *b)
+static void add_patch(struct diffctx *d, json_t *o, const struct tree_ent *a,
+		      const struct tree_ent *b)
 {
 	if (d->patch_truncated) {
 		json_object_set_new(o, "patch_omitted", json_string("the answer's patch bound"));
@@ -179,8 +180,8 @@ static void on_change(void *arg, const struct tree_ent *a, const struct tree_ent
 	d->n++;
 	const struct tree_ent *e = b ? b : a;
 	const struct tree_manifest *m = b ? d->b : d->a;
-	json_t *o = json_pack("{s:s,s:s,s:s,s:I}", "path", tree_path(m, e), "change", change, "type",
-			      type_name(e->type), "size", (json_int_t)e->size);
+	json_t *o = json_pack("{s:s,s:s,s:s,s:I}", "path", tree_path(m, e), "change", change,
+			      "type", type_name(e->type), "size", (json_int_t)e->size);
 	if (a && b) {
 		json_t *w = json_array();
 		static const struct {
@@ -251,6 +252,8 @@ static json_t *do_create(struct checkpoints *c, struct tree_store *s, struct err
 				"(%llu bytes; %llu in use) at %.500s: delete checkpoints "
 				"(DELETE /v1/checkpoints/{id}) or raise the bound",
 				(unsigned long long)s->max, (unsigned long long)s->used, at);
+		} else {
+			error_wrap(e, "checkpoint");
 		}
 		return NULL;
 	}
@@ -288,6 +291,8 @@ static json_t *do_diff(struct checkpoints *c, struct tree_store *s, struct error
 		rc = tree_manifest_load(s->dir_fd, name, &b, e);
 	} else {
 		rc = tree_capture(s, true, c->roots, c->n_roots, &a, &b, &ts, e);
+		if (rc < 0)
+			error_wrap(e, "checkpoint");
 	}
 	if (rc < 0) {
 		tree_manifest_free(&a);
@@ -332,7 +337,7 @@ static json_t *do_restore(struct checkpoints *c, struct tree_store *s, struct er
 		note(&nt, "failed", "", "cannot act as the task user");
 		failures = 1;
 	} else {
-		failures = tree_restore(s, &m, c->roots, c->n_roots, note, &nt);
+		failures = tree_restore(s, &m, c->roots, c->n_roots, note, &nt, NULL);
 		if (s->as_task)
 			files_leave();
 	}
@@ -395,8 +400,8 @@ _Noreturn void ckpt_worker_main(struct checkpoints *c)
 	uint64_t t0 = monotonic_ms();
 	tree_store_purge_dead(r->state_dir_fd);
 	struct tree_store s = {.used = c->store_bytes,
-			     .max = r->cfg.checkpoint_max_bytes,
-			     .task = &c->task_id};
+			       .max = r->cfg.checkpoint_max_bytes,
+			       .task = &c->task_id};
 	struct error e = {0};
 	json_t *o = NULL;
 	if (tree_store_open(&s, r->state_dir_fd, &e) == 0) {

@@ -179,8 +179,7 @@ static int open_own_dir(int dfd, const char *name, uint64_t want_ino)
 
 /* openat(O_NOFOLLOW|O_DIRECTORY), then make sure it is the directory that
  * was examined, on the root's mount. */
-int fs_open_dir_checked(int dfd, const char *name, uint64_t want_ino, uint64_t dev,
-			 uint64_t mnt_id)
+int fs_open_dir_checked(int dfd, const char *name, uint64_t want_ino, uint64_t dev, uint64_t mnt_id)
 {
 	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 && errno == EACCES)

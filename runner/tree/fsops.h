@@ -55,4 +55,4 @@ int fs_copy(int src, loff_t *src_off, uint64_t len, int dst, uint64_t *copied);
  * alone). A non-root runner gives a directory of its own it cannot open
  * (chmod 0) u+rwx first. */
 int fs_open_dir_checked(int dfd, const char *name, uint64_t want_ino, uint64_t dev,
-			 uint64_t mnt_id);
+			uint64_t mnt_id);

@@ -1,5 +1,5 @@
-/* The checkpoints' content store: one object per distinct content, named by its SHA-256, in
- * a directory of the state dir. See tree.h. */
+/* The content store: the checkpoints' one object per distinct content, named by its SHA-256,
+ * in a directory of the state dir; or the reset's pack, one unnamed file. See tree.h. */
 #include "tree/tree.h"
 
 #include <errno.h>
@@ -34,12 +34,13 @@ void tree_hex(const unsigned char sha[32], char out[65])
 
 int tree_store_open(struct tree_store *s, int state_fd, struct error *e)
 {
-	s->dir_fd = s->obj_fd = -1;
+	s->dir_fd = s->obj_fd = s->pack_fd = -1;
 	struct kstatx st;
 	int rc = fs_statx(state_fd, "", AT_EMPTY_PATH, &st);
 	if (rc < 0)
 		return error_set(e, -rc, NULL, "checkpoints: cannot examine the state dir");
-	s->excl = (struct tree_inode){fs_dev(&st), st.ino};
+	s->excl[0] = (struct tree_inode){fs_dev(&st), st.ino};
+	s->n_excl = 1;
 	if (mkdirat(state_fd, STORE_DIR, 0700) < 0 && errno != EEXIST)
 		return error_set(e, errno, NULL, "checkpoints: cannot create the store");
 	s->dir_fd = openat(state_fd, STORE_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -61,7 +62,9 @@ void tree_store_close(struct tree_store *s)
 		close(s->obj_fd);
 	if (s->dir_fd >= 0)
 		close(s->dir_fd);
-	s->obj_fd = s->dir_fd = -1;
+	if (s->pack_fd >= 0)
+		close(s->pack_fd);
+	s->obj_fd = s->dir_fd = s->pack_fd = -1;
 	free(s->buf);
 	s->buf = NULL;
 	free(s->new_hex);
@@ -112,14 +115,31 @@ static int tmp_link(int fd, const char *tmpname, int dir, const char *name)
 	return linkat(AT_FDCWD, p, dir, name, AT_SYMLINK_FOLLOW) < 0 ? -errno : 0;
 }
 
+/* The reset's pack: appended (a file that grew meanwhile is cut where its copy ended). */
+static int pack_put(struct tree_store *s, int src, struct tree_ent *e, uint64_t *stored)
+{
+	uint64_t n = 0;
+	int rc = fs_copy(src, NULL, UINT64_MAX, s->pack_fd, &n);
+	if (rc < 0)
+		return rc;
+	e->pack_off = s->pack_len;
+	s->pack_len += n;
+	s->added += n;
+	*stored = n;
+	return s->used + s->added > s->max ? -TREE_EFULL : 0;
+}
+
 /* Cloned where the file system can (then the clone is hashed: what is stored is what was
  * hashed, whatever a task does to src meanwhile), else read once, hashed and written. */
-int tree_store_put(struct tree_store *s, int src, uint64_t size, unsigned char sha[32],
-		 uint64_t *stored, bool *cloned)
+int tree_store_put(struct tree_store *s, int src, uint64_t size, struct tree_ent *e,
+		   uint64_t *stored, bool *cloned)
 {
 	*cloned = false;
 	if (s->used + s->added + size > s->max)
 		return -TREE_EFULL;
+	if (s->pack_fd >= 0)
+		return pack_put(s, src, e, stored);
+	unsigned char *sha = e->sha;
 	char tmpname[64];
 	int tmp = tmp_open(s->obj_fd, tmpname);
 	if (tmp < 0)
@@ -232,8 +252,21 @@ int tree_slurp(int fd, size_t max, char **buf, size_t *len)
 	return 0;
 }
 
-int tree_object_read(const struct tree_store *s, const unsigned char sha[32], size_t max, char **buf,
-		   size_t *len)
+int tree_store_open_content(const struct tree_store *s, const struct tree_ent *e, uint64_t *off,
+			    bool *owned)
+{
+	*owned = s->pack_fd < 0;
+	*off = *owned ? 0 : e->pack_off;
+	if (!*owned)
+		return s->pack_fd;
+	char hex[65];
+	tree_hex(e->sha, hex);
+	int fd = openat(s->obj_fd, hex, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+int tree_object_read(const struct tree_store *s, const unsigned char sha[32], size_t max,
+		     char **buf, size_t *len)
 {
 	char hex[65];
 	tree_hex(sha, hex);
@@ -254,7 +287,7 @@ static int hexval(char c)
 }
 
 int tree_store_gc(struct tree_store *s, const struct tree_manifest *keep, unsigned n_keep,
-		uint64_t *bytes, struct error *e)
+		  uint64_t *bytes, struct error *e)
 {
 	size_t n = 0;
 	for (unsigned i = 0; i < n_keep; i++)

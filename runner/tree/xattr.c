@@ -101,7 +101,7 @@ int xattrs_take(int fd, char **out, size_t *out_len)
 
 /* Walks an entry's blob: the next attribute, or false at its end. */
 bool xattr_blob_next(const char *blob, size_t len, size_t *pos, char *name, size_t namecap,
-		   const char **value, uint32_t *vlen)
+		     const char **value, uint32_t *vlen)
 {
 	if (*pos + 2 > len)
 		return false;

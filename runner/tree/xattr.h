@@ -15,7 +15,7 @@ bool xattr_ours(const char *name);
 /* fd's attributes as a malloc'd blob (*blob NULL and *len 0 when none). */
 int xattrs_take(int fd, char **blob, size_t *len);
 bool xattr_blob_next(const char *blob, size_t len, size_t *pos, char *name, size_t namecap,
-		   const char **value, uint32_t *vlen);
+		     const char **value, uint32_t *vlen);
 /* Make fd's attributes exactly the blob's; returns how many were changed.
  * `tolerant`: EPERM/EACCES on what the runner does not own is no error. */
 int xattrs_restore(int fd, const char *blob, size_t blen, bool tolerant);

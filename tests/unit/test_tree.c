@@ -1,8 +1,8 @@
 /* tree/tree.h (checkpoints): tree order of paths, a checkpoint of a scratch tree (as the user
  * running the test) into a store, a second one that reads nothing, the diff of every kind of
  * change, the restore making the tree list exactly as before (contents, modes, mtimes, symlinks,
- * empty directories, hard links; what was added removed), shared objects, the bound (TREE_EFULL with
- * nothing left behind), and the store's garbage collection. */
+ * empty directories, hard links; what was added removed), shared objects, the bound (TREE_EFULL
+ * with nothing left behind), and the store's garbage collection. */
 #include "tree/tree.h"
 
 #include <dirent.h>
@@ -236,7 +236,7 @@ TEST(take_diff_restore)
 	CHECK(c.what_all & TREE_D_TYPE);
 
 	int failures = 0;
-	CHECK(tree_restore(&f.st, &m1, &f.root, 1, note, &failures) == 0);
+	CHECK(tree_restore(&f.st, &m1, &f.root, 1, note, &failures, NULL) == 0);
 	CHECK(failures == 0);
 	char *after = listing();
 	CHECKF(!strcmp(before, after), "before:\n%s\nafter:\n%s", before, after);
