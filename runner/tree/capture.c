@@ -299,6 +299,71 @@ static int take_children(struct take *c, int fd, uint32_t di, int depth)
 	return rc < 0 ? -1 : 0;
 }
 
+/* The previous capture's entry for directory idx when the caller says nothing under it
+ * changed (tree_store.unchanged_dir) and it is the same directory, with the same rights for
+ * the task user; else -1. */
+static long unchanged_dir(struct take *c, uint32_t idx)
+{
+	const struct tree_ent *e = &c->m->ent[idx];
+	long p = c->s && c->s->unchanged_dir ? tree_find(c->prev, c->path) : -1;
+	const struct tree_ent *pe = p >= 0 ? &c->prev->ent[p] : NULL;
+	if (!pe || pe->type != TREE_DIR || pe->ino != e->ino || pe->dev != e->dev ||
+	    ((pe->flags ^ e->flags) & (TREE_TASK_SEEN | TREE_TASK_OK)))
+		return -1;
+	return c->s->unchanged_dir(c->s->unchanged_arg, c->path) ? p : -1;
+}
+
+/* One entry of a copied subtree: its strings into the pool, counted. */
+static int copy_entry(struct take *c, const struct tree_ent *pe, uint32_t parent)
+{
+	const struct tree_manifest *pm = c->prev;
+	uint32_t ni, off;
+	int rc = ent_add(c->m, c->max_entries, &ni);
+	if (rc < 0)
+		return rc;
+	struct tree_ent *e = &c->m->ent[ni];
+	*e = *pe;
+	e->parent = parent;
+	if ((rc = tree_pool_add(&c->m->pool, tree_path(pm, pe), pe->path_len, &off)) < 0)
+		return rc;
+	c->m->ent[ni].path_off = off;
+	if (pe->target_len && (rc = tree_pool_add(&c->m->pool, pm->pool.buf + pe->target_off,
+						  pe->target_len, &off)) < 0)
+		return rc;
+	c->m->ent[ni].target_off = pe->target_len ? off : 0;
+	if (pe->xattr_len && (rc = tree_pool_add(&c->m->pool, pm->pool.buf + pe->xattr_off,
+						 pe->xattr_len, &off)) < 0)
+		return rc;
+	c->m->ent[ni].xattr_off = pe->xattr_len ? off : 0;
+	c->ts->files += pe->type == TREE_REG;
+	c->ts->bytes += pe->type == TREE_REG ? pe->size : 0;
+	c->ts->dirs += pe->type == TREE_DIR;
+	c->ts->links += pe->type == TREE_LNK;
+	c->ts->other += pe->type > TREE_LNK && pe->type != TREE_KEEP;
+	c->ts->unreadable += (pe->flags & TREE_UNREADABLE) != 0;
+	return 0;
+}
+
+/* prev's subtree under its directory p copied in under entry idx, in tree order. */
+static int copy_subtree(struct take *c, size_t p, uint32_t idx)
+{
+	const struct tree_manifest *pm = c->prev;
+	const char *dir = tree_path(pm, &pm->ent[p]);
+	size_t dl = pm->ent[p].path_len;
+	for (size_t j = p + 1; j < pm->n; j++) {
+		const struct tree_ent *pe = &pm->ent[j];
+		const char *pp = tree_path(pm, pe);
+		if (strncmp(pp, dir, dl) || pp[dl] != '/')
+			break;
+		int rc = copy_entry(c, pe, idx + (pe->parent - (uint32_t)p));
+		if (rc == -EFBIG)
+			return error_set(c->e, 0, NULL, "more than %u entries", c->max_entries);
+		if (rc < 0)
+			return error_set(c->e, -rc, NULL, "capture");
+	}
+	return 0;
+}
+
 /* A directory: its attributes, then its children. */
 static int take_dir(struct take *c, int dfd, const char *name, uint32_t idx, int depth)
 {
@@ -312,7 +377,10 @@ static int take_dir(struct take *c, int dfd, const char *name, uint32_t idx, int
 	if (fd < 0)
 		return error_set(c->e, -fd, NULL, "cannot open %s", c->path);
 	int rc = take_xattrs(c, fd, idx);
-	if (rc == 0)
+	long p = rc == 0 ? unchanged_dir(c, idx) : -1;
+	if (p >= 0)
+		rc = copy_subtree(c, (size_t)p, idx);
+	else if (rc == 0)
 		rc = take_children(c, fd, idx, depth);
 	close(fd);
 	return rc;

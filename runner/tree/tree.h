@@ -97,6 +97,11 @@ struct tree_store {
 	/* The reset's restore (see above): strict, and a tenant's trees removed however deep
 	 * (moved up to the root, node.h) with the mount points in them left. */
 	bool strict;
+	/* A capture that knows what changed since prev (change tracking): true when nothing
+	 * under the directory path did; prev's entries under it are then copied, not walked
+	 * (the directory itself is examined). NULL: every directory is walked. */
+	bool (*unchanged_dir)(void *arg, const char *path);
+	void *unchanged_arg;
 	char *buf; /* 1 MiB of copy buffer */
 	/* The task user whose rights each entry records (TREE_TASK_*; NULL: none recorded); with
 	 * as_task a restore works on the tree as that user (files_enter), only the store's
