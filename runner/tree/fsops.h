@@ -1,5 +1,4 @@
-/* The filesystem steps the reset snapshot (snapshot.c, snapshot_restore.c) and
- * checkpoints (tree.h) share: statx with its ABI layout, getdents64
+/* The file-tree engine's filesystem steps (tree.h): statx with its ABI layout, getdents64
  * iteration, content copies, and opening a directory checked to be the one
  * examined (the extended attributes they keep: xattr.h).
  * Every call is relative to a directory descriptor and never follows a

@@ -1,4 +1,4 @@
-/* What both manifests share: see node.h. */
+/* The engine's nodes: see node.h. */
 #include "tree/node.h"
 
 #include <errno.h>

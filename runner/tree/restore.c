@@ -140,7 +140,8 @@ static bool same_inode(const struct tree_ent *e, const struct kstatx *st)
 static void made(struct rst *c, int dfd, const char *name, const struct tree_ent *e, int rc,
 		 const struct kstatx *was)
 {
-	outcome(c, tree_path(c->m, e), rc, "cannot create", was ? "replaced" : "created");
+	outcome(c, tree_path(c->m, e), rc, e->type == TREE_REG ? "cannot write" : "cannot create",
+		was ? "replaced" : "created");
 	if (rc < 0)
 		return;
 	if (was && c->s->strict)

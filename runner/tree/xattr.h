@@ -1,6 +1,5 @@
-/* The extended attributes and ACLs a tenant may set, as one blob per entry:
- * what the reset snapshot (snapshot.c, snapshot_restore.c) and checkpoints (tree.h)
- * keep of a directory or file and put back. Split from fsops.c.
+/* The extended attributes and ACLs a tenant may set, as one blob per entry: what the
+ * file-tree engine (tree.h) keeps of a directory or file and puts back.
  * Functions return 0 (or a count) or -errno. */
 #pragma once
 #include <stdbool.h>
