@@ -444,11 +444,12 @@ static void restore_dir(struct rst *c, int dfd, const char *name, uint32_t idx, 
 	/* Whether it differed before: the restore's own renames in it move
 	 * its mtime, which is put back without being a change to report. */
 	struct kstatx now;
+	bool xattrs_were = xattrs_equal(c, fd, e);
 	bool was_same = fs_statx(fd, "", AT_EMPTY_PATH, &now) == 0 && attrs_equal(e, &now) &&
-			xattrs_equal(c, fd, e);
+			xattrs_were;
 	/* Counted: an owner, mode or attribute put back (a moved mtime is its entries'). */
 	bool owned_as_was = now.uid == e->uid && now.gid == e->gid &&
-			    (now.mode & 07777) == (e->mode & 07777) && xattrs_equal(c, fd, e);
+			    (now.mode & 07777) == (e->mode & 07777) && xattrs_were;
 	restore_children(c, fd, idx, depth);
 	/* The directory's own attributes, after all changes in it. */
 	bool same = fs_statx(fd, "", AT_EMPTY_PATH, &now) == 0 && attrs_equal(e, &now) &&
