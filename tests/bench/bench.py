@@ -643,12 +643,12 @@ def bench_throughput(cfg, res, binary):
     relay_mbs = cfg.tput_bytes / stat(t["relay"]) / 1e6
     task_relay_mbs = cfg.tput_bytes / stat(t["relay_task"]) / 1e6
     gib = cfg.tput_bytes / float(1 << 30)
-    res.add("5", "stream %d MiB of 100-byte lines, relay: pipe -> curl, nothing else (the floor, %s)" % (
+    res.add("5", "stream %d MiB of 100-byte lines, relay: pipe -> curl, nothing else, generator in the bench's session (%s)" % (
         cfg.tput_bytes // MIB, sname), relay_mbs, "MB/s",
         "same generator | cat > /dev/null", pipe_mbs,
         extra={"seconds": t["relay"], "baseline_seconds": t["pipe"]})
     res.add("5", "the floor with the generator in a session of its own, as a task's (%s)" % sname,
-            task_relay_mbs, "MB/s", "relay (the floor)", relay_mbs,
+            task_relay_mbs, "MB/s", "relay (bench's session)", relay_mbs,
             extra={"seconds": t["relay_task"]})
     for kind, label, goal, rgoal in (("tasks", "/v1/tasks -> curl", 0.75, 0.9),
                                      ("command", "execd /command -> curl (one JSON event per line)",
@@ -661,12 +661,14 @@ def bench_throughput(cfg, res, binary):
             extra={"seconds": t[kind], "baseline_seconds": t["pipe"], "wire_bytes": wire[kind],
                    "wire_overhead": wire[kind][0] / cfg.tput_bytes,
                    "runner_cpu_s_per_gib": [c / gib for c in cpu[kind]]})
-        res.add("5", "the same, %s vs the relay (%s, same statistic)" % (label.split(" ->")[0], sname),
-                mbs, "MB/s", "relay (the floor)", relay_mbs, goal=">= %.2gx" % rgoal,
-                ok=mbs >= rgoal * relay_mbs)
+        # The goal is on the floor whose generator sits in a session of its own, as a
+        # task's does (docs/design/performance.md, "Which floor is the fair one"); the
+        # bench's-session floor is still printed, without a goal.
         res.add("5", "the same, %s vs the relay, generator in its own session (%s)" % (
             label.split(" ->")[0], sname), mbs, "MB/s", "relay, own session", task_relay_mbs,
             goal=">= %.2gx" % rgoal, ok=mbs >= rgoal * task_relay_mbs)
+        res.add("5", "the same, %s vs the relay, generator in the bench's session (%s)" % (
+            label.split(" ->")[0], sname), mbs, "MB/s", "relay (bench's session)", relay_mbs)
         res.add("5", "runner CPU per GiB, %s (median)" % label.split(" ->")[0],
                 statistics.median(cpu[kind]) / gib, "s")
 
@@ -1286,14 +1288,15 @@ def bench_envd(cfg, res, binary):
             ok=e50 <= 1.1 * c50, extra={"p90_ms": pct(envd_t, 90), "baseline_p90_ms": pct(cmd_t, 90)})
     stat = min if cfg.tput_stat == "best" else statistics.median
     mbs, relay_mbs = cfg.tput_bytes / stat(st) / 1e6, cfg.tput_bytes / stat(rl) / 1e6
-    res.add("17", "stream %d MiB through envd Start (base64 in envelopes, %s of %d)" % (
-        cfg.tput_bytes // MIB, cfg.tput_stat, len(st)), mbs, "MB/s", "relay (the floor)",
-        relay_mbs, goal=">= 0.8x", ok=mbs >= 0.8 * relay_mbs,
-        extra={"seconds": st, "baseline_seconds": rl, "wire_bytes": wire})
     task_mbs = cfg.tput_bytes / stat(rt) / 1e6
-    res.add("17", "the same vs the relay, generator in its own session as a task's", mbs, "MB/s",
-            "relay, own session", task_mbs, goal=">= 0.8x", ok=mbs >= 0.8 * task_mbs,
-            extra={"baseline_seconds": rt})
+    # The goal on the own-session floor, as bench 5's (a task's generator is in a session of
+    # its own); the bench's-session floor printed beside it, without a goal.
+    res.add("17", "stream %d MiB through envd Start (base64 in envelopes, %s of %d) vs the relay, "
+            "generator in its own session as a task's" % (cfg.tput_bytes // MIB, cfg.tput_stat, len(st)),
+            mbs, "MB/s", "relay, own session", task_mbs, goal=">= 0.8x", ok=mbs >= 0.8 * task_mbs,
+            extra={"seconds": st, "baseline_seconds": rt, "wire_bytes": wire})
+    res.add("17", "the same vs the relay, generator in the bench's session", mbs, "MB/s",
+            "relay (bench's session)", relay_mbs, extra={"baseline_seconds": rl})
 
 
 # ---------------------------------------------------------------- main
@@ -1329,7 +1332,7 @@ def main():
     cfg.policy = os.path.abspath(cfg.policy)
     q = cfg.quick
     defaults = dict(ready_runs=(5, 20), rtt_n=(50, 1000), sandbox_n=(10, 200), rounds=(2, 10),
-                    tput_mib=(32, 1024), tput_reps=(1, 3), conc_tasks=(16, 256), conc_kib=(256, 1024),
+                    tput_mib=(32, 1024), tput_reps=(1, 5), conc_tasks=(16, 256), conc_kib=(256, 1024),
                     load_seconds=(3, 60), load_clients=(16, 16), files_mib=(32, 1024),
                     files_rounds=(1, 3))
     for k, (quick, full) in defaults.items():
