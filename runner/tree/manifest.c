@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/fileio.h"
 #include "files/ident.h"
+#include "tree/changes.h"
 #include "tree/fsx.h"
 #include "tree/node.h"
 
@@ -104,7 +105,10 @@ struct take {
 	const struct ck_manifest *prev;
 	struct ck_manifest *m;
 	struct ck_take_stats *ts;
-	char *hbuf; /* hashing buffer without a store */
+	char *hbuf;    /* hashing buffer without a store */
+	size_t *ends;  /* with reuse: prev's subtree ends (changes.h) */
+	int forced;    /* inside a directory walked whole: no reuse below */
+	bool new_link; /* a file with a link more than prev knew: reuse cannot vouch */
 	struct error *e;
 	char path[PATH_MAX];
 };
@@ -178,10 +182,22 @@ static int take_bytes(struct take *c, int src, const struct kstatx *st, uint32_t
 	return 0;
 }
 
+/* Open now (maybe written through a shared mapping, which moves no ctime): read again. */
+static bool take_open(const struct take *c, const char *name)
+{
+	if (!c->s || !c->s->changes)
+		return false;
+	char dir[PATH_MAX];
+	size_t l = strlen(c->path) - strlen(name) - 1;
+	memcpy(dir, c->path, l);
+	dir[l] = 0;
+	return ck_changes_open(c->s->changes, dir, name);
+}
+
 static int take_content(struct take *c, int dfd, const char *name, uint32_t idx)
 {
 	struct ck_manifest *m = c->m;
-	int rc = take_unchanged(c, idx);
+	int rc = take_open(c, name) ? 0 : take_unchanged(c, idx);
 	if (rc != 0)
 		return rc < 0 ? -1 : 0;
 	int src = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
@@ -281,10 +297,37 @@ static int take_children(struct take *c, int fd, uint32_t di, int depth)
 	return rc < 0 ? -1 : 0;
 }
 
+static int take_reused(struct take *c, uint32_t idx, size_t p, int depth);
+
+/* What the change tracker says of the directory idx (c->path): CK_DIR_CLEAN with *p its
+ * entry in prev when it is prev's to the ctime. */
+static enum ck_dir_state take_dir_state(struct take *c, uint32_t idx, long *p)
+{
+	if (!c->s || !c->s->reuse || c->forced)
+		return CK_DIR_WALK;
+	enum ck_dir_state ds = ck_changes_dir(c->s->changes, c->path);
+	const struct ck_ent *e = &c->m->ent[idx], *pe;
+	if (ds != CK_DIR_CLEAN)
+		return ds;
+	*p = ck_find(c->prev, c->path);
+	pe = *p >= 0 ? &c->prev->ent[*p] : NULL;
+	if (!pe || pe->type != TREE_DIR || pe->ino != e->ino || pe->dev != e->dev ||
+	    pe->ctime_sec != e->ctime_sec || pe->ctime_nsec != e->ctime_nsec ||
+	    pe->mode != e->mode || pe->uid != e->uid || pe->gid != e->gid)
+		return CK_DIR_LIST;
+	return CK_DIR_CLEAN;
+}
+
 /* A directory: its attributes, then its children. */
 static int take_dir(struct take *c, int dfd, const char *name, uint32_t idx, int depth)
 {
 	c->ts->dirs++;
+	long p = -1;
+	enum ck_dir_state ds = take_dir_state(c, idx, &p);
+	if (ds == CK_DIR_CLEAN) {
+		c->m->ent[idx].flags |= c->prev->ent[p].flags & (CK_TASK_SEEN | CK_TASK_OK);
+		return take_reused(c, idx, (size_t)p, depth);
+	}
 	int fd = fsx_open_dir_checked(dfd, name, c->m->ent[idx].ino, c->root->dev, c->root->mnt_id);
 	if (fd == -ENOENT || fd == -ESTALE || fd == -ENOTDIR || fd == -ELOOP) {
 		c->m->n--; /* swapped meanwhile: as if it were not there */
@@ -293,9 +336,15 @@ static int take_dir(struct take *c, int dfd, const char *name, uint32_t idx, int
 	}
 	if (fd < 0)
 		return error_set(c->e, -fd, NULL, "checkpoint: cannot open %s", c->path);
+	if (c->s && c->s->watch) /* before it is listed: what comes after is seen */
+		(void)ck_changes_watch(c->s->changes, fd, c->path);
+	c->ts->listed_dirs++;
+	bool whole = ds == CK_DIR_WALK && c->s && c->s->reuse;
+	c->forced += whole;
 	int rc = take_xattrs(c, fd, idx);
 	if (rc == 0)
 		rc = take_children(c, fd, idx, depth);
+	c->forced -= whole;
 	close(fd);
 	return rc;
 }
@@ -315,6 +364,74 @@ static int take_link(struct take *c, int dfd, const char *name, uint32_t idx)
 	c->m->ent[idx].target_len = len;
 	c->ts->links++;
 	return 0;
+}
+
+/* Entry j of prev, unexamined: its counts as take_entry's. */
+static int take_copied(struct take *c, size_t j, uint32_t parent, uint32_t *k)
+{
+	int rc = ck_copy_ent(c->m, c->prev, j, parent, k);
+	if (rc < 0)
+		return error_set(c->e, -rc, NULL, "checkpoint: under %s", c->path);
+	const struct ck_ent *pe = &c->prev->ent[j];
+	c->ts->reused++;
+	c->ts->files += pe->type == TREE_REG;
+	c->ts->bytes += pe->type == TREE_REG ? pe->size : 0;
+	c->ts->dirs += pe->type == TREE_DIR;
+	c->ts->links += pe->type == TREE_LNK;
+	c->ts->other += pe->type != TREE_REG && pe->type != TREE_DIR && pe->type != TREE_LNK &&
+			pe->type != TREE_KEEP;
+	c->ts->unreadable += (pe->flags & CK_UNREADABLE) != 0;
+	return 0;
+}
+
+/* The directory idx (c->path, prev's entry p) where nothing happened since prev: its entries
+ * are prev's, no system call. A subdirectory goes by its own state (examined when something
+ * happened in it); a file with more than one link is examined (written through another name,
+ * its directory here sees nothing). */
+static int take_reused(struct take *c, uint32_t idx, size_t p, int depth)
+{
+	const struct ck_manifest *pm = c->prev;
+	const struct ck_ent *d = &pm->ent[p];
+	struct ck_ent *e = &c->m->ent[idx];
+	uint32_t off;
+	if (d->xattr_len) {
+		if (tree_pool_add(&c->m->pool, pm->pool.buf + d->xattr_off, d->xattr_len, &off) < 0)
+			return error_set(c->e, ENOMEM, NULL, "checkpoint");
+		e = &c->m->ent[idx];
+		e->xattr_off = off;
+		e->xattr_len = d->xattr_len;
+	}
+	if (depth >= CK_MAX_DEPTH)
+		return error_set(c->e, 0, NULL, "checkpoint: %s is more than %d levels deep",
+				 c->path, CK_MAX_DEPTH);
+	int fd = -1, rc = 0;
+	char saved[PATH_MAX];
+	memcpy(saved, c->path, strlen(c->path) + 1);
+	for (size_t j = p + 1; rc == 0 && j < c->ends[p]; j = c->ends[j]) {
+		const struct ck_ent *pe = &pm->ent[j];
+		const char *path = ck_path(pm, pe), *base = NULL;
+		snprintf(c->path, sizeof(c->path), "%s", path);
+		bool look = pe->type == TREE_DIR
+				    ? ck_changes_dir(c->s->changes, path) != CK_DIR_CLEAN
+				    : pe->type == TREE_REG && pe->nlink > 1;
+		uint32_t k;
+		if (!look) {
+			rc = take_copied(c, j, idx, &k);
+			if (rc == 0 && pe->type == TREE_DIR)
+				rc = take_reused(c, k, j, depth + 1);
+		} else {
+			const struct ck_root *r;
+			if (fd < 0 && (fd = ck_open_parent_of(c->root, 1, path, &base, &r)) < 0)
+				rc = error_set(c->e, -fd, NULL, "checkpoint: cannot open %s",
+					       saved);
+			if (rc == 0)
+				rc = take_entry(c, fd, strrchr(path, '/') + 1, idx, depth + 1);
+		}
+	}
+	memcpy(c->path, saved, strlen(saved) + 1);
+	if (fd >= 0)
+		close(fd);
+	return rc < 0 ? -1 : 0;
 }
 
 /* c->path is the entry's path. */
@@ -350,6 +467,10 @@ static int take_entry(struct take *c, int dfd, const char *name, uint32_t parent
 		return take_dir(c, dfd, name, idx, depth);
 	case TREE_REG:
 		c->ts->files++;
+		if (st.nlink > 1 && c->ends) { /* a link prev did not know of: see ck_take */
+			long p = ck_find(c->prev, c->path);
+			c->new_link |= p < 0 || c->prev->ent[p].nlink != st.nlink;
+		}
 		rc = take_content(c, dfd, name, idx);
 		if (idx < m->n)
 			c->ts->bytes += m->ent[idx].size;
@@ -372,11 +493,22 @@ int ck_take(struct ck_store *store, bool hash_only, const struct ck_root *roots,
 		{.s = store, .hash_only = hash_only, .prev = prev, .m = out, .ts = ts, .e = e};
 	if (hash_only && !(c.hbuf = malloc(CK_BUF_BYTES)))
 		return error_set(e, ENOMEM, NULL, "checkpoint");
+	if (store && store->reuse && prev && !(c.ends = ck_subtree_ends(prev)))
+		store->reuse = false;
 	int rc = 0;
 	for (unsigned i = 0; i < n_roots && rc == 0; i++) {
 		c.root = &roots[i];
 		snprintf(c.path, sizeof(c.path), "%s", roots[i].path);
 		rc = take_entry(&c, roots[i].pfd, roots[i].name, CK_NONE, 0);
+	}
+	free(c.ends);
+	if (rc == 0 && c.new_link && ts->reused) {
+		/* A file got another name: through it, a copy taken from prev may have changed
+		 * unseen. Taken again without the tracker. */
+		ck_manifest_free(out);
+		free(c.hbuf);
+		store->reuse = false;
+		return ck_take(store, hash_only, roots, n_roots, prev, out, ts, e);
 	}
 	free(c.hbuf);
 	if (rc < 0)

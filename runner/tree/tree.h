@@ -85,6 +85,11 @@ struct ck_store {
 	 * objects being opened as the runner, and leaves what it could not read or enter. */
 	const struct files_ident *task;
 	bool as_task;
+	/* The change tracker (tree/changes.h; NULL: none): with reuse (it vouches for the changes
+	 * since prev) what did not change is prev's; with watch the directories walked get watches.
+	 */
+	struct ck_changes *changes;
+	bool reuse, watch;
 };
 
 struct ck_take_stats {
@@ -92,6 +97,7 @@ struct ck_take_stats {
 	uint64_t read_files, read_bytes;           /* read (new or changed since the previous) */
 	uint64_t cloned_files;                     /* of those, cloned (FICLONE) */
 	uint64_t unreadable;
+	uint64_t reused, listed_dirs; /* entries taken from prev unexamined; directories listed */
 };
 
 const char *ck_path(const struct ck_manifest *m, const struct ck_ent *e);
