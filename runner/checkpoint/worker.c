@@ -238,7 +238,18 @@ static json_t *do_create(struct checkpoints *c, struct ck_store *s, struct error
 	}
 	struct ck_take_stats ts;
 	ckpt_dirty_worker(c, s, have_prev ? last->id : NULL);
-	int rc = ck_take(s, false, c->roots, c->n_roots, have_prev ? &prev : NULL, &m, &ts, e);
+	/* Nothing changed: the previous manifest file is this one's too (writing a large manifest
+	 * is most of an unchanged checkpoint's cost). */
+	bool same = have_prev && s->reuse &&
+		    ck_unchanged(s->changes, c->roots, c->n_roots, &prev, &ts);
+	int rc = 0;
+	if (same) {
+		m = prev;
+		prev = (struct ck_manifest){0};
+	} else {
+		rc = ck_take(s, false, c->roots, c->n_roots, have_prev ? &prev : NULL, &m, &ts, e);
+		same = rc == 0 && have_prev && ts.reused && ck_manifest_same(&prev, &m);
+	}
 	ck_manifest_free(&prev);
 	if (rc < 0) {
 		bool full = e->errnum == CK_EFULL;
@@ -256,9 +267,11 @@ static json_t *do_create(struct checkpoints *c, struct ck_store *s, struct error
 		}
 		return NULL;
 	}
-	char name[40];
+	char name[40], pname[40];
 	snprintf(name, sizeof(name), "m-%s", c->pending->id);
-	if (ck_save(s->dir_fd, name, &m, e) < 0) {
+	snprintf(pname, sizeof(pname), "m-%s", last ? last->id : "");
+	if (!(same && linkat(s->dir_fd, pname, s->dir_fd, name, 0) == 0) &&
+	    ck_save(s->dir_fd, name, &m, e) < 0) {
 		ck_store_rollback(s);
 		ck_manifest_free(&m);
 		return NULL;

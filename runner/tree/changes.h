@@ -67,3 +67,14 @@ size_t *ck_subtree_ends(const struct ck_manifest *m);
 /* Entry j of prev appended to m with its strings, under parent; *idx its index. 0 or -errno. */
 int ck_copy_ent(struct ck_manifest *m, const struct ck_manifest *prev, size_t j, uint32_t parent,
 		uint32_t *idx);
+/* a and b hold the same entries, byte for byte (an unchanged tree: its manifest file is the
+ * previous one's, linked, not written again). */
+bool ck_manifest_same(const struct ck_manifest *a, const struct ck_manifest *b);
+struct ck_root;
+struct ck_take_stats;
+/* Nothing under roots changed since prev (every directory of prev watched and quiet, no file
+ * with another name, the roots' own attributes as they were): ts as a take would count. */
+bool ck_unchanged(const struct ck_changes *t, const struct ck_root *roots, unsigned n_roots,
+		  const struct ck_manifest *prev, struct ck_take_stats *ts);
+/* Room in m for as many entries and strings as prev has (and some). 0 or -ENOMEM. */
+int ck_reserve(struct ck_manifest *m, const struct ck_manifest *prev);

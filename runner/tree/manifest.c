@@ -410,7 +410,7 @@ static int take_reused(struct take *c, uint32_t idx, size_t p, int depth)
 	for (size_t j = p + 1; rc == 0 && j < c->ends[p]; j = c->ends[j]) {
 		const struct ck_ent *pe = &pm->ent[j];
 		const char *path = ck_path(pm, pe), *base = NULL;
-		snprintf(c->path, sizeof(c->path), "%s", path);
+		memcpy(c->path, path, pe->path_len + 1); /* shorter than PATH_MAX: it was taken */
 		bool look = pe->type == TREE_DIR
 				    ? ck_changes_dir(c->s->changes, path) != CK_DIR_CLEAN
 				    : pe->type == TREE_REG && pe->nlink > 1;
@@ -494,6 +494,8 @@ int ck_take(struct ck_store *store, bool hash_only, const struct ck_root *roots,
 	if (hash_only && !(c.hbuf = malloc(CK_BUF_BYTES)))
 		return error_set(e, ENOMEM, NULL, "checkpoint");
 	if (store && store->reuse && prev && !(c.ends = ck_subtree_ends(prev)))
+		store->reuse = false;
+	if (c.ends && ck_reserve(out, prev) < 0) /* as large as prev: no copy on growing */
 		store->reuse = false;
 	int rc = 0;
 	for (unsigned i = 0; i < n_roots && rc == 0; i++) {

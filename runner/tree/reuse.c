@@ -1,10 +1,12 @@
 /* A checkpoint's entries taken from the previous manifest where the change tracker
  * (changes.h) vouches that nothing changed: copied with their strings, no system call. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tree/changes.h"
+#include "tree/fsx.h"
 #include "tree/tree.h"
 
 size_t *ck_subtree_ends(const struct ck_manifest *m)
@@ -56,5 +58,65 @@ int ck_copy_ent(struct ck_manifest *m, const struct ck_manifest *prev, size_t j,
 	e.parent = parent;
 	*idx = (uint32_t)m->n;
 	m->ent[m->n++] = e;
+	return 0;
+}
+
+bool ck_manifest_same(const struct ck_manifest *a, const struct ck_manifest *b)
+{
+	return a->n == b->n && a->pool.len == b->pool.len &&
+	       !memcmp(a->ent, b->ent, a->n * sizeof(*a->ent)) &&
+	       !memcmp(a->pool.buf, b->pool.buf, a->pool.len);
+}
+
+/* Root i of prev is roots[i] as it is now (its own attributes: a change of its entries moves
+ * its ctime, and the tracker saw it). */
+static bool root_same(const struct ck_root *r, const struct ck_ent *pe)
+{
+	struct kstatx st;
+	return fsx_statx(r->pfd, r->name, AT_SYMLINK_NOFOLLOW, &st) == 0 && pe->ino == st.ino &&
+	       pe->dev == fsx_dev(&st) && pe->ctime_sec == st.ctime.tv_sec &&
+	       pe->ctime_nsec == st.ctime.tv_nsec && pe->mode == st.mode && pe->uid == st.uid &&
+	       pe->gid == st.gid && pe->size == st.size && pe->nlink == st.nlink;
+}
+
+bool ck_unchanged(const struct ck_changes *t, const struct ck_root *roots, unsigned n_roots,
+		  const struct ck_manifest *prev, struct ck_take_stats *ts)
+{
+	memset(ts, 0, sizeof(*ts));
+	unsigned nr = 0;
+	for (size_t i = 0; i < prev->n; i++) {
+		const struct ck_ent *e = &prev->ent[i];
+		const char *path = ck_path(prev, e);
+		if (e->parent == CK_NONE &&
+		    (nr >= n_roots || strcmp(path, roots[nr].path) || !root_same(&roots[nr++], e)))
+			return false;
+		/* Every directory watched and quiet; no file another name may change. */
+		if ((e->type == TREE_DIR && ck_changes_dir(t, path) != CK_DIR_CLEAN) ||
+		    (e->type == TREE_REG && (e->nlink > 1 || (e->flags & CK_UNREADABLE))))
+			return false;
+		ts->files += e->type == TREE_REG;
+		ts->bytes += e->type == TREE_REG ? e->size : 0;
+		ts->dirs += e->type == TREE_DIR;
+		ts->links += e->type == TREE_LNK;
+		ts->other += e->type != TREE_REG && e->type != TREE_DIR && e->type != TREE_LNK &&
+			     e->type != TREE_KEEP;
+	}
+	ts->reused = prev->n;
+	return nr == n_roots;
+}
+
+int ck_reserve(struct ck_manifest *m, const struct ck_manifest *prev)
+{
+	size_t n = prev->n + 1024, len = prev->pool.len + 65536;
+	struct ck_ent *e = realloc(m->ent, n * sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	m->ent = e;
+	m->cap = n;
+	char *b = len <= UINT32_MAX ? realloc(m->pool.buf, len) : NULL;
+	if (!b)
+		return -ENOMEM;
+	m->pool.buf = b;
+	m->pool.cap = len;
 	return 0;
 }
