@@ -28,7 +28,7 @@ PURE_SRCS := runner/core/buf.c runner/core/memfind.c runner/core/utf8.c runner/c
 	     runner/model/wire_openai.c runner/model/wire_anthropic.c runner/model/wire_gemini.c \
 	     runner/core/sha256.c runner/core/inflate.c runner/audit/chain.c runner/audit/sources.c \
 	     runner/http/peer.c runner/mcp/proto.c \
-	     runner/profile/initcfg.c runner/envd/connect.c \
+	     runner/profile/initcfg.c runner/profile/reset_snapshot.c runner/envd/connect.c \
 	     $(filter-out runner/files/sched.c runner/files/userjob.c,$(wildcard runner/files/*.c)) \
 	     $(wildcard runner/tree/*.c)
 pure_objs = $(patsubst runner/%.c,$(1)/%.o,$(filter $(RUNNER_SRCS),$(PURE_SRCS)))

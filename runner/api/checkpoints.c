@@ -9,7 +9,7 @@
 #include "core/runner.h"
 #include "checkpoint/checkpoint.h"
 
-struct ck_wait {
+struct checkpoint_wait {
 	struct runner *r;
 	bool waiting;
 	json_t *body;
@@ -18,7 +18,7 @@ struct ck_wait {
 
 static void wait_free(struct http_req *req)
 {
-	struct ck_wait *w = req->ctx;
+	struct checkpoint_wait *w = req->ctx;
 	if (w->waiting)
 		ckpt_forget_waiter(w->r, req);
 	json_decref(w->body);
@@ -29,7 +29,7 @@ static void wait_free(struct http_req *req)
 static void on_done(void *arg, unsigned status, json_t *body)
 {
 	struct http_req *req = arg;
-	struct ck_wait *w = req->ctx;
+	struct checkpoint_wait *w = req->ctx;
 	w->waiting = false;
 	w->body = body;
 	w->status = status;
@@ -39,7 +39,7 @@ static void on_done(void *arg, unsigned status, json_t *body)
 /* Start op for req (args borrowed), or answer its result once resumed. */
 static enum MHD_Result run(struct http_req *req, enum ckpt_op op, json_t *args)
 {
-	struct ck_wait *w = calloc(1, sizeof(*w));
+	struct checkpoint_wait *w = calloc(1, sizeof(*w));
 	if (!w)
 		return http_failf(req, "RUNTIME_ERROR", "out of memory");
 	w->r = req->r;
@@ -57,7 +57,7 @@ static enum MHD_Result run(struct http_req *req, enum ckpt_op op, json_t *args)
 
 static enum MHD_Result resumed(struct http_req *req)
 {
-	struct ck_wait *w = req->ctx;
+	struct checkpoint_wait *w = req->ctx;
 	if (!w->body)
 		return http_failf(req, "RUNTIME_ERROR", "the checkpoint operation left no answer");
 	json_t *b = w->body;

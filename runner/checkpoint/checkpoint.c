@@ -574,7 +574,7 @@ void ckpt_drop_all(struct runner *r)
 	ckpt_dirty_drop(c);
 	/* Out of the way at once (renamed); removed by the reset's worker or
 	 * the next checkpoint's. */
-	if (!c->unavailable && ck_store_retire(r->state_dir_fd) < 0)
+	if (!c->unavailable && tree_store_retire(r->state_dir_fd) < 0)
 		log_errno("checkpoints: cannot retire the store", errno, NULL);
 	if (n)
 		log_info("checkpoints dropped", "{s:i}", "checkpoints", (int)n);
@@ -594,7 +594,7 @@ int ckpt_init(struct runner *r, struct error *e)
 			"the state dir is not usable (non-root mode with the default state "
 			"dir inside a writable root): give the runner --state-dir outside "
 			"the writable roots";
-	else if (ck_store_retire(r->state_dir_fd) < 0) /* a previous run's */
+	else if (tree_store_retire(r->state_dir_fd) < 0) /* a previous run's */
 		return error_set(e, errno, NULL, "checkpoints: cannot retire an old store");
 	if (loop_timer_init(&r->loop, &c->stop_timer, stop_wait, c) < 0)
 		return error_set(e, errno, NULL, "checkpoints: timerfd");

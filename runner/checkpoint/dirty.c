@@ -71,7 +71,7 @@ void ckpt_dirty_drop(struct checkpoints *c)
 }
 
 /* In the worker: may the walk take from prev (checkpoint prev_id) what did not change? */
-void ckpt_dirty_worker(struct checkpoints *c, struct ck_store *s, const char *prev_id)
+void ckpt_dirty_worker(struct checkpoints *c, struct tree_store *s, const char *prev_id)
 {
 	s->changes = c->changes;
 	s->watch = c->changes && c->op == OP_CREATE;

@@ -49,8 +49,8 @@ struct checkpoints {
 	enum ckpt_actor actor; /* for whom it acts */
 	bool follow;           /* a task's exit diff: its path as the task user resolves it now */
 	struct files_ident task_id;
-	char *open_paths[CK_MAX_ROOTS]; /* where a root was opened, when not its path */
-	json_t *resolved;               /* [{path, now}]: the paths followed */
+	char *open_paths[TREE_MAX_ROOTS]; /* where a root was opened, when not its path */
+	json_t *resolved;                 /* [{path, now}]: the paths followed */
 	pid_t worker;
 	bool worker_running;
 	int out_fd;
@@ -60,8 +60,8 @@ struct checkpoints {
 	struct ckpt *target;  /* diff/restore: the checkpoint; delete: the one removed */
 	struct ckpt *to;      /* diff ?to= */
 	bool patch;
-	struct ck_root roots[CK_MAX_ROOTS];
-	char *root_paths[CK_MAX_ROOTS];
+	struct tree_root roots[TREE_MAX_ROOTS];
+	char *root_paths[TREE_MAX_ROOTS];
 	unsigned n_roots;
 	uint64_t t0;
 	struct loop_timer stop_timer; /* restore with stop_tasks: waits for them */
@@ -90,6 +90,6 @@ void ckpt_dirty_free(struct checkpoints *c);
 void ckpt_dirty_before_fork(struct checkpoints *c);
 void ckpt_dirty_forked(struct checkpoints *c);
 void ckpt_dirty_drop(struct checkpoints *c);
-void ckpt_dirty_worker(struct checkpoints *c, struct ck_store *s, const char *prev_id);
+void ckpt_dirty_worker(struct checkpoints *c, struct tree_store *s, const char *prev_id);
 void ckpt_dirty_report(struct checkpoints *c, json_t *w);
 void ckpt_dirty_answer(struct checkpoints *c, json_t *w, bool ok);

@@ -13,7 +13,7 @@
 #include "core/runner.h"
 #include "files/path.h"
 #include "files/userjob.h"
-#include "tree/fsx.h"
+#include "tree/fsops.h"
 
 /* ---- roots ---- */
 
@@ -36,7 +36,7 @@ void ckpt_close_roots(struct checkpoints *c)
 
 static int cmp_path(const void *a, const void *b)
 {
-	return ck_pathcmp(*(char *const *)a, *(char *const *)b);
+	return tree_pathcmp(*(char *const *)a, *(char *const *)b);
 }
 
 bool ckpt_in_a_root(struct runner *r, const char *path);
@@ -57,7 +57,7 @@ static char *followed(struct checkpoints *c, const char *path)
 }
 
 /* The descriptors of one root, opened at `at` (as the task user for a task: files_enter). */
-static int open_root_fds(struct checkpoints *c, struct ck_root *ro, const char *at,
+static int open_root_fds(struct checkpoints *c, struct tree_root *ro, const char *at,
 			 bool may_be_missing, struct error *e)
 {
 	struct runner *r = c->r;
@@ -95,10 +95,10 @@ static int open_root_fds(struct checkpoints *c, struct ck_root *ro, const char *
 	 * only where its parent is writable too (never a root itself). */
 	ro->replaceable = check_fd == pfd || files_check_writable(&wid, pfd) == 0;
 	struct kstatx kst;
-	int k2 = fsx_statx(check_fd, "", AT_EMPTY_PATH, &kst);
+	int k2 = fs_statx(check_fd, "", AT_EMPTY_PATH, &kst);
 	if (k2 < 0)
 		return error_set(e, -k2, NULL, "paths: %.1024s", ro->path);
-	ro->dev = fsx_dev(&kst);
+	ro->dev = fs_dev(&kst);
 	ro->mnt_id = kst.mnt_id;
 	return 0;
 }
@@ -107,7 +107,7 @@ static int open_root_fds(struct checkpoints *c, struct ck_root *ro, const char *
  * is resolved with the task user's rights (a directory above it may not be searchable). */
 static int open_root(struct checkpoints *c, char *path, bool may_be_missing, struct error *e)
 {
-	struct ck_root *ro = &c->roots[c->n_roots];
+	struct tree_root *ro = &c->roots[c->n_roots];
 	memset(ro, 0, sizeof(*ro));
 	ro->pfd = ro->fd = -1;
 	ro->name = "";
@@ -126,7 +126,7 @@ static int open_root(struct checkpoints *c, char *path, bool may_be_missing, str
 	if (as_task)
 		files_leave();
 	/* Whether the task user reaches it, whoever acts: what a diff or restore for the
-	 * task may show or write back (CK_TASK_*). */
+	 * task may show or write back (TREE_TASK_*). */
 	if (rc == 0)
 		ro->task_reach = as_task || files_user_reaches_parent(&c->task_id, at, ro->pfd);
 	return rc;
@@ -137,7 +137,7 @@ static int open_root(struct checkpoints *c, char *path, bool may_be_missing, str
  * `may_be_missing`: a restore brings back a path that is gone. */
 int ckpt_open_roots(struct checkpoints *c, json_t *paths, bool may_be_missing, struct error *e)
 {
-	char *list[CK_MAX_ROOTS];
+	char *list[TREE_MAX_ROOTS];
 	unsigned n = 0;
 	size_t i;
 	json_t *v;
@@ -148,9 +148,9 @@ int ckpt_open_roots(struct checkpoints *c, json_t *paths, bool may_be_missing, s
 		char clean[4096];
 		if (!p)
 			bad = error_set(e, 0, "INVALID_REQUEST_BODY", "paths: strings only");
-		else if (n == CK_MAX_ROOTS)
+		else if (n == TREE_MAX_ROOTS)
 			bad = error_set(e, 0, "INVALID_REQUEST_BODY", "paths: at most %d",
-					CK_MAX_ROOTS);
+					TREE_MAX_ROOTS);
 		else if (files_clean_path(p, strlen(p), clean, sizeof(clean)) < 0)
 			bad = error_set(e, 0, "INVALID_REQUEST_BODY",
 					"paths: '%.300s' is not an absolute path", p);

@@ -58,8 +58,8 @@ static const char *type_name(unsigned t)
 
 struct diffctx {
 	struct checkpoints *c;
-	const struct ck_manifest *a, *b;
-	struct ck_store *store;
+	const struct tree_manifest *a, *b;
+	struct tree_store *store;
 	bool b_is_current;
 	json_t *list;
 	unsigned n, added, modified, deleted, attrs;
@@ -69,7 +69,7 @@ struct diffctx {
 };
 
 /* One side's content for a patch: NULL (with *why) when not shown. */
-static char *side(struct diffctx *d, const struct ck_manifest *m, const struct ck_ent *e,
+static char *side(struct diffctx *d, const struct tree_manifest *m, const struct tree_ent *e,
 		  bool current, size_t *len, const char **why)
 {
 	*len = 0;
@@ -87,19 +87,19 @@ static char *side(struct diffctx *d, const struct ck_manifest *m, const struct c
 	 * user's rights on the whole path, as the kernel decided them when the side was
 	 * examined (the store's copy: when captured; the tree: now), and a current side read
 	 * as that user. */
-	if (!(e->flags & CK_TASK_OK))
+	if (!(e->flags & TREE_TASK_OK))
 		return *why = "not readable by the task user", NULL;
 	char *buf = NULL;
 	int rc = -ENOENT;
 	if (current) {
 		rc = files_enter(&d->c->task_id);
 		if (rc == 0) {
-			rc = ck_read_current(d->c->roots, d->c->n_roots, ck_path(m, e),
-					     PATCH_FILE_MAX, &buf, len);
+			rc = tree_read_current(d->c->roots, d->c->n_roots, tree_path(m, e),
+					       PATCH_FILE_MAX, &buf, len);
 			files_leave();
 		}
-	} else if (e->flags & CK_HAS_SHA)
-		rc = ck_object_read(d->store, e->sha, PATCH_FILE_MAX, &buf, len);
+	} else if (e->flags & TREE_STORED)
+		rc = tree_object_read(d->store, e->sha, PATCH_FILE_MAX, &buf, len);
 	if (rc < 0)
 		return *why = "could not be read", NULL;
 	if (!udiff_is_text(buf, *len)) {
@@ -109,7 +109,8 @@ static char *side(struct diffctx *d, const struct ck_manifest *m, const struct c
 	return buf;
 }
 
-static void add_patch(struct diffctx *d, json_t *o, const struct ck_ent *a, const struct ck_ent *b)
+static void add_patch(struct diffctx *d, json_t *o, const struct tree_ent *a,
+		      const struct tree_ent *b)
 {
 	if (d->patch_truncated) {
 		json_object_set_new(o, "patch_omitted", json_string("the answer's patch bound"));
@@ -125,7 +126,7 @@ static void add_patch(struct diffctx *d, json_t *o, const struct ck_ent *a, cons
 		free(tb);
 		return;
 	}
-	const char *pa = a ? ck_path(d->a, a) : NULL, *pb = b ? ck_path(d->b, b) : NULL;
+	const char *pa = a ? tree_path(d->a, a) : NULL, *pb = b ? tree_path(d->b, b) : NULL;
 	size_t n;
 	char *p = udiff(ta, la, tb, lb, pa ? pa : "/dev/null", pb ? pb : "/dev/null", &n);
 	free(ta);
@@ -142,16 +143,16 @@ static void add_patch(struct diffctx *d, json_t *o, const struct ck_ent *a, cons
 	free(p);
 }
 
-static void on_change(void *arg, const struct ck_ent *a, const struct ck_ent *b, unsigned what)
+static void on_change(void *arg, const struct tree_ent *a, const struct tree_ent *b, unsigned what)
 {
 	struct diffctx *d = arg;
 	const char *change;
 	if (d->c->actor == CKPT_FOR_TASK) {
 		/* For the task, each side as it could see it: what lay beyond a directory it
 		 * could not list and enter is not there for it. */
-		if (a && !(a->flags & CK_TASK_SEEN))
+		if (a && !(a->flags & TREE_TASK_SEEN))
 			a = NULL;
-		if (b && !(b->flags & CK_TASK_SEEN))
+		if (b && !(b->flags & TREE_TASK_SEEN))
 			b = NULL;
 		if (!a && !b)
 			return;
@@ -162,13 +163,13 @@ static void on_change(void *arg, const struct ck_ent *a, const struct ck_ent *b,
 	} else if (!b) {
 		change = "deleted";
 		d->deleted++;
-	} else if (what & (CK_D_CONTENT | CK_D_TYPE | CK_D_TARGET)) {
+	} else if (what & (TREE_D_CONTENT | TREE_D_TYPE | TREE_D_TARGET)) {
 		change = "modified";
 		d->modified++;
 	} else {
 		/* A directory's mtime moves with every entry added or removed in
 		 * it: those are listed themselves. */
-		if (a->type == TREE_DIR && !(what & ~CK_D_MTIME))
+		if (a->type == TREE_DIR && !(what & ~TREE_D_MTIME))
 			return;
 		change = "attributes";
 		d->attrs++;
@@ -178,19 +179,19 @@ static void on_change(void *arg, const struct ck_ent *a, const struct ck_ent *b,
 		return;
 	}
 	d->n++;
-	const struct ck_ent *e = b ? b : a;
-	const struct ck_manifest *m = b ? d->b : d->a;
-	json_t *o = json_pack("{s:s,s:s,s:s,s:I}", "path", ck_path(m, e), "change", change, "type",
-			      type_name(e->type), "size", (json_int_t)e->size);
+	const struct tree_ent *e = b ? b : a;
+	const struct tree_manifest *m = b ? d->b : d->a;
+	json_t *o = json_pack("{s:s,s:s,s:s,s:I}", "path", tree_path(m, e), "change", change,
+			      "type", type_name(e->type), "size", (json_int_t)e->size);
 	if (a && b) {
 		json_t *w = json_array();
 		static const struct {
 			unsigned bit;
 			const char *name;
-		} bits[] = {{CK_D_CONTENT, "content"}, {CK_D_TYPE, "type"},
-			    {CK_D_TARGET, "target"},   {CK_D_MODE, "mode"},
-			    {CK_D_OWNER, "owner"},     {CK_D_XATTRS, "xattrs"},
-			    {CK_D_MTIME, "mtime"}};
+		} bits[] = {{TREE_D_CONTENT, "content"}, {TREE_D_TYPE, "type"},
+			    {TREE_D_TARGET, "target"},   {TREE_D_MODE, "mode"},
+			    {TREE_D_OWNER, "owner"},     {TREE_D_XATTRS, "xattrs"},
+			    {TREE_D_MTIME, "mtime"}};
 		for (size_t i = 0; i < sizeof(bits) / sizeof(bits[0]); i++)
 			if (what & bits[i].bit)
 				json_array_append_new(w, json_string(bits[i].name));
@@ -198,34 +199,34 @@ static void on_change(void *arg, const struct ck_ent *a, const struct ck_ent *b,
 		json_object_set_new(o, "old_size", json_integer((json_int_t)a->size));
 		if (a->type != b->type)
 			json_object_set_new(o, "old_type", json_string(type_name(a->type)));
-		if (what & CK_D_MODE)
+		if (what & TREE_D_MODE)
 			json_object_set_new(o, "mode",
 					    json_pack("{s:i,s:i}", "old", a->mode & 07777, "new",
 						      b->mode & 07777));
-		if (what & CK_D_OWNER)
+		if (what & TREE_D_OWNER)
 			json_object_set_new(o, "owner",
 					    json_pack("{s:[i,i],s:[i,i]}", "old", (int)a->uid,
 						      (int)a->gid, "new", (int)b->uid,
 						      (int)b->gid));
 	}
-	if (d->store && (e->type == TREE_REG) && (!a || !b || (what & CK_D_CONTENT)) &&
+	if (d->store && (e->type == TREE_REG) && (!a || !b || (what & TREE_D_CONTENT)) &&
 	    (!a || a->type == TREE_REG) && (!b || b->type == TREE_REG))
 		add_patch(d, o, a, b);
 	json_array_append_new(d->list, o);
 }
 
-static void unreadable_list(const struct ck_manifest *m, json_t *o)
+static void unreadable_list(const struct tree_manifest *m, json_t *o)
 {
 	json_t *a = json_array();
 	for (size_t i = 0; i < m->n && json_array_size(a) < UNREADABLE_MAX; i++)
-		if (m->ent[i].flags & CK_UNREADABLE)
-			json_array_append_new(a, json_string(ck_path(m, &m->ent[i])));
+		if (m->ent[i].flags & TREE_UNREADABLE)
+			json_array_append_new(a, json_string(tree_path(m, &m->ent[i])));
 	json_object_set_new(o, "unreadable", a);
 }
 
-static json_t *do_create(struct checkpoints *c, struct ck_store *s, struct error *e)
+static json_t *do_create(struct checkpoints *c, struct tree_store *s, struct error *e)
 {
-	struct ck_manifest prev = {0}, m = {0};
+	struct tree_manifest prev = {0}, m = {0};
 	bool have_prev = false;
 	struct ckpt *last = NULL;
 	for (struct ckpt *k = c->head; k; k = k->next)
@@ -234,26 +235,27 @@ static json_t *do_create(struct checkpoints *c, struct ck_store *s, struct error
 		char name[40];
 		snprintf(name, sizeof(name), "m-%s", last->id);
 		struct error le = {0};
-		have_prev = ck_load(s->dir_fd, name, &prev, &le) == 0;
+		have_prev = tree_manifest_load(s->dir_fd, name, &prev, &le) == 0;
 	}
-	struct ck_take_stats ts;
+	struct tree_capture_stats ts;
 	ckpt_dirty_worker(c, s, have_prev ? last->id : NULL);
 	/* Nothing changed: the previous manifest file is this one's too (writing a large manifest
 	 * is most of an unchanged checkpoint's cost). */
 	bool same = have_prev && s->reuse &&
-		    ck_unchanged(s->changes, c->roots, c->n_roots, &prev, &ts);
+		    tree_unchanged(s->changes, c->roots, c->n_roots, &prev, &ts);
 	int rc = 0;
 	if (same) {
 		m = prev;
-		prev = (struct ck_manifest){0};
+		prev = (struct tree_manifest){0};
 	} else {
-		rc = ck_take(s, false, c->roots, c->n_roots, have_prev ? &prev : NULL, &m, &ts, e);
-		same = rc == 0 && have_prev && ts.reused && ck_manifest_same(&prev, &m);
+		rc = tree_capture(s, false, c->roots, c->n_roots, have_prev ? &prev : NULL, &m, &ts,
+				  e);
+		same = rc == 0 && have_prev && ts.reused && tree_manifest_same(&prev, &m);
 	}
-	ck_manifest_free(&prev);
+	tree_manifest_free(&prev);
 	if (rc < 0) {
-		bool full = e->errnum == CK_EFULL;
-		ck_store_rollback(s);
+		bool full = e->errnum == TREE_EFULL;
+		tree_store_rollback(s);
 		if (full) {
 			char at[ERROR_MSG_MAX];
 			snprintf(at, sizeof(at), "%s", e->msg);
@@ -264,6 +266,8 @@ static json_t *do_create(struct checkpoints *c, struct ck_store *s, struct error
 				"(%llu bytes; %llu in use) at %.500s: delete checkpoints "
 				"(DELETE /v1/checkpoints/{id}) or raise the bound",
 				(unsigned long long)s->max, (unsigned long long)s->used, at);
+		} else {
+			error_wrap(e, "checkpoint");
 		}
 		return NULL;
 	}
@@ -271,9 +275,9 @@ static json_t *do_create(struct checkpoints *c, struct ck_store *s, struct error
 	snprintf(name, sizeof(name), "m-%s", c->pending->id);
 	snprintf(pname, sizeof(pname), "m-%s", last ? last->id : "");
 	if (!(same && linkat(s->dir_fd, pname, s->dir_fd, name, 0) == 0) &&
-	    ck_save(s->dir_fd, name, &m, e) < 0) {
-		ck_store_rollback(s);
-		ck_manifest_free(&m);
+	    tree_manifest_save(s->dir_fd, name, &m, e) < 0) {
+		tree_store_rollback(s);
+		tree_manifest_free(&m);
 		return NULL;
 	}
 	json_t *o = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "files",
@@ -286,28 +290,28 @@ static json_t *do_create(struct checkpoints *c, struct ck_store *s, struct error
 			      (json_int_t)(s->used + s->added), "reused", (json_int_t)ts.reused,
 			      "listed_dirs", (json_int_t)ts.listed_dirs);
 	unreadable_list(&m, o);
-	ck_manifest_free(&m);
+	tree_manifest_free(&m);
 	return o;
 }
 
-static json_t *do_diff(struct checkpoints *c, struct ck_store *s, struct error *e)
+static json_t *do_diff(struct checkpoints *c, struct tree_store *s, struct error *e)
 {
-	struct ck_manifest a = {0}, b = {0};
+	struct tree_manifest a = {0}, b = {0};
 	char name[40];
 	snprintf(name, sizeof(name), "m-%s", c->target->id);
-	if (ck_load(s->dir_fd, name, &a, e) < 0)
+	if (tree_manifest_load(s->dir_fd, name, &a, e) < 0)
 		return NULL;
 	int rc;
-	struct ck_take_stats ts = {0};
+	struct tree_capture_stats ts = {0};
 	if (c->to) {
 		snprintf(name, sizeof(name), "m-%s", c->to->id);
-		rc = ck_load(s->dir_fd, name, &b, e);
+		rc = tree_manifest_load(s->dir_fd, name, &b, e);
 	} else {
 		ckpt_dirty_worker(c, s, c->target->id);
-		rc = ck_take(s, true, c->roots, c->n_roots, &a, &b, &ts, e);
+		rc = tree_capture(s, true, c->roots, c->n_roots, &a, &b, &ts, e);
 	}
 	if (rc < 0) {
-		ck_manifest_free(&a);
+		tree_manifest_free(&a);
 		return NULL;
 	}
 	struct diffctx d = {.c = c,
@@ -316,7 +320,7 @@ static json_t *do_diff(struct checkpoints *c, struct ck_store *s, struct error *
 			    .store = c->patch ? s : NULL,
 			    .b_is_current = !c->to,
 			    .list = json_array()};
-	ck_diff(&a, &b, on_change, &d);
+	tree_compare(&a, &b, on_change, &d);
 	json_t *o = json_pack("{s:s,s:s?,s:o,s:{s:i,s:i,s:i,s:i},s:b}", "from", c->target->id, "to",
 			      c->to ? c->to->id : NULL, "changes", d.list, "counts", "added",
 			      d.added, "modified", d.modified, "deleted", d.deleted, "attributes",
@@ -330,17 +334,17 @@ static json_t *do_diff(struct checkpoints *c, struct ck_store *s, struct error *
 		json_object_set(o, "resolved", c->resolved);
 	if (d.patch_truncated)
 		json_object_set_new(o, "patch_truncated", json_true());
-	ck_manifest_free(&a);
-	ck_manifest_free(&b);
+	tree_manifest_free(&a);
+	tree_manifest_free(&b);
 	return o;
 }
 
-static json_t *do_restore(struct checkpoints *c, struct ck_store *s, struct error *e)
+static json_t *do_restore(struct checkpoints *c, struct tree_store *s, struct error *e)
 {
-	struct ck_manifest m = {0};
+	struct tree_manifest m = {0};
 	char name[40];
 	snprintf(name, sizeof(name), "m-%s", c->target->id);
-	if (ck_load(s->dir_fd, name, &m, e) < 0)
+	if (tree_manifest_load(s->dir_fd, name, &m, e) < 0)
 		return NULL;
 	struct notes nt = {.list = json_array(), .counts = json_object()};
 	unsigned failures;
@@ -351,17 +355,17 @@ static json_t *do_restore(struct checkpoints *c, struct ck_store *s, struct erro
 		note(&nt, "failed", "", "cannot act as the task user");
 		failures = 1;
 	} else {
-		failures = ck_restore(s, &m, c->roots, c->n_roots, note, &nt);
+		failures = tree_restore(s, &m, c->roots, c->n_roots, note, &nt, NULL);
 		if (s->as_task)
 			files_leave();
 	}
-	ck_manifest_free(&m);
+	tree_manifest_free(&m);
 	return json_pack("{s:s,s:b,s:o,s:o,s:b,s:i}", "id", c->target->id, "complete",
 			 failures == 0, "changes", nt.list, "counts", nt.counts, "truncated",
 			 nt.truncated, "failures", (int)failures);
 }
 
-static json_t *do_delete(struct checkpoints *c, struct ck_store *s, struct error *e)
+static json_t *do_delete(struct checkpoints *c, struct tree_store *s, struct error *e)
 {
 	char name[40];
 	snprintf(name, sizeof(name), "m-%s", c->target->id);
@@ -369,22 +373,22 @@ static json_t *do_delete(struct checkpoints *c, struct ck_store *s, struct error
 		error_set(e, errno, NULL, "checkpoints: cannot remove the manifest");
 		return NULL;
 	}
-	struct ck_manifest *keep = calloc(c->n + 1, sizeof(*keep));
+	struct tree_manifest *keep = calloc(c->n + 1, sizeof(*keep));
 	unsigned n = 0;
 	for (struct ckpt *k = c->head; k && keep; k = k->next) {
 		snprintf(name, sizeof(name), "m-%s", k->id);
-		if (ck_load(s->dir_fd, name, &keep[n], e) < 0) {
+		if (tree_manifest_load(s->dir_fd, name, &keep[n], e) < 0) {
 			for (unsigned i = 0; i < n; i++)
-				ck_manifest_free(&keep[i]);
+				tree_manifest_free(&keep[i]);
 			free(keep);
 			return NULL;
 		}
 		n++;
 	}
 	uint64_t bytes = 0;
-	int rc = keep ? ck_store_gc(s, keep, n, &bytes, e) : error_set(e, ENOMEM, NULL, "gc");
+	int rc = keep ? tree_store_gc(s, keep, n, &bytes, e) : error_set(e, ENOMEM, NULL, "gc");
 	for (unsigned i = 0; i < n; i++)
-		ck_manifest_free(&keep[i]);
+		tree_manifest_free(&keep[i]);
 	free(keep);
 	if (rc < 0)
 		return NULL;
@@ -399,7 +403,7 @@ _Noreturn void ckpt_worker_main(struct checkpoints *c)
 	if (getppid() != r->self_pid)
 		_exit(1);
 	signals_reset_child();
-	int keep[2 * CK_MAX_ROOTS + 3];
+	int keep[2 * TREE_MAX_ROOTS + 3];
 	unsigned nk = 0;
 	keep[nk++] = c->out_fd;
 	if (c->changes) /* the watches it adds are the runner's instance's */
@@ -414,13 +418,13 @@ _Noreturn void ckpt_worker_main(struct checkpoints *c)
 		log_errno("checkpoint worker: closing fds failed", -crc, NULL);
 	umask(0);
 	uint64_t t0 = monotonic_ms();
-	ck_purge_dead(r->state_dir_fd);
-	struct ck_store s = {.used = c->store_bytes,
-			     .max = r->cfg.checkpoint_max_bytes,
-			     .task = &c->task_id};
+	tree_store_purge_dead(r->state_dir_fd);
+	struct tree_store s = {.used = c->store_bytes,
+			       .max = r->cfg.checkpoint_max_bytes,
+			       .task = &c->task_id};
 	struct error e = {0};
 	json_t *o = NULL;
-	if (ck_store_open(&s, r->state_dir_fd, &e) == 0) {
+	if (tree_store_open(&s, r->state_dir_fd, &e) == 0) {
 		switch (c->op) {
 		case OP_CREATE:
 			o = do_create(c, &s, &e);
@@ -438,7 +442,7 @@ _Noreturn void ckpt_worker_main(struct checkpoints *c)
 			break;
 		}
 	}
-	ck_store_close(&s);
+	tree_store_close(&s);
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
 	json_t *w = json_pack("{s:b,s:s,s:s,s:I,s:I}", "ok", o != NULL, "code", error_code(&e),

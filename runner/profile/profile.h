@@ -2,7 +2,7 @@
  * - `ephemeral-task`: --one-shot, the runner serves one task and exits with
  *   its status once the terminal event is delivered (profile.c);
  * - `pooled`: POST /v1/reset makes a used box indistinguishable from a fresh
- *   one for the next tenant (reset.c, tree/snapshot.c, tree/snapshot_restore.c,
+ *   one for the next tenant (reset.c, reset_snapshot.c on the tree/ engine,
  *   api/reset.c);
  * - `session`: the default, nothing to do.
  * main registers the hooks below with the task engine (struct task_hooks)

@@ -12,7 +12,7 @@
  *              terminal event first); after 1 s the rest are cut;
  *   records    every record, log and spool dropped;
  *   files      a child process restores the writable roots from the
- *              snapshot taken at start (tree/snapshot.c) and, as PID 1,
+ *              snapshot taken at start (reset_snapshot.c) and, as PID 1,
  *              removes the task uids' SysV IPC objects and POSIX queues.
  *
  * New tasks get 503 meanwhile (other routes too, but /ping, /metrics,
@@ -301,8 +301,8 @@ static _Noreturn void worker_main(struct reset *rs, int out)
 	signals_reset_child();
 	/* Client sockets must not stay open in here (a connection the runner
 	 * closes would linger until we exit). */
-	int keep[SNAP_MAX_ROOTS + 3];
-	unsigned nk = snapshot_fds(&rs->snap, keep, SNAP_MAX_ROOTS + 1);
+	int keep[2 * TREE_MAX_ROOTS + 3];
+	unsigned nk = reset_snapshot_fds(&rs->snap, keep, 2 * TREE_MAX_ROOTS + 1);
 	keep[nk++] = out;
 	if (r->state_dir_fd >= 0)
 		keep[nk++] = r->state_dir_fd;
@@ -311,11 +311,12 @@ static _Noreturn void worker_main(struct reset *rs, int out)
 		log_errno("reset worker: closing fds failed", -crc, NULL);
 	umask(0);
 	uint64_t t0 = monotonic_ms();
-	struct restore_stats st;
+	struct tree_restore_stats st;
 	struct error e = {0};
 	if (r->state_dir_fd >= 0)
-		ck_purge_dead(r->state_dir_fd); /* the checkpoints dropped (ckpt_drop_all) */
-	int rc = snapshot_restore(&rs->snap, &st, &e);
+		tree_store_purge_dead(
+			r->state_dir_fd); /* the checkpoints dropped (ckpt_drop_all) */
+	int rc = reset_snapshot_restore(&rs->snap, &st, &e);
 	if (rc == 0)
 		rc = envs_restore(rs, &e);
 	json_t *ipc;
@@ -646,9 +647,7 @@ int reset_init(struct runner *r, struct error *e)
 		return error_set(e, ENOMEM, NULL, "reset");
 	rs->r = r;
 	rs->worker_fd = -1;
-	rs->snap.store_fd = -1;
-	for (unsigned i = 0; i < SNAP_MAX_ROOTS; i++)
-		rs->snap.roots[i].fd = -1;
+	reset_snapshot_init(&rs->snap);
 	r->profile->reset = rs;
 	if (loop_timer_init(&r->loop, &rs->timer, step, rs) < 0)
 		return error_set(e, errno, NULL, "reset: timerfd");
@@ -657,23 +656,23 @@ int reset_init(struct runner *r, struct error *e)
 	char *list = strdup(r->cfg.landlock_roots);
 	if (!list)
 		return error_set(e, ENOMEM, NULL, "reset");
-	const char *roots[SNAP_MAX_ROOTS + 1];
+	const char *roots[TREE_MAX_ROOTS + 1];
 	unsigned n = 0;
 	for (char *save, *tok = strtok_r(list, ":", &save); tok; tok = strtok_r(NULL, ":", &save))
-		if (n < SNAP_MAX_ROOTS)
+		if (n < TREE_MAX_ROOTS)
 			roots[n++] = tok;
-	if (r->init_mode == INIT_PID1 && n < SNAP_MAX_ROOTS)
+	if (r->init_mode == INIT_PID1 && n < TREE_MAX_ROOTS)
 		roots[n++] = "/dev/shm";
 	uint64_t t0 = monotonic_ms();
-	int rc = snapshot_take(&rs->snap, roots, n, r->state_dir_fd, r->cfg.reset_snapshot_max,
-			       &rs->skipped_roots, e);
+	int rc = reset_snapshot_take(&rs->snap, roots, n, r->state_dir_fd,
+				     r->cfg.reset_snapshot_max, &rs->skipped_roots, e);
 	free(list);
 	if (rc < 0)
 		return error_wrap(e, "--allow-reset");
 	if (envs_take(rs, e) < 0)
 		return error_wrap(e, "--allow-reset");
 	log_info("reset: writable roots snapshotted", "{s:i,s:I,s:I,s:s?,s:I}", "entries",
-		 (int)rs->snap.n_ent, "bytes", (json_int_t)rs->snap.bytes, "ms",
+		 (int)rs->snap.m.n, "bytes", (json_int_t)rs->snap.store.pack_len, "ms",
 		 (json_int_t)(monotonic_ms() - t0), "skipped_roots", rs->skipped_roots,
 		 "peak_rss_kib", (json_int_t)vm_hwm_kib());
 	return 0;
@@ -691,7 +690,7 @@ void reset_free(struct runner *r)
 	struct reset *rs = rs_of(r);
 	stop_worker(rs);
 	loop_timer_close(&r->loop, &rs->timer);
-	snapshot_free(&rs->snap);
+	reset_snapshot_free(&rs->snap);
 	free(rs->skipped_roots);
 	free(rs->killed);
 	free(rs->shims);

@@ -60,21 +60,22 @@ int ck_changes_watch(struct ck_changes *t, int fd, const char *path);
 bool ck_changes_added(const struct ck_changes *t, size_t i, int *wd, const char **path);
 
 /* ---- a manifest's entries taken from the previous one (reuse.c) ---- */
-struct ck_manifest;
+struct tree_manifest;
 /* end[i]: the index past entry i's subtree in m (i + 1 for all but a directory). NULL: no
  * memory. Freed by the caller. */
-size_t *ck_subtree_ends(const struct ck_manifest *m);
-/* Entry j of prev appended to m with its strings, under parent; *idx its index. 0 or -errno. */
-int ck_copy_ent(struct ck_manifest *m, const struct ck_manifest *prev, size_t j, uint32_t parent,
-		uint32_t *idx);
+size_t *tree_subtree_ends(const struct tree_manifest *m);
+/* Entry j of prev appended to m (at most max entries) with its strings, under parent; *idx its
+ * index. 0 or -errno (-EFBIG: max). */
+int tree_copy_ent(struct tree_manifest *m, unsigned max, const struct tree_manifest *prev, size_t j,
+		  uint32_t parent, uint32_t *idx);
 /* a and b hold the same entries, byte for byte (an unchanged tree: its manifest file is the
  * previous one's, linked, not written again). */
-bool ck_manifest_same(const struct ck_manifest *a, const struct ck_manifest *b);
-struct ck_root;
-struct ck_take_stats;
+bool tree_manifest_same(const struct tree_manifest *a, const struct tree_manifest *b);
+struct tree_root;
+struct tree_capture_stats;
 /* Nothing under roots changed since prev (every directory of prev watched and quiet, no file
  * with another name, the roots' own attributes as they were): ts as a take would count. */
-bool ck_unchanged(const struct ck_changes *t, const struct ck_root *roots, unsigned n_roots,
-		  const struct ck_manifest *prev, struct ck_take_stats *ts);
+bool tree_unchanged(const struct ck_changes *t, const struct tree_root *roots, unsigned n_roots,
+		    const struct tree_manifest *prev, struct tree_capture_stats *ts);
 /* Room in m for as many entries and strings as prev has (and some). 0 or -ENOMEM. */
-int ck_reserve(struct ck_manifest *m, const struct ck_manifest *prev);
+int tree_reserve(struct tree_manifest *m, const struct tree_manifest *prev);

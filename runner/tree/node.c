@@ -1,4 +1,4 @@
-/* What both manifests share: see node.h. */
+/* The engine's nodes: see node.h. */
 #include "tree/node.h"
 
 #include <errno.h>
@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "tree/fsx.h"
+#include "tree/fsops.h"
 #include "tree/xattr.h"
 
 enum tree_type tree_type_of(uint32_t mode)
@@ -40,13 +40,13 @@ struct timespec tree_ts(int64_t sec, uint32_t nsec)
 
 bool tree_other_mount(const struct kstatx *st, uint64_t dev, uint64_t mnt_id)
 {
-	return fsx_dev(st) != dev || (mnt_id && st->mnt_id != mnt_id);
+	return fs_dev(st) != dev || (mnt_id && st->mnt_id != mnt_id);
 }
 
 bool tree_inode_in(const struct tree_inode *v, unsigned n, const struct kstatx *st)
 {
 	for (unsigned i = 0; i < n; i++)
-		if (v[i].dev == fsx_dev(st) && v[i].ino == st->ino)
+		if (v[i].dev == fs_dev(st) && v[i].ino == st->ino)
 			return true;
 	return false;
 }
@@ -77,7 +77,7 @@ int tree_pool_xattrs(struct tree_pool *p, int fd, uint32_t *off, uint32_t *len)
 {
 	char *blob;
 	size_t blen;
-	int rc = fsx_xattrs_take(fd, &blob, &blen);
+	int rc = xattrs_take(fd, &blob, &blen);
 	if (rc == 0 && blen && (rc = tree_pool_add(p, blob, blen, off)) == 0)
 		*len = (uint32_t)blen;
 	free(blob);
@@ -127,12 +127,12 @@ int tree_names_read(int fd, struct tree_names *out)
 	/* The names in one buffer, not one allocation each: a walk of many small directories
 	 * would leave the heap fragmented (the runner's resident size grows for good). */
 	*out = (struct tree_names){.pool = {.buf = malloc(1024), .cap = 1024}};
-	struct fsx_iter *it = fsx_iter_new(fd);
+	struct fs_iter *it = fs_iter_new(fd);
 	uint32_t *off = NULL;
 	size_t cap = 0;
 	const char *name;
 	int rc = !it || !out->pool.buf ? -ENOMEM : 0;
-	while (rc == 0 && (rc = fsx_iter_next(it, &name)) > 0) {
+	while (rc == 0 && (rc = fs_iter_next(it, &name)) > 0) {
 		uint32_t o;
 		if ((rc = tree_grow(&off, &cap, out->n, sizeof(*off))) < 0 ||
 		    (rc = tree_pool_add(&out->pool, name, strlen(name), &o)) < 0)
@@ -185,7 +185,7 @@ int tree_own_dir_writable(int fd)
 	if (geteuid() == 0)
 		return 0; /* CAP_DAC_OVERRIDE */
 	struct kstatx st;
-	int rc = fsx_statx(fd, "", AT_EMPTY_PATH, &st);
+	int rc = fs_statx(fd, "", AT_EMPTY_PATH, &st);
 	if (rc < 0)
 		return rc;
 	if (st.uid != geteuid() || (st.mode & 0700) == 0700)
@@ -200,16 +200,16 @@ static int remove_in(struct tree_rm *o, int fd, int depth)
 	int rc = tree_own_dir_writable(fd);
 	if (rc < 0)
 		return rc;
-	struct fsx_iter *it = fsx_iter_new(fd);
+	struct fs_iter *it = fs_iter_new(fd);
 	if (!it)
 		return -ENOMEM;
 	for (int pass = 0; pass < 8; pass++) {
 		bool again = false;
 		const char *name;
 		struct kstatx st;
-		if ((rc = fsx_iter_rewind(it)) < 0)
+		if ((rc = fs_iter_rewind(it)) < 0)
 			break;
-		while ((rc = fsx_iter_next_stat(it, &name, &st)) > 0) {
+		while ((rc = fs_iter_next_stat(it, &name, &st)) > 0) {
 			if (tree_other_mount(&st, o->dev, o->mnt_id)) {
 				if (!o->keep_mounts) {
 					rc = -EBUSY; /* a mount point: never removed */
@@ -253,7 +253,7 @@ int tree_remove(struct tree_rm *o, int dfd, const char *name, const struct kstat
 	}
 	if (depth >= o->max_depth)
 		return -TREE_EDEEP;
-	int fd = fsx_open_dir_checked(dfd, name, st->ino, o->dev, o->mnt_id);
+	int fd = fs_open_dir_checked(dfd, name, st->ino, o->dev, o->mnt_id);
 	if (fd < 0)
 		return fd == -ENOENT ? 0 : fd;
 	int rc = remove_in(o, fd, depth + 1);

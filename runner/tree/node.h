@@ -1,6 +1,6 @@
-/* What the file-tree engine's two manifests (the reset snapshot's, snapshot.h, and
- * checkpoints', tree.h) share: the entry types, the string pool of names, link targets and
- * attributes, a directory's names in order, and the steps that make a node again.
+/* The file-tree engine's nodes (tree.h): the entry types, the string pool of paths, link
+ * targets and attributes, a directory's names in order, the steps that make a node again,
+ * and the one remover.
  * Functions return 0 or -errno unless said otherwise. */
 #pragma once
 #include <stdbool.h>

@@ -6,13 +6,13 @@
 #include <string.h>
 
 #include "tree/changes.h"
-#include "tree/fsx.h"
+#include "tree/fsops.h"
 #include "tree/tree.h"
 
-size_t *ck_subtree_ends(const struct ck_manifest *m)
+size_t *tree_subtree_ends(const struct tree_manifest *m)
 {
 	size_t *end = malloc((m->n ? m->n : 1) * sizeof(*end));
-	size_t *stack = malloc((CK_MAX_DEPTH + 2) * sizeof(*stack));
+	size_t *stack = malloc((TREE_MAX_DEPTH + 2) * sizeof(*stack));
 	if (!end || !stack) {
 		free(end);
 		free(stack);
@@ -24,7 +24,7 @@ size_t *ck_subtree_ends(const struct ck_manifest *m)
 		/* Entries are in tree order: a subtree is contiguous, after its directory. */
 		while (top && stack[top - 1] != m->ent[i].parent)
 			end[stack[--top]] = i;
-		if (m->ent[i].type == TREE_DIR && top < CK_MAX_DEPTH + 2)
+		if (m->ent[i].type == TREE_DIR && top < TREE_MAX_DEPTH + 2)
 			stack[top++] = i;
 	}
 	while (top)
@@ -33,7 +33,7 @@ size_t *ck_subtree_ends(const struct ck_manifest *m)
 	return end;
 }
 
-static int copy_str(struct ck_manifest *m, const struct ck_manifest *prev, uint32_t off,
+static int copy_str(struct tree_manifest *m, const struct tree_manifest *prev, uint32_t off,
 		    uint32_t len, uint32_t *out)
 {
 	if (!len) {
@@ -43,14 +43,14 @@ static int copy_str(struct ck_manifest *m, const struct ck_manifest *prev, uint3
 	return tree_pool_add(&m->pool, prev->pool.buf + off, len, out);
 }
 
-int ck_copy_ent(struct ck_manifest *m, const struct ck_manifest *prev, size_t j, uint32_t parent,
-		uint32_t *idx)
+int tree_copy_ent(struct tree_manifest *m, unsigned max, const struct tree_manifest *prev, size_t j,
+		  uint32_t parent, uint32_t *idx)
 {
-	if (m->n >= CK_MAX_ENTRIES)
+	if (m->n >= max)
 		return -EFBIG;
 	if (tree_grow(&m->ent, &m->cap, m->n, sizeof(*m->ent)) < 0)
 		return -ENOMEM;
-	struct ck_ent e = prev->ent[j];
+	struct tree_ent e = prev->ent[j];
 	if (copy_str(m, prev, e.path_off, e.path_len, &e.path_off) < 0 ||
 	    copy_str(m, prev, e.target_off, e.target_len, &e.target_off) < 0 ||
 	    copy_str(m, prev, e.xattr_off, e.xattr_len, &e.xattr_off) < 0)
@@ -61,7 +61,7 @@ int ck_copy_ent(struct ck_manifest *m, const struct ck_manifest *prev, size_t j,
 	return 0;
 }
 
-bool ck_manifest_same(const struct ck_manifest *a, const struct ck_manifest *b)
+bool tree_manifest_same(const struct tree_manifest *a, const struct tree_manifest *b)
 {
 	return a->n == b->n && a->pool.len == b->pool.len &&
 	       !memcmp(a->ent, b->ent, a->n * sizeof(*a->ent)) &&
@@ -70,29 +70,29 @@ bool ck_manifest_same(const struct ck_manifest *a, const struct ck_manifest *b)
 
 /* Root i of prev is roots[i] as it is now (its own attributes: a change of its entries moves
  * its ctime, and the tracker saw it). */
-static bool root_same(const struct ck_root *r, const struct ck_ent *pe)
+static bool root_same(const struct tree_root *r, const struct tree_ent *pe)
 {
 	struct kstatx st;
-	return fsx_statx(r->pfd, r->name, AT_SYMLINK_NOFOLLOW, &st) == 0 && pe->ino == st.ino &&
-	       pe->dev == fsx_dev(&st) && pe->ctime_sec == st.ctime.tv_sec &&
+	return fs_statx(r->pfd, r->name, AT_SYMLINK_NOFOLLOW, &st) == 0 && pe->ino == st.ino &&
+	       pe->dev == fs_dev(&st) && pe->ctime_sec == st.ctime.tv_sec &&
 	       pe->ctime_nsec == st.ctime.tv_nsec && pe->mode == st.mode && pe->uid == st.uid &&
 	       pe->gid == st.gid && pe->size == st.size && pe->nlink == st.nlink;
 }
 
-bool ck_unchanged(const struct ck_changes *t, const struct ck_root *roots, unsigned n_roots,
-		  const struct ck_manifest *prev, struct ck_take_stats *ts)
+bool tree_unchanged(const struct ck_changes *t, const struct tree_root *roots, unsigned n_roots,
+		    const struct tree_manifest *prev, struct tree_capture_stats *ts)
 {
 	memset(ts, 0, sizeof(*ts));
 	unsigned nr = 0;
 	for (size_t i = 0; i < prev->n; i++) {
-		const struct ck_ent *e = &prev->ent[i];
-		const char *path = ck_path(prev, e);
-		if (e->parent == CK_NONE &&
+		const struct tree_ent *e = &prev->ent[i];
+		const char *path = tree_path(prev, e);
+		if (e->parent == TREE_NONE &&
 		    (nr >= n_roots || strcmp(path, roots[nr].path) || !root_same(&roots[nr++], e)))
 			return false;
 		/* Every directory watched and quiet; no file another name may change. */
 		if ((e->type == TREE_DIR && ck_changes_dir(t, path) != CK_DIR_CLEAN) ||
-		    (e->type == TREE_REG && (e->nlink > 1 || (e->flags & CK_UNREADABLE))))
+		    (e->type == TREE_REG && (e->nlink > 1 || (e->flags & TREE_UNREADABLE))))
 			return false;
 		ts->files += e->type == TREE_REG;
 		ts->bytes += e->type == TREE_REG ? e->size : 0;
@@ -105,10 +105,10 @@ bool ck_unchanged(const struct ck_changes *t, const struct ck_root *roots, unsig
 	return nr == n_roots;
 }
 
-int ck_reserve(struct ck_manifest *m, const struct ck_manifest *prev)
+int tree_reserve(struct tree_manifest *m, const struct tree_manifest *prev)
 {
 	size_t n = prev->n + 1024, len = prev->pool.len + 65536;
-	struct ck_ent *e = realloc(m->ent, n * sizeof(*e));
+	struct tree_ent *e = realloc(m->ent, n * sizeof(*e));
 	if (!e)
 		return -ENOMEM;
 	m->ent = e;

@@ -1,5 +1,5 @@
-/* The checkpoints' content store: one object per distinct content, named by its SHA-256, in
- * a directory of the state dir. See tree.h. */
+/* The content store: the checkpoints' one object per distinct content, named by its SHA-256,
+ * in a directory of the state dir; or the reset's pack, one unnamed file. See tree.h. */
 #include "tree/tree.h"
 
 #include <errno.h>
@@ -16,13 +16,13 @@
 #include "core/error.h"
 #include "core/sha256.h"
 #include "core/fileio.h"
-#include "tree/fsx.h"
+#include "tree/fsops.h"
 #include "tree/node.h"
 
 #define STORE_DIR "checkpoints"
 #define OBJ_DIR "objects"
 
-void ck_hex(const unsigned char sha[32], char out[65])
+void tree_hex(const unsigned char sha[32], char out[65])
 {
 	static const char d[] = "0123456789abcdef";
 	for (int i = 0; i < 32; i++) {
@@ -32,14 +32,15 @@ void ck_hex(const unsigned char sha[32], char out[65])
 	out[64] = 0;
 }
 
-int ck_store_open(struct ck_store *s, int state_fd, struct error *e)
+int tree_store_open(struct tree_store *s, int state_fd, struct error *e)
 {
-	s->dir_fd = s->obj_fd = -1;
+	s->dir_fd = s->obj_fd = s->pack_fd = -1;
 	struct kstatx st;
-	int rc = fsx_statx(state_fd, "", AT_EMPTY_PATH, &st);
+	int rc = fs_statx(state_fd, "", AT_EMPTY_PATH, &st);
 	if (rc < 0)
 		return error_set(e, -rc, NULL, "checkpoints: cannot examine the state dir");
-	s->excl = (struct tree_inode){fsx_dev(&st), st.ino};
+	s->excl[0] = (struct tree_inode){fs_dev(&st), st.ino};
+	s->n_excl = 1;
 	if (mkdirat(state_fd, STORE_DIR, 0700) < 0 && errno != EEXIST)
 		return error_set(e, errno, NULL, "checkpoints: cannot create the store");
 	s->dir_fd = openat(state_fd, STORE_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -50,18 +51,20 @@ int ck_store_open(struct ck_store *s, int state_fd, struct error *e)
 	s->obj_fd = openat(s->dir_fd, OBJ_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (s->obj_fd < 0)
 		return error_set(e, errno, NULL, "checkpoints: cannot open the object store");
-	if (!(s->buf = malloc(CK_BUF_BYTES)))
+	if (!(s->buf = malloc(TREE_BUF_BYTES)))
 		return error_set(e, ENOMEM, NULL, "checkpoints");
 	return 0;
 }
 
-void ck_store_close(struct ck_store *s)
+void tree_store_close(struct tree_store *s)
 {
 	if (s->obj_fd >= 0)
 		close(s->obj_fd);
 	if (s->dir_fd >= 0)
 		close(s->dir_fd);
-	s->obj_fd = s->dir_fd = -1;
+	if (s->pack_fd >= 0)
+		close(s->pack_fd);
+	s->obj_fd = s->dir_fd = s->pack_fd = -1;
 	free(s->buf);
 	s->buf = NULL;
 	free(s->new_hex);
@@ -69,7 +72,7 @@ void ck_store_close(struct ck_store *s)
 	s->n_new = s->cap_new = 0;
 }
 
-void ck_store_rollback(struct ck_store *s)
+void tree_store_rollback(struct tree_store *s)
 {
 	for (size_t i = 0; i < s->n_new; i++)
 		unlinkat(s->obj_fd, s->new_hex[i], 0);
@@ -112,14 +115,31 @@ static int tmp_link(int fd, const char *tmpname, int dir, const char *name)
 	return linkat(AT_FDCWD, p, dir, name, AT_SYMLINK_FOLLOW) < 0 ? -errno : 0;
 }
 
+/* The reset's pack: appended (a file that grew meanwhile is cut where its copy ended). */
+static int pack_put(struct tree_store *s, int src, struct tree_ent *e, uint64_t *stored)
+{
+	uint64_t n = 0;
+	int rc = fs_copy(src, NULL, UINT64_MAX, s->pack_fd, &n);
+	if (rc < 0)
+		return rc;
+	e->pack_off = s->pack_len;
+	s->pack_len += n;
+	s->added += n;
+	*stored = n;
+	return s->used + s->added > s->max ? -TREE_EFULL : 0;
+}
+
 /* Cloned where the file system can (then the clone is hashed: what is stored is what was
  * hashed, whatever a task does to src meanwhile), else read once, hashed and written. */
-int ck_store_put(struct ck_store *s, int src, uint64_t size, unsigned char sha[32],
-		 uint64_t *stored, bool *cloned)
+int tree_store_put(struct tree_store *s, int src, uint64_t size, struct tree_ent *e,
+		   uint64_t *stored, bool *cloned)
 {
 	*cloned = false;
 	if (s->used + s->added + size > s->max)
-		return -CK_EFULL;
+		return -TREE_EFULL;
+	if (s->pack_fd >= 0)
+		return pack_put(s, src, e, stored);
+	unsigned char *sha = e->sha;
 	char tmpname[64];
 	int tmp = tmp_open(s->obj_fd, tmpname);
 	if (tmp < 0)
@@ -132,8 +152,8 @@ int ck_store_put(struct ck_store *s, int src, uint64_t size, unsigned char sha[3
 	 * copy is read from src and written as it is hashed. */
 	*cloned = ioctl(tmp, FICLONE, src) == 0;
 	for (;;) {
-		ssize_t k = *cloned ? pread(tmp, s->buf, CK_BUF_BYTES, (off_t)n)
-				    : read(src, s->buf, CK_BUF_BYTES);
+		ssize_t k = *cloned ? pread(tmp, s->buf, TREE_BUF_BYTES, (off_t)n)
+				    : read(src, s->buf, TREE_BUF_BYTES);
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k < 0) {
@@ -147,15 +167,15 @@ int ck_store_put(struct ck_store *s, int src, uint64_t size, unsigned char sha[3
 			break;
 		n += (uint64_t)k;
 		if (!*cloned && s->used + s->added + n > s->max) {
-			rc = -CK_EFULL; /* it grew while being copied */
+			rc = -TREE_EFULL; /* it grew while being copied */
 			break;
 		}
 	}
 	if (rc == 0 && s->used + s->added + n > s->max)
-		rc = -CK_EFULL;
+		rc = -TREE_EFULL;
 	sha256_final(&h, sha);
 	char hex[65];
-	ck_hex(sha, hex);
+	tree_hex(sha, hex);
 	struct stat ost;
 	if (rc == 0 && fstatat(s->obj_fd, hex, &ost, AT_SYMLINK_NOFOLLOW) == 0) {
 		/* Already stored: shared. */
@@ -191,13 +211,13 @@ int ck_store_put(struct ck_store *s, int src, uint64_t size, unsigned char sha[3
 }
 
 /* Hash only (a diff against the tree as it is). */
-int ck_hash_fd(char *buf, int src, unsigned char sha[32], uint64_t *n)
+int tree_hash_fd(char *buf, int src, unsigned char sha[32], uint64_t *n)
 {
 	struct sha256 h;
 	sha256_init(&h);
 	*n = 0;
 	for (;;) {
-		ssize_t k = read(src, buf, CK_BUF_BYTES);
+		ssize_t k = read(src, buf, TREE_BUF_BYTES);
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k < 0)
@@ -211,7 +231,7 @@ int ck_hash_fd(char *buf, int src, unsigned char sha[32], uint64_t *n)
 	return 0;
 }
 
-int ck_slurp(int fd, size_t max, char **buf, size_t *len)
+int tree_slurp(int fd, size_t max, char **buf, size_t *len)
 {
 	char *b = malloc(max + 1);
 	size_t n = 0;
@@ -232,15 +252,28 @@ int ck_slurp(int fd, size_t max, char **buf, size_t *len)
 	return 0;
 }
 
-int ck_object_read(const struct ck_store *s, const unsigned char sha[32], size_t max, char **buf,
-		   size_t *len)
+int tree_store_open_content(const struct tree_store *s, const struct tree_ent *e, uint64_t *off,
+			    bool *owned)
+{
+	*owned = s->pack_fd < 0;
+	*off = *owned ? 0 : e->pack_off;
+	if (!*owned)
+		return s->pack_fd;
+	char hex[65];
+	tree_hex(e->sha, hex);
+	int fd = openat(s->obj_fd, hex, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+int tree_object_read(const struct tree_store *s, const unsigned char sha[32], size_t max,
+		     char **buf, size_t *len)
 {
 	char hex[65];
-	ck_hex(sha, hex);
+	tree_hex(sha, hex);
 	int fd = openat(s->obj_fd, hex, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	return ck_slurp(fd, max, buf, len);
+	return tree_slurp(fd, max, buf, len);
 }
 
 static int cmp_sha(const void *a, const void *b)
@@ -253,8 +286,8 @@ static int hexval(char c)
 	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
-int ck_store_gc(struct ck_store *s, const struct ck_manifest *keep, unsigned n_keep,
-		uint64_t *bytes, struct error *e)
+int tree_store_gc(struct tree_store *s, const struct tree_manifest *keep, unsigned n_keep,
+		  uint64_t *bytes, struct error *e)
 {
 	size_t n = 0;
 	for (unsigned i = 0; i < n_keep; i++)
@@ -265,10 +298,10 @@ int ck_store_gc(struct ck_store *s, const struct ck_manifest *keep, unsigned n_k
 	size_t k = 0;
 	for (unsigned i = 0; i < n_keep; i++)
 		for (size_t j = 0; j < keep[i].n; j++)
-			if (keep[i].ent[j].flags & CK_HAS_SHA)
+			if (keep[i].ent[j].flags & TREE_STORED)
 				memcpy(set[k++], keep[i].ent[j].sha, 32);
 	qsort(set, k, 32, cmp_sha);
-	struct fsx_iter *it = fsx_iter_new(s->obj_fd);
+	struct fs_iter *it = fs_iter_new(s->obj_fd);
 	if (!it) {
 		free(set);
 		return error_set(e, ENOMEM, NULL, "checkpoints");
@@ -276,7 +309,7 @@ int ck_store_gc(struct ck_store *s, const struct ck_manifest *keep, unsigned n_k
 	*bytes = 0;
 	const char *name;
 	int rc;
-	while ((rc = fsx_iter_next(it, &name)) > 0) {
+	while ((rc = fs_iter_next(it, &name)) > 0) {
 		unsigned char sha[32];
 		bool ok = strlen(name) == 64;
 		for (int i = 0; ok && i < 32; i++) {
@@ -302,7 +335,7 @@ int ck_store_gc(struct ck_store *s, const struct ck_manifest *keep, unsigned n_k
 	return 0;
 }
 
-int ck_store_retire(int state_fd)
+int tree_store_retire(int state_fd)
 {
 	char name[64];
 	for (unsigned i = 0; i < 1000; i++) {
@@ -319,24 +352,24 @@ int ck_store_retire(int state_fd)
 	return -1;
 }
 
-int ck_remove_tree(int dfd, const char *name)
+int tree_remove_all(int dfd, const char *name)
 {
 	struct kstatx st;
-	int rc = fsx_statx(dfd, name, AT_SYMLINK_NOFOLLOW, &st);
+	int rc = fs_statx(dfd, name, AT_SYMLINK_NOFOLLOW, &st);
 	if (rc < 0)
 		return rc == -ENOENT ? 0 : rc;
-	struct tree_rm o = {.dev = fsx_dev(&st),
+	struct tree_rm o = {.dev = fs_dev(&st),
 			    .mnt_id = st.mnt_id,
-			    .max_depth = CK_MAX_DEPTH,
+			    .max_depth = TREE_MAX_DEPTH,
 			    .hoist_fd = -1};
 	return tree_remove(&o, dfd, name, &st, 0);
 }
 
-void ck_purge_dead(int state_fd)
+void tree_store_purge_dead(int state_fd)
 {
 	char name[64];
 	for (unsigned i = 0; i < 1000; i++) {
 		snprintf(name, sizeof(name), STORE_DIR ".dead.%u", i);
-		ck_remove_tree(state_fd, name);
+		tree_remove_all(state_fd, name);
 	}
 }

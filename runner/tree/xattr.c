@@ -9,7 +9,7 @@
 
 #define XATTR_LIST_MAX_BYTES 65536
 #define XATTR_VALUE_MAX 65536
-bool fsx_xattr_ours(const char *name)
+bool xattr_ours(const char *name)
 {
 	return !strncmp(name, "user.", 5) || !strncmp(name, "trusted.", 8) ||
 	       !strcmp(name, "system.posix_acl_access") ||
@@ -48,7 +48,7 @@ static ssize_t xattr_value(int fd, const char *name, char *buf, size_t cap)
 	return v < 0 ? -errno : v;
 }
 
-int fsx_xattrs_take(int fd, char **out, size_t *out_len)
+int xattrs_take(int fd, char **out, size_t *out_len)
 {
 	*out = NULL;
 	*out_len = 0;
@@ -60,7 +60,7 @@ int fsx_xattrs_take(int fd, char **out, size_t *out_len)
 	char *blob = malloc(cap), *val = malloc(XATTR_VALUE_MAX);
 	int rc = blob && val ? 0 : -ENOMEM;
 	for (char *nm = names; rc == 0 && nm < names + n; nm += strlen(nm) + 1) {
-		if (!fsx_xattr_ours(nm))
+		if (!xattr_ours(nm))
 			continue;
 		ssize_t v = xattr_value(fd, nm, val, XATTR_VALUE_MAX);
 		if (v == -ENODATA)
@@ -100,8 +100,8 @@ int fsx_xattrs_take(int fd, char **out, size_t *out_len)
 }
 
 /* Walks an entry's blob: the next attribute, or false at its end. */
-bool fsx_blob_next(const char *blob, size_t len, size_t *pos, char *name, size_t namecap,
-		   const char **value, uint32_t *vlen)
+bool xattr_blob_next(const char *blob, size_t len, size_t *pos, char *name, size_t namecap,
+		     const char **value, uint32_t *vlen)
 {
 	if (*pos + 2 > len)
 		return false;
@@ -123,27 +123,27 @@ bool fsx_blob_next(const char *blob, size_t len, size_t *pos, char *name, size_t
  * changed or removed ones set again. Returns how many were changed, or
  * -errno. `tolerant`: a non-root runner's EPERM on what it does not own
  * (no task of its uid could have changed that either) is not an error. */
-int fsx_xattrs_restore(int fd, const char *blob, size_t blen, bool tolerant)
+int xattrs_restore(int fd, const char *blob, size_t blen, bool tolerant)
 {
 	char *names;
 	ssize_t n = xattr_names(fd, &names);
 	if (n < 0)
 		return (int)n;
 	int changed = 0, rc = 0;
-	char name[FSX_XATTR_NAME_BYTES], *val = malloc(XATTR_VALUE_MAX);
+	char name[XATTR_NAME_BYTES], *val = malloc(XATTR_VALUE_MAX);
 	if (!val) {
 		free(names);
 		return -ENOMEM;
 	}
 	/* Added by a tenant: removed. */
 	for (char *nm = names; n > 0 && nm < names + n && rc == 0; nm += strlen(nm) + 1) {
-		if (!fsx_xattr_ours(nm))
+		if (!xattr_ours(nm))
 			continue;
 		bool kept = false;
 		size_t pos = 0;
 		const char *v;
 		uint32_t vl;
-		while (!kept && fsx_blob_next(blob, blen, &pos, name, sizeof(name), &v, &vl))
+		while (!kept && xattr_blob_next(blob, blen, &pos, name, sizeof(name), &v, &vl))
 			kept = !strcmp(name, nm);
 		if (kept)
 			continue;
@@ -156,7 +156,7 @@ int fsx_xattrs_restore(int fd, const char *blob, size_t blen, bool tolerant)
 	size_t pos = 0;
 	const char *v;
 	uint32_t vl;
-	while (rc == 0 && fsx_blob_next(blob, blen, &pos, name, sizeof(name), &v, &vl)) {
+	while (rc == 0 && xattr_blob_next(blob, blen, &pos, name, sizeof(name), &v, &vl)) {
 		ssize_t cur = xattr_value(fd, name, val, XATTR_VALUE_MAX);
 		if (cur == (ssize_t)vl && !memcmp(val, v, vl))
 			continue;

@@ -1,7 +1,6 @@
-/* The extended attributes and ACLs a tenant may set, as one blob per entry:
- * what the reset snapshot (snapshot.c, snapshot_restore.c) and checkpoints (tree.h)
- * keep of a directory or file and put back. Split from fsx.c, whose names
- * they keep. Functions return 0 (or a count) or -errno. */
+/* The extended attributes and ACLs a tenant may set, as one blob per entry: what the
+ * file-tree engine (tree.h) keeps of a directory or file and puts back.
+ * Functions return 0 (or a count) or -errno. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -10,12 +9,12 @@
 /* Extended attributes and ACLs: user.*, trusted.*, system.posix_acl_*.
  * A blob is, for each attribute, a 2-byte name length, the name, a 4-byte
  * value length, the value (host order). */
-#define FSX_XATTR_NAME_BYTES 256 /* the kernel's XATTR_NAME_MAX + 1 */
-bool fsx_xattr_ours(const char *name);
+#define XATTR_NAME_BYTES 256 /* the kernel's XATTR_NAME_MAX + 1 */
+bool xattr_ours(const char *name);
 /* fd's attributes as a malloc'd blob (*blob NULL and *len 0 when none). */
-int fsx_xattrs_take(int fd, char **blob, size_t *len);
-bool fsx_blob_next(const char *blob, size_t len, size_t *pos, char *name, size_t namecap,
-		   const char **value, uint32_t *vlen);
+int xattrs_take(int fd, char **blob, size_t *len);
+bool xattr_blob_next(const char *blob, size_t len, size_t *pos, char *name, size_t namecap,
+		     const char **value, uint32_t *vlen);
 /* Make fd's attributes exactly the blob's; returns how many were changed.
  * `tolerant`: EPERM/EACCES on what the runner does not own is no error. */
-int fsx_xattrs_restore(int fd, const char *blob, size_t blen, bool tolerant);
+int xattrs_restore(int fd, const char *blob, size_t blen, bool tolerant);

@@ -1,6 +1,6 @@
-/* A checkpoint's manifest: taken by walking its paths (contents put into the store, or only
- * hashed for a diff against the tree as it is), in tree order, saved and loaded, compared with
- * another; and the current content of a path. See tree.h. */
+/* Capture: a manifest taken by walking its roots (contents put into the store, or only hashed
+ * for a diff against the tree as it is), in tree order; the manifest's own helpers. See
+ * tree.h. */
 #include "tree/tree.h"
 
 #include <errno.h>
@@ -9,25 +9,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core/error.h"
-#include "core/fileio.h"
 #include "files/ident.h"
 #include "tree/changes.h"
-#include "tree/fsx.h"
+#include "tree/fsops.h"
 #include "tree/node.h"
 
-#define MAGIC "FCKPT001"
-
-const char *ck_path(const struct ck_manifest *m, const struct ck_ent *e)
+const char *tree_path(const struct tree_manifest *m, const struct tree_ent *e)
 {
 	return m->pool.buf + e->path_off;
 }
 
-int ck_pathcmp(const char *a, const char *b)
+int tree_pathcmp(const char *a, const char *b)
 {
 	for (;; a++, b++) {
 		unsigned ca = (unsigned char)*a, cb = (unsigned char)*b;
@@ -40,21 +38,24 @@ int ck_pathcmp(const char *a, const char *b)
 	}
 }
 
-void ck_manifest_free(struct ck_manifest *m)
+void tree_manifest_free(struct tree_manifest *m)
 {
-	free(m->ent);
+	if (m->map_len)
+		munmap(m->ent, m->map_len);
+	else
+		free(m->ent);
 	tree_pool_free(&m->pool);
 	memset(m, 0, sizeof(*m));
 }
 
-long ck_find(const struct ck_manifest *m, const char *path)
+long tree_find(const struct tree_manifest *m, const char *path)
 {
 	if (!m)
 		return -1;
 	size_t lo = 0, hi = m->n;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		int c = ck_pathcmp(path, ck_path(m, &m->ent[mid]));
+		int c = tree_pathcmp(path, tree_path(m, &m->ent[mid]));
 		if (c == 0)
 			return (long)mid;
 		if (c < 0)
@@ -67,24 +68,39 @@ long ck_find(const struct ck_manifest *m, const char *path)
 
 /* ---- taking it ---- */
 
-static int ent_add(struct ck_manifest *m, uint32_t *idx)
+int tree_manifest_share(struct tree_manifest *m)
 {
-	if (m->n >= CK_MAX_ENTRIES)
+	size_t len = ((m->n ? m->n : 1) * sizeof(*m->ent) + 4095) & ~(size_t)4095;
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	if (m->n)
+		memcpy(p, m->ent, m->n * sizeof(*m->ent));
+	free(m->ent);
+	m->ent = p;
+	m->cap = m->n;
+	m->map_len = len;
+	return 0;
+}
+
+static int ent_add(struct tree_manifest *m, unsigned max, uint32_t *idx)
+{
+	if (m->n >= max)
 		return -EFBIG;
 	if (tree_grow(&m->ent, &m->cap, m->n, sizeof(*m->ent)) < 0)
 		return -ENOMEM;
 	*idx = (uint32_t)m->n++;
 	memset(&m->ent[*idx], 0, sizeof(m->ent[0]));
-	m->ent[*idx].parent = CK_NONE;
+	m->ent[*idx].parent = TREE_NONE;
 	return 0;
 }
 
-static void ent_fill(struct ck_ent *e, const struct kstatx *st)
+static void ent_fill(struct tree_ent *e, const struct kstatx *st)
 {
 	e->ino = st->ino;
-	e->dev = fsx_dev(st);
+	e->dev = fs_dev(st);
 	e->size = st->size;
-	e->rdev = fsx_rdev(st);
+	e->rdev = fs_rdev(st);
 	e->ctime_sec = st->ctime.tv_sec;
 	e->ctime_nsec = st->ctime.tv_nsec;
 	e->mtime_sec = st->mtime.tv_sec;
@@ -99,12 +115,14 @@ static void ent_fill(struct ck_ent *e, const struct kstatx *st)
 }
 
 struct take {
-	struct ck_store *s; /* the store; its excl is never entered */
-	bool hash_only;     /* contents hashed, not stored */
-	const struct ck_root *root;
-	const struct ck_manifest *prev;
-	struct ck_manifest *m;
-	struct ck_take_stats *ts;
+	struct tree_store *s; /* the store; its excl is never entered */
+	bool hash_only;       /* contents hashed, not stored */
+	const struct tree_root *root;
+	const struct tree_manifest *prev;
+	struct tree_manifest *m;
+	struct tree_capture_stats *ts;
+	unsigned max_entries;
+	int max_depth;
 	char *hbuf;    /* hashing buffer without a store */
 	size_t *ends;  /* with reuse: prev's subtree ends (changes.h) */
 	int forced;    /* inside a directory walked whole: no reuse below */
@@ -117,7 +135,7 @@ static bool foreign(const struct take *c, const struct kstatx *st)
 {
 	if (tree_other_mount(st, c->root->dev, c->root->mnt_id))
 		return true;
-	return tree_inode_in(&c->s->excl, 1, st);
+	return tree_inode_in(c->s->excl, c->s->n_excl, st);
 }
 
 /* The entry's extended attributes and ACLs into the manifest. */
@@ -129,28 +147,28 @@ static int take_xattrs(struct take *c, int fd, uint32_t idx)
 		c->m->ent[idx].xattr_off = off;
 		c->m->ent[idx].xattr_len = len;
 	}
-	return rc < 0 ? error_set(c->e, -rc, NULL, "checkpoint: the attributes of %s", c->path) : 0;
+	return rc < 0 ? error_set(c->e, -rc, NULL, "the attributes of %s", c->path) : 0;
 }
 
 /* Unchanged since the previous checkpoint (any write, chmod, chown, xattr change moves the
  * ctime): its content and attributes as they were, not read again. 1 when so. */
 static int take_unchanged(struct take *c, uint32_t idx)
 {
-	struct ck_manifest *m = c->m;
-	struct ck_ent *e = &m->ent[idx];
-	long p = ck_find(c->prev, c->path);
-	const struct ck_ent *pe = p >= 0 ? &c->prev->ent[p] : NULL;
-	if (!pe || pe->type != TREE_REG || !(pe->flags & CK_HAS_SHA) || pe->ino != e->ino ||
+	struct tree_manifest *m = c->m;
+	struct tree_ent *e = &m->ent[idx];
+	long p = tree_find(c->prev, c->path);
+	const struct tree_ent *pe = p >= 0 ? &c->prev->ent[p] : NULL;
+	if (!pe || pe->type != TREE_REG || !(pe->flags & TREE_STORED) || pe->ino != e->ino ||
 	    pe->dev != e->dev || pe->size != e->size || pe->ctime_sec != e->ctime_sec ||
 	    pe->ctime_nsec != e->ctime_nsec)
 		return 0;
 	memcpy(e->sha, pe->sha, 32);
-	e->flags |= CK_HAS_SHA;
+	e->flags |= TREE_STORED;
 	if (pe->xattr_len) {
 		uint32_t off;
 		if (tree_pool_add(&m->pool, c->prev->pool.buf + pe->xattr_off, pe->xattr_len,
 				  &off) < 0)
-			return error_set(c->e, ENOMEM, NULL, "checkpoint");
+			return error_set(c->e, ENOMEM, NULL, "capture");
 		e = &m->ent[idx];
 		e->xattr_off = off;
 		e->xattr_len = pe->xattr_len;
@@ -161,20 +179,20 @@ static int take_unchanged(struct take *c, uint32_t idx)
 /* src's content into the store (or hashed only). */
 static int take_bytes(struct take *c, int src, const struct kstatx *st, uint32_t idx)
 {
-	struct ck_ent *e = &c->m->ent[idx];
+	struct tree_ent *e = &c->m->ent[idx];
 	uint64_t n = 0;
 	bool cloned = false;
-	int rc = c->hash_only ? ck_hash_fd(c->hbuf, src, e->sha, &n)
-			      : ck_store_put(c->s, src, st->size, e->sha, &n, &cloned);
-	if (rc == -CK_EFULL) {
+	int rc = c->hash_only ? tree_hash_fd(c->hbuf, src, e->sha, &n)
+			      : tree_store_put(c->s, src, st->size, e, &n, &cloned);
+	if (rc == -TREE_EFULL) {
 		error_set(c->e, 0, NULL, "%s", c->path);
-		c->e->errnum = CK_EFULL; /* the caller words it: 507 */
+		c->e->errnum = TREE_EFULL; /* the caller words it: 507 */
 		return -1;
 	}
 	if (rc < 0)
-		return error_set(c->e, -rc, NULL, "checkpoint: cannot copy %s", c->path);
+		return error_set(c->e, -rc, NULL, "cannot copy %s", c->path);
 	e->size = n;
-	e->flags |= CK_HAS_SHA;
+	e->flags |= TREE_STORED;
 	c->ts->read_files++;
 	c->ts->read_bytes += n;
 	if (cloned)
@@ -196,14 +214,14 @@ static bool take_open(const struct take *c, const char *name)
 
 static int take_content(struct take *c, int dfd, const char *name, uint32_t idx)
 {
-	struct ck_manifest *m = c->m;
+	struct tree_manifest *m = c->m;
 	int rc = take_open(c, name) ? 0 : take_unchanged(c, idx);
 	if (rc != 0)
 		return rc < 0 ? -1 : 0;
 	int src = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
 	struct kstatx st;
 	if (src >= 0 &&
-	    (fsx_statx(src, "", AT_EMPTY_PATH, &st) < 0 || (st.mode & S_IFMT) != S_IFREG)) {
+	    (fs_statx(src, "", AT_EMPTY_PATH, &st) < 0 || (st.mode & S_IFMT) != S_IFREG)) {
 		close(src);
 		src = -1;
 		errno = ESTALE;
@@ -216,7 +234,7 @@ static int take_content(struct take *c, int dfd, const char *name, uint32_t idx)
 	if (src < 0) {
 		/* Not readable (or swapped meanwhile): named in the answer,
 		 * never in the store. */
-		m->ent[idx].flags |= CK_UNREADABLE;
+		m->ent[idx].flags |= TREE_UNREADABLE;
 		c->ts->unreadable++;
 		return 0;
 	}
@@ -246,46 +264,46 @@ static bool task_may(const struct files_ident *t, int dfd, const char *name, int
  * read (docs/design.md §10.2, "For whom"). */
 static void task_access(struct take *c, int dfd, const char *name, uint32_t idx)
 {
-	struct ck_ent *e = &c->m->ent[idx];
+	struct tree_ent *e = &c->m->ent[idx];
 	const struct files_ident *t = c->s ? c->s->task : NULL;
 	if (!t || e->type == TREE_KEEP)
 		return;
-	bool seen = e->parent == CK_NONE ? c->root->task_reach
-					 : (c->m->ent[e->parent].flags & CK_TASK_OK) != 0;
+	bool seen = e->parent == TREE_NONE ? c->root->task_reach
+					   : (c->m->ent[e->parent].flags & TREE_TASK_OK) != 0;
 	if (!seen)
 		return;
-	e->flags |= CK_TASK_SEEN;
+	e->flags |= TREE_TASK_SEEN;
 	if (e->type == TREE_REG) {
 		/* A file's own rights move its ctime: unchanged since the previous checkpoint
 		 * (which checked it, from a directory it could enter), the answer stands. */
-		long p = ck_find(c->prev, c->path);
-		const struct ck_ent *pe = p >= 0 ? &c->prev->ent[p] : NULL;
-		if (pe && pe->type == TREE_REG && (pe->flags & CK_TASK_SEEN) && pe->ino == e->ino &&
-		    pe->dev == e->dev && pe->ctime_sec == e->ctime_sec &&
+		long p = tree_find(c->prev, c->path);
+		const struct tree_ent *pe = p >= 0 ? &c->prev->ent[p] : NULL;
+		if (pe && pe->type == TREE_REG && (pe->flags & TREE_TASK_SEEN) &&
+		    pe->ino == e->ino && pe->dev == e->dev && pe->ctime_sec == e->ctime_sec &&
 		    pe->ctime_nsec == e->ctime_nsec) {
-			e->flags |= pe->flags & CK_TASK_OK;
+			e->flags |= pe->flags & TREE_TASK_OK;
 			return;
 		}
 	}
 	int mode = e->type == TREE_DIR ? R_OK | X_OK : e->type == TREE_REG ? R_OK : F_OK;
 	if (task_may(t, dfd, name, mode))
-		e->flags |= CK_TASK_OK;
+		e->flags |= TREE_TASK_OK;
 }
 
 static int take_children(struct take *c, int fd, uint32_t di, int depth)
 {
-	if (depth >= CK_MAX_DEPTH)
-		return error_set(c->e, 0, NULL, "checkpoint: %s is more than %d levels deep",
-				 c->path, CK_MAX_DEPTH);
+	if (depth >= c->max_depth)
+		return error_set(c->e, 0, NULL, "%s is more than %d levels deep", c->path,
+				 c->max_depth);
 	struct tree_names names;
 	int rc = tree_names_read(fd, &names);
 	if (rc < 0)
-		return error_set(c->e, -rc, NULL, "checkpoint: cannot list %s", c->path);
+		return error_set(c->e, -rc, NULL, "cannot list %s", c->path);
 	size_t plen = strlen(c->path);
 	for (size_t i = 0; rc == 0 && i < names.n; i++) {
 		size_t l = strlen(names.v[i]);
 		if (plen + 1 + l >= sizeof(c->path)) {
-			rc = error_set(c->e, ENAMETOOLONG, NULL, "checkpoint: under %s", c->path);
+			rc = error_set(c->e, ENAMETOOLONG, NULL, "under %s", c->path);
 			break;
 		}
 		c->path[plen] = '/';
@@ -297,6 +315,71 @@ static int take_children(struct take *c, int fd, uint32_t di, int depth)
 	return rc < 0 ? -1 : 0;
 }
 
+/* The previous capture's entry for directory idx when the caller says nothing under it
+ * changed (tree_store.unchanged_dir) and it is the same directory, with the same rights for
+ * the task user; else -1. */
+static long unchanged_dir(struct take *c, uint32_t idx)
+{
+	const struct tree_ent *e = &c->m->ent[idx];
+	long p = c->s && c->s->unchanged_dir ? tree_find(c->prev, c->path) : -1;
+	const struct tree_ent *pe = p >= 0 ? &c->prev->ent[p] : NULL;
+	if (!pe || pe->type != TREE_DIR || pe->ino != e->ino || pe->dev != e->dev ||
+	    ((pe->flags ^ e->flags) & (TREE_TASK_SEEN | TREE_TASK_OK)))
+		return -1;
+	return c->s->unchanged_dir(c->s->unchanged_arg, c->path) ? p : -1;
+}
+
+/* One entry of a copied subtree: its strings into the pool, counted. */
+static int copy_entry(struct take *c, const struct tree_ent *pe, uint32_t parent)
+{
+	const struct tree_manifest *pm = c->prev;
+	uint32_t ni, off;
+	int rc = ent_add(c->m, c->max_entries, &ni);
+	if (rc < 0)
+		return rc;
+	struct tree_ent *e = &c->m->ent[ni];
+	*e = *pe;
+	e->parent = parent;
+	if ((rc = tree_pool_add(&c->m->pool, tree_path(pm, pe), pe->path_len, &off)) < 0)
+		return rc;
+	c->m->ent[ni].path_off = off;
+	if (pe->target_len && (rc = tree_pool_add(&c->m->pool, pm->pool.buf + pe->target_off,
+						  pe->target_len, &off)) < 0)
+		return rc;
+	c->m->ent[ni].target_off = pe->target_len ? off : 0;
+	if (pe->xattr_len && (rc = tree_pool_add(&c->m->pool, pm->pool.buf + pe->xattr_off,
+						 pe->xattr_len, &off)) < 0)
+		return rc;
+	c->m->ent[ni].xattr_off = pe->xattr_len ? off : 0;
+	c->ts->files += pe->type == TREE_REG;
+	c->ts->bytes += pe->type == TREE_REG ? pe->size : 0;
+	c->ts->dirs += pe->type == TREE_DIR;
+	c->ts->links += pe->type == TREE_LNK;
+	c->ts->other += pe->type > TREE_LNK && pe->type != TREE_KEEP;
+	c->ts->unreadable += (pe->flags & TREE_UNREADABLE) != 0;
+	return 0;
+}
+
+/* prev's subtree under its directory p copied in under entry idx, in tree order. */
+static int copy_subtree(struct take *c, size_t p, uint32_t idx)
+{
+	const struct tree_manifest *pm = c->prev;
+	const char *dir = tree_path(pm, &pm->ent[p]);
+	size_t dl = pm->ent[p].path_len;
+	for (size_t j = p + 1; j < pm->n; j++) {
+		const struct tree_ent *pe = &pm->ent[j];
+		const char *pp = tree_path(pm, pe);
+		if (strncmp(pp, dir, dl) || pp[dl] != '/')
+			break;
+		int rc = copy_entry(c, pe, idx + (pe->parent - (uint32_t)p));
+		if (rc == -EFBIG)
+			return error_set(c->e, 0, NULL, "more than %u entries", c->max_entries);
+		if (rc < 0)
+			return error_set(c->e, -rc, NULL, "capture");
+	}
+	return 0;
+}
+
 static int take_reused(struct take *c, uint32_t idx, size_t p, int depth);
 
 /* What the change tracker says of the directory idx (c->path): CK_DIR_CLEAN with *p its
@@ -306,10 +389,10 @@ static enum ck_dir_state take_dir_state(struct take *c, uint32_t idx, long *p)
 	if (!c->s || !c->s->reuse || c->forced)
 		return CK_DIR_WALK;
 	enum ck_dir_state ds = ck_changes_dir(c->s->changes, c->path);
-	const struct ck_ent *e = &c->m->ent[idx], *pe;
+	const struct tree_ent *e = &c->m->ent[idx], *pe;
 	if (ds != CK_DIR_CLEAN)
 		return ds;
-	*p = ck_find(c->prev, c->path);
+	*p = tree_find(c->prev, c->path);
 	pe = *p >= 0 ? &c->prev->ent[*p] : NULL;
 	if (!pe || pe->type != TREE_DIR || pe->ino != e->ino || pe->dev != e->dev ||
 	    pe->ctime_sec != e->ctime_sec || pe->ctime_nsec != e->ctime_nsec ||
@@ -325,24 +408,27 @@ static int take_dir(struct take *c, int dfd, const char *name, uint32_t idx, int
 	long p = -1;
 	enum ck_dir_state ds = take_dir_state(c, idx, &p);
 	if (ds == CK_DIR_CLEAN) {
-		c->m->ent[idx].flags |= c->prev->ent[p].flags & (CK_TASK_SEEN | CK_TASK_OK);
+		c->m->ent[idx].flags |= c->prev->ent[p].flags & (TREE_TASK_SEEN | TREE_TASK_OK);
 		return take_reused(c, idx, (size_t)p, depth);
 	}
-	int fd = fsx_open_dir_checked(dfd, name, c->m->ent[idx].ino, c->root->dev, c->root->mnt_id);
+	int fd = fs_open_dir_checked(dfd, name, c->m->ent[idx].ino, c->root->dev, c->root->mnt_id);
 	if (fd == -ENOENT || fd == -ESTALE || fd == -ENOTDIR || fd == -ELOOP) {
 		c->m->n--; /* swapped meanwhile: as if it were not there */
 		c->ts->dirs--;
 		return 0;
 	}
 	if (fd < 0)
-		return error_set(c->e, -fd, NULL, "checkpoint: cannot open %s", c->path);
+		return error_set(c->e, -fd, NULL, "cannot open %s", c->path);
 	if (c->s && c->s->watch) /* before it is listed: what comes after is seen */
 		(void)ck_changes_watch(c->s->changes, fd, c->path);
 	c->ts->listed_dirs++;
 	bool whole = ds == CK_DIR_WALK && c->s && c->s->reuse;
 	c->forced += whole;
 	int rc = take_xattrs(c, fd, idx);
-	if (rc == 0)
+	p = rc == 0 ? unchanged_dir(c, idx) : -1;
+	if (p >= 0)
+		rc = copy_subtree(c, (size_t)p, idx);
+	else if (rc == 0)
 		rc = take_children(c, fd, idx, depth);
 	c->forced -= whole;
 	close(fd);
@@ -358,8 +444,7 @@ static int take_link(struct take *c, int dfd, const char *name, uint32_t idx)
 		return 0;
 	}
 	if (rc < 0)
-		return error_set(c->e, -rc, NULL, "checkpoint: cannot read the symlink %s",
-				 c->path);
+		return error_set(c->e, -rc, NULL, "cannot read the symlink %s", c->path);
 	c->m->ent[idx].target_off = off;
 	c->m->ent[idx].target_len = len;
 	c->ts->links++;
@@ -369,10 +454,10 @@ static int take_link(struct take *c, int dfd, const char *name, uint32_t idx)
 /* Entry j of prev, unexamined: its counts as take_entry's. */
 static int take_copied(struct take *c, size_t j, uint32_t parent, uint32_t *k)
 {
-	int rc = ck_copy_ent(c->m, c->prev, j, parent, k);
+	int rc = tree_copy_ent(c->m, c->max_entries, c->prev, j, parent, k);
 	if (rc < 0)
 		return error_set(c->e, -rc, NULL, "checkpoint: under %s", c->path);
-	const struct ck_ent *pe = &c->prev->ent[j];
+	const struct tree_ent *pe = &c->prev->ent[j];
 	c->ts->reused++;
 	c->ts->files += pe->type == TREE_REG;
 	c->ts->bytes += pe->type == TREE_REG ? pe->size : 0;
@@ -380,7 +465,7 @@ static int take_copied(struct take *c, size_t j, uint32_t parent, uint32_t *k)
 	c->ts->links += pe->type == TREE_LNK;
 	c->ts->other += pe->type != TREE_REG && pe->type != TREE_DIR && pe->type != TREE_LNK &&
 			pe->type != TREE_KEEP;
-	c->ts->unreadable += (pe->flags & CK_UNREADABLE) != 0;
+	c->ts->unreadable += (pe->flags & TREE_UNREADABLE) != 0;
 	return 0;
 }
 
@@ -390,9 +475,9 @@ static int take_copied(struct take *c, size_t j, uint32_t parent, uint32_t *k)
  * its directory here sees nothing). */
 static int take_reused(struct take *c, uint32_t idx, size_t p, int depth)
 {
-	const struct ck_manifest *pm = c->prev;
-	const struct ck_ent *d = &pm->ent[p];
-	struct ck_ent *e = &c->m->ent[idx];
+	const struct tree_manifest *pm = c->prev;
+	const struct tree_ent *d = &pm->ent[p];
+	struct tree_ent *e = &c->m->ent[idx];
 	uint32_t off;
 	if (d->xattr_len) {
 		if (tree_pool_add(&c->m->pool, pm->pool.buf + d->xattr_off, d->xattr_len, &off) < 0)
@@ -401,15 +486,15 @@ static int take_reused(struct take *c, uint32_t idx, size_t p, int depth)
 		e->xattr_off = off;
 		e->xattr_len = d->xattr_len;
 	}
-	if (depth >= CK_MAX_DEPTH)
+	if (depth >= c->max_depth)
 		return error_set(c->e, 0, NULL, "checkpoint: %s is more than %d levels deep",
-				 c->path, CK_MAX_DEPTH);
+				 c->path, c->max_depth);
 	int fd = -1, rc = 0;
 	char saved[PATH_MAX];
 	memcpy(saved, c->path, strlen(c->path) + 1);
 	for (size_t j = p + 1; rc == 0 && j < c->ends[p]; j = c->ends[j]) {
-		const struct ck_ent *pe = &pm->ent[j];
-		const char *path = ck_path(pm, pe), *base = NULL;
+		const struct tree_ent *pe = &pm->ent[j];
+		const char *path = tree_path(pm, pe), *base = NULL;
 		memcpy(c->path, path, pe->path_len + 1); /* shorter than PATH_MAX: it was taken */
 		bool look = pe->type == TREE_DIR
 				    ? ck_changes_dir(c->s->changes, path) != CK_DIR_CLEAN
@@ -420,8 +505,8 @@ static int take_reused(struct take *c, uint32_t idx, size_t p, int depth)
 			if (rc == 0 && pe->type == TREE_DIR)
 				rc = take_reused(c, k, j, depth + 1);
 		} else {
-			const struct ck_root *r;
-			if (fd < 0 && (fd = ck_open_parent_of(c->root, 1, path, &base, &r)) < 0)
+			const struct tree_root *r;
+			if (fd < 0 && (fd = tree_open_parent_of(c->root, 1, path, &base, &r)) < 0)
 				rc = error_set(c->e, -fd, NULL, "checkpoint: cannot open %s",
 					       saved);
 			if (rc == 0)
@@ -438,26 +523,25 @@ static int take_reused(struct take *c, uint32_t idx, size_t p, int depth)
 static int take_entry(struct take *c, int dfd, const char *name, uint32_t parent, int depth)
 {
 	struct kstatx st;
-	int rc = fsx_statx(dfd, name, AT_SYMLINK_NOFOLLOW, &st);
+	int rc = fs_statx(dfd, name, AT_SYMLINK_NOFOLLOW, &st);
 	if (rc == -ENOENT)
 		return 0; /* gone meanwhile */
 	if (rc < 0)
-		return error_set(c->e, -rc, NULL, "checkpoint: cannot examine %s", c->path);
-	struct ck_manifest *m = c->m;
+		return error_set(c->e, -rc, NULL, "cannot examine %s", c->path);
+	struct tree_manifest *m = c->m;
 	uint32_t idx, off;
-	if ((rc = ent_add(m, &idx)) < 0 ||
+	if ((rc = ent_add(m, c->max_entries, &idx)) < 0 ||
 	    (rc = tree_pool_add(&m->pool, c->path, strlen(c->path), &off)) < 0) {
 		if (rc == -EFBIG)
-			return error_set(c->e, 0, NULL, "checkpoint: more than %u entries",
-					 CK_MAX_ENTRIES);
-		return error_set(c->e, ENOMEM, NULL, "checkpoint");
+			return error_set(c->e, 0, NULL, "more than %u entries", c->max_entries);
+		return error_set(c->e, ENOMEM, NULL, "capture");
 	}
-	struct ck_ent *e = &m->ent[idx];
+	struct tree_ent *e = &m->ent[idx];
 	e->path_off = off;
 	e->path_len = (uint32_t)strlen(c->path);
 	e->parent = parent;
 	ent_fill(e, &st);
-	if (foreign(c, &st)) {
+	if (parent != TREE_NONE && foreign(c, &st)) {
 		e->type = TREE_KEEP; /* a mount point or the state dir: never entered */
 		return 0;
 	}
@@ -467,8 +551,8 @@ static int take_entry(struct take *c, int dfd, const char *name, uint32_t parent
 		return take_dir(c, dfd, name, idx, depth);
 	case TREE_REG:
 		c->ts->files++;
-		if (st.nlink > 1 && c->ends) { /* a link prev did not know of: see ck_take */
-			long p = ck_find(c->prev, c->path);
+		if (st.nlink > 1 && c->ends) { /* a link prev did not know of: see tree_capture */
+			long p = tree_find(c->prev, c->path);
 			c->new_link |= p < 0 || c->prev->ent[p].nlink != st.nlink;
 		}
 		rc = take_content(c, dfd, name, idx);
@@ -483,250 +567,42 @@ static int take_entry(struct take *c, int dfd, const char *name, uint32_t parent
 	}
 }
 
-int ck_take(struct ck_store *store, bool hash_only, const struct ck_root *roots, unsigned n_roots,
-	    const struct ck_manifest *prev, struct ck_manifest *out, struct ck_take_stats *ts,
-	    struct error *e)
+int tree_capture(struct tree_store *store, bool hash_only, const struct tree_root *roots,
+		 unsigned n_roots, const struct tree_manifest *prev, struct tree_manifest *out,
+		 struct tree_capture_stats *ts, struct error *e)
 {
 	memset(out, 0, sizeof(*out));
 	memset(ts, 0, sizeof(*ts));
-	struct take c =
-		{.s = store, .hash_only = hash_only, .prev = prev, .m = out, .ts = ts, .e = e};
-	if (hash_only && !(c.hbuf = malloc(CK_BUF_BYTES)))
-		return error_set(e, ENOMEM, NULL, "checkpoint");
-	if (store && store->reuse && prev && !(c.ends = ck_subtree_ends(prev)))
+	struct take c = {.s = store,
+			 .hash_only = hash_only,
+			 .prev = prev,
+			 .m = out,
+			 .ts = ts,
+			 .max_entries = store->max_entries ? store->max_entries : TREE_MAX_ENTRIES,
+			 .max_depth = store->max_depth ? store->max_depth : TREE_MAX_DEPTH,
+			 .e = e};
+	if (hash_only && !(c.hbuf = malloc(TREE_BUF_BYTES)))
+		return error_set(e, ENOMEM, NULL, "capture");
+	if (store->reuse && prev && !(c.ends = tree_subtree_ends(prev)))
 		store->reuse = false;
-	if (c.ends && ck_reserve(out, prev) < 0) /* as large as prev: no copy on growing */
+	if (c.ends && tree_reserve(out, prev) < 0) /* as large as prev: no copy on growing */
 		store->reuse = false;
 	int rc = 0;
 	for (unsigned i = 0; i < n_roots && rc == 0; i++) {
 		c.root = &roots[i];
 		snprintf(c.path, sizeof(c.path), "%s", roots[i].path);
-		rc = take_entry(&c, roots[i].pfd, roots[i].name, CK_NONE, 0);
+		rc = take_entry(&c, roots[i].pfd, roots[i].name, TREE_NONE, 0);
 	}
 	free(c.ends);
+	free(c.hbuf);
 	if (rc == 0 && c.new_link && ts->reused) {
 		/* A file got another name: through it, a copy taken from prev may have changed
 		 * unseen. Taken again without the tracker. */
-		ck_manifest_free(out);
-		free(c.hbuf);
+		tree_manifest_free(out);
 		store->reuse = false;
-		return ck_take(store, hash_only, roots, n_roots, prev, out, ts, e);
+		return tree_capture(store, hash_only, roots, n_roots, prev, out, ts, e);
 	}
-	free(c.hbuf);
 	if (rc < 0)
-		ck_manifest_free(out);
+		tree_manifest_free(out);
 	return rc;
-}
-
-/* ---- its file ---- */
-
-int ck_save(int dir_fd, const char *name, const struct ck_manifest *m, struct error *e)
-{
-	char tmp[96];
-	snprintf(tmp, sizeof(tmp), ".%s.tmp", name);
-	int fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return error_set(e, errno, NULL, "checkpoint: cannot write its manifest");
-	uint64_t hdr[3] = {0, m->n, m->pool.len};
-	memcpy(&hdr[0], MAGIC, 8);
-	int rc = write_all(fd, (const char *)hdr, sizeof(hdr));
-	if (rc == 0 && m->n)
-		rc = write_all(fd, (const char *)m->ent, m->n * sizeof(*m->ent));
-	if (rc == 0 && m->pool.len)
-		rc = write_all(fd, m->pool.buf, m->pool.len);
-	if (close(fd) < 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && renameat(dir_fd, tmp, dir_fd, name) < 0)
-		rc = -errno;
-	if (rc < 0) {
-		unlinkat(dir_fd, tmp, 0);
-		return error_set(e, -rc, NULL, "checkpoint: cannot write its manifest");
-	}
-	return 0;
-}
-
-static int read_full(int fd, void *p, size_t n)
-{
-	char *b = p;
-	while (n) {
-		ssize_t k = read(fd, b, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return k < 0 ? -errno : -EIO;
-		b += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
-int ck_load(int dir_fd, const char *name, struct ck_manifest *m, struct error *e)
-{
-	memset(m, 0, sizeof(*m));
-	int fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return error_set(e, errno, NULL, "checkpoint: cannot read its manifest");
-	uint64_t hdr[3];
-	int rc = read_full(fd, hdr, sizeof(hdr));
-	if (rc == 0 && (memcmp(hdr, MAGIC, 8) || hdr[1] > CK_MAX_ENTRIES || hdr[2] > UINT32_MAX))
-		rc = -EINVAL;
-	if (rc == 0) {
-		m->n = m->cap = hdr[1];
-		m->pool.len = m->pool.cap = hdr[2];
-		m->ent = malloc((m->n ? m->n : 1) * sizeof(*m->ent));
-		m->pool.buf = malloc(m->pool.len + 1);
-		if (!m->ent || !m->pool.buf)
-			rc = -ENOMEM;
-	}
-	if (rc == 0)
-		rc = read_full(fd, m->ent, m->n * sizeof(*m->ent));
-	if (rc == 0)
-		rc = read_full(fd, m->pool.buf, m->pool.len);
-	close(fd);
-	if (rc < 0) {
-		ck_manifest_free(m);
-		return error_set(e, -rc, NULL, "checkpoint: cannot read its manifest");
-	}
-	m->pool.buf[m->pool.len] = 0;
-	return 0;
-}
-
-static unsigned differs(const struct ck_manifest *ma, const struct ck_ent *a,
-			const struct ck_manifest *mb, const struct ck_ent *b)
-{
-	unsigned w = 0;
-	if (a->type != b->type)
-		return CK_D_TYPE;
-	if (a->type == TREE_REG) {
-		if (a->size != b->size ||
-		    ((a->flags & b->flags & CK_HAS_SHA) && memcmp(a->sha, b->sha, 32)) ||
-		    ((a->flags ^ b->flags) & CK_HAS_SHA))
-			w |= CK_D_CONTENT;
-		if (a->mtime_sec != b->mtime_sec || a->mtime_nsec != b->mtime_nsec)
-			w |= CK_D_MTIME;
-	}
-	if (a->type == TREE_LNK &&
-	    (a->target_len != b->target_len ||
-	     memcmp(ma->pool.buf + a->target_off, mb->pool.buf + b->target_off, a->target_len)))
-		w |= CK_D_TARGET;
-	if ((a->type == TREE_CHR || a->type == TREE_BLK) && a->rdev != b->rdev)
-		w |= CK_D_CONTENT;
-	if (a->type != TREE_LNK && (a->mode & 07777) != (b->mode & 07777))
-		w |= CK_D_MODE;
-	if (a->uid != b->uid || a->gid != b->gid)
-		w |= CK_D_OWNER;
-	if (a->xattr_len != b->xattr_len ||
-	    memcmp(ma->pool.buf + a->xattr_off, mb->pool.buf + b->xattr_off, a->xattr_len))
-		w |= CK_D_XATTRS;
-	return w;
-}
-
-void ck_diff(const struct ck_manifest *a, const struct ck_manifest *b, ck_diff_fn fn, void *arg)
-{
-	size_t i = 0, j = 0;
-	while (i < a->n || j < b->n) {
-		int c;
-		if (i == a->n)
-			c = 1;
-		else if (j == b->n)
-			c = -1;
-		else
-			c = ck_pathcmp(ck_path(a, &a->ent[i]), ck_path(b, &b->ent[j]));
-		if (c < 0) {
-			if (a->ent[i].type != TREE_KEEP)
-				fn(arg, &a->ent[i], NULL, 0);
-			i++;
-		} else if (c > 0) {
-			if (b->ent[j].type != TREE_KEEP)
-				fn(arg, NULL, &b->ent[j], 0);
-			j++;
-		} else {
-			const struct ck_ent *ea = &a->ent[i], *eb = &b->ent[j];
-			if (ea->type != TREE_KEEP && eb->type != TREE_KEEP) {
-				unsigned w = differs(a, ea, b, eb);
-				if (w)
-					fn(arg, ea, eb, w);
-			}
-			i++;
-			j++;
-		}
-	}
-}
-
-/* The root holding path, and path's components after the root's own. */
-static const struct ck_root *root_of(const struct ck_root *roots, unsigned n, const char *path,
-				     const char **rest)
-{
-	for (unsigned i = 0; i < n; i++) {
-		size_t l = strlen(roots[i].path);
-		if (!strncmp(path, roots[i].path, l) && (path[l] == 0 || path[l] == '/')) {
-			*rest = path + l;
-			return &roots[i];
-		}
-	}
-	return NULL;
-}
-
-int ck_open_parent_of(const struct ck_root *roots, unsigned n_roots, const char *path,
-		      const char **base, const struct ck_root **root)
-{
-	const char *rest;
-	const struct ck_root *r = root_of(roots, n_roots, path, &rest);
-	if (!r)
-		return -ENOENT;
-	*root = r;
-	if (!*rest) {
-		*base = r->name;
-		int fd = dup(r->pfd);
-		return fd < 0 ? -errno : fd;
-	}
-	if (r->fd < 0)
-		return -ENOTDIR;
-	int fd = dup(r->fd);
-	if (fd < 0)
-		return -errno;
-	char comp[NAME_MAX + 1];
-	for (;;) {
-		rest++; /* the '/' */
-		const char *slash = strchr(rest, '/');
-		if (!slash) {
-			*base = rest;
-			return fd;
-		}
-		size_t l = (size_t)(slash - rest);
-		if (l > NAME_MAX) {
-			close(fd);
-			return -ENAMETOOLONG;
-		}
-		memcpy(comp, rest, l);
-		comp[l] = 0;
-		rest = slash;
-		struct kstatx st;
-		int rc = fsx_statx(fd, comp, AT_SYMLINK_NOFOLLOW, &st);
-		int nfd = rc < 0 ? rc : fsx_open_dir_checked(fd, comp, st.ino, r->dev, r->mnt_id);
-		close(fd);
-		if (nfd < 0)
-			return nfd;
-		fd = nfd;
-	}
-}
-
-int ck_read_current(const struct ck_root *roots, unsigned n_roots, const char *path, size_t max,
-		    char **buf, size_t *len)
-{
-	const char *base;
-	const struct ck_root *r;
-	int dfd = ck_open_parent_of(roots, n_roots, path, &base, &r);
-	if (dfd < 0)
-		return dfd;
-	int fd = openat(dfd, base, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	close(dfd);
-	if (fd < 0)
-		return -errno;
-	struct stat st;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return -EINVAL;
-	}
-	return ck_slurp(fd, max, buf, len);
 }

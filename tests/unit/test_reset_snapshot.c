@@ -2,7 +2,7 @@
  * tenant could change it, restored, and must then list exactly as before
  * (types, modes, owners, mtimes, contents, symlink targets, hard links);
  * nothing outside the roots may change. */
-#include "tree/snapshot.h"
+#include "profile/reset_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -138,7 +138,7 @@ struct fixture {
 	int state;
 	const char *roots[3];
 	char ra[PATH_MAX], rb[PATH_MAX];
-	struct snapshot s;
+	struct reset_snapshot s;
 	bool taken; /* snapshot_take ran: s is initialised */
 	char *before_a, *before_b, *before_out;
 };
@@ -195,7 +195,7 @@ static bool take(struct fixture *f)
 	struct error e = {0};
 	char *skipped = NULL;
 	f->taken = true;
-	int rc = snapshot_take(&f->s, f->roots, 3, f->state, 1 << 20, &skipped, &e);
+	int rc = reset_snapshot_take(&f->s, f->roots, 3, f->state, 1 << 20, &skipped, &e);
 	if (rc < 0)
 		unit_diag("snapshot_take: %s", e.msg);
 	CHECK(rc == 0);
@@ -207,7 +207,7 @@ static bool take(struct fixture *f)
 static void teardown(struct fixture *f)
 {
 	if (f->taken)
-		snapshot_free(&f->s);
+		reset_snapshot_free(&f->s);
 	if (f->state >= 0)
 		close(f->state);
 	free(f->before_a);
@@ -261,9 +261,9 @@ TEST(restore_of_untouched_tree_changes_nothing)
 {
 	struct fixture f;
 	if (setup(&f) && take(&f)) {
-		struct restore_stats st;
+		struct tree_restore_stats st;
 		struct error e = {0};
-		int rc = snapshot_restore(&f.s, &st, &e);
+		int rc = reset_snapshot_restore(&f.s, &st, &e);
 		CHECK(rc == 0);
 		CHECK(st.removed_files == 0 && st.restored_files == 0 && st.removed_dirs == 0);
 		char *again = listing("a");
@@ -278,9 +278,9 @@ TEST(restore_undoes_every_change)
 	struct fixture f;
 	if (setup(&f) && take(&f)) {
 		tenant_changes();
-		struct restore_stats st;
+		struct tree_restore_stats st;
 		struct error e = {0};
-		int rc = snapshot_restore(&f.s, &st, &e);
+		int rc = reset_snapshot_restore(&f.s, &st, &e);
 		if (rc < 0)
 			unit_diag("snapshot_restore: %s", e.msg);
 		CHECK(rc == 0);
@@ -320,10 +320,10 @@ TEST(second_restore_finds_nothing_to_do)
 	struct fixture f;
 	if (setup(&f) && take(&f)) {
 		tenant_changes();
-		struct restore_stats st;
+		struct tree_restore_stats st;
 		struct error e = {0};
-		CHECK(snapshot_restore(&f.s, &st, &e) == 0);
-		int rc = snapshot_restore(&f.s, &st, &e);
+		CHECK(reset_snapshot_restore(&f.s, &st, &e) == 0);
+		int rc = reset_snapshot_restore(&f.s, &st, &e);
 		CHECK(rc == 0);
 		CHECK(st.restored_files == 0 && st.removed_files == 0 && st.restored_links == 0);
 	}
@@ -338,7 +338,7 @@ TEST(size_bound_refused)
 		struct error e = {0};
 		char *skipped = NULL;
 		f.taken = true;
-		int rc = snapshot_take(&f.s, f.roots, 2, f.state, 10, &skipped, &e);
+		int rc = reset_snapshot_take(&f.s, f.roots, 2, f.state, 10, &skipped, &e);
 		CHECK(rc < 0 && strstr(e.msg, "--reset-snapshot-max"));
 		free(skipped);
 	}

@@ -1,5 +1,4 @@
-/* The filesystem steps the reset snapshot (snapshot.c, snapshot_restore.c) and
- * checkpoints (tree.h) share: statx with its ABI layout, getdents64
+/* The file-tree engine's filesystem steps (tree.h): statx with its ABI layout, getdents64
  * iteration, content copies, and opening a directory checked to be the one
  * examined (the extended attributes they keep: xattr.h).
  * Every call is relative to a directory descriptor and never follows a
@@ -31,28 +30,28 @@ struct kstatx {
 	uint64_t spare3[12];
 };
 
-int fsx_statx(int dfd, const char *name, int flags, struct kstatx *st);
-uint64_t fsx_dev(const struct kstatx *st);
-uint64_t fsx_rdev(const struct kstatx *st);
+int fs_statx(int dfd, const char *name, int flags, struct kstatx *st);
+uint64_t fs_dev(const struct kstatx *st);
+uint64_t fs_rdev(const struct kstatx *st);
 
 /* Directory reading (getdents64, heap buffer: walks recurse deep). */
-struct fsx_iter;
-struct fsx_iter *fsx_iter_new(int fd); /* NULL: out of memory */
-int fsx_iter_rewind(struct fsx_iter *it);
+struct fs_iter;
+struct fs_iter *fs_iter_new(int fd); /* NULL: out of memory */
+int fs_iter_rewind(struct fs_iter *it);
 /* 1 with *name set, 0 at the end, -errno. Skips "." and "..". */
-int fsx_iter_next(struct fsx_iter *it, const char **name);
+int fs_iter_next(struct fs_iter *it, const char **name);
 /* The same with the entry's statx (not following a symlink); an entry gone
  * between the listing and the statx is passed over. */
-int fsx_iter_next_stat(struct fsx_iter *it, const char **name, struct kstatx *st);
+int fs_iter_next_stat(struct fs_iter *it, const char **name, struct kstatx *st);
 
 /* Copy src into dst: from src's position to its end (len UINT64_MAX), or
  * len bytes from *src_off; dst at its position. copy_file_range, else
  * read/write. */
-int fsx_copy(int src, loff_t *src_off, uint64_t len, int dst, uint64_t *copied);
+int fs_copy(int src, loff_t *src_off, uint64_t len, int dst, uint64_t *copied);
 
 /* openat(O_NOFOLLOW|O_DIRECTORY), then make sure it is the directory
  * examined (inode want_ino) on the mount (dev, mnt_id; mnt_id 0: st_dev
  * alone). A non-root runner gives a directory of its own it cannot open
  * (chmod 0) u+rwx first. */
-int fsx_open_dir_checked(int dfd, const char *name, uint64_t want_ino, uint64_t dev,
-			 uint64_t mnt_id);
+int fs_open_dir_checked(int dfd, const char *name, uint64_t want_ino, uint64_t dev,
+			uint64_t mnt_id);

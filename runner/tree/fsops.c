@@ -1,5 +1,5 @@
-/* Shared filesystem steps: see fsx.h. */
-#include "tree/fsx.h"
+/* Shared filesystem steps: see fsops.h. */
+#include "tree/fsops.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,7 +19,7 @@
 #define KSTATX_BASIC 0x7ffu
 #define KSTATX_MNT_ID 0x1000u
 
-int fsx_statx(int dfd, const char *name, int flags, struct kstatx *st)
+int fs_statx(int dfd, const char *name, int flags, struct kstatx *st)
 {
 	memset(st, 0, sizeof(*st));
 	if (syscall(SYS_statx, dfd, name, flags, KSTATX_BASIC | KSTATX_MNT_ID, st) < 0)
@@ -29,19 +29,19 @@ int fsx_statx(int dfd, const char *name, int flags, struct kstatx *st)
 	return 0;
 }
 
-uint64_t fsx_dev(const struct kstatx *st)
+uint64_t fs_dev(const struct kstatx *st)
 {
 	return makedev(st->dev_major, st->dev_minor);
 }
 
-uint64_t fsx_rdev(const struct kstatx *st)
+uint64_t fs_rdev(const struct kstatx *st)
 {
 	return makedev(st->rdev_major, st->rdev_minor);
 }
 
 /* ---- directory reading (getdents64, heap buffer: deep recursion) ---- */
 
-struct fsx_iter {
+struct fs_iter {
 	int fd;
 	long n, off;
 	char buf[ITER_BUF];
@@ -55,9 +55,9 @@ struct linux_dirent64 {
 	char d_name[];
 };
 
-struct fsx_iter *fsx_iter_new(int fd)
+struct fs_iter *fs_iter_new(int fd)
 {
-	struct fsx_iter *it = malloc(sizeof(*it));
+	struct fs_iter *it = malloc(sizeof(*it));
 	if (it) {
 		it->fd = fd;
 		it->n = it->off = 0;
@@ -65,14 +65,14 @@ struct fsx_iter *fsx_iter_new(int fd)
 	return it;
 }
 
-int fsx_iter_rewind(struct fsx_iter *it)
+int fs_iter_rewind(struct fs_iter *it)
 {
 	it->n = it->off = 0;
 	return lseek(it->fd, 0, SEEK_SET) < 0 ? -errno : 0;
 }
 
 /* 1 with *name set, 0 at the end, -errno. Skips "." and "..". */
-int fsx_iter_next(struct fsx_iter *it, const char **name)
+int fs_iter_next(struct fs_iter *it, const char **name)
 {
 	for (;;) {
 		if (it->off >= it->n) {
@@ -93,11 +93,11 @@ int fsx_iter_next(struct fsx_iter *it, const char **name)
 	}
 }
 
-int fsx_iter_next_stat(struct fsx_iter *it, const char **name, struct kstatx *st)
+int fs_iter_next_stat(struct fs_iter *it, const char **name, struct kstatx *st)
 {
 	int rc;
-	while ((rc = fsx_iter_next(it, name)) > 0) {
-		rc = fsx_statx(it->fd, *name, AT_SYMLINK_NOFOLLOW, st);
+	while ((rc = fs_iter_next(it, name)) > 0) {
+		rc = fs_statx(it->fd, *name, AT_SYMLINK_NOFOLLOW, st);
 		if (rc != -ENOENT)
 			return rc < 0 ? rc : 1;
 	}
@@ -107,7 +107,7 @@ int fsx_iter_next_stat(struct fsx_iter *it, const char **name, struct kstatx *st
 /* Copy src into dst: from src's position to its end (len UINT64_MAX), or
  * len bytes from *src_off; dst at its position. copy_file_range, else
  * read/write. */
-int fsx_copy(int src, loff_t *src_off, uint64_t len, int dst, uint64_t *copied)
+int fs_copy(int src, loff_t *src_off, uint64_t len, int dst, uint64_t *copied)
 {
 	bool plain = false;
 	char *buf = NULL;
@@ -162,7 +162,7 @@ static int open_own_dir(int dfd, const char *name, uint64_t want_ino)
 	if (pfd < 0)
 		return -errno;
 	struct kstatx st;
-	int rc = fsx_statx(pfd, "", AT_EMPTY_PATH, &st);
+	int rc = fs_statx(pfd, "", AT_EMPTY_PATH, &st);
 	/* Its owner is whom the runner acts as: itself, or the task user (files_enter). */
 	if (rc == 0 && (st.ino != want_ino || st.uid != (uid_t)setfsuid((uid_t)-1)))
 		rc = -EACCES;
@@ -179,8 +179,7 @@ static int open_own_dir(int dfd, const char *name, uint64_t want_ino)
 
 /* openat(O_NOFOLLOW|O_DIRECTORY), then make sure it is the directory that
  * was examined, on the root's mount. */
-int fsx_open_dir_checked(int dfd, const char *name, uint64_t want_ino, uint64_t dev,
-			 uint64_t mnt_id)
+int fs_open_dir_checked(int dfd, const char *name, uint64_t want_ino, uint64_t dev, uint64_t mnt_id)
 {
 	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 && errno == EACCES)
@@ -190,9 +189,9 @@ int fsx_open_dir_checked(int dfd, const char *name, uint64_t want_ino, uint64_t 
 	if (fd < 0)
 		return fd;
 	struct kstatx st;
-	int rc = fsx_statx(fd, "", AT_EMPTY_PATH, &st);
+	int rc = fs_statx(fd, "", AT_EMPTY_PATH, &st);
 	if (rc == 0 &&
-	    (st.ino != want_ino || fsx_dev(&st) != dev || (mnt_id && st.mnt_id != mnt_id)))
+	    (st.ino != want_ino || fs_dev(&st) != dev || (mnt_id && st.mnt_id != mnt_id)))
 		rc = -ESTALE;
 	if (rc < 0) {
 		close(fd);
