@@ -380,7 +380,15 @@ static int copy_subtree(struct take *c, size_t p, uint32_t idx)
 	return 0;
 }
 
-static int take_reused(struct take *c, uint32_t idx, size_t p, int depth);
+/* A directory of a copied subtree, opened only when one of its entries must be examined. */
+struct lazy_dir {
+	struct lazy_dir *up; /* NULL: dfd is its parent's descriptor */
+	int dfd, fd;
+	const char *name;
+	uint64_t ino;
+};
+
+static int take_reused(struct take *c, struct lazy_dir *dir, uint32_t idx, size_t p, int depth);
 
 /* What the change tracker says of the directory idx (c->path): CK_DIR_CLEAN with *p its
  * entry in prev when it is prev's to the ctime. */
@@ -409,7 +417,11 @@ static int take_dir(struct take *c, int dfd, const char *name, uint32_t idx, int
 	enum ck_dir_state ds = take_dir_state(c, idx, &p);
 	if (ds == CK_DIR_CLEAN) {
 		c->m->ent[idx].flags |= c->prev->ent[p].flags & (TREE_TASK_SEEN | TREE_TASK_OK);
-		return take_reused(c, idx, (size_t)p, depth);
+		struct lazy_dir d = {.dfd = dfd, .fd = -1, .name = name, .ino = c->m->ent[idx].ino};
+		int rc = take_reused(c, &d, idx, (size_t)p, depth);
+		if (d.fd >= 0)
+			close(d.fd);
+		return rc;
 	}
 	int fd = fs_open_dir_checked(dfd, name, c->m->ent[idx].ino, c->root->dev, c->root->mnt_id);
 	if (fd == -ENOENT || fd == -ESTALE || fd == -ENOTDIR || fd == -ELOOP) {
@@ -473,49 +485,57 @@ static int take_copied(struct take *c, size_t j, uint32_t parent, uint32_t *k)
  * are prev's, no system call. A subdirectory goes by its own state (examined when something
  * happened in it); a file with more than one link is examined (written through another name,
  * its directory here sees nothing). */
-static int take_reused(struct take *c, uint32_t idx, size_t p, int depth)
+static int lazy_fd(const struct take *c, struct lazy_dir *d)
+{
+	if (d->fd >= 0)
+		return d->fd;
+	int pfd = d->up ? lazy_fd(c, d->up) : d->dfd;
+	if (pfd < 0)
+		return pfd;
+	d->fd = fs_open_dir_checked(pfd, d->name, d->ino, c->root->dev, c->root->mnt_id);
+	return d->fd;
+}
+
+static int take_reused(struct take *c, struct lazy_dir *dir, uint32_t idx, size_t p, int depth)
 {
 	const struct tree_manifest *pm = c->prev;
 	const struct tree_ent *d = &pm->ent[p];
-	struct tree_ent *e = &c->m->ent[idx];
 	uint32_t off;
 	if (d->xattr_len) {
 		if (tree_pool_add(&c->m->pool, pm->pool.buf + d->xattr_off, d->xattr_len, &off) < 0)
 			return error_set(c->e, ENOMEM, NULL, "checkpoint");
-		e = &c->m->ent[idx];
-		e->xattr_off = off;
-		e->xattr_len = d->xattr_len;
+		c->m->ent[idx].xattr_off = off;
+		c->m->ent[idx].xattr_len = d->xattr_len;
 	}
 	if (depth >= c->max_depth)
 		return error_set(c->e, 0, NULL, "checkpoint: %s is more than %d levels deep",
 				 c->path, c->max_depth);
-	int fd = -1, rc = 0;
+	int rc = 0;
 	char saved[PATH_MAX];
 	memcpy(saved, c->path, strlen(c->path) + 1);
 	for (size_t j = p + 1; rc == 0 && j < c->ends[p]; j = c->ends[j]) {
 		const struct tree_ent *pe = &pm->ent[j];
-		const char *path = tree_path(pm, pe), *base = NULL;
+		const char *path = tree_path(pm, pe), *name = strrchr(path, '/') + 1;
 		memcpy(c->path, path, pe->path_len + 1); /* shorter than PATH_MAX: it was taken */
 		bool look = pe->type == TREE_DIR
 				    ? ck_changes_dir(c->s->changes, path) != CK_DIR_CLEAN
 				    : pe->type == TREE_REG && pe->nlink > 1;
 		uint32_t k;
 		if (!look) {
+			struct lazy_dir sub = {.up = dir, .fd = -1, .name = name, .ino = pe->ino};
 			rc = take_copied(c, j, idx, &k);
 			if (rc == 0 && pe->type == TREE_DIR)
-				rc = take_reused(c, k, j, depth + 1);
+				rc = take_reused(c, &sub, k, j, depth + 1);
+			if (sub.fd >= 0)
+				close(sub.fd);
 		} else {
-			const struct tree_root *r;
-			if (fd < 0 && (fd = tree_open_parent_of(c->root, 1, path, &base, &r)) < 0)
-				rc = error_set(c->e, -fd, NULL, "checkpoint: cannot open %s",
-					       saved);
-			if (rc == 0)
-				rc = take_entry(c, fd, strrchr(path, '/') + 1, idx, depth + 1);
+			int fd = lazy_fd(c, dir);
+			rc = fd < 0 ? error_set(c->e, -fd, NULL, "checkpoint: cannot open %s",
+						saved)
+				    : take_entry(c, fd, name, idx, depth + 1);
 		}
 	}
 	memcpy(c->path, saved, strlen(saved) + 1);
-	if (fd >= 0)
-		close(fd);
 	return rc < 0 ? -1 : 0;
 }
 
