@@ -404,7 +404,8 @@ static enum ck_dir_state take_dir_state(struct take *c, uint32_t idx, long *p)
 	pe = *p >= 0 ? &c->prev->ent[*p] : NULL;
 	if (!pe || pe->type != TREE_DIR || pe->ino != e->ino || pe->dev != e->dev ||
 	    pe->ctime_sec != e->ctime_sec || pe->ctime_nsec != e->ctime_nsec ||
-	    pe->mode != e->mode || pe->uid != e->uid || pe->gid != e->gid)
+	    pe->mode != e->mode || pe->uid != e->uid || pe->gid != e->gid ||
+	    ((pe->flags ^ e->flags) & (TREE_TASK_SEEN | TREE_TASK_OK)))
 		return CK_DIR_LIST;
 	return CK_DIR_CLEAN;
 }
@@ -416,7 +417,6 @@ static int take_dir(struct take *c, int dfd, const char *name, uint32_t idx, int
 	long p = -1;
 	enum ck_dir_state ds = take_dir_state(c, idx, &p);
 	if (ds == CK_DIR_CLEAN) {
-		c->m->ent[idx].flags |= c->prev->ent[p].flags & (TREE_TASK_SEEN | TREE_TASK_OK);
 		struct lazy_dir d = {.dfd = dfd, .fd = -1, .name = name, .ino = c->m->ent[idx].ino};
 		int rc = take_reused(c, &d, idx, (size_t)p, depth);
 		if (d.fd >= 0)
