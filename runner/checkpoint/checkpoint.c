@@ -133,6 +133,7 @@ static void on_worker_exit(void *arg, pid_t pid, int status)
 	c->worker_running = false;
 	json_t *w = read_out(c->out_fd);
 	json_t *res = json_object_get(w, "result");
+	ckpt_dirty_answer(c, w, res != NULL);
 	uint64_t ms = monotonic_ms() - c->t0;
 	if (!res) {
 		const char *msg = json_string_value(json_object_get(w, "error"));
@@ -207,11 +208,13 @@ static int spawn(struct checkpoints *c, struct error *e)
 	if (c->out_fd < 0)
 		return error_set(e, errno, NULL, "checkpoints: memfd_create");
 	c->t0 = monotonic_ms();
+	ckpt_dirty_before_fork(c);
 	pid_t pid = fork();
 	if (pid < 0)
 		return error_set(e, errno, NULL, "checkpoints: fork");
 	if (pid == 0)
 		ckpt_worker_main(c);
+	ckpt_dirty_forked(c);
 	c->worker = pid;
 	c->worker_running = true;
 	if (reaper_watch(&c->r->reaper, pid, on_worker_exit, c) < 0) {
@@ -568,6 +571,7 @@ void ckpt_drop_all(struct runner *r)
 	}
 	c->n = 0;
 	c->store_bytes = 0;
+	ckpt_dirty_drop(c);
 	/* Out of the way at once (renamed); removed by the reset's worker or
 	 * the next checkpoint's. */
 	if (!c->unavailable && tree_store_retire(r->state_dir_fd) < 0)
@@ -595,6 +599,7 @@ int ckpt_init(struct runner *r, struct error *e)
 	if (loop_timer_init(&r->loop, &c->stop_timer, stop_wait, c) < 0)
 		return error_set(e, errno, NULL, "checkpoints: timerfd");
 	c->timer_open = true;
+	ckpt_dirty_init(c);
 	return 0;
 }
 
@@ -629,6 +634,7 @@ void ckpt_free_all(struct runner *r)
 	}
 	if (c->timer_open)
 		loop_timer_close(&r->loop, &c->stop_timer);
+	ckpt_dirty_free(c);
 	while (c->queue) {
 		struct queued *q = c->queue;
 		c->queue = q->next;

@@ -67,7 +67,9 @@ struct checkpoints {
 	struct loop_timer stop_timer; /* restore with stop_tasks: waits for them */
 	bool timer_open;
 	uint64_t stop_t0;
-	struct queued *queue; /* FIFO */
+	struct queued *queue;       /* FIFO */
+	struct ck_changes *changes; /* what changed since the last checkpoint (dirty.c) */
+	struct loop_watch changes_w;
 };
 
 /* ---- the list and the operations (checkpoint.c) ---- */
@@ -82,3 +84,12 @@ bool ckpt_in_a_root(struct runner *r, const char *path);
 /* ---- the worker process (worker.c): does the operation c->op, writes its answer to
  * c->out_fd, exits. ---- */
 _Noreturn void ckpt_worker_main(struct checkpoints *c);
+/* ---- the change tracker on the loop (dirty.c) ---- */
+void ckpt_dirty_init(struct checkpoints *c);
+void ckpt_dirty_free(struct checkpoints *c);
+void ckpt_dirty_before_fork(struct checkpoints *c);
+void ckpt_dirty_forked(struct checkpoints *c);
+void ckpt_dirty_drop(struct checkpoints *c);
+void ckpt_dirty_worker(struct checkpoints *c, struct tree_store *s, const char *prev_id);
+void ckpt_dirty_report(struct checkpoints *c, json_t *w);
+void ckpt_dirty_answer(struct checkpoints *c, json_t *w, bool ok);

@@ -18,6 +18,7 @@
 #include "core/fileio.h"
 #include "text/udiff.h"
 #include "files/userjob.h"
+#include "tree/changes.h"
 
 #define LIST_MAX 10000          /* changes named in one answer */
 #define PATCH_FILE_MAX 262144   /* a file's bytes diffed for ?patch=1 */
@@ -237,7 +238,20 @@ static json_t *do_create(struct checkpoints *c, struct tree_store *s, struct err
 		have_prev = tree_manifest_load(s->dir_fd, name, &prev, &le) == 0;
 	}
 	struct tree_capture_stats ts;
-	int rc = tree_capture(s, false, c->roots, c->n_roots, have_prev ? &prev : NULL, &m, &ts, e);
+	ckpt_dirty_worker(c, s, have_prev ? last->id : NULL);
+	/* Nothing changed: the previous manifest file is this one's too (writing a large manifest
+	 * is most of an unchanged checkpoint's cost). */
+	bool same = have_prev && s->reuse &&
+		    tree_unchanged(s->changes, c->roots, c->n_roots, &prev, &ts);
+	int rc = 0;
+	if (same) {
+		m = prev;
+		prev = (struct tree_manifest){0};
+	} else {
+		rc = tree_capture(s, false, c->roots, c->n_roots, have_prev ? &prev : NULL, &m, &ts,
+				  e);
+		same = rc == 0 && have_prev && ts.reused && tree_manifest_same(&prev, &m);
+	}
 	tree_manifest_free(&prev);
 	if (rc < 0) {
 		bool full = e->errnum == TREE_EFULL;
@@ -257,21 +271,24 @@ static json_t *do_create(struct checkpoints *c, struct tree_store *s, struct err
 		}
 		return NULL;
 	}
-	char name[40];
+	char name[40], pname[40];
 	snprintf(name, sizeof(name), "m-%s", c->pending->id);
-	if (tree_manifest_save(s->dir_fd, name, &m, e) < 0) {
+	snprintf(pname, sizeof(pname), "m-%s", last ? last->id : "");
+	if (!(same && linkat(s->dir_fd, pname, s->dir_fd, name, 0) == 0) &&
+	    tree_manifest_save(s->dir_fd, name, &m, e) < 0) {
 		tree_store_rollback(s);
 		tree_manifest_free(&m);
 		return NULL;
 	}
-	json_t *o = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "files",
+	json_t *o = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "files",
 			      (json_int_t)ts.files, "dirs", (json_int_t)ts.dirs, "symlinks",
 			      (json_int_t)ts.links, "other", (json_int_t)ts.other, "bytes",
 			      (json_int_t)ts.bytes, "read_files", (json_int_t)ts.read_files,
 			      "read_bytes", (json_int_t)ts.read_bytes, "cloned_files",
 			      (json_int_t)ts.cloned_files, "stored_bytes", (json_int_t)s->added,
 			      "stored_objects", (json_int_t)s->new_objects, "store_bytes",
-			      (json_int_t)(s->used + s->added));
+			      (json_int_t)(s->used + s->added), "reused", (json_int_t)ts.reused,
+			      "listed_dirs", (json_int_t)ts.listed_dirs);
 	unreadable_list(&m, o);
 	tree_manifest_free(&m);
 	return o;
@@ -290,9 +307,8 @@ static json_t *do_diff(struct checkpoints *c, struct tree_store *s, struct error
 		snprintf(name, sizeof(name), "m-%s", c->to->id);
 		rc = tree_manifest_load(s->dir_fd, name, &b, e);
 	} else {
+		ckpt_dirty_worker(c, s, c->target->id);
 		rc = tree_capture(s, true, c->roots, c->n_roots, &a, &b, &ts, e);
-		if (rc < 0)
-			error_wrap(e, "checkpoint");
 	}
 	if (rc < 0) {
 		tree_manifest_free(&a);
@@ -311,6 +327,8 @@ static json_t *do_diff(struct checkpoints *c, struct tree_store *s, struct error
 			      d.attrs, "truncated", d.truncated);
 	if (!c->to)
 		json_object_set_new(o, "read_files", json_integer((json_int_t)ts.read_files));
+	if (!c->to)
+		json_object_set_new(o, "reused", json_integer((json_int_t)ts.reused));
 	json_object_set(o, "paths", c->target->paths);
 	if (c->resolved) /* a task's exit diff that followed its cwd */
 		json_object_set(o, "resolved", c->resolved);
@@ -385,9 +403,11 @@ _Noreturn void ckpt_worker_main(struct checkpoints *c)
 	if (getppid() != r->self_pid)
 		_exit(1);
 	signals_reset_child();
-	int keep[2 * TREE_MAX_ROOTS + 2];
+	int keep[2 * TREE_MAX_ROOTS + 3];
 	unsigned nk = 0;
 	keep[nk++] = c->out_fd;
+	if (c->changes) /* the watches it adds are the runner's instance's */
+		keep[nk++] = ck_changes_fd(c->changes);
 	keep[nk++] = r->state_dir_fd;
 	for (unsigned i = 0; i < c->n_roots; i++) {
 		keep[nk++] = c->roots[i].pfd;
@@ -430,6 +450,8 @@ _Noreturn void ckpt_worker_main(struct checkpoints *c)
 			      "worker_peak_rss_kib", (json_int_t)ru.ru_maxrss);
 	if (o)
 		json_object_set_new(w, "result", o);
+	if (w && c->changes)
+		ckpt_dirty_report(c, w);
 	char *str = w ? json_dumps(w, JSON_COMPACT) : NULL;
 	/* A failed write shows as an unreadable answer to the parent. */
 	if (str)

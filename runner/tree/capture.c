@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "files/ident.h"
+#include "tree/changes.h"
 #include "tree/fsops.h"
 #include "tree/node.h"
 
@@ -122,7 +123,10 @@ struct take {
 	struct tree_capture_stats *ts;
 	unsigned max_entries;
 	int max_depth;
-	char *hbuf; /* hashing buffer without a store */
+	char *hbuf;    /* hashing buffer without a store */
+	size_t *ends;  /* with reuse: prev's subtree ends (changes.h) */
+	int forced;    /* inside a directory walked whole: no reuse below */
+	bool new_link; /* a file with a link more than prev knew: reuse cannot vouch */
 	struct error *e;
 	char path[PATH_MAX];
 };
@@ -196,10 +200,22 @@ static int take_bytes(struct take *c, int src, const struct kstatx *st, uint32_t
 	return 0;
 }
 
+/* Open now (maybe written through a shared mapping, which moves no ctime): read again. */
+static bool take_open(const struct take *c, const char *name)
+{
+	if (!c->s || !c->s->changes)
+		return false;
+	char dir[PATH_MAX];
+	size_t l = strlen(c->path) - strlen(name) - 1;
+	memcpy(dir, c->path, l);
+	dir[l] = 0;
+	return ck_changes_open(c->s->changes, dir, name);
+}
+
 static int take_content(struct take *c, int dfd, const char *name, uint32_t idx)
 {
 	struct tree_manifest *m = c->m;
-	int rc = take_unchanged(c, idx);
+	int rc = take_open(c, name) ? 0 : take_unchanged(c, idx);
 	if (rc != 0)
 		return rc < 0 ? -1 : 0;
 	int src = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
@@ -299,75 +315,49 @@ static int take_children(struct take *c, int fd, uint32_t di, int depth)
 	return rc < 0 ? -1 : 0;
 }
 
-/* The previous capture's entry for directory idx when the caller says nothing under it
- * changed (tree_store.unchanged_dir) and it is the same directory, with the same rights for
- * the task user; else -1. */
-static long unchanged_dir(struct take *c, uint32_t idx)
+/* A directory of a copied subtree, opened only when one of its entries must be examined. */
+struct lazy_dir {
+	struct lazy_dir *up; /* NULL: dfd is its parent's descriptor */
+	int dfd, fd;
+	const char *name;
+	uint64_t ino;
+};
+
+static int take_reused(struct take *c, struct lazy_dir *dir, uint32_t idx, size_t p, int depth);
+
+/* What the change tracker says of the directory idx (c->path): CK_DIR_CLEAN with *p its
+ * entry in prev when it is prev's to the ctime. */
+static enum ck_dir_state take_dir_state(struct take *c, uint32_t idx, long *p)
 {
-	const struct tree_ent *e = &c->m->ent[idx];
-	long p = c->s && c->s->unchanged_dir ? tree_find(c->prev, c->path) : -1;
-	const struct tree_ent *pe = p >= 0 ? &c->prev->ent[p] : NULL;
+	if (!c->s || !c->s->reuse || c->forced)
+		return CK_DIR_WALK;
+	enum ck_dir_state ds = ck_changes_dir(c->s->changes, c->path);
+	const struct tree_ent *e = &c->m->ent[idx], *pe;
+	if (ds != CK_DIR_CLEAN)
+		return ds;
+	*p = tree_find(c->prev, c->path);
+	pe = *p >= 0 ? &c->prev->ent[*p] : NULL;
 	if (!pe || pe->type != TREE_DIR || pe->ino != e->ino || pe->dev != e->dev ||
+	    pe->ctime_sec != e->ctime_sec || pe->ctime_nsec != e->ctime_nsec ||
+	    pe->mode != e->mode || pe->uid != e->uid || pe->gid != e->gid ||
 	    ((pe->flags ^ e->flags) & (TREE_TASK_SEEN | TREE_TASK_OK)))
-		return -1;
-	return c->s->unchanged_dir(c->s->unchanged_arg, c->path) ? p : -1;
-}
-
-/* One entry of a copied subtree: its strings into the pool, counted. */
-static int copy_entry(struct take *c, const struct tree_ent *pe, uint32_t parent)
-{
-	const struct tree_manifest *pm = c->prev;
-	uint32_t ni, off;
-	int rc = ent_add(c->m, c->max_entries, &ni);
-	if (rc < 0)
-		return rc;
-	struct tree_ent *e = &c->m->ent[ni];
-	*e = *pe;
-	e->parent = parent;
-	if ((rc = tree_pool_add(&c->m->pool, tree_path(pm, pe), pe->path_len, &off)) < 0)
-		return rc;
-	c->m->ent[ni].path_off = off;
-	if (pe->target_len && (rc = tree_pool_add(&c->m->pool, pm->pool.buf + pe->target_off,
-						  pe->target_len, &off)) < 0)
-		return rc;
-	c->m->ent[ni].target_off = pe->target_len ? off : 0;
-	if (pe->xattr_len && (rc = tree_pool_add(&c->m->pool, pm->pool.buf + pe->xattr_off,
-						 pe->xattr_len, &off)) < 0)
-		return rc;
-	c->m->ent[ni].xattr_off = pe->xattr_len ? off : 0;
-	c->ts->files += pe->type == TREE_REG;
-	c->ts->bytes += pe->type == TREE_REG ? pe->size : 0;
-	c->ts->dirs += pe->type == TREE_DIR;
-	c->ts->links += pe->type == TREE_LNK;
-	c->ts->other += pe->type > TREE_LNK && pe->type != TREE_KEEP;
-	c->ts->unreadable += (pe->flags & TREE_UNREADABLE) != 0;
-	return 0;
-}
-
-/* prev's subtree under its directory p copied in under entry idx, in tree order. */
-static int copy_subtree(struct take *c, size_t p, uint32_t idx)
-{
-	const struct tree_manifest *pm = c->prev;
-	const char *dir = tree_path(pm, &pm->ent[p]);
-	size_t dl = pm->ent[p].path_len;
-	for (size_t j = p + 1; j < pm->n; j++) {
-		const struct tree_ent *pe = &pm->ent[j];
-		const char *pp = tree_path(pm, pe);
-		if (strncmp(pp, dir, dl) || pp[dl] != '/')
-			break;
-		int rc = copy_entry(c, pe, idx + (pe->parent - (uint32_t)p));
-		if (rc == -EFBIG)
-			return error_set(c->e, 0, NULL, "more than %u entries", c->max_entries);
-		if (rc < 0)
-			return error_set(c->e, -rc, NULL, "capture");
-	}
-	return 0;
+		return CK_DIR_LIST;
+	return CK_DIR_CLEAN;
 }
 
 /* A directory: its attributes, then its children. */
 static int take_dir(struct take *c, int dfd, const char *name, uint32_t idx, int depth)
 {
 	c->ts->dirs++;
+	long p = -1;
+	enum ck_dir_state ds = take_dir_state(c, idx, &p);
+	if (ds == CK_DIR_CLEAN) {
+		struct lazy_dir d = {.dfd = dfd, .fd = -1, .name = name, .ino = c->m->ent[idx].ino};
+		int rc = take_reused(c, &d, idx, (size_t)p, depth);
+		if (d.fd >= 0)
+			close(d.fd);
+		return rc;
+	}
 	int fd = fs_open_dir_checked(dfd, name, c->m->ent[idx].ino, c->root->dev, c->root->mnt_id);
 	if (fd == -ENOENT || fd == -ESTALE || fd == -ENOTDIR || fd == -ELOOP) {
 		c->m->n--; /* swapped meanwhile: as if it were not there */
@@ -376,12 +366,15 @@ static int take_dir(struct take *c, int dfd, const char *name, uint32_t idx, int
 	}
 	if (fd < 0)
 		return error_set(c->e, -fd, NULL, "cannot open %s", c->path);
+	if (c->s && c->s->watch) /* before it is listed: what comes after is seen */
+		(void)ck_changes_watch(c->s->changes, fd, c->path);
+	c->ts->listed_dirs++;
+	bool whole = ds == CK_DIR_WALK && c->s && c->s->reuse;
+	c->forced += whole;
 	int rc = take_xattrs(c, fd, idx);
-	long p = rc == 0 ? unchanged_dir(c, idx) : -1;
-	if (p >= 0)
-		rc = copy_subtree(c, (size_t)p, idx);
-	else if (rc == 0)
+	if (rc == 0)
 		rc = take_children(c, fd, idx, depth);
+	c->forced -= whole;
 	close(fd);
 	return rc;
 }
@@ -400,6 +393,82 @@ static int take_link(struct take *c, int dfd, const char *name, uint32_t idx)
 	c->m->ent[idx].target_len = len;
 	c->ts->links++;
 	return 0;
+}
+
+/* Entry j of prev, unexamined: its counts as take_entry's. */
+static int take_copied(struct take *c, size_t j, uint32_t parent, uint32_t *k)
+{
+	int rc = tree_copy_ent(c->m, c->max_entries, c->prev, j, parent, k);
+	if (rc < 0)
+		return error_set(c->e, -rc, NULL, "checkpoint: under %s", c->path);
+	const struct tree_ent *pe = &c->prev->ent[j];
+	c->ts->reused++;
+	c->ts->files += pe->type == TREE_REG;
+	c->ts->bytes += pe->type == TREE_REG ? pe->size : 0;
+	c->ts->dirs += pe->type == TREE_DIR;
+	c->ts->links += pe->type == TREE_LNK;
+	c->ts->other += pe->type != TREE_REG && pe->type != TREE_DIR && pe->type != TREE_LNK &&
+			pe->type != TREE_KEEP;
+	c->ts->unreadable += (pe->flags & TREE_UNREADABLE) != 0;
+	return 0;
+}
+
+/* The directory idx (c->path, prev's entry p) where nothing happened since prev: its entries
+ * are prev's, no system call. A subdirectory goes by its own state (examined when something
+ * happened in it); a file with more than one link is examined (written through another name,
+ * its directory here sees nothing). */
+static int lazy_fd(const struct take *c, struct lazy_dir *d)
+{
+	if (d->fd >= 0)
+		return d->fd;
+	int pfd = d->up ? lazy_fd(c, d->up) : d->dfd;
+	if (pfd < 0)
+		return pfd;
+	d->fd = fs_open_dir_checked(pfd, d->name, d->ino, c->root->dev, c->root->mnt_id);
+	return d->fd;
+}
+
+static int take_reused(struct take *c, struct lazy_dir *dir, uint32_t idx, size_t p, int depth)
+{
+	const struct tree_manifest *pm = c->prev;
+	const struct tree_ent *d = &pm->ent[p];
+	uint32_t off;
+	if (d->xattr_len) {
+		if (tree_pool_add(&c->m->pool, pm->pool.buf + d->xattr_off, d->xattr_len, &off) < 0)
+			return error_set(c->e, ENOMEM, NULL, "checkpoint");
+		c->m->ent[idx].xattr_off = off;
+		c->m->ent[idx].xattr_len = d->xattr_len;
+	}
+	if (depth >= c->max_depth)
+		return error_set(c->e, 0, NULL, "checkpoint: %s is more than %d levels deep",
+				 c->path, c->max_depth);
+	int rc = 0;
+	char saved[PATH_MAX];
+	memcpy(saved, c->path, strlen(c->path) + 1);
+	for (size_t j = p + 1; rc == 0 && j < c->ends[p]; j = c->ends[j]) {
+		const struct tree_ent *pe = &pm->ent[j];
+		const char *path = tree_path(pm, pe), *name = strrchr(path, '/') + 1;
+		memcpy(c->path, path, pe->path_len + 1); /* shorter than PATH_MAX: it was taken */
+		bool look = pe->type == TREE_DIR
+				    ? ck_changes_dir(c->s->changes, path) != CK_DIR_CLEAN
+				    : pe->type == TREE_REG && pe->nlink > 1;
+		uint32_t k;
+		if (!look) {
+			struct lazy_dir sub = {.up = dir, .fd = -1, .name = name, .ino = pe->ino};
+			rc = take_copied(c, j, idx, &k);
+			if (rc == 0 && pe->type == TREE_DIR)
+				rc = take_reused(c, &sub, k, j, depth + 1);
+			if (sub.fd >= 0)
+				close(sub.fd);
+		} else {
+			int fd = lazy_fd(c, dir);
+			rc = fd < 0 ? error_set(c->e, -fd, NULL, "checkpoint: cannot open %s",
+						saved)
+				    : take_entry(c, fd, name, idx, depth + 1);
+		}
+	}
+	memcpy(c->path, saved, strlen(saved) + 1);
+	return rc < 0 ? -1 : 0;
 }
 
 /* c->path is the entry's path. */
@@ -434,6 +503,10 @@ static int take_entry(struct take *c, int dfd, const char *name, uint32_t parent
 		return take_dir(c, dfd, name, idx, depth);
 	case TREE_REG:
 		c->ts->files++;
+		if (st.nlink > 1 && c->ends) { /* a link prev did not know of: see tree_capture */
+			long p = tree_find(c->prev, c->path);
+			c->new_link |= p < 0 || c->prev->ent[p].nlink != st.nlink;
+		}
 		rc = take_content(c, dfd, name, idx);
 		if (idx < m->n)
 			c->ts->bytes += m->ent[idx].size;
@@ -462,13 +535,25 @@ int tree_capture(struct tree_store *store, bool hash_only, const struct tree_roo
 			 .e = e};
 	if (hash_only && !(c.hbuf = malloc(TREE_BUF_BYTES)))
 		return error_set(e, ENOMEM, NULL, "capture");
+	if (store->reuse && prev && !(c.ends = tree_subtree_ends(prev)))
+		store->reuse = false;
+	if (c.ends && tree_reserve(out, prev) < 0) /* as large as prev: no copy on growing */
+		store->reuse = false;
 	int rc = 0;
 	for (unsigned i = 0; i < n_roots && rc == 0; i++) {
 		c.root = &roots[i];
 		snprintf(c.path, sizeof(c.path), "%s", roots[i].path);
 		rc = take_entry(&c, roots[i].pfd, roots[i].name, TREE_NONE, 0);
 	}
+	free(c.ends);
 	free(c.hbuf);
+	if (rc == 0 && c.new_link && ts->reused) {
+		/* A file got another name: through it, a copy taken from prev may have changed
+		 * unseen. Taken again without the tracker. */
+		tree_manifest_free(out);
+		store->reuse = false;
+		return tree_capture(store, hash_only, roots, n_roots, prev, out, ts, e);
+	}
 	if (rc < 0)
 		tree_manifest_free(out);
 	return rc;

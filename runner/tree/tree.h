@@ -97,17 +97,17 @@ struct tree_store {
 	/* The reset's restore (see above): strict, and a tenant's trees removed however deep
 	 * (moved up to the root, node.h) with the mount points in them left. */
 	bool strict;
-	/* A capture that knows what changed since prev (change tracking): true when nothing
-	 * under the directory path did; prev's entries under it are then copied, not walked
-	 * (the directory itself is examined). NULL: every directory is walked. */
-	bool (*unchanged_dir)(void *arg, const char *path);
-	void *unchanged_arg;
 	char *buf; /* 1 MiB of copy buffer */
 	/* The task user whose rights each entry records (TREE_TASK_*; NULL: none recorded); with
 	 * as_task a restore works on the tree as that user (files_enter), only the store's
 	 * objects being opened as the runner, and leaves what it could not read or enter. */
 	const struct files_ident *task;
 	bool as_task;
+	/* The change tracker (tree/changes.h; NULL: none): with reuse (it vouches for the changes
+	 * since prev) what did not change is prev's; with watch the directories walked get watches.
+	 */
+	struct ck_changes *changes;
+	bool reuse, watch;
 };
 
 struct tree_capture_stats {
@@ -115,6 +115,7 @@ struct tree_capture_stats {
 	uint64_t read_files, read_bytes;           /* read (new or changed since the previous) */
 	uint64_t cloned_files;                     /* of those, cloned (FICLONE) */
 	uint64_t unreadable;
+	uint64_t reused, listed_dirs; /* entries taken from prev unexamined; directories listed */
 };
 
 const char *tree_path(const struct tree_manifest *m, const struct tree_ent *e);

@@ -1196,6 +1196,27 @@ def bench_checkpoints(cfg, res, binary):
             f["ping_during_first_max_ms"], "ms", "/ping max in the 2 s before", f["ping_idle_max_ms"])
 
 
+def bench_ckdirty(cfg, res, binary):
+    """18: checkpoints that cost what changed, 20,000 and 100,000 small files (ckdirty_bench.py)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import ckdirty_bench as cd
+    if not shutil.which("rsync"):
+        raise BenchError("rsync is not installed")
+    for files in ((2000,) if cfg.quick else (20000, 100000)):
+        try:
+            f = cd.measure({"after": binary}, files=files, rounds=3 if cfg.quick else 5)
+        except (cd.BenchError, OSError, subprocess.SubprocessError) as e:
+            raise BenchError(str(e))
+        rs, a = f["rsync_a_unchanged_ms"], f["after"]
+        for what, label in (("unchanged", "nothing changed"), ("changed10", "10 files changed")):
+            ms = a[what + "_ms"]
+            res.add("18", "checkpoint of %d files, %s (median of %d; %s)" % (
+                files, label, f["rounds"], a["last"][what]), ms, "ms",
+                "rsync -a onto an up-to-date copy", rs, goal=None if cfg.quick else "<= 0.1x",
+                ok=None if cfg.quick else ms <= 0.1 * rs,
+                extra={"all_ms": a[what + "_all"], "rsync_all_ms": f["rsync_all"]})
+
+
 def bench_code(cfg, res, binary):
     """16: code contexts vs a Jupyter kernel driven by jupyter_client (code_bench.py)."""
     # Debian's python3: jupyter_client and ipykernel are its packages (install-deps bench).
@@ -1382,6 +1403,8 @@ def main():
         ("15", "audit cost", lambda: bench_audit(cfg, res, cfg.runner)),
         ("16", "code contexts", lambda: bench_code(cfg, res, cfg.runner)),
         ("17", "envd face", lambda: bench_envd(cfg, res, static or cfg.runner)),
+        ("18", "checkpoints that cost what changed",
+         lambda: bench_ckdirty(cfg, res, static or cfg.runner)),
     ]
     try:
         for num, label, fn in steps:
