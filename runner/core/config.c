@@ -232,6 +232,9 @@ static const struct opt_def opts[] = {
 	 "0",
 	 "compile the seccomp policy into POLICY.bpf beside it and exit (image build: starts "
 	 "then skip the compile)"},
+	{"no-prefork-shim", "FORCEAI_NO_PREFORK_SHIM", OPT_BOOL, OFF(no_prefork_shim), "0",
+	 "start every task's shim on its request instead of handing it to a spare shim started "
+	 "ahead"},
 	{"insecure-no-confine", "FORCEAI_INSECURE_NO_CONFINE", OPT_BOOL, OFF(insecure_no_confine),
 	 "0", "TEST ONLY: run tasks without seccomp/capability/Landlock confinement"},
 };
