@@ -162,7 +162,8 @@ static pid_t hand_over(struct runner *r, struct prefork *pf, struct confine_plan
 pid_t prefork_spawn(struct runner *r, struct confine_plan *plan, const struct spawn_io *io)
 {
 	struct prefork *pf = &r->tasks->prefork;
-	if (!r->cfg.no_prefork_shim && !pf->broken) {
+	/* A one-shot box has no next task to hand a spare. */
+	if (!r->cfg.no_prefork_shim && !r->cfg.one_shot && !pf->broken) {
 		pf->want = true;
 		if (!pf->hooked) {
 			/* Added now, after the HTTP daemons' pumps: it runs behind them. */
@@ -178,7 +179,7 @@ pid_t prefork_spawn(struct runner *r, struct confine_plan *plan, const struct sp
 			return pid;
 		log_errno("spare task shim not usable: a fresh one", -pid, NULL);
 		prefork_kill(r);
-		pf->want = !r->cfg.no_prefork_shim && !pf->broken;
+		pf->want = !r->cfg.no_prefork_shim && !r->cfg.one_shot && !pf->broken;
 	}
 	return spawn_task(&r->tasks->shim, plan, io);
 }
