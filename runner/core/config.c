@@ -253,7 +253,7 @@ static const struct {
 	{"Confinement and limits",
 	 "seccomp-policy landlock-roots limit-nproc limit-nofile limit-as "
 	 "limit-fsize task-memory-max task-pids-max task-cpu-max "
-	 "write-seccomp-cache insecure-no-confine"},
+	 "write-seccomp-cache no-prefork-shim insecure-no-confine"},
 	{"Profiles",
 	 "one-shot allow-reset reset-snapshot-max runtime-init lifecycle-startup-status-file checkpoint-max-bytes"},
 	{"Model gateway", "gateway-url gateway-key-file gateway-ca gateway-proxy "
