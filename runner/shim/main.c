@@ -117,8 +117,10 @@ static void spare_wait(int sock, int *argcp, char ***argvp, char ***envpp)
 		fail("bad hand-off");
 	for (int i = 0; i < k; i++)
 		at[i] = i < (int)(h.n_task + h.linger) ? i : h.keep_at[i - h.n_task - h.linger];
-	place_received(fd, at, k);
+	/* Closed first: a target may be the socket's number (the runner's fd of
+	 * that number is another by now). */
 	close(sock);
+	place_received(fd, at, k);
 	/* The strings: argc then envc of them, NUL-terminated, in the buffer. */
 	char **v = calloc((size_t)h.argc + h.envc + 2, sizeof(*v));
 	if (!v)
