@@ -31,6 +31,7 @@ struct runner_config {
 	bool exec_network_none;          /* exec tasks get no IP sockets unless asked */
 	bool exec_network_set;           /* given (vault mode's default is none) */
 	bool insecure_no_confine;        /* test-only: benchmarks of confinement cost */
+	bool no_prefork_shim;            /* no spare shim: exec one per task (task/prefork.h) */
 	bool write_seccomp_cache;        /* compile POLICY into POLICY.bpf and exit */
 	unsigned max_tasks;              /* concurrent running tasks; 429 beyond */
 	uint64_t max_body;               /* request body bytes; 413 beyond */

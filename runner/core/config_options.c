@@ -190,6 +190,9 @@ const struct opt_def config_opts[] = {
 	 "0",
 	 "compile the seccomp policy into POLICY.bpf beside it and exit (image build: starts "
 	 "then skip the compile)"},
+	{"no-prefork-shim", "FORCEAI_NO_PREFORK_SHIM", OPT_BOOL, OFF(no_prefork_shim), "0",
+	 "start every task's shim on its request instead of handing it to a spare shim started "
+	 "ahead"},
 	{"insecure-no-confine", "FORCEAI_INSECURE_NO_CONFINE", OPT_BOOL, OFF(insecure_no_confine),
 	 "0", "TEST ONLY: run tasks without seccomp/capability/Landlock confinement"},
 };
@@ -210,7 +213,7 @@ static const struct {
 	{"Confinement and limits",
 	 "seccomp-policy landlock-roots limit-nproc limit-nofile limit-as "
 	 "limit-fsize task-memory-max task-pids-max task-cpu-max "
-	 "write-seccomp-cache insecure-no-confine"},
+	 "write-seccomp-cache no-prefork-shim insecure-no-confine"},
 	{"Profiles",
 	 "one-shot allow-reset reset-snapshot-max runtime-init lifecycle-startup-status-file checkpoint-max-bytes"},
 	{"Model gateway", "gateway-url gateway-key-file gateway-ca gateway-proxy "

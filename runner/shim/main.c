@@ -11,10 +11,12 @@
  * part of the runner's own sources (the Makefile builds it apart and
  * task/shim_blob.c embeds it). */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "task/shim_policy.h"
@@ -57,15 +59,104 @@ static char **hide_argv(int argc, char **argv)
 	return copy;
 }
 
+/* ---- the spare (shim_policy.h): wait for a task, then be its fresh shim ---- */
+
+static char spare_buf[SHIM_HANDOFF_MAX];
+
+/* Each fd to its place: all lifted above every target first, so that no
+ * placement closes a received fd that is still to be placed. */
+static void place_received(const int *fd, const int *at, int k)
+{
+	int top = 0, lift[16];
+	for (int i = 0; i < k; i++)
+		top = at[i] > top ? at[i] : top;
+	for (int i = 0; i < k; i++) {
+		if ((lift[i] = fcntl(fd[i], F_DUPFD_CLOEXEC, top + 1)) < 0)
+			fail("cannot place the task's fds");
+		close(fd[i]);
+	}
+	for (int i = 0; i < k; i++) {
+		if (dup2(lift[i], at[i]) < 0)
+			fail("cannot place the task's fds");
+		close(lift[i]);
+	}
+}
+
+/* Block until the runner hands us a task; fills *argcp, *argvp, *envpp.
+ * EOF (the runner is gone or let us go): exit quietly. */
+static void spare_wait(int sock, int *argcp, char ***argvp, char ***envpp)
+{
+	/* Unreachable while we wait (root, or the tasks' uid in non-root mode):
+	 * no ptrace, no /proc/PID/{mem,environ,fd} for anybody but root. */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(16 * sizeof(int))];
+	} cm;
+	struct iovec iov = {spare_buf, sizeof(spare_buf) - 1};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = &cm,
+			    .msg_controllen = sizeof(cm)};
+	ssize_t got;
+	while ((got = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+		;
+	if (got <= 0)
+		_exit(0);
+	struct shim_handoff h;
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	if ((size_t)got < sizeof(h) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || !c ||
+	    c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+		fail("bad hand-off");
+	memcpy(&h, spare_buf, sizeof(h));
+	int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int)), fd[16], at[16];
+	memcpy(fd, CMSG_DATA(c), (size_t)k * sizeof(int));
+	if (memcmp(h.magic, SHIM_SPARE_MAGIC, 8) || h.n_task > 5 || h.linger > 1 || h.n_keep > 5 ||
+	    k != (int)(h.n_task + h.linger + h.n_keep) || h.argc > SHIM_HANDOFF_MAX / 2 ||
+	    h.envc > SHIM_HANDOFF_MAX / 2)
+		fail("bad hand-off");
+	for (int i = 0; i < k; i++)
+		at[i] = i < (int)(h.n_task + h.linger) ? i : h.keep_at[i - h.n_task - h.linger];
+	/* Closed first: a target may be the socket's number (the runner's fd of
+	 * that number is another by now). */
+	close(sock);
+	place_received(fd, at, k);
+	/* The strings: argc then envc of them, NUL-terminated, in the buffer. */
+	char **v = calloc((size_t)h.argc + h.envc + 2, sizeof(*v));
+	if (!v)
+		fail("out of memory");
+	spare_buf[got] = 0;
+	char *p = spare_buf + sizeof(h), *end = spare_buf + got;
+	for (uint32_t i = 0; i < h.argc + h.envc; i++) {
+		if (p >= end)
+			fail("bad hand-off");
+		v[i < h.argc ? i : i + 1] = p;
+		p += strlen(p) + 1;
+	}
+	*argcp = (int)h.argc;
+	*argvp = v;
+	*envpp = v + h.argc + 1;
+	/* From here on exactly a fresh shim. */
+	prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+	prctl(PR_SET_NAME, "forceai-shim", 0, 0, 0);
+}
+
 int main(int argc, char **argv, char **envp)
 {
 	prctl(PR_SET_NAME, "forceai-shim", 0, 0, 0);
-	if (argc > 0)
-		argv = hide_argv(argc, argv);
 	/* Everything blocked: the shim only ever waits for its own set. */
 	sigset_t all, set;
 	sigfillset(&all);
 	sigprocmask(SIG_SETMASK, &all, NULL);
+	if (argc > 0)
+		argv = hide_argv(argc, argv);
+	if (argc == 3 && !strcmp(argv[1], SHIM_SPARE_MAGIC)) {
+		/* Named apart while it waits (ps, tests); it dies with the runner
+		 * (its socket's EOF tells it too). */
+		prctl(PR_SET_NAME, "forceai-spare", 0, 0, 0);
+		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+		spare_wait((int)num(argv[2]), &argc, &argv, &envp);
+	}
 	if (argc < SHIM_ARGV_LEN + 1 || strcmp(argv[1], SHIM_MAGIC))
 		fail("not started by the runner");
 	int policy_fd = (int)num(argv[2]), ll = (int)num(argv[3]), llr = (int)num(argv[4]);

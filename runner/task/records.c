@@ -36,6 +36,7 @@ int tasks_init(struct runner *r)
 		log_warn(
 			"no timer for output coalescing: pipes are read as soon as they are readable",
 			"{s:s}", "error", strerror(-trc));
+	r->tasks->prefork.pid = r->tasks->prefork.sock = -1;
 	int rc = spawn_shim_init(&r->tasks->shim, r->policy);
 	if (rc < 0)
 		log_warn("task shim not available: shims are forked", "{s:s}", "error",
@@ -248,6 +249,7 @@ void tasks_free_all(struct runner *r)
 			task_reader_detach(t->readers);
 		task_free(t);
 	}
+	prefork_free(r);
 	spawn_shim_free(&r->tasks->shim);
 	loop_timer_close(&r->loop, &r->tasks->rest_timer);
 	task_drain_close(r->tasks->drain);

@@ -42,3 +42,20 @@ struct shim_policy_image {
 int shim_policy_write(const struct confine_policy *pol, int report_fd);
 /* Shim side: map fd and fill pol (landlock fds as given) and *report_fd. 0 or -errno. */
 int shim_policy_read(int fd, struct confine_policy *pol, int ll_fd, int ll_root_fd, int *report_fd);
+
+/* The spare shim (task/prefork.c): exec'd ahead of any task as
+ *   argv: forceai-shim FRSHIMS1 SOCK_FD
+ * it waits on SOCK_FD (a SOCK_SEQPACKET pair with the runner) for one
+ * message: this header, then argc + envc NUL-terminated strings (the argv
+ * a fresh shim would have been exec'd with, then its environment), and
+ * SCM_RIGHTS fds: the task's n_task fds (placed at 0..n_task-1), the status
+ * pipe if linger (at n_task), then n_keep fds placed at keep_at[] (the
+ * numbers the argv and the policy name). Then it is that fresh shim. */
+#define SHIM_SPARE_MAGIC "FRSHIMS1"
+#define SHIM_HANDOFF_MAX (128 * 1024)
+struct shim_handoff {
+	char magic[8];
+	uint32_t n_task, linger, n_keep;
+	int32_t keep_at[5];
+	uint32_t argc, envc;
+};

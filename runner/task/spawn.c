@@ -424,8 +424,8 @@ static int exec_child_main(void *arg)
 
 /* The shim's argv (shim/main.c): the wire's numbers (into nums), the cwd,
  * the path, then the task's own argv. Freed by the caller; NULL: no memory. */
-static char **shim_argv(const struct spawn_shim *sh, const struct confine_plan *plan,
-			const struct spawn_io *io, int ll, int llr, char nums[11][24])
+char **spawn_shim_argv(const struct spawn_shim *sh, const struct confine_plan *plan,
+		       const struct spawn_io *io, int ll, int llr, char nums[11][24])
 {
 	/* NFDS, and the status pipe right after them when it is passed. */
 	long nfds = (3 + io->n_extra) | (io->linger_fd >= 0 ? SHIM_ARGV_LINGER : 0);
@@ -506,29 +506,30 @@ static pid_t spawn_exec(struct spawn_shim *sh, struct confine_plan *plan, const 
 	int ll = pol->enabled ? pol->landlock_ruleset_fd : -1;
 	int llr = pol->enabled ? pol->landlock.root_ruleset_fd : -1;
 	char nums[11][24];
-	char **argv = shim_argv(sh, plan, io, ll, llr, nums);
+	char **argv = spawn_shim_argv(sh, plan, io, ll, llr, nums);
 	if (!argv)
 		return -ENOMEM;
-	if (!sh->child && !(sh->child = malloc(sizeof(*sh->child)))) {
-		free(argv);
+	int keep[5] = {sh->policy_fd, ll, llr, plan->cgroup_procs_fd, sh->report_wr};
+	pid_t pid = spawn_shim_exec(sh, io, argv, plan->envp, keep);
+	free(argv);
+	return pid;
+}
+
+pid_t spawn_shim_exec(struct spawn_shim *sh, const struct spawn_io *io, char *const *argv,
+		      char *const *envp, const int keep[5])
+{
+	if (!sh->child && !(sh->child = malloc(sizeof(*sh->child))))
 		return -ENOMEM;
-	}
 	/* Field by field: the stack is not cleared. */
 	struct exec_child *c = sh->child;
 	c->shim = sh;
 	c->io = io;
 	c->argv = argv;
-	c->envp = plan->envp;
-	c->keep[0] = sh->policy_fd;
-	c->keep[1] = ll;
-	c->keep[2] = llr;
-	c->keep[3] = plan->cgroup_procs_fd;
-	c->keep[4] = sh->report_wr;
+	c->envp = envp;
+	memcpy(c->keep, keep, sizeof(c->keep));
 	c->err_fd = -1;
 	c->err = 0;
-	pid_t pid = clone_exec_child(c);
-	free(argv);
-	return pid;
+	return clone_exec_child(c);
 }
 
 pid_t spawn_task(struct spawn_shim *sh, struct confine_plan *plan, const struct spawn_io *io)

@@ -71,6 +71,15 @@ void spawn_shim_free(struct spawn_shim *sh);
  * sh may be NULL (fork). */
 pid_t spawn_task(struct spawn_shim *sh, struct confine_plan *plan, const struct spawn_io *io);
 
+/* The exec'd shim with io at 0..n-1, the keep fds (-1: none) inherited at
+ * their numbers, nothing else: its pid or -errno (task/prefork.c). */
+pid_t spawn_shim_exec(struct spawn_shim *sh, const struct spawn_io *io, char *const *argv,
+		      char *const *envp, const int keep[5]);
+/* The argv of an exec'd shim for this task (runner/shim/main.c); nums holds
+ * its numbers. Freed by the caller; NULL: no memory. */
+char **spawn_shim_argv(const struct spawn_shim *sh, const struct confine_plan *plan,
+		       const struct spawn_io *io, int ll, int llr, char nums[11][24]);
+
 /* The shim's own part, shared by the fork()ed and the exec'd shim. */
 void spawn_shim_signals(sigset_t *set);
 _Noreturn void spawn_shim_run(struct confine_plan *plan, int n, int linger_fd, const sigset_t *set);

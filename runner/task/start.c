@@ -374,7 +374,7 @@ static pid_t spawn_confined(struct task *t, const struct task_spec *spec, char *
 	t->started_ms = now_ms();
 	t->started_mono = monotonic_ms();
 	bool shim_ok = !r->tasks->shim.disabled;
-	pid_t pid = spawn_task(&r->tasks->shim, &plan, &io);
+	pid_t pid = prefork_spawn(r, &plan, &io);
 	if (pid >= 0 && shim_ok && r->tasks->shim.disabled)
 		log_warn("task shim could not be exec'd: shims are forked from now on", "{s:s}",
 			 "error", strerror(r->tasks->shim.disabled_errno));

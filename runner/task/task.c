@@ -202,6 +202,7 @@ void tasks_kill_all(struct runner *r, bool hard)
 {
 	if (!r->tasks)
 		return;
+	prefork_kill(r); /* no spare outlives the tenant's tasks (reset, shutdown) */
 	for (struct task *t = r->tasks->head, *next; t; t = next) {
 		next = t->next;
 		if (t->driver && !t->finished) {

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include "core/loop.h"
+#include "task/prefork.h"
 #include "task/spawn.h"
 #include "task/spool.h"
 
@@ -288,6 +289,7 @@ struct task_table {
 	 * serves every task. {-1, -1} when it could not be made. */
 	int drain[2];
 	struct spawn_shim shim; /* the exec'd shim (task/spawn.h) */
+	struct prefork prefork; /* the spare shim (task/prefork.h) */
 	/* A process task's pipes closed: the lifecycle finalizes it if its process is gone too.
 	 * Called through here so the output's hot path (task/output.c) uses no file above it. */
 	void (*pipes_done)(struct task *t);
