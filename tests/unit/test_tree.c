@@ -272,4 +272,3 @@ TEST(bound_leaves_nothing)
 	CHECK(tree_store_gc(&f.st, NULL, 0, &bytes, &e) == 0 && bytes == 0);
 	teardown(&f);
 }
-
