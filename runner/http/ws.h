@@ -53,7 +53,6 @@ struct ws_conn *ws_open_fd(struct runner *r, int fd, const void *extra, size_t e
 			   const struct ws_ops *ops, void *arg, size_t window);
 
 void *ws_arg(struct ws_conn *c);
-struct runner *ws_runner(struct ws_conn *c);
 /* Queue a whole message (copied). 0, or -1 once the connection is closing. */
 int ws_send(struct ws_conn *c, int opcode, const void *data, size_t len);
 /* The same with a prefix (a channel byte, a replay header) before data. */
@@ -62,8 +61,6 @@ int ws_send2(struct ws_conn *c, int opcode, const void *head, size_t head_len, c
 /* Whether the output queue is under the window; when not, on_writable
  * follows once it has drained to half. */
 bool ws_has_room(struct ws_conn *c);
-/* Bytes queued and not yet sent. */
-size_t ws_queued(struct ws_conn *c);
 /* Stop (or resume) reading from the client: its messages wait in the
  * socket, and TCP tells the client to slow down. */
 void ws_pause_input(struct ws_conn *c, bool paused);
