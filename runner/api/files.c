@@ -20,7 +20,6 @@
 
 #include "api/filesroute.h"
 #include "core/log.h"
-#include "confine/confine.h"
 #include "core/runner.h"
 #include "files/fserror.h"
 #include "files/ident.h"

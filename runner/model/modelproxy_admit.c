@@ -9,7 +9,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/cleanup.h"
 #include "core/log.h"
 #include "http/http.h"
 #include "model/budget.h"

@@ -28,7 +28,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/log.h"
 #include "core/runner.h"
 #include "relay/hop.h"
 #include "relay/portproxy_internal.h"
