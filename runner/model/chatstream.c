@@ -199,8 +199,9 @@ static enum cs_result classify_json(long status, json_t *j, char *msg, size_t ms
 	return CS_ERR_STREAM;
 }
 
-enum cs_result chatstream_classify(long status, const char *body, size_t len, char *msg,
-				   size_t msglen)
+/* Classify an error body (JSON or not) for the given status; fills msg. */
+static enum cs_result chatstream_classify(long status, const char *body, size_t len, char *msg,
+					  size_t msglen)
 {
 	json_t *j = len ? json_loadb(body, len, 0, NULL) : NULL;
 	bool found = false;
