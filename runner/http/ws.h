@@ -1,15 +1,8 @@
-/* WebSocket connections: libmicrohttpd's connection upgrade hands the
- * socket over, libmicrohttpd's microhttpd_ws decodes and encodes frames
- * (fragmentation, masking rules, reserved bits, control-frame rules, UTF-8
- * of text messages and close reasons, size limits), and the socket sits on
- * the runner's one epoll loop. The runner adds what a library cannot know:
- * one output queue per connection holding every frame it sends (data,
- * pong, close, ping) under one window (a producer asks ws_has_room() and is
- * called back when the client has caught up; input is not decoded while
- * the queue is at the window, so replies to a client that does not read
- * never pile up), input that can be paused while its consumer is full,
- * keep-alive pings and idle and close timeouts. Everything runs on the loop
- * thread. */
+/* WebSocket connections (docs/design/interactive.md#websocket-connections): libmicrohttpd's
+ * microhttpd_ws does the framing, the socket sits on the runner's one epoll loop, and the runner
+ * adds what a library cannot know: one output queue per connection under one window (input is
+ * not decoded while the queue is at the window, so replies to a client that does not read never
+ * pile up), pausable input, keep-alive pings and timeouts. Everything runs on the loop thread. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
