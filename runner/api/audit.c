@@ -9,8 +9,6 @@
 #include "audit/trail.h"
 #include "audit/otlp.h"
 #include "core/cleanup.h"
-#include "core/error.h"
-#include "core/log.h"
 #include "core/runner.h"
 #include "http/sse.h"
 

@@ -65,19 +65,23 @@ static enum MHD_Result resumed(struct http_req *req)
 	return http_json(req, w->status, b);
 }
 
-enum MHD_Result api_checkpoint_create(struct http_req *req)
+/* op with the request's JSON object body (allow_empty: none is {}). */
+static enum MHD_Result run_body(struct http_req *req, enum ckpt_op op, bool allow_empty)
 {
-	if (req->ctx)
-		return resumed(req);
-	/* A body is required ({} for the defaults): a checkpoint of every
-	 * writable root is long work, not what an empty POST should start. */
 	struct error e = {0};
-	json_t *body = http_parse_json_object(req->body, req->body_len, false, &e);
+	json_t *body = http_parse_json_object(req->body, req->body_len, allow_empty, &e);
 	if (!body)
 		return http_fail(req, &e);
-	enum MHD_Result rc = run(req, CKPT_CREATE, body);
+	enum MHD_Result rc = run(req, op, body);
 	json_decref(body);
 	return rc;
+}
+
+/* A body is required ({} for the defaults): a checkpoint of every writable root is long
+ * work, not what an empty POST should start. */
+enum MHD_Result api_checkpoint_create(struct http_req *req)
+{
+	return req->ctx ? resumed(req) : run_body(req, CKPT_CREATE, false);
 }
 
 enum MHD_Result api_checkpoint_list(struct http_req *req)
@@ -117,13 +121,5 @@ enum MHD_Result api_checkpoint_diff(struct http_req *req)
 
 enum MHD_Result api_checkpoint_restore(struct http_req *req)
 {
-	if (req->ctx)
-		return resumed(req);
-	struct error e = {0};
-	json_t *body = http_parse_json_object(req->body, req->body_len, true, &e);
-	if (!body)
-		return http_fail(req, &e);
-	enum MHD_Result rc = run(req, CKPT_RESTORE, body);
-	json_decref(body);
-	return rc;
+	return req->ctx ? resumed(req) : run_body(req, CKPT_RESTORE, true);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "core/base64.h"
 #include "core/cleanup.h"
 #include "core/log.h"
 #include "core/randomid.h"
@@ -18,17 +19,6 @@
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Go's url.QueryUnescape: '+' is a space, %XX two hex digits. */
 static int query_unescape(const char *s, size_t n, char *out, size_t outsz)
 {
@@ -38,7 +28,8 @@ static int query_unescape(const char *s, size_t n, char *out, size_t outsz)
 		if (ch == '%') {
 			if (i + 2 >= n)
 				return -1;
-			int hi = hexval(s[i + 1]), lo = hexval(s[i + 2]);
+			int hi = hex_value((unsigned char)s[i + 1]),
+			    lo = hex_value((unsigned char)s[i + 2]);
 			if (hi < 0 || lo < 0)
 				return -1;
 			ch = (char)(hi * 16 + lo);
@@ -195,7 +186,7 @@ static int cursor_decode(const char *s, int running, uint64_t *started, char id[
 		return -1;
 	uint64_t v = 0;
 	for (int i = 1; i <= 16; i++) {
-		int h = hexval(s[i]);
+		int h = hex_value((unsigned char)s[i]);
 		if (h < 0 || (s[i] >= 'A' && s[i] <= 'F'))
 			return -1;
 		v = v << 4 | (uint64_t)h;

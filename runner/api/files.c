@@ -1,17 +1,10 @@
-/* Files API (docs/design.md §3.4): execd's /files and /directories routes. Every
- * filesystem operation runs as the task user (files/ident.h); bodies stream
- * both ways (uploads are parsed chunk by chunk into a temporary file,
- * downloads are served from the file descriptor), so memory does not grow
- * with file size. Errors are execd-style JSON {"code","message"}, from one
- * struct error each (core/error.h).
- *
- * Every route but upload goes through one prologue, files_route(): it takes
- * the route's input (its path= parameters or its JSON body), switches to the
- * task user, runs the operation and answers its error, if any. This file is
- * that prologue, the request side of the task user's job (files/userjob.h),
- * and the input and answers the operations share (api/filesroute.h); the
- * operations are in api/filesops.c, fileswalk.c, filesreplace.c,
- * filesdownload.c and filesupload.c. */
+/* Files API: execd's /files and /directories routes (docs/design/wire.md#files-api: every
+ * operation as the task user, bodies streamed both ways, one struct error each). This file is
+ * the one prologue every route but upload goes through, files_route() (input, the task user,
+ * the operation, its error answered), the request side of the task user's job
+ * (files/userjob.h), and the input and answers the operations share (api/filesroute.h); the
+ * operations are in api/filesops.c, fileswalk.c, filesreplace.c, filesdownload.c and
+ * filesupload.c. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -20,7 +13,6 @@
 
 #include "api/filesroute.h"
 #include "core/log.h"
-#include "confine/confine.h"
 #include "core/runner.h"
 #include "files/fserror.h"
 #include "files/ident.h"

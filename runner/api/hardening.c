@@ -71,7 +71,7 @@ static const char *exec_network_why(const struct runner *r)
 	return "default (a gateway key is held by the runner, or no gateway)";
 }
 
-json_t *hardening_report(struct runner *r)
+static json_t *hardening_report(struct runner *r)
 {
 	json_t *o = confine_report(r->policy);
 	if (!o)

@@ -3,5 +3,4 @@
 #include <jansson.h>
 
 struct runner;
-json_t *hardening_report(struct runner *r);
 void hardening_log(struct runner *r);

@@ -8,12 +8,10 @@
 #include "api/api.h"
 #include "audit/trail.h"
 #include "core/cleanup.h"
-#include "core/log.h"
 #include "metrics/metrics.h"
 #include "core/runner.h"
 #include "core/buf.h"
 #include "init/runtime.h"
-#include "profile/profile.h"
 
 /* The one object GET /metrics answers and /metrics/watch writes every
  * second (docs/api.md: "the same object"). */

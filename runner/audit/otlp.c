@@ -25,11 +25,6 @@ static struct otlp *otlp_of(const struct runner *r)
 	return r->otlp;
 }
 
-static json_t *attr_str(const char *k, const char *v)
-{
-	return json_pack("{s:s,s:{s:s}}", "key", k, "value", "stringValue", v ? v : "");
-}
-
 /* One OTLP LogRecord: the event's line is the body, byte for byte (a
  * collector's copy still verifies); seq, door, what and chain as attributes. */
 static json_t *record_of(const struct audit_rec *rec)
@@ -42,29 +37,14 @@ static json_t *record_of(const struct audit_rec *rec)
 	json_t *attrs = json_array();
 	json_array_append_new(attrs, json_pack("{s:s,s:{s:s}}", "key", "audit.seq", "value",
 					       "intValue", seq));
-	json_array_append_new(attrs, attr_str("audit.door",
-					      json_string_value(json_object_get(ev, "door"))));
-	json_array_append_new(attrs, attr_str("audit.what",
-					      json_string_value(json_object_get(ev, "what"))));
+	json_array_append_new(attrs, otlp_attr_str("audit.door",
+						   json_string_value(json_object_get(ev, "door"))));
+	json_array_append_new(attrs, otlp_attr_str("audit.what",
+						   json_string_value(json_object_get(ev, "what"))));
 	json_decref(ev);
 	return json_pack("{s:s,s:s,s:i,s:{s:s%},s:o}", "timeUnixNano", ns, "severityText", "INFO",
 			 "severityNumber", 9, "body", "stringValue", rec->line, (size_t)rec->len,
 			 "attributes", attrs);
-}
-
-static json_t *resource_attrs(const struct runner *r, json_t *resource)
-{
-	json_t *a = json_array();
-	json_array_append_new(a, attr_str("service.name", "forceai-runner"));
-	(void)r;
-	const char *k;
-	json_t *v;
-	if (json_is_object(resource))
-		json_object_foreach(resource, k, v) {
-			if (json_is_string(v))
-				json_array_append_new(a, attr_str(k, json_string_value(v)));
-		}
-	return a;
 }
 
 static void finish(struct runner *r, struct otlp_post *p, bool ok)
@@ -116,9 +96,9 @@ void audit_otlp_tick(struct runner *r)
 	}
 	json_t *scope_attrs = json_array();
 	if (head[0])
-		json_array_append_new(scope_attrs, attr_str("audit.head", head));
+		json_array_append_new(scope_attrs, otlp_attr_str("audit.head", head));
 	json_t *body = json_pack("{s:[{s:{s:o},s:[{s:{s:s,s:o},s:o}]}]}", "resourceLogs",
-				 "resource", "attributes", resource_attrs(r, audit_resource(r)),
+				 "resource", "attributes", otlp_resource_attrs(audit_resource(r)),
 				 "scopeLogs", "scope", "name", "forceai-runner.audit", "attributes",
 				 scope_attrs, "logRecords", recs);
 	char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;

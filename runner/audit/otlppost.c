@@ -122,3 +122,22 @@ void otlp_post_close(struct otlp_post *p)
 	p->hdrs = NULL;
 	p->r = NULL;
 }
+
+json_t *otlp_attr_str(const char *k, const char *v)
+{
+	return json_pack("{s:s,s:{s:s}}", "key", k, "value", "stringValue", v ? v : "");
+}
+
+json_t *otlp_resource_attrs(json_t *resource)
+{
+	json_t *a = json_array();
+	json_array_append_new(a, otlp_attr_str("service.name", "forceai-runner"));
+	const char *k;
+	json_t *v;
+	if (json_is_object(resource))
+		json_object_foreach(resource, k, v) {
+			if (json_is_string(v))
+				json_array_append_new(a, otlp_attr_str(k, json_string_value(v)));
+		}
+	return a;
+}

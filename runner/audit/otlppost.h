@@ -3,6 +3,7 @@
  * §13.3). Shared by the audit trail's logs sink and the metrics exporter. */
 #pragma once
 #include <curl/curl.h>
+#include <jansson.h>
 #include <stdbool.h>
 
 #include "core/loop.h"
@@ -33,3 +34,9 @@ int otlp_post_send(struct otlp_post *p, const char *body);
 /* Why the last one failed (libcurl's words, or the HTTP status). */
 const char *otlp_post_error(const struct otlp_post *p);
 void otlp_post_close(struct otlp_post *p);
+
+/* An OTLP string attribute {key, value: {stringValue}} (v NULL: ""). New reference. */
+json_t *otlp_attr_str(const char *k, const char *v);
+/* A batch's resource attributes: service.name, then the string values of resource (the bound
+ * box's sandbox.id, sandbox.generation and telemetry attributes: audit_set_resource). */
+json_t *otlp_resource_attrs(json_t *resource);

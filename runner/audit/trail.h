@@ -1,13 +1,8 @@
-/* The audit trail (docs/design.md §13): one event for every action through
- * a door of the runner, fed by one call at each door. Each event is a JSON
- * line {"audit":true, seq, ts, chain, prev, door, what, who, outcome, ...}
- * whose "prev" is the SHA-256 of the line before (audit/chain.h), with
- * every secret the runner knows masked. Sinks: stderr (always), a ring for
- * GET /v1/audit, --audit-file. Bounded where a party without the token
- * can cause events: --audit-rate events a second per source (a task's uid,
- * an unauthenticated address), the rest counted in an "events dropped"
- * marker naming the source, itself chained (audit/sources.h). The client's
- * and the control plane's events are never dropped by the bound. */
+/* The audit trail (docs/design/audit.md): one event for every action through a door of the
+ * runner, fed by one call at each door, each JSON line chained to the one before
+ * (audit/chain.h), every secret the runner knows masked. Bounded per source where a party
+ * without the token can cause events (audit/sources.h); the client's and the control plane's
+ * events are never dropped. */
 #pragma once
 #include <jansson.h>
 #include <stdbool.h>

@@ -13,7 +13,6 @@
 #include "core/log.h"
 #include "core/runner.h"
 #include "task/pty.h"
-#include "task/task.h"
 
 static void exec_free(struct code_exec *x)
 {

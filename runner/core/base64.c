@@ -1,4 +1,4 @@
-/* Base64 encoding (base64.h). */
+/* Base64 encoding and hex digits (base64.h). */
 #include "core/base64.h"
 
 #include <errno.h>
@@ -48,4 +48,12 @@ int base64_value(unsigned char c)
 	if (c == '/' || c == '_')
 		return 63;
 	return -1;
+}
+
+int hex_value(unsigned char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c |= 0x20;
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }

@@ -190,8 +190,8 @@ static int parse_engines(const struct src *src, struct runner_config *cfg, const
 }
 
 /* The string types are kept as given once checked; the others are converted. */
-int config_apply(const struct src *src, struct runner_config *cfg, const struct opt_def *o,
-		 const char *val)
+static int config_apply(const struct src *src, struct runner_config *cfg, const struct opt_def *o,
+			const char *val)
 {
 	char *base = (char *)cfg;
 	uint64_t v;

@@ -63,9 +63,6 @@ int config_bad_num(const struct src *src, const char *opt, uint64_t val, const c
 /* The source of option opt's current value, as cfg->origin says. */
 struct src config_src(const struct runner_config *cfg, const char *opt, struct error *err);
 int config_parse_u64(const char *s, uint64_t *out);
-/* Parse val as option o's type into cfg; 0, or -1 with src->err set. */
-int config_apply(const struct src *src, struct runner_config *cfg, const struct opt_def *o,
-		 const char *val);
 
 /* config_files.c: a secret's first line from the file at path into *dst, its owner and mode
  * into sf; and after parsing, that no task can read it. */

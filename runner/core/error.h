@@ -1,15 +1,9 @@
-/* The runner's one error type, in the style of crun's libcrun_error_t: a
- * failing function fills a caller-provided struct error and returns -1 (or
- * NULL); callers add context with error_wrap() and pass it up. The HTTP
- * status of an error is chosen in one place, error_http_status(), from its
- * code (and errno when the code does not decide).
- *
- * Exceptions, by design: thin system-call wrappers (loop.c, signals.c,
- * reaper.c, spool.c, cgroup.c, proctree.c, spawn.c, the child-side
- * helpers of caps.c and landlock.c, buf.c's buf_*) return 0 or -errno,
- * like the kernel; pure parsers keep their own result enums. The child
- * side of a fork (confine_exec) cannot use this type: it reports on fd 2
- * and exits. */
+/* The runner's one error type (docs/design/architecture.md#error-handling): a failing function
+ * fills a caller-provided struct error and returns -1 (or NULL); callers add context with
+ * error_wrap() and pass it up; error_http_status() alone chooses an error's HTTP status. Thin
+ * system-call wrappers return 0 or -errno instead, like the kernel, and pure parsers keep their
+ * own result enums (the list: that section). The child side of a fork (confine_exec) cannot use
+ * this type: it reports on fd 2 and exits. */
 #pragma once
 #include <stddef.h>
 

@@ -1,13 +1,8 @@
-/* Which identities tasks may have. A request may ask for a uid/gid (execd
- * `uid`/`gid`); it gets one only if it is
- *   - the task user's own (--task-user), or
- *   - in --task-id-range LO-HI (default 1000-4294967294), never 65534
- *     (nobody/nogroup), and for gids never below 1000 (system groups:
- *     shadow, disk, adm, ... would open files no task should read), or
- *   - 0, with --allow-root-tasks.
- * The same sets say who is a task elsewhere: the in-box API refuses
- * connections owned by a task uid, and a secret file must not be readable
- * by one. */
+/* Which identities tasks may have (docs/design/security.md#identities): a request's uid/gid
+ * only if it is the task user's own, in --task-id-range (never nobody, never a gid below 1000:
+ * shadow, disk, adm would open files no task should read) or 0 with --allow-root-tasks. The
+ * same sets say who is a task elsewhere: the in-box API refuses connections owned by a task
+ * uid, and a secret file must not be readable by one. */
 #pragma once
 #include <jansson.h>
 #include <stdbool.h>

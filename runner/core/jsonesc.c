@@ -166,19 +166,13 @@ static char *json_escape_core(char *o, const char *end, const char *str, size_t 
 	return o;
 }
 
-/* The whole literal, quotes included, into o (room for JSON_STR_MAX). */
-static char *json_escape(char *o, const char *str, size_t len, size_t *invalid)
+char *json_escape_to(char *o, const char *s, size_t len)
 {
 	size_t used;
 	*o++ = '"';
-	o = json_escape_core(o, o + len * 6, str, len, &used, invalid);
+	o = json_escape_core(o, o + len * 6, s, len, &used, NULL);
 	*o++ = '"';
 	return o;
-}
-
-char *json_escape_to(char *o, const char *s, size_t len)
-{
-	return json_escape(o, s, len, NULL);
 }
 
 size_t json_escape_part(char *o, size_t room, const char *s, size_t len, size_t *used,
@@ -187,28 +181,10 @@ size_t json_escape_part(char *o, size_t room, const char *s, size_t len, size_t 
 	return (size_t)(json_escape_core(o, o + room, s, len, used, invalid) - o);
 }
 
-static int json_str(struct buf *b, const char *str, size_t len, size_t *invalid)
+int buf_append_json_str(struct buf *b, const char *str, size_t len)
 {
 	if (buf_reserve(b, JSON_STR_MAX(len)) < 0)
 		return -ENOMEM;
-	b->len = (size_t)(json_escape(b->data + b->len, str, len, invalid) - b->data);
-	return 0;
-}
-
-int buf_append_json_str(struct buf *b, const char *str, size_t len)
-{
-	return json_str(b, str, len, NULL);
-}
-
-int buf_append_json_utf8(struct buf *b, const char *str, size_t len)
-{
-	size_t start = b->len, bad;
-	int rc = json_str(b, str, len, &bad);
-	if (rc < 0)
-		return rc;
-	if (bad) {
-		b->len = start;
-		return 1;
-	}
+	b->len = (size_t)(json_escape_to(b->data + b->len, str, len) - b->data);
 	return 0;
 }

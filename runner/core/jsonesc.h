@@ -7,9 +7,6 @@
 
 /* A JSON string literal (quotes included). */
 int buf_append_json_str(struct buf *b, const char *s, size_t len);
-/* The same when s is valid UTF-8 (0); 1 and nothing appended when it is
- * not (one pass instead of utf8_valid and then the escaper). */
-int buf_append_json_utf8(struct buf *b, const char *s, size_t len);
 /* Worst case of a JSON string literal of len bytes: \u00XX per byte, quotes. */
 #define JSON_STR_MAX(len) ((len)*6 + 2)
 /* The same literal written at o, which has room for JSON_STR_MAX(len);

@@ -1,41 +1,10 @@
-/* Byte search, 16 bytes at a time (memfind.h). */
+/* Line-end search, 16 bytes at a time (memfind.h). */
 #include "core/memfind.h"
 
 #include <string.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
-
-const char *mem_find(const char *s, char c, size_t n)
-{
-#if defined(__SSE2__)
-	const __m128i needle = _mm_set1_epi8(c);
-	while (n >= 32) {
-		__m128i a = _mm_loadu_si128((const __m128i *)s);
-		__m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
-		unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(a, needle)) |
-			     (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(b, needle)) << 16;
-		if (m)
-			return s + __builtin_ctz(m);
-		s += 32;
-		n -= 32;
-	}
-	if (n >= 16) {
-		__m128i a = _mm_loadu_si128((const __m128i *)s);
-		unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(a, needle));
-		if (m)
-			return s + __builtin_ctz(m);
-		s += 16;
-		n -= 16;
-	}
-	for (; n; s++, n--)
-		if (*s == c)
-			return s;
-	return NULL;
-#else
-	return memchr(s, c, n);
-#endif
-}
 
 const char *mem_find2(const char *s, char c1, char c2, size_t n)
 {

@@ -201,8 +201,18 @@ static int walk_path(struct walk *w, char *todo, size_t todolen)
 	}
 }
 
-int trust_check_file(const struct trust_scope *scope, const char *what, const char *path,
-		     unsigned flags, struct error *err)
+/* 0 when no task could have written the file at `path` (or it does not
+ * exist: its reader says so), nor changed where the path leads: every
+ * directory looked up on the way (through every symlink) and every link is
+ * out of the tasks' reach, a world-writable sticky directory counting as
+ * such for entries no task owns. A task could write an object when it lies
+ * under one of scope->roots (or Landlock is not in force) and its owner is
+ * a task's uid (root mode: any uid but root's, and root's too with
+ * root_tasks; non-root mode: the runner's own) or it is group- or other-
+ * writable. Else -1: err (code UNTRUSTED_CONFIG) names `what` and the
+ * path, the object a task could write and why, and the fix. */
+static int trust_check_file(const struct trust_scope *scope, const char *what, const char *path,
+			    unsigned flags, struct error *err)
 {
 	if (!path || !*path)
 		return 0;

@@ -17,10 +17,8 @@
 #include "core/cleanup.h"
 #include "core/error.h"
 #include "core/runner.h"
-#include "core/sha256.h"
 #include "envd/internal.h"
 #include "files/path.h"
-#include "http/body.h"
 
 struct envd_state *envd_state(struct runner *r)
 {

@@ -22,7 +22,6 @@
 #include "core/loop.h"
 #include "core/runner.h"
 #include "envd/internal.h"
-#include "files/fserror.h"
 #include "files/ident.h"
 #include "files/multipart.h"
 #include "files/ops.h"

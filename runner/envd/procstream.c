@@ -257,7 +257,7 @@ uint64_t envd_timeout_ms(struct http_req *req)
 /* The start event goes out alone, before the process has said anything; the end follows
  * as a small write while it may be unacknowledged: without TCP_NODELAY, Nagle holds it for
  * the client's delayed ACK (measured: 8-9 ms added to the round trip of `true`). */
-void envd_nodelay(struct http_req *req)
+static void envd_nodelay(struct http_req *req)
 {
 	const union MHD_ConnectionInfo *ci =
 		MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);

@@ -31,7 +31,5 @@ void envd_pstream_end(struct envd_pstream *ps, enum connect_code c, const char *
  * stream at its deadline. */
 void envd_pstream_headers(struct envd_pstream *ps, struct http_req *req);
 void envd_pstream_tick(struct http_stream *hs, uint64_t now);
-/* TCP_NODELAY on the request's connection (a stream of small events). */
-void envd_nodelay(struct http_req *req);
 /* Connect-Timeout-Ms in ms (0: none; an unreadable one: a week, the engine's bound). */
 uint64_t envd_timeout_ms(struct http_req *req);

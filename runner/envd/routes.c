@@ -16,7 +16,6 @@
 #include "core/sha256.h"
 #include "envd/envd.h"
 #include "envd/internal.h"
-#include "http/body.h"
 
 /* ---- envd's state: made at start, forgotten by a reset, freed at exit ---- */
 

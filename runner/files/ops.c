@@ -423,26 +423,6 @@ static int subst_init(struct files_replace *rp, const char *old, size_t olen, co
 	return rp->buf && rp->obuf ? 0 : -ENOMEM;
 }
 
-int files_replace_stream(int in, int out, const char *old, size_t olen, const char *new_,
-			 size_t nlen, uint64_t *count)
-{
-	struct files_replace rp = {.dirfd = -1, .fd = -1, .out = out};
-	*count = 0;
-	off_t start = lseek(in, 0, SEEK_CUR);
-	if (start < 0)
-		return -errno;
-	rp.in_pos = start;
-	int rc = subst_init(&rp, old, olen, new_, nlen);
-	while (rc == 0 && (rc = subst_chunk(&rp, in)) > 0)
-		rc = 0;
-	free(rp.buf);
-	free(rp.obuf);
-	*count = rp.count;
-	if (rc == 0 && lseek(in, rp.in_pos, SEEK_SET) < 0)
-		rc = -errno;
-	return rc;
-}
-
 int files_replace_open(struct files_replace *rp, const struct files_ident *id, const char *path,
 		       const char *old, size_t olen, const char *new_, size_t nlen)
 {
@@ -655,16 +635,4 @@ static int lines_scan(struct files_lines *l, int fd, char *buf, uint64_t deadlin
 		l->pos += n;
 	} while (monotonic_ms() < deadline_ms);
 	return 1;
-}
-
-int files_line_range(int fd, uint64_t first, uint64_t count, off_t *start, off_t *len)
-{
-	struct files_lines l;
-	files_lines_init(&l, first, count);
-	int rc;
-	while ((rc = files_lines_step(&l, fd, UINT64_MAX)) > 0)
-		;
-	*start = l.start;
-	*len = l.len;
-	return rc;
 }

@@ -64,19 +64,13 @@ int files_tmp_open(struct files_tmp *t, int dirfd);
 int files_tmp_commit(struct files_tmp *t, const char *base);
 void files_tmp_discard(struct files_tmp *t);
 
-/* Copy in to out replacing each `old` by `new_` (leftmost, non-overlapping,
- * like Go's strings.ReplaceAll); memory is bounded whatever the size; at most
- * FILES_REPLACE_MAX bytes are written (else -EFBIG). */
-int files_replace_stream(int in, int out, const char *old, size_t olen, const char *new_,
-			 size_t nlen, uint64_t *count);
-
-/* Replace in one file, resumable. open checks the file (a regular file not
- * reached through a link at its last component, writable, beneath the write
- * roots, at most FILES_REPLACE_MAX) and holds it open; step streams it
- * through the substitution and writes the result: atomically (temp file +
- * rename, after checking the name still leads to the file) when the user
- * owns a singly-linked file, else in place through the descriptor checked
- * (owner, links and inode stay). Untouched when there is no match. */
+/* Replace each `old` by `new_` in one file (leftmost, non-overlapping, like
+ * Go's strings.ReplaceAll; memory bounded whatever the size), resumable. open checks the file (a
+ * regular file not reached through a link at its last component, writable, beneath the write roots,
+ * at most FILES_REPLACE_MAX) and holds it open; step streams it through the substitution and writes
+ * the result: atomically (temp file + rename, after checking the name still leads to the file) when
+ * the user owns a singly-linked file, else in place through the descriptor checked (owner, links
+ * and inode stay). Untouched when there is no match. */
 struct files_replace {
 	int dirfd, fd, out;
 	const char *base;
@@ -110,5 +104,3 @@ struct files_lines {
 void files_lines_init(struct files_lines *l, uint64_t first, uint64_t count);
 /* 1 = more to do, 0 = done (start, len), or -errno. */
 int files_lines_step(struct files_lines *l, int fd, uint64_t deadline_ms);
-/* The same in one go (no deadline). */
-int files_line_range(int fd, uint64_t first, uint64_t count, off_t *start, off_t *len);

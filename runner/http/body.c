@@ -42,11 +42,6 @@ json_t *http_parse_json_object(const char *data, size_t len, bool allow_empty, s
 			       err);
 }
 
-json_t *http_parse_json_array(const char *data, size_t len, struct error *err)
-{
-	return http_parse_json(data, len, &(struct http_json_opts){.array = true}, err);
-}
-
 /* The field, or NULL when it is missing or null. */
 static json_t *field(json_t *o, const char *key)
 {

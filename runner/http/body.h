@@ -25,8 +25,6 @@ json_t *http_parse_json(const char *data, size_t len, const struct http_json_opt
 /* data as a JSON object (duplicate keys refused), or NULL with err set
  * (INVALID_REQUEST_BODY). allow_empty: an empty body is {}. */
 json_t *http_parse_json_object(const char *data, size_t len, bool allow_empty, struct error *err);
-/* The same for a route whose body is a JSON array. */
-json_t *http_parse_json_array(const char *data, size_t len, struct error *err);
 
 /* Typed fields of a JSON object. A field missing or JSON null is absent: 0 with *out NULL or
  * *has false. Otherwise a field of the wrong type or range is -1 with err set naming it. */

@@ -1,19 +1,10 @@
-/* The door of an HTTP daemon (docs/design.md §14.1, §14.2): every
- * connection libmicrohttpd accepts passes here first
- * (MHD_OPTION_NOTIFY_CONNECTION) and is
- *   - refused when it comes from a task (refuse_tasks: the runner's API):
- *     an in-box socket owned by a uid a task can run as (the task engine's
- *     policy, handed in as struct gate_tasks: this layer does not know it),
- *     or an in-box address whose owner cannot be established (fail closed;
- *     see peer.h);
- *   - refused beyond max_per_client connections of one client (an in-box
- *     uid, or an outside address);
- *   - closed when its request head is not complete within first_head_ms of
- *     accept (next_head_ms after the previous response on a kept-alive
- *     connection): a client trickling header lines cannot hold it.
- * Refusing = shutdown(2) of the socket at once; libmicrohttpd then sees the
- * end of it and closes, and gate_request_begins() refuses a request that
- * was already buffered, before any handler runs. */
+/* The door of an HTTP daemon (docs/design/security.md#no-api-from-tasks,
+ * docs/design/security.md#bounded-connections): every connection libmicrohttpd accepts passes
+ * here first (MHD_OPTION_NOTIFY_CONNECTION), refused when it comes from a task (the task
+ * engine's policy, handed in as struct gate_tasks: this layer does not know it; fail closed when
+ * the owner is unknown: peer.h), beyond max_per_client, or without a complete head in time.
+ * Refusing = shutdown(2) of the socket at once; gate_request_begins() refuses a request that was
+ * already buffered, before any handler runs. */
 #pragma once
 #include <jansson.h>
 #include <microhttpd.h>

@@ -62,7 +62,8 @@ int http_listen(const char *host, unsigned port, unsigned *bound_port, struct er
 	return take_fd(fd);
 }
 
-void http_mhd_log(void *cls, const char *fmt, va_list ap)
+/* libmicrohttpd's error logger: one JSON log line; cls names the daemon. */
+static void http_mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	const char *who = cls ? cls : "http";
 	char msg[512];

@@ -58,6 +58,3 @@ void http_daemon_run(struct http_daemon *hd);
 void http_daemon_quiesce(struct http_daemon *hd);
 /* Detach and stop (no connection may be suspended: MHD would abort). */
 void http_daemon_stop(struct http_daemon *hd);
-
-/* libmicrohttpd's error logger: one JSON log line; cls names the daemon. */
-void http_mhd_log(void *cls, const char *fmt, va_list ap);

@@ -49,14 +49,6 @@ int sse_data(struct buf *o, const char *data, size_t len)
 	return 0;
 }
 
-int sse_comment(struct buf *o, const char *text)
-{
-	if (buf_append_lit(o, ": ") < 0 || buf_append_str(o, text) < 0 ||
-	    buf_append_lit(o, SSE_END) < 0)
-		return -ENOMEM;
-	return 0;
-}
-
 int sse_event(struct buf *o, uint64_t id, const char *name, const char *data, size_t len)
 {
 	if (sse_head(o, id, name, name ? strlen(name) : 0) < 0)

@@ -42,5 +42,3 @@ int sse_head(struct buf *o, uint64_t id, const char *name, size_t name_len);
 int sse_data(struct buf *o, const char *data, size_t len);
 /* A whole event: sse_head, then sse_data. 0, or -ENOMEM. */
 int sse_event(struct buf *o, uint64_t id, const char *name, const char *data, size_t len);
-/* A comment ": text" (text without CR or LF) as an event of its own. 0, or -ENOMEM. */
-int sse_comment(struct buf *o, const char *text);

@@ -34,22 +34,14 @@ bool http_token_ok(struct runner *r, const char *got)
 	return secret_equal(got, r->cfg.token);
 }
 
-static int hexval(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c |= 0x20;
-	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
 /* %XX (and '+' as a space, as forms write it) decoded into out; its length. */
 static size_t pct_decode(const char *v, size_t n, char *out)
 {
 	size_t o = 0;
 	for (size_t i = 0; i < n; i++) {
 		int hi, lo;
-		if (v[i] == '%' && i + 2 < n && (hi = hexval((unsigned char)v[i + 1])) >= 0 &&
-		    (lo = hexval((unsigned char)v[i + 2])) >= 0) {
+		if (v[i] == '%' && i + 2 < n && (hi = hex_value((unsigned char)v[i + 1])) >= 0 &&
+		    (lo = hex_value((unsigned char)v[i + 2])) >= 0) {
 			out[o++] = (char)(hi << 4 | lo);
 			i += 2;
 		} else {

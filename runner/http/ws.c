@@ -78,11 +78,6 @@ void *ws_arg(struct ws_conn *c)
 	return c->arg;
 }
 
-struct runner *ws_runner(struct ws_conn *c)
-{
-	return c->r;
-}
-
 static void ws_free_deferred(struct loop *loop, void *arg)
 {
 	(void)loop;
@@ -658,11 +653,6 @@ int ws_send2(struct ws_conn *c, int opcode, const void *head, size_t head_len, c
 int ws_send(struct ws_conn *c, int opcode, const void *data, size_t len)
 {
 	return ws_send2(c, opcode, NULL, 0, data, len);
-}
-
-size_t ws_queued(struct ws_conn *c)
-{
-	return queued(c);
 }
 
 bool ws_has_room(struct ws_conn *c)

@@ -1,15 +1,8 @@
-/* WebSocket connections: libmicrohttpd's connection upgrade hands the
- * socket over, libmicrohttpd's microhttpd_ws decodes and encodes frames
- * (fragmentation, masking rules, reserved bits, control-frame rules, UTF-8
- * of text messages and close reasons, size limits), and the socket sits on
- * the runner's one epoll loop. The runner adds what a library cannot know:
- * one output queue per connection holding every frame it sends (data,
- * pong, close, ping) under one window (a producer asks ws_has_room() and is
- * called back when the client has caught up; input is not decoded while
- * the queue is at the window, so replies to a client that does not read
- * never pile up), input that can be paused while its consumer is full,
- * keep-alive pings and idle and close timeouts. Everything runs on the loop
- * thread. */
+/* WebSocket connections (docs/design/interactive.md#websocket-connections): libmicrohttpd's
+ * microhttpd_ws does the framing, the socket sits on the runner's one epoll loop, and the runner
+ * adds what a library cannot know: one output queue per connection under one window (input is
+ * not decoded while the queue is at the window, so replies to a client that does not read never
+ * pile up), pausable input, keep-alive pings and timeouts. Everything runs on the loop thread. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -53,7 +46,6 @@ struct ws_conn *ws_open_fd(struct runner *r, int fd, const void *extra, size_t e
 			   const struct ws_ops *ops, void *arg, size_t window);
 
 void *ws_arg(struct ws_conn *c);
-struct runner *ws_runner(struct ws_conn *c);
 /* Queue a whole message (copied). 0, or -1 once the connection is closing. */
 int ws_send(struct ws_conn *c, int opcode, const void *data, size_t len);
 /* The same with a prefix (a channel byte, a replay header) before data. */
@@ -62,8 +54,6 @@ int ws_send2(struct ws_conn *c, int opcode, const void *head, size_t head_len, c
 /* Whether the output queue is under the window; when not, on_writable
  * follows once it has drained to half. */
 bool ws_has_room(struct ws_conn *c);
-/* Bytes queued and not yet sent. */
-size_t ws_queued(struct ws_conn *c);
 /* Stop (or resume) reading from the client: its messages wait in the
  * socket, and TCP tells the client to slow down. */
 void ws_pause_input(struct ws_conn *c, bool paused);

@@ -1,14 +1,8 @@
-/* OpenSandbox execd's runtime init and lifecycle hooks, the parsing half
- * (pure: no I/O, no runner state; unit-tested in tests/unit/test_lifecycle.c,
- * fuzzed by tests/fuzz/fuzz_lifecycle.c). docs/design.md §12.1, §12.2.
- *
- * - The body of POST /internal/init: {sandboxId, generation, entrypointPolicy,
- *   accessTokenHash "sha256:<64 hex>", envs, lifecycle, telemetry.attributes}.
- *   Everything is checked before anything is applied, so a bad body never
- *   uses the init slot.
- * - A lifecycle configuration, as JSON (the OPEN_SANDBOX_LIFECYCLE transport,
- *   the init request's "lifecycle") or as the TOML subset of execd's
- *   lifecycle.toml: a preStart hook and named periodic hooks. */
+/* OpenSandbox execd's runtime init and lifecycle hooks, the parsing half (pure: no I/O, no
+ * runner state; unit-tested in tests/unit/test_lifecycle.c, fuzzed by
+ * tests/fuzz/fuzz_lifecycle.c): the body of POST /internal/init, checked whole before anything
+ * is applied so that a bad body never uses the init slot, and a lifecycle configuration as JSON
+ * or as execd's lifecycle.toml (the fields: docs/design/profiles.md). */
 #pragma once
 #include <jansson.h>
 #include <stdbool.h>

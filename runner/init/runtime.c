@@ -17,7 +17,6 @@
 #include "core/log.h"
 #include "core/runner.h"
 #include "init/internal.h"
-#include "task/task.h"
 
 /* ---- start-up: the configuration from the environment or a file ---- */
 

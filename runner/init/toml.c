@@ -35,6 +35,15 @@ static void skip_ws(struct toml *t)
 		t->p++;
 }
 
+/* Past c when it is the next byte. */
+static bool eat(struct toml *t, char c)
+{
+	if (t->p >= t->end || *t->p != c)
+		return false;
+	t->p++;
+	return true;
+}
+
 /* White space, comments and newlines (inside arrays). */
 static void skip_all(struct toml *t)
 {
@@ -60,8 +69,7 @@ static int end_of_line(struct toml *t)
 	if (t->p < t->end && *t->p == '#')
 		while (t->p < t->end && *t->p != '\n')
 			t->p++;
-	if (t->p < t->end && *t->p == '\r')
-		t->p++;
+	eat(t, '\r');
 	if (t->p < t->end && *t->p != '\n')
 		return tfail(t, "unexpected text after the value");
 	if (t->p < t->end) {
@@ -232,9 +240,8 @@ static json_t *tdotted(struct toml *t, json_t *root, char *last, size_t size, bo
 		if (tkey(t, last, size) < 0)
 			return NULL;
 		skip_ws(t);
-		if (t->p >= t->end || *t->p != '.')
+		if (!eat(t, '.'))
 			break;
-		t->p++;
 		json_t *next = json_object_get(cur, last);
 		if (json_is_array(next) && json_array_size(next))
 			next = json_array_get(next, json_array_size(next) - 1);
@@ -262,21 +269,18 @@ static json_t *tinline(struct toml *t)
 		return NULL;
 	t->p++; /* { */
 	skip_ws(t);
-	if (t->p < t->end && *t->p == '}') {
-		t->p++;
+	if (eat(t, '}'))
 		return o;
-	}
 	for (;;) {
 		char key[128];
 		json_t *tab = tdotted(t, o, key, sizeof(key), true);
 		if (!tab)
 			goto fail;
 		skip_ws(t);
-		if (t->p >= t->end || *t->p != '=') {
+		if (!eat(t, '=')) {
 			tfail(t, "expected '=' in an inline table");
 			goto fail;
 		}
-		t->p++;
 		skip_ws(t);
 		if (json_object_get(tab, key)) {
 			tfail(t, "a key is defined twice");
@@ -286,14 +290,10 @@ static json_t *tinline(struct toml *t)
 		if (!v || json_object_set_new(tab, key, v) < 0)
 			goto fail;
 		skip_ws(t);
-		if (t->p < t->end && *t->p == ',') {
-			t->p++;
+		if (eat(t, ','))
 			continue;
-		}
-		if (t->p < t->end && *t->p == '}') {
-			t->p++;
+		if (eat(t, '}'))
 			return o;
-		}
 		tfail(t, "expected ',' or '}' in an inline table");
 		goto fail;
 	}
@@ -310,22 +310,16 @@ static json_t *tarray(struct toml *t)
 	t->p++; /* [ */
 	for (;;) {
 		skip_all(t);
-		if (t->p < t->end && *t->p == ']') {
-			t->p++;
+		if (eat(t, ']'))
 			return a;
-		}
 		json_t *v = tvalue(t);
 		if (!v || json_array_append_new(a, v) < 0)
 			goto fail;
 		skip_all(t);
-		if (t->p < t->end && *t->p == ',') {
-			t->p++;
+		if (eat(t, ','))
 			continue;
-		}
-		if (t->p < t->end && *t->p == ']') {
-			t->p++;
+		if (eat(t, ']'))
 			return a;
-		}
 		tfail(t, "expected ',' or ']' in an array");
 		goto fail;
 	}
@@ -419,9 +413,8 @@ static int tkeyval(struct toml *t, json_t *cur)
 	if (!tab)
 		return -1;
 	skip_ws(t);
-	if (t->p >= t->end || *t->p != '=')
+	if (!eat(t, '='))
 		return tfail(t, "expected '=' after a key");
-	t->p++;
 	skip_ws(t);
 	if (json_object_get(tab, key))
 		return tfail(t, "a key is defined twice");

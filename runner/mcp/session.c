@@ -1,12 +1,7 @@
-/* /mcp: the box as an MCP server over Streamable HTTP (docs/design.md §8), its engine: the
- * sessions, the tool calls that run on and their streams (the route: api/mcp.c). One endpoint:
- * POST carries one JSON-RPC message and is answered with JSON, or with an SSE stream for a
- * tool call that runs on (its progress notifications, then its response); GET opens a
- * session's stream for server notifications; DELETE ends a session. Revisions 2025-03-26,
- * 2025-06-18 and 2025-11-25 are negotiated by initialize and live in sessions
- * (Mcp-Session-Id); the stateless 2026-07-28 revision is served without one where a request
- * says MCP-Protocol-Version: 2026-07-28. The tools are the tool layer's (tools/tools.h).
- * Messages are parsed by mcp/proto.c (pure, fuzzed). */
+/* /mcp: the box as an MCP server over Streamable HTTP, its engine: the sessions, the tool calls
+ * that run on and their streams (the route: api/mcp.c; the revisions, stateless and in
+ * sessions: docs/design/mcp-tools.md#mcp-streamable-http). The tools are the tool layer's
+ * (tools/tools.h); messages are parsed by mcp/proto.c (pure, fuzzed). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -22,28 +22,6 @@ struct otlp_metrics {
 	uint64_t sent, failed, skipped;
 };
 
-static json_t *attr_str(const char *k, const char *v)
-{
-	return json_pack("{s:s,s:{s:s}}", "key", k, "value", "stringValue", v ? v : "");
-}
-
-/* service.name, then the bound box's sandbox.id, sandbox.generation and
- * telemetry attributes (runtime init's audit_set_resource). */
-static json_t *resource_attrs(const struct runner *r)
-{
-	json_t *a = json_array();
-	json_array_append_new(a, attr_str("service.name", "forceai-runner"));
-	json_t *res = audit_resource(r);
-	const char *k;
-	json_t *v;
-	if (json_is_object(res))
-		json_object_foreach(res, k, v) {
-			if (json_is_string(v))
-				json_array_append_new(a, attr_str(k, json_string_value(v)));
-		}
-	return a;
-}
-
 /* OTLP JSON: 64-bit integers and nanosecond times are decimal strings. */
 static json_t *point_int(uint64_t now_ns, uint64_t start_ns, long long v)
 {
@@ -134,8 +112,9 @@ static json_t *document(struct runner *r, const struct otlp_metrics *m)
 					  "Metric posts skipped: the previous one in flight", ns,
 					  m->start_ns, (long long)m->skipped));
 	return json_pack("{s:[{s:{s:o},s:[{s:{s:s,s:s},s:o}]}]}", "resourceMetrics", "resource",
-			 "attributes", resource_attrs(r), "scopeMetrics", "scope", "name",
-			 "forceai-runner", "version", FORCEAI_RUNNER_VERSION, "metrics", ms);
+			 "attributes", otlp_resource_attrs(audit_resource(r)), "scopeMetrics",
+			 "scope", "name", "forceai-runner", "version", FORCEAI_RUNNER_VERSION,
+			 "metrics", ms);
 }
 
 static void on_done(struct runner *r, struct otlp_post *p, bool ok)

@@ -164,6 +164,22 @@ static bool error_parts(json_t *j, const char **msg, const char **type, const ch
 	return true;
 }
 
+/* The class an error's HTTP status gives it; below 400, below_400. */
+static enum cs_result by_status(long status, enum cs_result below_400)
+{
+	switch (status) {
+	case 401:
+		return CS_ERR_UNAUTHORIZED;
+	case 403:
+		return CS_ERR_FORBIDDEN;
+	case 429:
+		return CS_ERR_RATE_LIMITED;
+	}
+	if (status >= 500)
+		return CS_ERR_SERVER;
+	return status >= 400 ? CS_ERR_BAD_REQUEST : below_400;
+}
+
 static enum cs_result classify_json(long status, json_t *j, char *msg, size_t msglen, bool *found)
 {
 	const char *m, *type, *code;
@@ -181,26 +197,13 @@ static enum cs_result classify_json(long status, json_t *j, char *msg, size_t ms
 		return CS_ERR_BUDGET;
 	if (is_model_error(status, type, code, m))
 		return CS_ERR_MODEL;
-	switch (status) {
-	case 200:
-		return CS_ERR_STREAM;
-	case 401:
-		return CS_ERR_UNAUTHORIZED;
-	case 403:
-		return CS_ERR_FORBIDDEN;
-	case 429:
-		return CS_ERR_RATE_LIMITED;
-	}
-	if (status >= 500)
-		return CS_ERR_SERVER;
-	if (status >= 400)
-		return CS_ERR_BAD_REQUEST;
 	/* An error object under a 2xx/3xx: a stream-level error. */
-	return CS_ERR_STREAM;
+	return by_status(status, CS_ERR_STREAM);
 }
 
-enum cs_result chatstream_classify(long status, const char *body, size_t len, char *msg,
-				   size_t msglen)
+/* Classify an error body (JSON or not) for the given status; fills msg. */
+static enum cs_result chatstream_classify(long status, const char *body, size_t len, char *msg,
+					  size_t msglen)
 {
 	json_t *j = len ? json_loadb(body, len, 0, NULL) : NULL;
 	bool found = false;
@@ -220,17 +223,7 @@ enum cs_result chatstream_classify(long status, const char *body, size_t len, ch
 		return CS_ERR_BUDGET;
 	if (is_model_error(status, NULL, NULL, msg))
 		return CS_ERR_MODEL;
-	if (status == 401)
-		return CS_ERR_UNAUTHORIZED;
-	if (status == 403)
-		return CS_ERR_FORBIDDEN;
-	if (status == 429)
-		return CS_ERR_RATE_LIMITED;
-	if (status >= 500)
-		return CS_ERR_SERVER;
-	if (status >= 400)
-		return CS_ERR_BAD_REQUEST;
-	return CS_ERR_MALFORMED;
+	return by_status(status, CS_ERR_MALFORMED);
 }
 
 int64_t chatstream_retry_ms(enum cs_result r, unsigned attempt, const char *retry_after)

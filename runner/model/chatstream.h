@@ -83,7 +83,3 @@ enum cs_result chatstream_eof(struct chatstream *cs);
  * retry): the delay in ms, or -1 for "do not retry". retry_after is the
  * Retry-After header (seconds) or NULL. */
 int64_t chatstream_retry_ms(enum cs_result r, unsigned attempt, const char *retry_after);
-
-/* Classify an error body (JSON or not) for the given status; fills msg. */
-enum cs_result chatstream_classify(long status, const char *body, size_t len, char *msg,
-				   size_t msglen);

@@ -65,8 +65,11 @@ static const char *path_of(struct runner *r, json_t *req_env)
 	return p && *p ? p : DEFAULT_TASK_PATH;
 }
 
-int engine_find(struct runner *r, enum engine_kind k, json_t *req_env, char *path, size_t size,
-		struct error *err)
+/* The CLI of engine k: --agent-engine's, else the first executable of its
+ * name on PATH (the request's env PATH, else the runner's). 0 with path set,
+ * or -1 with err (ENGINE_NOT_FOUND naming what was looked up). */
+static int engine_find(struct runner *r, enum engine_kind k, json_t *req_env, char *path,
+		       size_t size, struct error *err)
 {
 	const char *c = configured(r, k);
 	if (c) {

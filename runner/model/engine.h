@@ -20,12 +20,6 @@ struct task *engine_task_start(struct runner *r, const struct task_spec *spec, s
  * changes by default; the audit trail's door "agent". */
 extern const struct task_capability model_cap_agent;
 
-/* The CLI of engine k: --agent-engine's, else the first executable of its
- * name on PATH (the request's env PATH, else the runner's). 0 with path set,
- * or -1 with err (ENGINE_NOT_FOUND naming what was looked up). */
-int engine_find(struct runner *r, enum engine_kind k, json_t *req_env, char *path, size_t size,
-		struct error *err);
-
 /* GET /v1/agent/engines: [{name, available, path, source, version}] (new reference). */
 json_t *engines_report(struct runner *r);
 /* Start-up: every --agent-engine names a known CLI engine (-1 with err). */

@@ -12,7 +12,6 @@
 #include "core/log.h"
 #include "core/runner.h"
 #include "http/gate.h"
-#include "http/http.h"
 #include "model/budget.h"
 #include "model/modelproxy_internal.h"
 #include "task/env.h"

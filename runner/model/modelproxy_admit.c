@@ -9,7 +9,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/cleanup.h"
 #include "core/log.h"
 #include "http/http.h"
 #include "model/budget.h"
@@ -43,7 +42,7 @@ json_t *mp_audit_call(const struct mp_req *q, bool completed)
 /* An error in the caller's wire format (OpenAI's until the path says
  * otherwise), so SDKs in the task report it properly; the status from
  * error_http_status, like every other error of the runner. */
-enum MHD_Result mp_fail(struct mp_req *q, const struct error *e)
+static enum MHD_Result mp_fail(struct mp_req *q, const struct error *e)
 {
 	unsigned status = error_http_status(e);
 	const struct wire *w = q->w ? q->w : &wire_openai;

@@ -94,7 +94,6 @@ struct mp_req {
  * refusal, in the caller's format; the request head is in: who calls,
  * which route, within which budget (answered when refused). */
 json_t *mp_audit_call(const struct mp_req *q, bool completed);
-enum MHD_Result mp_fail(struct mp_req *q, const struct error *e);
 enum MHD_Result mp_failf(struct mp_req *q, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 enum MHD_Result mp_begin(struct mp_req *q, const char *method);

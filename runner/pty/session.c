@@ -1,25 +1,12 @@
-/* OpenSandbox execd's PTY sessions (components/execd/PTY.md), wire
- * compatible: the engine behind POST /pty, GET /pty/{id}, DELETE /pty/{id},
- * and the WebSocket GET /pty/{id}/ws (their routes: api/pty.c).
+/* OpenSandbox execd's PTY sessions (components/execd/PTY.md), wire compatible: the engine
+ * behind POST /pty, GET /pty/{id}, DELETE /pty/{id} and the WebSocket GET /pty/{id}/ws (their
+ * routes: api/pty.c). The frames both ways, one driving client (?takeover=1) and read-only
+ * viewers: docs/design/interactive.md#execd-pty-sessions.
  *
- * A session is a record; its shell is an ordinary confined task (same
- * spawn path, confinement, uid, seccomp and Landlock as any task) started
- * by the first WebSocket client, under a terminal (default) or with pipes
- * (?pty=0). Its output goes to the task's spool like any task's, so replay
- * (?since=) is a cursor into that spool and a slow client holds the shell
- * back exactly as a slow SSE client holds a command back.
- *
- * Frames, server to client, in execd's order: replay frames (0x03, 8-byte
- * big-endian offset, bytes) when `since` finds retained output the client
- * has not seen, a JSON `connected` frame, then output (0x01 stdout, 0x02
- * stderr in pipe mode), and a JSON `exit` frame before the close. Client to
- * server: binary 0x00 + stdin; JSON text frames resize, signal, ping (and
- * execd's debug `stdin` {data}). One client at a time: another gets 409,
- * unless it asks ?takeover=1, which closes the holder with code 4001.
- * Viewers (?mode=viewer, execd 1.2) watch read-only, any number of them:
- * they never hold, evict or start the shell, their input is refused, and
- * a slow viewer never holds the shell back (it reads the spool as a
- * non-live reader and may miss what the spool no longer keeps). */
+ * A session is a record; its shell is an ordinary confined task (same spawn path and
+ * confinement as any task), so replay (?since=) is a cursor into the task's spool and a slow
+ * client holds the shell back exactly as a slow SSE client holds a command back; a slow viewer
+ * never does (it reads the spool as a non-live reader and may miss what it no longer keeps). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

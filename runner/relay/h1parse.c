@@ -3,6 +3,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/base64.h"
+
 static bool is_tchar(unsigned char c)
 {
 	if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
@@ -284,24 +286,13 @@ void h1_chunked_init(struct h1_chunked *c)
 	c->state = CH_SIZE;
 }
 
-static int hexval(unsigned char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
 /* One byte of a chunk's size line (hex digits, then white space or
  * ";ext" up to LF): 1 when taken, 0 when the same byte is to be read again
  * (the size has ended), -1 when invalid. */
 static int size_line(struct h1_chunked *c, unsigned char ch)
 {
 	if (c->state == CH_SIZE) {
-		int v = hexval(ch);
+		int v = hex_value(ch);
 		if (v < 0) {
 			if (!c->digits)
 				return -1;

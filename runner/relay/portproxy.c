@@ -1,34 +1,14 @@
-/* HTTP forwarded to a port inside the box (docs/design.md §9): the engine
- * behind the port proxy's route (api/proxy.c), on the runner's one loop.
- * One struct relay_req per forwarded request:
- *
- *   start    the route checked the port: connect (non-blocking) with the
- *            client's connection suspended, so that a refused connection is
- *            still answered 502 before any body is read;
- *   request  the request head and body go to the upstream through a bounded
- *            buffer (the client is suspended while it is full); the response
- *            head is read meanwhile, bounded (H1_MAX_HEADERS, HEAD_MAX);
- *   response the body is read from the upstream only as libmicrohttpd asks
- *            for it (the stream suspends when the upstream has nothing), so
- *            a slow client holds the upstream back and memory stays flat;
- *   upgraded a 101 answer: libmicrohttpd hands over the client socket and
- *            both sockets are spliced as raw bytes on the loop.
- *
- * While a connection is suspended, libmicrohttpd does not watch it: a watch
- * of ours on the client socket (EPOLLRDHUP) notices a client that leaves.
- * The upstream has --proxy-timeout-ms to accept the connection, to take
- * each part of the request, and once it has all of it, to send the whole
- * response head (504 beyond); the body has no time limit (a server-sent
- * event stream may be idle for long). Here the entry points; the record and
- * its waits in request.c, the upstream in upstream.c, the answer in
- * respond.c, the splice in upgrade.c. */
+/* HTTP forwarded to a port inside the box: the engine behind the port proxy's route
+ * (api/proxy.c), on the runner's one loop; its phases (start, request, response, upgraded),
+ * time limits and the watch on suspended clients: docs/design/relay.md#the-port-proxy. Here the
+ * entry points; the record and its waits in request.c, the upstream in upstream.c, the answer
+ * in respond.c, the splice in upgrade.c. */
 #include "relay/portproxy.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "core/log.h"
 #include "core/runner.h"
 #include "relay/hop.h"
 #include "relay/portproxy_internal.h"

@@ -132,7 +132,6 @@ void relay_up_close(struct relay_req *p);
 void relay_up_release(struct relay_req *p);
 void relay_unref(struct relay_req *p);
 void relay_hup_del(struct relay_req *p);
-void relay_hup_add(struct relay_req *p);
 void relay_hup_later(struct relay_req *p);
 void relay_client_suspend(struct relay_req *p);
 void relay_client_resume(struct relay_req *p);

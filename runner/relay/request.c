@@ -193,7 +193,7 @@ static void on_client_hup(struct loop *loop, struct loop_watch *w, uint32_t even
 
 /* While libmicrohttpd does not watch the client (suspended), we do: a
  * client that leaves must not leave us waiting on an idle upstream. */
-void relay_hup_add(struct relay_req *p)
+static void relay_hup_add(struct relay_req *p)
 {
 	p->hup_wanted = false;
 	if (p->hup_w.added || p->client_fd < 0)

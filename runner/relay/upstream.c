@@ -6,7 +6,6 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
-#include "core/log.h"
 #include "core/runner.h"
 #include "relay/portproxy_internal.h"
 

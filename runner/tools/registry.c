@@ -7,9 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/log.h"
 #include "core/runner.h"
-#include "files/path.h"
 #include "tools/internal.h"
 
 /* The descriptors handed to clients: name, description, inputSchema, outputSchema where the

@@ -1,17 +1,8 @@
-/* The watch engine: a directory's changes from inotify on the runner's
- * loop, as the server-sent events of GET /files/watch (its route:
- * api/watch.c) or to another face's sink (E2B envd's WatchDir). Events create, write, remove,
- * rename (path and old_path where both are known), chmod, each {type, path, is_dir, time};
- * `overflow` when events were lost (the kernel's queue overflowed, or this client fell
- * WATCH_QUEUE_MAX bytes behind: later events are dropped and counted, never buffered without
- * bound), and `end` when the directory goes away (the stream then ends).
- *
- * Paths are checked as the files API's reads are: resolved without magic
- * links (files/path.h), nothing on procfs, and every watch is added as the
- * task user (fsuid), so a client sees changes only in directories the task
- * user may read. Bounded: WATCH_MAX_STREAMS streams (inotify instances),
- * WATCH_MAX_DIRS directories a stream, WATCH_MAX_DIRS_TOTAL in all; a
- * recursive watch does not follow symbolic links. */
+/* The watch engine: a directory's changes from inotify on the runner's loop, as the
+ * server-sent events of GET /files/watch (its route: api/watch.c) or to another face's sink
+ * (E2B envd's WatchDir). The events, the path checks (as the task user, so a client sees
+ * changes only where the task user may read) and the bounds (never buffered without bound):
+ * docs/design/interactive.md#directory-watch. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

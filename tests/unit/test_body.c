@@ -27,12 +27,13 @@ TEST(body_parse_object_and_array)
 	/* Duplicate keys are refused: which one a handler read would be a guess. */
 	CHECK(!http_parse_json_object("{\"a\":1,\"a\":2}", 13, false, &e));
 	CHECK(!strncmp(e.msg, "invalid JSON at line 1 column", 29));
-	j = http_parse_json_array("[1]", 3, &e);
+	const struct http_json_opts array = {.array = true};
+	j = http_parse_json("[1]", 3, &array, &e);
 	CHECK(json_is_array(j));
 	json_decref(j);
-	CHECK(!http_parse_json_array("{}", 2, &e));
+	CHECK(!http_parse_json("{}", 2, &array, &e));
 	CHECK_STR(e.msg, "the request body must be a JSON array");
-	CHECK(!http_parse_json_array("", 0, &e));
+	CHECK(!http_parse_json("", 0, &array, &e));
 	CHECK_STR(e.msg, "the request body must be a JSON array");
 }
 

@@ -53,18 +53,29 @@ static void check_glob(const char *pattern, const char *name, int want)
 	CHECK(got == want);
 }
 
+/* Through the real entry point: a file in a scratch directory, replaced
+ * step by step (files_replace_open/step), read back. */
 static char *replace_str(const char *in, const char *old, const char *new_, uint64_t *count)
 {
-	int a = memfd_create("in", 0), b = memfd_create("out", 0);
-	CHECK(a >= 0 && b >= 0);
-	CHECK(write_all(a, in, strlen(in)) == 0);
-	lseek(a, 0, SEEK_SET);
-	CHECK(files_replace_stream(a, b, old, strlen(old), new_, strlen(new_), count) == 0);
-	off_t n = lseek(b, 0, SEEK_CUR);
-	char *out = calloc(1, (size_t)n + 1);
-	CHECK(pread(b, out, (size_t)n, 0) == n);
-	close(a);
-	close(b);
+	char dir[] = "/tmp/test_files_rs.XXXXXX", p[PATH_MAX];
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(p, sizeof(p), "%s/f", dir);
+	int fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	CHECK(fd >= 0 && write_all(fd, in, strlen(in)) == 0);
+	close(fd);
+	struct files_ident id = {.uid = getuid(), .gid = getgid(), .write_roots = NULL};
+	struct files_replace rp;
+	CHECK(files_replace_open(&rp, &id, p, old, strlen(old), new_, strlen(new_)) == 0);
+	int rc;
+	while ((rc = files_replace_step(&rp, UINT64_MAX)) > 0)
+		;
+	CHECK(rc == 0);
+	*count = rp.count;
+	files_replace_close(&rp);
+	char *out = NULL;
+	size_t n;
+	CHECK(read_regular(AT_FDCWD, p, 0, SIZE_MAX, &out, &n, NULL) == 0);
+	CHECK(unlink(p) == 0 && rmdir(dir) == 0);
 	return out;
 }
 
@@ -233,6 +244,18 @@ TEST(replace_stream)
 	}
 }
 
+static int line_range(int fd, uint64_t first, uint64_t count, off_t *start, off_t *len)
+{
+	struct files_lines l;
+	files_lines_init(&l, first, count);
+	int rc;
+	while ((rc = files_lines_step(&l, fd, UINT64_MAX)) > 0)
+		;
+	*start = l.start;
+	*len = l.len;
+	return rc;
+}
+
 /* Line ranges (1-based, newline included, last line may lack one). */
 TEST(line_range)
 {
@@ -241,11 +264,11 @@ TEST(line_range)
 		const char *t = "one\ntwo\nthree\nfour";
 		CHECK(write_all(fd, t, strlen(t)) == 0);
 		off_t s, l;
-		CHECK(files_line_range(fd, 1, 1, &s, &l) == 0 && s == 0 && l == 4);
-		CHECK(files_line_range(fd, 2, 2, &s, &l) == 0 && s == 4 && l == 10);
-		CHECK(files_line_range(fd, 3, 100, &s, &l) == 0 && s == 8 && l == 10);
-		CHECK(files_line_range(fd, 4, 1, &s, &l) == 0 && s == 14 && l == 4);
-		CHECK(files_line_range(fd, 5, 1, &s, &l) == 0 && l == 0);
+		CHECK(line_range(fd, 1, 1, &s, &l) == 0 && s == 0 && l == 4);
+		CHECK(line_range(fd, 2, 2, &s, &l) == 0 && s == 4 && l == 10);
+		CHECK(line_range(fd, 3, 100, &s, &l) == 0 && s == 8 && l == 10);
+		CHECK(line_range(fd, 4, 1, &s, &l) == 0 && s == 14 && l == 4);
+		CHECK(line_range(fd, 5, 1, &s, &l) == 0 && l == 0);
 		close(fd);
 	}
 }
@@ -621,7 +644,7 @@ TEST(lines_steps)
 	CHECK(text.data && write_all(fd, text.data, text.len) == 0);
 	buf_free(&text);
 	off_t s1, l1;
-	CHECK(files_line_range(fd, 150001, 3, &s1, &l1) == 0);
+	CHECK(line_range(fd, 150001, 3, &s1, &l1) == 0);
 	struct files_lines l;
 	files_lines_init(&l, 150001, 3);
 	int rc, steps = 0;
@@ -635,7 +658,7 @@ TEST(lines_steps)
 	/* No newline in the first FILES_LINES_SCAN_MAX bytes: bounded. */
 	fd = memfd_create("hole", 0);
 	CHECK(ftruncate(fd, (off_t)FILES_LINES_SCAN_MAX + 4096) == 0);
-	CHECK(files_line_range(fd, 2, 1, &s1, &l1) == -FILES_ELIMIT);
+	CHECK(line_range(fd, 2, 1, &s1, &l1) == -FILES_ELIMIT);
 	close(fd);
 }
 

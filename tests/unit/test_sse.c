@@ -27,7 +27,7 @@ TEST(sse_event_bytes_as_before)
 	sse_event(&b, SSE_NO_ID, "message", "{}", 2);
 	sse_head(&b, 7, "started\n{ignored", 7);
 	buf_append_lit(&b, "{}" SSE_END);
-	sse_comment(&b, "keep-alive");
+	buf_append_lit(&b, SSE_KEEPALIVE);
 	CHECK_STR(str(&b),
 		  "event: message\ndata: {}\n\nid: 7\nevent: started\ndata: {}\n\n" SSE_KEEPALIVE);
 	buf_free(&b);
