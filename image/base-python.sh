@@ -21,7 +21,7 @@ case $TIER in
 # python3 alone: every ephemeral box starts from this one, so it stays small
 python) tier_include=python3 ;;
 # the code contexts' interpreter (IPython) and the libraries agents reach for
-# first (runner/code/driver.py; docs/design.md §11): most of the :code image's size
+# first (runner/code/driver.py; docs/design/code.md): most of the :code image's size
 code) tier_include=python3,python3-ipython,python3-numpy,python3-pandas,python3-matplotlib ;;
 *) printf 'base-python: TIER must be python or code, not %s\n' "$TIER" >&2; exit 2 ;;
 esac

@@ -40,7 +40,7 @@ done
 TOKEN=$(od -An -tx1 -N24 /dev/urandom | tr -d ' \n')
 
 # ping_group_range: tasks ping with ICMP datagram sockets, without capabilities
-# (podman's own default lets group 0 only; docs/design.md §5.10).
+# (podman's own default lets group 0 only; docs/design/confinement.md#where-standard-tools-write-ping-chromium).
 # shellcheck disable=SC2086
 "$ENGINE" run -d --name "$NAME" -p "127.0.0.1:$p:8080" \
 	--sysctl net.ipv4.ping_group_range="0 2147483647" \

@@ -28,7 +28,7 @@ FUZZ_OBJ_CFLAGS = $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link
 FUZZ_CFLAGS     = $(FUZZ_FLAGS)
 # The WebSocket library is compiled here from the same configured Debian source as the dev
 # build's archive (scripts/build-mhd-ws.sh), with the fuzzer's coverage and sanitizers, so the
-# framing itself is what is fuzzed (docs/design.md §20.1). Its encoder stores a frame's 16- and
+# framing itself is what is fuzzed (docs/design/interactive.md#one-websocket-library-for-both-builds-libmicrohttpds-microhttpd_ws). Its encoder stores a frame's 16- and
 # 64-bit lengths through casts at odd offsets (mhd_websocket.c), which UBSan's alignment check
 # reports on the first frame over 64 KiB; x86-64 and arm64 do such stores in hardware, so that one
 # check is off for the library's two files (ours keep it).

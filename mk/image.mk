@@ -72,7 +72,7 @@ IMAGE_CONTAINER   ?= forceai-runner
 COMMA             := ,
 IMAGE_RUN_TAG     ?= $(if $(IMAGE_LOCAL_FROM),$(IMAGE_LOCAL_TAG),$(IMAGE_TAG))
 # `make run`: the root runner with only the capabilities it needs
-# (docs/design.md §11.1); IMAGE_RUN_FLAGS= gives the engine's default set
+# (docs/design/code.md#how-the-interpreter-is-driven); IMAGE_RUN_FLAGS= gives the engine's default set
 IMAGE_RUN_FLAGS   ?= --cap-drop ALL --cap-add SETUID,SETGID,SETPCAP,CHOWN,KILL,DAC_OVERRIDE,FOWNER,FSETID
 
 # podman: no network for RUN steps (nothing is downloaded), one layer on top

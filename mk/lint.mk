@@ -16,7 +16,8 @@
 #   make format          rewrites those files with clang-format
 #   make design-refs     scripts/design_refs.py --check: every reference to the design
 #                        (design/<concern>.md#<anchor>) names a file and heading that exist, and
-#                        no old numbered one (`design §4.4`) is left (DESIGN_REFS_SCAN: where)
+#                        no reference by the old section numbers is left (DESIGN_REFS_SCAN:
+#                        where; empty: the whole tree)
 #   make modgraph-selftest, make fuzzrun-selftest, make rooms-selftest, design-refs-selftest
 #                        the self-tests of scripts/modgraph.py, of tests/fuzz/run.sh's report
 #                        of a finding, of scripts/rooms.py and scripts/design_refs.py (tests/lint/)
@@ -28,10 +29,8 @@ CLANG_FORMAT ?= clang-format
 FORMAT_FILES  = $(sort $(wildcard runner/*.[ch] runner/*/*.[ch] tests/*/*.[ch]))
 LINT_CHECKS  := modgraph-selftest fuzzrun-selftest rooms-selftest design-refs-selftest modgraph \
                 rooms format-check design-refs
-# Where design-refs looks. The documents only, until the code's and tests' old numbered
-# references are rewritten (scripts/design_refs.py --rewrite scripts/design_refs.map runner
-# tests scripts mk image); then empty: the whole tree (the script's own list).
-DESIGN_REFS_SCAN ?= docs README.md tests/README.md
+# Where design-refs looks; empty: the whole tree (the script's own list).
+DESIGN_REFS_SCAN ?=
 
 # The folders of runner/, lowest first; the folders of one step sit side by side and use none of
 # each other. A folder uses only its own and lower ones (runner/main.c is above them all). A new

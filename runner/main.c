@@ -459,9 +459,9 @@ static int refuse_secret_files(struct runner *r, struct error *err)
 }
 
 /* The files read as configuration at start come from where no task could
- * have written them (docs/design.md §14.10): once the mode, the task user
- * and the roots Landlock keeps tasks to are known, before anything reads
- * them but the token files (read and dropped from memory at parse time). */
+ * have written them (docs/design/security.md#trusted-input-only-from-places-no-task-can-write):
+ * once the mode, the task user and the roots Landlock keeps tasks to are known, before anything
+ * reads them but the token files (read and dropped from memory at parse time). */
 static int check_trusted_config(struct runner *r, struct error *err)
 {
 	struct trust_scope scope = {
@@ -613,7 +613,8 @@ static int serve(struct runner *r)
 	metrics_otlp_stop(r);
 	audit_otlp_stop(r);
 	/* The trail's head in the container log's last line: a verifier given it
-	 * finds a trail cut at its end (docs/design.md §13.10). */
+	 * finds a trail cut at its end
+	 * (docs/design/audit.md#the-head-a-trail-cut-at-its-end-is-found-out). */
 	char head[AUDIT_HEAD_MAX];
 	audit_shutdown(r);
 	audit_head(r, head);

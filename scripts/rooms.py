@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The rooms of runner/ (`make rooms`, docs/design.md §2.3): checks of what a file may hold that
+"""The rooms of runner/ (`make rooms`, docs/design/architecture.md#dependencies-flow-one-way): checks of what a file may hold that
 the module graph (scripts/modgraph.py) does not see.
 
   - api/ is routes: a file of runner/api/ schedules nothing on the event loop (loop_timer_*,

@@ -188,7 +188,7 @@ enum MHD_Result api_audit(struct http_req *req)
 	json_t *status = audit_status(r);
 	json_object_set_new(status, "otlp", audit_otlp_status(r));
 	/* The head at last_seq: what --verify-audit --audit-head checks a saved
-	 * trail reaches (docs/design.md §13.10). */
+	 * trail reaches (docs/design/audit.md#the-head-a-trail-cut-at-its-end-is-found-out). */
 	char head[AUDIT_HEAD_MAX];
 	audit_head(r, head);
 	json_t *body = json_pack("{s:i,s:I,s:I,s:s,s:I,s:I,s:o,s:o}", "chain", chain,

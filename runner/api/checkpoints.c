@@ -1,6 +1,6 @@
 /* /v1/checkpoints: workspace checkpoints, their diffs and restores
- * (checkpoint/checkpoint.c; docs/design.md §10.2). The long operations answer
- * once their worker is done: the request waits suspended. */
+ * (checkpoint/checkpoint.c; docs/design/checkpoints.md#checkpoints-undo-for-agents). The long
+ * operations answer once their worker is done: the request waits suspended. */
 #include <stdlib.h>
 #include <string.h>
 

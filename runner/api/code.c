@@ -1,4 +1,4 @@
-/* The code-context routes (docs/design.md §11): OpenSandbox execd's /code on
+/* The code-context routes (docs/design/code.md): OpenSandbox execd's /code on
  * the runner's port, E2B's code-interpreter API on --code-interpreter-listen.
  * Both are thin: the contexts are code/code.c's. */
 #include <stdio.h>

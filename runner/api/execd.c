@@ -1,5 +1,5 @@
-/* OpenSandbox execd-compatible command API (docs/design.md §3.2): events are raw
- * JSON objects each followed by a blank line, every one with a timestamp. */
+/* OpenSandbox execd-compatible command API (docs/design/wire.md#opensandbox-execd-compatible-api):
+ * events are raw JSON objects each followed by a blank line, every one with a timestamp. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,10 +61,10 @@ enum MHD_Result api_session_list(struct http_req *req)
 	return http_json(req, 200, json_pack("{s:o}", "sessions", list));
 }
 
-/* execd's runtime init (docs/design.md §12.1): served without the API
- * token, as execd does (control-plane trust: the caller delivers the
- * token's hash), but with the startup token when the box has one; tasks
- * never reach it (the connection gate, §14.1). */
+/* execd's runtime init (docs/design/profiles.md#runtime-init-a-warm-box-bound-to-one-sandbox):
+ * served without the API token, as execd does (control-plane trust: the caller delivers the token's
+ * hash), but with the startup token when the box has one; tasks never reach it (the connection
+ * gate, design/security.md#no-api-from-tasks). */
 enum MHD_Result api_runtime_init(struct http_req *req)
 {
 	struct runner *r = req->r;
@@ -191,7 +191,8 @@ enum MHD_Result api_command_resume(struct http_req *req)
 	return execd_stream_start(req, t, t->api == TASK_API_SESSION, NULL, after);
 }
 
-/* ---- caller-bound creation: execd's operations (OpenSandbox PR #1771, docs/design.md §3.2) ----
+/* ---- caller-bound creation: execd's operations (OpenSandbox PR #1771,
+ * docs/design/wire.md#opensandbox-execd-compatible-api) ----
  */
 
 /* The recovery window: execd keeps 24 h; here a command's record is what remembers its id,

@@ -34,9 +34,10 @@ struct execd_stream {
 	char tail[48];
 	size_t tail_len;
 	uint64_t tail_ts;
-	/* Event ids (docs/design.md §3.2): an output line's is 1 + the output offset where its
-	 * bytes end, so the same line gets the same id in every stream of the command, and a
-	 * resumed stream (GET /command/{id}/resume?after_eid=N) sends only those above N. */
+	/* Event ids (docs/design/wire.md#opensandbox-execd-compatible-api): an output line's is 1 +
+	 * the output offset where its bytes end, so the same line gets the same id in every stream
+	 * of the command, and a resumed stream (GET /command/{id}/resume?after_eid=N) sends only
+	 * those above N. */
 	struct linesplit *cur_ls; /* the splitter being fed */
 	const char *piece;        /* the piece being fed, at output offset piece_off */
 	uint64_t piece_off;

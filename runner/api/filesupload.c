@@ -246,7 +246,7 @@ enum MHD_Result api_files_upload_body(struct http_req *req, const char *data, si
 }
 
 /* What the audit trail keeps of an upload: each file's path, bytes and
- * content hash (docs/design.md §13). */
+ * content hash (docs/design/audit.md). */
 static json_t *up_audit(struct upload *u)
 {
 	json_t *files = json_array();

@@ -80,10 +80,13 @@ static json_t *hardening_report(struct runner *r)
 			    json_string(r->init_mode == INIT_PID1 ? "pid1" : "subreaper"));
 	json_object_set_new(o, "runner_dumpable", json_false());
 	json_object_set_new(o, "confinement_enabled", json_boolean(r->policy->enabled));
-	/* Both builds: libmicrohttpd's microhttpd_ws (docs/design.md §9.2). */
+	/* Both builds: libmicrohttpd's microhttpd_ws
+	 * (docs/design/interactive.md#one-websocket-library-for-both-builds-libmicrohttpds-microhttpd_ws).
+	 */
 	json_object_set_new(o, "websocket", json_true());
 	/* Probes answered without the token (tasks still cannot reach them);
-	 * runtime init only where it is served, and said as it is (§12.1). */
+	 * runtime init only where it is served, and said as it is
+	 * (design/profiles.md#runtime-init-a-warm-box-bound-to-one-sandbox). */
 	json_t *free_routes = http_public_routes(r);
 	size_t i;
 	json_t *v;

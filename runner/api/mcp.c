@@ -1,6 +1,6 @@
-/* The route of /mcp (docs/design.md §8.2): the headers checked (Origin, Accept,
- * MCP-Protocol-Version, Mcp-Session-Id), the body read and parsed (mcp/proto.c), then one call
- * into the MCP server's engine (mcp/session.c: sessions, tool calls, streams); and GET
+/* The route of /mcp (docs/design/mcp-tools.md#mcp-streamable-http): the headers checked (Origin,
+ * Accept, MCP-Protocol-Version, Mcp-Session-Id), the body read and parsed (mcp/proto.c), then one
+ * call into the MCP server's engine (mcp/session.c: sessions, tool calls, streams); and GET
  * /v1/mcp/servers. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +15,7 @@
 #include "mcp/session.h"
 #include "mcp/upstream.h"
 
-/* What the audit trail keeps of a JSON-RPC message (docs/design.md §13):
+/* What the audit trail keeps of a JSON-RPC message (docs/design/audit.md):
  * the method, the tool, a file tool's path and content hash, the session's
  * first 8 characters; never the whole arguments (a file's content). */
 static json_t *mcp_audit(const struct mcp_msg *m, const char *sid)

@@ -21,9 +21,10 @@ static json_t *metrics_object(struct runner *r)
 	if (!m)
 		return NULL;
 	rtinit_add_binding(r, m);
-	/* What the audit trail emitted, dropped and its sinks missed (§13). */
+	/* What the audit trail emitted, dropped and its sinks missed (design/audit.md). */
 	json_object_set_new(m, "audit", audit_status(r));
-	/* The OTLP metrics exporter's own counts (§13.8), null when off. */
+	/* The OTLP metrics exporter's own counts (design/audit.md#the-metrics-over-otlp), null when
+	 * off. */
 	json_object_set_new(m, "otlp_metrics", metrics_otlp_status(r));
 	return m;
 }

@@ -1,5 +1,5 @@
-/* GET /v1/ports (docs/design.md §9.12): the TCP ports listening in the box, each with its
- * process and task where known. The scan is task/ports.c's. */
+/* GET /v1/ports (docs/design/interactive.md#the-listening-ports): the TCP ports listening in the
+ * box, each with its process and task where known. The scan is task/ports.c's. */
 #include "api/api.h"
 #include "core/error.h"
 #include "task/ports.h"

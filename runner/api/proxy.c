@@ -1,4 +1,4 @@
-/* The port proxy's route (docs/design.md §9): ANY /proxy/{port}/{path}?{query}.
+/* The port proxy's route (docs/design/interactive.md): ANY /proxy/{port}/{path}?{query}.
  * The target is parsed and the port checked here; relay/portproxy.c forwards
  * the request. */
 #include "api/proxy.h"

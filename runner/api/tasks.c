@@ -1,5 +1,5 @@
-/* Native task API (docs/design.md §3.3): standard SSE with id/event/data, raw output
- * chunks, re-attach with Last-Event-ID. */
+/* Native task API (docs/design/wire.md#native-task-api): standard SSE with id/event/data, raw
+ * output chunks, re-attach with Last-Event-ID. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,10 +92,10 @@ restart:
 			n += base64_encode_to(dst + n, (const unsigned char *)data, left);
 			c->done += (uint32_t)left;
 		} else if (max - n >= 6) {
-			/* Text or base64 is the whole record's choice (§3.3), made
-			 * here in the same pass as the escaping: the escaper counts
-			 * the bytes that are not UTF-8 and what did not fit is
-			 * checked now, before any of the record can leave. The first
+			/* Text or base64 is the whole record's choice
+			 * (design/wire.md#native-task-api), made here in the same pass as the
+			 * escaping: the escaper counts the bytes that are not UTF-8 and what did
+			 * not fit is checked now, before any of the record can leave. The first
 			 * piece always shares this call with the header, so going
 			 * back to base64 only rewinds this buffer. */
 			size_t used, bad = 0;
@@ -292,7 +292,8 @@ int api_parse_task(json_t *body, struct task_spec *spec, struct model_args *marg
 					 "field 'model' must be a non-empty string");
 		margs->model = json_string_value(model);
 	}
-	/* Agent tasks (docs/design.md §7.10): the engine and the conversation to continue. */
+	/* Agent tasks (docs/design/model.md#agent-engines-finding-an-engine): the engine and the
+	 * conversation to continue. */
 	static const char *const names[] = {"engine", "conversation"};
 	for (int i = 0; i < 2; i++) {
 		json_t *v = json_object_get(body, names[i]);
@@ -362,8 +363,9 @@ static enum MHD_Result attach_retry(struct http_req *req, struct task *t, const 
 	return start_stream(req, t, from_start, after);
 }
 
-/* "changes" (docs/design.md §10.2): the checkpoint before the task, taken while the request
- * waits suspended; the task starts once it is (or is known not to be) taken. */
+/* "changes" (docs/design/checkpoints.md#checkpoints-undo-for-agents): the checkpoint before the
+ * task, taken while the request waits suspended; the task starts once it is (or is known not to be)
+ * taken. */
 struct changes_wait {
 	struct runner *r;
 	bool waiting;

@@ -1,5 +1,5 @@
 /* The audit trail's hash chain, secret masking and verifier: no I/O, no
- * runner state (docs/design.md §13). Each event is one JSON line whose
+ * runner state (docs/design/audit.md). Each event is one JSON line whose
  * "prev" is the SHA-256 (hex) of the previous event's line, byte for byte
  * as written; the verifier recomputes it over lines as a log collector
  * saved them, mixed with other log lines. */

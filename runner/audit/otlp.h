@@ -1,4 +1,4 @@
-/* The audit trail's OpenTelemetry sink (docs/design.md §13.3): the ring's
+/* The audit trail's OpenTelemetry sink (docs/design/audit.md#sinks): the ring's
  * events as OTLP/HTTP JSON logs, POSTed in batches to --otlp-endpoint by
  * libcurl's multi interface, stepped from a loop timer (never a blocking
  * call). Down or slow, it only falls behind: what the ring dropped before

@@ -1,6 +1,6 @@
 /* One OTLP/HTTP JSON POST at a time, by libcurl's multi interface stepped
  * from a loop timer: never a blocking call on the loop (docs/design.md
- * §13.3). Shared by the audit trail's logs sink and the metrics exporter. */
+ * design/audit.md#sinks). Shared by the audit trail's logs sink and the metrics exporter. */
 #pragma once
 #include <curl/curl.h>
 #include <jansson.h>

@@ -1,11 +1,10 @@
 /* The audit trail's bound on what a party without the token can cause
- * (docs/design.md §13.4): one token bucket per source — "uid:N" (an in-box
- * uid: a task's), "unknown:ADDR" (an in-box peer whose owner is unknown),
- * "addr:ADDR" (a peer outside that did not prove the token) — so no source
- * takes another's share, and none takes the client's (the client's and the
- * control plane's events are not rate bound at all). What a source's bucket
- * refuses is counted by door, for one "events dropped" marker a second
- * naming that source. Pure: no runner state, the clock given. */
+ * (docs/design/audit.md#bounds-tasks-cannot-read-write-suppress-flood-or-crowd-it): one token
+ * bucket per source — "uid:N" (an in-box uid: a task's), "unknown:ADDR" (an in-box peer whose owner
+ * is unknown), "addr:ADDR" (a peer outside that did not prove the token) — so no source takes
+ * another's share, and none takes the client's (the client's and the control plane's events are not
+ * rate bound at all). What a source's bucket refuses is counted by door, for one "events dropped"
+ * marker a second naming that source. Pure: no runner state, the clock given. */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>

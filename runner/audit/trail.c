@@ -1,4 +1,4 @@
-/* The audit trail's state and sinks (trail.h; docs/design.md §13). */
+/* The audit trail's state and sinks (trail.h; docs/design/audit.md). */
 #include "audit/trail.h"
 
 #include <errno.h>
@@ -249,7 +249,8 @@ static void write_event(struct runner *r, const char *door, const char *what, js
 	struct audit *a = r->audit;
 	/* The head is written by hand and the fields serialized once: no
 	 * second object per event (a JSON object per request was most of the
-	 * trail's cost, docs/design.md §13.7). */
+	 * trail's cost, docs/design/audit.md#on-by-default-the-test-only-switch-what-is-not-done).
+	 */
 	json_t *own = ev ? NULL : json_object();
 	json_t *body = ev ? ev : own;
 	if (!body) {
@@ -300,9 +301,9 @@ static void flush_dropped(struct runner *r, bool all)
 	}
 }
 
-/* The bound (docs/design.md §13.4): the client's and the runner's own events
- * (source NULL) are all kept; a source's beyond its bucket are counted for
- * its marker, written at the 1 s tick. */
+/* The bound (docs/design/audit.md#bounds-tasks-cannot-read-write-suppress-flood-or-crowd-it): the
+ * client's and the runner's own events (source NULL) are all kept; a source's beyond its bucket are
+ * counted for its marker, written at the 1 s tick. */
 static bool admit(struct runner *r, const char *source, const char *door)
 {
 	struct audit *a = r->audit;

@@ -1,6 +1,7 @@
-/* Workspace checkpoints on the loop (docs/design.md §10.2): the list, the requests that
- * wait, one operation at a time (its filesystem work done by a worker process, worker.c, with
- * the file-tree engine, tree/tree.h) so the loop never waits for the disk. */
+/* Workspace checkpoints on the loop (docs/design/checkpoints.md#checkpoints-undo-for-agents): the
+ * list, the requests that wait, one operation at a time (its filesystem work done by a worker
+ * process, worker.c, with the file-tree engine, tree/tree.h) so the loop never waits for the disk.
+ */
 #include "checkpoint/internal.h"
 
 #include <errno.h>
@@ -645,7 +646,8 @@ void ckpt_free_all(struct runner *r)
 	r->checkpoints = NULL;
 }
 
-/* ---- a task's changes (POST /v1/tasks "changes"; docs/design.md §10.2) ---- */
+/* ---- a task's changes (POST /v1/tasks "changes";
+ * docs/design/checkpoints.md#checkpoints-undo-for-agents) ---- */
 
 /* Start op, or queue it behind the one running; done as for ckpt_start. */
 int ckpt_start_queued(struct runner *r, enum ckpt_op op, const char *id, json_t *args,

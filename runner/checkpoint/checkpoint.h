@@ -1,7 +1,7 @@
 /* Workspace checkpoints (POST /v1/checkpoints and the routes below it;
- * docs/design.md §10.2): the list kept by the runner, one operation at a
- * time done by a worker process (checkpoint/worker.c, on tree/tree.h), answers to requests that
- * wait suspended. Dropped by POST /v1/reset. */
+ * docs/design/checkpoints.md#checkpoints-undo-for-agents): the list kept by the runner, one
+ * operation at a time done by a worker process (checkpoint/worker.c, on tree/tree.h), answers to
+ * requests that wait suspended. Dropped by POST /v1/reset. */
 #pragma once
 #include <jansson.h>
 #include <stdbool.h>
@@ -24,10 +24,10 @@ bool ckpt_restoring(struct runner *r);
  * {}): create {paths?, label?}; diff {to?, patch?}; restore {stop_tasks?}; delete none. One
  * operation at a time (409 CHECKPOINT_BUSY). */
 enum ckpt_op { CKPT_CREATE = 1, CKPT_DIFF, CKPT_RESTORE, CKPT_DELETE };
-/* For whom an operation acts (docs/design.md §10.2, "For whom"): the control plane's own
- * routes act as the runner; what an agent or a task reaches (the MCP tools, run_command's
- * and a task's "changes") acts with the task user's rights: it lists, shows and writes back
- * only what that user could see, read and write. */
+/* For whom an operation acts (docs/design/checkpoints.md#checkpoints-undo-for-agents, "For whom"):
+ * the control plane's own routes act as the runner; what an agent or a task reaches (the MCP tools,
+ * run_command's and a task's "changes") acts with the task user's rights: it lists, shows and
+ * writes back only what that user could see, read and write. */
 enum ckpt_actor { CKPT_FOR_GATEWAY = 0, CKPT_FOR_TASK };
 typedef void (*ckpt_done_fn)(void *arg, unsigned status, json_t *body);
 int ckpt_start(struct runner *r, enum ckpt_op op, enum ckpt_actor actor, const char *id,
@@ -43,9 +43,10 @@ void ckpt_change_lists(json_t *diff, json_t *lists[3]);
 json_t *ckpt_list(struct runner *r, struct error *e);
 json_t *ckpt_get(struct runner *r, const char *id, struct error *e);
 
-/* What a task changed (POST /v1/tasks "changes"; docs/design.md §10.2). The checkpoint
- * before it, of its cwd when that lies in a writable root (else of every root), queued
- * behind a running operation (not 409): done as for ckpt_start. */
+/* What a task changed (POST /v1/tasks "changes";
+ * docs/design/checkpoints.md#checkpoints-undo-for-agents). The checkpoint before it, of its cwd
+ * when that lies in a writable root (else of every root), queued behind a running operation (not
+ * 409): done as for ckpt_start. */
 int ckpt_task_before(struct runner *r, const char *cwd, ckpt_done_fn done, void *arg,
 		     struct error *e);
 /* Before the task starts: spec gets the exit hold that puts exit.checkpoint (ck_id) and

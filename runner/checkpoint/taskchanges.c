@@ -1,5 +1,6 @@
-/* What a task changed (POST /v1/tasks "changes", run_command; docs/design.md §10.2): the
- * checkpoint before it, and the diff put into its exit event. */
+/* What a task changed (POST /v1/tasks "changes", run_command;
+ * docs/design/checkpoints.md#checkpoints-undo-for-agents): the checkpoint before it, and the diff
+ * put into its exit event. */
 #include "checkpoint/internal.h"
 
 #include <errno.h>
@@ -20,7 +21,7 @@ int ckpt_task_before(struct runner *r, const char *cwd, ckpt_done_fn done, void 
 {
 	/* The task's working directory when it lies in a writable root (an agent works in its
 	 * workspace): cheaper than every root, and what a client shows and rolls back; else
-	 * every root (docs/design.md §10.2). */
+	 * every root (docs/design/checkpoints.md#checkpoints-undo-for-agents). */
 	struct stat st;
 	if (!cwd && stat("/workspace", &st) == 0 && S_ISDIR(st.st_mode))
 		cwd = "/workspace"; /* the task's own default (task/task.c) */

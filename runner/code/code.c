@@ -1,5 +1,5 @@
 /* Code contexts: the interpreter task, its protocol, executions streamed to
- * a client (docs/design.md §11). */
+ * a client (docs/design/code.md). */
 #include "code/code.h"
 
 #include <arpa/inet.h>

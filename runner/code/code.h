@@ -1,4 +1,4 @@
-/* Code contexts (docs/design.md §11): a stateful interpreter per context,
+/* Code contexts (docs/design/code.md): a stateful interpreter per context,
  * each a confined task of its own (task_start, TASK_API_CODE) running an
  * embedded driver that speaks line-delimited JSON on its stdin/stdout. One
  * layer serves both client APIs: OpenSandbox execd's /code (api/code.c)
@@ -46,7 +46,8 @@ struct code_ctx {
 	uint64_t drain_ready_mono, drain_int_mono; /* its clock, and its SIGINT */
 	/* Executions accepted while the context was busy, first first: each is
 	 * sent to the interpreter once the one before is over (docs/design.md
-	 * §11.6), as a kernel queues them. */
+	 * design/code.md#an-abandoned-execution-does-not-block-its-context), as a kernel queues
+	 * them. */
 	struct code_exec *queue;
 	unsigned n_queued;
 	/* The interpreter ended while no client streamed: why, for the next

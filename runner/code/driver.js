@@ -1,4 +1,4 @@
-// forceai-runner: the driver of a JavaScript code context (docs/design.md §11.1).
+// forceai-runner: the driver of a JavaScript code context (docs/design/code.md#how-the-interpreter-is-driven).
 // Embedded in the runner (runner/code/driver_blob.c) and run as `node -e SOURCE` in a
 // confined task. The protocol is driver.py's: one JSON request per line on stdin, one
 // JSON message per line on stdout. Cells run in one vm context, so top-level

@@ -1,4 +1,4 @@
-# forceai-runner: the driver of a Python code context (docs/design.md §11).
+# forceai-runner: the driver of a Python code context (docs/design/code.md).
 # Embedded in the runner (runner/code/driver_blob.c) and run as
 # `python3 -I -c SOURCE` in a confined task: one IPython InteractiveShell,
 # driven by line-delimited JSON. Requests come on stdin, one per line:

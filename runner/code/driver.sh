@@ -1,4 +1,4 @@
-# forceai-runner: the driver of a bash code context (docs/design.md §11.1). Embedded in
+# forceai-runner: the driver of a bash code context (docs/design/code.md#how-the-interpreter-is-driven). Embedded in
 # the runner (runner/code/driver_blob.c) and run as `bash -c SOURCE` in a confined task.
 # Requests, one per line on stdin: the code in base64, then NAME=value pairs in base64,
 # space-separated. A cell runs in this shell (variables, functions and cd persist); its

@@ -1,4 +1,5 @@
-/* Capabilities and securebits (docs/design.md §5.2 steps 4-5). See caps.h. */
+/* Capabilities and securebits (docs/design/confinement.md#in-the-task-in-this-order steps 4-5). See
+ * caps.h. */
 #include "confine/caps.h"
 
 #include <cap-ng.h>

@@ -1,8 +1,7 @@
-/* Capabilities and securebits of a task (docs/design.md §5.2 steps 4-5). The parent
- * inspects the runner once at start (libcap-ng); the task child then uses
- * only prctl and the raw capset system call, which are async-signal-safe
- * (libcap-ng's capng_apply reads /proc and may allocate, so it is not used
- * between fork and execve). */
+/* Capabilities and securebits of a task (docs/design/confinement.md#in-the-task-in-this-order steps
+ * 4-5). The parent inspects the runner once at start (libcap-ng); the task child then uses only
+ * prctl and the raw capset system call, which are async-signal-safe (libcap-ng's capng_apply reads
+ * /proc and may allocate, so it is not used between fork and execve). */
 #pragma once
 #include <linux/capability.h>
 #include <stdbool.h>
@@ -10,8 +9,8 @@
 #include <stdint.h>
 
 /* What a root runner needs for full confinement, and why (docs/design.md
- * §6.1): --cap-drop ALL --cap-add SETUID,SETGID,SETPCAP,CHOWN,KILL
- *   SETUID   setresuid to the task user; setfsuid for the files API
+ * design/privilege.md#what-a-root-runner-needs): --cap-drop ALL --cap-add
+ * SETUID,SETGID,SETPCAP,CHOWN,KILL SETUID   setresuid to the task user; setfsuid for the files API
  *   SETGID   setgroups/setresgid; setfsgid for the files API
  *   SETPCAP  empty the task's bounding set, lock its securebits
  *   CHOWN    hand the task its stdio pipes (fchown), so /dev/stdout works
@@ -20,7 +19,7 @@
 	((1ULL << CAP_SETUID) | (1ULL << CAP_SETGID) | (1ULL << CAP_SETPCAP) |                     \
 	 (1ULL << CAP_CHOWN) | (1ULL << CAP_KILL))
 /* With --allow-reset a root runner also restores the writable roots, whose
- * entries belong to the task user or to anyone (docs/design.md §6.1):
+ * entries belong to the task user or to anyone (docs/design/privilege.md#what-a-root-runner-needs):
  *   DAC_OVERRIDE  read, write and search directories and files of others
  *   FOWNER        chmod, utimes and sticky-directory removal of others' entries
  *   FSETID        keep a setgid bit that chmod would clear for another group */

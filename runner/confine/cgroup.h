@@ -1,5 +1,5 @@
-/* Per-task cgroup v2 leaves (docs/design.md §5.2 step 2): memory.max, pids.max and
- * cpu.max per task, and cgroup.kill to end a whole task tree, used where
+/* Per-task cgroup v2 leaves (docs/design/confinement.md#in-the-task-in-this-order step 2):
+ * memory.max, pids.max and cpu.max per task, and cgroup.kill to end a whole task tree, used where
  * the box's cgroup v2 hierarchy is delegated to the runner. Elsewhere (e.g.
  * hybrid v1/v2 hosts like the development machine) the mode is CGROUP_NONE
  * and the runner falls back to rlimits and its process-tree kill; the

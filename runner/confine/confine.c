@@ -1,4 +1,4 @@
-/* Confinement of one task process (docs/design.md §5). See confine.h.
+/* Confinement of one task process (docs/design/confinement.md). See confine.h.
  *
  * Parent side (confine_policy_init): everything that needs memory, files
  * or libraries is done once at start: the seccomp policy is compiled, the
@@ -36,12 +36,12 @@
 #include "core/error.h"
 #include "core/log.h"
 
-/* Built-in limits; see docs/design.md §5.1 and §5.11. RLIMIT_NPROC counts
- * every process and thread of the task's real uid, across all tasks of that
- * uid: where each task has a cgroup with pids.max (--task-pids-max), that is
- * the per-task bound and the rlimit only a backstop for the uid; elsewhere
- * the rlimit is the only bound, shared by every task, sized so that one JVM,
- * Chromium or make -j fits and a fork bomb still stops. */
+/* Built-in limits; see docs/design/confinement.md#prepared-once-at-start and
+ * design/confinement.md#limits-sized-for-real-work. RLIMIT_NPROC counts every process and thread of
+ * the task's real uid, across all tasks of that uid: where each task has a cgroup with pids.max
+ * (--task-pids-max), that is the per-task bound and the rlimit only a backstop for the uid;
+ * elsewhere the rlimit is the only bound, shared by every task, sized so that one JVM, Chromium or
+ * make -j fits and a fork bomb still stops. */
 #define DEFAULT_NPROC 4096
 #define DEFAULT_NPROC_CGROUP 32768
 #define DEFAULT_NOFILE 65536
@@ -364,7 +364,8 @@ int confine_policy_init(struct confine_policy *pol, const struct runner_config *
 	if (pol->seccomp.warning[0])
 		log_warn("seccomp policy", "{s:s,s:s}", "policy", cfg->seccomp_policy, "warning",
 			 pol->seccomp.warning);
-	/* Refusals explained (docs/design.md §5.4.1): the program that notifies the shim. */
+	/* Refusals explained (docs/design/confinement.md#every-refusal-recorded): the program that
+	 * notifies the shim. */
 	if (seccomp_policy_notify_build(&pol->seccomp) < 0) {
 		error_set(err, ENOMEM, NULL, "seccomp policy %s", cfg->seccomp_policy);
 		goto fail;
@@ -538,7 +539,8 @@ json_t *confine_report(const struct confine_policy *pol)
 	report_privilege(pol, o);
 	json_object_set_new(o, "landlock", report_landlock(pol));
 	bool ll_on = on && pol->landlock.abi > 0;
-	/* The policy allows ptrace; where it reaches (docs/design.md §5.9). */
+	/* The policy allows ptrace; where it reaches
+	 * (docs/design/confinement.md#debugging-inside-the-tasks-own-tree-ptrace). */
 	json_object_set_new(
 		o, "ptrace",
 		json_string(

@@ -1,4 +1,4 @@
-/* Confinement of one task process (docs/design.md §5). The parent prepares a
+/* Confinement of one task process (docs/design/confinement.md). The parent prepares a
  * confine_policy once at start and a confine_plan per task; the child calls
  * confine_exec() between fork and execve and uses only async-signal-safe
  * calls there. */
@@ -59,16 +59,16 @@ struct confine_plan {
 	int pdeath_signal;   /* 0, or re-armed after the identity change (which
 			      * clears PR_SET_PDEATHSIG); the child exits if its
 			      * parent is already gone by then */
-	/* Refusals explained (docs/design.md §5.4.1): NULL, or where the child stores the
-	 * seccomp listener fd (-1: none) for its supervisor, which shares the child's memory
-	 * and fd table until execve (the shim's clone). */
+	/* Refusals explained (docs/design/confinement.md#every-refusal-recorded): NULL, or where
+	 * the child stores the seccomp listener fd (-1: none) for its supervisor, which shares the
+	 * child's memory and fd table until execve (the shim's clone). */
 	int *listener_out;
 	int supervisor_fd; /* the supervisor's own fd the child's fd sweep spares (close-on-exec) */
 	int supervisor_fd2; /* another (the shim's status pipe, task/spawn.h), or -1 */
 };
 
-/* Child side: every step of docs/design.md §5.2 in order, then execve. Never returns.
- * Also resets signal dispositions and unblocks every signal (the runner
+/* Child side: every step of docs/design/confinement.md#in-the-task-in-this-order in order, then
+ * execve. Never returns. Also resets signal dispositions and unblocks every signal (the runner
  * blocks the ones it reads through a signalfd). The cwd is entered after
  * the identity change, with the task's own rights. Keeps the Landlock
  * ruleset fd it needs and plan->cgroup_procs_fd open across the fd sweep

@@ -1,4 +1,5 @@
-/* Landlock ruleset for tasks (docs/design.md §5.2 step 7, §5.3). See landlock.h.
+/* Landlock ruleset for tasks (docs/design/confinement.md#in-the-task-in-this-order step 7,
+ * design/confinement.md#landlock-and-the-hardening-report). See landlock.h.
  *
  * Rights handled: every filesystem right the kernel's ABI knows (network
  * rights are not handled: egress is the sandbox network policy's job, and
@@ -164,7 +165,7 @@ static int build_ruleset(int abi, bool scoped, const char *roots, const char *en
 			goto fail;
 	if (add_path(rfd, "/dev/shm", all, true, err) < 0)
 		goto fail;
-	/* OpenSandbox's EXECD_ENVS file (docs/design.md §3.5): the SDK's
+	/* OpenSandbox's EXECD_ENVS file (docs/design/wire.md#opensandbox-execd-12): the SDK's
 	 * set_env appends to it from a command, so tasks may write that one
 	 * file (file rights only; not its directory). The bootstrap creates it
 	 * before the runner starts; the runner reads it as root with its own

@@ -1,5 +1,5 @@
-/* Landlock (docs/design.md §5.3): tasks may read and execute everywhere but
- * write only under the configured roots. The ruleset is built once in the
+/* Landlock (docs/design/confinement.md#landlock-and-the-hardening-report): tasks may read and
+ * execute everywhere but write only under the configured roots. The ruleset is built once in the
  * parent; each task child restricts itself with it just before seccomp. */
 #pragma once
 #include <stdbool.h>

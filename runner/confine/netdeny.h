@@ -1,4 +1,4 @@
-/* The per-task network policy "none" (docs/design.md §14.6): a second, tiny
+/* The per-task network policy "none" (docs/design/security.md#network-policy): a second, tiny
  * seccomp filter stacked under the policy's that makes socket(AF_INET) and
  * socket(AF_INET6) fail with EACCES. Everything else is left to the main
  * policy (seccomp takes the strictest answer of all filters), so AF_UNIX

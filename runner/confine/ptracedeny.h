@@ -1,4 +1,5 @@
-/* Debugging without Landlock (docs/design.md §5.9): the default policy
+/* Debugging without Landlock
+ * (docs/design/confinement.md#debugging-inside-the-tasks-own-tree-ptrace): the default policy
  * allows ptrace, process_vm_readv and process_vm_writev because Landlock
  * confines them to the caller's own domain, i.e. the task's own process
  * tree. A task that gets no Landlock domain (a kernel without Landlock or

@@ -1,9 +1,8 @@
-/* The seccomp policy (docs/design.md §5.4): an OCI runtime-spec seccomp JSON file
- * (the format of Docker's default profile) parsed with jansson, compiled
- * with libseccomp once at start into a BPF program that every task child
- * installs just before execve.
+/* The seccomp policy (docs/design/confinement.md#the-seccomp-policy): an OCI runtime-spec seccomp
+ * JSON file (the format of Docker's default profile) parsed with jansson, compiled with libseccomp
+ * once at start into a BPF program that every task child installs just before execve.
  *
- * Decisions (see docs/design.md §5.4):
+ * Decisions (see docs/design/confinement.md#the-seccomp-policy):
  * - Only the native architecture is compiled in. "architectures"/"archMap"
  *   must list it (a policy written for another machine is an error); other
  *   entries, sub-architectures included, are ignored, so x32 and 32-bit

@@ -1,4 +1,5 @@
-/* Refusals explained: see seccomp_notify.h and docs/design.md §5.4.1. */
+/* Refusals explained: see seccomp_notify.h and docs/design/confinement.md#every-refusal-recorded.
+ */
 #include "confine/seccomp_notify.h"
 
 #include <seccomp.h> /* libseccomp: syscall names (runner side only) */

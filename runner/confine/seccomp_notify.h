@@ -1,7 +1,7 @@
-/* Refusals explained (docs/design.md §5.4.1): the calls the seccomp policy refuses a task
- * reach its shim as user notifications (seccomp_policy_notify_build); the shim answers each
- * with EPERM, as the plain program would have, counts it by syscall number, and at its end
- * sends the runner one bounded report, which the runner turns into the task's `denied`
+/* Refusals explained (docs/design/confinement.md#every-refusal-recorded): the calls the seccomp
+ * policy refuses a task reach its shim as user notifications (seccomp_policy_notify_build); the
+ * shim answers each with EPERM, as the plain program would have, counts it by syscall number, and
+ * at its end sends the runner one bounded report, which the runner turns into the task's `denied`
  * summary. A task refused nothing costs nothing here: no notification, no report.
  *
  * The shim's side uses only system calls (it is also built into the static shim); the

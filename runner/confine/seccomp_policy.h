@@ -1,5 +1,6 @@
 /* The seccomp policy: an OCI runtime-spec seccomp JSON file parsed with
- * jansson and compiled once with libseccomp at start (docs/design.md §5.4). */
+ * jansson and compiled once with libseccomp at start
+ * (docs/design/confinement.md#the-seccomp-policy). */
 #pragma once
 #include <linux/filter.h>
 #include <stdbool.h>
@@ -15,7 +16,8 @@ struct seccomp_policy {
 	char source[256];       /* where the program came from (seccomp_policy_load_cached) */
 	/* The same program with every "fail with EPERM" return made a user notification
 	 * (SECCOMP_RET_USER_NOTIF): the task's shim answers EPERM and counts the call
-	 * (seccomp_notify.h, docs/design.md §5.4.1). filter NULL: no such return. */
+	 * (seccomp_notify.h, docs/design/confinement.md#every-refusal-recorded). filter NULL: no
+	 * such return. */
 	struct sock_fprog notify_prog;
 	unsigned n_notify; /* returns turned into notifications */
 };

@@ -317,8 +317,8 @@ static unsigned prefix_matches(const struct option *lopts, const char *name, siz
 /* getopt_long takes any unique prefix of a long option: "--gateway-key sk-x"
  * would be read as --gateway-key-file, "--gateway" fail as unknown. Options
  * are spelled in full instead: an abbreviation that works today could come
- * to mean another option when one is added (docs/design.md §2.7). text is
- * the argument as given ("--name" or "--name=value"). */
+ * to mean another option when one is added (docs/design/architecture.md#options-one-set-of-rules).
+ * text is the argument as given ("--name" or "--name=value"). */
 static int not_in_full(const struct option *lopts, const char *text, const char *full,
 		       struct error *err)
 {
@@ -341,7 +341,7 @@ static int not_in_full(const struct option *lopts, const char *text, const char 
 }
 
 /* The metrics exporter's standard OpenTelemetry variables, as execd reads
- * them (docs/design.md §13.8): variables only, checked here so a typo
+ * them (docs/design/audit.md#the-metrics-over-otlp): variables only, checked here so a typo
  * stops the start rather than silently exporting nothing. */
 static int otel_metrics_env(struct runner_config *cfg, struct error *err)
 {

@@ -60,7 +60,7 @@ struct runner_config {
 	uint64_t reset_snapshot_max;       /* bytes of the writable roots kept for reset */
 	uint64_t checkpoint_max_bytes;     /* distinct content all checkpoints keep */
 
-	/* Model calls (docs/design.md §7). gateway_url NULL = no model access. */
+	/* Model calls (docs/design/model.md). gateway_url NULL = no model access. */
 	const char *gateway_url;
 	char *gateway_key; /* NULL = vault mode: no Authorization sent */
 	struct secret_file token_file, key_file;
@@ -77,21 +77,21 @@ struct runner_config {
 	uint64_t task_max_tokens;
 	uint64_t task_max_model_requests;
 	uint64_t agent_output_max; /* tool output fed back to the model (bytes) */
-	/* Agent engines (docs/design.md §7.10): "NAME=PATH" as given (validated
-	 * as such here; NAME against the engines at start, model/engine.c). */
+	/* Agent engines (docs/design/model.md#agent-engines-finding-an-engine): "NAME=PATH" as
+	 * given (validated as such here; NAME against the engines at start, model/engine.c). */
 #define AGENT_ENGINES_MAX 8
 	const char *agent_engine[AGENT_ENGINES_MAX];
 	unsigned n_agent_engines;
 	uint64_t agent_context_max; /* bytes of conversation the built-in loop sends */
 
-	/* /mcp (docs/design.md §8). */
+	/* /mcp (docs/design/mcp-tools.md). */
 	const char *mcp_allowed_origins; /* NULL: localhost forms only */
 	const char *mcp_servers;         /* --mcp-servers FILE, or NULL */
 	unsigned mcp_max_sessions;
 	unsigned mcp_max_inflight;
 	uint64_t mcp_max_body;
 
-	/* The audit trail (docs/design.md §13). */
+	/* The audit trail (docs/design/audit.md). */
 	const char *audit_file;    /* --audit-file: a copy outside every writable root, or NULL */
 	const char *otlp_endpoint; /* --otlp-endpoint: OTLP/HTTP logs URL, or NULL */
 	/* OTEL_EXPORTER_OTLP_METRICS_ENDPOINT (execd's variable): OTLP/HTTP
@@ -103,7 +103,7 @@ struct runner_config {
 	bool insecure_no_audit;   /* test only: no trail at all (measures its cost) */
 	const char *verify_audit; /* --verify-audit FILE: check a saved trail, then exit */
 	const char *audit_head;   /* --audit-head SEQ:HASH: the head --verify-audit must find */
-	/* Code contexts (docs/design.md §11). */
+	/* Code contexts (docs/design/code.md). */
 	const char *code_interpreter_listen; /* E2B's API: ADDR:PORT, or NULL */
 	const char *envd_listen;             /* E2B's envd API: ADDR:PORT, or NULL */
 	uint64_t envd_upload_max;            /* bytes an envd upload writes (decoded); 0 none */

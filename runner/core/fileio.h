@@ -19,7 +19,8 @@ int pwrite_all(int fd, const void *p, size_t n, off_t off);
  * check and the open. These open it O_RDONLY|O_NONBLOCK|O_NOCTTY|O_CLOEXEC
  * (a FIFO then opens at once, with no writer), check the descriptor with
  * fstat and keep only a regular file of at most max bytes (O_NONBLOCK is
- * then cleared: it means nothing for one). See docs/design.md §14.9. */
+ * then cleared: it means nothing for one). See
+ * docs/design/security.md#opening-paths-a-task-can-reach. */
 struct stat;
 enum {
 	/* Refuse a symlink in the last component (-ELOOP). */

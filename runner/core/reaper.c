@@ -65,8 +65,9 @@ void reaper_reap(struct reaper *rp)
 		}
 		if (WIFSTOPPED(status)) {
 			/* Only a ptrace stop reaches us (no WUNTRACED): an orphan
-			 * made the runner its tracer with PTRACE_TRACEME (design
-			 * §5.9). It is no exit: let it go, with its signal. */
+			 * made the runner its tracer with PTRACE_TRACEME
+			 * (design/confinement.md#debugging-inside-the-tasks-own-tree-ptrace). It is
+			 * no exit: let it go, with its signal. */
 			int sig = WSTOPSIG(status);
 			ptrace(PTRACE_DETACH, pid, NULL, (void *)(long)(sig == SIGTRAP ? 0 : sig));
 			continue;

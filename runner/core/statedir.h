@@ -31,8 +31,8 @@ int statedir_task_reachable(const char *dir, int ll_abi, const char *roots, char
  * conversation's history), open read-write, close-on-exec: O_TMPFILE in
  * the state dir (dirfd), else a memfd (memfd_name) where there is no state
  * dir (dirfd < 0) or the filesystem has no O_TMPFILE. Never a name a task
- * can open (docs/design.md §14.11): a file created and unlinked at once
- * stands for a moment in the directory, so that is done only by a root
+ * can open (docs/design/security.md#the-state-dir-is-out-of-the-tasks-reach-in-every-mode): a file
+ * created and unlinked at once stands for a moment in the directory, so that is done only by a root
  * runner, whose 0700 state dir no task's uid can open; a non-root runner's
  * tasks have its uid and takes a memfd instead. The fd, or -errno. */
 int statedir_tmpfile(int dirfd, const char *memfd_name);

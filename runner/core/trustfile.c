@@ -233,7 +233,8 @@ int trust_check_config(const struct runner_config *cfg, const struct trust_scope
 		       const char *lifecycle, struct error *err)
 {
 	/* The operator's files: each is trusted as it is read. EXECD_ENVS is
-	 * the tasks' own channel (§3.5): its file may be the task user's. */
+	 * the tasks' own channel (design/wire.md#opensandbox-execd-12): its file may be the task
+	 * user's. */
 	const char *lc_var = getenv("EXECD_LIFECYCLE_CONFIG");
 	if (trust_check_file(scope, "--token-file", cfg->token_file.path, 0, err) < 0 ||
 	    trust_check_file(scope, "--gateway-key-file", cfg->key_file.path, 0, err) < 0 ||

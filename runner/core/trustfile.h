@@ -1,6 +1,6 @@
 /* Configuration the runner reads at start must come from a place no task
- * can write (docs/design.md §14.10): the file and every directory on the
- * way to it, symlinks followed one by one. */
+ * can write (docs/design/security.md#trusted-input-only-from-places-no-task-can-write): the file
+ * and every directory on the way to it, symlinks followed one by one. */
 #pragma once
 #include <stdbool.h>
 #include <sys/types.h>

@@ -1,4 +1,4 @@
-/* The Connect protocol's framing as E2B's SDK speaks it over HTTP/1.1 (docs/design.md §18):
+/* The Connect protocol's framing as E2B's SDK speaks it over HTTP/1.1 (docs/design/envd.md):
  * a stream's messages are 5-byte envelopes (flags, 32-bit big-endian length, then that many
  * bytes of JSON), the last one flagged end-of-stream and carrying the error, if any; unary
  * errors are {"code","message"} with the HTTP status of their code. Also the parts of

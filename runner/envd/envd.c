@@ -1,5 +1,6 @@
 /* What the envd face's parts share: the Connect answers, the user a request asks for, paths
- * relative to envd's workdir (docs/design.md §18.1, §18.6). The routes are in routes.c. */
+ * relative to envd's workdir (docs/design/envd.md#the-connect-protocol-as-the-sdk-speaks-it,
+ * design/envd.md#users-and-the-token). The routes are in routes.c. */
 #include "envd/envd.h"
 
 #include <errno.h>

@@ -2,7 +2,7 @@
  * filesystem.Filesystem over Connect, /files, /health, /envs, /metrics, /init) on a port of its
  * own (--envd-listen), as a codec over the runner's one engine: every process is a task of
  * the task engine, every file operation the files layer's as the task user, every request
- * through the same gate, token and audit door (docs/design.md §18). */
+ * through the same gate, token and audit door (docs/design/envd.md). */
 #pragma once
 #include <stddef.h>
 

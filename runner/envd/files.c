@@ -1,10 +1,10 @@
-/* envd's GET and POST /files on the files layer, as the task user (docs/design.md §18.3):
- * `path` (relative: under envd's workdir) and `username` (the task user only), a multipart
- * body (each part named "file", its filename the path when the query has none) or a raw
- * application/octet-stream one, either of them identity or gzip (decoded as it arrives,
- * §18.8); each file written beside its target and renamed into place when complete, the bytes
- * written bounded by --envd-upload-max; the answer envd's [EntryInfo {path, name, type}];
- * envd's status codes. */
+/* envd's GET and POST /files on the files layer, as the task user
+ * (docs/design/envd.md#files-filesystemfilesystem-and-files): `path` (relative: under envd's
+ * workdir) and `username` (the task user only), a multipart body (each part named "file", its
+ * filename the path when the query has none) or a raw application/octet-stream one, either of them
+ * identity or gzip (decoded as it arrives, design/envd.md#gzip-uploads-and-the-upload-bound); each
+ * file written beside its target and renamed into place when complete, the bytes written bounded by
+ * --envd-upload-max; the answer envd's [EntryInfo {path, name, type}]; envd's status codes. */
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>

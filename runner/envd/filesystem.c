@@ -1,7 +1,7 @@
 /* filesystem.Filesystem's unary RPCs (envd's filesystem/filesystem.proto: Stat, MakeDir, Move,
  * ListDir, Remove) on the files layer, each as the task user inside the files API's prologue
  * (api/filesroute.h: files_route), within its writable roots; EntryInfo as envd fills it
- * (docs/design.md §18.3). */
+ * (docs/design/envd.md#files-filesystemfilesystem-and-files). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -1,6 +1,7 @@
 /* process.Process (envd's process/process.proto) on the task engine: a process is a task of
  * its own kind (TASK_API_ENVD: confined as the task user, listed in /v1/tasks, audited at
- * the envd door), its pid the shim's, its output the task's spool (docs/design.md §18.2). */
+ * the envd door), its pid the shim's, its output the task's spool
+ * (docs/design/envd.md#processprocess-on-the-task-engine). */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>

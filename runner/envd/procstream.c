@@ -1,6 +1,6 @@
 /* The event stream of process.Process's Start and Connect: a task's output records as
  * Connect envelopes (start, data, end, keepalive), the stream's deadline and keep-alives
- * (docs/design.md §18.2). */
+ * (docs/design/envd.md#processprocess-on-the-task-engine). */
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>

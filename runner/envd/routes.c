@@ -1,5 +1,5 @@
 /* envd's plain HTTP routes (/health, /envs, /metrics, /init) and the face's route table
- * (docs/design.md §18). */
+ * (docs/design/envd.md). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

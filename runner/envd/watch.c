@@ -1,7 +1,7 @@
 /* filesystem.Filesystem's watchers on the runner's one watch engine (watch/watch.c through
  * watch_open): WatchDir as a Connect stream (start, filesystem events, keepalives) and the
  * polling watchers (CreateWatcher, GetWatcherEvents, RemoveWatcher) with a bounded queue each,
- * a bounded number of them, and an idle expiry (docs/design.md §18.4). */
+ * a bounded number of them, and an idle expiry (docs/design/envd.md#watchers). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

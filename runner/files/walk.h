@@ -11,7 +11,7 @@
 #include "files/info.h"
 #include "files/path.h"
 
-/* Bounds (docs/design.md §3.4): a request that would exceed them is refused
+/* Bounds (docs/design/wire.md#files-api): a request that would exceed them is refused
  * with 400 instead of blocking the single-threaded runner for long. */
 #define FILES_MAX_RESULTS 10000  /* entries in one list/search response */
 #define FILES_MAX_VISITED 200000 /* entries one list/search may look at */

@@ -159,8 +159,8 @@ enum MHD_Result http_framing_error(struct http_req *req, const char *problem)
 {
 	struct error e;
 	error_set(&e, 0, "BAD_REQUEST_FRAMING", "request refused: %s", problem);
-	/* Answered at once, never held for a drain (§3.1): a body whose framing
-	 * is in doubt cannot be read to its end. */
+	/* Answered at once, never held for a drain (design/wire.md#endpoint-and-http-layer): a body
+	 * whose framing is in doubt cannot be read to its end. */
 	req->in_head = false;
 	struct MHD_Response *resp = http_json_response(http_error_body(&e));
 	if (resp)

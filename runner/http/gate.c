@@ -180,7 +180,7 @@ static void client_put(struct gate *g, struct gate_client *c)
 	free(c);
 }
 
-/* The audit trail's door of this daemon (docs/design.md §13): the model
+/* The audit trail's door of this daemon (docs/design/audit.md): the model
  * proxy's, a port proxy's, or the API's. */
 static const char *gate_door(const struct gate *g)
 {
@@ -271,7 +271,8 @@ void gate_notify(void *cls, struct MHD_Connection *c, void **socket_context,
 	if (!admit(g, gc, &p, &why, key)) {
 		gc->refused = true;
 		/* A refused connection proved nothing: its event is its source's,
-		 * bound and coalesced apart from the client's (§13.4). */
+		 * bound and coalesced apart from the client's
+		 * (design/audit.md#bounds-tasks-cannot-read-write-suppress-flood-or-crowd-it). */
 		audit_emit_from(g->r, key, gate_door(g), "connection refused",
 				json_pack("{s:{s:s,s:i},s:s,s:s}", "who", "client", p.addr, "uid",
 					  p.kind == PEER_IN_BOX ? (int)p.uid : -1, "outcome",

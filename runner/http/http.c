@@ -149,7 +149,8 @@ static const char *outcome_of(unsigned status)
  * noted but the byte counts and every string plain (audit_str_plain). The
  * bytes are those json_pack + json_dumps write below, key for key (a JSON
  * object per request was most of the trail's cost on the port proxy's small
- * requests, docs/design.md §13.7); false: the general way. */
+ * requests, docs/design/audit.md#on-by-default-the-test-only-switch-what-is-not-done); false: the
+ * general way. */
 static bool audit_request_text(struct http_req *req, const char *source, const char *door,
 			       const char *what, const char *target, bool completed)
 {
@@ -201,7 +202,7 @@ static bool audit_request_text(struct http_req *req, const char *source, const c
 	return true;
 }
 
-/* The one audit event of a request through the API (docs/design.md §13):
+/* The one audit event of a request through the API (docs/design/audit.md):
  * its door, who, what, the answer, and what its handler noted. */
 static void audit_request(struct http_req *req, enum MHD_RequestTerminationCode toe)
 {
@@ -230,7 +231,8 @@ static void audit_request(struct http_req *req, enum MHD_RequestTerminationCode 
 	const char *target = strcmp(door, "proxy") && req->raw_target ? req->raw_target : req->path;
 	bool completed = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
 	/* A request that did not prove the token is anyone's to repeat: bound
-	 * per address, never taken from the client's share (§13.4). */
+	 * per address, never taken from the client's share
+	 * (design/audit.md#bounds-tasks-cannot-read-write-suppress-flood-or-crowd-it). */
 	char source[64];
 	const char *src = NULL;
 	if (!req->authed) {
@@ -274,7 +276,8 @@ static enum MHD_Result begin_request(struct runner *r, struct http_req *req,
 		return http_framing_error(req, problem);
 	const struct http_server *h = r->http;
 	/* Re-dispatched here, in this request, never through a socket: the same handler,
-	 * the same token check, nothing forwarded (§16.2). */
+	 * the same token check, nothing forwarded
+	 * (design/build.md#what-opensandboxs-server-runtimes-expect-of-the-image). */
 	const char *self = routes == h->routes && h->hooks && h->hooks->self_path
 				   ? h->hooks->self_path(r, url)
 				   : NULL;
@@ -316,8 +319,9 @@ static enum MHD_Result begin_request(struct runner *r, struct http_req *req,
 	return MHD_YES;
 }
 
-/* Bytes of a body nobody will read, dropped; past the drain bound (§3.1) or when late, the
- * connection is closed as libmicrohttpd would have. */
+/* Bytes of a body nobody will read, dropped; past the drain bound
+ * (design/wire.md#endpoint-and-http-layer) or when late, the connection is closed as libmicrohttpd
+ * would have. */
 static enum MHD_Result drain(struct http_req *req, size_t *upload_size, bool late)
 {
 	req->drained += *upload_size;

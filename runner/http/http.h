@@ -66,8 +66,9 @@ struct http_req {
 	uint64_t gen; /* the generation it arrived in (http_hooks.request_gen) */
 	void (*ctx_free)(struct http_req *req);
 	/* A refusal decided on the head while the client still sends a body (docs/design.md
-	 * §3.1): held until the body is read and discarded (up to HTTP_DRAIN_MAX bytes within
-	 * HTTP_DRAIN_MS), so a client that writes before it reads sees the answer, not a reset. */
+	 * design/wire.md#endpoint-and-http-layer): held until the body is read and discarded (up to
+	 * HTTP_DRAIN_MAX bytes within HTTP_DRAIN_MS), so a client that writes before it reads sees
+	 * the answer, not a reset. */
 	bool in_head; /* the first call: the body has not been read */
 	struct MHD_Response *deferred;
 	unsigned deferred_status;
@@ -93,7 +94,7 @@ struct http_req {
 };
 
 /* Fields (stolen) for this request's audit event: path, bytes, a content
- * hash, a task id... Later notes win. Never a secret (docs/design.md §13). */
+ * hash, a task id... Later notes win. Never a secret (docs/design/audit.md). */
 void http_audit_note(struct http_req *req, json_t *fields);
 /* The same as noting {"bytes_in": in, "bytes_out": out} last, for a hot door
  * (the port proxy, from audit_end): no JSON object per request. */
@@ -122,7 +123,7 @@ struct http_stream_ops {
 	 * move what it can of it to dst itself). */
 	size_t (*produce_into)(struct http_stream *s, char *dst, size_t max);
 	/* Optional: more is due within a moment (the producer's source is
-	 * resting, docs/design.md §15.1) and the producer will wake the stream
+	 * resting, docs/design/performance.md#decisions) and the producer will wake the stream
 	 * when it comes or when the rest ends. A short tail is then held for
 	 * the next send instead of going out in a packet of its own. */
 	bool (*more_soon)(struct http_stream *s);
@@ -168,9 +169,10 @@ struct http_hooks {
 				struct error *e);
 	uint64_t (*request_gen)(struct runner *r);
 	/* A path that names the server's own API under another form (the port proxy's
-	 * /proxy/{own port}/{path}, docs/design.md §16.2): the path to route instead (a suffix of
-	 * path, or a static string), NULL when it is not one. Routed once, with every check of
-	 * the route it lands on (token, body limits, the reset gate). */
+	 * /proxy/{own port}/{path},
+	 * docs/design/build.md#what-opensandboxs-server-runtimes-expect-of-the-image): the path to
+	 * route instead (a suffix of path, or a static string), NULL when it is not one. Routed
+	 * once, with every check of the route it lands on (token, body limits, the reset gate). */
 	const char *(*self_path)(struct runner *r, const char *path);
 	unsigned (*upgraded_count)(struct runner *r);
 	void (*upgraded_tick)(struct runner *r);
@@ -258,6 +260,7 @@ bool http_token_ok(struct runner *r, const char *got);
  * (X-EXECD-ACCESS-TOKEN, X-Access-Token) whatever they hold, and for any
  * other (Authorization, Cookie, a custom field) whose value holds the token
  * that authenticated the request, or the startup token, written as is,
- * %-encoded or inside base64 (docs/design.md §9.14). Fails closed. */
+ * %-encoded or inside base64 (docs/design/relay.md#no-door-hands-the-runners-token-on). Fails
+ * closed. */
 bool http_field_carries_token(const struct http_req *req, const char *name, size_t name_len,
 			      const char *value, size_t value_len);

@@ -6,7 +6,8 @@
 #include "http/http.h"
 #include "http/server.h"
 
-/* A refused request's body is read and discarded up to this much, for this long (§3.1). */
+/* A refused request's body is read and discarded up to this much, for this long
+ * (design/wire.md#endpoint-and-http-layer). */
 #define HTTP_DRAIN_MAX (16ull << 20)
 #define HTTP_DRAIN_MS 10000
 /* Another listening port with a route table of its own (http_listen_extra):

@@ -33,7 +33,8 @@ enum MHD_Result http_queue(struct http_req *req, unsigned status, struct MHD_Res
 		return MHD_NO;
 	if (req->in_head && status >= 400 && !req->deferred && body_follows(req)) {
 		/* libmicrohttpd would answer at once and close without reading the body: the
-		 * client, still writing, would get a reset instead (§3.1). */
+		 * client, still writing, would get a reset instead
+		 * (design/wire.md#endpoint-and-http-layer). */
 		req->responded = true;
 		req->status = status;
 		req->deferred = resp;

@@ -1,6 +1,6 @@
-/* The runner's access token on a request (docs/design.md §9.14): whether a
- * presented token is the runner's, and whether a field a door forwards
- * carries it, so that no door hands it to whoever is behind it. */
+/* The runner's access token on a request (docs/design/relay.md#no-door-hands-the-runners-token-on):
+ * whether a presented token is the runner's, and whether a field a door forwards carries it, so
+ * that no door hands it to whoever is behind it. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

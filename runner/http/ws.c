@@ -37,7 +37,8 @@ struct ws_table {
  * at most one partial message (WS_MAX_MESSAGE), the input buffer WS_IN_BUF,
  * and the output queue (every frame: data, pong, close, ping) the window
  * plus the one frame that crossed it, because input is not decoded while
- * the queue is at or over the window (docs/design.md §9.3). */
+ * the queue is at or over the window
+ * (docs/design/interactive.md#every-byte-queued-counts-the-websocket-ping-flood). */
 struct ws_conn {
 	struct runner *r;
 	const struct ws_ops *ops;
@@ -57,7 +58,7 @@ struct ws_conn {
 	int depth; /* inside a callback: no re-entry, no free */
 	uint64_t last_recv_ms, last_ping_ms, closing_since_ms;
 	struct ws_conn *next, *prev;
-	/* For its audit event when it ends (docs/design.md §13): bytes each
+	/* For its audit event when it ends (docs/design/audit.md): bytes each
 	 * way on the wire, never their content. */
 	const char *audit_door; /* NULL: not audited */
 	char audit_what[160], client[48];

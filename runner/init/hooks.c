@@ -1,6 +1,7 @@
-/* Lifecycle hooks (OSEP-0020: preStart and periodic; docs/design.md §12.2), run as tasks of
- * their own kind through the task engine, so they are confined exactly like a client's
- * command; and execd's startup status file. */
+/* Lifecycle hooks (OSEP-0020: preStart and periodic;
+ * docs/design/profiles.md#lifecycle-hooks-osep-0020-prestart-and-periodic), run as tasks of their
+ * own kind through the task engine, so they are confined exactly like a client's command; and
+ * execd's startup status file. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>

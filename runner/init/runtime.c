@@ -1,7 +1,8 @@
 /* Runtime init (execd's POST /internal/init for warm pools) and lifecycle
- * hooks (OSEP-0020: preStart and periodic): docs/design.md §12.1, §12.2.
- * The parsing is config.c (pure); this file holds the binding and the gate
- * in front of the API; hooks.c runs the hooks. */
+ * hooks (OSEP-0020: preStart and periodic):
+ * docs/design/profiles.md#runtime-init-a-warm-box-bound-to-one-sandbox,
+ * design/profiles.md#lifecycle-hooks-osep-0020-prestart-and-periodic. The parsing is config.c
+ * (pure); this file holds the binding and the gate in front of the API; hooks.c runs the hooks. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -270,7 +271,8 @@ void rtinit_reset_begin(struct runner *r)
 	hooks_stop(r);
 }
 
-/* The audit trail's resource of a bound box (docs/design.md §12.1, §13):
+/* The audit trail's resource of a bound box
+ * (docs/design/profiles.md#runtime-init-a-warm-box-bound-to-one-sandbox, design/audit.md):
  * sandbox.id, sandbox.generation, and telemetry.attributes' string values
  * (which cannot replace the first two). */
 static json_t *audit_attrs(const struct rtinit *rt)

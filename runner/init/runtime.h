@@ -20,7 +20,9 @@ struct init_hooks {
 };
 
 /* execd's runtime init (POST /internal/init, --runtime-init) and
- * lifecycle hooks (preStart, periodic), docs/design.md §12.1, §12.2. */
+ * lifecycle hooks (preStart, periodic),
+ * docs/design/profiles.md#runtime-init-a-warm-box-bound-to-one-sandbox,
+ * design/profiles.md#lifecycle-hooks-osep-0020-prestart-and-periodic. */
 #define RTINIT_PROTOCOL_VERSION 1
 /* At start (profile_init; hooks: what it calls above itself, copied): the hooks' configuration from
  * the environment or lifecycle.toml; a bad one is -1 (the runner does not start). */

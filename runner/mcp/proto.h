@@ -1,4 +1,4 @@
-/* MCP's JSON-RPC messages and Streamable HTTP rules, without I/O (docs/design.md §8): the
+/* MCP's JSON-RPC messages and Streamable HTTP rules, without I/O (docs/design/mcp-tools.md): the
  * parser of what a client POSTs to /mcp (also driven by tests/fuzz/fuzz_mcp.c), protocol
  * version negotiation, the Origin allowlist, the Accept header. */
 #pragma once
@@ -38,9 +38,9 @@ struct mcp_msg {
 	const char *meta_version;
 };
 
-/* Parse one message (a batch is refused, docs/design.md §8.2). 0, or -1 with the JSON-RPC
- * error code and a message; m->id is then still set when the request had a usable one (for
- * the error response), and m->kind once the message is known to be a request or a
+/* Parse one message (a batch is refused, docs/design/mcp-tools.md#mcp-streamable-http). 0, or -1
+ * with the JSON-RPC error code and a message; m->id is then still set when the request had a usable
+ * one (for the error response), and m->kind once the message is known to be a request or a
  * notification (MCP_INVALID_PARAMS). mcp_msg_free in every case. */
 int mcp_parse(const char *data, size_t len, struct mcp_msg *m, int *code, char *msg, size_t msglen);
 void mcp_msg_free(struct mcp_msg *m);

@@ -20,7 +20,8 @@
 
 #define MCP_SESSION_IDLE_MS (3600 * 1000ULL) /* an idle session may be evicted after this */
 /* A call's events waiting for its client: past this the command's output waits in its spool
- * and the spool's backpressure pauses the command (§8.2), as a native stream does. */
+ * and the spool's backpressure pauses the command (design/mcp-tools.md#mcp-streamable-http), as a
+ * native stream does. */
 #define MCP_STREAM_WINDOW (64 * 1024)
 /* A GET stream's events waiting for its client: more list_changed would tell it nothing new. */
 #define MCP_GSTREAM_WINDOW (4 * 1024)

@@ -1,7 +1,7 @@
-/* Paths no task can change (docs/design.md §10.1): an MCP server the runner
- * starts runs a program, and looks its helpers up in directories, that are
- * root's and out of the tasks' reach, so that a task that kills the server
- * (it can: same uid) gets it back exactly as it was. */
+/* Paths no task can change (docs/design/files.md#content-search-get-filesgrep): an MCP server the
+ * runner starts runs a program, and looks its helpers up in directories, that are root's and out of
+ * the tasks' reach, so that a task that kills the server (it can: same uid) gets it back exactly as
+ * it was. */
 #pragma once
 #include <stdbool.h>
 #include <sys/stat.h>

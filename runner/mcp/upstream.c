@@ -242,8 +242,9 @@ static void stop(struct mcp_server *s, const char *why, bool kill);
  * cancels) as much as the client's calls, obeys one high mark: a server that has not taken
  * what was queued before (over the input's own mark plus one message of the largest size a
  * client may send, so that calls in parallel are not taken for a stall) by the time the next
- * message is due does not read its stdin, and is stopped as stalled (§8.3). The queue so
- * holds at most the mark plus one message. */
+ * message is due does not read its stdin, and is stopped as stalled
+ * (design/mcp-tools.md#the-images-own-mcp-servers). The queue so holds at most the mark plus one
+ * message. */
 static bool stalled(struct mcp_server *s)
 {
 	uint64_t mark = TASK_INPUT_HIGH + s->set->r->cfg.mcp_max_body;

@@ -1,4 +1,5 @@
-/* The image's own stdio MCP servers behind /mcp (docs/design.md §10.1): declared in
+/* The image's own stdio MCP servers behind /mcp
+ * (docs/design/files.md#content-search-get-filesgrep): declared in
  * --mcp-servers FILE ({"mcpServers": {name: {command, args?, env?}}}), each started on first
  * use as a confined task of its own (TASK_API_TOOL: the task identity, network policy and
  * limits), spoken to over its stdin and stdout (newline-delimited JSON-RPC), its tools offered

@@ -1,5 +1,6 @@
 /* The runner's metrics: the figures GET /metrics serves (metrics/figures.c) and the OTLP/HTTP
- * JSON exporter that posts them with the audit counters (metrics/otlp.c, design §13.8). */
+ * JSON exporter that posts them with the audit counters (metrics/otlp.c,
+ * design/audit.md#the-metrics-over-otlp). */
 #pragma once
 #include <jansson.h>
 

@@ -1,4 +1,4 @@
-/* The runner's metrics as OTLP/HTTP JSON (docs/design.md §13.8): what GET
+/* The runner's metrics as OTLP/HTTP JSON (docs/design/audit.md#the-metrics-over-otlp): what GET
  * /metrics serves plus the audit counters, POSTed every
  * OTEL_METRIC_EXPORT_INTERVAL ms to OTEL_EXPORTER_OTLP_METRICS_ENDPOINT
  * through the shared non-blocking poster. One POST at a time: a tick that

@@ -50,9 +50,11 @@ struct agent {
 	bool call_is_bash;
 	struct tool_call *tool; /* the tool layer's call in flight (tools/tools.h) */
 
-	struct conversation *conv; /* kept after the task (docs/design.md §7.13) */
+	struct conversation *conv; /* kept after the task
+				      (docs/design/model.md#limits-the-same-for-every-engine) */
 	/* The gateway's GET /models, asked once before the first turn: a
-	 * context length for the model lowers the bound (§7.15). */
+	 * context length for the model lowers the bound
+	 * (design/model.md#the-built-in-loops-context-bound). */
 	struct gw_call *models_call;
 	struct buf models_body;
 	long models_status;

@@ -1,4 +1,4 @@
-/* Capability `agent` (docs/design.md §7.9): a goal in natural language; the runner
+/* Capability `agent` (docs/design/model.md#the-agent-loop): a goal in natural language; the runner
  * asks the model (through the gateway) with one `bash` tool, runs each tool
  * call as a confined task in the task's working directory, feeds the result
  * back, and repeats until the model answers without a tool call or a limit

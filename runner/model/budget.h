@@ -1,4 +1,4 @@
-/* A task's model budget (docs/design.md §7.7): what its model calls used,
+/* A task's model budget (docs/design/model.md#usage-and-budgets): what its model calls used,
  * summed over every route and format, and its limits. One per task that
  * can call a model: a chat task's proxy token, an agent task. Pure. */
 #pragma once
@@ -10,7 +10,7 @@
 
 /* Output tokens a metered call holds against max_tokens while it runs (on
  * top of its input's estimate): what an answer may cost before the proxy
- * learns what it did cost (docs/design.md §7.7). */
+ * learns what it did cost (docs/design/model.md#usage-and-budgets). */
 #define BUDGET_OUT_HOLD 4096
 /* Bytes per token of an estimate: a request's JSON, or an answer's bytes
  * with their SSE framing (several times its text's tokens: errs high). */

@@ -1,9 +1,8 @@
 /* A pure, incremental parser of one OpenAI Chat Completions response
- * (docs/design.md §7.2): feed the HTTP status, then the body bytes in any pieces,
- * then EOF; get content deltas by callback and, at the end, the assembled
- * message (text, tool calls by index, usage) or a classified error.
- * No I/O, no clock: the caller owns retries and timing (see
- * chatstream_retry_ms), so the whole contract is unit-tested and fuzzed. */
+ * (docs/design/model.md#the-chat-stream-parser): feed the HTTP status, then the body bytes in any
+ * pieces, then EOF; get content deltas by callback and, at the end, the assembled message (text,
+ * tool calls by index, usage) or a classified error. No I/O, no clock: the caller owns retries and
+ * timing (see chatstream_retry_ms), so the whole contract is unit-tested and fuzzed. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,5 +1,6 @@
-/* The chat capability (docs/design.md §7.4): a command run with a per-task model token and the
- * loopback model proxy's address in its environment (model/modelproxy.h). */
+/* The chat capability (docs/design/model.md#wire-formats-one-module-per-format): a command run with
+ * a per-task model token and the loopback model proxy's address in its environment
+ * (model/modelproxy.h). */
 #pragma once
 #include "task/task.h"
 

@@ -1,6 +1,6 @@
 /* The agent's conversation kept within the model's context (docs/design.md
- * §7.9): what a gateway says the context is, and the messages shortened to
- * fit. Pure: jansson only, no I/O, no runner state. */
+ * design/model.md#the-agent-loop): what a gateway says the context is, and the messages shortened
+ * to fit. Pure: jansson only, no I/O, no runner state. */
 #pragma once
 #include <jansson.h>
 #include <stddef.h>

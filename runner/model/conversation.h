@@ -1,10 +1,10 @@
-/* Conversations of agent tasks (docs/design.md §7.13): every agent task has one (reported as
- * `conversation` in `started`); a later task with "conversation": ID continues it. The runner
- * keeps the table in memory: for the built-in engine the bounded history is an unnamed file held
- * by its fd (O_TMPFILE in the state dir, or a memfd: no task can name or open it, §14.11), for a
- * CLI engine the CLI's own session id (its session files live in the
- * task user's home, where the CLI keeps them). A conversation is used by one task at a time;
- * POST /v1/reset forgets them all. */
+/* Conversations of agent tasks (docs/design/model.md#limits-the-same-for-every-engine): every agent
+ * task has one (reported as `conversation` in `started`); a later task with "conversation": ID
+ * continues it. The runner keeps the table in memory: for the built-in engine the bounded history
+ * is an unnamed file held by its fd (O_TMPFILE in the state dir, or a memfd: no task can name or
+ * open it, design/security.md#the-state-dir-is-out-of-the-tasks-reach-in-every-mode), for a CLI
+ * engine the CLI's own session id (its session files live in the task user's home, where the CLI
+ * keeps them). A conversation is used by one task at a time; POST /v1/reset forgets them all. */
 #pragma once
 #include <jansson.h>
 #include <stdbool.h>

@@ -1,8 +1,8 @@
-/* Agent engines (docs/design.md §7.10): the `engine` of an `agent` task. `builtin` is the runner's
- * own loop (model/agent.c); `codex` and `claude-code` run a coding-agent CLI as a confined chat
- * task (per-task model token, the loopback proxy) and map its JSONL onto the built-in loop's
- * events (model/engine_events.h). Every engine has the same limits (max_steps, max_tokens,
- * timeout_ms, DELETE) and a conversation that a later task may continue. */
+/* Agent engines (docs/design/model.md#agent-engines-finding-an-engine): the `engine` of an `agent`
+ * task. `builtin` is the runner's own loop (model/agent.c); `codex` and `claude-code` run a
+ * coding-agent CLI as a confined chat task (per-task model token, the loopback proxy) and map its
+ * JSONL onto the built-in loop's events (model/engine_events.h). Every engine has the same limits
+ * (max_steps, max_tokens, timeout_ms, DELETE) and a conversation that a later task may continue. */
 #pragma once
 #include <jansson.h>
 

@@ -1,5 +1,5 @@
 /* Engine `claude-code`: Anthropic's Claude Code, `claude -p --output-format
- * stream-json` (docs/design.md §7.10).
+ * stream-json` (docs/design/model.md#agent-engines-finding-an-engine).
  *
  * Its JSONL: system {subtype: init, session_id, model, tools}; stream_event
  * {event: a Messages API stream event} (with --include-partial-messages:

@@ -1,4 +1,5 @@
-/* Engine `codex`: OpenAI's Codex CLI, `codex exec --json` (docs/design.md §7.10).
+/* Engine `codex`: OpenAI's Codex CLI, `codex exec --json`
+ * (docs/design/model.md#agent-engines-finding-an-engine).
  *
  * Its JSONL (thread events): thread.started {thread_id}; turn.started;
  * item.started / item.updated / item.completed {item: {id, type, ...}} with

@@ -1,6 +1,6 @@
-/* Agent engines' pure parts (docs/design.md §7.10): for each coding-agent CLI,
- * the command line that runs it and a parser of its JSONL output that maps
- * every line onto the built-in loop's event vocabulary (§3.3): message.delta,
+/* Agent engines' pure parts (docs/design/model.md#agent-engines-finding-an-engine): for each
+ * coding-agent CLI, the command line that runs it and a parser of its JSONL output that maps every
+ * line onto the built-in loop's event vocabulary (design/wire.md#native-task-api): message.delta,
  * message, tool.call, tool.result, plus what ends the run. A line that does
  * not map is passed on as engine.event {raw}. No loop, no runner state: one
  * line in, zero or more events out through the emit callback; unit-tested and

@@ -1,8 +1,7 @@
-/* The one road to a model (docs/design.md §7.1): HTTP calls to FORCEAI_GATEWAY_URL
- * with libcurl's multi interface driven by the runner's event loop, so a
- * model call never blocks task streaming or other requests. Protocols
- * http/https only, no redirects, proxy environment ignored, the key
- * injected here (or no Authorization at all in vault mode). */
+/* The one road to a model (docs/design/model.md#the-gateway-client): HTTP calls to
+ * FORCEAI_GATEWAY_URL with libcurl's multi interface driven by the runner's event loop, so a model
+ * call never blocks task streaming or other requests. Protocols http/https only, no redirects,
+ * proxy environment ignored, the key injected here (or no Authorization at all in vault mode). */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>

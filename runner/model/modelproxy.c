@@ -99,7 +99,7 @@ static int up_data(struct gw_call *c, void *arg, const char *p, size_t n)
 }
 
 /* Every admitted call is settled once, however it ended (docs/design.md
- * §7.7): its hold released, and charged
+ * design/model.md#usage-and-budgets): its hold released, and charged
  * - a whole 200 answer: the usage it reported, or, none reported, an
  *   estimate (the request's bytes as input, the answer's as output);
  * - a 200 answer cut short (the client hung up, the gateway broke off):
@@ -450,7 +450,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	/* The client left before the answer ended: charged all the same. */
 	settle(q, true);
 	/* Tasks call it as often as they like: their calls are their uid's to
-	 * bound in the trail, never the client's share (docs/design.md §13.4). */
+	 * bound in the trail, never the client's share
+	 * (docs/design/audit.md#bounds-tasks-cannot-read-write-suppress-flood-or-crowd-it). */
 	char source[32] = "unknown";
 	if (q->uid != (uid_t)-1)
 		snprintf(source, sizeof(source), "uid:%u", (unsigned)q->uid);
@@ -542,7 +543,8 @@ json_t *modelproxy_report(struct runner *r)
 			    json_pack("[s,s,s]", wire_openai.name, wire_anthropic.name,
 				      wire_gemini.name));
 	/* What a metered call holds of max_tokens while in flight, and how
-	 * an answer that did not report its usage is charged (§7.7). */
+	 * an answer that did not report its usage is charged (design/model.md#usage-and-budgets).
+	 */
 	json_object_set_new(o, "budget_hold",
 			    json_pack("{s:s,s:i,s:i}", "per_call", "input estimate + output hold",
 				      "output_hold_tokens", BUDGET_OUT_HOLD, "bytes_per_token",

@@ -1,4 +1,4 @@
-/* The loopback model proxy for `chat` tasks (docs/design.md §7.3): a second
+/* The loopback model proxy for `chat` tasks (docs/design/model.md#loopback-model-proxy): a second
  * libmicrohttpd daemon on 127.0.0.1, driven by the same loop. A chat task
  * gets OPENAI_BASE_URL=http://127.0.0.1:PORT/v1 and OPENAI_API_KEY=<a fresh
  * per-task token>; the proxy accepts only live tokens, forwards only the

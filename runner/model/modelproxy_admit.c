@@ -15,7 +15,7 @@
 #include "model/modelproxy_internal.h"
 #include "relay/portproxy.h"
 
-/* The audit event of one call through the proxy (docs/design.md §13). */
+/* The audit event of one call through the proxy (docs/design/audit.md). */
 json_t *mp_audit_call(const struct mp_req *q, bool completed)
 {
 	const struct task_token *k = q->tok;

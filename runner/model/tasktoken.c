@@ -110,8 +110,8 @@ struct task *tasktoken_start_task(struct task_tokens *l, unsigned port,
 	snprintf(root, sizeof(root), "http://127.0.0.1:%u", port);
 	snprintf(base, sizeof(base), "%s/v1", root);
 	/* The request's variables, then ours (they win). Each family's
-	 * clients read their own (docs/design.md §7.6); the token is the
-	 * same everywhere. */
+	 * clients read their own (docs/design/model.md#what-the-chat-tasks-environment-holds); the
+	 * token is the same everywhere. */
 	cleanup_json json_t *env =
 		spec->env && json_is_object(spec->env) ? json_deep_copy(spec->env) : json_object();
 	json_object_set_new(env, "OPENAI_BASE_URL", json_string(base));

@@ -1,8 +1,8 @@
-/* The chat capability's per-task tokens (docs/design.md §7.3, §7.4): a chat
- * or agent task is started with a fresh token in its environment (each
- * model family's variables), which the model proxy (model/modelproxy.c)
- * accepts while the task lives; the token carries the task's budget and
- * usage, which go into its exit event, and dies with the task. */
+/* The chat capability's per-task tokens (docs/design/model.md#loopback-model-proxy,
+ * design/model.md#wire-formats-one-module-per-format): a chat or agent task is started with a fresh
+ * token in its environment (each model family's variables), which the model proxy
+ * (model/modelproxy.c) accepts while the task lives; the token carries the task's budget and usage,
+ * which go into its exit event, and dies with the task. */
 #pragma once
 #include <jansson.h>
 #include <stdbool.h>
@@ -13,9 +13,10 @@
 struct runner;
 struct error;
 
-/* An agent engine's view of its CLI's model calls (model/engine.c, docs/design.md §7.12): the
- * task's budget after a call ended with usage, and when a call was refused because it is spent
- * (the proxy answered 429 budget_exceeded; nothing reached the gateway). */
+/* An agent engine's view of its CLI's model calls (model/engine.c,
+ * docs/design/model.md#one-event-vocabulary-from-a-pure-parser-per-cli): the task's budget after a
+ * call ended with usage, and when a call was refused because it is spent (the proxy answered 429
+ * budget_exceeded; nothing reached the gateway). */
 struct modelproxy_watch {
 	void (*usage)(void *arg, const struct budget *b);
 	void (*refused)(void *arg, const struct budget *b);

@@ -1,9 +1,9 @@
 /* Token usage of model calls, and the framing every usage scanner shares
- * (docs/design.md §7.4): a response body is either an SSE stream (events of
- * data: lines, ended by a blank line) or one JSON document (an object, or
- * an array of objects as Gemini streams without alt=sse). The framer is
- * pure and incremental: the same bytes fed in any pieces give the same
- * calls, so a wire format's scanner is only "what one object says". */
+ * (docs/design/model.md#wire-formats-one-module-per-format): a response body is either an SSE
+ * stream (events of data: lines, ended by a blank line) or one JSON document (an object, or an
+ * array of objects as Gemini streams without alt=sse). The framer is pure and incremental: the same
+ * bytes fed in any pieces give the same calls, so a wire format's scanner is only "what one object
+ * says". */
 #pragma once
 #include <jansson.h>
 #include <stdbool.h>

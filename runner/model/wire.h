@@ -1,7 +1,7 @@
-/* Model wire formats (docs/design.md §7.4): what the loopback model proxy
- * needs to know of one API family, so that model/modelproxy.c stays the
- * transport and a fourth format is one new file (wire_<name>.c plus a line
- * in wire.c's table). Everything here is pure: no I/O, no runner state. */
+/* Model wire formats (docs/design/model.md#wire-formats-one-module-per-format): what the loopback
+ * model proxy needs to know of one API family, so that model/modelproxy.c stays the transport and a
+ * fourth format is one new file (wire_<name>.c plus a line in wire.c's table). Everything here is
+ * pure: no I/O, no runner state. */
 #pragma once
 #include <jansson.h>
 #include <stdbool.h>

@@ -537,7 +537,8 @@ static int ensure_cwd(struct runner *r, const char *in, char *out, size_t outsz,
 	files_made_free(&made);
 	files_leave();
 	if (rc < 0) {
-		/* The code POST /directories gives the same mkdir -p (§21). */
+		/* The code POST /directories gives the same mkdir -p
+		 * (design/architecture.md#options-one-set-of-rules). */
 		int e = -rc;
 		const char *code = e == EACCES || e == EPERM || e == EROFS || e == FILES_EOUTSIDE
 					   ? "PERMISSION_DENIED"

@@ -1,7 +1,7 @@
-/* The rules of a forwarded HTTP/1 head (docs/design.md §9, §7.4): which
- * fields are hop-by-hop (RFC 9110 §7.6.1), which ones the Connection field
- * names, and the request head the port proxy sends upstream. One home for
- * the port proxy (relay/portproxy.c) and the model proxy (model/wire.c,
+/* The rules of a forwarded HTTP/1 head (docs/design/interactive.md,
+ * design/model.md#wire-formats-one-module-per-format): which fields are hop-by-hop (RFC 9110
+ * §7.6.1), which ones the Connection field names, and the request head the port proxy sends
+ * upstream. One home for the port proxy (relay/portproxy.c) and the model proxy (model/wire.c,
  * model/modelproxy.c), so that a field dropped by one is dropped by both
  * and the Connection list is split one way (h1_list_has_token). Pure: no
  * I/O, no runner state. */

@@ -1,5 +1,5 @@
 /* Connections to upstream ports inside the box, and the pool of idle ones
- * kept for the next request to the same port (docs/design.md §9). A
+ * kept for the next request to the same port (docs/design/interactive.md). A
  * connection is registered with the loop once, for its whole life: a
  * request that takes it from the pool, or gives it back, changes only the
  * watch's callback (no epoll_ctl per request). */

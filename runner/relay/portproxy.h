@@ -1,5 +1,5 @@
 /* HTTP/1 requests forwarded to 127.0.0.1:{port} inside the box, as
- * OpenSandbox's execd does (docs/design.md §9), on the runner's one loop:
+ * OpenSandbox's execd does (docs/design/interactive.md), on the runner's one loop:
  * non-blocking upstream sockets (relay/pool.c keeps idle ones), streamed
  * bodies both ways with backpressure, the heads by relay/hop.c's rules,
  * upgrades spliced as raw bytes (relay/splice.c). The route (api/proxy.c)

@@ -1,5 +1,5 @@
 /* Two connected sockets relayed as raw bytes both ways (an upgraded
- * connection of the port proxy, docs/design.md §9): through a pipe per
+ * connection of the port proxy, docs/design/interactive.md): through a pipe per
  * direction the kernel moves the bytes through (splice), or a plain
  * buffer when no pipe can be had. Nothing is read from one side while
  * anything read before is still on its way to the other, so a reader that

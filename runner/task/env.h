@@ -17,7 +17,7 @@ int env_validate(json_t *req_env, struct error *err);
 /* The request's env over the EXECD_ENVS file's, as one object for
  * env_build; a new reference, or NULL when neither has anything. For
  * execd's commands only (POST /command), as execd does: never the
- * runner's own tasks (docs/design.md §3.5). The file is parsed again
+ * runner's own tasks (docs/design/wire.md#opensandbox-execd-12). The file is parsed again
  * only when it changed (inode, size, mtime, ctime of the open
  * descriptor); one that cannot be read or parsed is logged and skipped,
  * never fatal; what it may set is bounded (task/envfile.h). */

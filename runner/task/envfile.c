@@ -35,7 +35,7 @@ static size_t next_line(const char *s, size_t len, size_t i)
  * files and options, interpreters' module paths and options, and tools
  * that load plugins or run commands from their configuration. PATH and
  * HOME stay: execd's own images set PATH through this file, and a task
- * can write its home's files directly anyway (docs/design.md §3.5). */
+ * can write its home's files directly anyway (docs/design/wire.md#opensandbox-execd-12). */
 static const char *const refused_exact[] = {
 	/* libc */
 	"GCONV_PATH", "GLIBC_TUNABLES", "LOCPATH", "NLSPATH", "HOSTALIASES",

@@ -4,7 +4,7 @@
  * values, # comments and blank lines, as a POSIX shell reads assignments
  * (no expansion). A pure parser: a line it cannot read is counted and
  * skipped, never fatal. Any task can write that file, so what it may set
- * is bounded (docs/design.md §3.5): names that change how a program loads
+ * is bounded (docs/design/wire.md#opensandbox-execd-12): names that change how a program loads
  * are refused, at most ENVFILE_MAX_VARS names are taken, and no variable
  * is longer than the kernel takes in an environment. */
 #pragma once

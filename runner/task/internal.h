@@ -36,7 +36,8 @@ void task_close_pipe(struct task *t, int which);
  * has exited: its output is complete and goes before its exit event). */
 void task_output_drain(struct task *t);
 /* From now on the pipes are read and their bytes dropped (t->linger_dropped): the output of
- * left-behind processes after the exit event (docs/design.md §4.11). */
+ * left-behind processes after the exit event
+ * (docs/design/tasks.md#left-behind-processes-kept-supervised). */
 void task_output_discard(struct task *t);
 
 /* task.c: the lifecycle. */

@@ -83,7 +83,7 @@ static int clean_kind(enum kind k, const uid_t *uids, unsigned n, bool all, unsi
 		int r = rmid(k, id);
 		/* Root may not remove another uid's object without CAP_SYS_ADMIN,
 		 * but its owner may: be the owner for the call (CAP_SETUID is
-		 * enough, and root keeps it; docs/design.md §6.1). */
+		 * enough, and root keeps it; docs/design/privilege.md#what-a-root-runner-needs). */
 		if (r < 0 && errno == EPERM && geteuid() == 0 && v[col_uid[k]] > 0) {
 			if (setresuid((uid_t)-1, (uid_t)v[col_uid[k]], (uid_t)-1) < 0) {
 				rc = error_set(e, errno, NULL,

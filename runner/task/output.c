@@ -76,7 +76,7 @@ static void set_paused(struct task *t, bool paused)
 	apply_watches(t);
 }
 
-/* Output coalescing (docs/design.md §15.1). A bulk writer - a read of at
+/* Output coalescing (docs/design/performance.md#decisions). A bulk writer - a read of at
  * least TASK_BULK_MIN bytes drained its pipe less than TASK_BULK_US after
  * the previous read - has its pipes left alone for TASK_REST_US: the next
  * read then takes a whole record instead of the few KiB one write left,
@@ -162,11 +162,10 @@ static void update_backpressure(struct task *t)
 		set_paused(t, false);
 }
 
-/* A map slot taken (the log wrapped: §4.3) or given back, once per change:
- * an operator sees which task holds a mapping and why it let go, and seq
- * (the records so far) places the change in the task's output. The task
- * decides how often that happens (bursts and pauses of its own), so only
- * its first TASK_MAP_LOGS changes are logged, then one line says so. */
+/* A map slot taken (the log wrapped: design/tasks.md#output-and-the-spool) or given back, once per
+ * change: an operator sees which task holds a mapping and why it let go, and seq (the records so
+ * far) places the change in the task's output. The task decides how often that happens (bursts and
+ * pauses of its own), so only its first TASK_MAP_LOGS changes are logged, then one line says so. */
 #define TASK_MAP_LOGS 32
 void task_log_mapping(struct task *t, const char *why_unmapped)
 {
@@ -224,9 +223,9 @@ void task_close_pipe(struct task *t, int which)
  * writer's are first spliced into the drain pipe, which moves page
  * references under the task pipe's lock instead of copying 62 KiB under
  * it: the task, writing into the same pipe at the same time, no longer
- * waits on that lock (§9.11, seventh round). The drain pipe is emptied
- * before this returns; where it cannot be, it is replaced, so no byte of
- * one task can ever reach another's output. */
+ * waits on that lock (design/relay.md#the-port-proxys-speed-its-design-choices, seventh round). The
+ * drain pipe is emptied before this returns; where it cannot be, it is replaced, so no byte of one
+ * task can ever reach another's output. */
 static ssize_t read_output(struct task *t, int which, int fd, unsigned char *buf, size_t len)
 {
 	int *drain = t->r->tasks->drain;

@@ -1,8 +1,7 @@
-/* The ports scanner behind GET /v1/ports (docs/design.md §9.12; the route:
- * api/ports.c): the TCP ports listening in the box,
- * from /proc/net/tcp and /proc/net/tcp6 (state 0A), each with the process
- * holding the socket (socket inode -> /proc/PID/fd) and the task whose tree
- * that process is in (parent links up to the task's shim). */
+/* The ports scanner behind GET /v1/ports (docs/design/interactive.md#the-listening-ports; the
+ * route: api/ports.c): the TCP ports listening in the box, from /proc/net/tcp and /proc/net/tcp6
+ * (state 0A), each with the process holding the socket (socket inode -> /proc/PID/fd) and the task
+ * whose tree that process is in (parent links up to the task's shim). */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>

@@ -67,7 +67,7 @@ static int open_pty(unsigned short cols, unsigned short rows, int *master, int *
 	 * of the same uid, nor another session's shell, can open /dev/pts/N
 	 * by name to read what the client types or write to its screen
 	 * (issue 19). In non-root mode the runner's uid is the tasks': there
-	 * the mode keeps out only other uids (docs/design.md §16). */
+	 * the mode keeps out only other uids (docs/design/build.md). */
 	if (fchmod(s, 0600) < 0) {
 		int e = errno;
 		close(s);

@@ -261,7 +261,8 @@ int request_read_spec(json_t *body, const char *cmd_key, struct task_spec *spec,
 	else if (net)
 		return error_set(err, 0, "INVALID_REQUEST_BODY",
 				 "field 'network' must be \"none\" or \"full\"");
-	/* The same field on every route that starts a command (docs/design.md §4.11). */
+	/* The same field on every route that starts a command
+	 * (docs/design/tasks.md#left-behind-processes-kept-supervised). */
 	bool has_kill;
 	if (body_bool(body, "kill_tree_on_exit", &has_kill, &spec->kill_tree_on_exit, err) < 0)
 		return -1;

@@ -1,6 +1,7 @@
 /* A task request (and the other JSON bodies of the routes): the body schema
  * of every route that takes a JSON object, one table per route, one line per field (docs/design.md
- * §21). The handlers check the body against it before reading any field:
+ * design/architecture.md#options-one-set-of-rules). The handlers check the body against it before
+ * reading any field:
  *
  * - on the native API (strict), a field not in the table is 400
  *   UNKNOWN_FIELD naming it, and a field of execd's vocabulary names the

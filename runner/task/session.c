@@ -96,7 +96,7 @@ void session_delete(struct runner *r, struct session *s)
 	if (running)
 		task_kill(running, TS_CANCELLED);
 	/* What its runs left behind was started in it, as a shell's background jobs are: it
-	 * goes with the session (docs/design.md §4.11). */
+	 * goes with the session (docs/design/tasks.md#left-behind-processes-kept-supervised). */
 	for (struct task *t = r->tasks->head; t; t = t->next) {
 		if (t->owner != s)
 			continue;

@@ -29,8 +29,9 @@ struct shim_policy_image {
 	uint32_t n_rlimits;
 	struct shim_policy_rlimit rlimits[8];
 	uint32_t seccomp_flags, seccomp_len;
-	/* Refusals explained (docs/design.md §5.4.1): the notifying program's length (0: none),
-	 * its instructions after the plain program's; the runner's report socket (-1: none). */
+	/* Refusals explained (docs/design/confinement.md#every-refusal-recorded): the notifying
+	 * program's length (0: none), its instructions after the plain program's; the runner's
+	 * report socket (-1: none). */
 	uint32_t notify_len;
 	int32_t report_fd;
 	struct sock_filter netdeny[NETDENY_LEN];

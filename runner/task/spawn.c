@@ -73,8 +73,9 @@ static void reap_all(pid_t task_pid, bool *task_done, int *task_status)
 			return;
 		if (WIFSTOPPED(st)) {
 			/* Only a ptrace stop reaches us (no WUNTRACED): a child
-			 * made the shim its tracer with PTRACE_TRACEME (design
-			 * §5.9). Let it go, with the signal it stopped for. */
+			 * made the shim its tracer with PTRACE_TRACEME
+			 * (design/confinement.md#debugging-inside-the-tasks-own-tree-ptrace). Let
+			 * it go, with the signal it stopped for. */
 			int sig = WSTOPSIG(st);
 			ptrace(PTRACE_DETACH, p, NULL, (void *)(long)(sig == SIGTRAP ? 0 : sig));
 			continue;
@@ -142,9 +143,9 @@ static void drop_stdio(int n)
  * meanwhile): no copy of the address space, no copy-on-write faults after. Its stack is
  * tc's array; confine_exec uses only system calls and its own frame, and no signal handler
  * can run in it (there are none: dispositions are default or ignored).
- * Refusals explained (docs/design.md §5.4.1): the child installs the notifying filter and
- * leaves its listener in our shared fd table (CLONE_FILES until its execve, which unshares
- * the table and closes the close-on-exec listener on the task's side only). */
+ * Refusals explained (docs/design/confinement.md#every-refusal-recorded): the child installs the
+ * notifying filter and leaves its listener in our shared fd table (CLONE_FILES until its execve,
+ * which unshares the table and closes the close-on-exec listener on the task's side only). */
 static pid_t start_task(struct confine_plan *plan, struct task_child *tc, int *listener)
 {
 	const struct seccomp_policy *sp = &plan->policy->seccomp;
@@ -218,7 +219,8 @@ _Noreturn void spawn_shim_run(struct confine_plan *plan, int n, int linger_fd, c
 		}
 		/* Left-behind processes (a server started with `&`) keep running
 		 * under this subreaper unless the request asked for the whole
-		 * tree to end with the main process (docs/design.md §4.11). */
+		 * tree to end with the main process
+		 * (docs/design/tasks.md#left-behind-processes-kept-supervised). */
 		if (done && !terminating && !lingering && linger_fd >= 0 && has_children()) {
 			/* The report first: the runner reads it with the status. */
 			seccomp_denied_send(&den);

@@ -12,9 +12,9 @@
  * the pipe (struct spawn_status) and closes it. With part of the tree left
  * (.ended 0) it goes on supervising the left-behind processes (signals as
  * above) until none is left, then exits like the task (docs/design.md
- * §4.11); with nothing left (.ended 1) it only exits: the runner ends the
- * task without waiting for that exit (a wake-up less on every round trip).
- * EOF without a status: the shim was stopped before its task ended. */
+ * design/tasks.md#left-behind-processes-kept-supervised); with nothing left (.ended 1) it only
+ * exits: the runner ends the task without waiting for that exit (a wake-up less on every round
+ * trip). EOF without a status: the shim was stopped before its task ended. */
 #pragma once
 #include <signal.h>
 #include <stdbool.h>

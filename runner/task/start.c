@@ -241,7 +241,7 @@ static struct task *start_failed(struct error *err, int errnum)
 /* The task's environment. The EXECD_ENVS file goes where execd applies
  * it, its commands, and nowhere else: any task can write it, and the
  * runner's own tasks (MCP servers, engines, chat, tool commands) run for
- * other clients (docs/design.md §3.5). execd's sessions and terminals see
+ * other clients (docs/design/wire.md#opensandbox-execd-12). execd's sessions and terminals see
  * only the variable naming it. The sandbox-level variables of a runtime
  * init (replace semantics, set by the control plane) go under the file's
  * and the request's. */

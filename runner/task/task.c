@@ -48,7 +48,7 @@ const char *task_status_str(const struct task *t)
 	return t->status == TS_LIMIT && t->end_reason ? t->end_reason : task_status_name(t->status);
 }
 
-/* The audit trail's door of a task (docs/design.md §13): the API that
+/* The audit trail's door of a task (docs/design/audit.md): the API that
  * started it; a tool task's is the MCP client's when one asked, else the
  * agent's. */
 static const char *task_door(const struct task *t)

@@ -70,7 +70,8 @@ struct task_capability {
 	 * GET /v1/tasks shows it as "goal", a checkpoint's diff counts them as its own. */
 	bool goal;
 	bool no_input; /* takes no stdin and no terminal */
-	/* What its main process leaves behind keeps running, supervised (design §4.11). */
+	/* What its main process leaves behind keeps running, supervised
+	 * (design/tasks.md#left-behind-processes-kept-supervised). */
 	bool may_linger;
 	enum { TASK_CHANGES_NO, TASK_CHANGES_OFF, TASK_CHANGES_ON } changes; /* field "changes" */
 	/* What start would refuse, found without starting anything (NULL: nothing to check):
@@ -121,7 +122,8 @@ struct task_spec {
 	void *exit_hold_arg;
 	/* Request field "kill_tree_on_exit": what the main process leaves behind is killed when
 	 * it exits, as before issue 46. Otherwise an exec command's left-behind processes keep
-	 * running, supervised (docs/design.md §4.11; task_may_linger says which tasks). */
+	 * running, supervised (docs/design/tasks.md#left-behind-processes-kept-supervised;
+	 * task_may_linger says which tasks). */
 	bool kill_tree_on_exit;
 	/* TASK_API_TOOL: a run_command (MCP, the built-in agent) rather than an MCP server or a
 	 * CLI engine: its left-behind processes are kept like an exec command's. */
@@ -163,10 +165,11 @@ struct task {
 
 	pid_t shim_pid;
 	bool proc_running; /* the shim is alive (while lingering too) */
-	/* Left-behind processes (docs/design.md §4.11): the read end of the shim's status pipe
-	 * while the main process runs (-1: none), and whether the main process has exited with
-	 * part of its tree still running under the shim (the record is finished, its exit event
-	 * written; the shim lives on until the last of them ends or is stopped). */
+	/* Left-behind processes (docs/design/tasks.md#left-behind-processes-kept-supervised): the
+	 * read end of the shim's status pipe while the main process runs (-1: none), and whether
+	 * the main process has exited with part of its tree still running under the shim (the
+	 * record is finished, its exit event written; the shim lives on until the last of them ends
+	 * or is stopped). */
 	int linger_fd;
 	struct loop_watch linger_w;
 	/* An execd session's run: its session (task/session.c), whose deletion ends what the run
@@ -179,12 +182,12 @@ struct task {
 	struct loop_watch out_w, err_w;
 	unsigned char carry[2][4];
 	size_t carry_len[2];
-	bool paused;            /* backpressure: a live reader lags (§4.4) */
-	uint64_t paused_mono;   /* since when (monotonic ms), while paused */
-	bool resting;           /* coalescing: a bulk writer's pipes wait (§15.1) */
+	bool paused;          /* backpressure: a live reader lags (design/tasks.md#backpressure) */
+	uint64_t paused_mono; /* since when (monotonic ms), while paused */
+	bool resting; /* coalescing: a bulk writer's pipes wait (design/performance.md#decisions) */
 	struct task *rest_next; /* in task_table.resting */
-	/* The last pipe read (monotonic µs): tells a bulk writer (§15.1), and a
-	 * paused or busy pipe is never cut off (tasks_tick). */
+	/* The last pipe read (monotonic µs): tells a bulk writer (design/performance.md#decisions),
+	 * and a paused or busy pipe is never cut off (tasks_tick). */
 	uint64_t last_read_us;
 	/* Reads under TASK_BULK_MIN in a row: a mapped writer gives its map
 	 * slot back after TASK_SHORT_READS of them (task.c). */
@@ -225,19 +228,20 @@ struct task {
 	void (*on_finish)(struct task *t, json_t *exit_ev);
 	void *finish_arg;
 	/* An owner that adds to the terminal event after the task ended, from the loop, later
-	 * (docs/design.md §10.2: what it changed): called with gone=false when the event is
-	 * due, which is then kept in held_ev (readers wait for it) until task_exit_release;
-	 * with gone=true when the record is freed first (the owner forgets it). The engine
-	 * knows nothing of what the owner adds. */
+	 * (docs/design/checkpoints.md#checkpoints-undo-for-agents: what it changed): called with
+	 * gone=false when the event is due, which is then kept in held_ev (readers wait for it)
+	 * until task_exit_release; with gone=true when the record is freed first (the owner forgets
+	 * it). The engine knows nothing of what the owner adds. */
 	void (*exit_hold)(struct task *t, void *arg, bool gone);
 	void *exit_hold_arg;
 	json_t *held_ev;
 	const char *held_name; /* "exit" or "error" */
 
 	/* A client-chosen id of the request that started it (native Idempotency-Key, execd
-	 * operation_id; docs/design.md §3.2, §3.3) and the hash of that request, so a retry
-	 * attaches to this record instead of starting another. Kept as long as the record;
-	 * a reset forgets it. NULL: none. */
+	 * operation_id; docs/design/wire.md#opensandbox-execd-compatible-api,
+	 * design/wire.md#native-task-api) and the hash of that request, so a retry attaches to this
+	 * record instead of starting another. Kept as long as the record; a reset forgets it. NULL:
+	 * none. */
 	char *op_key;
 	unsigned char op_hash[32];
 	/* Until then (monotonic ms) the record is kept whatever --retain-count says, so a retry
@@ -247,8 +251,8 @@ struct task {
 	struct task *next, *prev; /* in the table */
 	bool linked;
 	/* What the seccomp policy refused it, {"syscall": count} from its shim's report
-	 * (docs/design.md §5.4.1); NULL when nothing was refused. In its exit event, the audit
-	 * trail's "task ended" and the APIs' views of it. */
+	 * (docs/design/confinement.md#every-refusal-recorded); NULL when nothing was refused. In
+	 * its exit event, the audit trail's "task ended" and the APIs' views of it. */
 	json_t *denied;
 	const char *audit_door; /* its door in the audit trail (static string) */
 	uint64_t audit_seq;     /* the seq of its "task started" event (0: none) */
@@ -267,7 +271,8 @@ struct task_hooks {
 struct task_table {
 	struct task *head;
 	/* Names this table's set of client-chosen keys (execd's operation instance, docs/design.md
-	 * §3.2): a new one at start and at every reset, which forgets the keys. */
+	 * design/wire.md#opensandbox-execd-compatible-api): a new one at start and at every reset,
+	 * which forgets the keys. */
 	char key_instance[33];
 	unsigned running;
 	unsigned finished;
@@ -344,7 +349,7 @@ void task_exit_release(struct task *t);
 void task_kill(struct task *t, enum task_status why);
 /* Whether processes the main process of this spec leaves behind may keep running: exec
  * commands of execd, the native API and execd sessions, without a terminal, unless the request
- * says kill_tree_on_exit (docs/design.md §4.11). */
+ * says kill_tree_on_exit (docs/design/tasks.md#left-behind-processes-kept-supervised). */
 bool task_may_linger(const struct task_spec *spec);
 /* t is a finished command whose left-behind processes run under its shim. */
 static inline bool task_left_running(const struct task *t)
@@ -384,7 +389,7 @@ int task_reader_rest(struct task_reader *rd, const struct task_rec_ref *ref, voi
 		     const char **data);
 /* All records read and the task is finished. */
 bool task_reader_at_end(struct task_reader *rd);
-/* More output is due within the task's rest (§15.1): the reader is woken
+/* More output is due within the task's rest (design/performance.md#decisions): the reader is woken
  * when it comes or when the rest ends, whichever is first. */
 static inline bool task_reader_more_due(const struct task_reader *rd)
 {

@@ -1,6 +1,7 @@
 /* checkpoint_create, checkpoint_diff, checkpoint_restore: workspace checkpoints
- * (checkpoint/checkpoint.c, docs/design.md §10.2) as tools, so an agent can undo what it did. The
- * operation runs in the checkpoints' worker; the call ends when it answers. */
+ * (checkpoint/checkpoint.c, docs/design/checkpoints.md#checkpoints-undo-for-agents) as tools, so an
+ * agent can undo what it did. The operation runs in the checkpoints' worker; the call ends when it
+ * answers. */
 #include <string.h>
 
 #include "core/error.h"

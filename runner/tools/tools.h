@@ -1,4 +1,4 @@
-/* The tool layer (docs/design.md §8): what an agent may do to the box, written once and
+/* The tool layer (docs/design/mcp-tools.md): what an agent may do to the box, written once and
  * used by every door an agent comes through (/mcp, mcp/session.c; the built-in agent loop,
  * model/agent.c). Each tool has a name, a description and a JSON Schema of its arguments
  * (registry.c); commands run as confined tasks (command.c), file tools act as the task user
@@ -53,8 +53,9 @@ struct tool_call_ops {
 	void (*done)(void *arg, struct tool_result *res);
 	/* Optional: whether the caller takes more output now. When it says no, run_command's
 	 * output waits in the command's spool, whose reader then lags, so the spool's
-	 * backpressure pauses the command past --stream-window (§4.4) instead of the caller
-	 * queueing it; the caller calls tool_call_resume once it has room again. */
+	 * backpressure pauses the command past --stream-window (design/tasks.md#backpressure)
+	 * instead of the caller queueing it; the caller calls tool_call_resume once it has room
+	 * again. */
 	bool (*room)(void *arg);
 };
 

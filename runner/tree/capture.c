@@ -261,7 +261,7 @@ static bool task_may(const struct files_ident *t, int dfd, const char *name, int
 
 /* What the task user could do with the entry idx (dfd/name): the store's copy is taken as the
  * runner, and a diff or restore for the task shows or writes only what this says it could
- * read (docs/design.md §10.2, "For whom"). */
+ * read (docs/design/checkpoints.md#checkpoints-undo-for-agents, "For whom"). */
 static void task_access(struct take *c, int dfd, const char *name, uint32_t idx)
 {
 	struct tree_ent *e = &c->m->ent[idx];

@@ -1,8 +1,9 @@
-/* The file-tree engine, one for checkpoints (checkpoint/, docs/design.md §10.2) and the reset
- * (profile/reset.c): capture (capture.c: the walk into a manifest), the content store
- * (store.c), compare (compare.c: two manifests, a manifest's file, the tree as it is now) and
- * restore (restore.c), run in worker processes. The entry types, the string pool and the
- * remover: node.h; the filesystem steps: fsops.h, xattr.h.
+/* The file-tree engine, one for checkpoints (checkpoint/,
+ * docs/design/checkpoints.md#checkpoints-undo-for-agents) and the reset (profile/reset.c): capture
+ * (capture.c: the walk into a manifest), the content store (store.c), compare (compare.c: two
+ * manifests, a manifest's file, the tree as it is now) and restore (restore.c), run in worker
+ * processes. The entry types, the string pool and the remover: node.h; the filesystem steps:
+ * fsops.h, xattr.h.
  *
  * A checkpoint is a manifest (every entry under its paths, in tree order:
  * type, mode, owner, times, size, symlink target, extended attributes and

@@ -1264,7 +1264,7 @@ def connect_env(obj):
 
 
 def bench_envd(cfg, res, binary):
-    """17: E2B's envd face (--envd-listen, docs/design.md §18) against the runner's own APIs,
+    """17: E2B's envd face (--envd-listen, docs/design/envd.md) against the runner's own APIs,
     same runner, same run: the round trip of `true` through process.Process/Start vs POST
     /command (one Python client, keep-alive, interleaved in blocks of 10), and a stream of
     tput_mib MiB through Start (base64 in Connect envelopes, curl) vs the relay floor."""
@@ -1349,7 +1349,7 @@ def main():
     ap.add_argument("--files-mib", type=int, help="file size of the files benchmark (9)")
     ap.add_argument("--files-rounds", type=int, help="rounds of the files benchmark (9)")
     cfg = ap.parse_args()
-    # The runner refuses relative paths (design §21): BENCH_POLICY may be one.
+    # The runner refuses relative paths (design/architecture.md#options-one-set-of-rules): BENCH_POLICY may be one.
     cfg.policy = os.path.abspath(cfg.policy)
     q = cfg.quick
     defaults = dict(ready_runs=(5, 20), rtt_n=(50, 1000), sandbox_n=(10, 200), rounds=(2, 10),

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Bench 14: code contexts (docs/design.md §13.1) against a Jupyter kernel
+"""Bench 14: code contexts (docs/design/audit.md#the-doors-and-their-one-call-each) against a Jupyter kernel
 driven by Debian's jupyter_client (python3-jupyter-client, python3-ipykernel):
 the round trip of `1+1` in a warm Python context, the time from creating a
 context to its first result, the memory of an idle context (the

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The cost of recording refusals (docs/design.md §5.4.1): two builds measured in the same run,
+"""The cost of recording refusals (docs/design/confinement.md#every-refusal-recorded): two builds measured in the same run,
 interleaved round by round, each through `POST /command` with rtt.c (keep-alive):
 
   true      the round trip of `true` (refused nothing), p50 of --n

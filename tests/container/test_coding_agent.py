@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The coding-agent image (docs/design.md §7.16): built offline by
+"""The coding-agent image (docs/design/model.md#images): built offline by
 image/coding-agent.sh (Debian 12 + Node.js by debootstrap, the Codex CLI from
 npm with the pinned lockfile), run as a real container; an agent task with
 "engine": "codex" inside it calls a tool and answers, through the runner's

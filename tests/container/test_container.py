@@ -1403,7 +1403,7 @@ NONROOT = ["--user", "1000:1000", "--cap-drop", "ALL", "--security-opt", "no-new
 
 def check_nonroot_report(rep, label, state_dir="/tmp/forceai-runner-1000", in_memory=True):
     """in_memory: the state dir (the /tmp fallback, inside the /tmp root) is not
-    used in non-root mode: spools live in memory (design §14.11)."""
+    used in non-root mode: spools live in memory (design/security.md#the-state-dir-is-out-of-the-tasks-reach-in-every-mode)."""
     ident = (rep or {}).get("identity") or {}
     ll = (rep or {}).get("landlock") or {}
     sd = (rep or {}).get("state_dir") or {}

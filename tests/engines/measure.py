@@ -7,7 +7,7 @@ from /proc. Prints the event sequence of each run.
     python3 tests/engines/measure.py [codex claude-code builtin]
 
 Not a test (nothing is asserted but that the runs succeed): the figures go
-into the design document (§7.16). The machine may be shared: figures of one
+into the design document (design/model.md#images). The machine may be shared: figures of one
 run are indicative; the CLI's against the runner's in the same run is the
 ratio that matters."""
 import json

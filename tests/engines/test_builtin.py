@@ -1,4 +1,4 @@
-"""The built-in engine (docs/design.md §7.9, §7.10): conversations kept across
+"""The built-in engine (docs/design/model.md#the-agent-loop, design/model.md#agent-engines-finding-an-engine): conversations kept across
 tasks, and the context bound (--agent-context-max) over a long run; against
 the strict Chat Completions test gateway of tests/gateway."""
 import json

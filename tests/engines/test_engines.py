@@ -1,4 +1,4 @@
-"""Agent engines (docs/design.md §7.10) with the real CLIs from npm (setup.sh:
+"""Agent engines (docs/design/model.md#agent-engines-finding-an-engine) with the real CLIs from npm (setup.sh:
 @openai/codex and @anthropic-ai/claude-code, pinned in package-lock.json)
 against scripted gateways (gateways.py), plus CLIs that misbehave on purpose
 and the built-in engine's conversations and context bound."""

@@ -1,5 +1,5 @@
 """Capability `agent` end to end against scripted model turns: the exact event
-sequence, each limit, each error status (docs/design.md §3.3, §7.9)."""
+sequence, each limit, each error status (docs/design/wire.md#native-task-api, design/model.md#the-agent-loop)."""
 import json
 import os
 import time

@@ -1,5 +1,5 @@
 """Capability `chat`: the loopback model proxy, per-task tokens, usage in the
-exit event, and key isolation (docs/design.md §3.3, §7.3)."""
+exit event, and key isolation (docs/design/wire.md#native-task-api, design/model.md#loopback-model-proxy)."""
 import base64
 import json
 import os

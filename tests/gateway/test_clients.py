@@ -1,5 +1,5 @@
 """Real model clients inside chat tasks, through the model proxy to the
-scripted gateway (docs/design.md §7.17): Claude Code (`claude -p
+scripted gateway (docs/design/model.md#tests-and-what-the-real-clients-did): Claude Code (`claude -p
 --output-format stream-json`, completing a Bash tool call), the Anthropic
 TypeScript SDK (streaming), Google's @google/genai SDK (streaming), the Gemini
 CLI and Codex

@@ -1,4 +1,4 @@
-"""The model proxy's wire formats (docs/design.md §7.4): Anthropic Messages and
+"""The model proxy's wire formats (docs/design/model.md#wire-formats-one-module-per-format): Anthropic Messages and
 Gemini next to OpenAI, usage of every format summed into the exit event,
 per-task budgets refused in the caller's format, and vault mode's exec
 default. Calls are made with curl from inside chat tasks, against the
@@ -179,7 +179,7 @@ class Anthropic(WireBase):
     def test_mid_stream_cut_and_error_event_still_charge(self):
         """A stream the gateway cuts after message_start: the client sees the
         cut, and the input tokens message_start reported are charged, with
-        the answer bytes after that report as output (design §7.7)."""
+        the answer bytes after that report as output (design/model.md#usage-and-budgets)."""
         self.gw.script(a_text("never finished", usage=(40, 9), cut_after=400, split=13),
                        a_text("overloaded", usage=(5, 3), error_event="overloaded_error"))
         ev = self.chat(curl_anthropic() + "; echo rc=$?; " + curl_anthropic())

@@ -1,4 +1,4 @@
-"""The audit trail (docs/design.md §13): one event for every action through a
+"""The audit trail (docs/design/audit.md): one event for every action through a
 door, chained by SHA-256, with no secret in any sink; the verifier names the
 first break of a trail edited by hand; a reset closes the tenant's chain and
 starts the next one; GET /v1/audit (JSON and a resumable SSE tail)."""
@@ -620,7 +620,7 @@ class AuditFileRefused(unittest.TestCase):
 
 
 class AuditOtlpMetrics(unittest.TestCase):
-    """The runner's metrics as execd exports them (§13.5): OTLP/HTTP JSON to
+    """The runner's metrics as execd exports them (design/audit.md#secrets-never-enter-it): OTLP/HTTP JSON to
     OTEL_EXPORTER_OTLP_METRICS_ENDPOINT every OTEL_METRIC_EXPORT_INTERVAL ms,
     the box's id and attributes on every post after runtime init, no secret;
     a hung collector blocks nothing and what it missed is counted."""
@@ -750,7 +750,7 @@ if __name__ == "__main__":
 
 class AuditOtlpHead(AuditBase):
     """Each OTLP batch carries the trail's head as of its last record
-    (docs/design.md §13.10, issue 44): a collector's copy cut at its end
+    (docs/design/audit.md#the-head-a-trail-cut-at-its-end-is-found-out, issue 44): a collector's copy cut at its end
     fails --verify-audit --audit-head with the last head it received."""
 
     def test_each_batch_names_its_head(self):
@@ -789,7 +789,7 @@ class AuditOtlpHead(AuditBase):
 
 
 class AuditResource(AuditBase):
-    """Runtime init binds the box (§12.1): its sandbox id, generation and
+    """Runtime init binds the box (design/profiles.md#runtime-init-a-warm-box-bound-to-one-sandbox): its sandbox id, generation and
     telemetry.attributes are said in the chain and on every later OTLP batch;
     a reset unbinds it."""
     extra_args = ("--runtime-init",)

@@ -1,4 +1,4 @@
-"""Workspace checkpoints (issue 38, docs/design.md §12.1): POST/GET/DELETE
+"""Workspace checkpoints (issue 38, docs/design/profiles.md#runtime-init-a-warm-box-bound-to-one-sandbox): POST/GET/DELETE
 /v1/checkpoints, the diff (added, modified, deleted, attributes; ?patch=1;
 ?to=), the restore (content, modes, owners, times, xattrs, symlinks, empty
 dirs, added files removed; 409 while tasks run; stop_tasks), the store's
@@ -471,7 +471,7 @@ def exit_event(ev):
 
 
 class TaskChanges(CkBase):
-    """POST /v1/tasks "changes" (docs/design.md §10.2): exit.changes lists what the task added,
+    """POST /v1/tasks "changes" (docs/design/checkpoints.md#checkpoints-undo-for-agents): exit.changes lists what the task added,
     modified and deleted; exit.checkpoint, taken before the task started, undoes it."""
 
     def test_exec_task_reports_its_changes_and_the_checkpoint_undoes_them(self):
@@ -629,7 +629,7 @@ class TaskChangesUnavailable(unittest.TestCase):
     def test_exit_says_why(self):
         R = ScratchRoots()
         self.addCleanup(R.close)
-        # its state dir inside a writable root: the runner keeps its state in memory (§14.11)
+        # its state dir inside a writable root: the runner keeps its state in memory (design/security.md#the-state-dir-is-out-of-the-tasks-reach-in-every-mode)
         r = Runner(("--landlock-roots", R.roots_arg()), env={"XDG_RUNTIME_DIR": R.tmp},
                    wrap=NONROOT, owner=TASK_UID, state_dir=False)
         self.addCleanup(r.close)

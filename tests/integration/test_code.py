@@ -1,4 +1,4 @@
-"""Code contexts (docs/design.md §13): OpenSandbox execd's /code API from its
+"""Code contexts (docs/design/audit.md): OpenSandbox execd's /code API from its
 spec (specs/execd-api.yaml) with raw HTTP, and E2B's code-interpreter wire
 format on --code-interpreter-listen with raw HTTP (tests/code/ drives the
 real @e2b/code-interpreter client)."""
@@ -167,7 +167,7 @@ class CodeApi(RunnerTest):
 
     def test_a_client_that_leaves(self):
         """Its execution is interrupted (nobody reads it) and the next one on the context is
-        taken at once, run after it, with its own events only (docs/design.md §11.6). Before:
+        taken at once, run after it, with its own events only (docs/design/code.md#an-abandoned-execution-does-not-block-its-context). Before:
         409 CONTEXT_BUSY until the abandoned one ended."""
         cid = self.ctx()
         self.run_code(cid, "x = 1")
@@ -261,7 +261,7 @@ class CodeApi(RunnerTest):
     def test_an_interpreter_killed_between_executions_is_said(self):
         """Killed while no execution streams (a task, the OOM killer): the next execution is
         told on stderr that the state is gone, instead of a bare NameError (docs/design.md
-        §11.6)."""
+        design/code.md#an-abandoned-execution-does-not-block-its-context)."""
         cid = self.ctx()
         self.run_code(cid, "z = 1")
         st, c = self.r.json("GET", "/code/contexts/" + cid)

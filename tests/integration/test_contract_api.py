@@ -1,7 +1,7 @@
 """Issue 25's API items: request bodies against their schema (item 1), the
 PTY cwd error (5), one error code for bad query parameters (9), a malformed
 Range ignored (10), PTY replay after the shell exited (11), the bound in the
-timeout_ms message (12). docs/design.md §21."""
+timeout_ms message (12). docs/design/architecture.md#options-one-set-of-rules."""
 import asyncio
 import json
 import os

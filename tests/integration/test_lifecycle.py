@@ -1,5 +1,5 @@
 """Lifecycle hooks as OpenSandbox's execd runs them (OSEP-0020, issue 36,
-docs/design.md §12.2): preStart before the box takes tasks (and before its
+docs/design/profiles.md#lifecycle-hooks-osep-0020-prestart-and-periodic): preStart before the box takes tasks (and before its
 main process), with its timeout and failure policy, its result in the
 startup status file (--lifecycle-startup-status-file) and on /ready;
 periodic hooks on their interval, never overlapping; both run as tasks
@@ -43,7 +43,7 @@ class Hooks(unittest.TestCase):
         self.tmpdir = "/tmp/forceai-lc-%d-%s" % (os.getpid(), os.urandom(3).hex())
         os.makedirs(self.tmpdir)
         # Hooks (the task user) write here; the configuration root writes here must stay
-        # root's (sticky: docs/design.md §14.10).
+        # root's (sticky: docs/design/security.md#trusted-input-only-from-places-no-task-can-write).
         os.chmod(self.tmpdir, 0o1777)
 
     def start(self, lifecycle=None, args=(), env=None, toml=None, main=None):

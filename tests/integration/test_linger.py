@@ -1,5 +1,5 @@
 """Processes a finished command leaves behind keep running, supervised (issue 46 item 1,
-docs/design.md §4.11): a server started with `&`, `nohup ... &` or `setsid -f` inside a
+docs/design/tasks.md#left-behind-processes-kept-supervised): a server started with `&`, `nohup ... &` or `setsid -f` inside a
 command is reached through /proxy/{port}/ after the command's exit event, listed (which
 command, its pids, its port in /v1/ports), stopped through the API, and ended by
 POST /v1/reset, the box's shutdown and --one-shot, with nothing of it left in /proc. The

@@ -1,4 +1,4 @@
-"""Native task API (docs/design.md §3.3): standard SSE, raw chunks, re-attach."""
+"""Native task API (docs/design/wire.md#native-task-api): standard SSE, raw chunks, re-attach."""
 import base64
 import hashlib
 import json
@@ -218,7 +218,7 @@ def iter_chunked(sock):
 
 class MappedSpool(RunnerTest):
     """A task that prints more than its log keeps (task-log-max) has its spool
-    mapped and its pipe read straight into it (docs/design.md §4.3): the live
+    mapped and its pipe read straight into it (docs/design/tasks.md#output-and-the-spool): the live
     stream stays byte-exact, a reader that replays from the start while the task
     runs gets a whole suffix of the output, the slot is given back at the 8th
     short read in a row (not at the one short tail a burst ends with), a next
@@ -432,7 +432,7 @@ class MappedSpoolLogBound(RunnerTest):
 class DrainPipe(RunnerTest):
     """A bulk writer's bytes are spliced off its pipe into one drain pipe that
     all tasks share, and read out of it in the same loop turn (docs/design.md
-    §4.3). Nothing of one task may reach another's output, stdout and stderr
+    design/tasks.md#output-and-the-spool). Nothing of one task may reach another's output, stdout and stderr
     stay apart, mapped logs (4 slots) and unmapped ones alike; a writer that
     switches its pipe to packet mode (each write a buffer of its own) or to
     small writes after a burst loses no byte; a terminal, which cannot be
@@ -507,7 +507,7 @@ class DrainPipe(RunnerTest):
 
 class Coalescing(RunnerTest):
     """A bulk writer's pipes are read in whole records and a short tail of a send
-    waits for the next read (docs/design.md §15.1); neither may hold back the end
+    waits for the next read (docs/design/performance.md#decisions); neither may hold back the end
     of a burst. The task writes 20 MB, then END, then waits up to 3 s (under the
     5 s keep-alive, which would release a held tail) for a file that the test makes
     only once END has reached it: a held tail makes the task print TIMEOUT, not GOT.

@@ -1,7 +1,7 @@
 """Issue 39, "the first five minutes": the README's worked examples run as
 written (read from its fenced blocks, not copied here), and each claim and
 message a newcomer met that did not hold or did not name the fix
-(docs/design.md §16.5)."""
+(docs/design/build.md#errors-that-name-the-fix-and-where-the-reference-lives)."""
 import json
 import os
 import re

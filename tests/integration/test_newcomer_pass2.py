@@ -1,7 +1,7 @@
 """Issue 46, "the images and the first steps, as a newcomer met them": the
 second newcomer's pass. Each claim that did not hold and each message that
 named no fix, checked against the runner and the documents as they are
-(docs/design.md §16.8). Follows test_newcomer.py (issue 39)."""
+(docs/design/build.md#the-image-tiers-and-a-newcomers-first-steps). Follows test_newcomer.py (issue 39)."""
 import json
 import os
 import re

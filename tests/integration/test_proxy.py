@@ -397,7 +397,7 @@ asyncio.run(main())
         """OpenSandbox's server hands out {host}:{port}/proxy/44772 for execd's own port
         (Docker bridge mode): /proxy/{the runner's port}/{path} is the API itself, in the
         request (no socket), with the token checked as for the route it lands on and
-        X-EXECD-ACCESS-TOKEN honoured, not stripped (docs/design.md §16.2)."""
+        X-EXECD-ACCESS-TOKEN honoured, not stripped (docs/design/build.md#what-opensandboxs-server-runtimes-expect-of-the-image)."""
         own = "/proxy/%d" % self.r.port
         resp, data = self.req("GET", own + "/ping", headers={"X-EXECD-ACCESS-TOKEN": "x"})
         self.assertEqual((resp.status, data), (200, b""), "public as /ping is")
@@ -596,7 +596,7 @@ asyncio.run(main())
     # ---- GET /v1/ports ----
 
     def test_ports_lists_task_servers(self):
-        # Owners are found by a walk of /proc bounded in time (50 ms, design §9.12): on a slow
+        # Owners are found by a walk of /proc bounded in time (50 ms, design/interactive.md#the-listening-ports): on a slow
         # runner (valgrind, a loaded machine) a walk may end before it reached a server's pid.
         # The owners must be found within a few calls.
         for _ in range(20):

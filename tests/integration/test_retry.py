@@ -1,9 +1,9 @@
-"""Commands that survive a retry and a dropped connection, on both APIs (docs/design.md §3.2,
-§3.3): execd's operations (GET /execution/instance, POST /command/operations, GET
+"""Commands that survive a retry and a dropped connection, on both APIs (docs/design/wire.md#opensandbox-execd-compatible-api,
+design/wire.md#native-task-api): execd's operations (GET /execution/instance, POST /command/operations, GET
 /execution/operation), event ids and GET /command/{id}/resume?after_eid=N; Idempotency-Key on
 POST /v1/tasks with Last-Event-ID; and connections killed at random points of a long command,
 after which every line arrives exactly once, in order, from a command that ran once. Also a
-refusal on the head seen by a client that is still sending its body (§3.1).
+refusal on the head seen by a client that is still sending its body (design/wire.md#endpoint-and-http-layer).
 
 Figures are printed ([figure] lines) and kept in build/integration/retry.json."""
 import http.client
@@ -41,7 +41,7 @@ def frames(data, sep=b"\n\n"):
 
 
 class Refused(unittest.TestCase):
-    """§3.1: a 401 decided on the head of an upload reaches the client still sending it
+    """design/wire.md#endpoint-and-http-layer: a 401 decided on the head of an upload reaches the client still sending it
     (libmicrohttpd alone answers and closes unread: the client gets EPIPE or a reset)."""
 
     @classmethod
@@ -187,7 +187,7 @@ class ExecdEvents(RunnerTest):
 
 
 class NativeIdempotency(RunnerTest):
-    """Idempotency-Key on POST /v1/tasks (§3.3)."""
+    """Idempotency-Key on POST /v1/tasks (design/wire.md#native-task-api)."""
     runner_kwargs = {"token": TOKEN}
 
     def post(self, body, key, extra=None):

@@ -1,4 +1,4 @@
-"""OpenSandbox execd 1.3's runtime init (issue 36, docs/design.md §12.1): a
+"""OpenSandbox execd 1.3's runtime init (issue 36, docs/design/profiles.md#runtime-init-a-warm-box-bound-to-one-sandbox): a
 warm box started with --runtime-init (EXECD_RUNTIME_INIT) refuses every task
 until POST /internal/init binds it to one sandbox: sandboxId and generation
 (on /ready, /metrics and every log line), envs (the tasks' sandbox-level

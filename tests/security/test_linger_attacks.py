@@ -1,4 +1,4 @@
-"""Left-behind processes from the attacker's side (issue 46 item 1, docs/design.md §4.11):
+"""Left-behind processes from the attacker's side (issue 46 item 1, docs/design/tasks.md#left-behind-processes-kept-supervised):
 what a finished command leaves running stays bounded by the box's limits (a spawner that
 tries to leave 2,000 processes behind; left-behind sets count against --max-tasks), cannot
 escape accounting by re-parenting (double fork, setsid, its own process group: still below

@@ -1,4 +1,4 @@
-"""ptrace from the attacker's side (docs/design.md §5.9). The default policy
+"""ptrace from the attacker's side (docs/design/confinement.md#debugging-inside-the-tasks-own-tree-ptrace). The default policy
 allows ptrace, process_vm_readv/writev and the personality flags debuggers
 use, because Landlock scopes them to the caller's own domain: a task traces
 its own children (strace, gdb, LeakSanitizer) and nothing else. Every

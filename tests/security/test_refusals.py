@@ -1,4 +1,4 @@
-"""Every refusal explained (docs/design.md §5.4.1, issue 46): the syscalls the seccomp policy
+"""Every refusal explained (docs/design/confinement.md#every-refusal-recorded, issue 46): the syscalls the seccomp policy
 refuses a task are counted by its shim and reported once, at its end, as `denied` in its exit
 event (native, execd, MCP run_command) and the audit trail's "task ended"; a task refused
 nothing has no `denied`; a flood of refusals stays bounded and the runner responsive. Attacks
@@ -51,7 +51,7 @@ class Refusals(RunnerTest):
 
     def test_a_command_that_leaves_a_process_behind_reports_its_refusals(self):
         # Its exit event comes when the main process exits while a sleeper runs on under the
-        # shim (design §4.11): the report must come with it, not at the shim's end.
+        # shim (design/tasks.md#left-behind-processes-kept-supervised): the report must come with it, not at the shim's end.
         ev, ex = self.native(self.bin + " flood 2; sleep 30 >/dev/null 2>&1 &")
         self.assertEqual(ex.get("denied"), {"keyctl": 2}, ex)
         tid = next(e for e in ev if e.get("event") == "started")["data"]["task_id"]
@@ -166,7 +166,7 @@ class Refusals(RunnerTest):
         self.assertNotIn("refused", "".join(c.get("text", "") for c in res["content"]))
 
 
-# A runner without root (design §6.3): its tasks share its uid, and their shims' too.
+# A runner without root (design/privilege.md#non-root-mode): its tasks share its uid, and their shims' too.
 NONROOT = ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "--inh-caps=-all", "--"]
 
 

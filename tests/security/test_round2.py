@@ -339,7 +339,7 @@ class NonRootReset(unittest.TestCase):
     def test_read_only_dirs_do_not_brick_the_box(self):
         rep = self.r.json("GET", "/v1/hardening")[1]
         self.assertEqual(rep["identity"]["mode"], "non-root")
-        # The gap of non-root mode is said, not hidden (design §9.7).
+        # The gap of non-root mode is said, not hidden (design/interactive.md#a-sessions-terminal-is-its-own).
         self.assertIn("a task can open another session's", rep["pty_terminals"])
         ws = self.roots.ws
         ev = self.r.execd({"command": "cd %s && mkdir d && echo x > d/f && chmod 555 d && "
@@ -703,7 +703,7 @@ print("OPENED", opened)
 
 
 class DrainPipeReach(unittest.TestCase):
-    """The drain pipe (design §4.3) carries every bulk writer's bytes: a task
+    """The drain pipe (design/tasks.md#output-and-the-spool) carries every bulk writer's bytes: a task
     that could open it through /proc/RUNNER/fd could read another task's
     output or write into it. The runner is not dumpable, so its fds are not
     a task's to open, in root mode (another uid) and in non-root mode (the

@@ -1,5 +1,5 @@
 """Red-team round three (issue 37), from the attacker's side: the audit trail
-(docs/design.md §13) must hold against the tasks it records. A task tries to
+(docs/design/audit.md) must hold against the tasks it records. A task tries to
 read, rewrite or remove the --audit-file, to reach GET /v1/audit, and to
 flood the trail (a connection storm against the API, each refusal an event);
 a client holding the token runs 10,000 short commands and 100,000 small

@@ -152,7 +152,7 @@ class SymlinkRace(CkAttack):
 
 
 class TaskExitDiffRace(CkAttack):
-    """A task with "changes": true (docs/design.md §10.2) races its own exit-time diff: it leaves
+    """A task with "changes": true (docs/design/checkpoints.md#checkpoints-undo-for-agents) races its own exit-time diff: it leaves
     a swapper behind (and another uid-1000 process swaps too) that turns d, d/f and edit.txt
     into symlinks to the outside directory and its sentinel while the runner takes the diff.
     Nothing outside the roots may be read into the report or the store: no path under the

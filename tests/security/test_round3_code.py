@@ -1,4 +1,4 @@
-"""Code contexts from the attacker's side (issue 35, docs/design.md §13.5): a
+"""Code contexts from the attacker's side (issue 35, docs/design/audit.md#secrets-never-enter-it): a
 context that reads another context's variables (its interpreter's memory,
 environment, descriptors), an ordinary task that reaches into an interpreter
 (its /proc/PID/fd, mem, its protocol pipes), a cell flooding output or

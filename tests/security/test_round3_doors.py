@@ -1,7 +1,7 @@
 """Round three of the runner's doors (issue 36), from the attacker's side: the self endpoint
-/proxy/{the runner's own port} (docs/design.md §16.2) opened to clients must stay closed to
-tasks exactly as the API is (§14.1); an operation id or Idempotency-Key reused by another
-client, and a resume of an id that is not an execd command (§3.2, §3.3).
+/proxy/{the runner's own port} (docs/design/build.md#what-opensandboxs-server-runtimes-expect-of-the-image) opened to clients must stay closed to
+tasks exactly as the API is (design/security.md#no-api-from-tasks); an operation id or Idempotency-Key reused by another
+client, and a resume of an id that is not an execd command (design/wire.md#opensandbox-execd-compatible-api, design/wire.md#native-task-api).
 
 The model: whoever holds the access token is the one client of the box. Two connections with
 the same token are the same client: a key one of them chose is the other's too (a retry from

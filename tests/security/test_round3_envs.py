@@ -4,7 +4,7 @@ set_env appends to it) to hijack the runner's own tasks — the stdio MCP
 servers, chat tasks, tool commands — or to make every later task start
 freeze the loop; and a task tries to restart an MCP server into its own
 code by other means (a program planted in a PATH directory it can write).
-docs/design.md §3.5, §8.3."""
+docs/design/wire.md#opensandbox-execd-12, design/mcp-tools.md#the-images-own-mcp-servers."""
 import json
 import os
 import shutil

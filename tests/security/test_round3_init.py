@@ -3,7 +3,7 @@ the attacker's side.
 
 - A task (uid 1000, confined, started through the API) calls POST
   /internal/init to bind the box to its own token hash: the connection gate
-  (docs/design.md §14.1) gives it no answer and the slot stays free for the
+  (docs/design/security.md#no-api-from-tasks) gives it no answer and the slot stays free for the
   control plane.
 - A second init (a client outside the box racing the control plane, or a
   replay) after the control plane's: 409, and the binding (sandbox, token)

@@ -3,7 +3,7 @@ a chat task that hangs up on its model calls to spend tokens its budget
 never sees, concurrent calls racing at the budget's edge, a task in non-root
 mode reading another client's agent conversation from the state dir, and a
 gateway that refuses connections. Each test failed on the code before the
-fix (design §7.7, §14.11, §7.14)."""
+fix (design/model.md#usage-and-budgets, design/security.md#the-state-dir-is-out-of-the-tasks-reach-in-every-mode, design/model.md#conversations)."""
 import json
 import os
 import shutil
@@ -191,7 +191,7 @@ class ConcurrentCallsAtTheEdge(ProxyBase):
         ok = sum(s == "200" for s, _ in calls)
         print("\n  %d concurrent calls of 300 tokens under max_tokens 100: %d answered, "
               "usage %s, budget %s" % (n, ok, json.dumps(x["usage"]), json.dumps(x["budget"])))
-        # The bound (design §7.7): past max_tokens by at most one call's
+        # The bound (design/model.md#usage-and-budgets): past max_tokens by at most one call's
         # cost while each call stays within its hold (input + 4096 output).
         self.assertLessEqual(x["usage"]["total_tokens"], 100 + 300)
         self.assertEqual(len(calls), n, stdout_of(ev))

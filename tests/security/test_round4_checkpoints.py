@@ -10,7 +10,7 @@ driving /mcp and a task.
    with cwd proj rewrote main.c and added backdoor.c; its exit reported nothing and a restore
    undid nothing. The same when the task replaces its cwd by a link while it runs.
 
-The control plane's own routes act as the runner (docs/design.md §10.2 "For whom"): its restore
+The control plane's own routes act as the runner (docs/design/checkpoints.md#checkpoints-undo-for-agents "For whom"): its restore
 still puts root's files back; its patch follows the files API's rule (the task user's rights)."""
 import json
 import os

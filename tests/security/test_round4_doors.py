@@ -4,7 +4,7 @@ Finding 4: the port proxy must not hand the runner's access token to the app beh
 /proxy/{port}, which is the task's. The task's own HTTP server answers each request with the
 head it received; the client sends the token in every form the runner accepts (X-EXECD-ACCESS-
 TOKEN, X-Access-Token, Authorization: Bearer) and inside other fields (a cookie, a custom
-field, %-encoded, Basic credentials); the server must never see it (docs/design.md §9.3)."""
+field, %-encoded, Basic credentials); the server must never see it (docs/design/interactive.md#every-byte-queued-counts-the-websocket-ping-flood)."""
 import base64
 import hashlib
 import http.client
@@ -149,7 +149,7 @@ REFUSED = "refused, a task could have written it"
 class ConfigFromTrustedPlaces(unittest.TestCase):
     """Issue 44: files the runner reads as configuration at start (the lifecycle hooks, the
     EXECD_ENVS file, the stdio MCP servers, the token files) are refused, exit 2 with the reason,
-    when a task user could have written them or a directory above them (docs/design.md §14.10).
+    when a task user could have written them or a directory above them (docs/design/security.md#trusted-input-only-from-places-no-task-can-write).
     The attacker is a task of uid 1000 that planted the file, or a directory on its way, in a
     writable root before the box (re)started."""
 

@@ -1,7 +1,7 @@
 """Red-team round four (issue 47): E2B's envd face (--envd-listen) from the attacker's side.
 
 - A process started through envd reaches for the runner's doors (the main API, the envd port
-  itself, on 127.0.0.1 and 127.0.0.2): the connection gate (docs/design.md §14.1) answers it
+  itself, on 127.0.0.1 and 127.0.0.2): the connection gate (docs/design/security.md#no-api-from-tasks) answers it
   nothing, as it answers any task.
 - A task calls envd's POST /init to set its own access token: no answer, the token unchanged.
 - `root` asked for (Basic auth's user, ?username=, /init's defaultUser): refused with a Connect
@@ -15,7 +15,7 @@
   second envelope smuggled after the first): refused as invalid_argument, no process started.
 - The token: without X-Access-Token (and the runner's own header) every route but /health is
   401; and a process started through envd is in /v1/tasks and the audit trail (door envd).
-- gzip uploads (Content-Encoding: gzip, docs/design.md §18.8): a gzip bomb (10 MB of zeros in
+- gzip uploads (Content-Encoding: gzip, docs/design/envd.md#gzip-uploads-and-the-upload-bound): a gzip bomb (10 MB of zeros in
   about 10 KB) is 413 naming --envd-upload-max once the decoded bytes pass it, raw or
   multipart, nothing left behind; a truncated, corrupt or trailing-garbage stream is 400 naming
   the fault and the file it would have replaced is untouched; the loop answers /health while a
@@ -259,7 +259,7 @@ if __name__ == "__main__":
 class EnvdReset(unittest.TestCase):
     """A pooled box's next tenant meets a fresh envd: what the last one's /init set (its
     token, variables, workdir), its processes and its polling watchers do not survive
-    POST /v1/reset (profile hook end_envd, docs/design.md §18.5)."""
+    POST /v1/reset (profile hook end_envd, docs/design/envd.md#health-envs-metrics-init-reset)."""
 
     def setUp(self):
         self.port = free_port()

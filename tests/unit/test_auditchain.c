@@ -1,5 +1,5 @@
 /* audit/chain.c: the audit trail's hash chain, secret masking and verifier
- * (docs/design.md §13): an unbroken chain passes, mixed with other log
+ * (docs/design/audit.md): an unbroken chain passes, mixed with other log
  * lines and a collector's prefix; a changed field, a removed line and a
  * reordered pair are each named at the first break. */
 #include "audit/chain.h"

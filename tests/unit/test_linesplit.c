@@ -87,7 +87,8 @@ TEST(cr_then_lf_in_next_feed)
 }
 
 /* line_end: where each line's bytes end in the whole input, whatever the reads (the execd
- * stream's event ids are built from it, docs/design.md §3.2); NULL for a flushed line. */
+ * stream's event ids are built from it, docs/design/wire.md#opensandbox-execd-compatible-api); NULL
+ * for a flushed line. */
 struct ends {
 	struct linesplit *ls;
 	const char *base; /* the read being fed */

@@ -313,8 +313,9 @@ static void child_checks(const struct seccomp_policy *p, int out)
 		umount(tmpdir);
 	EXPECT(r == -1 && errno == EPERM, "mount -> EPERM");
 	errno = 0;
-	/* ptrace passes the policy (Landlock scopes it, design §5.9): the
-	 * kernel answers, ESRCH for a process that is not our tracee. */
+	/* ptrace passes the policy (Landlock scopes it,
+	 * design/confinement.md#debugging-inside-the-tasks-own-tree-ptrace): the kernel answers,
+	 * ESRCH for a process that is not our tracee. */
 	r = ptrace(PTRACE_PEEKDATA, getppid(), 0, 0);
 	EXPECT(r == -1 && errno == ESRCH, "ptrace passes the filter (ESRCH from the kernel)");
 #ifdef SYS_pidfd_getfd

@@ -1,7 +1,8 @@
 /* Unit test of the refusal record (runner/confine/seccomp_notify.c, seccomp.c's notifying
- * program; docs/design.md §5.4.1): the program differs from the policy's only in its EPERM
- * returns; a report is bounded when the shim sends it and checked when the runner reads it. The
- * policy is seccomp/default.json (run from the repository root), or UNIT_SECCOMP_POLICY. */
+ * program; docs/design/confinement.md#every-refusal-recorded): the program differs from the
+ * policy's only in its EPERM returns; a report is bounded when the shim sends it and checked when
+ * the runner reads it. The policy is seccomp/default.json (run from the repository root), or
+ * UNIT_SECCOMP_POLICY. */
 #include "confine/seccomp_notify.h"
 #include "confine/seccomp_policy.h"
 #include "core/error.h"

@@ -356,7 +356,7 @@ TEST(mapped_spools_are_bounded)
 	teardown(&f);
 }
 
-/* The disk fills under a mapped spool (docs/design.md §4.3). A store into a
+/* The disk fills under a mapped spool (docs/design/tasks.md#output-and-the-spool). A store into a
  * mapped file page that the filesystem cannot back is SIGBUS, which would end
  * the runner; blocks are allocated ahead, and where that fails the segment
  * goes back to pwritev, whose ENOSPC is an error like any other. Run in a

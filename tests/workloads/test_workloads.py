@@ -257,7 +257,7 @@ class Workloads(unittest.TestCase):
         exe = next((shutil.which(n) for n in names if shutil.which(n)), None)
         if not exe:
             self.skipTest("no Chromium on this machine (none of %s on PATH); no image of the "
-                          "project carries one (docs/design.md §5.10)" % ", ".join(names))
+                          "project carries one (docs/design/confinement.md#where-standard-tools-write-ping-chromium)" % ", ".join(names))
         out, err, _ = self.run_task("%s --headless --no-sandbox --disable-gpu --dump-dom "
                                     "'data:text/html,<p>rendered-by-chromium</p>'" % exe)
         self.assertIn("rendered-by-chromium", out, err[-2000:])
