@@ -76,7 +76,7 @@ static void on_main_exit(void *arg, pid_t pid, int status)
 		r->main_pid = 0;
 		loop_timer_stop(&r->loop, &r->main_kill_timer);
 		log_info("main child stopped for a restart", "{s:i}", "pid", (int)pid);
-		if (rtinit_main_may_start(r))
+		if (runtime_init_main_may_start(r))
 			on_prestart_done(r);
 		return;
 	}
@@ -472,7 +472,7 @@ static int check_trusted_config(struct runner *r, struct error *err)
 		.roots = r->task_write_roots,
 	};
 	char buf[PATH_MAX];
-	return trust_check_config(&r->cfg, &scope, rtinit_config_file(buf, sizeof(buf)), err);
+	return trust_check_config(&r->cfg, &scope, runtime_init_config_file(buf, sizeof(buf)), err);
 }
 
 /* Read once trusted (a bad file is a configuration error too). */
@@ -546,7 +546,7 @@ static int begin(struct runner *r, struct error *err)
 		if (rc < 0)
 			return error_set(err, -rc, NULL, "fork(main child)");
 	}
-	rtinit_start(r);
+	runtime_init_start(r);
 	loop_timer_start(&r->loop, &r->tick, 1000, 1000);
 	log_info("ready", "{s:s,s:s,s:i,s:s,s:b,s:i,s:i}", "version", FORCEAI_RUNNER_VERSION,
 		 "listen", r->cfg.listen_host, "port", (int)http_port(r), "init_mode",

@@ -20,7 +20,7 @@ static void wait_free(struct http_req *req)
 {
 	struct checkpoint_wait *w = req->ctx;
 	if (w->waiting)
-		ckpt_forget_waiter(w->r, req);
+		checkpoint_forget_waiter(w->r, req);
 	json_decref(w->body);
 	free(w);
 	req->ctx = NULL;
@@ -37,7 +37,7 @@ static void on_done(void *arg, unsigned status, json_t *body)
 }
 
 /* Start op for req (args borrowed), or answer its result once resumed. */
-static enum MHD_Result run(struct http_req *req, enum ckpt_op op, json_t *args)
+static enum MHD_Result run(struct http_req *req, enum checkpoint_op op, json_t *args)
 {
 	struct checkpoint_wait *w = calloc(1, sizeof(*w));
 	if (!w)
@@ -47,7 +47,8 @@ static enum MHD_Result run(struct http_req *req, enum ckpt_op op, json_t *args)
 	req->ctx = w;
 	req->ctx_free = wait_free;
 	struct error e = {0};
-	if (ckpt_start(req->r, op, CKPT_FOR_GATEWAY, req->param, args, on_done, req, &e) < 0) {
+	if (checkpoint_start(req->r, op, CHECKPOINT_FOR_GATEWAY, req->param, args, on_done, req,
+			     &e) < 0) {
 		w->waiting = false;
 		return http_fail(req, &e);
 	}
@@ -66,7 +67,7 @@ static enum MHD_Result resumed(struct http_req *req)
 }
 
 /* op with the request's JSON object body (allow_empty: none is {}). */
-static enum MHD_Result run_body(struct http_req *req, enum ckpt_op op, bool allow_empty)
+static enum MHD_Result run_body(struct http_req *req, enum checkpoint_op op, bool allow_empty)
 {
 	struct error e = {0};
 	json_t *body = http_parse_json_object(req->body, req->body_len, allow_empty, &e);
@@ -81,26 +82,26 @@ static enum MHD_Result run_body(struct http_req *req, enum ckpt_op op, bool allo
  * work, not what an empty POST should start. */
 enum MHD_Result api_checkpoint_create(struct http_req *req)
 {
-	return req->ctx ? resumed(req) : run_body(req, CKPT_CREATE, false);
+	return req->ctx ? resumed(req) : run_body(req, CHECKPOINT_CREATE, false);
 }
 
 enum MHD_Result api_checkpoint_list(struct http_req *req)
 {
 	struct error e = {0};
-	json_t *o = ckpt_list(req->r, &e);
+	json_t *o = checkpoint_list(req->r, &e);
 	return o ? http_json(req, 200, o) : http_fail(req, &e);
 }
 
 enum MHD_Result api_checkpoint_get(struct http_req *req)
 {
 	struct error e = {0};
-	json_t *o = ckpt_get(req->r, req->param, &e);
+	json_t *o = checkpoint_get(req->r, req->param, &e);
 	return o ? http_json(req, 200, o) : http_fail(req, &e);
 }
 
 enum MHD_Result api_checkpoint_delete(struct http_req *req)
 {
-	return req->ctx ? resumed(req) : run(req, CKPT_DELETE, NULL);
+	return req->ctx ? resumed(req) : run(req, CHECKPOINT_DELETE, NULL);
 }
 
 enum MHD_Result api_checkpoint_diff(struct http_req *req)
@@ -114,12 +115,12 @@ enum MHD_Result api_checkpoint_diff(struct http_req *req)
 		return http_failf(req, "INVALID_QUERY", "patch must be 0 or 1");
 	json_t *args = json_pack("{s:s?,s:b}", "to", to && *to ? to : NULL, "patch",
 				 patch && (!strcmp(patch, "1") || !strcmp(patch, "true")));
-	enum MHD_Result rc = run(req, CKPT_DIFF, args);
+	enum MHD_Result rc = run(req, CHECKPOINT_DIFF, args);
 	json_decref(args);
 	return rc;
 }
 
 enum MHD_Result api_checkpoint_restore(struct http_req *req)
 {
-	return req->ctx ? resumed(req) : run_body(req, CKPT_RESTORE, true);
+	return req->ctx ? resumed(req) : run_body(req, CHECKPOINT_RESTORE, true);
 }

@@ -35,7 +35,7 @@ enum MHD_Result api_ready(struct http_req *req)
 {
 	struct error e;
 	unsigned status;
-	json_t *o = rtinit_ready(req->r, &status);
+	json_t *o = runtime_init_ready(req->r, &status);
 	if (!o)
 		return MHD_NO;
 	json_object_set_new(o, "version", json_string(FORCEAI_RUNNER_VERSION));
@@ -78,7 +78,7 @@ enum MHD_Result api_runtime_init(struct http_req *req)
 	struct error e;
 	unsigned status;
 	/* A second call is 409 whoever makes it: the slot is used. */
-	if (rtinit_bound(r, &e))
+	if (runtime_init_bound(r, &e))
 		return http_fail(req, &e);
 	const char *got = http_header(req, "X-EXECD-ACCESS-TOKEN");
 	if (r->cfg.token && !(got && secret_equal(got, r->cfg.token)))
@@ -88,7 +88,7 @@ enum MHD_Result api_runtime_init(struct http_req *req)
 	cleanup_json json_t *body = http_body_json(req, false);
 	if (!body)
 		return req->responded ? MHD_YES : MHD_NO;
-	json_t *o = rtinit_apply(r, body, &status, &e);
+	json_t *o = runtime_init_apply(r, body, &status, &e);
 	if (!o)
 		return http_fail(req, &e);
 	return http_json(req, status, o);

@@ -20,7 +20,7 @@ static json_t *metrics_object(struct runner *r)
 	json_t *m = metrics_now();
 	if (!m)
 		return NULL;
-	rtinit_add_binding(r, m);
+	runtime_init_add_binding(r, m);
 	/* What the audit trail emitted, dropped and its sinks missed (design/audit.md). */
 	json_object_set_new(m, "audit", audit_status(r));
 	/* The OTLP metrics exporter's own counts (design/audit.md#the-metrics-over-otlp), null when

@@ -284,7 +284,7 @@ enum MHD_Result api_task_list(struct http_req *req)
 		if (t->api == TASK_API_ENVD)
 			json_object_set_new(o, "kind", json_string("envd_process"));
 		if (t->api == TASK_API_HOOK) {
-			const char *hook = rtinit_hook_name(req->r, t);
+			const char *hook = runtime_init_hook_name(req->r, t);
 			json_object_set_new(o, "kind", json_string("lifecycle_hook"));
 			json_object_set_new(o, "hook", hook ? json_string(hook) : json_null());
 		}

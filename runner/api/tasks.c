@@ -378,7 +378,7 @@ static void changes_wait_free(struct http_req *req)
 {
 	struct changes_wait *w = req->ctx;
 	if (w->waiting)
-		ckpt_forget_waiter(w->r, req);
+		checkpoint_forget_waiter(w->r, req);
 	free(w);
 	req->ctx = NULL;
 }
@@ -428,7 +428,7 @@ static int wait_checkpoint(struct http_req *req, const char *cwd, enum MHD_Resul
 	req->ctx = w;
 	req->ctx_free = changes_wait_free;
 	struct error e = {0};
-	if (ckpt_task_before(req->r, cwd, on_checkpoint, req, &e) < 0) {
+	if (checkpoint_task_before(req->r, cwd, on_checkpoint, req, &e) < 0) {
 		/* No checkpoint (none kept here, a full store): the task runs, its exit
 		 * event says why there are no changes. */
 		snprintf(w->why, sizeof(w->why), "%s", e.msg);
@@ -485,11 +485,12 @@ enum MHD_Result api_task_create(struct http_req *req)
 	w = req->ctx;
 	if (w && http_stopping(req->r))
 		return http_failf(req, "UNAVAILABLE", "the runner is shutting down");
-	if (w && ckpt_task_watch(req->r, &spec, w->ck[0] ? w->ck : NULL, w->why, w->from_ms) < 0)
+	if (w &&
+	    checkpoint_task_watch(req->r, &spec, w->ck[0] ? w->ck : NULL, w->why, w->from_ms) < 0)
 		return http_failf(req, "RUNTIME_ERROR", "out of memory");
 	struct task *t = spec.cap->start(req->r, &spec, &err);
 	if (!t) {
-		ckpt_task_unwatch(&spec);
+		checkpoint_task_unwatch(&spec);
 		return http_fail(req, &err);
 	}
 	if (key && task_set_key(t, key, hash) < 0) {

@@ -24,7 +24,7 @@
 #define STOP_WAIT_MS 10000
 #define MAX_CHECKPOINTS 1000
 
-static struct checkpoints *ckpt_of(struct runner *r)
+static struct checkpoints *checkpoint_of(struct runner *r)
 {
 	return r->checkpoints;
 }
@@ -33,7 +33,7 @@ static struct checkpoints *ckpt_of(struct runner *r)
 
 static void respond(struct checkpoints *c, unsigned status, json_t *body)
 {
-	ckpt_done_fn done = c->done;
+	checkpoint_done_fn done = c->done;
 	c->done = NULL;
 	if (!done) {
 		json_decref(body);
@@ -51,7 +51,7 @@ static void respond_error(struct checkpoints *c, unsigned status, const char *co
 	respond(c, error_http_status(&e), b);
 }
 
-static json_t *ckpt_json(const struct checkpoints *c, const struct ckpt *k)
+static json_t *checkpoint_json(const struct checkpoints *c, const struct checkpoint *k)
 {
 	(void)c;
 	json_t *o = json_pack("{s:s,s:s?,s:I,s:O}", "id", k->id, "label", k->label, "created_ms",
@@ -61,15 +61,15 @@ static json_t *ckpt_json(const struct checkpoints *c, const struct ckpt *k)
 	return o;
 }
 
-static struct ckpt *ckpt_find(struct checkpoints *c, const char *id)
+static struct checkpoint *checkpoint_find(struct checkpoints *c, const char *id)
 {
-	for (struct ckpt *k = c->head; k; k = k->next)
+	for (struct checkpoint *k = c->head; k; k = k->next)
 		if (id && !strcmp(k->id, id))
 			return k;
 	return NULL;
 }
 
-static void ckpt_free(struct ckpt *k)
+static void checkpoint_free(struct checkpoint *k)
 {
 	if (!k)
 		return;
@@ -92,14 +92,14 @@ static void end_op(struct checkpoints *c)
 	c->out_fd = -1;
 	if (c->timer_open)
 		loop_timer_stop(&c->r->loop, &c->stop_timer);
-	ckpt_close_roots(c);
-	ckpt_free(c->pending);
+	checkpoint_close_roots(c);
+	checkpoint_free(c->pending);
 	c->pending = NULL;
 	if (c->op == OP_DELETE)
-		ckpt_free(c->target);
+		checkpoint_free(c->target);
 	c->target = c->to = NULL;
 	c->op = OP_NONE;
-	c->actor = CKPT_FOR_GATEWAY;
+	c->actor = CHECKPOINT_FOR_GATEWAY;
 	c->follow = false;
 }
 
@@ -134,7 +134,7 @@ static void on_worker_exit(void *arg, pid_t pid, int status)
 	c->worker_running = false;
 	json_t *w = read_out(c->out_fd);
 	json_t *res = json_object_get(w, "result");
-	ckpt_dirty_answer(c, w, res != NULL);
+	checkpoint_dirty_answer(c, w, res != NULL);
 	uint64_t ms = monotonic_ms() - c->t0;
 	if (!res) {
 		const char *msg = json_string_value(json_object_get(w, "error"));
@@ -159,17 +159,17 @@ static void on_worker_exit(void *arg, pid_t pid, int status)
 	unsigned st = 200;
 	switch (c->op) {
 	case OP_CREATE: {
-		struct ckpt *k = c->pending;
+		struct checkpoint *k = c->pending;
 		c->pending = NULL;
 		c->store_bytes = (uint64_t)json_integer_value(json_object_get(res, "store_bytes"));
 		k->info = json_deep_copy(res);
 		json_object_del(k->info, "store_bytes");
-		struct ckpt **tail = &c->head;
+		struct checkpoint **tail = &c->head;
 		while (*tail)
 			tail = &(*tail)->next;
 		*tail = k;
 		c->n++;
-		json_t *o = ckpt_json(c, k);
+		json_t *o = checkpoint_json(c, k);
 		json_object_set_new(o, "store_bytes", json_integer((json_int_t)c->store_bytes));
 		json_decref(res);
 		res = o;
@@ -209,13 +209,13 @@ static int spawn(struct checkpoints *c, struct error *e)
 	if (c->out_fd < 0)
 		return error_set(e, errno, NULL, "checkpoints: memfd_create");
 	c->t0 = monotonic_ms();
-	ckpt_dirty_before_fork(c);
+	checkpoint_dirty_before_fork(c);
 	pid_t pid = fork();
 	if (pid < 0)
 		return error_set(e, errno, NULL, "checkpoints: fork");
 	if (pid == 0)
-		ckpt_worker_main(c);
-	ckpt_dirty_forked(c);
+		checkpoint_worker_main(c);
+	checkpoint_dirty_forked(c);
 	c->worker = pid;
 	c->worker_running = true;
 	if (reaper_watch(&c->r->reaper, pid, on_worker_exit, c) < 0) {
@@ -227,15 +227,15 @@ static int spawn(struct checkpoints *c, struct error *e)
 
 /* ---- requests ---- */
 
-static void wait_on(struct checkpoints *c, ckpt_done_fn done, void *arg)
+static void wait_on(struct checkpoints *c, checkpoint_done_fn done, void *arg)
 {
 	c->done = done;
 	c->done_arg = arg;
 }
 
-void ckpt_forget_waiter(struct runner *r, void *arg)
+void checkpoint_forget_waiter(struct runner *r, void *arg)
 {
-	struct checkpoints *c = ckpt_of(r);
+	struct checkpoints *c = checkpoint_of(r);
 	if (c && c->done && c->done_arg == arg)
 		c->done = NULL; /* it went away: the operation still ends */
 	for (struct queued **pp = c ? &c->queue : NULL; pp && *pp;) {
@@ -290,10 +290,10 @@ static int only_fields(json_t *body, const char *const *fields, struct error *e)
 	return 0;
 }
 
-static int ckpt_create(struct runner *r, json_t *body, ckpt_done_fn done, void *arg,
-		       struct error *e)
+static int checkpoint_create(struct runner *r, json_t *body, checkpoint_done_fn done, void *arg,
+			     struct error *e)
 {
-	struct checkpoints *c = ckpt_of(r);
+	struct checkpoints *c = checkpoint_of(r);
 	if (ready(c, e) < 0)
 		return -1;
 	static const char *const fields[] = {"paths", "label", NULL};
@@ -314,9 +314,10 @@ static int ckpt_create(struct runner *r, json_t *body, ckpt_done_fn done, void *
 		return error_set(e, 0, "INSUFFICIENT_STORAGE",
 				 "%d checkpoints are kept already: delete some", MAX_CHECKPOINTS);
 	}
-	json_t *list = paths && json_array_size(paths) ? json_incref(paths) : ckpt_default_paths(r);
-	int rc = ckpt_open_roots(c, list, false, e);
-	struct ckpt *k = rc == 0 ? calloc(1, sizeof(*k)) : NULL;
+	json_t *list = paths && json_array_size(paths) ? json_incref(paths)
+						       : checkpoint_default_paths(r);
+	int rc = checkpoint_open_roots(c, list, false, e);
+	struct checkpoint *k = rc == 0 ? calloc(1, sizeof(*k)) : NULL;
 	char rid[33];
 	if (rc == 0 && (!k || random_id(rid) < 0))
 		rc = error_set(e, ENOMEM, NULL, "checkpoints");
@@ -324,7 +325,7 @@ static int ckpt_create(struct runner *r, json_t *body, ckpt_done_fn done, void *
 		free(k);
 		json_decref(list);
 		json_decref(body);
-		ckpt_close_roots(c);
+		checkpoint_close_roots(c);
 		return -1;
 	}
 	snprintf(k->id, sizeof(k->id), "ck_%.16s", rid);
@@ -345,43 +346,43 @@ static int ckpt_create(struct runner *r, json_t *body, ckpt_done_fn done, void *
 	return 0;
 }
 
-json_t *ckpt_list(struct runner *r, struct error *e)
+json_t *checkpoint_list(struct runner *r, struct error *e)
 {
-	struct checkpoints *c = ckpt_of(r);
+	struct checkpoints *c = checkpoint_of(r);
 	if (!c || c->unavailable) {
 		ready(c, e);
 		return NULL;
 	}
 	json_t *a = json_array();
-	for (struct ckpt *k = c->head; k; k = k->next)
-		json_array_append_new(a, ckpt_json(c, k));
+	for (struct checkpoint *k = c->head; k; k = k->next)
+		json_array_append_new(a, checkpoint_json(c, k));
 	return json_pack("{s:o,s:I,s:I}", "checkpoints", a, "store_bytes",
 			 (json_int_t)c->store_bytes, "max_bytes",
 			 (json_int_t)r->cfg.checkpoint_max_bytes);
 }
 
-json_t *ckpt_get(struct runner *r, const char *id, struct error *e)
+json_t *checkpoint_get(struct runner *r, const char *id, struct error *e)
 {
-	struct checkpoints *c = ckpt_of(r);
+	struct checkpoints *c = checkpoint_of(r);
 	if (!c || c->unavailable) {
 		ready(c, e);
 		return NULL;
 	}
-	struct ckpt *k = ckpt_find(c, id);
+	struct checkpoint *k = checkpoint_find(c, id);
 	if (!k) {
 		error_set(e, 0, "CHECKPOINT_NOT_FOUND", "no checkpoint '%.64s'", id ? id : "");
 		return NULL;
 	}
-	return ckpt_json(c, k);
+	return checkpoint_json(c, k);
 }
 
-static int start_on(struct runner *r, const char *id, enum op op, ckpt_done_fn done, void *arg,
-		    struct error *e)
+static int start_on(struct runner *r, const char *id, enum op op, checkpoint_done_fn done,
+		    void *arg, struct error *e)
 {
-	struct checkpoints *c = ckpt_of(r);
+	struct checkpoints *c = checkpoint_of(r);
 	if (ready(c, e) < 0)
 		return -1;
-	struct ckpt *k = ckpt_find(c, id);
+	struct checkpoint *k = checkpoint_find(c, id);
 	if (!k) {
 		c->to = NULL;
 		return error_set(e, 0, "CHECKPOINT_NOT_FOUND", "no checkpoint '%.64s'",
@@ -392,12 +393,12 @@ static int start_on(struct runner *r, const char *id, enum op op, ckpt_done_fn d
 	if (op == OP_DELETE) {
 		/* Off the list at once (its id answers 404 from now); its objects
 		 * are collected by the worker. */
-		struct ckpt **pp = &c->head;
+		struct checkpoint **pp = &c->head;
 		while (*pp != k)
 			pp = &(*pp)->next;
 		*pp = k->next;
 		c->n--;
-	} else if (ckpt_open_roots(c, k->paths, op == OP_RESTORE, e) < 0) {
+	} else if (checkpoint_open_roots(c, k->paths, op == OP_RESTORE, e) < 0) {
 		end_op(c);
 		return -1;
 	}
@@ -409,13 +410,14 @@ static int start_on(struct runner *r, const char *id, enum op op, ckpt_done_fn d
 	return 0;
 }
 
-static int ckpt_diff(struct runner *r, const char *id, json_t *args, ckpt_done_fn done, void *arg,
-		     struct error *e)
+static int checkpoint_diff(struct runner *r, const char *id, json_t *args, checkpoint_done_fn done,
+			   void *arg, struct error *e)
 {
-	struct checkpoints *c = ckpt_of(r);
+	struct checkpoints *c = checkpoint_of(r);
 	if (ready(c, e) < 0)
 		return -1;
-	/* follow: a task's exit diff (ckpt_task_watch; no door passes it on from a client). */
+	/* follow: a task's exit diff (checkpoint_task_watch; no door passes it on from a client).
+	 */
 	static const char *const fields[] = {"to", "patch", "follow", NULL};
 	if (only_fields(args, fields, e) < 0)
 		return -1;
@@ -427,9 +429,9 @@ static int ckpt_diff(struct runner *r, const char *id, json_t *args, ckpt_done_f
 				 "to must be a checkpoint id, patch a boolean");
 	const char *to = json_string_value(tj);
 	c->patch = json_is_true(pj);
-	c->follow = json_is_true(fj) && c->actor == CKPT_FOR_TASK;
-	struct ckpt *keep_to = NULL;
-	if (to && *to && !(keep_to = ckpt_find(c, to)))
+	c->follow = json_is_true(fj) && c->actor == CHECKPOINT_FOR_TASK;
+	struct checkpoint *keep_to = NULL;
+	if (to && *to && !(keep_to = checkpoint_find(c, to)))
 		return error_set(e, 0, "CHECKPOINT_NOT_FOUND", "no checkpoint '%.64s' (to)", to);
 	c->to = keep_to; /* before the worker is forked */
 	return start_on(r, id, OP_DIFF, done, arg, e);
@@ -461,10 +463,10 @@ static void stop_wait(struct loop *loop, struct loop_timer *t)
 	}
 }
 
-static int ckpt_restore(struct runner *r, const char *id, json_t *body, ckpt_done_fn done,
-			void *arg, struct error *e)
+static int checkpoint_restore(struct runner *r, const char *id, json_t *body,
+			      checkpoint_done_fn done, void *arg, struct error *e)
 {
-	struct checkpoints *c = ckpt_of(r);
+	struct checkpoints *c = checkpoint_of(r);
 	if (ready(c, e) < 0)
 		return -1;
 	static const char *const fields[] = {"stop_tasks", NULL};
@@ -478,7 +480,7 @@ static int ckpt_restore(struct runner *r, const char *id, json_t *body, ckpt_don
 	}
 	bool stop = json_is_true(st);
 	json_decref(body);
-	struct ckpt *k = ckpt_find(c, id);
+	struct checkpoint *k = checkpoint_find(c, id);
 	if (!k)
 		return error_set(e, 0, "CHECKPOINT_NOT_FOUND", "no checkpoint '%.64s'",
 				 id ? id : "");
@@ -501,7 +503,7 @@ static int ckpt_restore(struct runner *r, const char *id, json_t *body, ckpt_don
 	/* Stopped first; the worker starts once every one has ended. */
 	c->target = k;
 	c->op = OP_RESTORE;
-	if (ckpt_open_roots(c, k->paths, true, e) < 0) {
+	if (checkpoint_open_roots(c, k->paths, true, e) < 0) {
 		end_op(c);
 		return -1;
 	}
@@ -517,10 +519,11 @@ static int ckpt_restore(struct runner *r, const char *id, json_t *body, ckpt_don
 	return 0;
 }
 
-int ckpt_start(struct runner *r, enum ckpt_op op, enum ckpt_actor actor, const char *id,
-	       json_t *args, ckpt_done_fn done, void *arg, struct error *e)
+int checkpoint_start(struct runner *r, enum checkpoint_op op, enum checkpoint_actor actor,
+		     const char *id, json_t *args, checkpoint_done_fn done, void *arg,
+		     struct error *e)
 {
-	struct checkpoints *c = ckpt_of(r);
+	struct checkpoints *c = checkpoint_of(r);
 	if (ready(c, e) < 0)
 		return -1;
 	c->actor = actor; /* reset by end_op */
@@ -531,14 +534,14 @@ int ckpt_start(struct runner *r, enum ckpt_op op, enum ckpt_actor actor, const c
 		args = empty;
 	int rc;
 	switch (op) {
-	case CKPT_CREATE:
-		rc = ckpt_create(r, args, done, arg, e);
+	case CHECKPOINT_CREATE:
+		rc = checkpoint_create(r, args, done, arg, e);
 		break;
-	case CKPT_DIFF:
-		rc = ckpt_diff(r, id, args, done, arg, e);
+	case CHECKPOINT_DIFF:
+		rc = checkpoint_diff(r, id, args, done, arg, e);
 		break;
-	case CKPT_RESTORE:
-		rc = ckpt_restore(r, id, args, done, arg, e);
+	case CHECKPOINT_RESTORE:
+		rc = checkpoint_restore(r, id, args, done, arg, e);
 		break;
 	default:
 		rc = start_on(r, id, OP_DELETE, done, arg, e);
@@ -548,15 +551,15 @@ int ckpt_start(struct runner *r, enum ckpt_op op, enum ckpt_actor actor, const c
 	return rc;
 }
 
-bool ckpt_restoring(struct runner *r)
+bool checkpoint_restoring(struct runner *r)
 {
-	struct checkpoints *c = ckpt_of(r);
+	struct checkpoints *c = checkpoint_of(r);
 	return c && c->op == OP_RESTORE;
 }
 
-void ckpt_drop_all(struct runner *r)
+void checkpoint_drop_all(struct runner *r)
 {
-	struct checkpoints *c = ckpt_of(r);
+	struct checkpoints *c = checkpoint_of(r);
 	if (!c)
 		return;
 	if (c->op != OP_NONE) {
@@ -566,13 +569,13 @@ void ckpt_drop_all(struct runner *r)
 	}
 	unsigned n = c->n;
 	while (c->head) {
-		struct ckpt *k = c->head;
+		struct checkpoint *k = c->head;
 		c->head = k->next;
-		ckpt_free(k);
+		checkpoint_free(k);
 	}
 	c->n = 0;
 	c->store_bytes = 0;
-	ckpt_dirty_drop(c);
+	checkpoint_dirty_drop(c);
 	/* Out of the way at once (renamed); removed by the reset's worker or
 	 * the next checkpoint's. */
 	if (!c->unavailable && tree_store_retire(r->state_dir_fd) < 0)
@@ -582,7 +585,7 @@ void ckpt_drop_all(struct runner *r)
 	run_queue(c); /* they answer CHECKPOINT_NOT_FOUND or take a fresh store */
 }
 
-int ckpt_init(struct runner *r, struct error *e)
+int checkpoint_init(struct runner *r, struct error *e)
 {
 	struct checkpoints *c = calloc(1, sizeof(*c));
 	if (!c)
@@ -600,13 +603,13 @@ int ckpt_init(struct runner *r, struct error *e)
 	if (loop_timer_init(&r->loop, &c->stop_timer, stop_wait, c) < 0)
 		return error_set(e, errno, NULL, "checkpoints: timerfd");
 	c->timer_open = true;
-	ckpt_dirty_init(c);
+	checkpoint_dirty_init(c);
 	return 0;
 }
 
-void ckpt_abort(struct runner *r)
+void checkpoint_abort(struct runner *r)
 {
-	struct checkpoints *c = ckpt_of(r);
+	struct checkpoints *c = checkpoint_of(r);
 	if (c && c->op != OP_NONE) {
 		respond_error(c, 503, "UNAVAILABLE", "the runner is shutting down");
 		end_op(c);
@@ -622,20 +625,20 @@ void ckpt_abort(struct runner *r)
 	}
 }
 
-void ckpt_free_all(struct runner *r)
+void checkpoint_free_all(struct runner *r)
 {
-	struct checkpoints *c = ckpt_of(r);
+	struct checkpoints *c = checkpoint_of(r);
 	if (!c)
 		return;
 	end_op(c);
 	while (c->head) {
-		struct ckpt *k = c->head;
+		struct checkpoint *k = c->head;
 		c->head = k->next;
-		ckpt_free(k);
+		checkpoint_free(k);
 	}
 	if (c->timer_open)
 		loop_timer_close(&r->loop, &c->stop_timer);
-	ckpt_dirty_free(c);
+	checkpoint_dirty_free(c);
 	while (c->queue) {
 		struct queued *q = c->queue;
 		c->queue = q->next;
@@ -649,12 +652,12 @@ void ckpt_free_all(struct runner *r)
 /* ---- a task's changes (POST /v1/tasks "changes";
  * docs/design/checkpoints.md#checkpoints-undo-for-agents) ---- */
 
-/* Start op, or queue it behind the one running; done as for ckpt_start. */
-int ckpt_start_queued(struct runner *r, enum ckpt_op op, const char *id, json_t *args,
-		      ckpt_done_fn done, void *arg, struct error *e)
+/* Start op, or queue it behind the one running; done as for checkpoint_start. */
+int checkpoint_start_queued(struct runner *r, enum checkpoint_op op, const char *id, json_t *args,
+			    checkpoint_done_fn done, void *arg, struct error *e)
 {
-	struct checkpoints *c = ckpt_of(r);
-	if (ckpt_start(r, op, CKPT_FOR_TASK, id, args, done, arg, e) == 0)
+	struct checkpoints *c = checkpoint_of(r);
+	if (checkpoint_start(r, op, CHECKPOINT_FOR_TASK, id, args, done, arg, e) == 0)
 		return 0;
 	if (!c || strcmp(error_code(e), "CHECKPOINT_BUSY"))
 		return -1;
@@ -679,8 +682,8 @@ static void run_queue(struct checkpoints *c)
 		struct queued *q = c->queue;
 		c->queue = q->next;
 		struct error e = {0};
-		int rc = ckpt_start(c->r, q->op, CKPT_FOR_TASK, q->id[0] ? q->id : NULL, q->args,
-				    q->done, q->arg, &e);
+		int rc = checkpoint_start(c->r, q->op, CHECKPOINT_FOR_TASK, q->id[0] ? q->id : NULL,
+					  q->args, q->done, q->arg, &e);
 		json_decref(q->args);
 		if (rc < 0)
 			q->done(q->arg, error_http_status(&e),

@@ -19,63 +19,64 @@ static void on_events(struct loop *loop, struct loop_watch *w, uint32_t events)
 	(void)loop;
 	(void)events;
 	struct checkpoints *c = w->arg;
-	ck_changes_read(c->changes);
+	tree_changes_read(c->changes);
 }
 
-void ckpt_dirty_init(struct checkpoints *c)
+void checkpoint_dirty_init(struct checkpoints *c)
 {
 	/* A cap below the kernel's (max_user_watches): a tracker shares it with the box. */
 	const char *cap = getenv("FORCEAI_CHECKPOINT_MAX_WATCHES");
 	unsigned long max = cap ? strtoul(cap, NULL, 10) : 0;
-	c->changes = ck_changes_new(max > 10000000 ? 10000000 : (unsigned)max);
+	c->changes = tree_changes_new(max > 10000000 ? 10000000 : (unsigned)max);
 	if (!c->changes) {
 		log_errno("checkpoints: no change tracker (every checkpoint walks its tree)", errno,
 			  NULL);
 		return;
 	}
-	int rc = loop_watch_add(&c->r->loop, &c->changes_w, ck_changes_fd(c->changes), EPOLLIN,
+	int rc = loop_watch_add(&c->r->loop, &c->changes_w, tree_changes_fd(c->changes), EPOLLIN,
 				on_events, c);
 	if (rc < 0) {
 		log_errno("checkpoints: no change tracker (every checkpoint walks its tree)", -rc,
 			  NULL);
-		ck_changes_free(c->changes);
+		tree_changes_free(c->changes);
 		c->changes = NULL;
 	}
 }
 
-void ckpt_dirty_free(struct checkpoints *c)
+void checkpoint_dirty_free(struct checkpoints *c)
 {
 	if (!c->changes)
 		return;
 	loop_watch_del(&c->r->loop, &c->changes_w);
-	ck_changes_free(c->changes);
+	tree_changes_free(c->changes);
 	c->changes = NULL;
 }
 
-void ckpt_dirty_before_fork(struct checkpoints *c)
+void checkpoint_dirty_before_fork(struct checkpoints *c)
 {
 	if (c->changes)
-		ck_changes_read(c->changes); /* every change made before the fork is in the copy */
+		tree_changes_read(
+			c->changes); /* every change made before the fork is in the copy */
 }
 
-void ckpt_dirty_forked(struct checkpoints *c)
+void checkpoint_dirty_forked(struct checkpoints *c)
 {
 	if (c->changes && c->op == OP_CREATE && c->pending)
-		ck_changes_mark(c->changes, c->pending->id);
+		tree_changes_mark(c->changes, c->pending->id);
 }
 
-void ckpt_dirty_drop(struct checkpoints *c)
+void checkpoint_dirty_drop(struct checkpoints *c)
 {
 	if (c->changes)
-		ck_changes_invalidate(c->changes);
+		tree_changes_invalidate(c->changes);
 }
 
 /* In the worker: may the walk take from prev (checkpoint prev_id) what did not change? */
-void ckpt_dirty_worker(struct checkpoints *c, struct tree_store *s, const char *prev_id)
+void checkpoint_dirty_worker(struct checkpoints *c, struct tree_store *s, const char *prev_id)
 {
 	s->changes = c->changes;
 	s->watch = c->changes && c->op == OP_CREATE;
-	s->reuse = ck_changes_valid_for(c->changes, prev_id);
+	s->reuse = tree_changes_valid_for(c->changes, prev_id);
 	for (unsigned i = 0; i < c->n_roots; i++)
 		if (c->open_paths[i]) /* opened elsewhere than its path: the tracker's paths differ
 				       */
@@ -83,31 +84,31 @@ void ckpt_dirty_worker(struct checkpoints *c, struct tree_store *s, const char *
 }
 
 /* In the worker: the watches it added, for the runner to keep ([[wd, path], ...]). */
-void ckpt_dirty_report(struct checkpoints *c, json_t *w)
+void checkpoint_dirty_report(struct checkpoints *c, json_t *w)
 {
 	int wd;
 	const char *path;
 	json_t *a = json_array();
-	for (size_t i = 0; i < WATCHED_MAX && ck_changes_added(c->changes, i, &wd, &path); i++)
+	for (size_t i = 0; i < WATCHED_MAX && tree_changes_added(c->changes, i, &wd, &path); i++)
 		json_array_append_new(a, json_pack("[i,s]", wd, path));
 	json_object_set_new(w, "watched", a);
 }
 
 /* The worker's answer w (its result ok or not): its watches adopted; a create's checkpoint
  * the base when taken. */
-void ckpt_dirty_answer(struct checkpoints *c, json_t *w, bool ok)
+void checkpoint_dirty_answer(struct checkpoints *c, json_t *w, bool ok)
 {
 	if (!c->changes)
 		return;
-	ck_changes_read(c->changes); /* events of its watches until now: applied on adoption */
+	tree_changes_read(c->changes); /* events of its watches until now: applied on adoption */
 	size_t i;
 	json_t *v;
 	json_array_foreach(json_object_get(w, "watched"), i, v) {
 		const char *p = json_string_value(json_array_get(v, 1));
 		if (p)
-			ck_changes_adopt(c->changes, (int)json_integer_value(json_array_get(v, 0)),
-					 p);
+			tree_changes_adopt(c->changes,
+					   (int)json_integer_value(json_array_get(v, 0)), p);
 	}
 	if (c->op == OP_CREATE && c->pending)
-		ck_changes_taken(c->changes, c->pending->id, ok);
+		tree_changes_taken(c->changes, c->pending->id, ok);
 }

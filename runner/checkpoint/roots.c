@@ -17,7 +17,7 @@
 
 /* ---- roots ---- */
 
-void ckpt_close_roots(struct checkpoints *c)
+void checkpoint_close_roots(struct checkpoints *c)
 {
 	for (unsigned i = 0; i < c->n_roots; i++) {
 		if (c->roots[i].pfd >= 0)
@@ -39,7 +39,7 @@ static int cmp_path(const void *a, const void *b)
 	return tree_pathcmp(*(char *const *)a, *(char *const *)b);
 }
 
-bool ckpt_in_a_root(struct runner *r, const char *path);
+bool checkpoint_in_a_root(struct runner *r, const char *path);
 
 /* Where path is opened: itself (NULL), or for a task's exit diff (c->follow) the directory
  * it names now for the task user when that is another one inside a writable root: the task
@@ -48,7 +48,7 @@ static char *followed(struct checkpoints *c, const char *path)
 {
 	char real[4096];
 	if (!c->follow || files_user_realpath(&c->task_id, path, real, sizeof(real)) < 0 ||
-	    !strcmp(real, path) || !ckpt_in_a_root(c->r, real))
+	    !strcmp(real, path) || !checkpoint_in_a_root(c->r, real))
 		return NULL;
 	if (!c->resolved)
 		c->resolved = json_array();
@@ -64,7 +64,7 @@ static int open_root_fds(struct checkpoints *c, struct tree_root *ro, const char
 	const struct files_ident wid = {.uid = r->cfg.task_uid,
 					.gid = r->cfg.task_gid,
 					.write_roots = r->cfg.landlock_roots};
-	const char *as = c->actor == CKPT_FOR_TASK ? " (acting as the task user)" : "";
+	const char *as = c->actor == CHECKPOINT_FOR_TASK ? " (acting as the task user)" : "";
 	const char *base;
 	int pfd = strcmp(at, "/") ? files_open_parent(at, &base) : -EINVAL;
 	if (pfd < 0)
@@ -117,7 +117,7 @@ static int open_root(struct checkpoints *c, char *path, bool may_be_missing, str
 	c->open_paths[c->n_roots] = live;
 	c->n_roots++;
 	const char *at = live ? live : path;
-	bool as_task = c->actor == CKPT_FOR_TASK;
+	bool as_task = c->actor == CHECKPOINT_FOR_TASK;
 	int rc = as_task ? files_enter(&c->task_id) : 0;
 	if (rc < 0)
 		return error_set(e, -rc, "PERMISSION_DENIED",
@@ -135,7 +135,8 @@ static int open_root(struct checkpoints *c, char *path, bool may_be_missing, str
 /* Open the paths (clean, absolute, inside the writable roots: the files
  * API's rules, with the configured roots whether Landlock runs or not).
  * `may_be_missing`: a restore brings back a path that is gone. */
-int ckpt_open_roots(struct checkpoints *c, json_t *paths, bool may_be_missing, struct error *e)
+int checkpoint_open_roots(struct checkpoints *c, json_t *paths, bool may_be_missing,
+			  struct error *e)
 {
 	char *list[TREE_MAX_ROOTS];
 	unsigned n = 0;
@@ -184,7 +185,7 @@ int ckpt_open_roots(struct checkpoints *c, json_t *paths, bool may_be_missing, s
 	return rc;
 }
 
-json_t *ckpt_default_paths(struct runner *r)
+json_t *checkpoint_default_paths(struct runner *r)
 {
 	json_t *a = json_array();
 	char *list = strdup(r->cfg.landlock_roots ? r->cfg.landlock_roots : "");
@@ -201,7 +202,7 @@ json_t *ckpt_default_paths(struct runner *r)
 	return a;
 }
 
-bool ckpt_in_a_root(struct runner *r, const char *path)
+bool checkpoint_in_a_root(struct runner *r, const char *path)
 {
 	const char *roots = r->cfg.landlock_roots ? r->cfg.landlock_roots : "";
 	while (*roots) {

@@ -16,8 +16,8 @@
 
 #define TASK_CHANGES_WAIT_MS 60000 /* a task's exit event waits this long for its diff */
 
-int ckpt_task_before(struct runner *r, const char *cwd, ckpt_done_fn done, void *arg,
-		     struct error *e)
+int checkpoint_task_before(struct runner *r, const char *cwd, checkpoint_done_fn done, void *arg,
+			   struct error *e)
 {
 	/* The task's working directory when it lies in a writable root (an agent works in its
 	 * workspace): cheaper than every root, and what a client shows and rolls back; else
@@ -35,15 +35,15 @@ int ckpt_task_before(struct runner *r, const char *cwd, ckpt_done_fn done, void 
 					 files_user_realpath(&id, cwd, real, sizeof(real)) == 0
 				 ? real
 				 : NULL;
-	json_t *a = at && ckpt_in_a_root(r, at)
+	json_t *a = at && checkpoint_in_a_root(r, at)
 			    ? json_pack("{s:s,s:[s]}", "label", "task", "paths", at)
 			    : json_pack("{s:s}", "label", "task");
-	int rc = ckpt_start_queued(r, CKPT_CREATE, NULL, a, done, arg, e);
+	int rc = checkpoint_start_queued(r, CHECKPOINT_CREATE, NULL, a, done, arg, e);
 	json_decref(a);
 	return rc;
 }
 
-struct ckpt_watch {
+struct checkpoint_watch {
 	struct runner *r;
 	struct task *t;               /* once its exit event is held */
 	char ck[20];                  /* the checkpoint before it ("": none) */
@@ -53,17 +53,17 @@ struct ckpt_watch {
 	bool timer_open, waiting;
 };
 
-static void watch_free(struct ckpt_watch *w)
+static void watch_free(struct checkpoint_watch *w)
 {
 	if (w->waiting)
-		ckpt_forget_waiter(w->r, w);
+		checkpoint_forget_waiter(w->r, w);
 	if (w->timer_open)
 		loop_timer_close(&w->r->loop, &w->timer);
 	free(w);
 }
 
 /* The exit event goes out with changes (or why not) and the watch ends. */
-static void watch_end(struct ckpt_watch *w, json_t *changes)
+static void watch_end(struct checkpoint_watch *w, json_t *changes)
 {
 	struct task *t = w->t;
 	if (t->held_ev) {
@@ -94,7 +94,7 @@ static json_t *others_in(struct runner *r, const struct task *t, uint64_t from, 
 	return a;
 }
 
-void ckpt_change_lists(json_t *diff, json_t *lists[3])
+void checkpoint_change_lists(json_t *diff, json_t *lists[3])
 {
 	static const char *const kinds[3] = {"added", "modified", "deleted"};
 	for (int j = 0; j < 3; j++)
@@ -105,14 +105,14 @@ void ckpt_change_lists(json_t *diff, json_t *lists[3])
 		const char *k = json_string_value(json_object_get(ch, "change"));
 		for (int j = 0; j < 3; j++)
 			if (k && !strcmp(k, kinds[j]) &&
-			    json_array_size(lists[j]) < CKPT_CHANGES_LISTED)
+			    json_array_size(lists[j]) < CHECKPOINT_CHANGES_LISTED)
 				json_array_append(lists[j], json_object_get(ch, "path"));
 	}
 }
 
 static void on_task_diff(void *arg, unsigned status, json_t *body)
 {
-	struct ckpt_watch *w = arg;
+	struct checkpoint_watch *w = arg;
 	w->waiting = false;
 	if (status != 200) {
 		json_t *ch = json_pack("{s:s,s:s?}", "error", "the diff failed", "message",
@@ -123,7 +123,7 @@ static void on_task_diff(void *arg, unsigned status, json_t *body)
 	}
 	static const char *const kinds[3] = {"added", "modified", "deleted"};
 	json_t *lists[3];
-	ckpt_change_lists(body, lists);
+	checkpoint_change_lists(body, lists);
 	json_t *counts = json_object_get(body, "counts");
 	bool truncated = json_is_true(json_object_get(body, "truncated"));
 	for (int j = 0; j < 3; j++)
@@ -151,7 +151,7 @@ static void on_task_diff(void *arg, unsigned status, json_t *body)
 static void on_watch_timer(struct loop *loop, struct loop_timer *timer)
 {
 	(void)loop;
-	struct ckpt_watch *w = timer->arg;
+	struct checkpoint_watch *w = timer->arg;
 	watch_end(w, json_pack("{s:s,s:s}", "error", "the diff took too long", "message",
 			       "the exit event waited 60 s for the diff: ask "
 			       "POST /v1/checkpoints/{checkpoint}/diff"));
@@ -160,7 +160,7 @@ static void on_watch_timer(struct loop *loop, struct loop_timer *timer)
 /* The task's terminal event is due (gone: the record goes away first). */
 static void on_task_exit_hold(struct task *t, void *arg, bool gone)
 {
-	struct ckpt_watch *w = arg;
+	struct checkpoint_watch *w = arg;
 	if (gone) {
 		watch_free(w);
 		return;
@@ -181,7 +181,8 @@ static void on_task_exit_hold(struct task *t, void *arg, bool gone)
 	/* Its paths as the task resolves them now: it may have replaced its cwd by a link. */
 	json_t *follow = json_pack("{s:b}", "follow", 1);
 	if (loop_timer_start(&w->r->loop, &w->timer, TASK_CHANGES_WAIT_MS, 0) < 0 ||
-	    ckpt_start_queued(w->r, CKPT_DIFF, w->ck, follow, on_task_diff, w, &e) < 0) {
+	    checkpoint_start_queued(w->r, CHECKPOINT_DIFF, w->ck, follow, on_task_diff, w, &e) <
+		    0) {
 		json_decref(follow);
 		watch_end(w, json_pack("{s:s,s:s}", "error", "the diff could not start", "message",
 				       e.msg[0] ? e.msg : "timerfd"));
@@ -191,16 +192,16 @@ static void on_task_exit_hold(struct task *t, void *arg, bool gone)
 	w->waiting = true;
 }
 
-int ckpt_task_watch(struct runner *r, struct task_spec *spec, const char *ck_id, const char *why,
-		    uint64_t from_ms)
+int checkpoint_task_watch(struct runner *r, struct task_spec *spec, const char *checkpoint_id,
+			  const char *why, uint64_t from_ms)
 {
-	struct ckpt_watch *w = calloc(1, sizeof(*w));
+	struct checkpoint_watch *w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
 	w->r = r;
 	w->timer.w.fd = -1;
 	w->from_ms = from_ms;
-	snprintf(w->ck, sizeof(w->ck), "%s", ck_id ? ck_id : "");
+	snprintf(w->ck, sizeof(w->ck), "%s", checkpoint_id ? checkpoint_id : "");
 	snprintf(w->why, sizeof(w->why), "no checkpoint before the task: %s",
 		 why ? why : "unknown");
 	spec->exit_hold = on_task_exit_hold;
@@ -208,7 +209,7 @@ int ckpt_task_watch(struct runner *r, struct task_spec *spec, const char *ck_id,
 	return 0;
 }
 
-void ckpt_task_unwatch(struct task_spec *spec)
+void checkpoint_task_unwatch(struct task_spec *spec)
 {
 	if (spec->exit_hold == on_task_exit_hold)
 		watch_free(spec->exit_hold_arg);

@@ -147,7 +147,7 @@ static void on_change(void *arg, const struct tree_ent *a, const struct tree_ent
 {
 	struct diffctx *d = arg;
 	const char *change;
-	if (d->c->actor == CKPT_FOR_TASK) {
+	if (d->c->actor == CHECKPOINT_FOR_TASK) {
 		/* For the task, each side as it could see it: what lay beyond a directory it
 		 * could not list and enter is not there for it. */
 		if (a && !(a->flags & TREE_TASK_SEEN))
@@ -228,8 +228,8 @@ static json_t *do_create(struct checkpoints *c, struct tree_store *s, struct err
 {
 	struct tree_manifest prev = {0}, m = {0};
 	bool have_prev = false;
-	struct ckpt *last = NULL;
-	for (struct ckpt *k = c->head; k; k = k->next)
+	struct checkpoint *last = NULL;
+	for (struct checkpoint *k = c->head; k; k = k->next)
 		last = k;
 	if (last) {
 		char name[40];
@@ -238,7 +238,7 @@ static json_t *do_create(struct checkpoints *c, struct tree_store *s, struct err
 		have_prev = tree_manifest_load(s->dir_fd, name, &prev, &le) == 0;
 	}
 	struct tree_capture_stats ts;
-	ckpt_dirty_worker(c, s, have_prev ? last->id : NULL);
+	checkpoint_dirty_worker(c, s, have_prev ? last->id : NULL);
 	/* Nothing changed: the previous manifest file is this one's too (writing a large manifest
 	 * is most of an unchanged checkpoint's cost). */
 	bool same = have_prev && s->reuse &&
@@ -307,7 +307,7 @@ static json_t *do_diff(struct checkpoints *c, struct tree_store *s, struct error
 		snprintf(name, sizeof(name), "m-%s", c->to->id);
 		rc = tree_manifest_load(s->dir_fd, name, &b, e);
 	} else {
-		ckpt_dirty_worker(c, s, c->target->id);
+		checkpoint_dirty_worker(c, s, c->target->id);
 		rc = tree_capture(s, true, c->roots, c->n_roots, &a, &b, &ts, e);
 	}
 	if (rc < 0) {
@@ -350,7 +350,7 @@ static json_t *do_restore(struct checkpoints *c, struct tree_store *s, struct er
 	unsigned failures;
 	/* For the task, the tree is worked on as the task user: the kernel refuses what it
 	 * may not do, each refusal a failure named in the answer. */
-	s->as_task = c->actor == CKPT_FOR_TASK;
+	s->as_task = c->actor == CHECKPOINT_FOR_TASK;
 	if (s->as_task && files_enter(&c->task_id) < 0) {
 		note(&nt, "failed", "", "cannot act as the task user");
 		failures = 1;
@@ -375,7 +375,7 @@ static json_t *do_delete(struct checkpoints *c, struct tree_store *s, struct err
 	}
 	struct tree_manifest *keep = calloc(c->n + 1, sizeof(*keep));
 	unsigned n = 0;
-	for (struct ckpt *k = c->head; k && keep; k = k->next) {
+	for (struct checkpoint *k = c->head; k && keep; k = k->next) {
 		snprintf(name, sizeof(name), "m-%s", k->id);
 		if (tree_manifest_load(s->dir_fd, name, &keep[n], e) < 0) {
 			for (unsigned i = 0; i < n; i++)
@@ -396,7 +396,7 @@ static json_t *do_delete(struct checkpoints *c, struct tree_store *s, struct err
 			 (json_int_t)bytes);
 }
 
-_Noreturn void ckpt_worker_main(struct checkpoints *c)
+_Noreturn void checkpoint_worker_main(struct checkpoints *c)
 {
 	struct runner *r = c->r;
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -407,7 +407,7 @@ _Noreturn void ckpt_worker_main(struct checkpoints *c)
 	unsigned nk = 0;
 	keep[nk++] = c->out_fd;
 	if (c->changes) /* the watches it adds are the runner's instance's */
-		keep[nk++] = ck_changes_fd(c->changes);
+		keep[nk++] = tree_changes_fd(c->changes);
 	keep[nk++] = r->state_dir_fd;
 	for (unsigned i = 0; i < c->n_roots; i++) {
 		keep[nk++] = c->roots[i].pfd;
@@ -451,7 +451,7 @@ _Noreturn void ckpt_worker_main(struct checkpoints *c)
 	if (o)
 		json_object_set_new(w, "result", o);
 	if (w && c->changes)
-		ckpt_dirty_report(c, w);
+		checkpoint_dirty_report(c, w);
 	char *str = w ? json_dumps(w, JSON_COMPACT) : NULL;
 	/* A failed write shows as an unreadable answer to the parent. */
 	if (str)

@@ -9,7 +9,7 @@ void log_json(const char *level, const char *msg, const char *fmt, ...);
 #define log_info(msg, ...) log_json("info", msg, __VA_ARGS__)
 #define log_warn(msg, ...) log_json("warn", msg, __VA_ARGS__)
 #define log_error(msg, ...) log_json("error", msg, __VA_ARGS__)
-/* The sandbox a runtime init bound the box to (profile/rtinit.c): every
+/* The sandbox a runtime init bound the box to (init/runtime.c): every
  * line after it carries sandboxId and generation. NULL: none. */
 void log_set_context(const char *sandbox_id, uint64_t generation);
 /* An error from a system call: adds "errno" and "error" (strerror). */

@@ -57,7 +57,7 @@ struct runner {
 	pid_t main_pid;
 	bool main_running;
 	int main_status; /* raw wait status once exited */
-	/* A runtime init's entrypointPolicy restart (profile/rtinit.c): the main
+	/* A runtime init's entrypointPolicy restart (init/runtime.c): the main
 	 * process is being stopped to start again with these variables added. */
 	bool main_restarting;
 	json_t *main_env;
@@ -95,9 +95,9 @@ struct runner {
 	struct mcp_upstream *mcp_upstream;   /* --mcp-servers: stdio servers behind /mcp */
 	struct conversations *conversations; /* of agent tasks (model/conversation.h) */
 	struct watch_table *watches;         /* open watches (watch/watch.c) */
-	struct rtinit *rtinit;               /* runtime init and lifecycle hooks (init/runtime.h) */
+	struct runtime_init *runtime_init;   /* runtime init and lifecycle hooks (init/runtime.h) */
 
-	/* Runtime init (profile/rtinit.c): the tasks' sandbox-level variables
+	/* Runtime init (init/runtime.c): the tasks' sandbox-level variables
 	 * (NULL: none), and the API token's SHA-256 once bound: from then on a
 	 * request's token is checked against it (http.c), never kept raw. */
 	json_t *sandbox_env;

@@ -1,6 +1,6 @@
 /* A request body as JSON: the one reader (a JSON object, or an array where a route takes
  * one) and the one set of typed getters, each error INVALID_REQUEST_BODY in the words of the
- * routes' schemas (api/schema.h): "field 'K' must be a string". Pure: no request, no I/O, so
+ * routes' schemas (task/request.h): "field 'K' must be a string". Pure: no request, no I/O, so
  * the fuzz targets and unit tests call what the handlers call. */
 #pragma once
 #include <jansson.h>

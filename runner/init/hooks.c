@@ -62,7 +62,7 @@ json_t *hook_status(const struct hook_run *hr)
 
 void report_startup(struct runner *r, const char *status, const char *msg)
 {
-	struct rtinit *rt = rt_of(r);
+	struct runtime_init *rt = rt_of(r);
 	json_t *st = json_pack("{s:s,s:s?,s:I}", "status", status, "message", msg, "timestamp",
 			       (json_int_t)now_ms());
 	if (!st)
@@ -79,7 +79,7 @@ void report_startup(struct runner *r, const char *status, const char *msg)
 
 static void start_main_if_due(struct runner *r)
 {
-	struct rtinit *rt = rt_of(r);
+	struct runtime_init *rt = rt_of(r);
 	if (rt->hooks.prestart_done)
 		rt->hooks.prestart_done(r);
 }
@@ -106,7 +106,7 @@ static int hook_spawn(struct hook_run *hr, struct error *e)
 		return -1;
 	hr->task = t;
 	hr->runs++;
-	struct rtinit *rt = rt_of(r);
+	struct runtime_init *rt = rt_of(r);
 	unsigned slot = rt->next_name++ % (sizeof(rt->names) / sizeof(rt->names[0]));
 	snprintf(rt->names[slot].id, sizeof(rt->names[slot].id), "%s", t->id);
 	snprintf(rt->names[slot].name, sizeof(rt->names[slot].name), "%s", hr->h->name);
@@ -128,7 +128,7 @@ static void periodic_start(struct runner *r);
 
 static void prestart_end(struct runner *r, bool ok, const char *msg)
 {
-	struct rtinit *rt = rt_of(r);
+	struct runtime_init *rt = rt_of(r);
 	const struct lc_hook *h = &rt->cfg.prestart;
 	snprintf(rt->prestart_msg, sizeof(rt->prestart_msg), "%s", msg);
 	if (ok || !h->abort_on_failure) {
@@ -151,7 +151,7 @@ static void on_periodic(struct loop *loop, struct loop_timer *tm)
 	(void)loop;
 	struct hook_run *hr = tm->arg;
 	struct runner *r = hr->r;
-	struct rtinit *rt = rt_of(r);
+	struct runtime_init *rt = rt_of(r);
 	if (!rt || !rt->hooks_on || r->shutting_down)
 		return;
 	/* Never overlapping (execd's rule): a run still going skips this turn. */
@@ -169,7 +169,7 @@ static void on_periodic(struct loop *loop, struct loop_timer *tm)
 
 void hooks_stop(struct runner *r)
 {
-	struct rtinit *rt = rt_of(r);
+	struct runtime_init *rt = rt_of(r);
 	if (!rt)
 		return;
 	rt->hooks_on = false;
@@ -189,7 +189,7 @@ void hooks_stop(struct runner *r)
 
 static void periodic_start(struct runner *r)
 {
-	struct rtinit *rt = rt_of(r);
+	struct runtime_init *rt = rt_of(r);
 	for (unsigned i = 0; i < rt->cfg.n_periodic; i++) {
 		struct hook_run *hr = &rt->per[i];
 		memset(hr, 0, sizeof(*hr));
@@ -212,7 +212,7 @@ static void periodic_start(struct runner *r)
  * from then on; with no preStart the box is ready at once. */
 void hooks_start(struct runner *r)
 {
-	struct rtinit *rt = rt_of(r);
+	struct runtime_init *rt = rt_of(r);
 	rt->hooks_on = true;
 	memset(&rt->pre, 0, sizeof(rt->pre));
 	rt->pre.r = r;
@@ -234,10 +234,10 @@ void hooks_start(struct runner *r)
 	}
 }
 
-void rtinit_task_finished(struct task *t)
+void runtime_init_task_finished(struct task *t)
 {
 	struct runner *r = t->r;
-	struct rtinit *rt = rt_of(r);
+	struct runtime_init *rt = rt_of(r);
 	if (!rt || t->api != TASK_API_HOOK)
 		return;
 	const char *st = task_status_name(t->status);
@@ -266,9 +266,9 @@ void rtinit_task_finished(struct task *t)
 	}
 }
 
-const char *rtinit_hook_name(struct runner *r, const struct task *t)
+const char *runtime_init_hook_name(struct runner *r, const struct task *t)
 {
-	struct rtinit *rt = rt_of(r);
+	struct runtime_init *rt = rt_of(r);
 	if (!rt || !t || t->api != TASK_API_HOOK)
 		return NULL;
 	for (size_t i = 0; i < sizeof(rt->names) / sizeof(rt->names[0]); i++)

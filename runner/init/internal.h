@@ -24,7 +24,7 @@ struct hook_run {
 	uint64_t last_ms;
 };
 
-struct rtinit {
+struct runtime_init {
 	struct init_hooks hooks; /* what it calls above itself (runtime.h) */
 	bool initialized;
 	char sandbox_id[129];
@@ -46,9 +46,9 @@ struct rtinit {
 	unsigned next_name;
 };
 
-static inline struct rtinit *rt_of(struct runner *r)
+static inline struct runtime_init *rt_of(struct runner *r)
 {
-	return r->rtinit;
+	return r->runtime_init;
 }
 
 /* hooks.c: preStart, then the periodic hooks; stopped (their tasks killed) by a new

@@ -59,7 +59,7 @@ static int read_small_file(const char *path, char **out, size_t *len, struct err
 	return 0;
 }
 
-const char *rtinit_config_file(char *buf, size_t len)
+const char *runtime_init_config_file(char *buf, size_t len)
 {
 	const char *js = getenv("OPEN_SANDBOX_LIFECYCLE");
 	if (!js || !*js)
@@ -82,7 +82,7 @@ const char *rtinit_config_file(char *buf, size_t len)
  * but wrong stops the runner: a box must not start without its hooks. */
 static int load_startup_config(struct runner *r, struct error *e)
 {
-	struct rtinit *rt = rt_of(r);
+	struct runtime_init *rt = rt_of(r);
 	struct lc_warnings w = {0};
 	const char *var = "OPEN_SANDBOX_LIFECYCLE";
 	char *js = getenv(var);
@@ -101,7 +101,7 @@ static int load_startup_config(struct runner *r, struct error *e)
 		from = var;
 	} else {
 		char def[PATH_MAX];
-		const char *path = rtinit_config_file(def, sizeof(def));
+		const char *path = runtime_init_config_file(def, sizeof(def));
 		if (!path)
 			return 0;
 		cleanup_free char *text = NULL;
@@ -123,22 +123,22 @@ static int load_startup_config(struct runner *r, struct error *e)
 	return 0;
 }
 
-int rtinit_init(struct runner *r, const struct init_hooks *hooks, struct error *e)
+int runtime_init_init(struct runner *r, const struct init_hooks *hooks, struct error *e)
 {
-	struct rtinit *rt = calloc(1, sizeof(*rt));
+	struct runtime_init *rt = calloc(1, sizeof(*rt));
 	if (!rt)
 		return error_set(e, ENOMEM, NULL, "runtime init");
 	if (hooks)
 		rt->hooks = *hooks;
-	r->rtinit = rt;
+	r->runtime_init = rt;
 	return load_startup_config(r, e);
 }
 
 /* After the API is up: without --runtime-init the hooks start now (execd
  * serves HTTP before preStart); with it they wait for the binding. */
-void rtinit_start(struct runner *r)
+void runtime_init_start(struct runner *r)
 {
-	struct rtinit *rt = rt_of(r);
+	struct runtime_init *rt = rt_of(r);
 	if (!rt)
 		return;
 	if (r->cfg.runtime_init) {
@@ -148,17 +148,17 @@ void rtinit_start(struct runner *r)
 	hooks_start(r);
 }
 
-bool rtinit_main_may_start(struct runner *r)
+bool runtime_init_main_may_start(struct runner *r)
 {
-	struct rtinit *rt = rt_of(r);
+	struct runtime_init *rt = rt_of(r);
 	if (!rt)
 		return true;
 	return rt->prestart != PS_RUNNING && rt->prestart != PS_FAILED;
 }
 
-void rtinit_free(struct runner *r)
+void runtime_init_free(struct runner *r)
 {
-	struct rtinit *rt = rt_of(r);
+	struct runtime_init *rt = rt_of(r);
 	if (!rt)
 		return;
 	/* At exit the tasks are gone already (tasks_free_all ran): only the
@@ -172,14 +172,14 @@ void rtinit_free(struct runner *r)
 	json_decref(r->sandbox_env);
 	r->sandbox_env = NULL;
 	free(rt);
-	r->rtinit = NULL;
+	r->runtime_init = NULL;
 }
 
 /* ---- the gate ---- */
 
-bool rtinit_blocks(struct runner *r, const char *method, const char *path, struct error *e)
+bool runtime_init_blocks(struct runner *r, const char *method, const char *path, struct error *e)
 {
-	struct rtinit *rt = rt_of(r);
+	struct runtime_init *rt = rt_of(r);
 	if (!rt)
 		return false;
 	static const char *const open_routes[][2] = {
@@ -190,12 +190,12 @@ bool rtinit_blocks(struct runner *r, const char *method, const char *path, struc
 		if ((!strcmp(open_routes[i][0], "*") || !strcmp(method, open_routes[i][0])) &&
 		    !strcmp(path, open_routes[i][1]))
 			return false;
-	return rtinit_admit(r, false, e) < 0;
+	return runtime_init_admit(r, false, e) < 0;
 }
 
-int rtinit_admit(struct runner *r, bool hook, struct error *e)
+int runtime_init_admit(struct runner *r, bool hook, struct error *e)
 {
-	struct rtinit *rt = rt_of(r);
+	struct runtime_init *rt = rt_of(r);
 	if (!rt || hook)
 		return 0;
 	if (r->cfg.runtime_init && !rt->initialized)
@@ -215,9 +215,9 @@ int rtinit_admit(struct runner *r, bool hook, struct error *e)
 
 /* ---- what GET /ready, /metrics and a reset show ---- */
 
-json_t *rtinit_ready(struct runner *r, unsigned *status)
+json_t *runtime_init_ready(struct runner *r, unsigned *status)
 {
-	struct rtinit *rt = rt_of(r);
+	struct runtime_init *rt = rt_of(r);
 	struct error e;
 	*status = 200;
 	json_t *o = json_pack("{s:b,s:s}", "initialized",
@@ -229,7 +229,7 @@ json_t *rtinit_ready(struct runner *r, unsigned *status)
 				    json_integer(RTINIT_PROTOCOL_VERSION));
 	if (!o || !rt)
 		return o;
-	if (rtinit_admit(r, false, &e) < 0) {
+	if (runtime_init_admit(r, false, &e) < 0) {
 		*status = 503;
 		json_object_set_new(o, "status",
 				    json_string(rt->prestart == PS_RUNNING  ? "starting"
@@ -255,9 +255,9 @@ json_t *rtinit_ready(struct runner *r, unsigned *status)
 	return o;
 }
 
-void rtinit_add_binding(struct runner *r, json_t *o)
+void runtime_init_add_binding(struct runner *r, json_t *o)
 {
-	struct rtinit *rt = rt_of(r);
+	struct runtime_init *rt = rt_of(r);
 	if (!rt || !rt->initialized || !o)
 		return;
 	json_object_set_new(o, "sandbox_id", json_string(rt->sandbox_id));
@@ -266,7 +266,7 @@ void rtinit_add_binding(struct runner *r, json_t *o)
 		json_object_set(o, "attributes", rt->attributes);
 }
 
-void rtinit_reset_begin(struct runner *r)
+void runtime_init_reset_begin(struct runner *r)
 {
 	hooks_stop(r);
 }
@@ -275,7 +275,7 @@ void rtinit_reset_begin(struct runner *r)
  * (docs/design/profiles.md#runtime-init-a-warm-box-bound-to-one-sandbox, design/audit.md):
  * sandbox.id, sandbox.generation, and telemetry.attributes' string values
  * (which cannot replace the first two). */
-static json_t *audit_attrs(const struct rtinit *rt)
+static json_t *audit_attrs(const struct runtime_init *rt)
 {
 	char gen[24];
 	snprintf(gen, sizeof(gen), "%llu", (unsigned long long)rt->generation);
@@ -294,9 +294,9 @@ static json_t *audit_attrs(const struct rtinit *rt)
 
 /* A reset box is a fresh one: with --runtime-init it waits for a new init
  * (the generation must grow); without, its own hooks start again. */
-json_t *rtinit_reset_done(struct runner *r)
+json_t *runtime_init_reset_done(struct runner *r)
 {
-	struct rtinit *rt = rt_of(r);
+	struct runtime_init *rt = rt_of(r);
 	if (!rt)
 		return NULL;
 	bool was = rt->initialized;
@@ -330,9 +330,9 @@ json_t *rtinit_reset_done(struct runner *r)
 
 /* ---- POST /internal/init ---- */
 
-bool rtinit_bound(struct runner *r, struct error *e)
+bool runtime_init_bound(struct runner *r, struct error *e)
 {
-	struct rtinit *rt = rt_of(r);
+	struct runtime_init *rt = rt_of(r);
 	if (!rt || !rt->initialized)
 		return false;
 	error_set(e, 0, "ALREADY_INITIALIZED",
@@ -342,10 +342,10 @@ bool rtinit_bound(struct runner *r, struct error *e)
 	return true;
 }
 
-json_t *rtinit_apply(struct runner *r, json_t *body, unsigned *status, struct error *e)
+json_t *runtime_init_apply(struct runner *r, json_t *body, unsigned *status, struct error *e)
 {
-	struct rtinit *rt = rt_of(r);
-	if (rtinit_bound(r, e)) {
+	struct runtime_init *rt = rt_of(r);
+	if (runtime_init_bound(r, e)) {
 		*status = 409;
 		return NULL;
 	}

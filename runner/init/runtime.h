@@ -26,35 +26,35 @@ struct init_hooks {
 #define RTINIT_PROTOCOL_VERSION 1
 /* At start (profile_init; hooks: what it calls above itself, copied): the hooks' configuration from
  * the environment or lifecycle.toml; a bad one is -1 (the runner does not start). */
-int rtinit_init(struct runner *r, const struct init_hooks *hooks, struct error *e);
-/* The lifecycle configuration file rtinit_init reads (execd's order:
+int runtime_init_init(struct runner *r, const struct init_hooks *hooks, struct error *e);
+/* The lifecycle configuration file runtime_init_init reads (execd's order:
  * EXECD_LIFECYCLE_CONFIG, else $HOME/.execd/lifecycle.toml if present), or
  * NULL: none, or the hooks come in OPEN_SANDBOX_LIFECYCLE. buf holds the
  * default's path. */
-const char *rtinit_config_file(char *buf, size_t len);
+const char *runtime_init_config_file(char *buf, size_t len);
 /* Once the API serves: the hooks start (or wait for the binding). */
-void rtinit_start(struct runner *r);
+void runtime_init_start(struct runner *r);
 /* May the main process (-- CMD) start now (no preStart in the way)? */
-bool rtinit_main_may_start(struct runner *r);
-void rtinit_free(struct runner *r);
+bool runtime_init_main_may_start(struct runner *r);
+void runtime_init_free(struct runner *r);
 /* A task may start (hook: a lifecycle hook's own task)? -1 with e set
  * (NOT_INITIALIZED, STARTING, PRESTART_FAILED: 503). */
-int rtinit_admit(struct runner *r, bool hook, struct error *e);
-bool rtinit_blocks(struct runner *r, const char *method, const char *path, struct error *e);
-void rtinit_task_finished(struct task *t);
+int runtime_init_admit(struct runner *r, bool hook, struct error *e);
+bool runtime_init_blocks(struct runner *r, const char *method, const char *path, struct error *e);
+void runtime_init_task_finished(struct task *t);
 /* The hook a task runs ("preStart", a periodic hook's name), else NULL. */
-const char *rtinit_hook_name(struct runner *r, const struct task *t);
+const char *runtime_init_hook_name(struct runner *r, const struct task *t);
 /* GET /ready's answer and status. */
-json_t *rtinit_ready(struct runner *r, unsigned *status);
+json_t *runtime_init_ready(struct runner *r, unsigned *status);
 /* sandbox_id, generation, attributes into o when bound (/metrics). */
-void rtinit_add_binding(struct runner *r, json_t *o);
+void runtime_init_add_binding(struct runner *r, json_t *o);
 /* POST /internal/init: the answer (status 200), or NULL with e and status
  * set (400: nothing applied, the slot unused; 409 already initialized or a
  * stale generation). */
 /* Already bound? true with e set (ALREADY_INITIALIZED). */
-bool rtinit_bound(struct runner *r, struct error *e);
-json_t *rtinit_apply(struct runner *r, json_t *body, unsigned *status, struct error *e);
+bool runtime_init_bound(struct runner *r, struct error *e);
+json_t *runtime_init_apply(struct runner *r, json_t *body, unsigned *status, struct error *e);
 /* A reset: hooks end at its start; on success the binding is forgotten
  * (what the answer says about it, or NULL). */
-void rtinit_reset_begin(struct runner *r);
-json_t *rtinit_reset_done(struct runner *r);
+void runtime_init_reset_begin(struct runner *r);
+json_t *runtime_init_reset_done(struct runner *r);

@@ -1,6 +1,6 @@
 /* What a client asks of a model task beyond its process: the native API's fields "model",
  * "engine", "conversation", "max_steps", "max_tokens" and "max_model_requests", read by
- * api/native.c and used by the model layer (model/engine.c, model/agent.c,
+ * api/tasks.c and used by the model layer (model/engine.c, model/agent.c,
  * model/tasktoken.c). The task engine carries them as an opaque pointer (task_spec.cap_args)
  * and knows nothing of models, tokens or budgets. */
 #pragma once

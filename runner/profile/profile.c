@@ -28,9 +28,9 @@ int profile_init(struct runner *r, const struct profile_hooks *hooks, struct err
 	r->profile->hooks = hooks;
 	const struct init_hooks ih = {.prestart_done = hooks ? hooks->prestart_done : NULL,
 				      .restart_main = hooks ? hooks->restart_main : NULL};
-	if (rtinit_init(r, &ih, e) < 0)
+	if (runtime_init_init(r, &ih, e) < 0)
 		return -1;
-	if (ckpt_init(r, e) < 0)
+	if (checkpoint_init(r, e) < 0)
 		return -1;
 	if (r->cfg.allow_reset)
 		return reset_init(r, e);
@@ -40,7 +40,7 @@ int profile_init(struct runner *r, const struct profile_hooks *hooks, struct err
 void profile_abort(struct runner *r)
 {
 	if (r->checkpoints)
-		ckpt_abort(r);
+		checkpoint_abort(r);
 	if (r->profile && r->profile->reset)
 		reset_abort(r);
 }
@@ -51,8 +51,8 @@ void profile_free(struct runner *r)
 		return;
 	if (r->profile->reset)
 		reset_free(r);
-	rtinit_free(r);
-	ckpt_free_all(r);
+	runtime_init_free(r);
+	checkpoint_free_all(r);
 	free(r->profile);
 	r->profile = NULL;
 }
@@ -66,7 +66,7 @@ int profile_admit(struct runner *r, const struct task_spec *spec, struct error *
 		return error_set(e, 0, "RESETTING",
 				 "a reset (POST /v1/reset) is in progress: no task starts until it "
 				 "is done");
-	if (ckpt_restoring(r))
+	if (checkpoint_restoring(r))
 		return error_set(e, 0, "CHECKPOINT_RESTORING",
 				 "a checkpoint is being restored: no task starts until it is done");
 	const char *failed = p->reset ? reset_failure(r) : NULL;
@@ -75,7 +75,7 @@ int profile_admit(struct runner *r, const struct task_spec *spec, struct error *
 				 "the last reset did not complete (%s): retry POST /v1/reset or "
 				 "discard this box",
 				 failed);
-	if (rtinit_admit(r, spec->api == TASK_API_HOOK, e) < 0)
+	if (runtime_init_admit(r, spec->api == TASK_API_HOOK, e) < 0)
 		return -1;
 	/* An agent's tool calls are part of its task. */
 	if (!r->cfg.one_shot || spec->api == TASK_API_TOOL || spec->api == TASK_API_HOOK)
@@ -122,7 +122,7 @@ void profile_task_finished(struct task *t)
 	struct runner *r = t->r;
 	struct profile *p = r->profile;
 	if (p && t->api == TASK_API_HOOK)
-		rtinit_task_finished(t);
+		runtime_init_task_finished(t);
 	if (!p || p->oneshot != t)
 		return;
 	p->oneshot = NULL;
@@ -155,7 +155,7 @@ bool profile_request_blocked(struct runner *r, const char *method, const char *p
 	if (!r->profile)
 		return false;
 	if (!r->profile->reset || !reset_busy(r))
-		return rtinit_blocks(r, method, path, e);
+		return runtime_init_blocks(r, method, path, e);
 	static const char *const open_routes[][2] = {
 		{"GET", "/ping"},
 		{"GET", "/metrics"},

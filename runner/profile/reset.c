@@ -180,7 +180,7 @@ static void finish(struct reset *rs, json_t *w)
 	json_object_set_new(o, "runner_peak_rss_kib", json_integer((json_int_t)vm_hwm_kib()));
 	json_object_set_new(o, "longest_step_ms", json_integer((json_int_t)rs->longest_step_ms));
 	rs->failed[0] = 0;
-	json_t *bind = rtinit_reset_done(rs->r);
+	json_t *bind = runtime_init_reset_done(rs->r);
 	if (bind)
 		json_object_set_new(o, "runtime_init", bind);
 	log_info("reset done", "{s:O}", "result", o);
@@ -317,7 +317,7 @@ static _Noreturn void worker_main(struct reset *rs, int out)
 	struct error e = {0};
 	if (r->state_dir_fd >= 0)
 		tree_store_purge_dead(
-			r->state_dir_fd); /* the checkpoints dropped (ckpt_drop_all) */
+			r->state_dir_fd); /* the checkpoints dropped (checkpoint_drop_all) */
 	int rc = reset_snapshot_restore(&rs->snap, &st, &e);
 	if (rc == 0)
 		rc = envs_restore(rs, &e);
@@ -586,7 +586,7 @@ int reset_start(struct runner *r, struct http_req *req, struct error *e)
 	rs->streams_forced = false;
 	rs->longest_step_ms = 0;
 	log_info("reset started", NULL);
-	rtinit_reset_begin(r); /* lifecycle hooks end with the tenant's tasks */
+	runtime_init_reset_begin(r); /* lifecycle hooks end with the tenant's tasks */
 	/* The shims are the runner's: not counted among the tenant's. */
 	rs->tasks = tasks_running(r);
 	rs->streams = http_stream_count(r); /* all of them end with the reset */
@@ -621,7 +621,7 @@ int reset_start(struct runner *r, struct http_req *req, struct error *e)
 						   : 0;
 	rs->conversations = hk && hk->forget_conversations ? hk->forget_conversations(r) : 0;
 	tasks_kill_all(r, true);
-	ckpt_drop_all(r); /* the tenant's checkpoints: gone with it */
+	checkpoint_drop_all(r); /* the tenant's checkpoints: gone with it */
 	/* Non-root mode: the state dir is of the tasks' uid (outside their
 	 * Landlock roots, but chmod is not Landlock's): its mode comes back. */
 	if (r->state_dir_fd >= 0 && fchmod(r->state_dir_fd, 0700) < 0)

@@ -141,14 +141,11 @@ static pid_t hand_over(struct runner *r, struct prefork *pf, struct confine_plan
 		       const struct spawn_io *io)
 {
 	struct spawn_shim *sh = &r->tasks->shim;
-	const struct confine_policy *pol = plan->policy;
-	int ll = pol->enabled ? pol->landlock_ruleset_fd : -1;
-	int llr = pol->enabled ? pol->landlock.root_ruleset_fd : -1;
 	char nums[11][24];
-	char **argv = spawn_shim_argv(sh, plan, io, ll, llr, nums);
+	int keep[5];
+	char **argv = spawn_shim_argv(sh, plan, io, nums, keep);
 	if (!argv)
 		return -ENOMEM;
-	int keep[5] = {sh->policy_fd, ll, llr, plan->cgroup_procs_fd, sh->report_wr};
 	int rc = send_task(pf, argv, plan->envp, io, keep);
 	free(argv);
 	if (rc < 0)

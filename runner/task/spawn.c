@@ -425,10 +425,16 @@ static int exec_child_main(void *arg)
 }
 
 /* The shim's argv (shim/main.c): the wire's numbers (into nums), the cwd,
- * the path, then the task's own argv. Freed by the caller; NULL: no memory. */
+ * the path, then the task's own argv; keep gets the fds it inherits at their
+ * numbers. Freed by the caller; NULL: no memory. */
 char **spawn_shim_argv(const struct spawn_shim *sh, const struct confine_plan *plan,
-		       const struct spawn_io *io, int ll, int llr, char nums[11][24])
+		       const struct spawn_io *io, char nums[11][24], int keep[5])
 {
+	const struct confine_policy *pol = plan->policy;
+	int ll = pol->enabled ? pol->landlock_ruleset_fd : -1;
+	int llr = pol->enabled ? pol->landlock.root_ruleset_fd : -1;
+	int k[5] = {sh->policy_fd, ll, llr, plan->cgroup_procs_fd, sh->report_wr};
+	memcpy(keep, k, sizeof(k));
 	/* NFDS, and the status pipe right after them when it is passed. */
 	long nfds = (3 + io->n_extra) | (io->linger_fd >= 0 ? SHIM_ARGV_LINGER : 0);
 	long v[11] = {sh->policy_fd,
@@ -504,14 +510,11 @@ static pid_t clone_exec_child(struct exec_child *c)
  * falls back to fork). */
 static pid_t spawn_exec(struct spawn_shim *sh, struct confine_plan *plan, const struct spawn_io *io)
 {
-	const struct confine_policy *pol = plan->policy;
-	int ll = pol->enabled ? pol->landlock_ruleset_fd : -1;
-	int llr = pol->enabled ? pol->landlock.root_ruleset_fd : -1;
 	char nums[11][24];
-	char **argv = spawn_shim_argv(sh, plan, io, ll, llr, nums);
+	int keep[5];
+	char **argv = spawn_shim_argv(sh, plan, io, nums, keep);
 	if (!argv)
 		return -ENOMEM;
-	int keep[5] = {sh->policy_fd, ll, llr, plan->cgroup_procs_fd, sh->report_wr};
 	pid_t pid = spawn_shim_exec(sh, io, argv, plan->envp, keep);
 	free(argv);
 	return pid;

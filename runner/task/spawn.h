@@ -76,9 +76,9 @@ pid_t spawn_task(struct spawn_shim *sh, struct confine_plan *plan, const struct 
 pid_t spawn_shim_exec(struct spawn_shim *sh, const struct spawn_io *io, char *const *argv,
 		      char *const *envp, const int keep[5]);
 /* The argv of an exec'd shim for this task (runner/shim/main.c); nums holds
- * its numbers. Freed by the caller; NULL: no memory. */
+ * its numbers, keep the fds it inherits. Freed by the caller; NULL: no memory. */
 char **spawn_shim_argv(const struct spawn_shim *sh, const struct confine_plan *plan,
-		       const struct spawn_io *io, int ll, int llr, char nums[11][24]);
+		       const struct spawn_io *io, char nums[11][24], int keep[5]);
 
 /* The shim's own part, shared by the fork()ed and the exec'd shim. */
 void spawn_shim_signals(sigset_t *set);

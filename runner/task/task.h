@@ -22,7 +22,7 @@ enum task_api {
 	TASK_API_SESSION,
 	TASK_API_TOOL, /* a command run by an agent task: not visible in any API */
 	TASK_API_PTY,  /* the shell of an execd PTY session (pty/session.c) */
-	/* A lifecycle hook (profile/rtinit.c): confined like any task, listed in
+	/* A lifecycle hook (init/runtime.c): confined like any task, listed in
 	 * GET /v1/tasks, never given the EXECD_ENVS file's variables. */
 	TASK_API_HOOK,
 	TASK_API_CODE, /* the interpreter of a code context (code/code.h) */
@@ -56,13 +56,13 @@ enum task_network {
 /* A kind of task a client asks for by name: the native API's "capability" (exec, chat, agent)
  * and a code context's interpreter ("code"). Each is defined by the layer that owns it
  * (task/start.c, model/chattask.c, model/engine.c, code/code.c); the API resolves the request's
- * name to one once (api/native.c) and hands it over in task_spec.cap. The engine only shows its
+ * name to one once (api/tasks.c) and hands it over in task_spec.cap. The engine only shows its
  * name and door: what a capability needs of the engine comes as data in the spec (net_required,
  * audit_fields, started_fields), what it asks of its own layer as cap_args. */
 struct task_capability {
 	const char *name;
 	const char *audit_door; /* the audit trail's door of its native tasks; NULL: "native" */
-	/* What the API checks and fills in before it starts one (api/native.c). */
+	/* What the API checks and fills in before it starts one (api/tasks.c). */
 	bool needs_gateway;       /* refused with CAPABILITY_UNAVAILABLE without a model gateway */
 	const char *net_required; /* copied to task_spec.net_required */
 	bool agent_fields;        /* takes the request fields "engine" and "conversation" */

@@ -13,7 +13,7 @@
 static void release(struct tool_call *c)
 {
 	if (c->state) /* cancelled while the worker runs: it ends, unheard */
-		ckpt_forget_waiter(c->r, c);
+		checkpoint_forget_waiter(c->r, c);
 	c->state = NULL;
 }
 
@@ -40,10 +40,10 @@ static void on_done(void *arg, unsigned status, json_t *body)
 	tool_call_finish(c);
 }
 
-static int start(struct tool_call *c, enum ckpt_op op, const char *id, json_t *args)
+static int start(struct tool_call *c, enum checkpoint_op op, const char *id, json_t *args)
 {
 	struct error e = {0};
-	int rc = ckpt_start(c->r, op, CKPT_FOR_TASK, id, args, on_done, c, &e);
+	int rc = checkpoint_start(c->r, op, CHECKPOINT_FOR_TASK, id, args, on_done, c, &e);
 	json_decref(args);
 	if (rc < 0)
 		return tool_result_fail(&c->res, "%s: %s", error_code(&e), e.msg);
@@ -54,7 +54,7 @@ static int start(struct tool_call *c, enum ckpt_op op, const char *id, json_t *a
 
 int tool_checkpoint_create(struct tool_call *c, json_t *args)
 {
-	return start(c, CKPT_CREATE, NULL, json_incref(args));
+	return start(c, CHECKPOINT_CREATE, NULL, json_incref(args));
 }
 
 int tool_checkpoint_diff(struct tool_call *c, json_t *args)
@@ -66,7 +66,7 @@ int tool_checkpoint_diff(struct tool_call *c, json_t *args)
 	    tool_arg_str(c, args, "to", false, &to, &len) < 0 ||
 	    tool_arg_bool(c, args, "patch", &patch) < 0)
 		return 0;
-	return start(c, CKPT_DIFF, id, json_pack("{s:s?,s:b}", "to", to, "patch", patch));
+	return start(c, CHECKPOINT_DIFF, id, json_pack("{s:s?,s:b}", "to", to, "patch", patch));
 }
 
 int tool_checkpoint_restore(struct tool_call *c, json_t *args)
@@ -77,5 +77,5 @@ int tool_checkpoint_restore(struct tool_call *c, json_t *args)
 	if (tool_arg_str(c, args, "id", true, &id, &len) < 0 ||
 	    tool_arg_bool(c, args, "stop_tasks", &stop) < 0)
 		return 0;
-	return start(c, CKPT_RESTORE, id, json_pack("{s:b}", "stop_tasks", stop));
+	return start(c, CHECKPOINT_RESTORE, id, json_pack("{s:b}", "stop_tasks", stop));
 }

@@ -17,9 +17,9 @@
 
 static void command_stop(struct tool_call *c)
 {
-	if (c->ck_waiting) /* cancelled while a checkpoint runs: it ends, unheard */
-		ckpt_forget_waiter(c->r, c);
-	c->ck_waiting = false;
+	if (c->checkpoint_waiting) /* cancelled while a checkpoint runs: it ends, unheard */
+		checkpoint_forget_waiter(c->r, c);
+	c->checkpoint_waiting = false;
 	json_decref(c->cmd_args);
 	c->cmd_args = NULL;
 	if (c->rd_attached) {
@@ -84,34 +84,36 @@ static void result(struct tool_call *c)
 static void changes_failed(struct tool_call *c, const struct error *e)
 {
 	json_object_set_new(c->res.structured, "changes",
-			    json_pack("{s:s,s:s}", "checkpoint", c->ck_id, "error", e->msg));
+			    json_pack("{s:s,s:s}", "checkpoint", c->checkpoint_id, "error",
+				      e->msg));
 	buf_appendf(&c->res.text, "\n[changes unknown: %s]\n", e->msg);
 }
 
 /* The diff's answer as {checkpoint, added, modified, deleted (paths, at most
- * CKPT_CHANGES_LISTED each), counts}; concurrent tasks in the tree show too (the diff says the tree
- * changed, not who changed it). */
+ * CHECKPOINT_CHANGES_LISTED each), counts}; concurrent tasks in the tree show too (the diff says
+ * the tree changed, not who changed it). */
 static void on_diff(void *arg, unsigned status, json_t *body)
 {
 	struct tool_call *c = arg;
-	c->ck_waiting = false;
+	c->checkpoint_waiting = false;
 	if (status != 200) {
 		struct error e = {0};
 		error_set(&e, 0, NULL, "%s", json_string_value(json_object_get(body, "message")));
 		changes_failed(c, &e);
 	} else {
 		json_t *lists[3];
-		ckpt_change_lists(body, lists);
+		checkpoint_change_lists(body, lists);
 		json_t *counts = json_object_get(body, "counts");
 		json_object_set_new(c->res.structured, "changes",
-				    json_pack("{s:s,s:o,s:o,s:o,s:O,s:O}", "checkpoint", c->ck_id,
-					      "added", lists[0], "modified", lists[1], "deleted",
-					      lists[2], "counts", counts, "truncated",
-					      json_object_get(body, "truncated")));
+				    json_pack("{s:s,s:o,s:o,s:o,s:O,s:O}", "checkpoint",
+					      c->checkpoint_id, "added", lists[0], "modified",
+					      lists[1], "deleted", lists[2], "counts", counts,
+					      "truncated", json_object_get(body, "truncated")));
 		buf_appendf(
 			&c->res.text,
 			"\n[changes since checkpoint %s: %lld added, %lld modified, %lld deleted]\n",
-			c->ck_id, (long long)json_integer_value(json_object_get(counts, "added")),
+			c->checkpoint_id,
+			(long long)json_integer_value(json_object_get(counts, "added")),
 			(long long)json_integer_value(json_object_get(counts, "modified")),
 			(long long)json_integer_value(json_object_get(counts, "deleted")));
 	}
@@ -153,10 +155,10 @@ static void on_wake(struct task_reader *rd)
 		 * the tree now. */
 		struct error e = {0};
 		json_t *a = json_object();
-		c->ck_waiting = ckpt_start(c->r, CKPT_DIFF, CKPT_FOR_TASK, c->ck_id, a, on_diff, c,
-					   &e) == 0;
+		c->checkpoint_waiting = checkpoint_start(c->r, CHECKPOINT_DIFF, CHECKPOINT_FOR_TASK,
+							 c->checkpoint_id, a, on_diff, c, &e) == 0;
 		json_decref(a);
-		if (c->ck_waiting)
+		if (c->checkpoint_waiting)
 			return;
 		changes_failed(c, &e);
 	}
@@ -175,7 +177,7 @@ static int start_command(struct tool_call *c, json_t *args);
 static void on_created(void *arg, unsigned status, json_t *body)
 {
 	struct tool_call *c = arg;
-	c->ck_waiting = false;
+	c->checkpoint_waiting = false;
 	const char *id = json_string_value(json_object_get(body, "id"));
 	if (status != 201 || !id) {
 		tool_result_fail(&c->res, "changes: the checkpoint before the command failed: %s",
@@ -184,7 +186,7 @@ static void on_created(void *arg, unsigned status, json_t *body)
 		tool_call_finish(c);
 		return;
 	}
-	snprintf(c->ck_id, sizeof(c->ck_id), "%s", id);
+	snprintf(c->checkpoint_id, sizeof(c->checkpoint_id), "%s", id);
 	json_decref(body);
 	json_t *args = c->cmd_args;
 	c->cmd_args = NULL;
@@ -209,11 +211,12 @@ int tool_run_command(struct tool_call *c, json_t *args)
 	c->cmd_args = json_incref(args);
 	json_t *a = json_pack("{s:s}", "label", "run_command");
 	struct error e = {0};
-	int rc = ckpt_start(c->r, CKPT_CREATE, CKPT_FOR_TASK, NULL, a, on_created, c, &e);
+	int rc = checkpoint_start(c->r, CHECKPOINT_CREATE, CHECKPOINT_FOR_TASK, NULL, a, on_created,
+				  c, &e);
 	json_decref(a);
 	if (rc < 0)
 		return tool_result_fail(&c->res, "changes: %s: %s", error_code(&e), e.msg);
-	c->ck_waiting = true;
+	c->checkpoint_waiting = true;
 	return 1;
 }
 

@@ -41,9 +41,9 @@ struct tool_call {
 	uint64_t started_ms;
 	/* run_command with changes: a checkpoint before (its id), a diff after. */
 	bool changes;
-	bool ck_waiting;  /* a checkpoint operation will call back */
-	json_t *cmd_args; /* kept until the command starts */
-	char ck_id[24];
+	bool checkpoint_waiting; /* a checkpoint operation will call back */
+	json_t *cmd_args;        /* kept until the command starts */
+	char checkpoint_id[24];
 };
 
 /* Each tool: 0 when done (c->res set), 1 when it goes on (tool_call_finish later). */

@@ -209,7 +209,7 @@ static bool take_open(const struct take *c, const char *name)
 	size_t l = strlen(c->path) - strlen(name) - 1;
 	memcpy(dir, c->path, l);
 	dir[l] = 0;
-	return ck_changes_open(c->s->changes, dir, name);
+	return tree_changes_open(c->s->changes, dir, name);
 }
 
 static int take_content(struct take *c, int dfd, const char *name, uint32_t idx)
@@ -325,15 +325,15 @@ struct lazy_dir {
 
 static int take_reused(struct take *c, struct lazy_dir *dir, uint32_t idx, size_t p, int depth);
 
-/* What the change tracker says of the directory idx (c->path): CK_DIR_CLEAN with *p its
+/* What the change tracker says of the directory idx (c->path): CHANGES_DIR_CLEAN with *p its
  * entry in prev when it is prev's to the ctime. */
-static enum ck_dir_state take_dir_state(struct take *c, uint32_t idx, long *p)
+static enum changes_dir_state take_dir_state(struct take *c, uint32_t idx, long *p)
 {
 	if (!c->s || !c->s->reuse || c->forced)
-		return CK_DIR_WALK;
-	enum ck_dir_state ds = ck_changes_dir(c->s->changes, c->path);
+		return CHANGES_DIR_WALK;
+	enum changes_dir_state ds = tree_changes_dir(c->s->changes, c->path);
 	const struct tree_ent *e = &c->m->ent[idx], *pe;
-	if (ds != CK_DIR_CLEAN)
+	if (ds != CHANGES_DIR_CLEAN)
 		return ds;
 	*p = tree_find(c->prev, c->path);
 	pe = *p >= 0 ? &c->prev->ent[*p] : NULL;
@@ -341,8 +341,8 @@ static enum ck_dir_state take_dir_state(struct take *c, uint32_t idx, long *p)
 	    pe->ctime_sec != e->ctime_sec || pe->ctime_nsec != e->ctime_nsec ||
 	    pe->mode != e->mode || pe->uid != e->uid || pe->gid != e->gid ||
 	    ((pe->flags ^ e->flags) & (TREE_TASK_SEEN | TREE_TASK_OK)))
-		return CK_DIR_LIST;
-	return CK_DIR_CLEAN;
+		return CHANGES_DIR_LIST;
+	return CHANGES_DIR_CLEAN;
 }
 
 /* A directory: its attributes, then its children. */
@@ -350,8 +350,8 @@ static int take_dir(struct take *c, int dfd, const char *name, uint32_t idx, int
 {
 	c->ts->dirs++;
 	long p = -1;
-	enum ck_dir_state ds = take_dir_state(c, idx, &p);
-	if (ds == CK_DIR_CLEAN) {
+	enum changes_dir_state ds = take_dir_state(c, idx, &p);
+	if (ds == CHANGES_DIR_CLEAN) {
 		struct lazy_dir d = {.dfd = dfd, .fd = -1, .name = name, .ino = c->m->ent[idx].ino};
 		int rc = take_reused(c, &d, idx, (size_t)p, depth);
 		if (d.fd >= 0)
@@ -367,9 +367,9 @@ static int take_dir(struct take *c, int dfd, const char *name, uint32_t idx, int
 	if (fd < 0)
 		return error_set(c->e, -fd, NULL, "cannot open %s", c->path);
 	if (c->s && c->s->watch) /* before it is listed: what comes after is seen */
-		(void)ck_changes_watch(c->s->changes, fd, c->path);
+		(void)tree_changes_watch(c->s->changes, fd, c->path);
 	c->ts->listed_dirs++;
-	bool whole = ds == CK_DIR_WALK && c->s && c->s->reuse;
+	bool whole = ds == CHANGES_DIR_WALK && c->s && c->s->reuse;
 	c->forced += whole;
 	int rc = take_xattrs(c, fd, idx);
 	if (rc == 0)
@@ -450,7 +450,7 @@ static int take_reused(struct take *c, struct lazy_dir *dir, uint32_t idx, size_
 		const char *path = tree_path(pm, pe), *name = strrchr(path, '/') + 1;
 		memcpy(c->path, path, pe->path_len + 1); /* shorter than PATH_MAX: it was taken */
 		bool look = pe->type == TREE_DIR
-				    ? ck_changes_dir(c->s->changes, path) != CK_DIR_CLEAN
+				    ? tree_changes_dir(c->s->changes, path) != CHANGES_DIR_CLEAN
 				    : pe->type == TREE_REG && pe->nlink > 1;
 		uint32_t k;
 		if (!look) {

@@ -40,7 +40,7 @@ struct added {
 	char *path;
 };
 
-struct ck_changes {
+struct tree_changes {
 	int fd;
 	unsigned max_watches;
 	struct node **by_wd, **by_path; /* chained hashes, cap buckets each */
@@ -69,7 +69,7 @@ static size_t hash_path(const char *s)
 	return (size_t)h;
 }
 
-static struct node *by_wd(const struct ck_changes *t, int wd)
+static struct node *by_wd(const struct tree_changes *t, int wd)
 {
 	for (struct node *n = t->by_wd[(size_t)wd & (t->cap - 1)]; n; n = n->next_wd)
 		if (n->wd == wd)
@@ -77,7 +77,7 @@ static struct node *by_wd(const struct ck_changes *t, int wd)
 	return NULL;
 }
 
-static struct node *by_path(const struct ck_changes *t, const char *path)
+static struct node *by_path(const struct tree_changes *t, const char *path)
 {
 	for (struct node *n = t->by_path[hash_path(path) & (t->cap - 1)]; n; n = n->next_path)
 		if (!strcmp(n->path, path))
@@ -85,7 +85,7 @@ static struct node *by_path(const struct ck_changes *t, const char *path)
 	return NULL;
 }
 
-static void link_node(struct ck_changes *t, struct node *n)
+static void link_node(struct tree_changes *t, struct node *n)
 {
 	size_t w = (size_t)n->wd & (t->cap - 1), p = hash_path(n->path) & (t->cap - 1);
 	n->next_wd = t->by_wd[w];
@@ -94,7 +94,7 @@ static void link_node(struct ck_changes *t, struct node *n)
 	t->by_path[p] = n;
 }
 
-static int grow(struct ck_changes *t)
+static int grow(struct tree_changes *t)
 {
 	size_t cap = t->cap ? t->cap * 2 : 1024;
 	struct node **w = calloc(cap, sizeof(*w)), **p = calloc(cap, sizeof(*p));
@@ -127,7 +127,7 @@ static void node_free(struct node *n)
 	free(n);
 }
 
-static void unlink_node(struct ck_changes *t, struct node *n)
+static void unlink_node(struct tree_changes *t, struct node *n)
 {
 	struct node **pp = &t->by_wd[(size_t)n->wd & (t->cap - 1)];
 	while (*pp != n)
@@ -140,9 +140,9 @@ static void unlink_node(struct ck_changes *t, struct node *n)
 	t->n--;
 }
 
-struct ck_changes *ck_changes_new(unsigned max_watches)
+struct tree_changes *tree_changes_new(unsigned max_watches)
 {
-	struct ck_changes *t = calloc(1, sizeof(*t));
+	struct tree_changes *t = calloc(1, sizeof(*t));
 	if (!t)
 		return NULL;
 	t->max_watches = max_watches;
@@ -158,7 +158,7 @@ struct ck_changes *ck_changes_new(unsigned max_watches)
 	return t;
 }
 
-void ck_changes_free(struct ck_changes *t)
+void tree_changes_free(struct tree_changes *t)
 {
 	if (!t)
 		return;
@@ -178,19 +178,19 @@ void ck_changes_free(struct ck_changes *t)
 	free(t);
 }
 
-int ck_changes_fd(const struct ck_changes *t)
+int tree_changes_fd(const struct tree_changes *t)
 {
 	return t->fd;
 }
 
-static void lose(struct ck_changes *t)
+static void lose(struct tree_changes *t)
 {
 	t->valid = false;
 	t->lost = true;
 }
 
 /* Every watch at path or beneath it: its path is no longer its place (moved, removed). */
-static void drop_subtree(struct ck_changes *t, const char *path)
+static void drop_subtree(struct tree_changes *t, const char *path)
 {
 	size_t l = strlen(path);
 	for (size_t i = 0; i < t->cap; i++)
@@ -212,7 +212,7 @@ static struct open_name *open_find(struct node *n, const char *name)
 	return NULL;
 }
 
-static void open_add(struct ck_changes *t, struct node *n, const char *name, unsigned k)
+static void open_add(struct tree_changes *t, struct node *n, const char *name, unsigned k)
 {
 	struct open_name *o = open_find(n, name);
 	if (o) {
@@ -254,7 +254,7 @@ static unsigned open_del(struct node *n, const char *name, bool all)
 
 /* A name created: a hard link made to a file (more than one link) may be changed through
  * its other name, whose directory sees nothing. */
-static void check_link(struct ck_changes *t, const struct node *n, const char *name)
+static void check_link(struct tree_changes *t, const struct node *n, const char *name)
 {
 	char p[4096];
 	struct stat st;
@@ -264,7 +264,7 @@ static void check_link(struct ck_changes *t, const struct node *n, const char *n
 		lose(t);
 }
 
-static void child_event(struct ck_changes *t, struct node *n, const struct inotify_event *ev)
+static void child_event(struct tree_changes *t, struct node *n, const struct inotify_event *ev)
 {
 	uint32_t m = ev->mask;
 	bool dir = m & IN_ISDIR;
@@ -305,7 +305,7 @@ static void child_event(struct ck_changes *t, struct node *n, const struct inoti
 
 /* An open or a close in a watch not adopted yet (the walker's own reads make most): kept
  * as "wd/name" until its adoption. */
-static void unknown_open(struct ck_changes *t, const struct inotify_event *ev)
+static void unknown_open(struct tree_changes *t, const struct inotify_event *ev)
 {
 	char key[300];
 	snprintf(key, sizeof(key), "%d/%s", ev->wd, ev->name);
@@ -330,7 +330,7 @@ static void unknown_open(struct ck_changes *t, const struct inotify_event *ev)
 	t->unknown_open[t->n_unknown_open++] = (struct open_name){s, 1};
 }
 
-static void note_unknown(struct ck_changes *t, const struct inotify_event *ev)
+static void note_unknown(struct tree_changes *t, const struct inotify_event *ev)
 {
 	int wd = ev->wd;
 	uint32_t m = ev->mask;
@@ -348,7 +348,7 @@ static void note_unknown(struct ck_changes *t, const struct inotify_event *ev)
 	t->unknown[t->n_unknown++] = wd;
 }
 
-static void one_event(struct ck_changes *t, const struct inotify_event *ev)
+static void one_event(struct tree_changes *t, const struct inotify_event *ev)
 {
 	if (ev->mask & IN_Q_OVERFLOW) {
 		lose(t); /* events were dropped: nothing can be vouched for */
@@ -381,7 +381,7 @@ static void one_event(struct ck_changes *t, const struct inotify_event *ev)
 	}
 }
 
-void ck_changes_read(struct ck_changes *t)
+void tree_changes_read(struct tree_changes *t)
 {
 	char buf[65536] __attribute__((aligned(__alignof__(struct inotify_event))));
 	for (;;) {
@@ -401,7 +401,7 @@ void ck_changes_read(struct ck_changes *t)
 	}
 }
 
-void ck_changes_mark(struct ck_changes *t, const char *id)
+void tree_changes_mark(struct tree_changes *t, const char *id)
 {
 	for (size_t i = 0; i < t->cap; i++)
 		for (struct node *n = t->by_wd[i]; n; n = n->next_wd)
@@ -410,7 +410,7 @@ void ck_changes_mark(struct ck_changes *t, const char *id)
 	t->lost = false;
 }
 
-void ck_changes_taken(struct ck_changes *t, const char *id, bool ok)
+void tree_changes_taken(struct tree_changes *t, const char *id, bool ok)
 {
 	t->valid = ok && !t->lost && !strcmp(t->pending, id);
 	snprintf(t->base, sizeof(t->base), "%s", t->valid ? id : "");
@@ -418,13 +418,13 @@ void ck_changes_taken(struct ck_changes *t, const char *id, bool ok)
 	t->n_unknown = 0; /* applied by the adoptions before this */
 }
 
-void ck_changes_invalidate(struct ck_changes *t)
+void tree_changes_invalidate(struct tree_changes *t)
 {
 	t->valid = false;
 	t->base[0] = 0;
 }
 
-void ck_changes_adopt(struct ck_changes *t, int wd, const char *path)
+void tree_changes_adopt(struct tree_changes *t, int wd, const char *path)
 {
 	struct node *old = by_wd(t, wd);
 	if (old) { /* the same directory under another path: neither is vouched for */
@@ -463,20 +463,20 @@ void ck_changes_adopt(struct ck_changes *t, int wd, const char *path)
 	t->n++;
 }
 
-bool ck_changes_valid_for(const struct ck_changes *t, const char *prev_id)
+bool tree_changes_valid_for(const struct tree_changes *t, const char *prev_id)
 {
 	return t && t->valid && prev_id && !strcmp(t->base, prev_id);
 }
 
-enum ck_dir_state ck_changes_dir(const struct ck_changes *t, const char *path)
+enum changes_dir_state tree_changes_dir(const struct tree_changes *t, const char *path)
 {
 	const struct node *n = by_path(t, path);
 	if (!n || (n->flags & N_FULL))
-		return CK_DIR_WALK;
-	return (n->flags & N_DIRTY) || n->n_open ? CK_DIR_LIST : CK_DIR_CLEAN;
+		return CHANGES_DIR_WALK;
+	return (n->flags & N_DIRTY) || n->n_open ? CHANGES_DIR_LIST : CHANGES_DIR_CLEAN;
 }
 
-bool ck_changes_open(const struct ck_changes *t, const char *dir_path, const char *name)
+bool tree_changes_open(const struct tree_changes *t, const char *dir_path, const char *name)
 {
 	struct node *n = by_path(t, dir_path);
 	return n && open_find(n, name);
@@ -498,7 +498,7 @@ static bool fs_trusted(int fd)
 	return false;
 }
 
-int ck_changes_watch(struct ck_changes *t, int fd, const char *path)
+int tree_changes_watch(struct tree_changes *t, int fd, const char *path)
 {
 	if (by_path(t, path))
 		return 0;
@@ -526,7 +526,7 @@ int ck_changes_watch(struct ck_changes *t, int fd, const char *path)
 	return 0;
 }
 
-bool ck_changes_added(const struct ck_changes *t, size_t i, int *wd, const char **path)
+bool tree_changes_added(const struct tree_changes *t, size_t i, int *wd, const char **path)
 {
 	if (!t || i >= t->n_added)
 		return false;

@@ -20,44 +20,44 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct ck_changes;
+struct tree_changes;
 
 /* A tracker with an inotify instance, at most max_watches watches (0: the kernel's limit
  * only). NULL with errno set. */
-struct ck_changes *ck_changes_new(unsigned max_watches);
-void ck_changes_free(struct ck_changes *t);
-int ck_changes_fd(const struct ck_changes *t);
+struct tree_changes *tree_changes_new(unsigned max_watches);
+void tree_changes_free(struct tree_changes *t);
+int tree_changes_fd(const struct tree_changes *t);
 
 /* Read every queued event (non-blocking): the loop's callback, and before a worker forks. */
-void ck_changes_read(struct ck_changes *t);
+void tree_changes_read(struct tree_changes *t);
 
 /* After a checkpoint's worker forked (it has the state as it was): from now on, what happens
- * is relative to that checkpoint (id), once ck_changes_taken(t, id, true) says it was taken.
+ * is relative to that checkpoint (id), once tree_changes_taken(t, id, true) says it was taken.
  * Names still open stay dirty. */
-void ck_changes_mark(struct ck_changes *t, const char *id);
+void tree_changes_mark(struct tree_changes *t, const char *id);
 /* The checkpoint id ended: taken (it is the base), or not (no base: the next one walks all). */
-void ck_changes_taken(struct ck_changes *t, const char *id, bool ok);
+void tree_changes_taken(struct tree_changes *t, const char *id, bool ok);
 /* Forget the base (reset, the store dropped). */
-void ck_changes_invalidate(struct ck_changes *t);
+void tree_changes_invalidate(struct tree_changes *t);
 /* A watch a worker added (wd on path): kept, and what it saw since applied. */
-void ck_changes_adopt(struct ck_changes *t, int wd, const char *path);
+void tree_changes_adopt(struct tree_changes *t, int wd, const char *path);
 
 /* ---- in the worker (on its copy) ---- */
 
 /* May the walk trust the tracker against the manifest of checkpoint prev_id? */
-bool ck_changes_valid_for(const struct ck_changes *t, const char *prev_id);
-enum ck_dir_state {
-	CK_DIR_WALK = 0, /* unknown, or the directory itself changed: walk its whole subtree */
-	CK_DIR_LIST,     /* something in it changed: list it, examine each entry */
-	CK_DIR_CLEAN,    /* nothing in it changed: its entries are the previous manifest's */
+bool tree_changes_valid_for(const struct tree_changes *t, const char *prev_id);
+enum changes_dir_state {
+	CHANGES_DIR_WALK = 0, /* unknown, or the directory itself changed: walk its whole subtree */
+	CHANGES_DIR_LIST,     /* something in it changed: list it, examine each entry */
+	CHANGES_DIR_CLEAN,    /* nothing in it changed: its entries are the previous manifest's */
 };
-enum ck_dir_state ck_changes_dir(const struct ck_changes *t, const char *path);
+enum changes_dir_state tree_changes_dir(const struct tree_changes *t, const char *path);
 /* name in the directory dir_path is open (read it again whatever its ctime says). */
-bool ck_changes_open(const struct ck_changes *t, const char *dir_path, const char *name);
+bool tree_changes_open(const struct tree_changes *t, const char *dir_path, const char *name);
 /* Watch the directory fd (path) if it has no watch yet: 0, or -errno (-ENOSPC: the limit). */
-int ck_changes_watch(struct ck_changes *t, int fd, const char *path);
+int tree_changes_watch(struct tree_changes *t, int fd, const char *path);
 /* The watches this worker added: wd and path of the i-th, false past the last. */
-bool ck_changes_added(const struct ck_changes *t, size_t i, int *wd, const char **path);
+bool tree_changes_added(const struct tree_changes *t, size_t i, int *wd, const char **path);
 
 /* ---- a manifest's entries taken from the previous one (reuse.c) ---- */
 struct tree_manifest;
@@ -75,7 +75,7 @@ struct tree_root;
 struct tree_capture_stats;
 /* Nothing under roots changed since prev (every directory of prev watched and quiet, no file
  * with another name, the roots' own attributes as they were): ts as a take would count. */
-bool tree_unchanged(const struct ck_changes *t, const struct tree_root *roots, unsigned n_roots,
+bool tree_unchanged(const struct tree_changes *t, const struct tree_root *roots, unsigned n_roots,
 		    const struct tree_manifest *prev, struct tree_capture_stats *ts);
 /* Room in m for as many entries and strings as prev has (and some). 0 or -ENOMEM. */
 int tree_reserve(struct tree_manifest *m, const struct tree_manifest *prev);

@@ -79,7 +79,7 @@ static bool root_same(const struct tree_root *r, const struct tree_ent *pe)
 	       pe->gid == st.gid && pe->size == st.size && pe->nlink == st.nlink;
 }
 
-bool tree_unchanged(const struct ck_changes *t, const struct tree_root *roots, unsigned n_roots,
+bool tree_unchanged(const struct tree_changes *t, const struct tree_root *roots, unsigned n_roots,
 		    const struct tree_manifest *prev, struct tree_capture_stats *ts)
 {
 	memset(ts, 0, sizeof(*ts));
@@ -92,7 +92,7 @@ bool tree_unchanged(const struct ck_changes *t, const struct tree_root *roots, u
 		    (nr >= n_roots || strcmp(path, roots[nr].path) || !root_same(&roots[nr++], e)))
 			return false;
 		/* Every directory watched and quiet; no file another name may change. */
-		if ((e->type == TREE_DIR && ck_changes_dir(t, path) != CK_DIR_CLEAN) ||
+		if ((e->type == TREE_DIR && tree_changes_dir(t, path) != CHANGES_DIR_CLEAN) ||
 		    (e->type == TREE_REG && (e->nlink > 1 || (e->flags & TREE_UNREADABLE))))
 			return false;
 		ts->files += e->type == TREE_REG;

@@ -107,7 +107,7 @@ struct tree_store {
 	/* The change tracker (tree/changes.h; NULL: none): with reuse (it vouches for the changes
 	 * since prev) what did not change is prev's; with watch the directories walked get watches.
 	 */
-	struct ck_changes *changes;
+	struct tree_changes *changes;
 	bool reuse, watch;
 };
 
