@@ -246,6 +246,23 @@ static const char *base_link(int dir_fd, const char *base, char link[48])
 		       : NULL;
 }
 
+/* m as the manifest file name: a link to pname (unchanged), a delta against base, or full. */
+static int save_manifest(int dir_fd, const char *name, const char *pname, const char *base,
+			 const struct tree_manifest *m, const char **how, uint64_t *bytes,
+			 struct error *e)
+{
+	*how = "linked";
+	if (pname && linkat(dir_fd, pname, dir_fd, name, 0) == 0)
+		return 0;
+	char link[48];
+	bool delta;
+	if (tree_manifest_save(dir_fd, name, m, base_link(dir_fd, base, link), bytes, &delta, e) <
+	    0)
+		return -1;
+	*how = delta ? "delta" : "full";
+	return 0;
+}
+
 static json_t *do_create(struct checkpoints *c, struct tree_store *s, struct error *e)
 {
 	struct tree_manifest prev = {0}, m = {0};
@@ -299,18 +316,12 @@ static json_t *do_create(struct checkpoints *c, struct tree_store *s, struct err
 	char name[40], pname[40];
 	snprintf(name, sizeof(name), "m-%s", c->pending->id);
 	snprintf(pname, sizeof(pname), "m-%s", last ? last->id : "");
-	const char *how = "linked";
+	const char *how;
 	uint64_t bytes = 0;
-	if (!(same && linkat(s->dir_fd, pname, s->dir_fd, name, 0) == 0)) {
-		char link[sizeof(base)];
-		bool delta;
-		if (tree_manifest_save(s->dir_fd, name, &m, base_link(s->dir_fd, base, link),
-				       &bytes, &delta, e) < 0) {
-			tree_store_rollback(s);
-			tree_manifest_free(&m);
-			return NULL;
-		}
-		how = delta ? "delta" : "full";
+	if (save_manifest(s->dir_fd, name, same ? pname : NULL, base, &m, &how, &bytes, e) < 0) {
+		tree_store_rollback(s);
+		tree_manifest_free(&m);
+		return NULL;
 	}
 	json_t *o = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "files",
 			      (json_int_t)ts.files, "dirs", (json_int_t)ts.dirs, "symlinks",
