@@ -135,6 +135,7 @@ static int load_delta(int dir_fd, const char *p, size_t size, struct tree_manife
 	memcpy(&h, p, sizeof(h));
 	if (memcmp(h.magic, DMAGIC, 8) || h.base[sizeof(h.base) - 1] || h.n > TREE_MAX_ENTRIES ||
 	    h.n_lit > h.n || h.base_n > TREE_MAX_ENTRIES || h.n_ops > h.n + h.base_n ||
+	    h.base_pool > UINT32_MAX || h.tail_len > UINT32_MAX ||
 	    h.base_pool + h.tail_len > UINT32_MAX ||
 	    sizeof(h) + h.n_ops * sizeof(struct op) + h.n_lit * sizeof(struct tree_ent) +
 			    h.tail_len !=
