@@ -2,7 +2,9 @@
  * and writes its answer, a JSON object, to a memfd the loop reads when it exits. */
 #include "checkpoint/internal.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -224,6 +226,43 @@ static void unreadable_list(const struct tree_manifest *m, json_t *o)
 	json_object_set_new(o, "unreadable", a);
 }
 
+/* The full manifest file base ("m-<id>": a checkpoint's, which a delete removes) under a name
+ * of its own ("b-<id>": removed when no manifest is a delta against it, do_delete): the name a
+ * delta names. NULL: none (a full file is written). */
+static const char *base_link(int dir_fd, const char *base, char link[48])
+{
+	if (!strncmp(base, "b-", 2))
+		return base;
+	if (strncmp(base, "m-", 2))
+		return NULL;
+	snprintf(link, 48, "b-%s", base + 2);
+	struct stat a, b;
+	if (linkat(dir_fd, base, dir_fd, link, 0) == 0)
+		return link;
+	return errno == EEXIST && fstatat(dir_fd, base, &a, AT_SYMLINK_NOFOLLOW) == 0 &&
+			       fstatat(dir_fd, link, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+			       a.st_ino == b.st_ino && a.st_dev == b.st_dev
+		       ? link
+		       : NULL;
+}
+
+/* m as the manifest file name: a link to pname (unchanged), a delta against base, or full. */
+static int save_manifest(int dir_fd, const char *name, const char *pname, const char *base,
+			 const struct tree_manifest *m, const char **how, uint64_t *bytes,
+			 struct error *e)
+{
+	*how = "linked";
+	if (pname && linkat(dir_fd, pname, dir_fd, name, 0) == 0)
+		return 0;
+	char link[48];
+	bool delta;
+	if (tree_manifest_save(dir_fd, name, m, base_link(dir_fd, base, link), bytes, &delta, e) <
+	    0)
+		return -1;
+	*how = delta ? "delta" : "full";
+	return 0;
+}
+
 static json_t *do_create(struct checkpoints *c, struct tree_store *s, struct error *e)
 {
 	struct tree_manifest prev = {0}, m = {0};
@@ -237,6 +276,9 @@ static json_t *do_create(struct checkpoints *c, struct tree_store *s, struct err
 		struct error le = {0};
 		have_prev = tree_manifest_load(s->dir_fd, name, &prev, &le) == 0;
 	}
+	char base[sizeof(prev.base)] = "";
+	if (have_prev)
+		memcpy(base, prev.base, sizeof(base));
 	struct tree_capture_stats ts;
 	checkpoint_dirty_worker(c, s, have_prev ? last->id : NULL);
 	/* Nothing changed: the previous manifest file is this one's too (writing a large manifest
@@ -274,8 +316,9 @@ static json_t *do_create(struct checkpoints *c, struct tree_store *s, struct err
 	char name[40], pname[40];
 	snprintf(name, sizeof(name), "m-%s", c->pending->id);
 	snprintf(pname, sizeof(pname), "m-%s", last ? last->id : "");
-	if (!(same && linkat(s->dir_fd, pname, s->dir_fd, name, 0) == 0) &&
-	    tree_manifest_save(s->dir_fd, name, &m, e) < 0) {
+	const char *how;
+	uint64_t bytes = 0;
+	if (save_manifest(s->dir_fd, name, same ? pname : NULL, base, &m, &how, &bytes, e) < 0) {
 		tree_store_rollback(s);
 		tree_manifest_free(&m);
 		return NULL;
@@ -289,6 +332,8 @@ static json_t *do_create(struct checkpoints *c, struct tree_store *s, struct err
 			      "stored_objects", (json_int_t)s->new_objects, "store_bytes",
 			      (json_int_t)(s->used + s->added), "reused", (json_int_t)ts.reused,
 			      "listed_dirs", (json_int_t)ts.listed_dirs);
+	json_object_set_new(o, "manifest",
+			    json_pack("{s:s,s:I}", "written", how, "bytes", (json_int_t)bytes));
 	unreadable_list(&m, o);
 	tree_manifest_free(&m);
 	return o;
@@ -365,6 +410,30 @@ static json_t *do_restore(struct checkpoints *c, struct tree_store *s, struct er
 			 nt.truncated, "failures", (int)failures);
 }
 
+/* The base names ("b-<id>") no manifest left is a delta against. */
+static void drop_bases(int dir_fd, const struct tree_manifest *keep, unsigned n)
+{
+	int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (strncmp(de->d_name, "b-", 2))
+			continue;
+		bool used = false;
+		for (unsigned i = 0; i < n && !used; i++)
+			used = !strcmp(keep[i].base, de->d_name);
+		if (!used && unlinkat(dir_fd, de->d_name, 0) < 0 && errno != ENOENT)
+			log_errno("checkpoints: cannot remove an unused base manifest", errno,
+				  NULL);
+	}
+	closedir(d);
+}
+
 static json_t *do_delete(struct checkpoints *c, struct tree_store *s, struct error *e)
 {
 	char name[40];
@@ -387,6 +456,8 @@ static json_t *do_delete(struct checkpoints *c, struct tree_store *s, struct err
 	}
 	uint64_t bytes = 0;
 	int rc = keep ? tree_store_gc(s, keep, n, &bytes, e) : error_set(e, ENOMEM, NULL, "gc");
+	if (rc == 0)
+		drop_bases(s->dir_fd, keep, n);
 	for (unsigned i = 0; i < n; i++)
 		tree_manifest_free(&keep[i]);
 	free(keep);

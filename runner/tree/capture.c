@@ -40,6 +40,11 @@ int tree_pathcmp(const char *a, const char *b)
 
 void tree_manifest_free(struct tree_manifest *m)
 {
+	if (m->file_map) {
+		munmap(m->file_map, m->file_len);
+		memset(m, 0, sizeof(*m));
+		return;
+	}
 	if (m->map_len)
 		munmap(m->ent, m->map_len);
 	else

@@ -1,5 +1,5 @@
-/* Compare: two manifests (in tree order), a manifest's file in the store dir, and the tree as
- * it is now (a path's current content, a path's directory opened from its root). See tree.h. */
+/* Compare: two manifests (in tree order) and the tree as it is now (a path's current content, a
+ * path's directory opened from its root). See tree.h. */
 #include "tree/tree.h"
 
 #include <errno.h>
@@ -14,81 +14,6 @@
 #include "core/error.h"
 #include "core/fileio.h"
 #include "tree/fsops.h"
-
-#define MAGIC "FCKPT002"
-
-/* ---- its file ---- */
-
-int tree_manifest_save(int dir_fd, const char *name, const struct tree_manifest *m, struct error *e)
-{
-	char tmp[96];
-	snprintf(tmp, sizeof(tmp), ".%s.tmp", name);
-	int fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return error_set(e, errno, NULL, "checkpoint: cannot write its manifest");
-	uint64_t hdr[3] = {0, m->n, m->pool.len};
-	memcpy(&hdr[0], MAGIC, 8);
-	int rc = write_all(fd, (const char *)hdr, sizeof(hdr));
-	if (rc == 0 && m->n)
-		rc = write_all(fd, (const char *)m->ent, m->n * sizeof(*m->ent));
-	if (rc == 0 && m->pool.len)
-		rc = write_all(fd, m->pool.buf, m->pool.len);
-	if (close(fd) < 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && renameat(dir_fd, tmp, dir_fd, name) < 0)
-		rc = -errno;
-	if (rc < 0) {
-		unlinkat(dir_fd, tmp, 0);
-		return error_set(e, -rc, NULL, "checkpoint: cannot write its manifest");
-	}
-	return 0;
-}
-
-static int read_full(int fd, void *p, size_t n)
-{
-	char *b = p;
-	while (n) {
-		ssize_t k = read(fd, b, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return k < 0 ? -errno : -EIO;
-		b += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
-int tree_manifest_load(int dir_fd, const char *name, struct tree_manifest *m, struct error *e)
-{
-	memset(m, 0, sizeof(*m));
-	int fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return error_set(e, errno, NULL, "checkpoint: cannot read its manifest");
-	uint64_t hdr[3];
-	int rc = read_full(fd, hdr, sizeof(hdr));
-	if (rc == 0 && (memcmp(hdr, MAGIC, 8) || hdr[1] > TREE_MAX_ENTRIES || hdr[2] > UINT32_MAX))
-		rc = -EINVAL;
-	if (rc == 0) {
-		m->n = m->cap = hdr[1];
-		m->pool.len = m->pool.cap = hdr[2];
-		m->ent = malloc((m->n ? m->n : 1) * sizeof(*m->ent));
-		m->pool.buf = malloc(m->pool.len + 1);
-		if (!m->ent || !m->pool.buf)
-			rc = -ENOMEM;
-	}
-	if (rc == 0)
-		rc = read_full(fd, m->ent, m->n * sizeof(*m->ent));
-	if (rc == 0)
-		rc = read_full(fd, m->pool.buf, m->pool.len);
-	close(fd);
-	if (rc < 0) {
-		tree_manifest_free(m);
-		return error_set(e, -rc, NULL, "checkpoint: cannot read its manifest");
-	}
-	m->pool.buf[m->pool.len] = 0;
-	return 0;
-}
 
 static unsigned differs(const struct tree_manifest *ma, const struct tree_ent *a,
 			const struct tree_manifest *mb, const struct tree_ent *b)

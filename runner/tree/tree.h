@@ -67,6 +67,11 @@ struct tree_manifest {
 	size_t n, cap;
 	struct tree_pool pool;
 	size_t map_len; /* ent is a shared mapping (tree_manifest_share) of this length */
+	/* Loaded from a full manifest file: ent and pool are in this private mapping of it. */
+	void *file_map;
+	size_t file_len;
+	/* The full manifest file this one was read from, or a delta's base ("" : none). */
+	char base[48];
 };
 
 /* A path of a checkpoint, opened by the runner before the worker starts
@@ -134,10 +139,14 @@ int tree_capture(struct tree_store *store, bool hash_only, const struct tree_roo
 		 unsigned n_roots, const struct tree_manifest *prev, struct tree_manifest *out,
 		 struct tree_capture_stats *ts, struct error *e);
 
-/* The manifest file <name> in the store dir: written under a temporary
- * name then renamed; read back. */
+/* The manifest file <name> in the store dir (manifest.c): written under a temporary name then
+ * renamed; read back (a full file mapped, a delta applied to its base). With base (a full
+ * manifest file of the store dir that is never changed while a file names it) the file is a
+ * delta against it when that is much smaller than m: its entries kept, removed, replaced and
+ * added, in tree order, and only the new entries' strings. *bytes: what was written; *delta:
+ * as a delta. */
 int tree_manifest_save(int dir_fd, const char *name, const struct tree_manifest *m,
-		       struct error *e);
+		       const char *base, uint64_t *bytes, bool *delta, struct error *e);
 int tree_manifest_load(int dir_fd, const char *name, struct tree_manifest *m, struct error *e);
 
 /* Store objects. */
