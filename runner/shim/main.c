@@ -156,6 +156,7 @@ int main(int argc, char **argv, char **envp)
 		prctl(PR_SET_NAME, "forceai-spare", 0, 0, 0);
 		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 		spare_wait((int)num(argv[2]), &argc, &argv, &envp);
+		prctl(PR_SET_NAME, "forceai-shim", 0, 0, 0); /* a task's shim from now on */
 	}
 	if (argc < SHIM_ARGV_LEN + 1 || strcmp(argv[1], SHIM_MAGIC))
 		fail("not started by the runner");

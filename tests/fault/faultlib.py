@@ -37,8 +37,31 @@ def record(test, **figures):
 
 # ---- what the runner holds ----
 
+SPARE = "forceai-spare"  # the spare shim (runner/task/prefork.h): no task's, at most one
+
+
+def comm(pid):
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def spare_of(pid):
+    """The runner's spare shim, a child waiting for the next task, or None."""
+    for k in os.listdir("/proc"):
+        if k.isdigit():
+            f = stat_fields(int(k))
+            if f and f[1] == pid and comm(int(k)) == SPARE:
+                return int(k)
+    return None
+
+
 def fd_count(pid):
-    return len(os.listdir("/proc/%d/fd" % pid))
+    """The runner's fds, less the one socket it holds to its spare shim (a spare exists from
+    the first task on: what a test counts is what requests and tasks leave behind)."""
+    return len(os.listdir("/proc/%d/fd" % pid)) - (1 if spare_of(pid) else 0)
 
 
 def status_kib(pid, key):
@@ -73,11 +96,13 @@ def all_procs():
 
 
 def descendants(root):
-    """{pid: starttime} of every process below root (root excluded)."""
+    """{pid: starttime} of every process below root (root excluded), the runner's spare shim
+    (no task's: test_prefork.py checks its own life) left out."""
     procs = all_procs()
     kids = {}
     for pid, (_, ppid, _) in procs.items():
-        kids.setdefault(ppid, []).append(pid)
+        if not (ppid == root and comm(pid) == SPARE):
+            kids.setdefault(ppid, []).append(pid)
     out, todo = {}, [root]
     while todo:
         p = todo.pop()
@@ -90,11 +115,12 @@ def descendants(root):
 
 def alive(pids):
     """Those of {pid: starttime} still running (same start time: not a reused pid)
-    and not zombies."""
+    and not zombies; the runner's spare shim is no task's (taken into pids while it was still
+    starting, before it named itself)."""
     out = []
     for pid, start in pids.items():
         f = stat_fields(pid)
-        if f and f[2] == start and f[0] != "Z":
+        if f and f[2] == start and f[0] != "Z" and comm(pid) != SPARE:
             out.append(pid)
     return out
 
