@@ -1,7 +1,7 @@
 /* What changed under the checkpointed trees since the last checkpoint (issue 48; design text in
- * docs/notes/dirty.md): an inotify watch on every directory a checkpoint walked, read by the
- * runner's loop, so the next checkpoint lists again only the directories something happened in
- * and takes the rest from the previous manifest.
+ * docs/design/checkpoints.md, "Change tracking"): an inotify watch on every directory a checkpoint
+ * walked, read by the runner's loop, so the next checkpoint lists again only the directories
+ * something happened in and takes the rest from the previous manifest.
  *
  * Kept in the runner (the parent): the watches (wd -> directory path) and per directory what
  * happened since the base (the last checkpoint taken): an entry changed (DIRTY: listed again,

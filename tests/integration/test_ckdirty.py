@@ -1,4 +1,4 @@
-"""Checkpoints that cost what changed (issue 48; docs/notes/dirty.md): the runner's change
+"""Checkpoints that cost what changed (issue 48; docs/design/checkpoints.md, "Change tracking"): the runner's change
 tracker (inotify over the walked directories) lets a checkpoint take from the previous one what
 did not change. Each test makes a change the tracker could miss, from the task's side (or from
 outside the box), then the next checkpoint's diff must show it: a write through a shared
