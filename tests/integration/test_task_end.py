@@ -8,24 +8,7 @@ import os
 import time
 import unittest
 
-from harness import Runner
-
-
-def children(pid):
-    """(pid, state, comm) of the runner's children."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % d) as f:
-                st = f.read()
-        except OSError:
-            continue
-        rest = st[st.rindex(")") + 2:].split()
-        if int(rest[1]) == pid:
-            out.append((int(d), rest[0], st[st.index("(") + 1:st.rindex(")")]))
-    return out
+from harness import Runner, proc_children as children
 
 
 class TaskEnd(unittest.TestCase):

@@ -397,6 +397,23 @@ def pid_running(pid):
     return st[st.rindex(")") + 2] != "Z"
 
 
+def proc_children(pid):
+    """[(pid, state, comm)] of pid's children, zombies included (state "Z")."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                st = f.read()
+        except OSError:
+            continue
+        rest = st[st.rindex(")") + 2:].split()
+        if int(rest[1]) == pid:
+            out.append((int(d), rest[0], st[st.index("(") + 1:st.rindex(")")]))
+    return out
+
+
 def zombies():
     """Pids in Z state visible to us."""
     out = []

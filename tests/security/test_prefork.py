@@ -13,7 +13,7 @@ import time
 import unittest
 
 import test_ptrace
-from harness import Runner
+from harness import Runner, proc_children
 
 NONROOT, TASK_UID = test_ptrace.NONROOT, test_ptrace.TASK_UID
 
@@ -21,20 +21,8 @@ SPARE = "forceai-spare"
 
 
 def children(pid):
-    """{pid: comm} of pid's children."""
-    out = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % d) as f:
-                st = f.read()
-        except OSError:
-            continue
-        rest = st[st.rindex(")") + 2:].split()
-        if int(rest[1]) == pid and rest[0] != "Z":
-            out[int(d)] = st[st.index("(") + 1:st.rindex(")")]
-    return out
+    """{pid: comm} of pid's living children."""
+    return {p: comm for p, state, comm in proc_children(pid) if state != "Z"}
 
 
 def spares(r):
