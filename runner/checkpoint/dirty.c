@@ -23,22 +23,14 @@ static void on_events(struct loop *loop, struct loop_watch *w, uint32_t events)
 	tree_changes_read(c->changes);
 }
 
-/* Watches the tracker takes at most when FORCEAI_CHECKPOINT_MAX_WATCHES does not say: a
- * workspace of about a million files in 16 per directory. */
-#define CHECKPOINT_MAX_WATCHES 65536u
-
 void checkpoint_dirty_init(struct checkpoints *c)
 {
 	/* A cap below the kernel's (max_user_watches): a tracker shares it with the box, and each
 	 * watch pins its directory's inode in kernel memory, so a task making a million
-	 * directories must not make the runner hold a million watches. Past the cap a directory
-	 * is walked at every checkpoint, as without a tracker. */
-	const char *cap = getenv("FORCEAI_CHECKPOINT_MAX_WATCHES");
-	char *end = NULL;
-	unsigned long max = cap ? strtoul(cap, &end, 10) : CHECKPOINT_MAX_WATCHES;
-	if (cap && (!*cap || *end || max == 0 || max > 10000000))
-		max = CHECKPOINT_MAX_WATCHES; /* not a count we take: the default */
-	c->changes = tree_changes_new((unsigned)max);
+	 * directories must not make the runner hold a million watches. Past the cap
+	 * (--checkpoint-max-watches, 65,536 by default: about a million files in 16 per
+	 * directory) a directory is walked at every checkpoint, as without a tracker. */
+	c->changes = tree_changes_new((unsigned)c->r->cfg.checkpoint_max_watches);
 	if (!c->changes) {
 		log_errno("checkpoints: no change tracker (every checkpoint walks its tree)", errno,
 			  NULL);

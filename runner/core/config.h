@@ -59,6 +59,7 @@ struct runner_config {
 	const char *lifecycle_status_file; /* execd --lifecycle-startup-status-file */
 	uint64_t reset_snapshot_max;       /* bytes of the writable roots kept for reset */
 	uint64_t checkpoint_max_bytes;     /* distinct content all checkpoints keep */
+	uint64_t checkpoint_max_watches;   /* inotify watches the change tracker takes */
 
 	/* Model calls (docs/design/model.md). gateway_url NULL = no model access. */
 	const char *gateway_url;

@@ -177,6 +177,7 @@ static const struct check checks[] = {
 		 "must be at least 1 (a connection attempt always has a time limit)"),
 	NOT_ZERO("reset-snapshot-max", reset_snapshot_max, "must be at least 1"),
 	NOT_ZERO("checkpoint-max-bytes", checkpoint_max_bytes, "must be at least 1"),
+	RANGE("checkpoint-max-watches", checkpoint_max_watches, 1, 10000000, "must be 1..10000000"),
 	NOT_ZERO("limit-nproc", rlimit_nproc,
 		 "must be at least 1 (leave it unset for the built-in default)"),
 	NOT_ZERO("limit-nofile", rlimit_nofile,

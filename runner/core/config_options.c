@@ -186,6 +186,10 @@ const struct opt_def config_opts[] = {
 	 "1073741824",
 	 "bytes of distinct file content all checkpoints may keep together (POST /v1/checkpoints "
 	 "answers 507 beyond; at least 1)"},
+	{"checkpoint-max-watches", "FORCEAI_CHECKPOINT_MAX_WATCHES", OPT_U64,
+	 OFF(checkpoint_max_watches), "65536",
+	 "inotify watches the checkpoints' change tracker takes at most (1..10000000); a "
+	 "directory past them is walked at every checkpoint"},
 	{"write-seccomp-cache", "FORCEAI_WRITE_SECCOMP_CACHE", OPT_BOOL, OFF(write_seccomp_cache),
 	 "0",
 	 "compile the seccomp policy into POLICY.bpf beside it and exit (image build: starts "
@@ -215,7 +219,8 @@ static const struct {
 	 "limit-fsize task-memory-max task-pids-max task-cpu-max "
 	 "write-seccomp-cache no-prefork-shim insecure-no-confine"},
 	{"Profiles",
-	 "one-shot allow-reset reset-snapshot-max runtime-init lifecycle-startup-status-file checkpoint-max-bytes"},
+	 "one-shot allow-reset reset-snapshot-max runtime-init lifecycle-startup-status-file checkpoint-max-bytes "
+	 "checkpoint-max-watches"},
 	{"Model gateway", "gateway-url gateway-key-file gateway-ca gateway-proxy "
 			  "gateway-connect-timeout-ms gateway-timeout-ms model model-proxy-port "
 			  "task-max-tokens task-max-model-requests"},

@@ -196,6 +196,38 @@ class DirtyWatchLimit(DirtyBase):
         self.assertEqual(d.get("d/new"), "added", d)
 
 
+class DirtyDefaultWatchLimit(DirtyBase):
+    """The default cap (--checkpoint-max-watches unset: 65,536), below this kernel's
+    max_user_watches: a workspace of more directories than that has some walked at every
+    checkpoint, and only some. Fails if the default is unbounded (nothing listed), or far
+    smaller (thousands listed)."""
+    EXTRA = 200
+
+    def setUp(self):
+        with open("/proc/sys/fs/inotify/max_user_watches") as f:
+            if int(f.read()) < 65536 + self.EXTRA + 1000:
+                self.skipTest("the kernel's max_user_watches is below the runner's default cap")
+        super().setUp()
+
+    def test_default_cap_applies(self):
+        many = os.path.join(self.ws, "many")
+        os.mkdir(many)
+        for i in range(65536 + self.EXTRA):
+            os.mkdir(os.path.join(many, "d%d" % i))
+        self.checkpoint()  # walks all, watches up to the cap
+        c = self.checkpoint()
+        self.assertGreater(c["reused"], 0, c)
+        self.assertGreater(c["listed_dirs"], 0, c)  # the ones past the cap
+        self.assertLess(c["listed_dirs"], 2 * self.EXTRA + 100, c)
+
+    def test_bad_cap_refused(self):
+        from harness import RUNNER
+        for v in ("0", "10000001", "many"):
+            p = subprocess.run([RUNNER, "--checkpoint-max-watches", v], capture_output=True,
+                               timeout=10)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(b"checkpoint-max-watches", p.stderr)
+
 
 class DirtyNames(DirtyBase):
     def test_rename_across_directories(self):
