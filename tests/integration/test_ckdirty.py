@@ -204,6 +204,10 @@ class DirtyDefaultWatchLimit(DirtyBase):
     EXTRA = 200
 
     def setUp(self):
+        if os.environ.get("RUNNER_WRAP"):
+            # Its point is the default's value, checked in the ASan stage; 65,736 directories
+            # captured under valgrind take minutes of the CI budget for nothing more.
+            self.skipTest("the default cap is checked in the ASan stage, not under valgrind")
         with open("/proc/sys/fs/inotify/max_user_watches") as f:
             if int(f.read()) < 65536 + self.EXTRA + 1000:
                 self.skipTest("the kernel's max_user_watches is below the runner's default cap")
