@@ -2,6 +2,7 @@
  * in a directory of the state dir; or the reset's pack, one unnamed file. See tree.h. */
 #include "tree/tree.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
@@ -365,11 +366,39 @@ int tree_remove_all(int dfd, const char *name)
 	return tree_remove(&o, dfd, name, &st, 0);
 }
 
+/* The retired stores found in one listing of the state dir (a few entries): not a lookup of
+ * each of the thousand names tree_store_retire may use, which was a thousand failing statx
+ * calls at the start of every checkpoint operation. */
 void tree_store_purge_dead(int state_fd)
 {
-	char name[64];
-	for (unsigned i = 0; i < 1000; i++) {
-		snprintf(name, sizeof(name), STORE_DIR ".dead.%u", i);
-		tree_remove_all(state_fd, name);
+	static const char prefix[] = STORE_DIR ".dead.";
+	int fd = openat(state_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
 	}
+	/* Named first, removed after: the listing is not changed under readdir. */
+	char(*names)[32] = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (strncmp(de->d_name, prefix, sizeof(prefix) - 1) ||
+		    strlen(de->d_name) >= sizeof(names[0]))
+			continue;
+		if (n == cap) {
+			size_t nc = cap ? cap * 2 : 8;
+			char(*nn)[32] = realloc(names, nc * sizeof(*nn));
+			if (!nn)
+				break; /* the next operation takes the rest */
+			names = nn;
+			cap = nc;
+		}
+		snprintf(names[n++], sizeof(names[0]), "%s", de->d_name);
+	}
+	closedir(d);
+	for (size_t i = 0; i < n; i++)
+		tree_remove_all(state_fd, names[i]);
+	free(names);
 }

@@ -464,6 +464,26 @@ class ResetDrops(unittest.TestCase):
         left = [n for n in os.listdir(r.state) if n.startswith("checkpoints")]
         self.assertEqual(left, [], left)
 
+    def test_retired_stores_purged_by_the_next_operation(self):
+        """Retired stores (checkpoints.dead.N: a reset's, a previous run's) go at the start of
+        the next checkpoint operation, whatever their numbers; nothing else in the state dir
+        is touched."""
+        R = ScratchRoots()
+        self.addCleanup(R.close)
+        r = Runner(("--landlock-roots", R.roots_arg()))
+        self.addCleanup(r.close)
+        st, b = r.json("POST", "/v1/checkpoints", {})
+        self.assertEqual(st, 201, b)
+        for name in ("checkpoints.dead.0", "checkpoints.dead.7", "checkpoints.dead.999"):
+            os.makedirs(os.path.join(r.state, name, "objects", "sub"))
+            with open(os.path.join(r.state, name, "objects", "sub", "x"), "w") as f:
+                f.write("old")
+        os.mkdir(os.path.join(r.state, "checkpoints.deadwood"))
+        st, b = r.json("POST", "/v1/checkpoints", {})
+        self.assertEqual(st, 201, b)
+        left = sorted(n for n in os.listdir(r.state) if n.startswith("checkpoints"))
+        self.assertEqual(left, ["checkpoints", "checkpoints.deadwood"], left)
+
 
 def exit_event(ev):
     assert ev and ev[-1].get("event") in ("exit", "error"), ev[-3:]
