@@ -128,13 +128,30 @@ struct take {
 	struct tree_capture_stats *ts;
 	unsigned max_entries;
 	int max_depth;
-	char *hbuf;    /* hashing buffer without a store */
-	size_t *ends;  /* with reuse: prev's subtree ends (changes.h) */
-	int forced;    /* inside a directory walked whole: no reuse below */
-	bool new_link; /* a file with a link more than prev knew: reuse cannot vouch */
+	char *hbuf;     /* hashing buffer without a store */
+	size_t *ends;   /* with reuse: prev's subtree ends (changes.h) */
+	int forced;     /* inside a directory walked whole: no reuse below */
+	bool new_link;  /* a file with a link more than prev knew: reuse cannot vouch */
+	long last_find; /* prev's entry found last (prev_find), or -1 */
 	struct error *e;
 	char path[PATH_MAX];
 };
+
+/* c->path's entry in prev, or -1. A file's path is looked up twice in a row (its rights, then
+ * its content): the second is the entry found last, without a search. */
+static long prev_find(struct take *c)
+{
+	const struct tree_manifest *p = c->prev;
+	if (!p)
+		return -1;
+	if (c->last_find >= 0 && (size_t)c->last_find < p->n &&
+	    !tree_pathcmp(c->path, tree_path(p, &p->ent[c->last_find])))
+		return c->last_find;
+	long i = tree_find(p, c->path);
+	if (i >= 0)
+		c->last_find = i;
+	return i;
+}
 
 static bool foreign(const struct take *c, const struct kstatx *st)
 {
@@ -161,7 +178,7 @@ static int take_unchanged(struct take *c, uint32_t idx)
 {
 	struct tree_manifest *m = c->m;
 	struct tree_ent *e = &m->ent[idx];
-	long p = tree_find(c->prev, c->path);
+	long p = prev_find(c);
 	const struct tree_ent *pe = p >= 0 ? &c->prev->ent[p] : NULL;
 	if (!pe || pe->type != TREE_REG || !(pe->flags & TREE_STORED) || pe->ino != e->ino ||
 	    pe->dev != e->dev || pe->size != e->size || pe->ctime_sec != e->ctime_sec ||
@@ -281,7 +298,7 @@ static void task_access(struct take *c, int dfd, const char *name, uint32_t idx)
 	if (e->type == TREE_REG) {
 		/* A file's own rights move its ctime: unchanged since the previous checkpoint
 		 * (which checked it, from a directory it could enter), the answer stands. */
-		long p = tree_find(c->prev, c->path);
+		long p = prev_find(c);
 		const struct tree_ent *pe = p >= 0 ? &c->prev->ent[p] : NULL;
 		if (pe && pe->type == TREE_REG && (pe->flags & TREE_TASK_SEEN) &&
 		    pe->ino == e->ino && pe->dev == e->dev && pe->ctime_sec == e->ctime_sec &&
@@ -340,7 +357,7 @@ static enum changes_dir_state take_dir_state(struct take *c, uint32_t idx, long 
 	const struct tree_ent *e = &c->m->ent[idx], *pe;
 	if (ds != CHANGES_DIR_CLEAN)
 		return ds;
-	*p = tree_find(c->prev, c->path);
+	*p = prev_find(c);
 	pe = *p >= 0 ? &c->prev->ent[*p] : NULL;
 	if (!pe || pe->type != TREE_DIR || pe->ino != e->ino || pe->dev != e->dev ||
 	    pe->ctime_sec != e->ctime_sec || pe->ctime_nsec != e->ctime_nsec ||
@@ -509,7 +526,7 @@ static int take_entry(struct take *c, int dfd, const char *name, uint32_t parent
 	case TREE_REG:
 		c->ts->files++;
 		if (st.nlink > 1 && c->ends) { /* a link prev did not know of: see tree_capture */
-			long p = tree_find(c->prev, c->path);
+			long p = prev_find(c);
 			c->new_link |= p < 0 || c->prev->ent[p].nlink != st.nlink;
 		}
 		rc = take_content(c, dfd, name, idx);
@@ -537,6 +554,7 @@ int tree_capture(struct tree_store *store, bool hash_only, const struct tree_roo
 			 .ts = ts,
 			 .max_entries = store->max_entries ? store->max_entries : TREE_MAX_ENTRIES,
 			 .max_depth = store->max_depth ? store->max_depth : TREE_MAX_DEPTH,
+			 .last_find = -1,
 			 .e = e};
 	if (hash_only && !(c.hbuf = malloc(TREE_BUF_BYTES)))
 		return error_set(e, ENOMEM, NULL, "capture");

@@ -384,8 +384,8 @@ void tree_store_purge_dead(int state_fd)
 	size_t n = 0, cap = 0;
 	struct dirent *de;
 	while ((de = readdir(d))) {
-		if (strncmp(de->d_name, prefix, sizeof(prefix) - 1) ||
-		    strlen(de->d_name) >= sizeof(names[0]))
+		size_t len = strlen(de->d_name);
+		if (strncmp(de->d_name, prefix, sizeof(prefix) - 1) || len >= sizeof(names[0]))
 			continue;
 		if (n == cap) {
 			size_t nc = cap ? cap * 2 : 8;
@@ -395,7 +395,7 @@ void tree_store_purge_dead(int state_fd)
 			names = nn;
 			cap = nc;
 		}
-		snprintf(names[n++], sizeof(names[0]), "%s", de->d_name);
+		memcpy(names[n++], de->d_name, len + 1);
 	}
 	closedir(d);
 	for (size_t i = 0; i < n; i++)
