@@ -16,7 +16,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 sys.path.insert(0, os.path.dirname(__file__))
 
-from harness import Runner, parse_sse, slow  # noqa: E402
+from harness import Runner, assert_clean_exit, parse_sse, slow  # noqa: E402
 from test_profiles import ScratchRoots, open_stream, read_until, tree  # noqa: E402
 
 TASK_UID = 1000
@@ -50,10 +50,7 @@ class CkBase(unittest.TestCase):
         self.addCleanup(self.clean_exit)
 
     def clean_exit(self):
-        """SIGTERM: exit 0 (under ASan or valgrind an error or a leak shows as another code)."""
-        rc = self.r.stop()
-        if rc != 0:
-            raise AssertionError("runner exited %s; log tail:\n%s" % (rc, self.r.logtext()[-3000:]))
+        assert_clean_exit(self.r)
 
     def create(self, body=None, expect=201):
         st, b = self.r.json("POST", "/v1/checkpoints", body if body is not None else {})

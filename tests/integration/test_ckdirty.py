@@ -18,7 +18,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 sys.path.insert(0, os.path.dirname(__file__))
 
-from harness import Runner  # noqa: E402
+from harness import Runner, assert_clean_exit  # noqa: E402
 from test_profiles import ScratchRoots  # noqa: E402
 
 TASK_UID = 1000
@@ -68,10 +68,7 @@ class DirtyBase(unittest.TestCase):
         self.addCleanup(self.clean_exit)
 
     def clean_exit(self):
-        """SIGTERM: exit 0 (under ASan a leak or an error of the tracker shows as another code)."""
-        rc = self.r.stop()
-        if rc != 0:
-            raise AssertionError("runner exited %s; log tail:\n%s" % (rc, self.r.logtext()[-3000:]))
+        assert_clean_exit(self.r)
 
     def put(self, rel, data):
         p = os.path.join(self.ws, rel)

@@ -16,7 +16,8 @@ import threading
 import time
 import unittest
 
-from harness import Runner, parse_execd, parse_sse, rss_is_meaningful, slow
+from harness import (Runner, assert_clean_exit, parse_execd, parse_sse, proc_table,
+                     rss_is_meaningful, slow)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "gateway"))
@@ -82,18 +83,9 @@ def vm_hwm_kib(pid):
 def descendants(pid):
     """Pids below pid (from /proc, via ppid)."""
     kids = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % d) as f:
-                st = f.read()
-            rest = st[st.rindex(")") + 2:].split()
-            if rest[0] in ("Z", "X"):
-                continue
-            kids.setdefault(int(rest[1]), []).append(int(d))
-        except (OSError, ValueError):
-            pass
+    for p, (pp, state, _) in proc_table().items():
+        if state not in ("Z", "X"):
+            kids.setdefault(pp, []).append(p)
     out, todo = [], [pid]
     while todo:
         p = todo.pop()
@@ -413,10 +405,7 @@ class ResetBase(unittest.TestCase):
         self.addCleanup(self.clean_exit)
 
     def clean_exit(self):
-        """SIGTERM: exit 0 (under ASan a leak or error shows as another code)."""
-        rc = self.r.stop()
-        if rc != 0:
-            raise AssertionError("runner exited %s; log tail:\n%s" % (rc, self.r.logtext()[-3000:]))
+        assert_clean_exit(self.r)
 
     def runner_kwargs(self):
         return {}

@@ -397,9 +397,9 @@ def pid_running(pid):
     return st[st.rindex(")") + 2] != "Z"
 
 
-def proc_children(pid):
-    """[(pid, state, comm)] of pid's children, zombies included (state "Z")."""
-    out = []
+def proc_table():
+    """{pid: (ppid, state, comm)} of every process we can see (zombies included)."""
+    t = {}
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
@@ -409,9 +409,21 @@ def proc_children(pid):
         except OSError:
             continue
         rest = st[st.rindex(")") + 2:].split()
-        if int(rest[1]) == pid:
-            out.append((int(d), rest[0], st[st.index("(") + 1:st.rindex(")")]))
-    return out
+        t[int(d)] = (int(rest[1]), rest[0], st[st.index("(") + 1:st.rindex(")")])
+    return t
+
+
+def proc_children(pid):
+    """[(pid, state, comm)] of pid's children, zombies included (state "Z")."""
+    return [(p, st, comm) for p, (pp, st, comm) in proc_table().items() if pp == pid]
+
+
+def assert_clean_exit(r):
+    """SIGTERM the runner: it must exit 0 (under ASan or valgrind an error or a leak shows as
+    another code)."""
+    rc = r.stop()
+    if rc != 0:
+        raise AssertionError("runner exited %s; log tail:\n%s" % (rc, r.logtext()[-3000:]))
 
 
 def zombies():

@@ -21,7 +21,7 @@ import time
 import unittest
 from concurrent.futures import ThreadPoolExecutor
 
-from harness import POLICY, RUNNER, Runner
+from harness import POLICY, RUNNER, Runner, proc_table
 
 # The subreaper-mode parent (C, or Python without a compiler): runs the runner
 # as its child and passes its status on, re-raising a fatal signal so a crashed
@@ -171,26 +171,10 @@ def figure(text):
 
 # ---- /proc helpers (our view includes the child pid namespace) -------------
 
-def proc_table():
-    """{pid: (ppid, state)} of every process we can see."""
-    t = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % d) as f:
-                st = f.read()
-        except OSError:
-            continue
-        rest = st[st.rindex(")") + 2:].split()
-        t[int(d)] = (int(rest[1]), rest[0])
-    return t
-
-
 def descendants(root, table=None):
     table = table if table is not None else proc_table()
     kids = {}
-    for pid, (ppid, _) in table.items():
+    for pid, (ppid, _, _) in table.items():
         kids.setdefault(ppid, []).append(pid)
     out, todo = [], [root]
     while todo:

@@ -14,7 +14,7 @@ import sys
 import time
 import unittest
 
-from harness import POLICY, RUNNER, Runner, nonroot_dir
+from harness import POLICY, RUNNER, Runner, assert_clean_exit, nonroot_dir
 from wsutil import output_of, recv_until, websockets, ws_url
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -62,11 +62,7 @@ def xattrs(path):
             if n.startswith("user.") or n.startswith("system.posix_acl")}
 
 
-def clean_exit(r):
-    """SIGTERM: exit 0 (under ASan a leak or an error shows as another code)."""
-    rc = r.stop()
-    if rc != 0:
-        raise AssertionError("runner exited %s; log tail:\n%s" % (rc, r.logtext()[-3000:]))
+clean_exit = assert_clean_exit
 
 
 class RootReset(unittest.TestCase):

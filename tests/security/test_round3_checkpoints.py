@@ -20,7 +20,7 @@ import sys
 import time
 import unittest
 
-from harness import Runner, record_figure
+from harness import Runner, assert_clean_exit, record_figure
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "integration"))
@@ -98,10 +98,7 @@ class CkAttack(unittest.TestCase):
         self.addCleanup(self.clean_exit)
 
     def clean_exit(self):
-        """SIGTERM: exit 0 (under ASan an error or a leak shows as another code)."""
-        rc = self.r.stop()
-        if rc != 0:
-            raise AssertionError("runner exited %s; log tail:\n%s" % (rc, self.r.logtext()[-3000:]))
+        assert_clean_exit(self.r)
 
     def create(self, body=None):
         st, b = self.r.json("POST", "/v1/checkpoints", body if body is not None else {})

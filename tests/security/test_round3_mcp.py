@@ -25,7 +25,7 @@ import threading
 import time
 import unittest
 
-from harness import Runner, rss_is_meaningful
+from harness import Runner, assert_clean_exit, rss_is_meaningful
 
 RSS = rss_is_meaningful()
 
@@ -46,10 +46,7 @@ def status_kib(pid, key):
     return 0
 
 
-def clean_exit(r):
-    rc = r.stop()
-    if rc != 0:
-        raise AssertionError("runner exited %s; log tail:\n%s" % (rc, r.logtext()[-3000:]))
+clean_exit = assert_clean_exit
 
 
 class McpClient:

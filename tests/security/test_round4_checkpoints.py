@@ -17,7 +17,7 @@ import os
 import sys
 import unittest
 
-from harness import Runner
+from harness import Runner, assert_clean_exit
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "integration"))
@@ -47,10 +47,7 @@ class Base(unittest.TestCase):
         self.addCleanup(self.clean_exit)
 
     def clean_exit(self):
-        """SIGTERM: exit 0 (under ASan an error or a leak shows as another code)."""
-        rc = self.r.stop()
-        if rc != 0:
-            raise AssertionError("runner exited %s; log tail:\n%s" % (rc, self.r.logtext()[-3000:]))
+        assert_clean_exit(self.r)
 
     # /mcp, one session: what an agent holding the token reaches
     def rpc(self, method, params, id_=1):
