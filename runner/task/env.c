@@ -96,6 +96,13 @@ char **env_build(uid_t uid, const char *cwd, json_t *req_env, struct error *err)
 		rc |= json_object_set_new(base, "LOGNAME",
 					  json_string_nocheck(pw ? pw->pw_name : uidbuf));
 		rc |= json_object_set_new(base, "PWD", json_string_nocheck(cwd));
+		/* As login(1) and sshd set it; it also spares every bash the task
+		 * starts a passwd lookup of its own (bash fills an unset SHELL
+		 * from passwd: two nscd tries, nsswitch.conf, /etc/passwd). */
+		rc |= json_object_set_new(base, "SHELL",
+					  json_string_nocheck(pw && pw->pw_shell && *pw->pw_shell
+								      ? pw->pw_shell
+								      : "/bin/sh"));
 	}
 	/* A hash merge: linear in the variables however many a request or
 	 * the EXECD_ENVS file brings (a list searched for each name made

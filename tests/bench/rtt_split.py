@@ -21,7 +21,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TASK_ENV = {"PWD": "/", "LOGNAME": "user", "HOME": "/home/user", "LANG": "C.UTF-8",
-            "TERM": "xterm", "USER": "user",
+            "TERM": "xterm", "USER": "user", "SHELL": "/bin/sh",
             "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 
 

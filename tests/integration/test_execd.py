@@ -109,6 +109,21 @@ class EventContract(RunnerTest):
         out = [e["text"] for e in ev if e["type"] == "stdout"]
         self.assertEqual(out, ["bar baz", "0", "none"])
 
+    def test_login_variables_without_a_shell(self):
+        # The argv form runs no shell, so nothing but the runner can have set these
+        # (bash fills an unset SHELL from passwd itself). SHELL as login(1) sets it.
+        import pwd
+        ev = self.r.execd({"argv": ["/usr/bin/env"]})
+        env = dict(e["text"].split("=", 1) for e in ev if e["type"] == "stdout" and "=" in e["text"])
+        ev = self.r.execd({"argv": ["/usr/bin/id", "-u"]})
+        uid = int([e["text"] for e in ev if e["type"] == "stdout"][0])
+        pw = pwd.getpwuid(uid)
+        self.assertEqual({k: env.get(k) for k in ("HOME", "USER", "LOGNAME", "SHELL")},
+                         {"HOME": pw.pw_dir, "USER": pw.pw_name, "LOGNAME": pw.pw_name,
+                          "SHELL": pw.pw_shell or "/bin/sh"}, env)
+        ev = self.r.execd({"argv": ["/usr/bin/env"], "envs": {"SHELL": "/bin/bash"}})
+        self.assertIn("SHELL=/bin/bash", [e["text"] for e in ev if e["type"] == "stdout"])
+
     def test_cwd(self):
         ev = self.r.execd({"command": "pwd", "cwd": "/tmp"})
         self.assertEqual([e["text"] for e in ev if e["type"] == "stdout"], ["/tmp"])
