@@ -2,11 +2,8 @@
  * ListDir, Remove) on the files layer, each as the task user inside the files API's prologue
  * (api/filesroute.h: files_route), within its writable roots; EntryInfo as envd fills it
  * (docs/design/envd.md#files-filesystemfilesystem-and-files). */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,8 +18,6 @@
 #include "files/ops.h"
 #include "files/path.h"
 #include "files/walk.h"
-
-#define LIST_MAX 100000 /* entries of one ListDir */
 
 /* Go's FileMode.String() of a stat: "drwxr-xr-x", "-rw-r--r--", "Lrwxrwxrwx". */
 static void perm_string(mode_t m, char out[11])
@@ -50,7 +45,8 @@ static const char *type_of(mode_t m)
 
 /* EntryInfo of path (its name, a stat of it not following a link; dirfd/name to read the
  * link's target). */
-static json_t *entry_info(const char *path, const struct stat *st, int dirfd, const char *name)
+static json_t *entry_info(const char *path, const struct stat *st, int dirfd, const char *name,
+			  struct files_names *nc)
 {
 	char perm[11], ts[64], num[24];
 	perm_string(st->st_mode, perm);
@@ -59,15 +55,15 @@ static json_t *entry_info(const char *path, const struct stat *st, int dirfd, co
 	gmtime_r(&sec, &tm);
 	size_t k = strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
 	snprintf(ts + k, sizeof(ts) - k, ".%09ldZ", (long)st->st_mtim.tv_nsec);
-	struct passwd *pw = getpwuid(st->st_uid);
-	struct group *gr = getgrgid(st->st_gid);
+	const char *owner = files_id_name(nc, st->st_uid, false);
+	const char *group = files_id_name(nc, st->st_gid, true);
 	snprintf(num, sizeof(num), "%lld", (long long)st->st_size);
 	const char *slash = strrchr(path, '/');
 	json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:s,s:s,s:s}", "name",
 			      slash && slash[1] ? slash + 1 : path, "type", type_of(st->st_mode),
 			      "path", path, "size", num, "mode", (int)(st->st_mode & 07777),
-			      "permissions", perm, "owner", pw ? pw->pw_name : "", "group",
-			      gr ? gr->gr_name : "", "modifiedTime", ts);
+			      "permissions", perm, "owner", owner ? owner : "", "group",
+			      group ? group : "", "modifiedTime", ts);
 	if (o && S_ISLNK(st->st_mode)) {
 		char target[PATH_MAX];
 		ssize_t n = readlinkat(dirfd, name, target, sizeof(target) - 1);
@@ -154,7 +150,9 @@ static int op_stat(struct fcall *c)
 	int rc = lstat_path(path, &st, &dfd, &base);
 	if (rc < 0)
 		return fs_fail(c, rc, "error getting file info", path);
-	c->res = envd_rpc_ok(c->req, json_pack("{s:o}", "entry", entry_info(path, &st, dfd, base)));
+	c->res = envd_rpc_ok(c->req,
+			     json_pack("{s:o}", "entry",
+				       entry_info(path, &st, dfd, base, &(struct files_names){0})));
 	return 0;
 }
 
@@ -179,7 +177,9 @@ static int op_make_dir(struct fcall *c)
 		return fs_fail(c, fd, "error creating directory", path);
 	if (fstat(fd, &st) < 0)
 		return fs_fail(c, -errno, "error creating directory", path);
-	c->res = envd_rpc_ok(c->req, json_pack("{s:o}", "entry", entry_info(path, &st, fd, ".")));
+	c->res = envd_rpc_ok(c->req,
+			     json_pack("{s:o}", "entry",
+				       entry_info(path, &st, fd, ".", &(struct files_names){0})));
 	return 0;
 }
 
@@ -212,7 +212,9 @@ static int op_move(struct fcall *c)
 		return fs_fail(c, -errno, "error moving", src);
 	if (fstatat(dfd, dbase, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return fs_fail(c, -errno, "error moving", dst);
-	c->res = envd_rpc_ok(c->req, json_pack("{s:o}", "entry", entry_info(dst, &st, dfd, dbase)));
+	c->res = envd_rpc_ok(c->req,
+			     json_pack("{s:o}", "entry",
+				       entry_info(dst, &st, dfd, dbase, &(struct files_names){0})));
 	return 0;
 }
 
@@ -238,42 +240,61 @@ static int op_remove(struct fcall *c)
 	return 0;
 }
 
-/* The entries of dir (fd) down to depth levels, in readdir order, directories before their
- * contents; a link is listed, never followed. */
-static int list_walk(int fd, const char *dir, unsigned depth, json_t *out)
+/* ListDir: the files layer's walk (files/walk.h), in slices as the task user, so a large
+ * tree never stalls the loop; its bounds are the execd listing's. Entries in lexical order,
+ * a directory before its contents; a link is listed, never followed. */
+struct list_job {
+	struct fjob j;
+	struct files_walk w;
+	json_t *entries;
+	int rc; /* the walk's failure, answered as a Connect error */
+	char path[PATH_MAX];
+};
+
+static int list_take(void *arg, int dirfd, const char *name, const char *path,
+		     const struct stat *st)
 {
-	int dup_fd = dup(fd);
-	DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-	if (!d) {
-		if (dup_fd >= 0)
-			close(dup_fd);
-		return -errno;
+	struct list_job *lj = arg;
+	if (json_array_size(lj->entries) >= FILES_MAX_RESULTS) {
+		snprintf(lj->w.limit_msg, sizeof(lj->w.limit_msg), "more than %d entries",
+			 FILES_MAX_RESULTS);
+		return -FILES_ELIMIT;
 	}
-	struct dirent *e;
-	int rc = 0;
-	while (rc == 0 && (e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		if (json_array_size(out) >= LIST_MAX)
-			break;
-		char path[PATH_MAX];
-		struct stat st;
-		if ((size_t)snprintf(path, sizeof(path), "%s/%s", strcmp(dir, "/") ? dir : "",
-				     e->d_name) >= sizeof(path) ||
-		    fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			continue;
-		json_array_append_new(out, entry_info(path, &st, fd, e->d_name));
-		if (depth > 1 && S_ISDIR(st.st_mode)) {
-			int sub = openat(fd, e->d_name,
-					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (sub >= 0) {
-				list_walk(sub, path, depth - 1, out);
-				close(sub);
-			}
-		}
+	json_t *e = entry_info(path, st, dirfd, name, &lj->w.names);
+	return e && json_array_append_new(lj->entries, e) == 0 ? 0 : -ENOMEM;
+}
+
+static int list_step(struct files_userjob *uj, uint64_t deadline_ms)
+{
+	struct list_job *lj = (struct list_job *)uj;
+	int rc = files_walk_step(&lj->w, deadline_ms);
+	if (rc < 0)
+		lj->rc = rc; /* done: list_answer says why */
+	return rc < 0 ? 0 : rc;
+}
+
+static int list_answer(struct fcall *c, struct fjob *j)
+{
+	struct list_job *lj = (struct list_job *)j;
+	if (lj->rc == -FILES_ELIMIT) {
+		c->res = envd_rpc_fail(c->req, false, CC_RESOURCE_EXHAUSTED,
+				       "listing '%.1024s': %s; narrow it (a smaller depth; limits: "
+				       "%d entries, %d looked at, %d ms, %d levels)",
+				       lj->path, lj->w.limit_msg, FILES_MAX_RESULTS,
+				       FILES_MAX_VISITED, FILES_MAX_WALK_MS, FILES_MAX_DEPTH);
+		return 0;
 	}
-	closedir(d);
-	return rc;
+	if (lj->rc < 0)
+		return fs_fail(c, lj->rc, "error reading directory", lj->path);
+	c->res = envd_rpc_ok(c->req, json_pack("{s:O}", "entries", lj->entries));
+	return 0;
+}
+
+static void list_release(struct files_userjob *uj)
+{
+	struct list_job *lj = (struct list_job *)uj;
+	files_walk_free(&lj->w);
+	json_decref(lj->entries);
 }
 
 static int op_list_dir(struct fcall *c)
@@ -286,19 +307,24 @@ static int op_list_dir(struct fcall *c)
 		return fs_fail(c, -EINVAL, "depth", path);
 	if (depth == 0)
 		depth = 1;
-	if (depth > 64)
-		depth = 64;
-	cleanup_close int fd = files_open(AT_FDCWD, path, O_RDONLY | O_DIRECTORY, 0);
+	if (depth > FILES_MAX_DEPTH)
+		depth = FILES_MAX_DEPTH;
+	int fd = files_open(AT_FDCWD, path, O_RDONLY | O_DIRECTORY, 0);
 	if (fd < 0)
 		return fs_fail(c, fd == -ENOTDIR ? -EINVAL : fd, "error reading directory", path);
-	json_t *arr = json_array();
-	int rc = list_walk(fd, path, depth, arr);
-	if (rc < 0) {
-		json_decref(arr);
-		return fs_fail(c, rc, "error reading directory", path);
+	struct list_job *lj = fjob_new(c, sizeof(*lj), list_step, list_answer, list_release);
+	if (!lj || !(lj->entries = json_array())) {
+		close(fd);
+		return fs_fail(c, -ENOMEM, "error reading directory", path);
 	}
-	c->res = envd_rpc_ok(c->req, json_pack("{s:o}", "entries", arr));
-	return 0;
+	snprintf(lj->path, sizeof(lj->path), "%s", path);
+	lj->w.max_depth = depth;
+	lj->w.take = list_take;
+	lj->w.take_arg = lj;
+	int rc = files_walk_start(&lj->w, fd, path);
+	if (rc < 0)
+		return fs_fail(c, rc, "error reading directory", path);
+	return fjob_run(c, &lj->j);
 }
 
 static const struct {

@@ -8,11 +8,11 @@
 #include <string.h>
 #include <time.h>
 
-static const char *id_name(struct files_names *nc, uint32_t id, bool group)
+const char *files_id_name(struct files_names *nc, uint32_t id, bool group)
 {
 	for (unsigned i = 0; i < sizeof(nc->e) / sizeof(nc->e[0]); i++)
 		if (nc->e[i].used && nc->e[i].id == id && nc->e[i].group == group)
-			return nc->e[i].name;
+			return nc->e[i].name[0] ? nc->e[i].name : NULL;
 	unsigned slot = nc->next++ % (sizeof(nc->e) / sizeof(nc->e[0]));
 	char *name = nc->e[slot].name;
 	size_t cap = sizeof(nc->e[slot].name);
@@ -27,15 +27,15 @@ static const char *id_name(struct files_names *nc, uint32_t id, bool group)
 		if (getpwuid_r((uid_t)id, &pw, buf, sizeof(buf), &res) == 0 && res)
 			found = res->pw_name;
 	}
-	/* Unknown ids (or absurdly long names) are written as numbers, as execd does. */
+	/* An absurdly long name counts as none (an empty name is the "none" kept). */
 	if (found && strlen(found) < cap)
 		snprintf(name, cap, "%s", found);
 	else
-		snprintf(name, cap, "%u", id);
+		name[0] = 0;
 	nc->e[slot].id = id;
 	nc->e[slot].group = group;
 	nc->e[slot].used = true;
-	return name;
+	return name[0] ? name : NULL;
 }
 
 /* RFC 3339 with nanoseconds, trailing zeros trimmed (Go's RFC3339Nano). */
@@ -80,10 +80,16 @@ void files_info_json(struct buf *out, const char *path, const struct stat *st,
 	buf_appendf(out,
 		    ",\"type\":\"%s\",\"size\":%lld,\"modified_at\":\"%s\",\"created_at\":\"%s\",",
 		    type_name(st->st_mode), (long long)st->st_size, mt, ct);
-	const char *owner = id_name(nc, st->st_uid, false);
+	/* Unknown ids are written as numbers, as execd does. */
+	char num[2][16];
+	const char *owner = files_id_name(nc, st->st_uid, false);
+	const char *group = files_id_name(nc, st->st_gid, true);
+	if (!owner)
+		snprintf(num[0], sizeof(num[0]), "%u", (unsigned)st->st_uid), owner = num[0];
+	if (!group)
+		snprintf(num[1], sizeof(num[1]), "%u", (unsigned)st->st_gid), group = num[1];
 	buf_append_str(out, "\"owner\":");
 	buf_append_json_str(out, owner, strlen(owner));
-	const char *group = id_name(nc, st->st_gid, true);
 	buf_append_str(out, ",\"group\":");
 	buf_append_json_str(out, group, strlen(group));
 	/* The octal digits read as a decimal number: 0755 -> 755. */

@@ -17,6 +17,9 @@ struct files_names {
 		char name[64];
 	} e[16];
 };
+/* The name of user (group) id through nc: looked up once per response, NULL
+ * when passwd (group) has none. */
+const char *files_id_name(struct files_names *nc, uint32_t id, bool group);
 /* Append one FileInfo object:
  * {"path","type","size","modified_at","created_at","owner","group","mode"}
  * (RFC 3339 UTC times; mode: permission bits as octal digits, 755). */

@@ -19,7 +19,10 @@
   about 10 KB) is 413 naming --envd-upload-max once the decoded bytes pass it, raw or
   multipart, nothing left behind; a truncated, corrupt or trailing-garbage stream is 400 naming
   the fault and the file it would have replaced is untouched; the loop answers /health while a
-  large gzip body inflates; another encoding is 400 naming gzip and identity."""
+  large gzip body inflates; another encoding is 400 naming gzip and identity.
+- A ListDir of a large tree: walked in slices by the files layer's engine, so the loop answers
+  /health meanwhile; past 10,000 entries a resource_exhausted error that says so (the walk of
+  its own blocked the loop for the whole listing and cut it at 100,000 without a word)."""
 import base64
 import gzip
 import http.client
@@ -171,6 +174,64 @@ class EnvdAttacks(unittest.TestCase):
         os.chmod(d, 0o700)
         st, body = self.rpc("/filesystem.Filesystem/ListDir", {"path": d})
         self.assertEqual(body["code"], "permission_denied", body)
+
+    def test_a_large_listdir_neither_stalls_the_loop_nor_is_cut_silently(self):
+        # ListDir walks with the files layer's engine in 2 ms slices: /health is answered
+        # while 9,009 entries are listed (the walk of its own blocked the loop for all of
+        # it), and past the files layer's bound (10,000 entries) the answer is an error
+        # that says so, not a list cut short without a word.
+        d = tempfile.mkdtemp(prefix="forceai-envd-big-", dir=self.r.work)
+        os.chmod(d, 0o755)
+        for i in range(10):
+            sub = os.path.join(d, "d%d" % i)
+            os.mkdir(sub)
+            for k in range(1000):
+                open(os.path.join(sub, "f%04d" % k), "w").close()
+        shutil.rmtree(os.path.join(d, "d9"))
+        answered, done = [], threading.Event()
+
+        def probe():
+            while not done.is_set():
+                t = time.monotonic()
+                self.assertEqual(self.envd("GET", "/health")[0], 204)
+                answered.append((t, time.monotonic()))
+                time.sleep(0.002)
+        th = threading.Thread(target=probe)
+        th.start()
+        try:
+            time.sleep(0.05)
+            t0 = time.monotonic()
+            st, _, data = self.envd("POST", "/filesystem.Filesystem/ListDir",
+                                    json.dumps({"path": d, "depth": 2}),
+                                    {"Content-Type": "application/json"})
+            t1 = time.monotonic()
+            time.sleep(0.05)
+        finally:
+            done.set()
+            th.join()
+        body = json.loads(data)
+        self.assertEqual(st, 200, body)
+        paths = [e["path"] for e in body["entries"]]
+        want = []
+        for i in range(9):
+            want.append("%s/d%d" % (d, i))
+            want += ["%s/d%d/f%04d" % (d, i, k) for k in range(1000)]
+        self.assertEqual(paths, want, "every entry once, a directory before its contents")
+        # Asked and answered while the listing was under way: none when the walk blocks.
+        inside = [a for a in answered if a[0] > t0 and a[1] < t1]
+        print("ListDir of 9,009 entries %.3f s; /health answered %d times meanwhile"
+              % (t1 - t0, len(inside)))
+        self.assertGreaterEqual(len(inside), 3, "the loop answered nothing else while listing")
+        os.mkdir(os.path.join(d, "d9"))
+        for k in range(1000):
+            open(os.path.join(d, "d9", "f%04d" % k), "w").close()
+        st, body = self.rpc("/filesystem.Filesystem/ListDir", {"path": d, "depth": 2})
+        self.assertEqual((st, body["code"]), (429, "resource_exhausted"), body)
+        self.assertIn("more than 10000 entries", body["message"])
+        self.assertIn("narrow it", body["message"])
+        st, body = self.rpc("/filesystem.Filesystem/ListDir", {"path": d})
+        self.assertEqual(st, 200, body)
+        self.assertEqual(len(body["entries"]), 10)
 
     def test_watchers_left_open_are_bounded(self):
         d = tempfile.mkdtemp(prefix="forceai-envd-w-", dir=self.r.work)
