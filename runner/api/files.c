@@ -205,6 +205,12 @@ int fjob_run(struct fcall *c, struct fjob *j)
 
 enum MHD_Result files_route(struct http_req *req, enum files_input in, files_op op)
 {
+	return files_route_as(req, in, op, http_fail);
+}
+
+enum MHD_Result files_route_as(struct http_req *req, enum files_input in, files_op op,
+			       files_fail_fn fail)
+{
 	cleanup_fcall struct fcall *c = calloc(1, sizeof(*c));
 	if (!c)
 		return MHD_NO;
@@ -216,7 +222,7 @@ enum MHD_Result files_route(struct http_req *req, enum files_input in, files_op 
 		int rc = j->done ? fjob_answer(c, j)
 				 : error_set(&c->err, 0, "UNAVAILABLE",
 					     "the runner is shutting down");
-		return rc < 0 ? http_fail(req, &c->err) : c->res;
+		return rc < 0 ? fail(req, &c->err) : c->res;
 	}
 	int rc = take_input(c, in);
 	if (rc == 0) {
@@ -228,7 +234,7 @@ enum MHD_Result files_route(struct http_req *req, enum files_input in, files_op 
 			files_leave();
 		}
 	}
-	return rc < 0 ? http_fail(req, &c->err) : c->res;
+	return rc < 0 ? fail(req, &c->err) : c->res;
 }
 
 /* ---- answers ---- */

@@ -48,6 +48,11 @@ typedef int (*files_op)(struct fcall *c);
 /* The one prologue of the files routes: takes the route's input, acts as the task user, runs
  * op and answers its error, if any; called again once op's job is done. */
 enum MHD_Result files_route(struct http_req *req, enum files_input in, files_op op);
+/* The same for another wire (envd's Connect): its errors, the prologue's and a job's (a
+ * reset, a shutdown), are answered by fail instead of the files API's JSON. */
+typedef enum MHD_Result (*files_fail_fn)(struct http_req *req, const struct error *e);
+enum MHD_Result files_route_as(struct http_req *req, enum files_input in, files_op op,
+			       files_fail_fn fail);
 
 /* ---- work in slices ---- */
 

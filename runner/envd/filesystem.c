@@ -218,6 +218,42 @@ static int op_move(struct fcall *c)
 	return 0;
 }
 
+/* Remove: rm -rf in slices as the task user (files/walk.h), so a large tree never stalls the
+ * loop; the path's parent stays open (the walk's base) until the job ends. */
+struct remove_job {
+	struct fjob j;
+	struct files_rmrf rm;
+	int dirfd;
+	int rc; /* the removal's failure, answered as a Connect error */
+	char path[PATH_MAX];
+};
+
+static int remove_step(struct files_userjob *uj, uint64_t deadline_ms)
+{
+	struct remove_job *rj = (struct remove_job *)uj;
+	int rc = files_rmrf_step(&rj->rm, deadline_ms);
+	if (rc < 0)
+		rj->rc = rc; /* done: remove_answer says why */
+	return rc < 0 ? 0 : rc;
+}
+
+static int remove_answer(struct fcall *c, struct fjob *j)
+{
+	struct remove_job *rj = (struct remove_job *)j;
+	if (rj->rc < 0 && rj->rc != -ENOENT)
+		return fs_fail(c, rj->rc, "error removing file or directory", rj->path);
+	c->res = envd_rpc_ok(c->req, NULL);
+	return 0;
+}
+
+static void remove_release(struct files_userjob *uj)
+{
+	struct remove_job *rj = (struct remove_job *)uj;
+	files_rmrf_free(&rj->rm);
+	if (rj->dirfd >= 0)
+		close(rj->dirfd);
+}
+
 static int op_remove(struct fcall *c)
 {
 	char path[PATH_MAX];
@@ -233,11 +269,27 @@ static int op_remove(struct fcall *c)
 		return fs_fail(c, rc, "error removing file or directory", path);
 	if ((rc = files_check_writable(&c->id, dfd)) < 0)
 		return fs_fail(c, rc, "error removing file or directory", path);
-	rc = S_ISDIR(st.st_mode) ? files_rmrf(dfd, base) : unlinkat(dfd, base, 0) < 0 ? -errno : 0;
-	if (rc < 0 && rc != -ENOENT)
-		return fs_fail(c, rc, "error removing file or directory", path);
-	c->res = envd_rpc_ok(c->req, NULL);
-	return 0;
+	/* What needs no walk (a file, a link, an empty directory) goes now. */
+	struct files_rmrf rm;
+	rc = files_rmrf_start(&rm, dfd, base);
+	if (rc <= 0) {
+		files_rmrf_free(&rm);
+		if (rc < 0 && rc != -ENOENT)
+			return fs_fail(c, rc, "error removing file or directory", path);
+		c->res = envd_rpc_ok(c->req, NULL);
+		return 0;
+	}
+	struct remove_job *rj =
+		fjob_new(c, sizeof(*rj), remove_step, remove_answer, remove_release);
+	if (!rj) {
+		files_rmrf_free(&rm);
+		return fs_fail(c, -ENOMEM, "error removing file or directory", path);
+	}
+	rj->rm = rm;
+	rj->dirfd = dfd; /* the job's now: rm works relative to it */
+	dfd = -1;
+	snprintf(rj->path, sizeof(rj->path), "%s", path);
+	return fjob_run(c, &rj->j);
 }
 
 /* ListDir: the files layer's walk (files/walk.h), in slices as the task user, so a large
@@ -335,6 +387,11 @@ static const struct {
 	{"ListDir", op_list_dir}, {"Remove", op_remove},
 };
 
+static enum MHD_Result envd_files_fail(struct http_req *req, const struct error *e)
+{
+	return envd_rpc_error(req, false, e);
+}
+
 /* Stat, MakeDir, Move, ListDir, Remove share one prologue (the message, the user); the op,
  * chosen by the route's method name, then runs as the task user in the files API's. */
 enum MHD_Result envd_fs_unary(struct http_req *req)
@@ -350,5 +407,5 @@ enum MHD_Result envd_fs_unary(struct http_req *req)
 		return MHD_YES;
 	/* files_route reads the body itself (IN_OBJECT): the envelope-free JSON we checked. */
 	json_decref(msg);
-	return files_route(req, IN_OBJECT, fs_ops[i].op);
+	return files_route_as(req, IN_OBJECT, fs_ops[i].op, envd_files_fail);
 }
