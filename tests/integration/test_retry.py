@@ -133,6 +133,24 @@ class ExecdEvents(RunnerTest):
     """Event ids on /command's stream and GET /command/{id}/resume (OpenSandbox PR #583)."""
     runner_kwargs = {"token": TOKEN}
 
+    def test_ids_are_byte_offsets_at_every_width(self):
+        # An id is 1 + the offset of its line's newline (docs/api.md), printed by the
+        # stream's own digit writer: every width from one digit to eight is crossed
+        # (lines of 2, 10 and 1,000 bytes).
+        cmd = ("for i in 1 2 3 4 5 6 7 8 9 10 11 12; do echo x; done; "
+               "yes yyyyyyyyy | head -n 200; yes \"$(printf '%0999d' 0)\" | head -n 20000")
+        ev = self.r.execd({"command": cmd}, timeout=300)
+        lines = [e for e in ev if e["type"] == "stdout"]
+        self.assertEqual(len(lines), 12 + 200 + 20000)
+        off, want = 0, []
+        for e in lines:
+            off += len(e["text"]) + 1
+            want.append(off)  # the byte after the line and its newline
+        got = [e["eid"] for e in lines]
+        self.assertEqual(got[0], want[0], "the first id")
+        self.assertEqual(got, want)
+        self.assertEqual(len(str(got[-1])), 8)
+
     def test_ids_and_resume_after_each(self):
         ev = self.r.execd({"command": "printf 'a\\nbb\\n\\nccc'; echo err >&2; exit 3"})
         cid = ev[0]["text"]
