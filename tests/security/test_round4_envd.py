@@ -270,12 +270,14 @@ class EnvdAttacks(unittest.TestCase):
         print("Remove of 20,020 entries %.3f s; /health answered %d times meanwhile"
               % (t1 - t0, len(inside)))
         self.assertGreaterEqual(len(inside), 3, "the loop answered nothing else while removing")
-        # What needs no walk still goes at once; what is not there is no error (envd's).
+        # What needs no walk (a file) goes at once; a path that is not there is not_found.
         f = os.path.join(self.r.work, "forceai-envd-rm-one")
         open(f, "w").close()
         os.chmod(self.r.work, 0o777)
         self.assertEqual(self.rpc("/filesystem.Filesystem/Remove", {"path": f}), (200, {}))
         self.assertFalse(os.path.exists(f))
+        st, body = self.rpc("/filesystem.Filesystem/Remove", {"path": f})
+        self.assertEqual((st, body["code"]), (404, "not_found"), body)
 
     def test_watchers_left_open_are_bounded(self):
         d = tempfile.mkdtemp(prefix="forceai-envd-w-", dir=self.r.work)
