@@ -234,6 +234,22 @@ class EnvdAttacks(unittest.TestCase):
         self.assertEqual(st, 200, body)
         self.assertEqual(len(body["entries"]), 10)
 
+    def test_a_name_that_is_not_utf8_is_listed_not_dropped(self):
+        # A task can name a file with any bytes; ListDir and Stat write such a name as Go's
+        # encoder does (U+FFFD), and neither drops the entry nor answers an empty message.
+        d = tempfile.mkdtemp(prefix="forceai-envd-u8-", dir=self.r.work)
+        os.chmod(d, 0o755)
+        open(os.path.join(d.encode(), b"bad\xff name"), "w").close()
+        open(os.path.join(d, "good"), "w").close()
+        st, body = self.rpc("/filesystem.Filesystem/ListDir", {"path": d})
+        self.assertEqual(st, 200, body)
+        self.assertEqual(sorted(e["name"] for e in body["entries"]), ["bad\ufffd name", "good"])
+        os.symlink(b"target\xfe", os.path.join(d.encode(), b"lnk"))
+        st, body = self.rpc("/filesystem.Filesystem/Stat", {"path": d + "/lnk"})
+        self.assertEqual(st, 200, body)
+        self.assertEqual(body["entry"]["symlinkTarget"], "target\ufffd")
+        self.assertEqual(body["entry"]["type"], "FILE_TYPE_SYMLINK")
+
     def test_removing_a_large_tree_does_not_stall_the_loop(self):
         # Remove is the files layer's rm -rf in slices: /health is answered while 20,000
         # files go (the one-go removal held every other request until it was done).
