@@ -18,11 +18,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 TIER=${TIER:-python}
 case $TIER in
-# python3 alone: every ephemeral box starts from this one, so it stays small
-python) tier_include=python3 ;;
+# python3 alone: every ephemeral box starts from this one, so it stays small; bash-static is
+# the shell commands run in (runner/task/start.c: no dynamic loading, 0.3 ms a task)
+python) tier_include=python3,bash-static ;;
 # the code contexts' interpreter (IPython) and the libraries agents reach for
 # first (runner/code/driver.py; docs/design/code.md): most of the :code image's size
-code) tier_include=python3,python3-ipython,python3-numpy,python3-pandas,python3-matplotlib ;;
+code) tier_include=python3,bash-static,python3-ipython,python3-numpy,python3-pandas,python3-matplotlib ;;
 *) printf 'base-python: TIER must be python or code, not %s\n' "$TIER" >&2; exit 2 ;;
 esac
 IMAGE=${1:-localhost/forceai-base-$TIER:bookworm}

@@ -25,8 +25,8 @@ size_of() { "$ENGINE" image inspect --format '{{.Size}}' "$1" 2>/dev/null || tru
 
 # tag|base image|purpose|contents: the one list of tiers (mk/image.mk builds them)
 tiers='latest||the minimal image: command tasks that need a shell and coreutils only (busybox)|`FROM scratch`: the static runner, busybox, the CA bundle, the seccomp policy
-python|localhost/forceai-base-python:bookworm|the default: `make image` tags it `:local`, the gateway'"'"'s default `FORCEAI_RUNTIME_RUNNER_IMAGE`; command tasks and `python3` scripts. Every `ephemeral-task` box starts from it, so it stays lean|Debian 12 minbase + `python3` (`image/base-python.sh`, `TIER=python`) + the runner'"'"'s layer
-code|localhost/forceai-base-code:bookworm|code contexts (`/code`, E2B'"'"'s code interpreter; `/code/languages` offers python only where IPython is): `make image-code`, or `IMAGE_LOCAL_FROM=code` to make it `:local`|Debian 12 minbase + `python3`, `python3-ipython`, `-numpy`, `-pandas`, `-matplotlib` (`TIER=code`) + the runner'"'"'s layer
+python|localhost/forceai-base-python:bookworm|the default: `make image` tags it `:local`, the gateway'"'"'s default `FORCEAI_RUNTIME_RUNNER_IMAGE`; command tasks and `python3` scripts. Every `ephemeral-task` box starts from it, so it stays lean|Debian 12 minbase + `python3`, `bash-static` (`image/base-python.sh`, `TIER=python`) + the runner'"'"'s layer
+code|localhost/forceai-base-code:bookworm|code contexts (`/code`, E2B'"'"'s code interpreter; `/code/languages` offers python only where IPython is): `make image-code`, or `IMAGE_LOCAL_FROM=code` to make it `:local`|Debian 12 minbase + `python3`, `bash-static`, `python3-ipython`, `-numpy`, `-pandas`, `-matplotlib` (`TIER=code`) + the runner'"'"'s layer
 opensandbox-execd||the OpenSandbox drop-in: the runner as execd in any sandbox image ([opensandbox/README.md](opensandbox/README.md))|`FROM scratch`: the runner as `/execd`, `bootstrap.sh`, busybox'
 
 grep -q '<!-- sizes: start -->' "$README" && grep -q '<!-- sizes: end -->' "$README" ||

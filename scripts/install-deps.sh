@@ -11,9 +11,10 @@ what=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
 
 build_pkgs="gcc musl-tools make pkg-config libmicrohttpd-dev libjansson-dev libseccomp-dev libcap-ng-dev libcurl4-openssl-dev dpkg-dev"
+# (bash-static: the task shell of commands, as in the image; runner/task/start.c)
 # (`make check` runs fuzz-smoke too: clang and its sanitizer and libFuzzer runtimes;
 # the workloads stage runs strace, gdb, ping, a venv and `ip` as tasks, getcap reads ping's capability)
-check_pkgs="$build_pkgs curl python3 python3-websockets python3-yaml procps valgrind nodejs npm bash coreutils util-linux git gcc tini binutils clang-format tmux expect clang libclang-rt-14-dev python3-ipython python3-numpy python3-pandas python3-matplotlib strace gdb iputils-ping python3-venv iproute2 libcap2-bin"
+check_pkgs="$build_pkgs curl python3 python3-websockets python3-yaml procps valgrind nodejs npm bash bash-static coreutils util-linux git gcc tini binutils clang-format tmux expect clang libclang-rt-14-dev python3-ipython python3-numpy python3-pandas python3-matplotlib strace gdb iputils-ping python3-venv iproute2 libcap2-bin"
 # `make static`: musl and what scripts/build-static-deps.sh needs to build the
 # static libraries from Debian's source packages (it checks them again itself)
 static_pkgs="gcc make musl-tools gperf cmake dpkg-dev autoconf automake libtool patch xz-utils m4 pkg-config linux-libc-dev"
@@ -59,6 +60,19 @@ if [ ${#missing[@]} -gt 0 ]; then
 			tail -20 /tmp/forceai-apt.log >&2
 			exit 1
 		}
+	fi
+fi
+
+# `make bench` measures tasks in a box laid out as the image lays it out (image/install.sh):
+# the C.UTF-8 locale in the locale archive, one map per program start instead of a dozen
+# files; the locale's data is the same, only where glibc finds it changes.
+if [ "$what" = bench ] && [ -d /usr/lib/locale/C.utf8 ] && command -v localedef >/dev/null 2>&1 &&
+	! localedef --list-archive 2>/dev/null | grep -qix 'c\.utf-\?8'; then
+	if [ "$(id -u)" = 0 ]; then
+		echo "install-deps: adding C.utf8 to /usr/lib/locale/locale-archive (as the image does)"
+		localedef --add-to-archive /usr/lib/locale/C.utf8 >/dev/null
+	else
+		echo "install-deps: C.utf8 is not in the locale archive (as root: localedef --add-to-archive /usr/lib/locale/C.utf8)" >&2
 	fi
 fi
 

@@ -418,6 +418,15 @@ def bench_size(cfg, res, tmpdir):
             extra={"bytes": size, "baseline_bytes": base})
 
 
+def locale_archived():
+    """Is C.UTF-8 in glibc's locale archive (image/install.sh puts it there)?"""
+    try:
+        r = subprocess.run(["localedef", "--list-archive"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return any(l.strip().lower() in ("c.utf8", "c.utf-8") for l in r.stdout.splitlines())
+
+
 def hardening_summary(h):
     if not h:
         return "no /v1/hardening report"
@@ -457,13 +466,19 @@ def bench_latency(cfg, res, binary):
                      "are for unconfined tasks" % cfg.meta["confinement"])
         bw = shutil.which("bwrap")
         fj = shutil.which("firejail")
+        # The bash a command runs in (docs/design/tasks.md "The task shell") and where its
+        # locale comes from: the box this bench measures is laid out as the image's.
+        task_shell = "/bin/bash-static" if os.access("/bin/bash-static", os.X_OK) else "/bin/bash"
+        cfg.meta["task_shell"] = task_shell
+        cfg.meta["locale"] = "LANG=%s, C.utf8 %s the locale archive" % (
+            os.environ.get("LANG", "(unset)"), "in" if locale_archived() else "not in")
         series = {
             "rtt_on": lambda n, w: [x[0] for x in run_tool([rtt, "-p", str(on.port), "-n", str(n), "-w", str(w)], "rtt confined")],
             "rtt_native": lambda n, w: [x[0] for x in run_tool(
                 [rtt, "-p", str(on.port), "-n", str(n), "-w", str(w), "-P", "/v1/tasks",
                  "-b", '{"task":"true","capability":"exec"}'], "rtt native")],
             "raw_sh": lambda n, w: [x[0] for x in run_tool([raw, "-n", str(n), "-w", str(w), "--", "/bin/sh", "-c", "true"], "rawspawn sh")],
-            "raw_bash": lambda n, w: [x[0] for x in run_tool([raw, "-n", str(n), "-w", str(w), "--", "/bin/bash", "-c", "true"], "rawspawn bash")],
+            "raw_bash": lambda n, w: [x[0] for x in run_tool([raw, "-n", str(n), "-w", str(w), "--", task_shell, "-c", "true"], "rawspawn bash")],
             "raw_true": lambda n, w: [x[0] for x in run_tool([raw, "-n", str(n), "-w", str(w), "--", "/bin/true"], "rawspawn true")],
         }
         counts = {"rtt_on": cfg.rtt_n, "rtt_native": cfg.rtt_n,
@@ -512,12 +527,13 @@ def bench_latency(cfg, res, binary):
               "mean": statistics.fmean(v) / 1e6} for k, v in samples.items() if v}
     on50, on99 = ms["rtt_on"]["p50"], ms["rtt_on"]["p99"]
     res.add("4", "round trip `true`, POST /command, p50 (n=%d)" % ms["rtt_on"]["n"], on50, "ms",
-            "fork+exec+wait /bin/sh -c true, p50", ms["raw_sh"]["p50"], goal="<= 3x raw sh",
-            ok=on50 <= 3 * ms["raw_sh"]["p50"])
+            "fork+exec+wait /bin/sh -c true, p50", ms["raw_sh"]["p50"], goal="<= 2x raw sh",
+            ok=on50 <= 2 * ms["raw_sh"]["p50"])
     res.add("4", "round trip `true`, POST /command, p99", on99, "ms",
             "fork+exec+wait /bin/sh -c true, p99", ms["raw_sh"]["p99"])
     res.add("4", "round trip `true`, POST /command, p50 vs bash", on50, "ms",
-            "fork+exec+wait /bin/bash -c true, p50 (the runner's shell)", ms["raw_bash"]["p50"],
+            "fork+exec+wait %s -c true, p50 (the runner's shell)" % cfg.meta["task_shell"],
+            ms["raw_bash"]["p50"],
             goal="<= 2x raw bash", ok=on50 <= 2 * ms["raw_bash"]["p50"])
     res.add("4", "round trip `true`, POST /v1/tasks, p50", ms["rtt_native"]["p50"], "ms",
             "fork+exec+wait /bin/sh -c true, p50", ms["raw_sh"]["p50"],
@@ -1137,7 +1153,7 @@ def bench_pyclient(cfg, res, binary):
     res.add("12", "round trip `true`, Python http.client, new connection each, POST /command, "
             "p50 of %d" % f["n"], f["p50_ms"], "ms",
             "posix_spawn /bin/sh -c true from the same client, alternating, p50", f["raw_p50_ms"],
-            goal="<= 3x", ok=f["ratio"] <= 3, extra={"p90_ms": f["p90_ms"],
+            goal="<= 2x", ok=f["ratio"] <= 2, extra={"p90_ms": f["p90_ms"],
                                                       "baseline_p90_ms": f["raw_p90_ms"]})
 
 

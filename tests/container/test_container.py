@@ -986,6 +986,15 @@ def t_python():
           "HTTP %s %r" % (st, tail(raw.decode("utf-8", "replace"), 300)))
     comm = eng("exec", name, "cat", "/proc/1/comm").stdout.strip()
     check("Python variant: runner is PID 1", comm == "forceai-runner", comm)
+    # The task shell (docs/design/tasks.md "The task shell"): the static bash, under bash's
+    # name; C.UTF-8 in the locale archive for a deployment that sets LANG (one map, not a
+    # dozen files per program start).
+    st, ev = run_command(port, 'readlink /proc/$$/exe; echo "$0 $BASH"; '
+                         'localedef --list-archive')
+    lines = stdout_lines(ev) if st == 200 else []
+    check("Python variant: commands run in the static bash as /bin/bash, C.utf8 in the archive",
+          lines[:2] == ["/usr/bin/bash-static", "/bin/bash /bin/bash"] and
+          "C.utf8" in lines[2:], "HTTP %s %s" % (st, tail(str(ev), 400)))
     # Lean (issue 46): python3 only; code contexts' libraries are the :code tag's.
     st, _, raw = http("GET", "http://127.0.0.1:%d/code/languages" % port, timeout=30)
     check("Python variant is lean: /code/languages does not offer python (that is :code)",

@@ -124,6 +124,23 @@ class EventContract(RunnerTest):
         ev = self.r.execd({"argv": ["/usr/bin/env"], "envs": {"SHELL": "/bin/bash"}})
         self.assertIn("SHELL=/bin/bash", [e["text"] for e in ev if e["type"] == "stdout"])
 
+    def test_the_command_shell(self):
+        # docs/design/tasks.md "The task shell": Debian's static build of the same bash when
+        # the box has it (make check installs it, as the image does), exec'd under bash's
+        # own name, so $0, $BASH and the version are what /bin/bash gives.
+        want = "/usr/bin/bash-static" if os.access("/bin/bash-static", os.X_OK) else "/usr/bin/bash"
+        ev = self.r.execd({"command": 'readlink /proc/$$/exe; echo "$0|$BASH|$BASH_VERSION"'})
+        out = [e["text"] for e in ev if e["type"] == "stdout"]
+        version = subprocess.run(["/bin/bash", "-c", "echo $BASH_VERSION"], capture_output=True,
+                                 text=True).stdout.strip()
+        self.assertEqual(out, [want, "/bin/bash|/bin/bash|" + version], ev)
+        self.assertEqual(ev[-1]["type"], "execution_complete", ev)
+        # A syntax error is still bash's own, with bash's name in it.
+        ev = self.r.execd({"command": "if then fi"})
+        err = " ".join(e["text"] for e in ev if e["type"] == "stderr")
+        self.assertIn("/bin/bash: -c: ", err, ev)
+        self.assertEqual(ev[-1]["type"], "error", ev)
+
     def test_cwd(self):
         ev = self.r.execd({"command": "pwd", "cwd": "/tmp"})
         self.assertEqual([e["text"] for e in ev if e["type"] == "stdout"], ["/tmp"])

@@ -195,6 +195,13 @@ class NativeInteractive(RunnerTest):
         self.assertEqual((st, b["code"]), (409, "NOT_A_TERMINAL"))
         self.r.request("DELETE", "/v1/tasks/" + s2.id)
 
+    def test_a_terminal_keeps_the_dynamic_bash(self):
+        # Its line editing and terminfo are the shared bash's (docs/design/tasks.md
+        # "The task shell"); only commands without a terminal run the static one.
+        s = self.start({"task": "readlink /proc/$$/exe; true", "tty": {}})
+        self.assertEqual(s.until_exit()["exit_code"], 0)
+        self.assertEqual(s.output().decode().strip(), "/usr/bin/bash")
+
     def test_tty_ctrl_c_and_eof(self):
         s = self.start({"task": "cat; echo CAT_ENDED_$((2+2))", "tty": {}})
         self.r.request("POST", "/v1/tasks/%s/stdin" % s.id, b"abc")

@@ -291,7 +291,10 @@ class ImageTiers(unittest.TestCase):
         lean = re.search(r"^python\) tier_include=(\S+) ;;", script, re.M)
         code = re.search(r"^code\) tier_include=(\S+) ;;", script, re.M)
         self.assertTrue(lean and code, "image/base-python.sh has no python/code tiers")
-        self.assertEqual(lean.group(1), "python3")
+        # python3 and the static bash commands run in (docs/design/tasks.md "The task shell"),
+        # none of the code contexts' libraries
+        self.assertEqual(lean.group(1).split(","), ["python3", "bash-static"])
+        self.assertIn("bash-static", code.group(1).split(","))
         for pkg in ("python3-ipython", "python3-numpy", "python3-pandas", "python3-matplotlib"):
             self.assertIn(pkg, code.group(1).split(","))
         self.assertRegex(script, r"TIER=\$\{TIER:-python\}")
