@@ -111,9 +111,9 @@ for f in /bin/ping /usr/bin/ping /sbin/ping /usr/sbin/ping; do
 done
 
 # --- the C.UTF-8 locale in the locale archive ------------------------------------
-# Tasks run with LANG=C.UTF-8; glibc finds a locale in the archive with one map, and
-# without it opens a dozen files at every program start that sets its locale (bash:
-# 0.2 ms). Same data (Debian's compiled C.utf8), added only where the base has
+# A deployment that sets LANG=C.UTF-8 (tasks get the runner's LANG): glibc finds a locale in
+# the archive with one map, and without it opens a dozen files at every program start that
+# sets its locale (bash: 0.2 ms). Same data (Debian's compiled C.utf8), added only where the base has
 # localedef and the archive lacks it (docs/design/tasks.md "The task shell").
 if [ -d /usr/lib/locale/C.utf8 ] && [ -x /usr/bin/localedef ] &&
 	! /usr/bin/localedef --list-archive 2>/dev/null | bb grep -qix 'c\.utf-\?8'; then

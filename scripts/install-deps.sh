@@ -70,7 +70,8 @@ if [ "$what" = bench ] && [ -d /usr/lib/locale/C.utf8 ] && command -v localedef 
 	! localedef --list-archive 2>/dev/null | grep -qix 'c\.utf-\?8'; then
 	if [ "$(id -u)" = 0 ]; then
 		echo "install-deps: adding C.utf8 to /usr/lib/locale/locale-archive (as the image does)"
-		localedef --add-to-archive /usr/lib/locale/C.utf8 >/dev/null
+		localedef --add-to-archive /usr/lib/locale/C.utf8 >/dev/null 2>&1 ||
+			echo "install-deps: localedef failed: the locale's files serve (tasks start slower)" >&2
 	else
 		echo "install-deps: C.utf8 is not in the locale archive (as root: localedef --add-to-archive /usr/lib/locale/C.utf8)" >&2
 	fi
