@@ -23,6 +23,7 @@
 #include "core/list.h"
 #include "files/ident.h"
 #include "files/path.h"
+#include "files/sched.h"
 #include "files/userjob.h"
 #include "http/sse.h"
 #include "watch/watch.h"
@@ -39,6 +40,12 @@
 struct wdir {
 	int wd;
 	char *path;
+};
+
+/* A directory whose subdirectories are still to be added, and how deep it is. */
+struct pending_dir {
+	char *path;
+	int depth;
 };
 
 struct watch_table {
@@ -65,6 +72,15 @@ struct watch_stream {
 	 * polling watchers): each event goes to it as it is read, nothing queued here. */
 	const struct watch_sink *sink;
 	void *sink_arg;
+	/* A recursive watch grows in slices on the files layer's scheduler: the directories
+	 * still to be read (a stack), the one being read across slices, so that a big tree, or
+	 * one a task moves in again and again, never holds the loop. */
+	struct pending_dir *pending;
+	size_t npending, pending_cap;
+	DIR *reading;
+	struct pending_dir cur; /* reading's name and depth */
+	struct files_job grow;
+	bool opening; /* watch_new's first slice: the opener reports the limit */
 	struct watch_stream *next, *prev;
 };
 
@@ -233,37 +249,135 @@ static int add_dir(struct watch_stream *s, int fd, const char *path)
 	return 1;
 }
 
-/* The subdirectories of fd, depth first, never through a symbolic link. */
-static void add_tree(struct watch_stream *s, int fd, const char *path, int depth)
+/* ---- growing a recursive watch, in slices ---- */
+
+#define WATCH_MAX_DEPTH 64
+
+static int push_pending(struct watch_stream *s, const char *path, int depth)
 {
-	if (depth > 64 || s->limit_hit)
-		return;
-	int dfd = dup(fd);
-	if (dfd < 0)
-		return;
-	DIR *d = fdopendir(dfd);
-	if (!d) {
-		close(dfd);
-		return;
+	if (depth > WATCH_MAX_DEPTH)
+		return 0;
+	if (s->npending == s->pending_cap) {
+		size_t cap = s->pending_cap ? s->pending_cap * 2 : 16;
+		struct pending_dir *n = realloc(s->pending, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		s->pending = n;
+		s->pending_cap = cap;
 	}
-	struct dirent *de;
-	while ((de = readdir(d)) && !s->limit_hit) {
+	char *p = strdup(path);
+	if (!p)
+		return -ENOMEM;
+	s->pending[s->npending++] = (struct pending_dir){p, depth};
+	return 0;
+}
+
+static void stop_reading(struct watch_stream *s)
+{
+	if (s->reading)
+		closedir(s->reading);
+	s->reading = NULL;
+	free(s->cur.path);
+	s->cur.path = NULL;
+}
+
+static void drop_pending(struct watch_stream *s)
+{
+	stop_reading(s);
+	for (size_t i = 0; i < s->npending; i++)
+		free(s->pending[i].path);
+	free(s->pending);
+	s->pending = NULL;
+	s->npending = s->pending_cap = 0;
+}
+
+/* The next directory to read, opened as the task user by its current name (a rename in the
+ * tree rewrites the pending names, rename_dirs). false when none is left. */
+static bool next_reading(struct watch_stream *s)
+{
+	while (!s->reading && s->npending) {
+		struct pending_dir d = s->pending[--s->npending];
+		int fd = files_open(AT_FDCWD, d.path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+		DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+		if (!dir) {
+			if (fd >= 0)
+				close(fd);
+			free(d.path);
+			continue; /* gone, or no longer a directory the user may read */
+		}
+		s->reading = dir;
+		s->cur = d;
+	}
+	return s->reading != NULL;
+}
+
+static void report_limit(struct watch_stream *s);
+
+/* One slice: subdirectories of the pending directories watched until the deadline, never
+ * through a symbolic link. 1: more to do. */
+static int grow_step(struct files_job *j, uint64_t deadline_ms)
+{
+	struct watch_stream *s =
+		(struct watch_stream *)((char *)j - offsetof(struct watch_stream, grow));
+	if (s->ended || files_enter(&s->id) < 0)
+		return 0;
+	unsigned n = 0;
+	while (!s->limit_hit && next_reading(s)) {
+		if ((++n & 31) == 0 && monotonic_ms() >= deadline_ms)
+			break;
+		struct dirent *de = readdir(s->reading);
+		if (!de) {
+			stop_reading(s);
+			continue;
+		}
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
 		if (de->d_type != DT_DIR && de->d_type != DT_UNKNOWN)
 			continue;
-		cleanup_close int sub =
-			openat(fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		cleanup_close int sub = openat(dirfd(s->reading), de->d_name,
+					       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (sub < 0)
 			continue; /* not a directory, a link, or not the user's to read */
 		char child[PATH_MAX];
-		if ((size_t)snprintf(child, sizeof(child), "%s/%s", strcmp(path, "/") ? path : "",
+		if ((size_t)snprintf(child, sizeof(child), "%s/%s",
+				     strcmp(s->cur.path, "/") ? s->cur.path : "",
 				     de->d_name) >= sizeof(child))
 			continue;
-		if (add_dir(s, sub, child) > 0)
-			add_tree(s, sub, child, depth + 1);
+		if (add_dir(s, sub, child) > 0 && push_pending(s, child, s->cur.depth + 1) < 0)
+			break;
 	}
-	closedir(d);
+	files_leave();
+	return !s->ended && !s->limit_hit && (s->reading || s->npending);
+}
+
+/* The growth ended (all read, the limit hit, the stream ended): its memory back, and the
+ * limit said once. */
+static void grow_done(struct files_job *j)
+{
+	struct watch_stream *s =
+		(struct watch_stream *)((char *)j - offsetof(struct watch_stream, grow));
+	drop_pending(s);
+	if (!s->opening && !s->ended)
+		report_limit(s);
+}
+
+/* Grow from path (just watched): on opening one slice at once (a small tree is watched whole
+ * before the first event), the rest on the scheduler; from an event, all of it there (an
+ * event batch never walks). */
+static void grow_from(struct watch_stream *s, const char *path, int depth)
+{
+	if (push_pending(s, path, depth) < 0 || s->grow.queued)
+		return;
+	if (s->opening && !grow_step(&s->grow, monotonic_ms() + FILES_SLICE_MS)) {
+		grow_done(&s->grow);
+		return;
+	}
+	s->grow.step = grow_step;
+	s->grow.done = grow_done;
+	if (files_sched_add(s->r->files_sched, &s->r->loop, &s->grow) < 0) {
+		log_warn("directory watch: cannot schedule a recursive walk", NULL);
+		grow_done(&s->grow);
+	}
 }
 
 /* A directory that appeared inside a recursive watch (created or moved
@@ -282,46 +396,74 @@ static void add_new_dir(struct watch_stream *s, const char *path)
 {
 	if (files_enter(&s->id) < 0)
 		return;
+	int added = 0;
 	int fd = files_open(AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
 	if (fd >= 0) {
-		if (add_dir(s, fd, path) > 0)
-			add_tree(s, fd, path, 0);
+		added = add_dir(s, fd, path);
 		close(fd);
 	}
 	files_leave();
-	report_limit(s);
+	if (added > 0)
+		grow_from(s, path, 0);
+	else
+		report_limit(s);
 }
 
-/* A watched directory renamed inside the tree: its and its subtree's names. */
+static bool under(const char *p, const char *from, size_t fl)
+{
+	return !strncmp(p, from, fl) && (!p[fl] || p[fl] == '/');
+}
+
+/* *p renamed when it is from or beneath it. */
+static void rename_one(char **p, const char *from, size_t fl, const char *to)
+{
+	char *n;
+	if (!*p || !under(*p, from, fl) || asprintf(&n, "%s%s", to, *p + fl) < 0)
+		return;
+	free(*p);
+	*p = n;
+}
+
+/* A watched directory renamed inside the tree: its and its subtree's names, watched and still
+ * to be read. */
 static void rename_dirs(struct watch_stream *s, const char *from, const char *to)
 {
 	size_t fl = strlen(from);
-	for (size_t i = 0; i < s->ndirs; i++) {
-		char *p = s->dirs[i].path;
-		if (strncmp(p, from, fl) || (p[fl] && p[fl] != '/'))
-			continue;
-		char *n;
-		if (asprintf(&n, "%s%s", to, p + fl) < 0)
-			continue;
-		free(p);
-		s->dirs[i].path = n;
-	}
+	for (size_t i = 0; i < s->ndirs; i++)
+		rename_one(&s->dirs[i].path, from, fl, to);
+	for (size_t i = 0; i < s->npending; i++)
+		rename_one(&s->pending[i].path, from, fl, to);
+	rename_one(&s->cur.path, from, fl, to);
 }
 
 /* Moved out of the tree: what was watched beneath it is no longer ours. */
 static void forget_dirs(struct watch_stream *s, const char *from)
 {
 	size_t fl = strlen(from);
-	for (size_t i = 0; i < s->ndirs;) {
-		char *p = s->dirs[i].path;
-		if (!strncmp(p, from, fl) && (!p[fl] || p[fl] == '/') &&
-		    s->dirs[i].wd != s->root_wd) {
-			inotify_rm_watch(s->ifd, s->dirs[i].wd);
-			drop_wd(s, s->dirs[i].wd);
+	if (s->cur.path && under(s->cur.path, from, fl))
+		stop_reading(s);
+	for (size_t i = 0; i < s->npending;) {
+		if (under(s->pending[i].path, from, fl)) {
+			free(s->pending[i].path);
+			s->pending[i] = s->pending[--s->npending];
 			continue;
 		}
 		i++;
 	}
+	/* One pass that keeps the order (a tree of thousands moved out, again and again, is not
+	 * a memmove of the table per directory). */
+	size_t keep = 0;
+	for (size_t i = 0; i < s->ndirs; i++) {
+		struct wdir d = s->dirs[i];
+		if (under(d.path, from, fl) && d.wd != s->root_wd) {
+			inotify_rm_watch(s->ifd, d.wd);
+			free(d.path);
+			s->r->watches->dirs--;
+			continue;
+		}
+		s->dirs[keep++] = d;
+	}
+	s->ndirs = keep;
 }
 
 /* ---- reading inotify ---- */
@@ -443,6 +585,9 @@ static void w_close(struct http_stream *hs)
 {
 	struct watch_stream *s = (struct watch_stream *)hs;
 	struct watch_table *t = s->r->watches;
+	if (s->grow.queued)
+		files_sched_remove(s->r->files_sched, &s->grow);
+	drop_pending(s);
 	if (s->watching)
 		loop_watch_del(&s->r->loop, &s->w);
 	if (s->ifd >= 0)
@@ -506,13 +651,12 @@ static int watch_root(struct watch_stream *s, const char *path, struct error *er
 						 "(fs.inotify.max_user_watches)")
 				     : error_set(err, -a, "RUNTIME_ERROR",
 						 "inotify_add_watch %.1024s failed", path);
-		else {
+		else
 			s->root_wd = s->dirs[0].wd;
-			if (s->recursive)
-				add_tree(s, fd, path, 0);
-		}
 	}
 	files_leave();
+	if (!rc && s->recursive)
+		grow_from(s, path, 0);
 	return rc;
 }
 
@@ -554,7 +698,10 @@ static struct watch_stream *watch_new(struct runner *r, const char *path, bool r
 	}
 	LIST_PUSH(t->head, s);
 	t->streams++;
-	if (watch_root(s, path, err) < 0) {
+	s->opening = true;
+	int rc = watch_root(s, path, err);
+	s->opening = false;
+	if (rc < 0) {
 		w_close(&s->hs);
 		return NULL;
 	}
@@ -571,8 +718,10 @@ struct watch_stream *watch_open(struct runner *r, const char *path, bool recursi
 				const struct watch_sink *sink, void *arg, struct error *err)
 {
 	struct watch_stream *s = watch_new(r, path, recursive, sink, arg, err);
-	if (s && s->limit_hit)
+	if (s && s->limit_hit) {
 		sink->event(arg, "overflow", path, NULL, true);
+		s->limit_hit = false;
+	}
 	return s;
 }
 
