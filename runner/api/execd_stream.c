@@ -13,7 +13,9 @@
 #include "task/linesplit.h"
 #include "task/task.h"
 
-#define PING_INTERVAL_MS 2000 /* the contract says at least every 3 s */
+/* The contract says at least every 3 s. The runner's tick is once a second, so a ping goes
+ * 1.5-2.5 s after the last event (2000 gave 2-3 s, and 3,001 ms under valgrind). */
+#define PING_INTERVAL_MS 1500
 
 struct execd_stream {
 	struct http_stream hs; /* hs.out: the events to send */
