@@ -70,6 +70,7 @@
 #include "files/sched.h"
 #include "http/gate.h"
 #include "http/http.h"
+#include "http/internal.h"
 #include "task/task_uids.h"
 #include "http/ws.h"
 #include "core/runner.h"
@@ -338,7 +339,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 }
 
 /* Step the loop until it has been idle for a few rounds; wake streams that
- * sleep (as the 1 s tick would) when they hold a connection. */
+ * sleep (as the 1 s tick would) when they hold a connection, as though their
+ * keep-alive interval had passed: an idle stream (an MCP session's GET stream)
+ * learns that its client is gone when its keep-alive is written, which here
+ * would be seconds of real time away. */
 static void settle(void)
 {
 	int idle = 0;
@@ -354,6 +358,8 @@ static void settle(void)
 			continue;
 		if (!http_busy(&R))
 			return;
+		for (struct http_stream *st = R.http ? R.http->streams : NULL; st; st = st->next)
+			st->last_send_ms = 0;
 		http_tick(&R);
 		idle = 0;
 	}
